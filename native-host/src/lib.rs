@@ -1,0 +1,3 @@
+//! recap's native side: the CLI, the host, the CPU and CUDA backends and the capture API.
+
+pub mod import;

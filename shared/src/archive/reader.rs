@@ -1,0 +1,1036 @@
+//! The zero-copy reader and the validator.
+//!
+//! [`Archive::open`] checks the whole structure once (header, section table, checksums of every
+//! table, every index and every range) so that every accessor afterwards is infallible and cheap;
+//! nothing is copied out of the byte slice until a caller decodes a blob. [`Archive::validate`]
+//! additionally checks the blobs section's checksum and decompresses every blob.
+
+use std::io::Read;
+use std::ops::Range;
+
+use super::layout::{self, SectionKind, *};
+use super::model::*;
+
+/// What is wrong with an archive, and where.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{section} at byte {offset}: {reason}")]
+pub struct FormatError {
+    /// `header`, `section table`, or a section's name (`ops`, `regions`, ...).
+    pub section: &'static str,
+    /// Byte offset in the file where the problem is.
+    pub offset: u64,
+    pub reason: String,
+}
+
+fn err<T>(section: &'static str, offset: u64, reason: impl Into<String>) -> Result<T, FormatError> {
+    Err(FormatError { section, offset, reason: reason.into() })
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Fixed-size records of one table section.
+#[derive(Clone, Copy, Debug)]
+struct Table<'a> {
+    kind: SectionKind,
+    /// The records, starting after the table header.
+    data: &'a [u8],
+    /// File offset of the first record.
+    file_offset: u64,
+    count: usize,
+    stride: usize,
+}
+
+impl<'a> Table<'a> {
+    fn empty(kind: SectionKind) -> Self {
+        Table { kind, data: &[], file_offset: 0, count: 0, stride: kind.record_len().unwrap_or(1) }
+    }
+
+    fn parse(kind: SectionKind, bytes: &'a [u8], file_offset: u64) -> Result<Self, FormatError> {
+        let known = kind.record_len().expect("table section");
+        if bytes.len() < TABLE_HEADER_LEN {
+            return err(kind.name(), file_offset, "section is shorter than its 8-byte table header");
+        }
+        let count = u32_at(bytes, 0) as usize;
+        let stride = u32_at(bytes, 4) as usize;
+        if stride < known {
+            return err(
+                kind.name(),
+                file_offset + 4,
+                format!("record size {stride} is smaller than the {known} bytes of format v1"),
+            );
+        }
+        let need = (count as u128) * (stride as u128);
+        let have = (bytes.len() - TABLE_HEADER_LEN) as u128;
+        if need > have {
+            return err(
+                kind.name(),
+                file_offset,
+                format!("{count} records of {stride} bytes need {need} bytes but the section holds {have}"),
+            );
+        }
+        Ok(Table {
+            kind,
+            data: &bytes[TABLE_HEADER_LEN..TABLE_HEADER_LEN + need as usize],
+            file_offset: file_offset + TABLE_HEADER_LEN as u64,
+            count,
+            stride,
+        })
+    }
+
+    fn rec(&self, i: usize) -> &'a [u8] {
+        &self.data[i * self.stride..i * self.stride + self.stride]
+    }
+
+    fn at(&self, i: usize, field: usize) -> u64 {
+        self.file_offset + (i * self.stride + field) as u64
+    }
+
+    fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+}
+
+/// Compressed or raw bytes in the blobs section.
+#[derive(Clone, Copy, Debug)]
+pub struct Blob<'a> {
+    stored: &'a [u8],
+    raw_len: u64,
+    codec: u32,
+    file_offset: u64,
+}
+
+impl<'a> Blob<'a> {
+    /// Size once decoded.
+    pub fn len(&self) -> u64 {
+        self.raw_len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.raw_len == 0
+    }
+
+    /// Size as stored in the file.
+    pub fn stored_len(&self) -> u64 {
+        self.stored.len() as u64
+    }
+
+    /// A streaming decoder; reading it never holds more than one compressed block.
+    pub fn reader(&self) -> Box<dyn Read + 'a> {
+        match self.codec {
+            CODEC_LZ4_FRAME => Box::new(lz4_flex::frame::FrameDecoder::new(self.stored)),
+            _ => Box::new(self.stored),
+        }
+    }
+
+    /// Decodes into `out`, which must be exactly [`Blob::len`] bytes.
+    pub fn decode_into(&self, out: &mut [u8]) -> Result<(), FormatError> {
+        if out.len() as u64 != self.raw_len {
+            return err("blobs", self.file_offset, format!(
+                "blob decodes to {} bytes but {} were asked for", self.raw_len, out.len()));
+        }
+        let mut r = self.reader();
+        r.read_exact(out).map_err(|e| FormatError {
+            section: "blobs",
+            offset: self.file_offset,
+            reason: format!("blob of {} bytes does not decode: {e}", self.raw_len),
+        })?;
+        let mut extra = [0u8; 1];
+        match r.read(&mut extra) {
+            Ok(0) => Ok(()),
+            Ok(_) => err("blobs", self.file_offset, format!("blob decodes to more than its {} bytes", self.raw_len)),
+            Err(e) => err("blobs", self.file_offset, format!("blob does not decode: {e}")),
+        }
+    }
+
+    pub fn decode(&self) -> Result<Vec<u8>, FormatError> {
+        let mut v = vec![0u8; self.raw_len as usize];
+        self.decode_into(&mut v)?;
+        Ok(v)
+    }
+
+    /// Decodes in chunks without keeping the bytes: the deep check of [`Archive::validate`].
+    fn check(&self) -> Result<(), FormatError> {
+        let mut r = self.reader();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0u64;
+        loop {
+            let n = r.read(&mut buf).map_err(|e| FormatError {
+                section: "blobs",
+                offset: self.file_offset,
+                reason: format!("blob does not decode after {total} bytes: {e}"),
+            })?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            if total > self.raw_len {
+                return err("blobs", self.file_offset, format!("blob decodes to more than its {} bytes", self.raw_len));
+            }
+        }
+        if total != self.raw_len {
+            return err("blobs", self.file_offset, format!("blob decodes to {total} bytes, not {}", self.raw_len));
+        }
+        Ok(())
+    }
+}
+
+/// A module: PTX text and optional cubins.
+#[derive(Clone, Debug)]
+pub struct ModuleView<'a> {
+    pub id: ModuleId,
+    pub name: &'a str,
+    pub ptx: Blob<'a>,
+    /// `(sm, cubin)`: `sm` is the architecture number, e.g. 90 for sm_90.
+    pub cubins: Vec<(u32, Blob<'a>)>,
+}
+
+impl ModuleView<'_> {
+    /// The PTX source text.
+    pub fn ptx_text(&self) -> Result<String, FormatError> {
+        let bytes = self.ptx.decode()?;
+        String::from_utf8(bytes).map_err(|e| FormatError {
+            section: "modules",
+            offset: self.ptx.file_offset,
+            reason: format!("PTX of module {} is not UTF-8: {e}", self.name),
+        })
+    }
+}
+
+/// A kernel: an entry point of a module with its parameter layout.
+#[derive(Clone, Debug)]
+pub struct KernelView<'a> {
+    pub id: KernelId,
+    pub module: ModuleId,
+    pub name: &'a str,
+    pub params: Vec<ParamDecl>,
+}
+
+impl KernelView<'_> {
+    /// Bytes the parameter buffer needs.
+    pub fn params_size(&self) -> u64 {
+        self.params.iter().map(|p| p.offset as u64 + p.size as u64).max().unwrap_or(0)
+    }
+}
+
+/// A region (buffer) with its optional initial and expected contents.
+#[derive(Clone, Debug)]
+pub struct RegionView<'a> {
+    pub id: RegionId,
+    pub name: &'a str,
+    pub size: u64,
+    pub align: u32,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub scratch: bool,
+    pub initial: Option<Blob<'a>>,
+    pub expected: Option<Blob<'a>>,
+    pub tolerance: Option<Tolerance>,
+}
+
+/// A launch as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchView<'a> {
+    pub kernel: KernelId,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    pub params: &'a [u8],
+    /// Indices of this launch's relocations (see [`Archive::relocs`]).
+    pub relocs: Range<u32>,
+}
+
+/// One op as stored. While/If bodies are the `body_len` ops that follow them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op<'a> {
+    Launch(LaunchView<'a>),
+    Copy(CopyOp),
+    Memset(MemsetOp),
+    Alloc(RegionId),
+    Free(RegionId),
+    While { cond: Condition, body_len: u32 },
+    If { cond: Condition, body_len: u32 },
+    Marker(&'a str),
+}
+
+impl Op<'_> {
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Op::Launch(_) => "launch",
+            Op::Copy(_) => "copy",
+            Op::Memset(_) => "memset",
+            Op::Alloc(_) => "alloc",
+            Op::Free(_) => "free",
+            Op::While { .. } => "while",
+            Op::If { .. } => "if",
+            Op::Marker(_) => "marker",
+        }
+    }
+
+    /// Number of ops in this op's body (0 for everything but while/if).
+    pub fn body_len(&self) -> u32 {
+        match self {
+            Op::While { body_len, .. } | Op::If { body_len, .. } => *body_len,
+            _ => 0,
+        }
+    }
+}
+
+/// A named binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Binding<'a> {
+    pub name: &'a str,
+    pub region: RegionId,
+    pub direction: Direction,
+}
+
+/// A validated archive over borrowed bytes.
+#[derive(Clone, Debug)]
+pub struct Archive<'a> {
+    bytes: &'a [u8],
+    version: (u16, u16),
+    string_offsets: &'a [u8],
+    string_data: &'a [u8],
+    string_count: usize,
+    modules: Table<'a>,
+    cubins: Table<'a>,
+    kernels: Table<'a>,
+    params: Table<'a>,
+    regions: Table<'a>,
+    relocs: Table<'a>,
+    ops: Table<'a>,
+    bindings: Table<'a>,
+    meta: Table<'a>,
+    param_bytes: &'a [u8],
+    param_bytes_offset: u64,
+    blobs: &'a [u8],
+    blobs_offset: u64,
+    blobs_checksum: [u8; CHECKSUM_LEN],
+}
+
+impl<'a> Archive<'a> {
+    /// Checks the structure of `bytes` and returns a reader over it. Never panics.
+    pub fn open(bytes: &'a [u8]) -> Result<Self, FormatError> {
+        if bytes.len() < HEADER_LEN {
+            return err("header", 0, format!("file is {} bytes, shorter than the 64-byte header", bytes.len()));
+        }
+        if bytes[..8] != MAGIC {
+            return err("header", 0, "not a recap archive (wrong magic bytes)");
+        }
+        let major = u16_at(bytes, header::MAJOR);
+        let minor = u16_at(bytes, header::MINOR);
+        if major != MAJOR {
+            return err("header", header::MAJOR as u64, format!(
+                "format version {major}.{minor} is not readable by this build (reads {MAJOR}.x)"));
+        }
+        let file_len = u64_at(bytes, header::FILE_LEN);
+        if file_len != bytes.len() as u64 {
+            return err("header", header::FILE_LEN as u64, format!(
+                "header says the file is {file_len} bytes but it is {} (truncated or padded)", bytes.len()));
+        }
+        let table_offset = u64_at(bytes, header::TABLE_OFFSET);
+        let section_count = u32_at(bytes, header::SECTION_COUNT) as u64;
+        let table_len = section_count.checked_mul(SECTION_ENTRY_LEN as u64);
+        let table_end = table_len.and_then(|l| l.checked_add(table_offset));
+        if table_offset < HEADER_LEN as u64 || table_end.is_none_or(|e| e > file_len) {
+            return err("header", header::TABLE_OFFSET as u64, format!(
+                "section table of {section_count} entries at {table_offset} does not fit in the file"));
+        }
+        let table = &bytes[table_offset as usize..table_end.unwrap() as usize];
+        let sum = layout::checksum(&[&bytes[..header::CHECKSUM], table]);
+        if sum[..] != bytes[header::CHECKSUM..HEADER_LEN] {
+            return err("header", header::CHECKSUM as u64, "header checksum mismatch (header or section table is corrupt)");
+        }
+
+        let mut found: Vec<(SectionKind, u64, u64, [u8; CHECKSUM_LEN])> = Vec::new();
+        let mut spans: Vec<(u64, u64)> = vec![(0, HEADER_LEN as u64), (table_offset, table_end.unwrap())];
+        for i in 0..section_count as usize {
+            let e = &table[i * SECTION_ENTRY_LEN..(i + 1) * SECTION_ENTRY_LEN];
+            let at = table_offset + (i * SECTION_ENTRY_LEN) as u64;
+            let code = u32_at(e, 0);
+            let flags = u32_at(e, 4);
+            let offset = u64_at(e, 8);
+            let len = u64_at(e, 16);
+            let end = offset.checked_add(len);
+            if end.is_none_or(|end| end > file_len) {
+                return err("section table", at, format!("section {i} (kind {code}) at {offset}+{len} runs past the end of the file"));
+            }
+            let Some(kind) = SectionKind::from_code(code) else {
+                if flags & SECTION_REQUIRED != 0 {
+                    return err("section table", at, format!("section {i} has kind {code}, unknown to this reader and marked required"));
+                }
+                continue; // unknown optional sections are skipped
+            };
+            if found.iter().any(|f| f.0 == kind) {
+                return err("section table", at, format!("section {} appears twice", kind.name()));
+            }
+            let mut sum = [0u8; CHECKSUM_LEN];
+            sum.copy_from_slice(&e[24..24 + CHECKSUM_LEN]);
+            found.push((kind, offset, len, sum));
+            spans.push((offset, end.unwrap()));
+        }
+        spans.retain(|s| s.0 != s.1);
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            if w[1].0 < w[0].1 {
+                return err("section table", table_offset, format!(
+                    "sections overlap: bytes {}..{} and {}..{}", w[0].0, w[0].1, w[1].0, w[1].1));
+            }
+        }
+        for kind in SectionKind::ALL {
+            if kind.mandatory() && !found.iter().any(|f| f.0 == kind) {
+                return err("section table", table_offset, format!("mandatory section {} is missing", kind.name()));
+            }
+        }
+        let section = |kind: SectionKind| found.iter().find(|f| f.0 == kind).copied();
+        let body = |kind: SectionKind| -> Result<Option<(&'a [u8], u64)>, FormatError> {
+            let Some((_, off, len, sum)) = section(kind) else { return Ok(None) };
+            let b = &bytes[off as usize..(off + len) as usize];
+            if kind != SectionKind::Blobs && layout::checksum(&[b]) != sum {
+                return err(kind.name(), off, "section checksum mismatch (the section is corrupt)");
+            }
+            Ok(Some((b, off)))
+        };
+        let table_of = |kind: SectionKind| -> Result<Table<'a>, FormatError> {
+            match body(kind)? {
+                Some((b, off)) => Table::parse(kind, b, off),
+                None => Ok(Table::empty(kind)),
+            }
+        };
+
+        let (strings, strings_off) = body(SectionKind::Strings)?.unwrap();
+        if strings.len() < TABLE_HEADER_LEN {
+            return err("strings", strings_off, "section is shorter than its 8-byte header");
+        }
+        let string_count = u32_at(strings, 0) as usize;
+        let offsets_len = (string_count as u128 + 1) * 4;
+        if offsets_len > (strings.len() - TABLE_HEADER_LEN) as u128 {
+            return err("strings", strings_off, format!("{string_count} strings do not fit in a section of {} bytes", strings.len()));
+        }
+        let string_offsets = &strings[TABLE_HEADER_LEN..TABLE_HEADER_LEN + offsets_len as usize];
+        let string_data = &strings[TABLE_HEADER_LEN + offsets_len as usize..];
+        let mut prev = 0u32;
+        for i in 0..=string_count {
+            let o = u32_at(string_offsets, i * 4);
+            if (i == 0 && o != 0) || o < prev || o as usize > string_data.len() {
+                return err("strings", strings_off + (TABLE_HEADER_LEN + i * 4) as u64, format!("string offset {o} is out of order or out of range"));
+            }
+            if i > 0 && std::str::from_utf8(&string_data[prev as usize..o as usize]).is_err() {
+                return err("strings", strings_off + (TABLE_HEADER_LEN + offsets_len as usize) as u64 + prev as u64, format!("string {} is not UTF-8", i - 1));
+            }
+            prev = o;
+        }
+
+        let (param_bytes, param_bytes_offset) = body(SectionKind::ParamBytes)?.unwrap();
+        let (blobs, blobs_offset) = body(SectionKind::Blobs)?.unwrap();
+        let archive = Archive {
+            bytes,
+            version: (major, minor),
+            string_offsets,
+            string_data,
+            string_count,
+            modules: table_of(SectionKind::Modules)?,
+            cubins: table_of(SectionKind::Cubins)?,
+            kernels: table_of(SectionKind::Kernels)?,
+            params: table_of(SectionKind::Params)?,
+            regions: table_of(SectionKind::Regions)?,
+            relocs: table_of(SectionKind::Relocs)?,
+            ops: table_of(SectionKind::Ops)?,
+            bindings: table_of(SectionKind::Bindings)?,
+            meta: table_of(SectionKind::Meta)?,
+            param_bytes,
+            param_bytes_offset,
+            blobs,
+            blobs_offset,
+            blobs_checksum: section(SectionKind::Blobs).unwrap().3,
+        };
+        archive.check_tables()?;
+        Ok(archive)
+    }
+
+    fn check_string(&self, t: &Table, i: usize, field: usize, optional: bool) -> Result<u32, FormatError> {
+        let id = u32_at(t.rec(i), field);
+        if (id as usize) < self.string_count || (optional && id == NO_STRING) {
+            Ok(id)
+        } else {
+            err(t.name(), t.at(i, field), format!("record {i} names string {id} but there are {}", self.string_count))
+        }
+    }
+
+    fn check_blob(&self, t: &Table, i: usize, field: usize) -> Result<Blob<'a>, FormatError> {
+        let r = t.rec(i);
+        let offset = u64_at(r, field);
+        let stored_len = u64_at(r, field + 8);
+        let raw_len = u64_at(r, field + 16);
+        let codec = u32_at(r, field + 24);
+        let at = t.at(i, field);
+        if codec != CODEC_RAW && codec != CODEC_LZ4_FRAME {
+            return err(t.name(), at, format!("record {i} uses unknown compression codec {codec}"));
+        }
+        if offset.checked_add(stored_len).is_none_or(|e| e > self.blobs.len() as u64) {
+            return err(t.name(), at, format!(
+                "record {i} refers to blob bytes {offset}+{stored_len} beyond the {}-byte blobs section", self.blobs.len()));
+        }
+        if codec == CODEC_RAW && stored_len != raw_len {
+            return err(t.name(), at, format!("record {i}: raw blob stored as {stored_len} bytes claims {raw_len}"));
+        }
+        Ok(Blob {
+            stored: &self.blobs[offset as usize..(offset + stored_len) as usize],
+            raw_len,
+            codec,
+            file_offset: self.blobs_offset + offset,
+        })
+    }
+
+    fn check_region_index(&self, t: &Table, i: usize, field: usize, what: &str) -> Result<RegionId, FormatError> {
+        let r = u32_at(t.rec(i), field);
+        if (r as usize) < self.regions.count {
+            Ok(r)
+        } else {
+            err(t.name(), t.at(i, field), format!("record {i}: {what} region {r} does not exist ({} regions)", self.regions.count))
+        }
+    }
+
+    fn check_range(&self, t: &Table, i: usize, field: usize, region: RegionId, offset: u64, len: u64, what: &str) -> Result<(), FormatError> {
+        let size = self.region_size(region);
+        if offset.checked_add(len).is_none_or(|e| e > size) {
+            return err(t.name(), t.at(i, field), format!(
+                "op {i}: {what} bytes {offset}..{} fall outside region {region} ({} bytes)",
+                offset.saturating_add(len), size));
+        }
+        Ok(())
+    }
+
+    fn region_size(&self, r: RegionId) -> u64 {
+        u64_at(self.regions.rec(r as usize), 16)
+    }
+
+    fn check_tables(&self) -> Result<(), FormatError> {
+        let m = &self.modules;
+        for i in 0..m.count {
+            self.check_string(m, i, 0, false)?;
+            let first = u32_at(m.rec(i), 4) as u64;
+            let n = u32_at(m.rec(i), 8) as u64;
+            if first + n > self.cubins.count as u64 {
+                return err("modules", m.at(i, 4), format!("module {i} lists cubins {first}..{} of {}", first + n, self.cubins.count));
+            }
+            self.check_blob(m, i, 16)?;
+        }
+        let c = &self.cubins;
+        for i in 0..c.count {
+            let module = u32_at(c.rec(i), 0);
+            if module as usize >= m.count {
+                return err("cubins", c.at(i, 0), format!("cubin {i} belongs to module {module} of {}", m.count));
+            }
+            self.check_blob(c, i, 8)?;
+        }
+        let p = &self.params;
+        for i in 0..p.count {
+            self.check_string(p, i, 0, false)?;
+            let r = p.rec(i);
+            let (offset, size, align, kind) = (u32_at(r, 4), u32_at(r, 8), u32_at(r, 12), u32_at(r, 16));
+            if kind > 1 {
+                return err("params", p.at(i, 16), format!("parameter {i} has unknown kind {kind}"));
+            }
+            if !align.is_power_of_two() || offset % align != 0 {
+                return err("params", p.at(i, 12), format!("parameter {i} at offset {offset} has bad alignment {align}"));
+            }
+            if offset as u64 + size as u64 > 32 * 1024 {
+                return err("params", p.at(i, 4), format!("parameter {i} ends past the 32 KiB parameter limit"));
+            }
+        }
+        let k = &self.kernels;
+        for i in 0..k.count {
+            let module = u32_at(k.rec(i), 0);
+            if module as usize >= m.count {
+                return err("kernels", k.at(i, 0), format!("kernel {i} belongs to module {module} of {}", m.count));
+            }
+            self.check_string(k, i, 4, false)?;
+            let first = u32_at(k.rec(i), 8) as u64;
+            let n = u32_at(k.rec(i), 12) as u64;
+            if first + n > p.count as u64 {
+                return err("kernels", k.at(i, 8), format!("kernel {i} lists parameters {first}..{} of {}", first + n, p.count));
+            }
+        }
+        let rg = &self.regions;
+        for i in 0..rg.count {
+            let r = rg.rec(i);
+            self.check_string(rg, i, 0, false)?;
+            let dtype = u32_at(r, 4);
+            if DType::from_code(dtype).is_none() {
+                return err("regions", rg.at(i, 4), format!("region {i} has unknown element type {dtype}"));
+            }
+            let flags = u32_at(r, 8);
+            if flags & !(REGION_HAS_INITIAL | REGION_HAS_EXPECTED | REGION_SCRATCH) != 0 {
+                return err("regions", rg.at(i, 8), format!("region {i} has unknown flags {flags:#x}"));
+            }
+            let align = u32_at(r, 12);
+            if !align.is_power_of_two() {
+                return err("regions", rg.at(i, 12), format!("region {i} alignment {align} is not a power of two"));
+            }
+            let size = u64_at(r, 16);
+            let rank = u32_at(r, 24);
+            if rank > 4 {
+                return err("regions", rg.at(i, 24), format!("region {i} has {rank} dimensions; at most 4"));
+            }
+            for (flag, field) in [(REGION_HAS_INITIAL, 64), (REGION_HAS_EXPECTED, 96)] {
+                if flags & flag != 0 {
+                    let b = self.check_blob(rg, i, field)?;
+                    if b.raw_len != size {
+                        return err("regions", rg.at(i, field), format!(
+                            "region {i} is {size} bytes but its {} data decodes to {}",
+                            if field == 64 { "initial" } else { "expected" }, b.raw_len));
+                    }
+                }
+            }
+            if flags & REGION_HAS_EXPECTED != 0 {
+                let kind = u32_at(r, 128);
+                let (a, b) = (f64::from_bits(u64_at(r, 136)), f64::from_bits(u64_at(r, 144)));
+                let ok = match kind {
+                    1 => true,
+                    2 => a.is_finite() && b.is_finite() && a >= 0.0 && b >= 0.0,
+                    3 => (0.0..=1.0).contains(&a),
+                    _ => false,
+                };
+                if !ok {
+                    return err("regions", rg.at(i, 128), format!("region {i} has an invalid tolerance (kind {kind}, {a}, {b})"));
+                }
+            }
+        }
+        let rl = &self.relocs;
+        let mut seen_region_owner = false;
+        for i in 0..rl.count {
+            let r = rl.rec(i);
+            let (kind, owner, offset) = (u32_at(r, 0), u32_at(r, 4), u64_at(r, 8));
+            let owner_size = match kind {
+                RELOC_OWNER_REGION => {
+                    seen_region_owner = true;
+                    if owner as usize >= rg.count {
+                        return err("relocs", rl.at(i, 4), format!("relocation {i} patches region {owner} of {}", rg.count));
+                    }
+                    self.region_size(owner)
+                }
+                RELOC_OWNER_LAUNCH => {
+                    if seen_region_owner {
+                        return err("relocs", rl.at(i, 0), format!("relocation {i}: launch relocations must precede region relocations"));
+                    }
+                    if owner as usize >= self.ops.count || u32_at(self.ops.rec(owner as usize), 0) != layout::op::LAUNCH {
+                        return err("relocs", rl.at(i, 4), format!("relocation {i} patches op {owner}, which is not a launch"));
+                    }
+                    u32_at(self.ops.rec(owner as usize), 36) as u64
+                }
+                _ => return err("relocs", rl.at(i, 0), format!("relocation {i} has unknown owner kind {kind}")),
+            };
+            if offset.checked_add(8).is_none_or(|e| e > owner_size) {
+                return err("relocs", rl.at(i, 8), format!("relocation {i} at offset {offset} runs past its owner's {owner_size} bytes"));
+            }
+            let target = self.check_region_index(rl, i, 16, "target")?;
+            let toff = u64_at(r, 24);
+            if toff > self.region_size(target) {
+                return err("relocs", rl.at(i, 24), format!("relocation {i} points {toff} bytes into region {target} of {}", self.region_size(target)));
+            }
+        }
+        self.check_ops()?;
+        let b = &self.bindings;
+        for i in 0..b.count {
+            self.check_string(b, i, 0, false)?;
+            self.check_region_index(b, i, 4, "bound")?;
+            let d = u32_at(b.rec(i), 8);
+            if Direction::from_code(d).is_none() {
+                return err("bindings", b.at(i, 8), format!("binding {i} has unknown direction {d}"));
+            }
+        }
+        let mt = &self.meta;
+        for i in 0..mt.count {
+            self.check_string(mt, i, 0, false)?;
+            self.check_string(mt, i, 4, false)?;
+        }
+        Ok(())
+    }
+
+    fn check_ops(&self) -> Result<(), FormatError> {
+        let t = &self.ops;
+        // Ends of the open while/if bodies, innermost last.
+        let mut open: Vec<usize> = Vec::new();
+        let mut next_reloc = 0u64;
+        for i in 0..t.count {
+            while open.last() == Some(&i) {
+                open.pop();
+            }
+            let r = t.rec(i);
+            match u32_at(r, 0) {
+                layout::op::LAUNCH => {
+                    let kernel = u32_at(r, 4);
+                    if kernel as usize >= self.kernels.count {
+                        return err("ops", t.at(i, 4), format!("op {i} launches kernel {kernel} of {}", self.kernels.count));
+                    }
+                    let grid = [u32_at(r, 8), u32_at(r, 12), u32_at(r, 16)];
+                    let block = [u32_at(r, 20), u32_at(r, 24), u32_at(r, 28)];
+                    if grid.contains(&0) || block.contains(&0) {
+                        return err("ops", t.at(i, 8), format!("op {i} has an empty grid {grid:?} or block {block:?}"));
+                    }
+                    if block.iter().map(|&b| b as u64).product::<u64>() > 1024 {
+                        return err("ops", t.at(i, 20), format!("op {i} has a block of {block:?}, more than 1024 threads"));
+                    }
+                    let len = u32_at(r, 36) as u64;
+                    let off = u64_at(r, 40);
+                    if off.checked_add(len).is_none_or(|e| e > self.param_bytes.len() as u64) {
+                        return err("ops", t.at(i, 36), format!("op {i} parameter bytes {off}+{len} fall outside the param-bytes section"));
+                    }
+                    let need = self.kernel(kernel).params_size();
+                    if len < need {
+                        return err("ops", t.at(i, 36), format!("op {i} passes {len} parameter bytes; its kernel needs {need}"));
+                    }
+                    let first = u32_at(r, 48) as u64;
+                    let n = u32_at(r, 52) as u64;
+                    if first != next_reloc || first + n > self.relocs.count as u64 {
+                        return err("ops", t.at(i, 48), format!("op {i} relocations {first}..{} are out of order or out of range", first + n));
+                    }
+                    for j in first..first + n {
+                        let rr = self.relocs.rec(j as usize);
+                        if u32_at(rr, 0) != RELOC_OWNER_LAUNCH || u32_at(rr, 4) as usize != i {
+                            return err("ops", t.at(i, 48), format!("op {i} claims relocation {j}, which belongs elsewhere"));
+                        }
+                    }
+                    next_reloc = first + n;
+                }
+                layout::op::COPY => {
+                    let src = self.check_region_index(t, i, 4, "source")?;
+                    let dst = self.check_region_index(t, i, 8, "destination")?;
+                    let len = u64_at(r, 32);
+                    self.check_range(t, i, 16, src, u64_at(r, 16), len, "copy source")?;
+                    self.check_range(t, i, 24, dst, u64_at(r, 24), len, "copy destination")?;
+                }
+                layout::op::MEMSET => {
+                    let region = self.check_region_index(t, i, 4, "memset")?;
+                    let width = u32_at(r, 8);
+                    if ![1, 2, 4, 8].contains(&width) {
+                        return err("ops", t.at(i, 8), format!("op {i}: memset pattern width {width} is not 1, 2, 4 or 8"));
+                    }
+                    let len = u64_at(r, 24);
+                    if len % width as u64 != 0 {
+                        return err("ops", t.at(i, 24), format!("op {i}: memset of {len} bytes is not a multiple of its {width}-byte pattern"));
+                    }
+                    self.check_range(t, i, 16, region, u64_at(r, 16), len, "memset")?;
+                }
+                layout::op::ALLOC | layout::op::FREE => {
+                    let region = self.check_region_index(t, i, 4, "scratch")?;
+                    if u32_at(self.regions.rec(region as usize), 8) & REGION_SCRATCH == 0 {
+                        return err("ops", t.at(i, 4), format!("op {i} allocates or frees region {region}, which is not scratch"));
+                    }
+                }
+                layout::op::WHILE | layout::op::IF => {
+                    let region = self.check_region_index(t, i, 4, "condition")?;
+                    self.check_range(t, i, 16, region, u64_at(r, 16), 4, "condition word")?;
+                    let body_end = i as u64 + 1 + u32_at(r, 8) as u64;
+                    let limit = open.last().map_or(t.count as u64, |&e| e as u64);
+                    if body_end > limit {
+                        return err("ops", t.at(i, 8), format!(
+                            "op {i}: body of {} ops runs past its enclosing body or the op list", u32_at(r, 8)));
+                    }
+                    if body_end > i as u64 + 1 {
+                        open.push(body_end as usize);
+                    }
+                }
+                layout::op::MARKER => {
+                    self.check_string(t, i, 4, false)?;
+                }
+                other => return err("ops", t.at(i, 0), format!("op {i} has unknown kind {other}")),
+            }
+        }
+        // Region-owned relocations follow the launch ones; the rest were checked above.
+        let launch_relocs = (0..self.relocs.count)
+            .take_while(|&j| u32_at(self.relocs.rec(j), 0) == RELOC_OWNER_LAUNCH)
+            .count() as u64;
+        if launch_relocs != next_reloc {
+            return err("relocs", self.relocs.file_offset, format!(
+                "{launch_relocs} launch relocations but the launches claim {next_reloc}"));
+        }
+        Ok(())
+    }
+
+    /// Deep check: the blobs section checksum and every blob decoding to its declared size.
+    pub fn validate(&self) -> Result<(), FormatError> {
+        if layout::checksum(&[self.blobs]) != self.blobs_checksum {
+            return err("blobs", self.blobs_offset, "section checksum mismatch (region data or PTX is corrupt)");
+        }
+        for m in self.modules() {
+            m.ptx.check()?;
+            m.ptx_text()?;
+            for (_, c) in &m.cubins {
+                c.check()?;
+            }
+        }
+        for r in self.regions() {
+            for b in r.initial.iter().chain(r.expected.iter()) {
+                b.check()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `(major, minor)` of the file's format.
+    pub fn version(&self) -> (u16, u16) {
+        self.version
+    }
+
+    /// Total size of the archive in bytes.
+    pub fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub fn string(&self, id: StrId) -> &'a str {
+        if id as usize >= self.string_count {
+            return "";
+        }
+        let a = u32_at(self.string_offsets, id as usize * 4) as usize;
+        let b = u32_at(self.string_offsets, id as usize * 4 + 4) as usize;
+        // Checked to be UTF-8 at open.
+        std::str::from_utf8(&self.string_data[a..b]).unwrap_or("")
+    }
+
+    pub fn module_count(&self) -> usize {
+        self.modules.count
+    }
+
+    pub fn module(&self, id: ModuleId) -> ModuleView<'a> {
+        let t = &self.modules;
+        let i = id as usize;
+        let r = t.rec(i);
+        let first = u32_at(r, 4) as usize;
+        let n = u32_at(r, 8) as usize;
+        let cubins = (first..first + n)
+            .map(|c| (u32_at(self.cubins.rec(c), 4), self.check_blob(&self.cubins, c, 8).expect("checked at open")))
+            .collect();
+        ModuleView {
+            id,
+            name: self.string(u32_at(r, 0)),
+            ptx: self.check_blob(t, i, 16).expect("checked at open"),
+            cubins,
+        }
+    }
+
+    pub fn modules(&self) -> impl ExactSizeIterator<Item = ModuleView<'a>> + '_ {
+        (0..self.modules.count as u32).map(|i| self.module(i))
+    }
+
+    pub fn kernel_count(&self) -> usize {
+        self.kernels.count
+    }
+
+    pub fn kernel(&self, id: KernelId) -> KernelView<'a> {
+        let r = self.kernels.rec(id as usize);
+        let first = u32_at(r, 8) as usize;
+        let n = u32_at(r, 12) as usize;
+        let params = (first..first + n)
+            .map(|p| {
+                let pr = self.params.rec(p);
+                ParamDecl {
+                    name: self.string(u32_at(pr, 0)).to_owned(),
+                    offset: u32_at(pr, 4),
+                    size: u32_at(pr, 8),
+                    align: u32_at(pr, 12),
+                    kind: if u32_at(pr, 16) == 1 { ParamKind::Pointer } else { ParamKind::Value },
+                }
+            })
+            .collect();
+        KernelView { id, module: u32_at(r, 0), name: self.string(u32_at(r, 4)), params }
+    }
+
+    pub fn kernels(&self) -> impl ExactSizeIterator<Item = KernelView<'a>> + '_ {
+        (0..self.kernels.count as u32).map(|i| self.kernel(i))
+    }
+
+    pub fn region_count(&self) -> usize {
+        self.regions.count
+    }
+
+    pub fn region(&self, id: RegionId) -> RegionView<'a> {
+        let t = &self.regions;
+        let i = id as usize;
+        let r = t.rec(i);
+        let flags = u32_at(r, 8);
+        let rank = u32_at(r, 24) as usize;
+        let tolerance = (flags & REGION_HAS_EXPECTED != 0).then(|| {
+            let (a, b) = (f64::from_bits(u64_at(r, 136)), f64::from_bits(u64_at(r, 144)));
+            match u32_at(r, 128) {
+                2 => Tolerance::Close { rtol: a, atol: b },
+                3 => Tolerance::MismatchFraction { max_fraction: a },
+                _ => Tolerance::Exact,
+            }
+        });
+        RegionView {
+            id,
+            name: self.string(u32_at(r, 0)),
+            size: u64_at(r, 16),
+            align: u32_at(r, 12),
+            dtype: DType::from_code(u32_at(r, 4)).unwrap_or(DType::Bytes),
+            shape: (0..rank).map(|d| u64_at(r, 32 + d * 8)).collect(),
+            scratch: flags & REGION_SCRATCH != 0,
+            initial: (flags & REGION_HAS_INITIAL != 0).then(|| self.check_blob(t, i, 64).expect("checked at open")),
+            expected: (flags & REGION_HAS_EXPECTED != 0).then(|| self.check_blob(t, i, 96).expect("checked at open")),
+            tolerance,
+        }
+    }
+
+    pub fn regions(&self) -> impl ExactSizeIterator<Item = RegionView<'a>> + '_ {
+        (0..self.regions.count as u32).map(|i| self.region(i))
+    }
+
+    pub fn op_count(&self) -> usize {
+        self.ops.count
+    }
+
+    pub fn op(&self, id: OpId) -> Op<'a> {
+        let r = self.ops.rec(id as usize);
+        let cond = || Condition { region: u32_at(r, 4), offset: u64_at(r, 16), max_iterations: u32_at(r, 12) };
+        match u32_at(r, 0) {
+            layout::op::LAUNCH => {
+                let len = u32_at(r, 36) as usize;
+                let off = u64_at(r, 40) as usize;
+                let first = u32_at(r, 48);
+                Op::Launch(LaunchView {
+                    kernel: u32_at(r, 4),
+                    grid: [u32_at(r, 8), u32_at(r, 12), u32_at(r, 16)],
+                    block: [u32_at(r, 20), u32_at(r, 24), u32_at(r, 28)],
+                    shared_bytes: u32_at(r, 32),
+                    params: &self.param_bytes[off..off + len],
+                    relocs: first..first + u32_at(r, 52),
+                })
+            }
+            layout::op::COPY => Op::Copy(CopyOp {
+                src: u32_at(r, 4),
+                dst: u32_at(r, 8),
+                src_offset: u64_at(r, 16),
+                dst_offset: u64_at(r, 24),
+                len: u64_at(r, 32),
+            }),
+            layout::op::MEMSET => Op::Memset(MemsetOp {
+                region: u32_at(r, 4),
+                width: u32_at(r, 8),
+                offset: u64_at(r, 16),
+                len: u64_at(r, 24),
+                pattern: u64_at(r, 32),
+            }),
+            layout::op::ALLOC => Op::Alloc(u32_at(r, 4)),
+            layout::op::FREE => Op::Free(u32_at(r, 4)),
+            layout::op::WHILE => Op::While { cond: cond(), body_len: u32_at(r, 8) },
+            layout::op::IF => Op::If { cond: cond(), body_len: u32_at(r, 8) },
+            _ => Op::Marker(self.string(u32_at(r, 4))),
+        }
+    }
+
+    /// All ops in stored (pre-order) order, bodies included.
+    pub fn ops(&self) -> impl ExactSizeIterator<Item = Op<'a>> + '_ {
+        (0..self.ops.count as u32).map(|i| self.op(i))
+    }
+
+    /// The ids of the ops directly inside `range` (a body, or `0..op_count` for the top level),
+    /// skipping over nested bodies.
+    pub fn children(&self, range: Range<u32>) -> Children<'_, 'a> {
+        Children { archive: self, next: range.start, end: range.end }
+    }
+
+    /// The top-level ops.
+    pub fn top_level(&self) -> Children<'_, 'a> {
+        self.children(0..self.ops.count as u32)
+    }
+
+    /// The range of op ids forming the body of the while/if at `id` (empty for other ops).
+    pub fn body(&self, id: OpId) -> Range<u32> {
+        id + 1..id + 1 + self.op(id).body_len()
+    }
+
+    pub fn reloc(&self, index: u32) -> Reloc {
+        let r = self.relocs.rec(index as usize);
+        Reloc { offset: u64_at(r, 8), target: u32_at(r, 16), target_offset: u64_at(r, 24) }
+    }
+
+    /// Relocations of one launch (the `relocs` range of its [`LaunchView`]).
+    pub fn relocs(&self, range: Range<u32>) -> impl Iterator<Item = Reloc> + '_ {
+        range.map(|i| self.reloc(i))
+    }
+
+    /// Relocations inside region contents: `(region holding the pointer, reloc)`.
+    pub fn region_relocs(&self) -> impl Iterator<Item = (RegionId, Reloc)> + '_ {
+        (0..self.relocs.count as u32)
+            .filter(|&i| u32_at(self.relocs.rec(i as usize), 0) == RELOC_OWNER_REGION)
+            .map(|i| (u32_at(self.relocs.rec(i as usize), 4), self.reloc(i)))
+    }
+
+    pub fn binding_count(&self) -> usize {
+        self.bindings.count
+    }
+
+    pub fn bindings(&self) -> impl ExactSizeIterator<Item = Binding<'a>> + '_ {
+        (0..self.bindings.count).map(|i| {
+            let r = self.bindings.rec(i);
+            Binding {
+                name: self.string(u32_at(r, 0)),
+                region: u32_at(r, 4),
+                direction: Direction::from_code(u32_at(r, 8)).unwrap_or(Direction::InOut),
+            }
+        })
+    }
+
+    pub fn binding(&self, name: &str) -> Option<Binding<'a>> {
+        self.bindings().find(|b| b.name == name)
+    }
+
+    /// Free-form metadata pairs.
+    pub fn meta(&self) -> impl ExactSizeIterator<Item = (&'a str, &'a str)> + '_ {
+        (0..self.meta.count).map(|i| {
+            let r = self.meta.rec(i);
+            (self.string(u32_at(r, 0)), self.string(u32_at(r, 4)))
+        })
+    }
+
+    pub fn meta_value(&self, key: &str) -> Option<&'a str> {
+        self.meta().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// Looks a kernel up by entry name.
+    pub fn kernel_by_name(&self, name: &str) -> Option<KernelView<'a>> {
+        self.kernels().find(|k| k.name == name)
+    }
+
+    /// Looks a region up by name.
+    pub fn region_by_name(&self, name: &str) -> Option<RegionView<'a>> {
+        self.regions().find(|r| r.name == name)
+    }
+
+    /// Byte offset of the param-bytes section (for error messages of consumers).
+    pub fn param_bytes_offset(&self) -> u64 {
+        self.param_bytes_offset
+    }
+}
+
+/// Iterator over the direct children of a body; see [`Archive::children`].
+pub struct Children<'r, 'a> {
+    archive: &'r Archive<'a>,
+    next: u32,
+    end: u32,
+}
+
+impl Iterator for Children<'_, '_> {
+    type Item = OpId;
+    fn next(&mut self) -> Option<OpId> {
+        if self.next >= self.end {
+            return None;
+        }
+        let id = self.next;
+        self.next = id + 1 + self.archive.op(id).body_len();
+        Some(id)
+    }
+}

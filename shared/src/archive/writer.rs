@@ -1,0 +1,628 @@
+//! The streaming writer.
+//!
+//! Bulk bytes (PTX, cubins, region contents) are compressed and written to the output as they are
+//! added, straight after the header; only the small fixed-size tables stay in memory until
+//! [`ArchiveWriter::finish`] appends them and the section table and patches the header. A multi-GiB
+//! region is therefore never held in memory, not even once, when it is added from a reader.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+
+use super::layout::{self, SectionKind, *};
+use super::model::*;
+
+/// Why the writer refused.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("writing the archive failed: {0}")]
+    Io(#[from] io::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn invalid<T>(msg: impl Into<String>) -> Result<T, WriteError> {
+    Err(WriteError::Invalid(msg.into()))
+}
+
+#[derive(Clone, Copy, Default)]
+struct BlobRef {
+    offset: u64,
+    stored_len: u64,
+    raw_len: u64,
+    codec: u32,
+}
+
+impl BlobRef {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.offset);
+        put_u64(out, self.stored_len);
+        put_u64(out, self.raw_len);
+        put_u32(out, self.codec);
+        put_u32(out, 0);
+    }
+}
+
+struct RegionRecord {
+    decl: RegionDecl,
+    name: StrId,
+    initial: Option<BlobRef>,
+    expected: Option<(BlobRef, Tolerance)>,
+}
+
+struct ModuleRecord {
+    name: StrId,
+    ptx: BlobRef,
+    cubins: Vec<(u32, BlobRef)>,
+}
+
+struct KernelRecord {
+    module: ModuleId,
+    name: StrId,
+    params: Vec<ParamDecl>,
+}
+
+/// Writes one archive to `W`. See the module docs for what is held in memory.
+pub struct ArchiveWriter<W: Write + Seek> {
+    out: W,
+    start: u64,
+    /// Bytes written to the blobs section so far.
+    blobs_len: u64,
+    blobs_hash: blake3::Hasher,
+    string_ids: HashMap<String, StrId>,
+    strings: Vec<String>,
+    modules: Vec<ModuleRecord>,
+    kernels: Vec<KernelRecord>,
+    regions: Vec<RegionRecord>,
+    launch_relocs: Vec<(OpId, Reloc)>,
+    region_relocs: Vec<(RegionId, Reloc)>,
+    ops: Vec<[u8; OP_LEN]>,
+    param_bytes: Vec<u8>,
+    bindings: Vec<(StrId, RegionId, Direction)>,
+    meta: Vec<(StrId, StrId)>,
+    open_bodies: Vec<OpId>,
+}
+
+/// Counts and hashes what passes through on its way to the output.
+struct BlobSink<'a, W: Write> {
+    out: &'a mut W,
+    written: u64,
+    hash: &'a mut blake3::Hasher,
+}
+
+impl<W: Write> Write for BlobSink<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.hash.update(&buf[..n]);
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl<W: Write + Seek> ArchiveWriter<W> {
+    /// Starts an archive at the output's current position.
+    pub fn new(mut out: W) -> Result<Self, WriteError> {
+        let start = out.stream_position()?;
+        out.write_all(&[0u8; HEADER_LEN])?;
+        Ok(ArchiveWriter {
+            out,
+            start,
+            blobs_len: 0,
+            blobs_hash: blake3::Hasher::new(),
+            string_ids: HashMap::new(),
+            strings: Vec::new(),
+            modules: Vec::new(),
+            kernels: Vec::new(),
+            regions: Vec::new(),
+            launch_relocs: Vec::new(),
+            region_relocs: Vec::new(),
+            ops: Vec::new(),
+            param_bytes: Vec::new(),
+            bindings: Vec::new(),
+            meta: Vec::new(),
+            open_bodies: Vec::new(),
+        })
+    }
+
+    /// Interns a string; the same text always gets the same id.
+    pub fn string(&mut self, s: &str) -> StrId {
+        if let Some(&id) = self.string_ids.get(s) {
+            return id;
+        }
+        let id = self.strings.len() as StrId;
+        self.strings.push(s.to_owned());
+        self.string_ids.insert(s.to_owned(), id);
+        id
+    }
+
+    /// Compresses `raw_len` bytes from `src` into the blobs section.
+    fn write_blob(&mut self, src: &mut dyn Read, raw_len: u64) -> Result<BlobRef, WriteError> {
+        let offset = self.blobs_len;
+        let sink = BlobSink { out: &mut self.out, written: 0, hash: &mut self.blobs_hash };
+        let mut info = lz4_flex::frame::FrameInfo::new();
+        info.content_size = Some(raw_len);
+        info.block_size = lz4_flex::frame::BlockSize::Max4MB;
+        let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(info, sink);
+        let copied = io::copy(&mut src.take(raw_len), &mut enc)?;
+        if copied != raw_len {
+            return invalid(format!("blob source ended after {copied} of {raw_len} bytes"));
+        }
+        let sink = enc.finish().map_err(|e| WriteError::Io(io::Error::other(e)))?;
+        let stored_len = sink.written;
+        self.blobs_len += stored_len;
+        Ok(BlobRef { offset, stored_len, raw_len, codec: CODEC_LZ4_FRAME })
+    }
+
+    /// Adds a module from its PTX text.
+    pub fn add_module(&mut self, name: &str, ptx: &str) -> Result<ModuleId, WriteError> {
+        let name = self.string(name);
+        let ptx = self.write_blob(&mut ptx.as_bytes(), ptx.len() as u64)?;
+        self.modules.push(ModuleRecord { name, ptx, cubins: Vec::new() });
+        Ok(self.modules.len() as ModuleId - 1)
+    }
+
+    /// Adds a prebuilt cubin of a module for one SM architecture (e.g. 90 for sm_90).
+    pub fn add_cubin(&mut self, module: ModuleId, sm: u32, cubin: &[u8]) -> Result<(), WriteError> {
+        if module as usize >= self.modules.len() {
+            return invalid(format!("cubin for unknown module {module}"));
+        }
+        let blob = self.write_blob(&mut &cubin[..], cubin.len() as u64)?;
+        self.modules[module as usize].cubins.push((sm, blob));
+        Ok(())
+    }
+
+    /// Adds a kernel: an entry of a module with its parameter layout.
+    pub fn add_kernel(
+        &mut self,
+        module: ModuleId,
+        name: &str,
+        params: Vec<ParamDecl>,
+    ) -> Result<KernelId, WriteError> {
+        if module as usize >= self.modules.len() {
+            return invalid(format!("kernel {name} names unknown module {module}"));
+        }
+        let name = self.string(name);
+        for p in &params {
+            self.string(&p.name);
+        }
+        self.kernels.push(KernelRecord { module, name, params });
+        Ok(self.kernels.len() as KernelId - 1)
+    }
+
+    pub fn add_region(&mut self, decl: RegionDecl) -> Result<RegionId, WriteError> {
+        if decl.shape.len() > 4 {
+            return invalid(format!("region {} has {} dimensions; at most 4", decl.name, decl.shape.len()));
+        }
+        if !decl.align.is_power_of_two() {
+            return invalid(format!("region {} alignment {} is not a power of two", decl.name, decl.align));
+        }
+        let name = self.string(&decl.name);
+        self.regions.push(RegionRecord { decl, name, initial: None, expected: None });
+        Ok(self.regions.len() as RegionId - 1)
+    }
+
+    fn region_size(&self, region: RegionId) -> Result<u64, WriteError> {
+        match self.regions.get(region as usize) {
+            Some(r) => Ok(r.decl.size),
+            None => invalid(format!("unknown region {region}")),
+        }
+    }
+
+    /// Streams a region's initial contents (exactly its size) from `src`.
+    pub fn set_initial(&mut self, region: RegionId, src: &mut dyn Read) -> Result<(), WriteError> {
+        let size = self.region_size(region)?;
+        let blob = self.write_blob(src, size)?;
+        self.regions[region as usize].initial = Some(blob);
+        Ok(())
+    }
+
+    pub fn set_initial_bytes(&mut self, region: RegionId, bytes: &[u8]) -> Result<(), WriteError> {
+        self.check_len(region, bytes.len())?;
+        self.set_initial(region, &mut &bytes[..])
+    }
+
+    /// Streams the region's expected final contents and the tolerance to judge a replay by.
+    pub fn set_expected(
+        &mut self,
+        region: RegionId,
+        src: &mut dyn Read,
+        tolerance: Tolerance,
+    ) -> Result<(), WriteError> {
+        let size = self.region_size(region)?;
+        let blob = self.write_blob(src, size)?;
+        self.regions[region as usize].expected = Some((blob, tolerance));
+        Ok(())
+    }
+
+    pub fn set_expected_bytes(
+        &mut self,
+        region: RegionId,
+        bytes: &[u8],
+        tolerance: Tolerance,
+    ) -> Result<(), WriteError> {
+        self.check_len(region, bytes.len())?;
+        self.set_expected(region, &mut &bytes[..], tolerance)
+    }
+
+    fn check_len(&self, region: RegionId, len: usize) -> Result<(), WriteError> {
+        let size = self.region_size(region)?;
+        if size != len as u64 {
+            return invalid(format!("region {region} is {size} bytes but {len} were given"));
+        }
+        Ok(())
+    }
+
+    /// Records that 8 bytes of a region's contents hold a device pointer.
+    pub fn add_region_reloc(&mut self, region: RegionId, reloc: Reloc) -> Result<(), WriteError> {
+        let size = self.region_size(region)?;
+        self.check_reloc(size, &reloc, &format!("region {region}"))?;
+        self.region_relocs.push((region, reloc));
+        Ok(())
+    }
+
+    fn check_reloc(&self, owner_size: u64, r: &Reloc, owner: &str) -> Result<(), WriteError> {
+        if r.offset.checked_add(8).is_none_or(|end| end > owner_size) {
+            return invalid(format!("relocation at offset {} runs past the end of {owner}", r.offset));
+        }
+        let target = self.region_size(r.target)?;
+        if r.target_offset > target {
+            return invalid(format!("relocation in {owner} points past the end of region {}", r.target));
+        }
+        Ok(())
+    }
+
+    fn push_record(&mut self, rec: Vec<u8>) -> OpId {
+        let mut fixed = [0u8; OP_LEN];
+        fixed[..rec.len()].copy_from_slice(&rec);
+        self.ops.push(fixed);
+        self.ops.len() as OpId - 1
+    }
+
+    pub fn launch(&mut self, l: LaunchDecl) -> Result<OpId, WriteError> {
+        let Some(k) = self.kernels.get(l.kernel as usize) else {
+            return invalid(format!("launch of unknown kernel {}", l.kernel));
+        };
+        let need = k.params.iter().map(|p| p.offset as u64 + p.size as u64).max().unwrap_or(0);
+        if (l.params.len() as u64) < need {
+            return invalid(format!(
+                "launch of kernel {} has {} parameter bytes; its parameters need {need}",
+                self.strings[k.name as usize],
+                l.params.len()
+            ));
+        }
+        let op = self.ops.len() as OpId;
+        for r in &l.relocs {
+            self.check_reloc(l.params.len() as u64, r, &format!("launch op {op}"))?;
+        }
+        let mut rec = Vec::with_capacity(OP_LEN);
+        put_u32(&mut rec, layout::op::LAUNCH);
+        put_u32(&mut rec, l.kernel);
+        for v in l.grid.iter().chain(&l.block) {
+            put_u32(&mut rec, *v);
+        }
+        put_u32(&mut rec, l.shared_bytes);
+        put_u32(&mut rec, l.params.len() as u32);
+        put_u64(&mut rec, self.param_bytes.len() as u64);
+        put_u32(&mut rec, self.launch_relocs.len() as u32);
+        put_u32(&mut rec, l.relocs.len() as u32);
+        self.param_bytes.extend_from_slice(&l.params);
+        self.launch_relocs.extend(l.relocs.iter().map(|r| (op, *r)));
+        Ok(self.push_record(rec))
+    }
+
+    pub fn copy(&mut self, c: CopyOp) -> Result<OpId, WriteError> {
+        let mut rec = Vec::with_capacity(OP_LEN);
+        put_u32(&mut rec, layout::op::COPY);
+        put_u32(&mut rec, c.src);
+        put_u32(&mut rec, c.dst);
+        put_u32(&mut rec, 0);
+        put_u64(&mut rec, c.src_offset);
+        put_u64(&mut rec, c.dst_offset);
+        put_u64(&mut rec, c.len);
+        Ok(self.push_record(rec))
+    }
+
+    pub fn memset(&mut self, m: MemsetOp) -> Result<OpId, WriteError> {
+        if ![1, 2, 4, 8].contains(&m.width) {
+            return invalid(format!("memset pattern width {} is not 1, 2, 4 or 8", m.width));
+        }
+        let mut rec = Vec::with_capacity(OP_LEN);
+        put_u32(&mut rec, layout::op::MEMSET);
+        put_u32(&mut rec, m.region);
+        put_u32(&mut rec, m.width);
+        put_u32(&mut rec, 0);
+        put_u64(&mut rec, m.offset);
+        put_u64(&mut rec, m.len);
+        put_u64(&mut rec, m.pattern);
+        Ok(self.push_record(rec))
+    }
+
+    /// Allocates graph-owned scratch (a region declared with `scratch: true`).
+    pub fn alloc(&mut self, region: RegionId) -> Result<OpId, WriteError> {
+        self.region_op(layout::op::ALLOC, region)
+    }
+
+    pub fn free(&mut self, region: RegionId) -> Result<OpId, WriteError> {
+        self.region_op(layout::op::FREE, region)
+    }
+
+    fn region_op(&mut self, kind: u32, region: RegionId) -> Result<OpId, WriteError> {
+        let mut rec = Vec::with_capacity(OP_LEN);
+        put_u32(&mut rec, kind);
+        put_u32(&mut rec, region);
+        Ok(self.push_record(rec))
+    }
+
+    /// Opens a `while (cond != 0) { body }` loop; the ops pushed until [`Self::end_body`] form its body.
+    pub fn begin_while(&mut self, cond: Condition) -> Result<OpId, WriteError> {
+        self.begin_body(layout::op::WHILE, cond)
+    }
+
+    /// Opens an `if (cond != 0) { body }`; the ops pushed until [`Self::end_body`] form its body.
+    pub fn begin_if(&mut self, cond: Condition) -> Result<OpId, WriteError> {
+        self.begin_body(layout::op::IF, cond)
+    }
+
+    fn begin_body(&mut self, kind: u32, cond: Condition) -> Result<OpId, WriteError> {
+        let mut rec = Vec::with_capacity(OP_LEN);
+        put_u32(&mut rec, kind);
+        put_u32(&mut rec, cond.region);
+        put_u32(&mut rec, 0); // body length, patched by end_body
+        put_u32(&mut rec, cond.max_iterations);
+        put_u64(&mut rec, cond.offset);
+        let id = self.push_record(rec);
+        self.open_bodies.push(id);
+        Ok(id)
+    }
+
+    /// Closes the innermost open while/if body.
+    pub fn end_body(&mut self) -> Result<(), WriteError> {
+        let Some(id) = self.open_bodies.pop() else {
+            return invalid("end_body without an open while/if");
+        };
+        let body_len = (self.ops.len() as u32) - id - 1;
+        self.ops[id as usize][8..12].copy_from_slice(&body_len.to_le_bytes());
+        Ok(())
+    }
+
+    /// A named timing marker.
+    pub fn marker(&mut self, name: &str) -> Result<OpId, WriteError> {
+        let name = self.string(name);
+        self.region_op(layout::op::MARKER, name)
+    }
+
+    pub fn add_binding(&mut self, name: &str, region: RegionId, dir: Direction) -> Result<(), WriteError> {
+        self.region_size(region)?;
+        let id = self.string(name);
+        if self.bindings.iter().any(|b| b.0 == id) {
+            return invalid(format!("binding {name} is declared twice"));
+        }
+        self.bindings.push((id, region, dir));
+        Ok(())
+    }
+
+    /// Free-form metadata (producer, source, notes).
+    pub fn set_meta(&mut self, key: &str, value: &str) {
+        let k = self.string(key);
+        let v = self.string(value);
+        self.meta.retain(|m| m.0 != k);
+        self.meta.push((k, v));
+    }
+
+    /// Writes the tables and the section table, patches the header, and hands the output back.
+    pub fn finish(mut self) -> Result<W, WriteError> {
+        if !self.open_bodies.is_empty() {
+            return invalid(format!("{} while/if bodies were never closed", self.open_bodies.len()));
+        }
+        for r in &self.regions {
+            if let Some(init) = &r.initial {
+                debug_assert_eq!(init.raw_len, r.decl.size);
+            }
+        }
+        let mut sections: Vec<(SectionKind, u64, u64, [u8; CHECKSUM_LEN])> = Vec::new();
+        let blobs_checksum = {
+            let mut out = [0u8; CHECKSUM_LEN];
+            out.copy_from_slice(&self.blobs_hash.finalize().as_bytes()[..CHECKSUM_LEN]);
+            out
+        };
+        sections.push((SectionKind::Blobs, self.start + HEADER_LEN as u64, self.blobs_len, blobs_checksum));
+        let mut pos = self.start + HEADER_LEN as u64 + self.blobs_len;
+        let tables = self.encode_tables();
+        for (kind, bytes) in tables {
+            // Keep every section 8-byte aligned so records can be read without surprises.
+            let pad = (8 - (pos % 8)) % 8;
+            self.out.write_all(&[0u8; 8][..pad as usize])?;
+            pos += pad;
+            self.out.write_all(&bytes)?;
+            sections.push((kind, pos, bytes.len() as u64, layout::checksum(&[&bytes])));
+            pos += bytes.len() as u64;
+        }
+        let pad = (8 - (pos % 8)) % 8;
+        self.out.write_all(&[0u8; 8][..pad as usize])?;
+        pos += pad;
+        let table_offset = pos - self.start;
+        let mut table = Vec::with_capacity(sections.len() * SECTION_ENTRY_LEN);
+        for (kind, offset, len, sum) in &sections {
+            put_u32(&mut table, *kind as u32);
+            put_u32(&mut table, if kind.mandatory() { SECTION_REQUIRED } else { 0 });
+            put_u64(&mut table, offset - self.start);
+            put_u64(&mut table, *len);
+            table.extend_from_slice(sum);
+            put_u64(&mut table, 0);
+        }
+        self.out.write_all(&table)?;
+        let file_len = table_offset + table.len() as u64;
+        let mut header = Vec::with_capacity(HEADER_LEN);
+        header.extend_from_slice(&MAGIC);
+        put_u16(&mut header, MAJOR);
+        put_u16(&mut header, MINOR);
+        put_u32(&mut header, 0);
+        put_u64(&mut header, table_offset);
+        put_u32(&mut header, sections.len() as u32);
+        put_u32(&mut header, 0);
+        put_u64(&mut header, file_len);
+        put_u64(&mut header, 0);
+        let sum = layout::checksum(&[&header, &table]);
+        header.extend_from_slice(&sum);
+        debug_assert_eq!(header.len(), HEADER_LEN);
+        self.out.seek(SeekFrom::Start(self.start))?;
+        self.out.write_all(&header)?;
+        self.out.seek(SeekFrom::Start(self.start + file_len))?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    fn encode_tables(&self) -> Vec<(SectionKind, Vec<u8>)> {
+        let mut out = Vec::new();
+
+        let mut strings = table_header(self.strings.len(), 0);
+        let mut off = 0u32;
+        put_u32(&mut strings, 0);
+        for s in &self.strings {
+            off += s.len() as u32;
+            put_u32(&mut strings, off);
+        }
+        for s in &self.strings {
+            strings.extend_from_slice(s.as_bytes());
+        }
+        out.push((SectionKind::Strings, strings));
+
+        let mut modules = table_header(self.modules.len(), MODULE_LEN);
+        let mut cubins = table_header(self.modules.iter().map(|m| m.cubins.len()).sum(), CUBIN_LEN);
+        let mut cubin_index = 0u32;
+        for (i, m) in self.modules.iter().enumerate() {
+            put_u32(&mut modules, m.name);
+            put_u32(&mut modules, cubin_index);
+            put_u32(&mut modules, m.cubins.len() as u32);
+            put_u32(&mut modules, 0);
+            m.ptx.put(&mut modules);
+            for (sm, blob) in &m.cubins {
+                put_u32(&mut cubins, i as u32);
+                put_u32(&mut cubins, *sm);
+                blob.put(&mut cubins);
+                cubin_index += 1;
+            }
+        }
+        out.push((SectionKind::Modules, modules));
+        if cubin_index > 0 {
+            out.push((SectionKind::Cubins, cubins));
+        }
+
+        let mut kernels = table_header(self.kernels.len(), KERNEL_LEN);
+        let mut params = table_header(self.kernels.iter().map(|k| k.params.len()).sum(), PARAM_LEN);
+        let mut param_index = 0u32;
+        for k in &self.kernels {
+            put_u32(&mut kernels, k.module);
+            put_u32(&mut kernels, k.name);
+            put_u32(&mut kernels, param_index);
+            put_u32(&mut kernels, k.params.len() as u32);
+            for p in &k.params {
+                put_u32(&mut params, self.string_ids[&p.name]);
+                put_u32(&mut params, p.offset);
+                put_u32(&mut params, p.size);
+                put_u32(&mut params, p.align);
+                put_u32(&mut params, if p.kind == ParamKind::Pointer { 1 } else { 0 });
+                param_index += 1;
+            }
+        }
+        out.push((SectionKind::Kernels, kernels));
+        out.push((SectionKind::Params, params));
+
+        let mut regions = table_header(self.regions.len(), REGION_LEN);
+        for r in &self.regions {
+            let mut flags = 0;
+            if r.initial.is_some() {
+                flags |= REGION_HAS_INITIAL;
+            }
+            if r.expected.is_some() {
+                flags |= REGION_HAS_EXPECTED;
+            }
+            if r.decl.scratch {
+                flags |= REGION_SCRATCH;
+            }
+            put_u32(&mut regions, r.name);
+            put_u32(&mut regions, r.decl.dtype.code());
+            put_u32(&mut regions, flags);
+            put_u32(&mut regions, r.decl.align);
+            put_u64(&mut regions, r.decl.size);
+            put_u32(&mut regions, r.decl.shape.len() as u32);
+            put_u32(&mut regions, 0);
+            for i in 0..4 {
+                put_u64(&mut regions, r.decl.shape.get(i).copied().unwrap_or(0));
+            }
+            r.initial.unwrap_or_default().put(&mut regions);
+            let (expected, tol) = match &r.expected {
+                Some((b, t)) => (*b, t.code()),
+                None => (BlobRef::default(), (0, 0.0, 0.0)),
+            };
+            expected.put(&mut regions);
+            put_u32(&mut regions, tol.0);
+            put_u32(&mut regions, 0);
+            put_u64(&mut regions, tol.1.to_bits());
+            put_u64(&mut regions, tol.2.to_bits());
+        }
+        out.push((SectionKind::Regions, regions));
+
+        let mut relocs =
+            table_header(self.launch_relocs.len() + self.region_relocs.len(), RELOC_LEN);
+        let all = self
+            .launch_relocs
+            .iter()
+            .map(|(op, r)| (RELOC_OWNER_LAUNCH, *op, r))
+            .chain(self.region_relocs.iter().map(|(reg, r)| (RELOC_OWNER_REGION, *reg, r)));
+        for (kind, owner, r) in all {
+            put_u32(&mut relocs, kind);
+            put_u32(&mut relocs, owner);
+            put_u64(&mut relocs, r.offset);
+            put_u32(&mut relocs, r.target);
+            put_u32(&mut relocs, 0);
+            put_u64(&mut relocs, r.target_offset);
+        }
+        out.push((SectionKind::Relocs, relocs));
+
+        let mut ops = table_header(self.ops.len(), OP_LEN);
+        for rec in &self.ops {
+            ops.extend_from_slice(rec);
+        }
+        out.push((SectionKind::Ops, ops));
+        out.push((SectionKind::ParamBytes, self.param_bytes.clone()));
+
+        let mut bindings = table_header(self.bindings.len(), BINDING_LEN);
+        for (name, region, dir) in &self.bindings {
+            put_u32(&mut bindings, *name);
+            put_u32(&mut bindings, *region);
+            put_u32(&mut bindings, dir.code());
+            put_u32(&mut bindings, 0);
+        }
+        out.push((SectionKind::Bindings, bindings));
+
+        if !self.meta.is_empty() {
+            let mut meta = table_header(self.meta.len(), META_LEN);
+            for (k, v) in &self.meta {
+                put_u32(&mut meta, *k);
+                put_u32(&mut meta, *v);
+            }
+            out.push((SectionKind::Meta, meta));
+        }
+        out
+    }
+}
+
+fn table_header(count: usize, record_len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(TABLE_HEADER_LEN + count * record_len.max(4));
+    put_u32(&mut v, count as u32);
+    put_u32(&mut v, record_len as u32);
+    v
+}
+
+fn put_u16(v: &mut Vec<u8>, x: u16) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+fn put_u32(v: &mut Vec<u8>, x: u32) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+fn put_u64(v: &mut Vec<u8>, x: u64) {
+    v.extend_from_slice(&x.to_le_bytes());
+}

@@ -1,0 +1,18 @@
+//! The one crate that both sides of recap share: the native host and the browser viewer.
+//!
+//! The key design decision: everything that describes or interprets captured GPU work is pure Rust
+//! here, with no I/O of its own. The archive reader works over a byte slice (a memory map natively,
+//! a `Uint8Array` copy in the browser), the PTX executor works over regions it is handed, and the
+//! planner and protocol are plain data. That is what lets one archive be parsed, planned and
+//! replayed identically on a server, a laptop without a GPU, and inside a web page.
+//!
+//! Invariant: this crate knows nothing about servers, GPUs or browsers.
+//!
+//! | module | what it is |
+//! |---|---|
+//! | [`archive`] | the `.recap` file format: streaming writer, zero-copy reader, validator |
+//! | [`ptx`] | PTX parser and the CPU executor that runs it a thread block at a time |
+//! | [`plan`] | read/write sets of every op, hazards, the op DAG both engines and the viewer use |
+//! | [`protocol`] | the messages the host and the viewer exchange |
+
+pub mod archive;

@@ -1,0 +1,162 @@
+//! `cargo xtask <command>`: the project's automation, in Rust so a fresh machine needs nothing but
+//! rustup's stable toolchain.
+//!
+//! | command | what it does |
+//! |---|---|
+//! | `demo [--addr A]` | builds everything, imports the public corpus as demo archives, starts the host |
+//! | `test` | installs what the tests need (wasm target, Chromium), builds the viewer, runs every test |
+//! | `wasm [--release]` | builds the wasm viewer into `web/pkg` |
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = root();
+    std::env::set_current_dir(&root)?;
+    match args.first().map(String::as_str) {
+        Some("wasm") => build_wasm(&root, args.iter().any(|a| a == "--release")),
+        Some("demo") => demo(&root, &args[1..]),
+        Some("test") => test(&root, &args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask demo [--addr HOST:PORT] | test [cargo test args] | wasm [--release]");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn run(mut cmd: Command) -> Result<()> {
+    eprintln!("xtask: {cmd:?}");
+    let status = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+/// The wasm target comes from rust-toolchain.toml under rustup; add it explicitly where that file
+/// is not honoured (an overridden toolchain).
+fn ensure_wasm_target() -> Result<()> {
+    let out = Command::new("rustc").args(["--print", "sysroot"]).output()?;
+    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if Path::new(&sysroot).join("lib/rustlib/wasm32-unknown-unknown").exists() {
+        return Ok(());
+    }
+    let mut cmd = Command::new("rustup");
+    cmd.args(["target", "add", "wasm32-unknown-unknown"]);
+    run(cmd)
+}
+
+/// Builds `wasm-viewer` for the browser and runs wasm-bindgen (as a library, so no CLI install)
+/// into `web/pkg`.
+fn build_wasm(root: &Path, release: bool) -> Result<()> {
+    ensure_wasm_target()?;
+    let target_dir = root.join("target/wasm");
+    let mut cmd = cargo();
+    cmd.args(["build", "-p", "recap-viewer", "--lib", "--target", "wasm32-unknown-unknown"])
+        .arg("--target-dir")
+        .arg(&target_dir);
+    if release {
+        cmd.arg("--release");
+    }
+    run(cmd)?;
+    let profile = if release { "release" } else { "debug" };
+    let wasm = target_dir.join("wasm32-unknown-unknown").join(profile).join("recap_viewer.wasm");
+    let out = root.join("web/pkg");
+    std::fs::create_dir_all(&out)?;
+    wasm_bindgen_cli_support::Bindgen::new()
+        .input_path(&wasm)
+        .web(true)?
+        .typescript(false)
+        .omit_default_module_path(false)
+        .generate(&out)
+        .with_context(|| format!("wasm-bindgen on {}", wasm.display()))?;
+    eprintln!("xtask: viewer built into {}", out.display());
+    Ok(())
+}
+
+fn corpus_dir(root: &Path) -> PathBuf {
+    std::env::var_os("RECAP_CORPUS").map(PathBuf::from).unwrap_or_else(|| root.join("../shared/corpus"))
+}
+
+/// Every case folder of the corpus (`nvcc/saxpy`, `triton/tr_add`, ...).
+fn corpus_cases(root: &Path) -> Result<Vec<PathBuf>> {
+    let corpus = corpus_dir(root);
+    let mut cases = Vec::new();
+    for producer in std::fs::read_dir(&corpus).with_context(|| format!("reading corpus {}", corpus.display()))? {
+        let producer = producer?.path();
+        if !producer.is_dir() {
+            continue;
+        }
+        for case in std::fs::read_dir(&producer)? {
+            let case = case?.path();
+            if case.join("case.json").exists() {
+                cases.push(case);
+            }
+        }
+    }
+    cases.sort();
+    Ok(cases)
+}
+
+fn demo(root: &Path, args: &[String]) -> Result<()> {
+    let addr = args
+        .windows(2)
+        .find(|w| w[0] == "--addr")
+        .map(|w| w[1].clone())
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    build_wasm(root, true)?;
+    let mut cmd = cargo();
+    cmd.args(["build", "--release", "-p", "recap", "--bin", "recap"]);
+    run(cmd)?;
+    let recap = root.join("target/release/recap");
+    let demo = root.join("target/demo");
+    std::fs::create_dir_all(&demo)?;
+    for case in corpus_cases(root)? {
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        let mut cmd = Command::new(&recap);
+        cmd.arg("import-case").arg(&case).arg("-o").arg(demo.join(format!("{name}.recap")));
+        run(cmd)?;
+    }
+    let mut cmd = Command::new(&recap);
+    cmd.args(["serve", "--addr", &addr, "--data"]).arg(root.join("data")).arg("--seed").arg(&demo);
+    run(cmd)
+}
+
+/// Installs Debian's Chromium and ChromeDriver for the browser tests when they are missing and we
+/// may (root with apt-get); otherwise the browser tests say what is missing.
+fn ensure_chromium() -> Result<()> {
+    if Path::new("/usr/bin/chromium").exists() && Path::new("/usr/bin/chromedriver").exists() {
+        return Ok(());
+    }
+    let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
+    if !is_root || Command::new("apt-get").arg("--version").output().is_err() {
+        eprintln!("xtask: chromium not found and cannot be installed here; browser tests will fail");
+        return Ok(());
+    }
+    let mut update = Command::new("apt-get");
+    update.args(["update", "-qq"]);
+    run(update)?;
+    let mut install = Command::new("apt-get");
+    install.args(["install", "-y", "-qq", "chromium", "chromium-driver"]).env("DEBIAN_FRONTEND", "noninteractive");
+    run(install)
+}
+
+fn test(root: &Path, extra: &[String]) -> Result<()> {
+    ensure_chromium()?;
+    build_wasm(root, true)?;
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--exclude", "recap-viewer", "--exclude", "xtask"]).args(extra);
+    cmd.env("RECAP_CORPUS", corpus_dir(root));
+    run(cmd)
+}
