@@ -156,7 +156,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     ensure_chromium()?;
     build_wasm(root, true)?;
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--exclude", "recap-viewer", "--exclude", "xtask"]).args(extra);
+    cmd.args(["test", "--workspace", "--exclude", "xtask"]).args(extra);
     cmd.env("RECAP_CORPUS", corpus_dir(root));
     run(cmd)
 }
