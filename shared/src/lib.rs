@@ -12,7 +12,9 @@
 //! |---|---|
 //! | [`archive`] | the `.recap` file format: streaming writer, zero-copy reader, validator |
 //! | [`ptx`] | PTX parser and the CPU executor that runs it a thread block at a time |
+//! | [`check`] | judging final regions against expected bytes under a tolerance; region summaries |
 //! | [`plan`] | read/write sets of every op, hazards, the op DAG both engines and the viewer use |
 //! | [`protocol`] | the messages the host and the viewer exchange |
 
 pub mod archive;
+pub mod check;
