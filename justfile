@@ -1,0 +1,21 @@
+# Short names for the common commands; each is a thin wrapper so that `cargo xtask` stays the one source.
+
+# Build everything, import the corpus as demo archives, serve the host with the web viewer
+demo addr="127.0.0.1:8080":
+    cargo xtask demo --addr {{addr}}
+
+# Install what the tests need and run every test
+test *args:
+    cargo xtask test {{args}}
+
+# Build the wasm viewer into web/pkg
+wasm:
+    cargo xtask wasm --release
+
+# Fuzz the archive reader (needs cargo-fuzz and a nightly toolchain)
+fuzz secs="600":
+    cargo +nightly fuzz run archive_open -- -max_total_time={{secs}}
+
+# Stage release binaries, test executables and the corpus in .gpu/ for an H100/H200 machine
+gpu-pack:
+    ../shared/tools/gpu-pack
