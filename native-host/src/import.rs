@@ -1,1 +1,583 @@
+//! Turns a corpus case folder (`case.json`, PTX, `NAME.in.bin`, `NAME.out.bin`) into a `.recap` archive.
+//!
+//! The kernel parameter layout is taken from the PTX `.entry` declaration, not from `case.json`: the
+//! archive must describe what the kernel receives, and the PTX is the only authority on offsets and
+//! alignment. `case.json` only supplies the values, which are checked against that layout. Every
+//! device pointer (a `buffer` parameter, or a `pointers` entry of a by-value struct) is recorded as a
+//! relocation with zeros in its 8 bytes, so no raw address ever reaches the archive.
 
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{BufWriter, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::Deserialize;
+use shared::archive::{
+    ArchiveWriter, DType, Direction, KernelId, LaunchDecl, ParamDecl, ParamKind, RegionDecl, RegionId, Reloc,
+    Tolerance, WriteError,
+};
+
+/// Which of a case's PTX files to import.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PtxArch {
+    Sm75,
+    #[default]
+    Sm90,
+}
+
+impl PtxArch {
+    pub fn name(self) -> &'static str {
+        match self {
+            PtxArch::Sm75 => "sm_75",
+            PtxArch::Sm90 => "sm_90",
+        }
+    }
+}
+
+impl fmt::Display for PtxArch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PtxArch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sm_75" | "75" => Ok(PtxArch::Sm75),
+            "sm_90" | "90" => Ok(PtxArch::Sm90),
+            other => Err(format!("unknown PTX architecture {other:?} (expected sm_75 or sm_90)")),
+        }
+    }
+}
+
+/// Why a case could not be imported. Every variant names the file, and the field where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {source}")]
+    Json { path: PathBuf, source: serde_json::Error },
+    #[error("{path}: {field}: {reason}")]
+    Case { path: PathBuf, field: String, reason: String },
+    #[error("{path}: {reason}")]
+    Ptx { path: PathBuf, reason: String },
+    #[error("writing {path}: {source}")]
+    Write { path: PathBuf, source: WriteError },
+}
+
+/// What an import produced.
+#[derive(Clone, Debug)]
+pub struct ImportSummary {
+    pub case: String,
+    pub ptx: PtxArch,
+    pub kernels: usize,
+    pub regions: usize,
+    pub launches: usize,
+    /// Size of the written archive in bytes.
+    pub archive_bytes: u64,
+}
+
+#[derive(Deserialize)]
+struct CaseFile {
+    name: String,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    producer: Option<String>,
+    #[serde(default)]
+    expected_from: Option<String>,
+    ptx: HashMap<String, String>,
+    buffers: Vec<BufferSpec>,
+    launches: Vec<LaunchSpec>,
+    #[serde(default)]
+    tolerance: Option<ToleranceSpec>,
+}
+
+#[derive(Deserialize)]
+struct BufferSpec {
+    name: String,
+    dtype: String,
+    count: u64,
+    #[serde(default)]
+    initial: Option<String>,
+    #[serde(default)]
+    expected: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct LaunchSpec {
+    entry: String,
+    grid: [u32; 3],
+    block: [u32; 3],
+    #[serde(default)]
+    dynamic_shared_bytes: u32,
+    params: Vec<ParamSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum ParamSpec {
+    Buffer { name: String },
+    Scalar { r#type: String, value: serde_json::Number },
+    Bytes {
+        hex: String,
+        #[serde(default)]
+        pointers: Vec<PointerSpec>,
+    },
+}
+
+#[derive(Deserialize)]
+struct PointerSpec {
+    offset: u64,
+    buffer: String,
+}
+
+#[derive(Deserialize)]
+struct ToleranceSpec {
+    #[serde(default)]
+    exact: Option<bool>,
+    #[serde(default)]
+    rtol: Option<f64>,
+    #[serde(default)]
+    atol: Option<f64>,
+    #[serde(default)]
+    mismatch_frac: Option<f64>,
+}
+
+/// One `.param` of a PTX `.entry`, as declared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxParam {
+    pub name: String,
+    pub offset: u32,
+    pub size: u32,
+    pub align: u32,
+    /// Declared with `.ptr` (Triton marks its pointer parameters this way).
+    pub ptr_annotated: bool,
+}
+
+/// Parses the parameter list of `.entry NAME(...)` in `ptx` and lays the parameters out as the CUDA
+/// driver does: each at the next multiple of its alignment (`.align N` before the type, or the type's
+/// own size), arrays as `element size × count`.
+pub fn entry_params(ptx: &str, entry: &str) -> Result<Vec<PtxParam>, String> {
+    let list = entry_param_list(ptx, entry)?;
+    let mut params = Vec::new();
+    let mut end = 0u32;
+    for decl in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let p = parse_param(decl, end).map_err(|e| format!(".entry {entry}: parameter `{decl}`: {e}"))?;
+        end = p.offset + p.size;
+        params.push(p);
+    }
+    Ok(params)
+}
+
+/// The text between the parentheses of `.entry NAME(...)`, comments removed.
+fn entry_param_list(ptx: &str, entry: &str) -> Result<String, String> {
+    let text: String = ptx.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    let mut search = 0;
+    while let Some(found) = text[search..].find(".entry") {
+        let after = search + found + ".entry".len();
+        search = after;
+        let rest = text[after..].trim_start();
+        let Some(name_rest) = rest.strip_prefix(entry) else { continue };
+        let name_rest = name_rest.trim_start();
+        if let Some(list) = name_rest.strip_prefix('(') {
+            return match list.find(')') {
+                Some(close) => Ok(list[..close].to_string()),
+                None => Err(format!(".entry {entry}: parameter list is not closed")),
+            };
+        }
+        if name_rest.starts_with('{') || name_rest.starts_with('.') {
+            return Ok(String::new()); // an entry without parameters
+        }
+    }
+    Err(format!("the PTX has no .entry named {entry}"))
+}
+
+fn parse_param(decl: &str, prev_end: u32) -> Result<PtxParam, String> {
+    let mut tokens = decl.split_whitespace().peekable();
+    if tokens.next() != Some(".param") {
+        return Err("does not start with .param".into());
+    }
+    let mut align: Option<u32> = None;
+    let mut elem: Option<u32> = None;
+    let mut ptr_annotated = false;
+    let mut name = None;
+    while let Some(tok) = tokens.next() {
+        match tok {
+            ".align" => {
+                let n = tokens.next().ok_or("`.align` without a value")?;
+                let n: u32 = n.parse().map_err(|_| format!("bad alignment {n:?}"))?;
+                // After `.ptr`, `.align` describes the pointee, not the parameter.
+                if !ptr_annotated {
+                    if !n.is_power_of_two() {
+                        return Err(format!("alignment {n} is not a power of two"));
+                    }
+                    align = Some(n);
+                }
+            }
+            ".ptr" => ptr_annotated = true,
+            ".global" | ".shared" | ".const" | ".local" => {}
+            t if t.starts_with('.') => {
+                elem = Some(type_size(t).ok_or_else(|| format!("unknown type {t}"))?);
+            }
+            t => {
+                name = Some(t.to_string());
+                break;
+            }
+        }
+    }
+    if let Some(extra) = tokens.next() {
+        return Err(format!("unexpected {extra:?} after the name"));
+    }
+    let name = name.ok_or("no parameter name")?;
+    let elem = elem.ok_or("no type")?;
+    let (name, count) = match name.split_once('[') {
+        Some((base, rest)) => {
+            let n = rest.strip_suffix(']').ok_or("unclosed array size")?;
+            let n: u32 = n.trim().parse().map_err(|_| format!("bad array size {n:?}"))?;
+            (base.to_string(), n)
+        }
+        None => (name, 1),
+    };
+    let align = align.unwrap_or(elem);
+    let size = elem.checked_mul(count).ok_or("parameter size overflows")?;
+    let offset = prev_end.div_ceil(align) * align;
+    Ok(PtxParam { name, offset, size, align, ptr_annotated })
+}
+
+fn type_size(t: &str) -> Option<u32> {
+    Some(match t {
+        ".b8" | ".u8" | ".s8" => 1,
+        ".b16" | ".u16" | ".s16" | ".f16" | ".bf16" => 2,
+        ".b32" | ".u32" | ".s32" | ".f32" | ".f16x2" | ".bf16x2" => 4,
+        ".b64" | ".u64" | ".s64" | ".f64" => 8,
+        _ => return None,
+    })
+}
+
+/// Little-endian bytes of a `scalar` parameter.
+fn scalar_bytes(ty: &str, value: &serde_json::Number) -> Result<Vec<u8>, String> {
+    let int = |lo: i128, hi: i128| -> Result<i128, String> {
+        let v = value
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| value.as_u64().map(i128::from))
+            .ok_or_else(|| format!("{value} is not an integer"))?;
+        if v < lo || v > hi {
+            return Err(format!("{v} does not fit in {ty}"));
+        }
+        Ok(v)
+    };
+    let float = || value.as_f64().ok_or_else(|| format!("{value} is not a number"));
+    Ok(match ty {
+        "i8" => (int(i8::MIN as i128, i8::MAX as i128)? as i8).to_le_bytes().to_vec(),
+        "u8" => (int(0, u8::MAX as i128)? as u8).to_le_bytes().to_vec(),
+        "i16" => (int(i16::MIN as i128, i16::MAX as i128)? as i16).to_le_bytes().to_vec(),
+        "u16" => (int(0, u16::MAX as i128)? as u16).to_le_bytes().to_vec(),
+        "i32" => (int(i32::MIN as i128, i32::MAX as i128)? as i32).to_le_bytes().to_vec(),
+        "u32" => (int(0, u32::MAX as i128)? as u32).to_le_bytes().to_vec(),
+        "i64" => (int(i64::MIN as i128, i64::MAX as i128)? as i64).to_le_bytes().to_vec(),
+        "u64" => (int(0, u64::MAX as i128)? as u64).to_le_bytes().to_vec(),
+        "f32" => (float()? as f32).to_le_bytes().to_vec(),
+        "f64" => float()?.to_le_bytes().to_vec(),
+        other => return Err(format!("unsupported scalar type {other:?}")),
+    })
+}
+
+fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
+    let hex = hex.trim();
+    if hex.len() % 2 != 0 {
+        return Err(format!("hex string has an odd length {}", hex.len()));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(hex.get(i..i + 2).ok_or("hex string is not ASCII")?, 16)
+                .map_err(|_| format!("bad hex digits at character {i}"))
+        })
+        .collect()
+}
+
+fn tolerance_of(spec: Option<&ToleranceSpec>) -> Result<Tolerance, String> {
+    let Some(t) = spec else { return Ok(Tolerance::Exact) };
+    match (t.exact, t.rtol, t.atol, t.mismatch_frac) {
+        (_, None, None, Some(f)) if (0.0..=1.0).contains(&f) => Ok(Tolerance::MismatchFraction { max_fraction: f }),
+        (_, None, None, Some(f)) => Err(format!("mismatch_frac {f} is not between 0 and 1")),
+        (_, r, a, None) if r.is_some() || a.is_some() => {
+            let (rtol, atol) = (r.unwrap_or(0.0), a.unwrap_or(0.0));
+            if !(rtol.is_finite() && atol.is_finite() && rtol >= 0.0 && atol >= 0.0) {
+                return Err(format!("rtol {rtol} / atol {atol} must be finite and non-negative"));
+            }
+            Ok(Tolerance::Close { rtol, atol })
+        }
+        (Some(true), None, None, None) => Ok(Tolerance::Exact),
+        _ => Err("expected {\"exact\": true}, {\"rtol\", \"atol\"} or {\"mismatch_frac\"}".into()),
+    }
+}
+
+struct Importer {
+    case_json: PathBuf,
+}
+
+impl Importer {
+    fn field<T>(&self, field: impl Into<String>, reason: impl Into<String>) -> Result<T, ImportError> {
+        Err(ImportError::Case { path: self.case_json.clone(), field: field.into(), reason: reason.into() })
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ImportError + '_ {
+    move |source| ImportError::Io { path: path.to_path_buf(), source }
+}
+
+/// Reads the case in `dir` and writes its archive to `out` (through a temporary file beside it, renamed
+/// into place once complete, so a failed import never leaves a half-written archive at `out`).
+pub fn import_case(dir: &Path, ptx: PtxArch, out: &Path) -> Result<ImportSummary, ImportError> {
+    let tmp = out.with_extension("recap.partial");
+    let file = File::create(&tmp).map_err(io_err(&tmp))?;
+    let result = write_case(dir, ptx, BufWriter::new(file), out).and_then(|(summary, w)| {
+        let file = w.into_inner().map_err(|e| ImportError::Io { path: tmp.clone(), source: e.into_error() })?;
+        file.sync_all().map_err(io_err(&tmp))?;
+        Ok(summary)
+    });
+    match result {
+        Ok(summary) => {
+            std::fs::rename(&tmp, out).map_err(io_err(out))?;
+            Ok(summary)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+fn write_case<W: Write + Seek>(
+    dir: &Path,
+    arch: PtxArch,
+    out: W,
+    out_path: &Path,
+) -> Result<(ImportSummary, W), ImportError> {
+    let case_json = dir.join("case.json");
+    let text = std::fs::read_to_string(&case_json).map_err(io_err(&case_json))?;
+    let case: CaseFile =
+        serde_json::from_str(&text).map_err(|source| ImportError::Json { path: case_json.clone(), source })?;
+    let im = Importer { case_json: case_json.clone() };
+    let werr = |source| ImportError::Write { path: out_path.to_path_buf(), source };
+
+    let Some(ptx_file) = case.ptx.get(arch.name()) else {
+        let mut have: Vec<&str> = case.ptx.keys().map(String::as_str).collect();
+        have.sort_unstable();
+        return im.field(format!("ptx.{arch}"), format!("this case has no {arch} PTX (it has {})", have.join(", ")));
+    };
+    let ptx_path = dir.join(ptx_file);
+    let ptx_text = std::fs::read_to_string(&ptx_path).map_err(io_err(&ptx_path))?;
+    let tolerance = tolerance_of(case.tolerance.as_ref()).or_else(|e| im.field("tolerance", e))?;
+
+    let mut w = ArchiveWriter::new(out).map_err(werr)?;
+    let module = w.add_module(&case.name, &ptx_text).map_err(werr)?;
+
+    let mut regions: HashMap<&str, RegionId> = HashMap::new();
+    for (i, b) in case.buffers.iter().enumerate() {
+        let field = |f: &str| format!("buffers[{i}].{f}");
+        let Some(dtype) = DType::from_name(&b.dtype) else {
+            return im.field(field("dtype"), format!("unknown element type {:?}", b.dtype));
+        };
+        let Some(size) = b.count.checked_mul(dtype.size() as u64) else {
+            return im.field(field("count"), format!("{} elements of {} overflow", b.count, b.dtype));
+        };
+        if regions.contains_key(b.name.as_str()) {
+            return im.field(field("name"), format!("buffer {:?} is declared twice", b.name));
+        }
+        let mut decl = RegionDecl::new(&b.name, size, dtype);
+        decl.shape = vec![b.count];
+        let region = w.add_region(decl).map_err(werr)?;
+        regions.insert(&b.name, region);
+        for (which, file) in [("initial", &b.initial), ("expected", &b.expected)] {
+            let Some(file) = file else { continue };
+            let path = dir.join(file);
+            let mut f = File::open(&path).map_err(io_err(&path))?;
+            let len = f.metadata().map_err(io_err(&path))?.len();
+            if len != size {
+                return im.field(
+                    field(which),
+                    format!("{} is {len} bytes but {} × {} is {size}", path.display(), b.count, b.dtype),
+                );
+            }
+            if which == "initial" {
+                w.set_initial(region, &mut f).map_err(werr)?;
+            } else {
+                w.set_expected(region, &mut f, tolerance).map_err(werr)?;
+            }
+        }
+        w.add_binding(&b.name, region, Direction::InOut).map_err(werr)?;
+    }
+
+    // Kernels in order of first launch; a parameter is a pointer if the PTX says `.ptr` or if any
+    // launch passes a buffer in it.
+    let mut kernels: Vec<(String, Vec<PtxParam>, Vec<bool>)> = Vec::new();
+    let mut kernel_of_launch = Vec::new();
+    for (li, l) in case.launches.iter().enumerate() {
+        let k = match kernels.iter().position(|k| k.0 == l.entry) {
+            Some(k) => k,
+            None => {
+                let params = entry_params(&ptx_text, &l.entry)
+                    .map_err(|reason| ImportError::Ptx { path: ptx_path.clone(), reason })?;
+                let pointers = params.iter().map(|p| p.ptr_annotated).collect();
+                kernels.push((l.entry.clone(), params, pointers));
+                kernels.len() - 1
+            }
+        };
+        let declared = kernels[k].1.len();
+        if l.params.len() != declared {
+            return im.field(
+                format!("launches[{li}].params"),
+                format!("{} parameters given but .entry {} declares {declared}", l.params.len(), l.entry),
+            );
+        }
+        for (pi, p) in l.params.iter().enumerate() {
+            if matches!(p, ParamSpec::Buffer { .. }) {
+                kernels[k].2[pi] = true;
+            }
+        }
+        kernel_of_launch.push(k);
+    }
+    let mut kernel_ids: Vec<KernelId> = Vec::new();
+    for (entry, params, pointers) in &kernels {
+        let decls = params
+            .iter()
+            .zip(pointers)
+            .map(|(p, &ptr)| ParamDecl {
+                name: p.name.clone(),
+                offset: p.offset,
+                size: p.size,
+                align: p.align,
+                kind: if ptr { ParamKind::Pointer } else { ParamKind::Value },
+            })
+            .collect();
+        kernel_ids.push(w.add_kernel(module, entry, decls).map_err(werr)?);
+    }
+
+    for (li, l) in case.launches.iter().enumerate() {
+        let (_, layout, _) = &kernels[kernel_of_launch[li]];
+        let mut bytes = vec![0u8; layout.last().map_or(0, |p| (p.offset + p.size) as usize)];
+        let mut relocs = Vec::new();
+        for (pi, (spec, p)) in l.params.iter().zip(layout).enumerate() {
+            let field = format!("launches[{li}].params[{pi}]");
+            let slot = p.offset as usize..(p.offset + p.size) as usize;
+            let region_of = |name: &str, field: &str| match regions.get(name) {
+                Some(&r) => Ok(r),
+                None => im.field(field, format!("no buffer named {name:?}")),
+            };
+            match spec {
+                ParamSpec::Buffer { name } => {
+                    if p.size != 8 {
+                        return im.field(field, format!("buffer {name:?} passed in {}, a {}-byte parameter", p.name, p.size));
+                    }
+                    let target = region_of(name, &format!("{field}.name"))?;
+                    relocs.push(Reloc { offset: p.offset as u64, target, target_offset: 0 });
+                }
+                ParamSpec::Scalar { r#type, value } => {
+                    let v = scalar_bytes(r#type, value).or_else(|e| im.field(format!("{field}.value"), e))?;
+                    if v.len() != p.size as usize {
+                        return im.field(
+                            format!("{field}.type"),
+                            format!("{} is {} bytes but {} is declared as {} bytes", r#type, v.len(), p.name, p.size),
+                        );
+                    }
+                    bytes[slot].copy_from_slice(&v);
+                }
+                ParamSpec::Bytes { hex, pointers } => {
+                    let mut v = decode_hex(hex).or_else(|e| im.field(format!("{field}.hex"), e))?;
+                    if v.len() != p.size as usize {
+                        return im.field(
+                            format!("{field}.hex"),
+                            format!("{} bytes given but {} is declared as {} bytes", v.len(), p.name, p.size),
+                        );
+                    }
+                    for (qi, ptr) in pointers.iter().enumerate() {
+                        let pfield = format!("{field}.pointers[{qi}]");
+                        if ptr.offset.checked_add(8).is_none_or(|e| e > v.len() as u64) {
+                            return im.field(
+                                format!("{pfield}.offset"),
+                                format!("offset {} leaves no room for 8 bytes in {} bytes", ptr.offset, v.len()),
+                            );
+                        }
+                        let target = region_of(&ptr.buffer, &format!("{pfield}.buffer"))?;
+                        // Whatever address the producer saw is meaningless here; replay patches these bytes.
+                        v[ptr.offset as usize..ptr.offset as usize + 8].fill(0);
+                        relocs.push(Reloc { offset: p.offset as u64 + ptr.offset, target, target_offset: 0 });
+                    }
+                    bytes[slot].copy_from_slice(&v);
+                }
+            }
+        }
+        w.launch(LaunchDecl {
+            kernel: kernel_ids[kernel_of_launch[li]],
+            grid: l.grid,
+            block: l.block,
+            shared_bytes: l.dynamic_shared_bytes,
+            params: bytes,
+            relocs,
+        })
+        .map_err(werr)?;
+    }
+
+    w.set_meta("case", &case.name);
+    w.set_meta("ptx", arch.name());
+    for (key, value) in [("producer", &case.producer), ("source", &case.source), ("expected_from", &case.expected_from)] {
+        if let Some(v) = value {
+            w.set_meta(key, v);
+        }
+    }
+    w.set_meta("importer", concat!("recap import-case ", env!("CARGO_PKG_VERSION")));
+    let mut out = w.finish().map_err(werr)?;
+    let archive_bytes = out.stream_position().map_err(io_err(out_path))?;
+    let summary = ImportSummary {
+        case: case.name,
+        ptx: arch,
+        kernels: kernels.len(),
+        regions: regions.len(),
+        launches: case.launches.len(),
+        archive_bytes,
+    };
+    Ok((summary, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lays_out_params_as_declared() {
+        let ptx = ".visible .entry k(\n\t.param .u32 k_param_0,\n\t.param .align 8 .b8 k_param_1[24],\n\
+                   \t.param .u64 .ptr .global .align 1 k_param_2,\n\t.param .f32 k_param_3\n)\n{\n}";
+        let p = entry_params(ptx, "k").unwrap();
+        let got: Vec<_> = p.iter().map(|p| (p.name.as_str(), p.offset, p.size, p.align, p.ptr_annotated)).collect();
+        assert_eq!(
+            got,
+            [("k_param_0", 0, 4, 4, false), ("k_param_1", 8, 24, 8, false), ("k_param_2", 32, 8, 8, true), ("k_param_3", 40, 4, 4, false)]
+        );
+    }
+
+    #[test]
+    fn finds_the_named_entry_among_several() {
+        let ptx = ".entry kk(.param .u64 a)\n{}\n.entry k(.param .u16 b, .param .u64 c)\n{}";
+        let p = entry_params(ptx, "k").unwrap();
+        assert_eq!(p.iter().map(|p| (p.offset, p.size)).collect::<Vec<_>>(), [(0, 2), (8, 8)]);
+        assert!(entry_params(ptx, "nope").unwrap_err().contains("no .entry named nope"));
+        assert!(entry_params(".entry e(.param .u99 x)", "e").unwrap_err().contains("unknown type .u99"));
+    }
+
+    #[test]
+    fn scalars_and_hex() {
+        let n = |s: &str| serde_json::from_str::<serde_json::Number>(s).unwrap();
+        assert_eq!(scalar_bytes("i32", &n("-3")).unwrap(), (-3i32).to_le_bytes());
+        assert_eq!(scalar_bytes("f32", &n("2.5")).unwrap(), 2.5f32.to_le_bytes());
+        assert!(scalar_bytes("u32", &n("-1")).unwrap_err().contains("does not fit"));
+        assert_eq!(decode_hex("00ff10").unwrap(), [0, 255, 16]);
+        assert!(decode_hex("0g").is_err());
+    }
+}

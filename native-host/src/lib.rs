@@ -1,3 +1,4 @@
 //! recap's native side: the CLI, the host, the CPU and CUDA backends and the capture API.
 
 pub mod import;
+pub mod mapped;

@@ -1,3 +1,37 @@
-fn main() -> anyhow::Result<()> {
-    Ok(())
+//! The `recap` command line. Each subcommand lives in `cli/<name>.rs`; this file only wires them up.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+#[derive(Parser)]
+#[command(name = "recap", version, about = "Capture GPU compute work once, replay it anywhere")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    ImportCase(cli::import_case::Args),
+    Inspect(cli::inspect::Args),
+    Validate(cli::validate::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::ImportCase(args) => cli::import_case::run(args),
+        Command::Inspect(args) => cli::inspect::run(args),
+        Command::Validate(args) => return cli::validate::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

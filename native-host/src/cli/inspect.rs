@@ -1,0 +1,184 @@
+//! `recap inspect FILE`: a readable summary of an archive and its op list.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use recap::mapped::MappedFile;
+use shared::archive::{Archive, Op, OpId, ParamKind, Tolerance};
+
+/// Print an archive's modules, kernels, regions, bindings, metadata and op list
+#[derive(clap::Args)]
+pub struct Args {
+    pub file: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let map = MappedFile::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
+    let archive = Archive::open(&map).with_context(|| format!("{}", args.file.display()))?;
+    print!("{}", summary(&archive));
+    Ok(())
+}
+
+fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / (1u64 << 10) as f64),
+        b => format!("{b} B"),
+    }
+}
+
+fn tolerance(t: &Tolerance) -> String {
+    match t {
+        Tolerance::Exact => "exact".into(),
+        Tolerance::Close { rtol, atol } => format!("rtol {rtol:e} atol {atol:e}"),
+        Tolerance::MismatchFraction { max_fraction } => format!("at most {max_fraction} of elements differ"),
+    }
+}
+
+/// The whole report as text (kept separate from printing so it can be tested and reused).
+pub fn summary(a: &Archive) -> String {
+    let mut s = String::new();
+    let (major, minor) = a.version();
+    let _ = writeln!(s, "recap archive, format {major}.{minor}, {} ({} bytes)", human(a.len()), a.len());
+
+    let _ = writeln!(s, "\nmodules ({})", a.module_count());
+    for m in a.modules() {
+        let _ = write!(s, "  [{}] {}: PTX {} ({} stored)", m.id, m.name, human(m.ptx.len()), human(m.ptx.stored_len()));
+        for (sm, c) in &m.cubins {
+            let _ = write!(s, ", cubin sm_{sm} {}", human(c.len()));
+        }
+        s.push('\n');
+    }
+
+    let _ = writeln!(s, "\nkernels ({})", a.kernel_count());
+    for k in a.kernels() {
+        let _ = writeln!(s, "  [{}] {} (module {}, {} parameter bytes)", k.id, k.name, k.module, k.params_size());
+        for p in &k.params {
+            let kind = if p.kind == ParamKind::Pointer { "pointer" } else { "value" };
+            let _ = writeln!(s, "      +{:<4} {:>4} B align {:<2} {kind:<7} {}", p.offset, p.size, p.align, p.name);
+        }
+    }
+
+    let _ = writeln!(s, "\nregions ({})", a.region_count());
+    for r in a.regions() {
+        let shape = r.shape.iter().map(u64::to_string).collect::<Vec<_>>().join("×");
+        let _ = write!(s, "  [{}] {}: {} {}[{shape}], align {}", r.id, r.name, human(r.size), r.dtype.name(), r.align);
+        if r.scratch {
+            s.push_str(", scratch");
+        }
+        if let Some(b) = &r.initial {
+            let _ = write!(s, ", initial ({} stored)", human(b.stored_len()));
+        }
+        if let Some(b) = &r.expected {
+            let _ = write!(s, ", expected ({} stored)", human(b.stored_len()));
+        }
+        if let Some(t) = &r.tolerance {
+            let _ = write!(s, ", tolerance {}", tolerance(t));
+        }
+        s.push('\n');
+    }
+    let region_relocs: Vec<_> = a.region_relocs().collect();
+    if !region_relocs.is_empty() {
+        let _ = writeln!(s, "\npointers inside regions ({})", region_relocs.len());
+        for (owner, r) in region_relocs {
+            let _ = writeln!(
+                s,
+                "  {}+{} -> {}+{}",
+                a.region(owner).name,
+                r.offset,
+                a.region(r.target).name,
+                r.target_offset
+            );
+        }
+    }
+
+    let _ = writeln!(s, "\nbindings ({})", a.binding_count());
+    for b in a.bindings() {
+        let _ = writeln!(s, "  {} ({}) -> region {}", b.name, b.direction.name(), a.region(b.region).name);
+    }
+
+    let meta: Vec<_> = a.meta().collect();
+    if !meta.is_empty() {
+        let _ = writeln!(s, "\nmeta");
+        for (k, v) in meta {
+            let _ = writeln!(s, "  {k}: {v}");
+        }
+    }
+
+    let _ = writeln!(s, "\nops ({})", a.op_count());
+    write_ops(&mut s, a, a.top_level().collect(), 1);
+    s
+}
+
+fn write_ops(s: &mut String, a: &Archive, ids: Vec<OpId>, depth: usize) {
+    let indent = "  ".repeat(depth);
+    for id in ids {
+        let _ = write!(s, "{indent}{id:>4}  ");
+        let region = |r: u32| a.region(r).name;
+        match a.op(id) {
+            Op::Launch(l) => {
+                let k = a.kernel(l.kernel);
+                let _ = write!(
+                    s,
+                    "launch {} grid {}x{}x{} block {}x{}x{}",
+                    k.name, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2]
+                );
+                if l.shared_bytes > 0 {
+                    let _ = write!(s, " shared {} B", l.shared_bytes);
+                }
+                let targets: Vec<String> = a
+                    .relocs(l.relocs.clone())
+                    .map(|r| format!("+{}={}", r.offset, region(r.target)))
+                    .collect();
+                if !targets.is_empty() {
+                    let _ = write!(s, " pointers [{}]", targets.join(", "));
+                }
+            }
+            Op::Copy(c) => {
+                let _ = write!(
+                    s,
+                    "copy {} B {}+{} -> {}+{}",
+                    c.len,
+                    region(c.src),
+                    c.src_offset,
+                    region(c.dst),
+                    c.dst_offset
+                );
+            }
+            Op::Memset(m) => {
+                let _ = write!(
+                    s,
+                    "memset {} B of {}+{} with {:#0w$x} ({}-byte pattern)",
+                    m.len,
+                    region(m.region),
+                    m.offset,
+                    m.pattern,
+                    m.width,
+                    w = 2 + 2 * m.width as usize
+                );
+            }
+            Op::Alloc(r) => {
+                let _ = write!(s, "alloc {}", region(r));
+            }
+            Op::Free(r) => {
+                let _ = write!(s, "free {}", region(r));
+            }
+            Op::While { cond, body_len } | Op::If { cond, body_len } => {
+                let kind = a.op(id).kind_name();
+                let _ = write!(s, "{kind} u32 at {}+{} != 0", region(cond.region), cond.offset);
+                if kind == "while" && cond.max_iterations > 0 {
+                    let _ = write!(s, " (at most {} iterations)", cond.max_iterations);
+                }
+                let _ = writeln!(s, " {{ {body_len} op(s)");
+                write_ops(s, a, a.children(a.body(id)).collect(), depth + 1);
+                let _ = write!(s, "{indent}      }}");
+            }
+            Op::Marker(name) => {
+                let _ = write!(s, "marker {name}");
+            }
+        }
+        s.push('\n');
+    }
+}

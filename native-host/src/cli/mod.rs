@@ -1,0 +1,5 @@
+//! The `recap` subcommands, one module each; `main.rs` wires them into clap.
+
+pub mod import_case;
+pub mod inspect;
+pub mod validate;
