@@ -1,1 +1,3 @@
 //! End-to-end tests, one module per area.
+
+mod archive;

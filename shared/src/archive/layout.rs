@@ -109,6 +109,8 @@ impl SectionKind {
 pub const BLOB_REF_LEN: usize = 32;
 pub const CODEC_RAW: u32 = 0;
 pub const CODEC_LZ4_FRAME: u32 = 1;
+/// An lz4 frame never decodes to more than this many times its stored size (LZ4's limit is 255).
+pub const LZ4_MAX_RATIO: u64 = 256;
 
 /// `name: u32, cubin_first: u32, cubin_count: u32, reserved: u32, ptx: BlobRef`.
 pub const MODULE_LEN: usize = 16 + BLOB_REF_LEN;

@@ -20,6 +20,7 @@
 pub mod layout;
 mod model;
 mod reader;
+mod rules;
 mod writer;
 
 pub use model::*;

@@ -114,6 +114,15 @@ impl Tolerance {
             Tolerance::MismatchFraction { max_fraction } => (3, max_fraction, 0.0),
         }
     }
+
+    pub(crate) fn from_code(kind: u32, a: f64, b: f64) -> Option<Tolerance> {
+        match kind {
+            1 => Some(Tolerance::Exact),
+            2 => Some(Tolerance::Close { rtol: a, atol: b }),
+            3 => Some(Tolerance::MismatchFraction { max_fraction: a }),
+            _ => None,
+        }
+    }
 }
 
 /// Whether a kernel parameter is a device pointer or a plain value.

@@ -10,6 +10,7 @@ use std::ops::Range;
 
 use super::layout::{self, SectionKind, *};
 use super::model::*;
+use super::rules;
 
 /// What is wrong with an archive, and where.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -481,6 +482,12 @@ impl<'a> Archive<'a> {
         if codec == CODEC_RAW && stored_len != raw_len {
             return err(t.name(), at, format!("record {i}: raw blob stored as {stored_len} bytes claims {raw_len}"));
         }
+        // LZ4 cannot expand data more than 255-fold, so a larger claim is a lie that would make a
+        // reader allocate far more than the file could ever hold.
+        if codec == CODEC_LZ4_FRAME && raw_len / LZ4_MAX_RATIO > stored_len {
+            return err(t.name(), at, format!(
+                "record {i}: {stored_len} compressed bytes cannot decode to the {raw_len} claimed"));
+        }
         Ok(Blob {
             stored: &self.blobs[offset as usize..(offset + stored_len) as usize],
             raw_len,
@@ -498,32 +505,31 @@ impl<'a> Archive<'a> {
         }
     }
 
-    fn check_range(&self, t: &Table, i: usize, field: usize, region: RegionId, offset: u64, len: u64, what: &str) -> Result<(), FormatError> {
-        let size = self.region_size(region);
-        if offset.checked_add(len).is_none_or(|e| e > size) {
-            return err(t.name(), t.at(i, field), format!(
-                "op {i}: {what} bytes {offset}..{} fall outside region {region} ({} bytes)",
-                offset.saturating_add(len), size));
-        }
-        Ok(())
-    }
-
     fn region_size(&self, r: RegionId) -> u64 {
         u64_at(self.regions.rec(r as usize), 16)
     }
 
     fn check_tables(&self) -> Result<(), FormatError> {
         let m = &self.modules;
+        let c = &self.cubins;
         for i in 0..m.count {
             self.check_string(m, i, 0, false)?;
             let first = u32_at(m.rec(i), 4) as u64;
             let n = u32_at(m.rec(i), 8) as u64;
-            if first + n > self.cubins.count as u64 {
-                return err("modules", m.at(i, 4), format!("module {i} lists cubins {first}..{} of {}", first + n, self.cubins.count));
+            if first + n > c.count as u64 {
+                return err("modules", m.at(i, 4), format!("module {i} lists cubins {first}..{} of {}", first + n, c.count));
+            }
+            for j in first as usize..(first + n) as usize {
+                if u32_at(c.rec(j), 0) as usize != i {
+                    return err("modules", m.at(i, 4), format!("module {i} lists cubin {j}, which belongs to module {}", u32_at(c.rec(j), 0)));
+                }
+                let sm = u32_at(c.rec(j), 4);
+                if (first as usize..j).any(|e| u32_at(c.rec(e), 4) == sm) {
+                    return err("cubins", c.at(j, 4), format!("module {i} has two cubins for sm_{sm}"));
+                }
             }
             self.check_blob(m, i, 16)?;
         }
-        let c = &self.cubins;
         for i in 0..c.count {
             let module = u32_at(c.rec(i), 0);
             if module as usize >= m.count {
@@ -534,16 +540,9 @@ impl<'a> Archive<'a> {
         let p = &self.params;
         for i in 0..p.count {
             self.check_string(p, i, 0, false)?;
-            let r = p.rec(i);
-            let (offset, size, align, kind) = (u32_at(r, 4), u32_at(r, 8), u32_at(r, 12), u32_at(r, 16));
+            let kind = u32_at(p.rec(i), 16);
             if kind > 1 {
                 return err("params", p.at(i, 16), format!("parameter {i} has unknown kind {kind}"));
-            }
-            if !align.is_power_of_two() || offset % align != 0 {
-                return err("params", p.at(i, 12), format!("parameter {i} at offset {offset} has bad alignment {align}"));
-            }
-            if offset as u64 + size as u64 > 32 * 1024 {
-                return err("params", p.at(i, 4), format!("parameter {i} ends past the 32 KiB parameter limit"));
             }
         }
         let k = &self.kernels;
@@ -558,6 +557,9 @@ impl<'a> Archive<'a> {
             if first + n > p.count as u64 {
                 return err("kernels", k.at(i, 8), format!("kernel {i} lists parameters {first}..{} of {}", first + n, p.count));
             }
+            if let Err((j, (field, reason))) = rules::params(&self.kernel(i as KernelId).params) {
+                return err("params", p.at(first as usize + j, field), format!("kernel {i}: {reason}"));
+            }
         }
         let rg = &self.regions;
         for i in 0..rg.count {
@@ -571,36 +573,31 @@ impl<'a> Archive<'a> {
             if flags & !(REGION_HAS_INITIAL | REGION_HAS_EXPECTED | REGION_SCRATCH) != 0 {
                 return err("regions", rg.at(i, 8), format!("region {i} has unknown flags {flags:#x}"));
             }
-            let align = u32_at(r, 12);
-            if !align.is_power_of_two() {
-                return err("regions", rg.at(i, 12), format!("region {i} alignment {align} is not a power of two"));
-            }
-            let size = u64_at(r, 16);
             let rank = u32_at(r, 24);
             if rank > 4 {
                 return err("regions", rg.at(i, 24), format!("region {i} has {rank} dimensions; at most 4"));
             }
-            for (flag, field) in [(REGION_HAS_INITIAL, 64), (REGION_HAS_EXPECTED, 96)] {
+            if let Err((field, reason)) = rules::region(&[], u32_at(r, 12)) {
+                return err("regions", rg.at(i, field), format!("region {i}: {reason}"));
+            }
+            let size = u64_at(r, 16);
+            for (flag, field, what) in [(REGION_HAS_INITIAL, 64, "initial"), (REGION_HAS_EXPECTED, 96, "expected")] {
                 if flags & flag != 0 {
                     let b = self.check_blob(rg, i, field)?;
                     if b.raw_len != size {
                         return err("regions", rg.at(i, field), format!(
-                            "region {i} is {size} bytes but its {} data decodes to {}",
-                            if field == 64 { "initial" } else { "expected" }, b.raw_len));
+                            "region {i} is {size} bytes but its {what} data decodes to {}", b.raw_len));
                     }
                 }
             }
             if flags & REGION_HAS_EXPECTED != 0 {
                 let kind = u32_at(r, 128);
                 let (a, b) = (f64::from_bits(u64_at(r, 136)), f64::from_bits(u64_at(r, 144)));
-                let ok = match kind {
-                    1 => true,
-                    2 => a.is_finite() && b.is_finite() && a >= 0.0 && b >= 0.0,
-                    3 => (0.0..=1.0).contains(&a),
-                    _ => false,
+                let Some(t) = Tolerance::from_code(kind, a, b) else {
+                    return err("regions", rg.at(i, 128), format!("region {i} has unknown tolerance kind {kind}"));
                 };
-                if !ok {
-                    return err("regions", rg.at(i, 128), format!("region {i} has an invalid tolerance (kind {kind}, {a}, {b})"));
+                if let Err((field, reason)) = rules::tolerance(&t) {
+                    return err("regions", rg.at(i, field), format!("region {i}: {reason}"));
                 }
             }
         }
@@ -608,7 +605,7 @@ impl<'a> Archive<'a> {
         let mut seen_region_owner = false;
         for i in 0..rl.count {
             let r = rl.rec(i);
-            let (kind, owner, offset) = (u32_at(r, 0), u32_at(r, 4), u64_at(r, 8));
+            let (kind, owner) = (u32_at(r, 0), u32_at(r, 4));
             let owner_size = match kind {
                 RELOC_OWNER_REGION => {
                     seen_region_owner = true;
@@ -628,19 +625,19 @@ impl<'a> Archive<'a> {
                 }
                 _ => return err("relocs", rl.at(i, 0), format!("relocation {i} has unknown owner kind {kind}")),
             };
-            if offset.checked_add(8).is_none_or(|e| e > owner_size) {
-                return err("relocs", rl.at(i, 8), format!("relocation {i} at offset {offset} runs past its owner's {owner_size} bytes"));
-            }
             let target = self.check_region_index(rl, i, 16, "target")?;
-            let toff = u64_at(r, 24);
-            if toff > self.region_size(target) {
-                return err("relocs", rl.at(i, 24), format!("relocation {i} points {toff} bytes into region {target} of {}", self.region_size(target)));
+            if let Err((field, reason)) = rules::reloc(&self.reloc(i as u32), owner_size, self.region_size(target)) {
+                return err("relocs", rl.at(i, field), format!("relocation {i}: {reason}"));
             }
         }
         self.check_ops()?;
         let b = &self.bindings;
+        let mut names = std::collections::HashSet::new();
         for i in 0..b.count {
-            self.check_string(b, i, 0, false)?;
+            let name = self.check_string(b, i, 0, false)?;
+            if !names.insert(name) {
+                return err("bindings", b.at(i, 0), format!("binding {:?} is declared twice", self.string(name)));
+            }
             self.check_region_index(b, i, 4, "bound")?;
             let d = u32_at(b.rec(i), 8);
             if Direction::from_code(d).is_none() {
@@ -657,6 +654,21 @@ impl<'a> Archive<'a> {
 
     fn check_ops(&self) -> Result<(), FormatError> {
         let t = &self.ops;
+        let broken = |i: usize, rule: Result<(), rules::Broken>| match rule {
+            Ok(()) => Ok(()),
+            Err((field, reason)) => err("ops", t.at(i, field), format!("op {i}: {reason}")),
+        };
+        // Parameter bytes each kernel needs, computed once rather than per launch.
+        let params_size: Vec<u64> = (0..self.kernels.count)
+            .map(|k| {
+                let r = self.kernels.rec(k);
+                let first = u32_at(r, 8) as usize;
+                (first..first + u32_at(r, 12) as usize)
+                    .map(|p| u32_at(self.params.rec(p), 4) as u64 + u32_at(self.params.rec(p), 8) as u64)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
         // Ends of the open while/if bodies, innermost last.
         let mut open: Vec<usize> = Vec::new();
         let mut next_reloc = 0u64;
@@ -673,19 +685,14 @@ impl<'a> Archive<'a> {
                     }
                     let grid = [u32_at(r, 8), u32_at(r, 12), u32_at(r, 16)];
                     let block = [u32_at(r, 20), u32_at(r, 24), u32_at(r, 28)];
-                    if grid.contains(&0) || block.contains(&0) {
-                        return err("ops", t.at(i, 8), format!("op {i} has an empty grid {grid:?} or block {block:?}"));
-                    }
-                    if block.iter().map(|&b| b as u64).product::<u64>() > 1024 {
-                        return err("ops", t.at(i, 20), format!("op {i} has a block of {block:?}, more than 1024 threads"));
-                    }
+                    broken(i, rules::launch_dims(grid, block))?;
                     let len = u32_at(r, 36) as u64;
                     let off = u64_at(r, 40);
                     if off.checked_add(len).is_none_or(|e| e > self.param_bytes.len() as u64) {
                         return err("ops", t.at(i, 36), format!("op {i} parameter bytes {off}+{len} fall outside the param-bytes section"));
                     }
-                    let need = self.kernel(kernel).params_size();
-                    if len < need {
+                    let need = params_size[kernel as usize];
+                    if len < need || len > rules::MAX_PARAM_BYTES {
                         return err("ops", t.at(i, 36), format!("op {i} passes {len} parameter bytes; its kernel needs {need}"));
                     }
                     let first = u32_at(r, 48) as u64;
@@ -702,23 +709,15 @@ impl<'a> Archive<'a> {
                     next_reloc = first + n;
                 }
                 layout::op::COPY => {
-                    let src = self.check_region_index(t, i, 4, "source")?;
-                    let dst = self.check_region_index(t, i, 8, "destination")?;
-                    let len = u64_at(r, 32);
-                    self.check_range(t, i, 16, src, u64_at(r, 16), len, "copy source")?;
-                    self.check_range(t, i, 24, dst, u64_at(r, 24), len, "copy destination")?;
+                    self.check_region_index(t, i, 4, "source")?;
+                    self.check_region_index(t, i, 8, "destination")?;
+                    let Op::Copy(c) = self.op(i as OpId) else { unreachable!() };
+                    broken(i, rules::copy(&c, self.region_size(c.src), self.region_size(c.dst)))?;
                 }
                 layout::op::MEMSET => {
-                    let region = self.check_region_index(t, i, 4, "memset")?;
-                    let width = u32_at(r, 8);
-                    if ![1, 2, 4, 8].contains(&width) {
-                        return err("ops", t.at(i, 8), format!("op {i}: memset pattern width {width} is not 1, 2, 4 or 8"));
-                    }
-                    let len = u64_at(r, 24);
-                    if len % width as u64 != 0 {
-                        return err("ops", t.at(i, 24), format!("op {i}: memset of {len} bytes is not a multiple of its {width}-byte pattern"));
-                    }
-                    self.check_range(t, i, 16, region, u64_at(r, 16), len, "memset")?;
+                    self.check_region_index(t, i, 4, "memset")?;
+                    let Op::Memset(m) = self.op(i as OpId) else { unreachable!() };
+                    broken(i, rules::memset(&m, self.region_size(m.region)))?;
                 }
                 layout::op::ALLOC | layout::op::FREE => {
                     let region = self.check_region_index(t, i, 4, "scratch")?;
@@ -728,7 +727,8 @@ impl<'a> Archive<'a> {
                 }
                 layout::op::WHILE | layout::op::IF => {
                     let region = self.check_region_index(t, i, 4, "condition")?;
-                    self.check_range(t, i, 16, region, u64_at(r, 16), 4, "condition word")?;
+                    let cond = Condition { region, offset: u64_at(r, 16), max_iterations: u32_at(r, 12) };
+                    broken(i, rules::condition(&cond, self.region_size(region)))?;
                     let body_end = i as u64 + 1 + u32_at(r, 8) as u64;
                     let limit = open.last().map_or(t.count as u64, |&e| e as u64);
                     if body_end > limit {

@@ -10,6 +10,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use super::layout::{self, SectionKind, *};
 use super::model::*;
+use super::rules::{self, Broken};
 
 /// Why the writer refused.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +23,11 @@ pub enum WriteError {
 
 fn invalid<T>(msg: impl Into<String>) -> Result<T, WriteError> {
     Err(WriteError::Invalid(msg.into()))
+}
+
+/// A broken rule as a writer error about `what`.
+fn refuse<T>(what: &str, rule: Result<T, Broken>) -> Result<T, WriteError> {
+    rule.map_err(|(_, reason)| WriteError::Invalid(format!("{what}: {reason}")))
 }
 
 #[derive(Clone, Copy, Default)]
@@ -80,6 +86,9 @@ pub struct ArchiveWriter<W: Write + Seek> {
     bindings: Vec<(StrId, RegionId, Direction)>,
     meta: Vec<(StrId, StrId)>,
     open_bodies: Vec<OpId>,
+    /// A blob write failed part way: bytes of unknown length are in the output, so the archive
+    /// cannot be finished.
+    broken_blob: bool,
 }
 
 /// Counts and hashes what passes through on its way to the output.
@@ -123,6 +132,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             bindings: Vec::new(),
             meta: Vec::new(),
             open_bodies: Vec::new(),
+            broken_blob: false,
         })
     }
 
@@ -139,11 +149,24 @@ impl<W: Write + Seek> ArchiveWriter<W> {
 
     /// Compresses `raw_len` bytes from `src` into the blobs section.
     fn write_blob(&mut self, src: &mut dyn Read, raw_len: u64) -> Result<BlobRef, WriteError> {
+        if self.broken_blob {
+            return invalid("an earlier blob failed to write, so the blobs section is not usable");
+        }
+        self.broken_blob = true;
+        let blob = self.stream_blob(src, raw_len)?;
+        self.broken_blob = false;
+        Ok(blob)
+    }
+
+    fn stream_blob(&mut self, src: &mut dyn Read, raw_len: u64) -> Result<BlobRef, WriteError> {
         let offset = self.blobs_len;
         let sink = BlobSink { out: &mut self.out, written: 0, hash: &mut self.blobs_hash };
         let mut info = lz4_flex::frame::FrameInfo::new();
         info.content_size = Some(raw_len);
         info.block_size = lz4_flex::frame::BlockSize::Max4MB;
+        // Each blob carries its own content checksum, so decoding one region verifies it without
+        // hashing the whole blobs section.
+        info.content_checksum = true;
         let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(info, sink);
         let copied = io::copy(&mut src.take(raw_len), &mut enc)?;
         if copied != raw_len {
@@ -168,6 +191,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         if module as usize >= self.modules.len() {
             return invalid(format!("cubin for unknown module {module}"));
         }
+        if self.modules[module as usize].cubins.iter().any(|c| c.0 == sm) {
+            return invalid(format!("module {module} already has a cubin for sm_{sm}"));
+        }
         let blob = self.write_blob(&mut &cubin[..], cubin.len() as u64)?;
         self.modules[module as usize].cubins.push((sm, blob));
         Ok(())
@@ -183,6 +209,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         if module as usize >= self.modules.len() {
             return invalid(format!("kernel {name} names unknown module {module}"));
         }
+        rules::params(&params).map_err(|(_, (_, reason))| WriteError::Invalid(format!("kernel {name}: {reason}")))?;
         let name = self.string(name);
         for p in &params {
             self.string(&p.name);
@@ -192,12 +219,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     pub fn add_region(&mut self, decl: RegionDecl) -> Result<RegionId, WriteError> {
-        if decl.shape.len() > 4 {
-            return invalid(format!("region {} has {} dimensions; at most 4", decl.name, decl.shape.len()));
-        }
-        if !decl.align.is_power_of_two() {
-            return invalid(format!("region {} alignment {} is not a power of two", decl.name, decl.align));
-        }
+        refuse(&format!("region {}", decl.name), rules::region(&decl.shape, decl.align))?;
         let name = self.string(&decl.name);
         self.regions.push(RegionRecord { decl, name, initial: None, expected: None });
         Ok(self.regions.len() as RegionId - 1)
@@ -231,6 +253,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         tolerance: Tolerance,
     ) -> Result<(), WriteError> {
         let size = self.region_size(region)?;
+        refuse(&format!("region {region}"), rules::tolerance(&tolerance))?;
         let blob = self.write_blob(src, size)?;
         self.regions[region as usize].expected = Some((blob, tolerance));
         Ok(())
@@ -263,14 +286,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     fn check_reloc(&self, owner_size: u64, r: &Reloc, owner: &str) -> Result<(), WriteError> {
-        if r.offset.checked_add(8).is_none_or(|end| end > owner_size) {
-            return invalid(format!("relocation at offset {} runs past the end of {owner}", r.offset));
-        }
         let target = self.region_size(r.target)?;
-        if r.target_offset > target {
-            return invalid(format!("relocation in {owner} points past the end of region {}", r.target));
-        }
-        Ok(())
+        refuse(&format!("relocation in {owner}"), rules::reloc(r, owner_size, target))
     }
 
     fn push_record(&mut self, rec: Vec<u8>) -> OpId {
@@ -291,6 +308,10 @@ impl<W: Write + Seek> ArchiveWriter<W> {
                 self.strings[k.name as usize],
                 l.params.len()
             ));
+        }
+        refuse(&format!("launch of kernel {}", self.strings[k.name as usize]), rules::launch_dims(l.grid, l.block))?;
+        if l.params.len() as u64 > rules::MAX_PARAM_BYTES {
+            return invalid(format!("launch has {} parameter bytes, more than {}", l.params.len(), rules::MAX_PARAM_BYTES));
         }
         let op = self.ops.len() as OpId;
         for r in &l.relocs {
@@ -313,6 +334,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     pub fn copy(&mut self, c: CopyOp) -> Result<OpId, WriteError> {
+        let (src, dst) = (self.region_size(c.src)?, self.region_size(c.dst)?);
+        refuse("copy", rules::copy(&c, src, dst))?;
         let mut rec = Vec::with_capacity(OP_LEN);
         put_u32(&mut rec, layout::op::COPY);
         put_u32(&mut rec, c.src);
@@ -325,9 +348,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     pub fn memset(&mut self, m: MemsetOp) -> Result<OpId, WriteError> {
-        if ![1, 2, 4, 8].contains(&m.width) {
-            return invalid(format!("memset pattern width {} is not 1, 2, 4 or 8", m.width));
-        }
+        let size = self.region_size(m.region)?;
+        refuse(&format!("memset of region {}", m.region), rules::memset(&m, size))?;
         let mut rec = Vec::with_capacity(OP_LEN);
         put_u32(&mut rec, layout::op::MEMSET);
         put_u32(&mut rec, m.region);
@@ -341,11 +363,21 @@ impl<W: Write + Seek> ArchiveWriter<W> {
 
     /// Allocates graph-owned scratch (a region declared with `scratch: true`).
     pub fn alloc(&mut self, region: RegionId) -> Result<OpId, WriteError> {
+        self.check_scratch(region)?;
         self.region_op(layout::op::ALLOC, region)
     }
 
     pub fn free(&mut self, region: RegionId) -> Result<OpId, WriteError> {
+        self.check_scratch(region)?;
         self.region_op(layout::op::FREE, region)
+    }
+
+    fn check_scratch(&self, region: RegionId) -> Result<(), WriteError> {
+        self.region_size(region)?;
+        if !self.regions[region as usize].decl.scratch {
+            return invalid(format!("region {region} is not declared scratch, so it cannot be allocated or freed"));
+        }
+        Ok(())
     }
 
     fn region_op(&mut self, kind: u32, region: RegionId) -> Result<OpId, WriteError> {
@@ -366,6 +398,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     fn begin_body(&mut self, kind: u32, cond: Condition) -> Result<OpId, WriteError> {
+        let size = self.region_size(cond.region)?;
+        refuse(&format!("condition in region {}", cond.region), rules::condition(&cond, size))?;
         let mut rec = Vec::with_capacity(OP_LEN);
         put_u32(&mut rec, kind);
         put_u32(&mut rec, cond.region);
@@ -416,10 +450,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         if !self.open_bodies.is_empty() {
             return invalid(format!("{} while/if bodies were never closed", self.open_bodies.len()));
         }
-        for r in &self.regions {
-            if let Some(init) = &r.initial {
-                debug_assert_eq!(init.raw_len, r.decl.size);
-            }
+        if self.broken_blob {
+            return invalid("an earlier blob failed to write, so the blobs section is not usable");
         }
         let mut sections: Vec<(SectionKind, u64, u64, [u8; CHECKSUM_LEN])> = Vec::new();
         let blobs_checksum = {
