@@ -1,3 +1,4 @@
 //! End-to-end tests, one module per area.
 
 mod archive;
+mod cli;

@@ -1,0 +1,218 @@
+//! The `recap` binary: import every public corpus case, inspect and validate the archives, and check
+//! that what landed in the archive is what the case folder holds.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use recap_tests::{corpus_cases, recap_bin};
+use serde_json::Value;
+use shared::archive::{Archive, Op, ParamKind, Tolerance};
+
+fn recap(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut cmd = Command::new(recap_bin());
+    for a in args {
+        cmd.arg(a);
+    }
+    cmd.output().expect("running recap")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn every_corpus_case_imports_inspects_and_validates() {
+    let cases = corpus_cases();
+    assert!(cases.len() >= 16, "expected the 16 public cases, found {}", cases.len());
+    let dir = tempfile::tempdir().unwrap();
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        let spec: Value = serde_json::from_slice(&std::fs::read(case.join("case.json")).unwrap()).unwrap();
+        let archs: Vec<&str> = ["sm_75", "sm_90"].into_iter().filter(|a| spec["ptx"].get(a).is_some()).collect();
+        assert!(archs.contains(&"sm_90"), "{name} has sm_90 PTX");
+        for arch in archs {
+            let out = dir.path().join(format!("{name}.{arch}.recap"));
+            let import = recap(&[&"import-case", case, &"--ptx", &arch, &"-o", &out]);
+            assert!(import.status.success(), "import {name} {arch}: {}", text(&import.stderr));
+
+            let validate = recap(&[&"validate", &out]);
+            assert!(validate.status.success(), "validate {name}: {}", text(&validate.stderr));
+            assert!(text(&validate.stdout).starts_with("ok: "), "{}", text(&validate.stdout));
+
+            let inspect = recap(&[&"inspect", &out]);
+            assert!(inspect.status.success(), "inspect {name}: {}", text(&inspect.stderr));
+            let shown = text(&inspect.stdout);
+            for launch in spec["launches"].as_array().unwrap() {
+                assert!(shown.contains(&format!("launch {} grid", launch["entry"].as_str().unwrap())), "{shown}");
+            }
+            for b in spec["buffers"].as_array().unwrap() {
+                assert!(shown.contains(&format!("] {}: ", b["name"].as_str().unwrap())), "{shown}");
+            }
+
+            let bytes = std::fs::read(&out).unwrap();
+            check_against_case(case, &spec, arch, &Archive::open(&bytes).unwrap());
+        }
+    }
+}
+
+/// The archive holds the case's PTX, every buffer's bytes, the tolerance, and each launch's
+/// parameters with every pointer as a relocation.
+fn check_against_case(dir: &Path, spec: &Value, arch: &str, a: &Archive) {
+    let name = spec["name"].as_str().unwrap();
+    let ptx = std::fs::read_to_string(dir.join(spec["ptx"][arch].as_str().unwrap())).unwrap();
+    assert_eq!(a.module(0).ptx_text().unwrap(), ptx);
+    assert_eq!(a.meta_value("case"), Some(name));
+    let buffers = spec["buffers"].as_array().unwrap();
+    assert_eq!(a.region_count(), buffers.len());
+    let tol = &spec["tolerance"];
+    for (r, b) in a.regions().zip(buffers) {
+        assert_eq!(r.name, b["name"].as_str().unwrap());
+        assert_eq!(r.dtype.name(), b["dtype"].as_str().unwrap());
+        assert_eq!(r.size, b["count"].as_u64().unwrap() * r.dtype.size() as u64);
+        let initial = std::fs::read(dir.join(b["initial"].as_str().unwrap())).unwrap();
+        let expected = std::fs::read(dir.join(b["expected"].as_str().unwrap())).unwrap();
+        assert_eq!(r.initial.unwrap().decode().unwrap(), initial, "{name}/{}", r.name);
+        assert_eq!(r.expected.unwrap().decode().unwrap(), expected, "{name}/{}", r.name);
+        let want = if let Some(f) = tol.get("mismatch_frac") {
+            Tolerance::MismatchFraction { max_fraction: f.as_f64().unwrap() }
+        } else if let Some(rtol) = tol.get("rtol") {
+            Tolerance::Close { rtol: rtol.as_f64().unwrap(), atol: tol["atol"].as_f64().unwrap() }
+        } else {
+            Tolerance::Exact
+        };
+        assert_eq!(r.tolerance, Some(want), "{name}/{}", r.name);
+        assert!(a.binding(r.name).is_some_and(|bd| bd.region == r.id));
+    }
+    let launches = spec["launches"].as_array().unwrap();
+    assert_eq!(a.op_count(), launches.len());
+    for (id, l) in launches.iter().enumerate() {
+        let Op::Launch(op) = a.op(id as u32) else { panic!("{name}: op {id} is not a launch") };
+        let k = a.kernel(op.kernel);
+        assert_eq!(k.name, l["entry"].as_str().unwrap());
+        assert_eq!(op.grid.to_vec(), json_u32s(&l["grid"]));
+        assert_eq!(op.block.to_vec(), json_u32s(&l["block"]));
+        assert_eq!(op.shared_bytes as u64, l["dynamic_shared_bytes"].as_u64().unwrap_or(0));
+        let params = l["params"].as_array().unwrap();
+        assert_eq!(k.params.len(), params.len());
+        let relocs: Vec<_> = a.relocs(op.relocs.clone()).collect();
+        for (p, decl) in params.iter().zip(&k.params) {
+            let bytes = &op.params[decl.offset as usize..(decl.offset + decl.size) as usize];
+            match p["kind"].as_str().unwrap() {
+                "buffer" => {
+                    assert_eq!(decl.kind, ParamKind::Pointer, "{name}: {}", decl.name);
+                    let target = a.region_by_name(p["name"].as_str().unwrap()).unwrap().id;
+                    assert!(relocs.iter().any(|r| r.offset == decl.offset as u64 && r.target == target));
+                    assert_eq!(bytes, [0; 8], "no raw address is stored");
+                }
+                "scalar" => {
+                    let v = &p["value"];
+                    let want = match p["type"].as_str().unwrap() {
+                        "i32" => (v.as_i64().unwrap() as i32).to_le_bytes().to_vec(),
+                        "u32" => (v.as_u64().unwrap() as u32).to_le_bytes().to_vec(),
+                        "u64" => v.as_u64().unwrap().to_le_bytes().to_vec(),
+                        "i64" => v.as_i64().unwrap().to_le_bytes().to_vec(),
+                        "f32" => (v.as_f64().unwrap() as f32).to_le_bytes().to_vec(),
+                        "f64" => v.as_f64().unwrap().to_le_bytes().to_vec(),
+                        other => panic!("{name}: scalar type {other} not covered by this test"),
+                    };
+                    assert_eq!(bytes, want, "{name}: {}", decl.name);
+                }
+                "bytes" => {
+                    let mut want: Vec<u8> = (0..p["hex"].as_str().unwrap().len() / 2)
+                        .map(|i| u8::from_str_radix(&p["hex"].as_str().unwrap()[2 * i..2 * i + 2], 16).unwrap())
+                        .collect();
+                    for ptr in p["pointers"].as_array().into_iter().flatten() {
+                        let off = ptr["offset"].as_u64().unwrap();
+                        let target = a.region_by_name(ptr["buffer"].as_str().unwrap()).unwrap().id;
+                        assert!(relocs.iter().any(|r| r.offset == decl.offset as u64 + off && r.target == target));
+                        want[off as usize..off as usize + 8].fill(0);
+                    }
+                    assert_eq!(bytes, want, "{name}: {}", decl.name);
+                }
+                other => panic!("{name}: parameter kind {other}"),
+            }
+        }
+    }
+}
+
+fn json_u32s(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+#[test]
+fn a_missing_ptx_architecture_names_the_file_and_field() {
+    let case = corpus_cases().into_iter().find(|c| c.ends_with("triton/tr_add")).expect("triton/tr_add in the corpus");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.recap");
+    let r = recap(&[&"import-case", &case, &"--ptx", &"sm_75", &"-o", &out]);
+    assert!(!r.status.success());
+    let err = text(&r.stderr);
+    assert!(err.contains("case.json: ptx.sm_75: this case has no sm_75 PTX (it has sm_90)"), "{err}");
+    assert!(!out.exists() && !dir.path().join("x.recap.partial").exists(), "nothing is left behind");
+}
+
+#[test]
+fn a_broken_case_names_the_field() {
+    let src = corpus_cases().into_iter().find(|c| c.ends_with("nvcc/saxpy")).expect("nvcc/saxpy in the corpus");
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, dir.path().join(f.file_name().unwrap())).unwrap();
+    }
+    let case_json = dir.path().join("case.json");
+    let original = std::fs::read_to_string(&case_json).unwrap();
+    let out = dir.path().join("x.recap");
+    for (from, to, want) in [
+        ("\"f32\"", "\"f31\"", "buffers[0].dtype: unknown element type \"f31\""),
+        ("\"count\": 5000", "\"count\": 5001", "buffers[0].initial: "),
+        ("\"name\": \"y\"\n", "\"name\": \"z\"\n", "launches[0].params[3].name: no buffer named \"z\""),
+    ] {
+        assert!(original.contains(from), "saxpy case.json has {from}");
+        std::fs::write(&case_json, original.replacen(from, to, 1)).unwrap();
+        let r = recap(&[&"import-case", &dir.path(), &"-o", &out]);
+        assert!(!r.status.success());
+        let err = text(&r.stderr);
+        assert!(err.contains(&case_json.display().to_string()) && err.contains(want), "{err}");
+    }
+}
+
+#[test]
+fn validate_prints_one_line_naming_section_offset_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.recap");
+    let golden = recap_tests::repo_root().join("tests/golden/all-features.recap");
+    std::fs::copy(&golden, &good).unwrap();
+    let ok = recap(&[&"validate", &good]);
+    assert!(ok.status.success());
+    assert_eq!(text(&ok.stdout).lines().count(), 1);
+
+    let mut bytes = std::fs::read(&golden).unwrap();
+    bytes.truncate(bytes.len() - 5);
+    let bad = dir.path().join("bad.recap");
+    std::fs::write(&bad, &bytes).unwrap();
+    let r = recap(&[&"validate", &bad]);
+    assert!(!r.status.success());
+    let err = text(&r.stderr);
+    assert_eq!(
+        err,
+        format!("{}: header at byte 32: header says the file is {} bytes but it is {} (truncated or padded)\n", bad.display(), bytes.len() + 5, bytes.len())
+    );
+    assert!(r.stdout.is_empty());
+
+    let missing = recap(&[&"validate", &dir.path().join("nope.recap")]);
+    assert!(!missing.status.success());
+    assert_eq!(text(&missing.stderr).lines().count(), 1);
+}
+
+#[test]
+fn inspect_shows_nested_bodies_indented() {
+    let golden = recap_tests::repo_root().join("tests/golden/all-features.recap");
+    let r = recap(&[&"inspect", &golden]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let shown = text(&r.stdout);
+    assert!(shown.contains("\n     3  while u32 at flags+16 != 0 (at most 1000 iterations) { 6 op(s)\n"), "{shown}");
+    assert!(shown.contains("\n       4  launch step grid 2x1x1 block 128x1x1 shared 256 B pointers [+0=field, +8=flags]\n"), "{shown}");
+    assert!(shown.contains("\n         6  copy 64 B counts+0 -> tmp+64\n"), "{shown}");
+    assert!(shown.contains("cubin sm_90"), "{shown}");
+    assert!(shown.contains("pointers inside regions (1)\n  flags+0 -> counts+64"), "{shown}");
+}
