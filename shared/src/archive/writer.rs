@@ -163,7 +163,14 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         let sink = BlobSink { out: &mut self.out, written: 0, hash: &mut self.blobs_hash };
         let mut info = lz4_flex::frame::FrameInfo::new();
         info.content_size = Some(raw_len);
-        info.block_size = lz4_flex::frame::BlockSize::Max4MB;
+        // The smallest block size that holds the whole blob: decoders allocate one block, so a small
+        // region never costs a 4 MiB buffer to read, and large ones stream in 4 MiB steps.
+        info.block_size = match raw_len {
+            0..=0x1_0000 => lz4_flex::frame::BlockSize::Max64KB,
+            0..=0x4_0000 => lz4_flex::frame::BlockSize::Max256KB,
+            0..=0x10_0000 => lz4_flex::frame::BlockSize::Max1MB,
+            _ => lz4_flex::frame::BlockSize::Max4MB,
+        };
         // Each blob carries its own content checksum, so decoding one region verifies it without
         // hashing the whole blobs section.
         info.content_checksum = true;
