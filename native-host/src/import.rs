@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
-use std::io::{BufWriter, Seek, Write};
+use std::io::{BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -18,6 +18,9 @@ use shared::archive::{
     ArchiveWriter, DType, Direction, KernelId, LaunchDecl, ParamDecl, ParamKind, RegionDecl, RegionId, Reloc,
     Tolerance, WriteError,
 };
+
+/// Buffer files up to this size are read whole (see `write_case`).
+const IN_MEMORY_LIMIT: u64 = 64 << 20;
 
 /// Which of a case's PTX files to import.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -406,7 +409,17 @@ fn write_case<W: Write + Seek>(
                     format!("{} is {len} bytes but {} × {} is {size}", path.display(), b.count, b.dtype),
                 );
             }
-            if which == "initial" {
+            // Buffers up to 64 MiB are read whole so the writer can store bytes that a launch leaves
+            // unchanged once for both initial and expected; larger ones stream through.
+            if len <= IN_MEMORY_LIMIT {
+                let mut bytes = Vec::with_capacity(len as usize);
+                f.read_to_end(&mut bytes).map_err(io_err(&path))?;
+                if which == "initial" {
+                    w.set_initial_bytes(region, &bytes).map_err(werr)?;
+                } else {
+                    w.set_expected_bytes(region, &bytes, tolerance).map_err(werr)?;
+                }
+            } else if which == "initial" {
                 w.set_initial(region, &mut f).map_err(werr)?;
             } else {
                 w.set_expected(region, &mut f, tolerance).map_err(werr)?;

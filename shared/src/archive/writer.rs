@@ -89,6 +89,22 @@ pub struct ArchiveWriter<W: Write + Seek> {
     /// A blob write failed part way: bytes of unknown length are in the output, so the archive
     /// cannot be finished.
     broken_blob: bool,
+    /// Blobs already written, by BLAKE3 of their raw contents.
+    blob_by_content: HashMap<[u8; 32], BlobRef>,
+}
+
+/// Hashes the raw bytes of a blob on their way into the compressor.
+struct HashingReader<'a> {
+    inner: &'a mut dyn Read,
+    hash: blake3::Hasher,
+}
+
+impl Read for HashingReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// Counts and hashes what passes through on its way to the output.
@@ -133,6 +149,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             meta: Vec::new(),
             open_bodies: Vec::new(),
             broken_blob: false,
+            blob_by_content: HashMap::new(),
         })
     }
 
@@ -153,9 +170,20 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             return invalid("an earlier blob failed to write, so the blobs section is not usable");
         }
         self.broken_blob = true;
-        let blob = self.stream_blob(src, raw_len)?;
+        let mut hashing = HashingReader { inner: src, hash: blake3::Hasher::new() };
+        let blob = self.stream_blob(&mut hashing, raw_len)?;
         self.broken_blob = false;
+        self.blob_by_content.entry(*hashing.hash.finalize().as_bytes()).or_insert(blob);
         Ok(blob)
+    }
+
+    /// Like [`Self::write_blob`] for bytes already in memory, which are stored only once however
+    /// often they are added (a buffer a kernel only reads has identical initial and expected data).
+    fn write_blob_bytes(&mut self, bytes: &[u8]) -> Result<BlobRef, WriteError> {
+        if let Some(blob) = self.blob_by_content.get(blake3::hash(bytes).as_bytes()) {
+            return Ok(*blob);
+        }
+        self.write_blob(&mut &bytes[..], bytes.len() as u64)
     }
 
     fn stream_blob(&mut self, src: &mut dyn Read, raw_len: u64) -> Result<BlobRef, WriteError> {
@@ -188,7 +216,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     /// Adds a module from its PTX text.
     pub fn add_module(&mut self, name: &str, ptx: &str) -> Result<ModuleId, WriteError> {
         let name = self.string(name);
-        let ptx = self.write_blob(&mut ptx.as_bytes(), ptx.len() as u64)?;
+        let ptx = self.write_blob_bytes(ptx.as_bytes())?;
         self.modules.push(ModuleRecord { name, ptx, cubins: Vec::new() });
         Ok(self.modules.len() as ModuleId - 1)
     }
@@ -201,7 +229,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         if self.modules[module as usize].cubins.iter().any(|c| c.0 == sm) {
             return invalid(format!("module {module} already has a cubin for sm_{sm}"));
         }
-        let blob = self.write_blob(&mut &cubin[..], cubin.len() as u64)?;
+        let blob = self.write_blob_bytes(cubin)?;
         self.modules[module as usize].cubins.push((sm, blob));
         Ok(())
     }
@@ -249,7 +277,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
 
     pub fn set_initial_bytes(&mut self, region: RegionId, bytes: &[u8]) -> Result<(), WriteError> {
         self.check_len(region, bytes.len())?;
-        self.set_initial(region, &mut &bytes[..])
+        let blob = self.write_blob_bytes(bytes)?;
+        self.regions[region as usize].initial = Some(blob);
+        Ok(())
     }
 
     /// Streams the region's expected final contents and the tolerance to judge a replay by.
@@ -273,7 +303,10 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         tolerance: Tolerance,
     ) -> Result<(), WriteError> {
         self.check_len(region, bytes.len())?;
-        self.set_expected(region, &mut &bytes[..], tolerance)
+        refuse(&format!("region {region}"), rules::tolerance(&tolerance))?;
+        let blob = self.write_blob_bytes(bytes)?;
+        self.regions[region as usize].expected = Some((blob, tolerance));
+        Ok(())
     }
 
     fn check_len(&self, region: RegionId, len: usize) -> Result<(), WriteError> {
