@@ -18,3 +18,4 @@
 
 pub mod archive;
 pub mod check;
+pub mod plan;

@@ -1,0 +1,1 @@
+//! `recap bench cuda`: placeholder

@@ -1,0 +1,282 @@
+//! The lowest layer: checked calls into the CUDA driver, loaded at run time through cudarc.
+//!
+//! Every raw call goes through [`check`], which turns a `CUresult` into a [`DriverError`] naming
+//! the call. Nothing here is called before [`driver`] has confirmed that the driver library can be
+//! loaded: cudarc panics on the first call otherwise.
+
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::sys::{self, CUresult};
+
+/// A failed driver call: which call, and the driver's own name and words for the error.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{call} failed: {name} ({text})")]
+pub struct DriverError {
+    pub call: &'static str,
+    pub code: CUresult,
+    pub name: String,
+    pub text: String,
+}
+
+impl DriverError {
+    /// Errors after which the context is unusable until it is reset: every later call in the
+    /// process would return the same error.
+    pub fn is_sticky(&self) -> bool {
+        use CUresult::*;
+        matches!(
+            self.code,
+            CUDA_ERROR_ILLEGAL_ADDRESS
+                | CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | CUDA_ERROR_MISALIGNED_ADDRESS
+                | CUDA_ERROR_INVALID_ADDRESS_SPACE
+                | CUDA_ERROR_INVALID_PC
+                | CUDA_ERROR_LAUNCH_FAILED
+                | CUDA_ERROR_HARDWARE_STACK_ERROR
+                | CUDA_ERROR_ASSERT
+                | CUDA_ERROR_ECC_UNCORRECTABLE
+                | CUDA_ERROR_LAUNCH_TIMEOUT
+                | CUDA_ERROR_CONTEXT_IS_DESTROYED
+        )
+    }
+}
+
+fn describe(code: CUresult) -> (String, String) {
+    let mut name: *const std::ffi::c_char = std::ptr::null();
+    let mut text: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: both calls only write a pointer to a static string owned by the driver.
+    unsafe {
+        sys::cuGetErrorName(code, &mut name);
+        sys::cuGetErrorString(code, &mut text);
+    }
+    let read = |p: *const std::ffi::c_char| {
+        if p.is_null() {
+            format!("{code:?}")
+        } else {
+            // SAFETY: the driver returns NUL-terminated static strings.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    (read(name), read(text))
+}
+
+/// Turns a driver result into `Result`, naming the call on failure.
+pub fn check(code: CUresult, call: &'static str) -> Result<(), DriverError> {
+    if code == CUresult::CUDA_SUCCESS {
+        return Ok(());
+    }
+    let (name, text) = describe(code);
+    Err(DriverError { call, code, name, text })
+}
+
+/// Calls a raw driver function and checks its result: `call!(cuMemAlloc_v2(&mut p, n))`.
+macro_rules! call {
+    ($f:ident($($arg:expr),* $(,)?)) => {
+        $crate::cuda::driver::check(
+            // SAFETY: every caller passes arguments valid for the call; see the call site.
+            #[allow(unused_unsafe)]
+            unsafe { cudarc::driver::sys::$f($($arg),*) },
+            stringify!($f),
+        )
+    };
+}
+pub(crate) use call;
+
+/// Why no device could be used.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("no CUDA driver found (libcuda.so could not be loaded); use --device cpu to replay on the CPU")]
+    NoDriver,
+    #[error("CUDA driver could not start: {0}")]
+    Init(DriverError),
+    #[error("no CUDA device {ordinal}: this machine has {count}")]
+    NoDevice { ordinal: usize, count: usize },
+    #[error("CUDA driver {found} is too old: recap needs 12.0 or newer")]
+    TooOld { found: String },
+    #[error("{0}")]
+    Driver(#[from] DriverError),
+}
+
+/// Facts about the loaded driver.
+#[derive(Clone, Debug)]
+pub struct DriverInfo {
+    /// As `cuDriverGetVersion` reports it: 12040 is 12.4.
+    pub version: i32,
+    pub device_count: usize,
+}
+
+impl DriverInfo {
+    pub fn version_string(&self) -> String {
+        format!("{}.{}", self.version / 1000, (self.version % 1000) / 10)
+    }
+
+    /// Conditional WHILE/IF graph nodes need driver 12.4 or newer.
+    pub fn has_conditional_nodes(&self) -> bool {
+        self.version >= 12040
+    }
+}
+
+/// Loads and initialises the driver once per process. Never panics when it is missing.
+pub fn driver() -> Result<&'static DriverInfo, OpenError> {
+    static INFO: OnceLock<Result<DriverInfo, OpenError>> = OnceLock::new();
+    INFO.get_or_init(|| {
+        // SAFETY: only tries to open the library; cudarc panics on any call when this is false.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(OpenError::NoDriver);
+        }
+        let mut version = 0;
+        call!(cuDriverGetVersion(&mut version))?;
+        if version < 12000 {
+            return Err(OpenError::TooOld { found: format!("{}.{}", version / 1000, (version % 1000) / 10) });
+        }
+        match call!(cuInit(0)) {
+            Ok(()) => {}
+            // A driver on a machine without a GPU: report no device, not a broken driver.
+            Err(e) if e.code == CUresult::CUDA_ERROR_NO_DEVICE => return Ok(DriverInfo { version, device_count: 0 }),
+            Err(e) => return Err(OpenError::Init(e)),
+        }
+        let mut count = 0;
+        call!(cuDeviceGetCount(&mut count))?;
+        Ok(DriverInfo { version, device_count: count.max(0) as usize })
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// A raw handle that the driver lets any thread use.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Handle<T>(pub T);
+// SAFETY: driver handles (contexts, streams, graphs, modules) are usable from any thread once the
+// owning context is current there; every user makes it current first.
+unsafe impl<T> Send for Handle<T> {}
+unsafe impl<T> Sync for Handle<T> {}
+
+/// One GPU and its primary context, shared by every replay on it in this process.
+///
+/// A kernel fault (illegal address, trap) leaves the context unusable for everyone. Recovery is
+/// [`Device::recover`]: it resets the primary context (`cuDevicePrimaryCtxReset`), which frees
+/// every allocation, module and graph made in it, and bumps the device's generation so that
+/// replays made before the reset know their handles are gone and never touch them again.
+pub struct Device {
+    pub ordinal: usize,
+    pub name: String,
+    /// Compute capability as `major * 10 + minor` (90 for sm_90).
+    pub sm: u32,
+    pub driver: &'static DriverInfo,
+    dev: sys::CUdevice,
+    ctx: Mutex<Handle<sys::CUcontext>>,
+    generation: AtomicU64,
+}
+
+impl Device {
+    /// Opens device `ordinal` (0-based), shared with every other user of it in this process.
+    pub fn open(ordinal: usize) -> Result<Arc<Device>, OpenError> {
+        static OPEN: Mutex<Vec<(usize, std::sync::Weak<Device>)>> = Mutex::new(Vec::new());
+        let driver = driver()?;
+        if ordinal >= driver.device_count {
+            return Err(OpenError::NoDevice { ordinal, count: driver.device_count });
+        }
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = open.iter().find(|(o, _)| *o == ordinal).and_then(|(_, w)| w.upgrade()) {
+            return Ok(d);
+        }
+        let mut dev = 0;
+        call!(cuDeviceGet(&mut dev, ordinal as i32))?;
+        let mut name_buf = [0 as std::ffi::c_char; 256];
+        call!(cuDeviceGetName(name_buf.as_mut_ptr(), name_buf.len() as i32, dev))?;
+        // SAFETY: the driver NUL-terminates within the buffer.
+        let name = unsafe { CStr::from_ptr(name_buf.as_ptr()) }.to_string_lossy().into_owned();
+        let attr = |a| {
+            let mut v = 0;
+            call!(cuDeviceGetAttribute(&mut v, a, dev)).map(|_| v)
+        };
+        let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let mut ctx = std::ptr::null_mut();
+        call!(cuDevicePrimaryCtxRetain(&mut ctx, dev))?;
+        let d = Arc::new(Device {
+            ordinal,
+            name,
+            sm: (major * 10 + minor) as u32,
+            driver,
+            dev,
+            ctx: Mutex::new(Handle(ctx)),
+            generation: AtomicU64::new(0),
+        });
+        open.retain(|(_, w)| w.strong_count() > 0);
+        open.push((ordinal, Arc::downgrade(&d)));
+        Ok(d)
+    }
+
+    /// Makes this device's context current on the calling thread.
+    pub fn bind(&self) -> Result<(), DriverError> {
+        let ctx = self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0;
+        call!(cuCtxSetCurrent(ctx))
+    }
+
+    pub(crate) fn context(&self) -> sys::CUcontext {
+        self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+
+    /// Increases each time the context is reset after a fault.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Resets the primary context after a sticky error so that the next replay works. Everything
+    /// allocated in it before is gone.
+    pub fn recover(&self) -> Result<(), DriverError> {
+        let mut ctx = self.ctx.lock().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        call!(cuDevicePrimaryCtxReset_v2(self.dev))?;
+        // Take a fresh reference before dropping the old one so the context is never released
+        // to nothing in between.
+        let mut fresh = std::ptr::null_mut();
+        call!(cuDevicePrimaryCtxRetain(&mut fresh, self.dev))?;
+        call!(cuDevicePrimaryCtxRelease_v2(self.dev))?;
+        *ctx = Handle(fresh);
+        call!(cuCtxSetCurrent(fresh))
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        // SAFETY: releases the one reference this value holds.
+        unsafe {
+            sys::cuDevicePrimaryCtxRelease_v2(self.dev);
+        }
+    }
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cuda:{} ({}, sm_{})", self.ordinal, self.name, self.sm)
+    }
+}
+
+/// Loads a module from a cubin or NUL-terminated PTX, returning the JIT error log on failure.
+pub(crate) fn load_module(image: &[u8]) -> Result<sys::CUmodule, (DriverError, String)> {
+    const LOG: usize = 16 * 1024;
+    let mut log = vec![0u8; LOG];
+    let mut options = [
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+    ];
+    let mut values = [log.as_mut_ptr() as *mut c_void, LOG as *mut c_void];
+    let mut module = std::ptr::null_mut();
+    let r = call!(cuModuleLoadDataEx(
+        &mut module,
+        image.as_ptr() as *const c_void,
+        options.len() as u32,
+        options.as_mut_ptr(),
+        values.as_mut_ptr(),
+    ));
+    match r {
+        Ok(()) => Ok(module),
+        Err(e) => {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            Err((e, String::from_utf8_lossy(&log[..end]).trim().to_owned()))
+        }
+    }
+}

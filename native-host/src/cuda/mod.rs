@@ -1,0 +1,36 @@
+//! The CUDA backend: replays an archive on an NVIDIA GPU as one CUDA graph.
+//!
+//! The key design decision: the graph is built with the explicit node API from the archive's
+//! [`shared::plan::Plan`], not captured from a stream. Every op becomes a node (kernel, memcpy,
+//! memset; a generated fill kernel for 8-byte patterns whose halves differ), edges exist only where
+//! the plan finds a data hazard, so independent work runs as parallel branches, and the archive's
+//! while/if ops become conditional graph nodes whose handle is set by a small PTX kernel recap
+//! generates. The graph is instantiated once and launched per replay; new inputs are copies into
+//! the bound regions and new launch parameters are exec updates, never a rebuild.
+//!
+//! Layers, lowest first:
+//! - [`driver`]: the driver library loaded at run time (the binary starts without CUDA), checked
+//!   raw calls, the device and its primary context, and recovery after a kernel fault;
+//! - [`kernels`]: the PTX recap generates;
+//! - [`replay`]: [`CudaReplay`], the safe API the CLI, the host's sessions and the capture API use.
+//!
+//! A kernel fault (illegal address, trap) poisons the CUDA context for the whole process. The
+//! replay that hit it fails with an error naming the op ([`locate_fault`] replays op by op to find
+//! it when the graph could not say), the device's primary context is reset, and the next replay
+//! on the device loads afresh and works.
+
+pub mod bench;
+pub mod driver;
+pub mod kernels;
+pub mod replay;
+
+pub use driver::{driver, Device, DriverError, DriverInfo, OpenError};
+pub use replay::{locate_fault, CudaError, CudaReplay, Mode, OpTime, ReplayOptions};
+
+/// Parses `cuda` or `cuda:N` into a device ordinal.
+pub fn parse_device(spec: &str) -> Option<usize> {
+    match spec.strip_prefix("cuda")? {
+        "" => Some(0),
+        rest => rest.strip_prefix(':')?.parse().ok(),
+    }
+}

@@ -1,0 +1,1135 @@
+//! The safe layer: [`CudaReplay`] loads an archive onto one GPU and replays it, as one CUDA graph
+//! or op by op on a stream.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::sys::{self, CUdeviceptr, CUfunction, CUgraph, CUgraphNode};
+use shared::archive::{Archive, Direction, FormatError, KernelId, Op, OpId, RegionId, Reloc};
+use shared::check::{check_region, RegionCheck};
+use shared::plan::{Dag, Plan, Span};
+
+use super::driver::{call, load_module, Device, DriverError, OpenError};
+use super::kernels;
+
+/// How the ops are submitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// One CUDA graph built with the explicit node API, instantiated once, launched per replay.
+    #[default]
+    Graph,
+    /// The same ops launched one by one on a stream; loops and branches are driven from the host.
+    Stream,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "graph" => Ok(Mode::Graph),
+            "stream" => Ok(Mode::Stream),
+            _ => Err(format!("unknown mode {s}: use graph or stream")),
+        }
+    }
+}
+
+/// What a replay is asked to do besides running the ops.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReplayOptions {
+    pub mode: Mode,
+    /// Chain every op after the one before it instead of following the plan's DAG (for comparison).
+    pub serial: bool,
+    /// Stream mode: record an event after every op so that [`CudaReplay::op_times`] has figures.
+    pub op_timing: bool,
+    /// Stream mode: wait for every op to finish before the next, so that a fault names its op.
+    pub sync_each_op: bool,
+}
+
+/// Above this many changed launches, parameter changes go through one `cuGraphExecUpdate`
+/// instead of one `cuGraphExecKernelNodeSetParams` per node.
+pub const SET_PARAMS_LIMIT: usize = 16;
+
+/// Everything that can go wrong loading or replaying on a GPU.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    #[error("archive: {0}")]
+    Format(#[from] FormatError),
+    #[error("module {module} did not load: {error}{}", if log.is_empty() { String::new() } else { format!("\nJIT log:\n{log}") })]
+    Jit { module: String, error: DriverError, log: String },
+    #[error("kernel {kernel} of module {module}: {error}")]
+    Kernel { module: String, kernel: String, error: DriverError },
+    #[error("op {op} ({label}) failed: {error}")]
+    Op { op: OpId, label: String, error: DriverError },
+    #[error("replay faulted on {device}{}: {error}; the device was reset and is ready for the next replay", match op { Some((id, label)) => format!(" at op {id} ({label})"), None => String::new() })]
+    Fault { device: String, op: Option<(OpId, String)>, error: DriverError },
+    #[error("the device was reset after a fault since this replay was loaded: load the archive again")]
+    Stale,
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl CudaError {
+    fn driver(&self) -> Option<&DriverError> {
+        match self {
+            CudaError::Driver(e) | CudaError::Op { error: e, .. } | CudaError::Fault { error: e, .. } => Some(e),
+            CudaError::Jit { error, .. } | CudaError::Kernel { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    /// Whether the error faulted the device (the context had to be reset).
+    pub fn is_fault(&self) -> bool {
+        matches!(self, CudaError::Fault { .. })
+    }
+}
+
+/// A device buffer for one region.
+struct RegionAlloc {
+    /// What `cuMemAlloc` returned (freed on drop).
+    base: CUdeviceptr,
+    /// `base` rounded up to the region's alignment: the region's device address.
+    addr: CUdeviceptr,
+    size: u64,
+}
+
+/// A kernel launch with its parameter buffer, already relocated.
+#[derive(Clone)]
+struct KernelStep {
+    func: CUfunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    params: Vec<u8>,
+    /// Offset of each parameter in `params`, in declaration order.
+    offsets: Vec<usize>,
+    relocs: Vec<Reloc>,
+}
+
+impl KernelStep {
+    /// Pointers to each parameter, as `kernelParams` wants them; valid while `params` is untouched.
+    fn arg_pointers(&mut self) -> Vec<*mut c_void> {
+        let base = self.params.as_mut_ptr();
+        // SAFETY: every offset lies inside `params` (checked when the step is made).
+        self.offsets.iter().map(|&o| unsafe { base.add(o) } as *mut c_void).collect()
+    }
+
+    fn node_params(&self, args: &mut [*mut c_void]) -> sys::CUDA_KERNEL_NODE_PARAMS {
+        sys::CUDA_KERNEL_NODE_PARAMS {
+            func: self.func,
+            gridDimX: self.grid[0],
+            gridDimY: self.grid[1],
+            gridDimZ: self.grid[2],
+            blockDimX: self.block[0],
+            blockDimY: self.block[1],
+            blockDimZ: self.block[2],
+            sharedMemBytes: self.shared,
+            kernelParams: if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() },
+            extra: std::ptr::null_mut(),
+            kern: std::ptr::null_mut(),
+            ctx: std::ptr::null_mut(),
+        }
+    }
+}
+
+/// A parameter buffer for one of recap's own kernels.
+#[derive(Default)]
+struct Args {
+    bytes: Vec<u8>,
+    offsets: Vec<usize>,
+}
+
+impl Args {
+    fn push(mut self, value: &[u8]) -> Self {
+        let align = value.len();
+        while self.bytes.len() % align != 0 {
+            self.bytes.push(0);
+        }
+        self.offsets.push(self.bytes.len());
+        self.bytes.extend_from_slice(value);
+        self
+    }
+    fn u64(self, v: u64) -> Self {
+        self.push(&v.to_le_bytes())
+    }
+    fn u32(self, v: u32) -> Self {
+        self.push(&v.to_le_bytes())
+    }
+    fn launch(self, func: CUfunction, grid: u32, block: u32) -> KernelStep {
+        KernelStep {
+            func,
+            grid: [grid, 1, 1],
+            block: [block, 1, 1],
+            shared: 0,
+            params: self.bytes,
+            offsets: self.offsets,
+            relocs: Vec::new(),
+        }
+    }
+}
+
+/// How a memset is carried out: a memset node where the driver's element sizes allow, else a fill kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fill {
+    /// `cuMemsetD8/16/32`: element size in bytes, element value, element count.
+    Memset { elem: u32, value: u32, count: u64 },
+    /// `recap_fill_u64`: an 8-byte pattern whose halves differ, 8-byte aligned.
+    U64 { count: u64, pattern: u64 },
+    /// `recap_fill_bytes`: anything else (unaligned destinations).
+    Bytes { len: u64, pattern: u64, width: u32 },
+}
+
+fn lower_memset(dst: CUdeviceptr, len: u64, width: u32, pattern: u64) -> Fill {
+    let bytes = pattern.to_le_bytes();
+    let w = width as usize;
+    if bytes[..w].iter().all(|&b| b == bytes[0]) {
+        return Fill::Memset { elem: 1, value: bytes[0] as u32, count: len };
+    }
+    let lo = pattern as u32;
+    match width {
+        2 if dst % 2 == 0 => Fill::Memset { elem: 2, value: lo & 0xffff, count: len / 2 },
+        4 if dst % 4 == 0 => Fill::Memset { elem: 4, value: lo, count: len / 4 },
+        8 if dst % 4 == 0 && (pattern >> 32) as u32 == lo => Fill::Memset { elem: 4, value: lo, count: len / 4 },
+        8 if dst % 8 == 0 => Fill::U64 { count: len / 8, pattern },
+        _ => Fill::Bytes { len, pattern, width },
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Control {
+    While,
+    If,
+}
+
+/// One archive op, resolved to device addresses and functions.
+#[derive(Clone)]
+enum Step {
+    Kernel(KernelStep),
+    Copy { src: CUdeviceptr, dst: CUdeviceptr, len: u64 },
+    Memset { dst: CUdeviceptr, fill: Fill },
+    Control { kind: Control, cond: CUdeviceptr, cond_span: Span, counter: CUdeviceptr, max_iterations: u32 },
+    /// Orders other ops but does no device work (alloc, free: scratch lives for the whole replay).
+    Barrier,
+    /// Does nothing and orders nothing (markers, zero-length copies and memsets).
+    Skip,
+}
+
+/// The instantiated graph and the node of every launch in it.
+struct GraphState {
+    graph: CUgraph,
+    exec: sys::CUgraphExec,
+    kernel_nodes: HashMap<OpId, CUgraphNode>,
+    node_count: usize,
+    edge_count: usize,
+}
+
+/// Time of one op in stream mode, summed over every time it ran (loop bodies run many times).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpTime {
+    pub op: OpId,
+    pub label: String,
+    pub runs: u64,
+    pub total: Duration,
+}
+
+/// One archive, loaded onto one GPU: modules, regions with their initial data, and (in graph
+/// mode) the instantiated graph. Replay it as often as needed.
+pub struct CudaReplay {
+    device: Arc<Device>,
+    generation: u64,
+    mode: Mode,
+    options: ReplayOptions,
+    modules: Vec<sys::CUmodule>,
+    set_condition: Option<CUfunction>,
+    fill_u64: CUfunction,
+    fill_bytes: CUfunction,
+    regions: Vec<RegionAlloc>,
+    control: CUdeviceptr,
+    steps: Vec<Step>,
+    labels: Vec<String>,
+    plan: Plan,
+    /// Body range of each while/if op.
+    bodies: HashMap<OpId, std::ops::Range<u32>>,
+    bindings: Vec<(String, RegionId, Direction)>,
+    stream: sys::CUstream,
+    start: sys::CUevent,
+    end: sys::CUevent,
+    op_events: Vec<sys::CUevent>,
+    op_log: Vec<(OpId, usize)>,
+    graph: Option<GraphState>,
+    pending_params: BTreeSet<OpId>,
+    warnings: Vec<String>,
+    poisoned: bool,
+}
+
+// SAFETY: every handle is used only with the device's context made current on the calling thread
+// (each public method binds it first), and `&mut self` serialises use of the stream.
+unsafe impl Send for CudaReplay {}
+
+fn label_of(archive: &Archive, id: OpId) -> String {
+    let region = |r: RegionId| archive.region(r).name.to_owned();
+    match archive.op(id) {
+        Op::Launch(l) => format!("launch {}", archive.kernel(l.kernel).name),
+        Op::Copy(c) => format!("copy {} -> {}", region(c.src), region(c.dst)),
+        Op::Memset(m) => format!("memset {}", region(m.region)),
+        Op::Alloc(r) => format!("alloc {}", region(r)),
+        Op::Free(r) => format!("free {}", region(r)),
+        Op::While { cond, .. } => format!("while {}[{}]", region(cond.region), cond.offset),
+        Op::If { cond, .. } => format!("if {}[{}]", region(cond.region), cond.offset),
+        Op::Marker(name) => format!("marker {name}"),
+    }
+}
+
+fn patch(bytes: &mut [u8], relocs: impl Iterator<Item = Reloc>, regions: &[RegionAlloc]) {
+    for r in relocs {
+        let addr = regions[r.target as usize].addr + r.target_offset;
+        let at = r.offset as usize;
+        bytes[at..at + 8].copy_from_slice(&addr.to_le_bytes());
+    }
+}
+
+impl CudaReplay {
+    /// Loads `archive` onto `device`: modules, regions and initial data, and in graph mode the
+    /// instantiated graph, ready to launch.
+    pub fn load(device: &Arc<Device>, archive: &Archive, options: ReplayOptions) -> Result<Self, CudaError> {
+        device.bind()?;
+        let mut me = CudaReplay {
+            device: device.clone(),
+            generation: device.generation(),
+            mode: options.mode,
+            options,
+            modules: Vec::new(),
+            set_condition: None,
+            fill_u64: std::ptr::null_mut(),
+            fill_bytes: std::ptr::null_mut(),
+            regions: Vec::new(),
+            control: 0,
+            steps: Vec::new(),
+            labels: Vec::new(),
+            plan: Plan::build(archive),
+            bodies: HashMap::new(),
+            bindings: archive.bindings().map(|b| (b.name.to_owned(), b.region, b.direction)).collect(),
+            stream: std::ptr::null_mut(),
+            start: std::ptr::null_mut(),
+            end: std::ptr::null_mut(),
+            op_events: Vec::new(),
+            op_log: Vec::new(),
+            graph: None,
+            pending_params: BTreeSet::new(),
+            warnings: Vec::new(),
+            poisoned: false,
+        };
+        let result = me.load_inner(archive);
+        match result {
+            Ok(()) => Ok(me),
+            Err(e) => Err(me.fail(e)),
+        }
+    }
+
+    fn load_inner(&mut self, archive: &Archive) -> Result<(), CudaError> {
+        let has_control = archive.ops().any(|op| matches!(op, Op::While { .. } | Op::If { .. }));
+        if self.mode == Mode::Graph && has_control && !self.device.driver.has_conditional_nodes() {
+            self.warnings.push(format!(
+                "CUDA driver {} has no conditional graph nodes (12.4 or newer has): replaying op by op with loops driven from the host",
+                self.device.driver.version_string()
+            ));
+            self.mode = Mode::Stream;
+        }
+
+        // Modules: a cubin built for exactly this GPU if the archive has one, else its PTX.
+        let mut functions: HashMap<KernelId, CUfunction> = HashMap::new();
+        for m in archive.modules() {
+            let image = match m.cubins.iter().find(|(sm, _)| *sm == self.device.sm) {
+                Some((_, cubin)) => cubin.decode()?,
+                None => {
+                    let mut ptx = m.ptx.decode()?;
+                    ptx.push(0);
+                    ptx
+                }
+            };
+            let module = load_module(&image)
+                .map_err(|(error, log)| CudaError::Jit { module: m.name.to_owned(), error, log })?;
+            self.modules.push(module);
+        }
+        for k in archive.kernels() {
+            let name = std::ffi::CString::new(k.name)
+                .map_err(|_| CudaError::Invalid(format!("kernel name {:?} holds a NUL byte", k.name)))?;
+            let mut f = std::ptr::null_mut();
+            call!(cuModuleGetFunction(&mut f, self.modules[k.module as usize], name.as_ptr())).map_err(|error| {
+                CudaError::Kernel { module: archive.module(k.module).name.to_owned(), kernel: k.name.to_owned(), error }
+            })?;
+            functions.insert(k.id, f);
+        }
+        let own = |src: &str, what: &str| -> Result<sys::CUmodule, CudaError> {
+            let mut image = src.as_bytes().to_vec();
+            image.push(0);
+            load_module(&image).map_err(|(error, log)| CudaError::Jit { module: what.to_owned(), error, log })
+        };
+        let fills = own(kernels::FILL_MODULE, "recap fill kernels")?;
+        self.modules.push(fills);
+        self.fill_u64 = get_function(fills, kernels::FILL_U64)?;
+        self.fill_bytes = get_function(fills, kernels::FILL_BYTES)?;
+        if has_control && self.mode == Mode::Graph {
+            let m = own(kernels::CONDITION_MODULE, "recap condition kernel")?;
+            self.modules.push(m);
+            self.set_condition = Some(get_function(m, kernels::SET_CONDITION)?);
+        }
+
+        // Regions.
+        for r in archive.regions() {
+            let align = r.align.max(1) as u64;
+            let extra = if align > 256 { align } else { 0 };
+            let mut base = 0;
+            call!(cuMemAlloc_v2(&mut base, (r.size.max(1) + extra) as usize))?;
+            let addr = base.next_multiple_of(align);
+            self.regions.push(RegionAlloc { base, addr, size: r.size });
+        }
+        let control_ops = archive.ops().filter(|op| matches!(op, Op::While { .. } | Op::If { .. })).count();
+        call!(cuMemAlloc_v2(&mut self.control, (control_ops.max(1) * 4) as usize))?;
+        call!(cuMemsetD8_v2(self.control, 0, control_ops.max(1) * 4))?;
+        let mut stream = std::ptr::null_mut();
+        call!(cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32))?;
+        self.stream = stream;
+        for ev in [&mut self.start, &mut self.end] {
+            call!(cuEventCreate(ev, sys::CUevent_flags::CU_EVENT_DEFAULT as u32))?;
+        }
+        self.upload_initial(archive)?;
+
+        // Steps.
+        let mut next_counter = 0u64;
+        for id in 0..archive.op_count() as u32 {
+            self.labels.push(label_of(archive, id));
+            let step = match archive.op(id) {
+                Op::Launch(l) => {
+                    let k = archive.kernel(l.kernel);
+                    let mut params = l.params.to_vec();
+                    let relocs: Vec<Reloc> = archive.relocs(l.relocs.clone()).collect();
+                    patch(&mut params, relocs.iter().copied(), &self.regions);
+                    let func = functions[&l.kernel];
+                    if l.shared_bytes > 48 * 1024 {
+                        call!(cuFuncSetAttribute(
+                            func,
+                            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            l.shared_bytes as i32
+                        ))
+                        .map_err(|error| self.op_error(id, error))?;
+                    }
+                    Step::Kernel(KernelStep {
+                        func,
+                        grid: l.grid,
+                        block: l.block,
+                        shared: l.shared_bytes,
+                        params,
+                        offsets: k.params.iter().map(|p| p.offset as usize).collect(),
+                        relocs,
+                    })
+                }
+                Op::Copy(c) if c.len > 0 => Step::Copy {
+                    src: self.regions[c.src as usize].addr + c.src_offset,
+                    dst: self.regions[c.dst as usize].addr + c.dst_offset,
+                    len: c.len,
+                },
+                Op::Memset(m) if m.len > 0 => {
+                    let dst = self.regions[m.region as usize].addr + m.offset;
+                    Step::Memset { dst, fill: lower_memset(dst, m.len, m.width, m.pattern) }
+                }
+                Op::Alloc(_) | Op::Free(_) => Step::Barrier,
+                Op::While { cond, .. } | Op::If { cond, .. } => {
+                    let kind = if matches!(archive.op(id), Op::While { .. }) { Control::While } else { Control::If };
+                    self.bodies.insert(id, archive.body(id));
+                    let counter = self.control + next_counter * 4;
+                    next_counter += 1;
+                    Step::Control {
+                        kind,
+                        cond: self.regions[cond.region as usize].addr + cond.offset,
+                        cond_span: Span::new(cond.region, cond.offset, cond.offset + 4),
+                        counter,
+                        max_iterations: cond.max_iterations,
+                    }
+                }
+                Op::Copy(_) | Op::Memset(_) | Op::Marker(_) => Step::Skip,
+            };
+            self.steps.push(step);
+        }
+
+        if self.mode == Mode::Graph {
+            let (graph, kernel_nodes, node_count, edge_count) = self.build_graph()?;
+            let mut exec = std::ptr::null_mut();
+            let r = call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0));
+            if let Err(e) = r {
+                call!(cuGraphDestroy(graph)).ok();
+                return Err(e.into());
+            }
+            self.graph = Some(GraphState { graph, exec, kernel_nodes, node_count, edge_count });
+            call!(cuGraphUpload(exec, self.stream))?;
+            call!(cuStreamSynchronize(self.stream))?;
+        }
+        Ok(())
+    }
+
+    /// Writes every region's initial bytes (zeros where the archive has none) with its pointers relocated.
+    pub fn upload_initial(&mut self, archive: &Archive) -> Result<(), CudaError> {
+        self.ready()?;
+        let mut relocs: HashMap<RegionId, Vec<Reloc>> = HashMap::new();
+        for (owner, r) in archive.region_relocs() {
+            relocs.entry(owner).or_default().push(r);
+        }
+        for r in archive.regions() {
+            let alloc = &self.regions[r.id as usize];
+            let owned = relocs.get(&r.id);
+            match (&r.initial, owned) {
+                (None, None) => {
+                    call!(cuMemsetD8Async(alloc.addr, 0, r.size as usize, self.stream))?;
+                }
+                _ => {
+                    let mut bytes = match &r.initial {
+                        Some(b) => b.decode()?,
+                        None => vec![0; r.size as usize],
+                    };
+                    if let Some(list) = owned {
+                        patch(&mut bytes, list.iter().copied(), &self.regions);
+                    }
+                    self.copy_in(alloc.addr, &bytes)?;
+                }
+            }
+        }
+        call!(cuStreamSynchronize(self.stream))?;
+        Ok(())
+    }
+
+    fn copy_in(&self, addr: CUdeviceptr, bytes: &[u8]) -> Result<(), CudaError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        call!(cuMemcpyHtoDAsync_v2(addr, bytes.as_ptr() as *const c_void, bytes.len(), self.stream))?;
+        // Pageable host memory: the copy has read `bytes` only once the stream gets past it.
+        call!(cuStreamSynchronize(self.stream))?;
+        Ok(())
+    }
+
+    fn op_error(&self, op: OpId, error: DriverError) -> CudaError {
+        CudaError::Op { op, label: self.labels.get(op as usize).cloned().unwrap_or_default(), error }
+    }
+
+    /// Turns a sticky error into a fault: resets the device so that the next replay works.
+    fn fail(&mut self, e: CudaError) -> CudaError {
+        let sticky = e.driver().is_some_and(|d| d.is_sticky());
+        if !sticky {
+            return e;
+        }
+        self.poisoned = true;
+        let op = match &e {
+            CudaError::Op { op, label, .. } => Some((*op, label.clone())),
+            _ => None,
+        };
+        let error = e.driver().cloned().expect("sticky errors carry a driver error");
+        if let Err(reset) = self.device.recover() {
+            return CudaError::Invalid(format!(
+                "replay faulted on {:?}: {error}; resetting the device failed too: {reset}",
+                self.device
+            ));
+        }
+        CudaError::Fault { device: format!("{:?}", self.device), op, error }
+    }
+
+    fn ready(&self) -> Result<(), CudaError> {
+        if self.poisoned || self.device.generation() != self.generation {
+            return Err(CudaError::Stale);
+        }
+        self.device.bind()?;
+        Ok(())
+    }
+
+    // ---- graph construction ----
+
+    fn build_graph(&mut self) -> Result<(CUgraph, HashMap<OpId, CUgraphNode>, usize, usize), CudaError> {
+        let mut graph = std::ptr::null_mut();
+        call!(cuGraphCreate(&mut graph, 0))?;
+        let mut b = GraphBuilder { me: self, kernel_nodes: HashMap::new(), nodes: 0, edges: 0 };
+        let top = b.me.plan.dags[0].clone();
+        match b.add_scope(graph, &top) {
+            Ok(_) => {
+                let GraphBuilder { kernel_nodes, nodes, edges, .. } = b;
+                Ok((graph, kernel_nodes, nodes, edges))
+            }
+            Err(e) => {
+                call!(cuGraphDestroy(graph)).ok();
+                Err(e)
+            }
+        }
+    }
+
+    // ---- replay ----
+
+    /// Submits one replay without waiting for it. Pair with [`CudaReplay::synchronize`].
+    pub fn launch(&mut self) -> Result<(), CudaError> {
+        self.ready()?;
+        self.apply_param_changes().map_err(|e| self.fail(e))?;
+        let r = self.submit();
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn submit(&mut self) -> Result<(), CudaError> {
+        match &self.graph {
+            Some(g) if self.mode == Mode::Graph => {
+                call!(cuGraphLaunch(g.exec, self.stream))?;
+                Ok(())
+            }
+            _ => {
+                self.op_log.clear();
+                let top: Vec<OpId> = self.plan.dags[0].nodes.clone();
+                self.run_ops(&top)
+            }
+        }
+    }
+
+    /// Waits for everything submitted so far.
+    pub fn synchronize(&mut self) -> Result<(), CudaError> {
+        self.ready()?;
+        let r = call!(cuStreamSynchronize(self.stream));
+        r.map_err(|e| self.fail(e.into()))
+    }
+
+    /// Replays once and waits; returns the device time between the replay's start and end.
+    pub fn replay(&mut self) -> Result<Duration, CudaError> {
+        self.ready()?;
+        self.apply_param_changes().map_err(|e| self.fail(e))?;
+        let r = (|| {
+            call!(cuEventRecord(self.start, self.stream))?;
+            self.submit()?;
+            call!(cuEventRecord(self.end, self.stream))?;
+            call!(cuStreamSynchronize(self.stream))?;
+            let mut ms = 0f32;
+            call!(cuEventElapsedTime(&mut ms, self.start, self.end))?;
+            Ok(Duration::from_secs_f64(ms as f64 / 1e3))
+        })();
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn run_ops(&mut self, ops: &[OpId]) -> Result<(), CudaError> {
+        for &op in ops {
+            self.run_op(op)?;
+        }
+        Ok(())
+    }
+
+    fn run_op(&mut self, op: OpId) -> Result<(), CudaError> {
+        let stream = self.stream;
+        let step = self.steps[op as usize].clone();
+        let r: Result<(), DriverError> = match step {
+            Step::Kernel(mut k) => launch_kernel(&mut k, stream),
+            Step::Copy { src, dst, len } => call!(cuMemcpyDtoDAsync_v2(dst, src, len as usize, stream)),
+            Step::Memset { dst, fill } => self.run_fill(dst, fill),
+            Step::Control { kind, cond, max_iterations, .. } => {
+                let body: Vec<OpId> = self.plan.body(op).map(|d| d.nodes.clone()).unwrap_or_default();
+                let mut done = 0u32;
+                loop {
+                    if kind == Control::If && done == 1 {
+                        break;
+                    }
+                    if max_iterations != 0 && done >= max_iterations {
+                        break;
+                    }
+                    let mut word = 0u32;
+                    call!(cuStreamSynchronize(stream)).map_err(|e| self.op_error(op, e))?;
+                    call!(cuMemcpyDtoH_v2(&mut word as *mut u32 as *mut c_void, cond, 4))
+                        .map_err(|e| self.op_error(op, e))?;
+                    if word == 0 {
+                        break;
+                    }
+                    self.run_ops(&body)?;
+                    done += 1;
+                }
+                Ok(())
+            }
+            Step::Barrier | Step::Skip => return Ok(()),
+        };
+        r.map_err(|e| self.op_error(op, e))?;
+        if self.options.sync_each_op {
+            call!(cuStreamSynchronize(stream)).map_err(|e| self.op_error(op, e))?;
+        }
+        if self.options.op_timing {
+            let i = self.op_log.len();
+            if i >= self.op_events.len() {
+                let mut ev = std::ptr::null_mut();
+                call!(cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DEFAULT as u32))?;
+                self.op_events.push(ev);
+            }
+            call!(cuEventRecord(self.op_events[i], stream))?;
+            self.op_log.push((op, i));
+        }
+        Ok(())
+    }
+
+    fn run_fill(&self, dst: CUdeviceptr, fill: Fill) -> Result<(), DriverError> {
+        let stream = self.stream;
+        match fill {
+            Fill::Memset { elem: 1, value, count } => call!(cuMemsetD8Async(dst, value as u8, count as usize, stream)),
+            Fill::Memset { elem: 2, value, count } => call!(cuMemsetD16Async(dst, value as u16, count as usize, stream)),
+            Fill::Memset { value, count, .. } => call!(cuMemsetD32Async(dst, value, count as usize, stream)),
+            other => launch_kernel(&mut self.fill_step(dst, other), stream),
+        }
+    }
+
+    fn fill_step(&self, dst: CUdeviceptr, fill: Fill) -> KernelStep {
+        match fill {
+            Fill::U64 { count, pattern } => Args::default()
+                .u64(dst)
+                .u64(count)
+                .u64(pattern)
+                .launch(self.fill_u64, kernels::fill_grid(count), kernels::FILL_BLOCK),
+            Fill::Bytes { len, pattern, width } => Args::default()
+                .u64(dst)
+                .u64(len)
+                .u64(pattern)
+                .u32(width)
+                .launch(self.fill_bytes, kernels::fill_grid(len), kernels::FILL_BLOCK),
+            Fill::Memset { .. } => unreachable!("memsets are not kernels"),
+        }
+    }
+
+    /// Per-op device times of the last stream-mode replay with `op_timing` on.
+    pub fn op_times(&mut self) -> Result<Vec<OpTime>, CudaError> {
+        self.ready()?;
+        let mut totals: Vec<OpTime> = Vec::new();
+        let mut index: HashMap<OpId, usize> = HashMap::new();
+        let mut prev = self.start;
+        for &(op, ev) in &self.op_log {
+            let mut ms = 0f32;
+            call!(cuEventElapsedTime(&mut ms, prev, self.op_events[ev]))?;
+            prev = self.op_events[ev];
+            let i = *index.entry(op).or_insert_with(|| {
+                totals.push(OpTime { op, label: self.labels[op as usize].clone(), runs: 0, total: Duration::ZERO });
+                totals.len() - 1
+            });
+            totals[i].runs += 1;
+            totals[i].total += Duration::from_secs_f64(ms.max(0.0) as f64 / 1e3);
+        }
+        Ok(totals)
+    }
+
+    // ---- bindings and updates ----
+
+    fn region_index(&self, region: RegionId) -> Result<&RegionAlloc, CudaError> {
+        self.regions.get(region as usize).ok_or_else(|| CudaError::Invalid(format!("no region {region}")))
+    }
+
+    /// Overwrites `bytes.len()` bytes of a region at `offset` (waits for earlier replays first).
+    pub fn write_region(&mut self, region: RegionId, offset: u64, bytes: &[u8]) -> Result<(), CudaError> {
+        self.ready()?;
+        let r = self.region_index(region)?;
+        if offset.checked_add(bytes.len() as u64).is_none_or(|e| e > r.size) {
+            return Err(CudaError::Invalid(format!(
+                "{} bytes at offset {offset} do not fit region {region} of {} bytes",
+                bytes.len(),
+                r.size
+            )));
+        }
+        let addr = r.addr + offset;
+        self.copy_in(addr, bytes).map_err(|e| self.fail(e))
+    }
+
+    /// Reads a whole region back (waits for earlier replays first).
+    pub fn read_region(&mut self, region: RegionId) -> Result<Vec<u8>, CudaError> {
+        self.ready()?;
+        let r = self.region_index(region)?;
+        let (addr, size) = (r.addr, r.size as usize);
+        let mut out = vec![0u8; size];
+        let res = (|| {
+            call!(cuStreamSynchronize(self.stream))?;
+            if size > 0 {
+                call!(cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, addr, size))?;
+            }
+            Ok(())
+        })();
+        res.map_err(|e| self.fail(e))?;
+        Ok(out)
+    }
+
+    fn binding(&self, name: &str) -> Result<(RegionId, Direction), CudaError> {
+        self.bindings
+            .iter()
+            .find(|b| b.0 == name)
+            .map(|b| (b.1, b.2))
+            .ok_or_else(|| CudaError::Invalid(format!("the archive has no binding named {name}")))
+    }
+
+    /// Copies new input bytes into the region bound to `name` before the next replay.
+    pub fn set_input(&mut self, name: &str, bytes: &[u8]) -> Result<(), CudaError> {
+        let (region, dir) = self.binding(name)?;
+        if dir == Direction::Out {
+            return Err(CudaError::Invalid(format!("binding {name} is an output")));
+        }
+        let size = self.region_index(region)?.size;
+        if bytes.len() as u64 != size {
+            return Err(CudaError::Invalid(format!("binding {name} holds {size} bytes, not {}", bytes.len())));
+        }
+        self.write_region(region, 0, bytes)
+    }
+
+    /// Reads the region bound to `name`.
+    pub fn read_output(&mut self, name: &str) -> Result<Vec<u8>, CudaError> {
+        let (region, _) = self.binding(name)?;
+        self.read_region(region)
+    }
+
+    /// Replaces the parameter bytes of launch `op` (pointer slots are relocated again); takes
+    /// effect at the next replay without rebuilding the graph.
+    pub fn set_launch_params(&mut self, op: OpId, params: &[u8]) -> Result<(), CudaError> {
+        let regions = &self.regions;
+        let Some(Step::Kernel(k)) = self.steps.get_mut(op as usize) else {
+            return Err(CudaError::Invalid(format!("op {op} is not a launch")));
+        };
+        if params.len() != k.params.len() {
+            return Err(CudaError::Invalid(format!(
+                "op {op} takes {} parameter bytes, not {}",
+                k.params.len(),
+                params.len()
+            )));
+        }
+        k.params.copy_from_slice(params);
+        patch(&mut k.params, k.relocs.iter().copied(), regions);
+        self.pending_params.insert(op);
+        Ok(())
+    }
+
+    fn apply_param_changes(&mut self) -> Result<(), CudaError> {
+        if self.pending_params.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending_params);
+        let Some(g) = &self.graph else { return Ok(()) };
+        let (exec, graph) = (g.exec, g.graph);
+        let nodes: Vec<(OpId, CUgraphNode)> = pending.iter().map(|op| (*op, g.kernel_nodes[op])).collect();
+        if nodes.len() <= SET_PARAMS_LIMIT {
+            let mut ok = true;
+            for &(op, node) in &nodes {
+                let Step::Kernel(k) = &mut self.steps[op as usize] else { continue };
+                let mut args = k.arg_pointers();
+                let p = k.node_params(&mut args);
+                if call!(cuGraphExecKernelNodeSetParams_v2(exec, node, &p)).is_err() {
+                    ok = false;
+                    break;
+                }
+            }
+            if ok {
+                return Ok(());
+            }
+        }
+        // Many changes (or a node the driver would not update alone): update the graph's nodes,
+        // then the executable graph from it in one call. The topology is unchanged, so this
+        // never needs a new instantiation unless the driver refuses the update.
+        for &(op, node) in &nodes {
+            let Step::Kernel(k) = &mut self.steps[op as usize] else { continue };
+            let mut args = k.arg_pointers();
+            let p = k.node_params(&mut args);
+            call!(cuGraphKernelNodeSetParams_v2(node, &p)).map_err(|e| self.op_error(op, e))?;
+        }
+        // SAFETY: plain data; the driver fills it in.
+        let mut info: sys::CUgraphExecUpdateResultInfo = unsafe { std::mem::zeroed() };
+        if call!(cuGraphExecUpdate_v2(exec, graph, &mut info)).is_err() {
+            let mut fresh = std::ptr::null_mut();
+            call!(cuGraphInstantiateWithFlags(&mut fresh, graph, 0))?;
+            call!(cuGraphExecDestroy(exec)).ok();
+            if let Some(g) = &mut self.graph {
+                g.exec = fresh;
+            }
+        }
+        Ok(())
+    }
+
+    /// Judges every region that has an expected state, as the CPU replay does.
+    pub fn check(&mut self, archive: &Archive) -> Result<Vec<RegionCheck>, CudaError> {
+        let mut out = Vec::new();
+        for r in archive.regions() {
+            let (Some(expected), Some(tolerance)) = (&r.expected, r.tolerance) else { continue };
+            let want = expected.decode()?;
+            let got = self.read_region(r.id)?;
+            out.push(check_region(r.id, r.name, r.dtype, &got, &want, tolerance));
+        }
+        Ok(out)
+    }
+
+    // ---- facts ----
+
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// The mode actually used (graph mode falls back to stream mode on old drivers).
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Graph nodes and edges (in graph mode), recap's own condition kernels included.
+    pub fn graph_size(&self) -> Option<(usize, usize)> {
+        self.graph.as_ref().map(|g| (g.node_count, g.edge_count))
+    }
+
+    /// One-line warnings about how the replay had to be carried out.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Device address of a region (for tests and the capture API).
+    pub fn region_address(&self, region: RegionId) -> Option<u64> {
+        self.regions.get(region as usize).map(|r| r.addr)
+    }
+}
+
+fn get_function(module: sys::CUmodule, name: &str) -> Result<CUfunction, CudaError> {
+    let c = std::ffi::CString::new(name).expect("static names");
+    let mut f = std::ptr::null_mut();
+    call!(cuModuleGetFunction(&mut f, module, c.as_ptr())).map_err(|error| CudaError::Kernel {
+        module: "recap".into(),
+        kernel: name.into(),
+        error,
+    })?;
+    Ok(f)
+}
+
+fn launch_kernel(k: &mut KernelStep, stream: sys::CUstream) -> Result<(), DriverError> {
+    let mut args = k.arg_pointers();
+    let params = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
+    call!(cuLaunchKernel(
+        k.func,
+        k.grid[0],
+        k.grid[1],
+        k.grid[2],
+        k.block[0],
+        k.block[1],
+        k.block[2],
+        k.shared,
+        stream,
+        params,
+        std::ptr::null_mut(),
+    ))
+}
+
+/// Adds one DAG (the top level or a body) to a CUDA graph.
+struct GraphBuilder<'r> {
+    me: &'r mut CudaReplay,
+    kernel_nodes: HashMap<OpId, CUgraphNode>,
+    nodes: usize,
+    edges: usize,
+}
+
+impl GraphBuilder<'_> {
+    /// Adds `dag`'s ops to `graph`; returns each placed op's exit node.
+    fn add_scope(&mut self, graph: CUgraph, dag: &Dag) -> Result<HashMap<OpId, CUgraphNode>, CudaError> {
+        let mut exits: HashMap<OpId, CUgraphNode> = HashMap::new();
+        let mut last: Option<CUgraphNode> = None;
+        for &op in &dag.nodes {
+            let deps: Vec<CUgraphNode> = if self.me.options.serial {
+                last.into_iter().collect()
+            } else {
+                dag.preds(op).filter_map(|p| exits.get(&p).copied()).collect()
+            };
+            let Some(exit) = self.add_op(graph, op, &deps).map_err(|e| match e {
+                CudaError::Driver(error) => self.me.op_error(op, error),
+                other => other,
+            })?
+            else {
+                continue;
+            };
+            exits.insert(op, exit);
+            last = Some(exit);
+        }
+        Ok(exits)
+    }
+
+    fn count(&mut self, deps: &[CUgraphNode]) {
+        self.nodes += 1;
+        self.edges += deps.len();
+    }
+
+    fn add_kernel(&mut self, graph: CUgraph, k: &mut KernelStep, deps: &[CUgraphNode]) -> Result<CUgraphNode, CudaError> {
+        let mut args = k.arg_pointers();
+        let p = k.node_params(&mut args);
+        let mut node = std::ptr::null_mut();
+        call!(cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), &p))?;
+        self.count(deps);
+        Ok(node)
+    }
+
+    fn add_op(&mut self, graph: CUgraph, op: OpId, deps: &[CUgraphNode]) -> Result<Option<CUgraphNode>, CudaError> {
+        let ctx = self.me.device.context();
+        let step = self.me.steps[op as usize].clone();
+        let node = match step {
+            Step::Kernel(mut k) => {
+                let node = self.add_kernel(graph, &mut k, deps)?;
+                self.kernel_nodes.insert(op, node);
+                node
+            }
+            Step::Copy { src, dst, len } => {
+                let p = sys::CUDA_MEMCPY3D {
+                    srcXInBytes: 0,
+                    srcY: 0,
+                    srcZ: 0,
+                    srcLOD: 0,
+                    srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                    srcHost: std::ptr::null(),
+                    srcDevice: src,
+                    srcArray: std::ptr::null_mut(),
+                    reserved0: std::ptr::null_mut(),
+                    srcPitch: 0,
+                    srcHeight: 0,
+                    dstXInBytes: 0,
+                    dstY: 0,
+                    dstZ: 0,
+                    dstLOD: 0,
+                    dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                    dstHost: std::ptr::null_mut(),
+                    dstDevice: dst,
+                    dstArray: std::ptr::null_mut(),
+                    reserved1: std::ptr::null_mut(),
+                    dstPitch: 0,
+                    dstHeight: 0,
+                    WidthInBytes: len as usize,
+                    Height: 1,
+                    Depth: 1,
+                };
+                let mut node = std::ptr::null_mut();
+                call!(cuGraphAddMemcpyNode(&mut node, graph, deps.as_ptr(), deps.len(), &p, ctx))?;
+                self.count(deps);
+                node
+            }
+            Step::Memset { dst, fill } => match fill {
+                Fill::Memset { elem, value, count } => {
+                    let p = sys::CUDA_MEMSET_NODE_PARAMS {
+                        dst,
+                        pitch: 0,
+                        value,
+                        elementSize: elem,
+                        width: count as usize,
+                        height: 1,
+                    };
+                    let mut node = std::ptr::null_mut();
+                    call!(cuGraphAddMemsetNode(&mut node, graph, deps.as_ptr(), deps.len(), &p, ctx))?;
+                    self.count(deps);
+                    node
+                }
+                other => {
+                    let mut k = self.me.fill_step(dst, other);
+                    self.add_kernel(graph, &mut k, deps)?
+                }
+            },
+            Step::Barrier => {
+                let mut node = std::ptr::null_mut();
+                call!(cuGraphAddEmptyNode(&mut node, graph, deps.as_ptr(), deps.len()))?;
+                self.count(deps);
+                node
+            }
+            Step::Skip => return Ok(None),
+            Step::Control { kind, cond, cond_span, counter, max_iterations } => {
+                let set = self.me.set_condition.expect("loaded for archives with loops");
+                let mut handle: sys::CUgraphConditionalHandle = 0;
+                call!(cuGraphConditionalHandleCreate(&mut handle, graph, ctx, 0, 0))?;
+                let mut pre = Args::default().u64(handle).u64(cond).u64(counter).u32(max_iterations).u32(1).launch(set, 1, 1);
+                let pre_node = self.add_kernel(graph, &mut pre, deps)?;
+
+                // SAFETY: plain data (a zeroed union is a valid empty parameter block).
+                let mut params: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
+                params.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL;
+                params.__bindgen_anon_1.conditional = sys::CUDA_CONDITIONAL_NODE_PARAMS {
+                    handle,
+                    type_: match kind {
+                        Control::While => sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_WHILE,
+                        Control::If => sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
+                    },
+                    size: 1,
+                    phGraph_out: std::ptr::null_mut(),
+                    ctx,
+                };
+                let mut node = std::ptr::null_mut();
+                call!(cuGraphAddNode_v2(&mut node, graph, &pre_node, std::ptr::null(), 1, &mut params))?;
+                self.count(&[pre_node]);
+                // SAFETY: the driver filled `phGraph_out` with the node's one body graph.
+                let body_graph = unsafe { *params.__bindgen_anon_1.conditional.phGraph_out };
+                let body_dag = self.me.plan.body(op).cloned().expect("every while/if has a body DAG");
+                let body_exits = self.add_scope(body_graph, &body_dag)?;
+                if kind == Control::While {
+                    // The next iteration's condition: after every body op that writes the word.
+                    let writers: Vec<CUgraphNode> = if self.me.options.serial {
+                        body_dag.nodes.iter().rev().find_map(|o| body_exits.get(o).copied()).into_iter().collect()
+                    } else {
+                        body_dag
+                            .nodes
+                            .iter()
+                            .filter(|o| self.me.plan.access[**o as usize].writes.iter().any(|w| w.overlaps(&cond_span)))
+                            .filter_map(|o| body_exits.get(o).copied())
+                            .collect()
+                    };
+                    let mut tail =
+                        Args::default().u64(handle).u64(cond).u64(counter).u32(max_iterations).u32(0).launch(set, 1, 1);
+                    self.add_kernel(body_graph, &mut tail, &writers)?;
+                }
+                node
+            }
+        };
+        Ok(Some(node))
+    }
+}
+
+impl Drop for CudaReplay {
+    fn drop(&mut self) {
+        // After a reset every handle below is already gone; touching them could hit a newer
+        // context's objects.
+        if self.poisoned || self.device.generation() != self.generation || self.device.bind().is_err() {
+            return;
+        }
+        // SAFETY: each handle was created by this value and is destroyed once.
+        unsafe {
+            sys::cuStreamSynchronize(self.stream);
+            if let Some(g) = self.graph.take() {
+                sys::cuGraphExecDestroy(g.exec);
+                sys::cuGraphDestroy(g.graph);
+            }
+            for ev in self.op_events.drain(..).chain([self.start, self.end]) {
+                if !ev.is_null() {
+                    sys::cuEventDestroy_v2(ev);
+                }
+            }
+            if !self.stream.is_null() {
+                sys::cuStreamDestroy_v2(self.stream);
+            }
+            for r in &self.regions {
+                sys::cuMemFree_v2(r.base);
+            }
+            if self.control != 0 {
+                sys::cuMemFree_v2(self.control);
+            }
+            for m in &self.modules {
+                sys::cuModuleUnload(*m);
+            }
+        }
+    }
+}
+
+/// After a fault in graph mode (or without per-op sync), finds which op faulted by replaying the
+/// archive again op by op, waiting after each, for up to `iterations` replays. The device is
+/// reset again afterwards. Other errors are handed back as they are.
+pub fn locate_fault(device: &Arc<Device>, archive: &Archive, error: CudaError, iterations: u64) -> CudaError {
+    if !matches!(error, CudaError::Fault { op: None, .. }) {
+        return error;
+    }
+    let options = ReplayOptions { mode: Mode::Stream, sync_each_op: true, ..Default::default() };
+    let Ok(mut probe) = CudaReplay::load(device, archive, options) else { return error };
+    for _ in 0..iterations.max(1) {
+        match probe.replay() {
+            Ok(_) => continue,
+            Err(found @ CudaError::Fault { op: Some(_), .. }) => return found,
+            Err(_) => break,
+        }
+    }
+    error
+}

@@ -1,0 +1,489 @@
+//! CUDA replay on a real GPU. Every test here prints a skip line and passes when no CUDA driver or
+//! device is found (CI, laptops); on a GPU machine run them with
+//! `RECAP_CORPUS=.gpu/corpus RECAP_BIN=.gpu/bin/recap .gpu/tests/e2e-* gpu:: --nocapture`.
+
+use std::io::Cursor;
+use std::process::Command;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use recap::cuda::{locate_fault, CudaError, CudaReplay, Device, Mode, OpenError, ReplayOptions};
+use recap_tests::{corpus_cases, recap_bin};
+use shared::archive::*;
+
+/// GPU tests share one device and a fault resets it for the whole process: run them one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Device 0, or `None` after printing why the test is skipped.
+fn gpu(test: &str) -> Option<Arc<Device>> {
+    match Device::open(0) {
+        Ok(d) => Some(d),
+        Err(e @ (OpenError::NoDriver | OpenError::NoDevice { .. })) => {
+            println!("skipping GPU test {test}: {e}");
+            None
+        }
+        Err(e) => panic!("CUDA driver present but unusable: {e}"),
+    }
+}
+
+const MODES: [Mode; 2] = [Mode::Graph, Mode::Stream];
+
+fn opts(mode: Mode) -> ReplayOptions {
+    ReplayOptions { mode, ..Default::default() }
+}
+
+/// Test kernels, hand-written PTX so the tests need no toolkit.
+const PTX: &str = r#".version 7.8
+.target sm_60
+.address_size 64
+
+.visible .entry count_down(.param .u64 counter, .param .u64 acc)
+{
+    .reg .pred %p;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p, %r1, 0;
+    @%p bra DONE;
+    ld.param.u64 %rd1, [counter];
+    ld.param.u64 %rd2, [acc];
+    ld.global.u32 %r2, [%rd1];
+    sub.u32 %r2, %r2, 1;
+    st.global.u32 [%rd1], %r2;
+    ld.global.u32 %r3, [%rd2];
+    add.u32 %r3, %r3, 1;
+    st.global.u32 [%rd2], %r3;
+DONE:
+    ret;
+}
+
+.visible .entry stamp_spin(.param .u64 out, .param .u64 ns)
+{
+    .reg .pred %p, %q;
+    .reg .b32 %r1;
+    .reg .b64 %rd<6>;
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p, %r1, 0;
+    @%p bra DONE;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [ns];
+    mov.u64 %rd3, %globaltimer;
+SPIN:
+    mov.u64 %rd4, %globaltimer;
+    sub.u64 %rd5, %rd4, %rd3;
+    setp.lt.u64 %q, %rd5, %rd2;
+    @%q bra SPIN;
+    st.global.u64 [%rd1], %rd3;
+    st.global.u64 [%rd1+8], %rd4;
+DONE:
+    ret;
+}
+
+.visible .entry add_u32(.param .u64 x, .param .u32 n, .param .u32 v)
+{
+    .reg .pred %p;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mad.lo.u32 %r4, %r2, %r3, %r1;
+    ld.param.u32 %r5, [n];
+    setp.ge.u32 %p, %r4, %r5;
+    @%p bra DONE;
+    ld.param.u64 %rd1, [x];
+    mul.wide.u32 %rd2, %r4, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    ld.global.u32 %r6, [%rd3];
+    ld.param.u32 %r7, [v];
+    add.u32 %r6, %r6, %r7;
+    st.global.u32 [%rd3], %r6;
+DONE:
+    ret;
+}
+
+.visible .entry poke(.param .u64 addr, .param .u32 v)
+{
+    .reg .b32 %r1;
+    .reg .b64 %rd1;
+    ld.param.u64 %rd1, [addr];
+    ld.param.u32 %r1, [v];
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"#;
+
+fn ptr(name: &str, offset: u32) -> ParamDecl {
+    ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Pointer }
+}
+fn val(name: &str, offset: u32, size: u32) -> ParamDecl {
+    ParamDecl { name: name.into(), offset, size, align: size, kind: ParamKind::Value }
+}
+
+struct Kernels {
+    count_down: KernelId,
+    stamp_spin: KernelId,
+    add_u32: KernelId,
+    poke: KernelId,
+}
+
+fn writer() -> (ArchiveWriter<Cursor<Vec<u8>>>, Kernels) {
+    let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
+    let m = w.add_module("tests", PTX).unwrap();
+    let k = Kernels {
+        count_down: w.add_kernel(m, "count_down", vec![ptr("counter", 0), ptr("acc", 8)]).unwrap(),
+        stamp_spin: w.add_kernel(m, "stamp_spin", vec![ptr("out", 0), val("ns", 8, 8)]).unwrap(),
+        add_u32: w.add_kernel(m, "add_u32", vec![ptr("x", 0), val("n", 8, 4), val("v", 12, 4)]).unwrap(),
+        poke: w.add_kernel(m, "poke", vec![val("addr", 0, 8), val("v", 8, 4)]).unwrap(),
+    };
+    (w, k)
+}
+
+fn launch(kernel: KernelId, grid: u32, block: u32, params: Vec<u8>, pointers: &[(u64, RegionId)]) -> LaunchDecl {
+    LaunchDecl {
+        kernel,
+        grid: [grid, 1, 1],
+        block: [block, 1, 1],
+        shared_bytes: 0,
+        params,
+        relocs: pointers.iter().map(|&(offset, target)| Reloc { offset, target, target_offset: 0 }).collect(),
+    }
+}
+
+fn u32s(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+fn u64s(bytes: &[u8]) -> Vec<u64> {
+    bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn add_params(n: u32, v: u32) -> Vec<u8> {
+    let mut p = vec![0u8; 16];
+    p[8..12].copy_from_slice(&n.to_le_bytes());
+    p[12..16].copy_from_slice(&v.to_le_bytes());
+    p
+}
+
+#[test]
+fn without_a_driver_the_error_says_so_in_one_line() {
+    match Device::open(0) {
+        Err(e @ OpenError::NoDriver) => {
+            let msg = e.to_string();
+            assert!(msg.starts_with("no CUDA driver found"), "{msg}");
+            assert!(msg.contains("--device cpu") && !msg.contains('\n'), "{msg}");
+        }
+        Err(e @ OpenError::NoDevice { .. }) => assert!(e.to_string().starts_with("no CUDA device 0"), "{e}"),
+        Err(e) => panic!("unexpected: {e}"),
+        Ok(d) => {
+            println!("CUDA driver present ({:?}): the no-driver message is checked on machines without one", d);
+            assert!(matches!(Device::open(d.driver.device_count), Err(OpenError::NoDevice { .. })));
+        }
+    }
+}
+
+#[test]
+fn every_corpus_case_passes_check_in_both_modes() {
+    let _g = serial();
+    let Some(dev) = gpu("every_corpus_case_passes_check_in_both_modes") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cases = corpus_cases();
+    assert!(cases.len() >= 16, "expected the 16 public cases, found {}", cases.len());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        let out = dir.path().join(format!("{name}.recap"));
+        let import = Command::new(recap_bin())
+            .args(["import-case"])
+            .arg(case)
+            .args(["--ptx", "sm_90", "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(import.status.success(), "import {name}: {}", String::from_utf8_lossy(&import.stderr));
+        let bytes = std::fs::read(&out).unwrap();
+        let archive = Archive::open(&bytes).unwrap();
+        for mode in MODES {
+            let mut r = CudaReplay::load(&dev, &archive, opts(mode)).unwrap_or_else(|e| panic!("{name} {mode:?}: {e}"));
+            let t = r.replay().unwrap_or_else(|e| panic!("{name} {mode:?}: {e}"));
+            let checks = r.check(&archive).unwrap();
+            assert!(!checks.is_empty(), "{name} has expected regions");
+            let passed = checks.iter().all(|c| c.passed);
+            println!("{} {name} {mode:?}: {} regions, {:.1} us", if passed { "PASS" } else { "FAIL" }, checks.len(), t.as_secs_f64() * 1e6);
+            for c in checks.iter().filter(|c| !c.passed) {
+                failures.push(format!("{name} {mode:?}: {}", c.line()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// counter = 10, acc = 0; while (counter) { counter -= 1; acc += 1 }.
+fn count_down_archive(start: u32, max_iterations: u32) -> Vec<u8> {
+    let (mut w, k) = writer();
+    let counter = w.add_region(RegionDecl::new("counter", 4, DType::U32)).unwrap();
+    let acc = w.add_region(RegionDecl::new("acc", 4, DType::U32)).unwrap();
+    w.set_initial_bytes(counter, &start.to_le_bytes()).unwrap();
+    w.begin_while(Condition { region: counter, offset: 0, max_iterations }).unwrap();
+    w.launch(launch(k.count_down, 1, 32, vec![0; 16], &[(0, counter), (8, acc)])).unwrap();
+    w.end_body().unwrap();
+    w.finish().unwrap().into_inner()
+}
+
+#[test]
+fn while_loop_runs_until_its_condition_clears() {
+    let _g = serial();
+    let Some(dev) = gpu("while_loop_runs_until_its_condition_clears") else { return };
+    for (start, max, want_acc, want_counter) in [(10, 0, 10, 0), (1000, 0, 1000, 0), (0, 0, 0, 0), (10, 4, 4, 6)] {
+        let bytes = count_down_archive(start, max);
+        let archive = Archive::open(&bytes).unwrap();
+        for mode in MODES {
+            let mut r = CudaReplay::load(&dev, &archive, opts(mode)).unwrap();
+            r.replay().unwrap();
+            let got = (u32s(&r.read_region(1).unwrap())[0], u32s(&r.read_region(0).unwrap())[0]);
+            assert_eq!(got, (want_acc, want_counter), "start {start} max {max} {mode:?}");
+            // A second replay continues from the state the first left.
+            r.write_region(0, 0, &3u32.to_le_bytes()).unwrap();
+            r.replay().unwrap();
+            let acc = u32s(&r.read_region(1).unwrap())[0];
+            assert_eq!(acc, want_acc + if max == 0 { 3 } else { 3.min(max) }, "second replay, {mode:?}");
+        }
+        println!("while start {start} max {max}: acc {want_acc} in both modes");
+    }
+}
+
+#[test]
+fn if_runs_its_body_only_when_the_flag_is_set() {
+    let _g = serial();
+    let Some(dev) = gpu("if_runs_its_body_only_when_the_flag_is_set") else { return };
+    let (mut w, k) = writer();
+    let flags = w.add_region(RegionDecl::new("flags", 8, DType::U32)).unwrap();
+    let x = w.add_region(RegionDecl::new("x", 64 * 4, DType::U32)).unwrap();
+    let y = w.add_region(RegionDecl::new("y", 64 * 4, DType::U32)).unwrap();
+    w.set_initial_bytes(flags, &[1, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+    w.begin_if(Condition { region: flags, offset: 0, max_iterations: 0 }).unwrap();
+    w.launch(launch(k.add_u32, 1, 64, add_params(64, 5), &[(0, x)])).unwrap();
+    w.end_body().unwrap();
+    w.begin_if(Condition { region: flags, offset: 4, max_iterations: 0 }).unwrap();
+    w.launch(launch(k.add_u32, 1, 64, add_params(64, 7), &[(0, y)])).unwrap();
+    w.end_body().unwrap();
+    let bytes = w.finish().unwrap().into_inner();
+    let archive = Archive::open(&bytes).unwrap();
+    for mode in MODES {
+        let mut r = CudaReplay::load(&dev, &archive, opts(mode)).unwrap();
+        r.replay().unwrap();
+        assert_eq!(u32s(&r.read_region(x).unwrap()), vec![5; 64], "{mode:?}");
+        assert_eq!(u32s(&r.read_region(y).unwrap()), vec![0; 64], "{mode:?}");
+        // Flip the flags: now only the second body runs.
+        r.write_region(flags, 0, &[0, 0, 0, 0, 1, 0, 0, 0]).unwrap();
+        r.replay().unwrap();
+        assert_eq!(u32s(&r.read_region(x).unwrap()), vec![5; 64], "{mode:?}");
+        assert_eq!(u32s(&r.read_region(y).unwrap()), vec![7; 64], "{mode:?}");
+    }
+    println!("if: bodies ran exactly when their flags were set, both modes");
+}
+
+/// Two branches of two spinning kernels each; every kernel stamps its start and end (%globaltimer).
+fn branches_archive(spin_ns: u64) -> Vec<u8> {
+    let (mut w, k) = writer();
+    let a = w.add_region(RegionDecl::new("a", 32, DType::U64)).unwrap();
+    let b = w.add_region(RegionDecl::new("b", 32, DType::U64)).unwrap();
+    for step in 0..2u64 {
+        for region in [a, b] {
+            let mut p = vec![0u8; 16];
+            p[8..16].copy_from_slice(&spin_ns.to_le_bytes());
+            w.launch(LaunchDecl {
+                relocs: vec![Reloc { offset: 0, target: region, target_offset: step * 16 }],
+                ..launch(k.stamp_spin, 1, 32, p, &[])
+            })
+            .unwrap();
+        }
+    }
+    w.finish().unwrap().into_inner()
+}
+
+#[test]
+fn independent_branches_overlap_in_time() {
+    let _g = serial();
+    let Some(dev) = gpu("independent_branches_overlap_in_time") else { return };
+    let spin = 500_000; // 0.5 ms per kernel
+    let bytes = branches_archive(spin);
+    let archive = Archive::open(&bytes).unwrap();
+    // Plan: a and b are independent, each a chain of two.
+    assert_eq!(archive_depth(&archive), 2);
+    for serial_chain in [false, true] {
+        let options = ReplayOptions { serial: serial_chain, ..opts(Mode::Graph) };
+        let mut r = CudaReplay::load(&dev, &archive, options).unwrap();
+        let (nodes, edges) = r.graph_size().unwrap();
+        r.replay().unwrap(); // warm
+        let t = r.replay().unwrap();
+        let a = u64s(&r.read_region(0).unwrap());
+        let b = u64s(&r.read_region(1).unwrap());
+        // Each branch ran in order.
+        assert!(a[0] < a[1] && a[1] <= a[2] && a[2] < a[3], "{a:?}");
+        assert!(b[0] < b[1] && b[1] <= b[2] && b[2] < b[3], "{b:?}");
+        let overlap = a[3].min(b[3]) as i64 - a[0].max(b[0]) as i64;
+        println!(
+            "{}: {nodes} nodes, {edges} edges, replay {:.2} ms, branches overlap {:.2} ms",
+            if serial_chain { "chained" } else { "DAG" },
+            t.as_secs_f64() * 1e3,
+            overlap as f64 / 1e6
+        );
+        if serial_chain {
+            assert_eq!(edges, 3);
+            assert!(overlap <= 0, "a chain must not overlap: {a:?} {b:?}");
+        } else {
+            assert_eq!(edges, 2);
+            // Both branches ran at once for most of their length.
+            assert!(overlap as u64 > spin, "branches did not overlap: a {a:?} b {b:?}");
+            assert!(t.as_nanos() < 3 * spin as u128, "DAG replay took {t:?}");
+        }
+    }
+}
+
+fn archive_depth(a: &Archive) -> usize {
+    shared::plan::Plan::build(a).top().depth()
+}
+
+fn fault_archive() -> Vec<u8> {
+    let (mut w, k) = writer();
+    let x = w.add_region(RegionDecl::new("x", 256, DType::U32)).unwrap();
+    w.launch(launch(k.add_u32, 1, 64, add_params(64, 1), &[(0, x)])).unwrap();
+    let mut p = vec![0u8; 16];
+    p[0..8].copy_from_slice(&0x10u64.to_le_bytes()); // a by-value address nothing maps
+    w.launch(launch(k.poke, 1, 1, p, &[])).unwrap();
+    w.finish().unwrap().into_inner()
+}
+
+#[test]
+fn a_kernel_fault_names_its_op_and_the_next_replay_works() {
+    let _g = serial();
+    let Some(dev) = gpu("a_kernel_fault_names_its_op_and_the_next_replay_works") else { return };
+    let bad = fault_archive();
+    let bad = Archive::open(&bad).unwrap();
+    let good = count_down_archive(5, 0);
+    let good = Archive::open(&good).unwrap();
+    for mode in MODES {
+        // A replay loaded before the fault is invalidated by the reset, and says so.
+        let mut bystander = CudaReplay::load(&dev, &good, opts(mode)).unwrap();
+        let mut r = CudaReplay::load(&dev, &bad, opts(mode)).unwrap();
+        let err = r.replay().expect_err("the poke must fault");
+        assert!(err.is_fault(), "{err}");
+        let err = locate_fault(&dev, &bad, err, 1);
+        let msg = err.to_string();
+        println!("{mode:?}: {msg}");
+        assert!(msg.contains("at op 1 (launch poke)"), "{msg}");
+        assert!(msg.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{msg}");
+        assert!(matches!(r.replay(), Err(CudaError::Stale)));
+        assert!(matches!(bystander.replay(), Err(CudaError::Stale)));
+        drop((r, bystander));
+        // The same process, the same device: a fresh replay works.
+        let mut next = CudaReplay::load(&dev, &good, opts(mode)).unwrap();
+        next.replay().unwrap();
+        assert_eq!(u32s(&next.read_region(1).unwrap())[0], 5);
+    }
+}
+
+#[test]
+fn a_jit_failure_carries_the_jit_log() {
+    let _g = serial();
+    let Some(dev) = gpu("a_jit_failure_carries_the_jit_log") else { return };
+    let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
+    let bad_ptx = ".version 7.8\n.target sm_60\n.address_size 64\n.visible .entry k()\n{\n  frobnicate.u32 %r1;\n  ret;\n}\n";
+    let m = w.add_module("broken", bad_ptx).unwrap();
+    let k = w.add_kernel(m, "k", vec![]).unwrap();
+    w.launch(launch(k, 1, 1, vec![], &[])).unwrap();
+    let bytes = w.finish().unwrap().into_inner();
+    let archive = Archive::open(&bytes).unwrap();
+    let err = CudaReplay::load(&dev, &archive, opts(Mode::Graph)).err().expect("bad PTX must not load");
+    let msg = err.to_string();
+    println!("{msg}");
+    assert!(msg.starts_with("module broken did not load"), "{msg}");
+    assert!(msg.contains("JIT log") && msg.contains("frobnicate"), "{msg}");
+}
+
+#[test]
+fn inputs_and_launch_parameters_change_without_a_rebuild() {
+    let _g = serial();
+    let Some(dev) = gpu("inputs_and_launch_parameters_change_without_a_rebuild") else { return };
+    let (mut w, k) = writer();
+    let n = 40;
+    let x = w.add_region(RegionDecl::new("x", n as u64 * 4, DType::U32)).unwrap();
+    w.add_binding("x", x, Direction::InOut).unwrap();
+    for _ in 0..n {
+        w.launch(launch(k.add_u32, 1, 64, add_params(n, 1), &[(0, x)])).unwrap();
+    }
+    let bytes = w.finish().unwrap().into_inner();
+    let archive = Archive::open(&bytes).unwrap();
+    for mode in MODES {
+        let mut r = CudaReplay::load(&dev, &archive, opts(mode)).unwrap();
+        r.replay().unwrap();
+        assert_eq!(u32s(&r.read_output("x").unwrap()), vec![n; n as usize]);
+        // New input, then one changed parameter (a per-node update), then all of them (one exec update).
+        r.set_input("x", &vec![0u8; n as usize * 4]).unwrap();
+        r.set_launch_params(0, &add_params(n, 101)).unwrap();
+        r.replay().unwrap();
+        assert_eq!(u32s(&r.read_output("x").unwrap()), vec![n + 100; n as usize], "{mode:?}");
+        r.set_input("x", &vec![0u8; n as usize * 4]).unwrap();
+        for op in 0..n {
+            r.set_launch_params(op, &add_params(n, 2)).unwrap();
+        }
+        r.replay().unwrap();
+        assert_eq!(u32s(&r.read_output("x").unwrap()), vec![2 * n; n as usize], "{mode:?}");
+        assert!(r.set_input("nope", &[]).is_err());
+    }
+}
+
+#[test]
+fn memsets_of_every_width_and_alignment() {
+    let _g = serial();
+    let Some(dev) = gpu("memsets_of_every_width_and_alignment") else { return };
+    let (mut w, _) = writer();
+    let size = 4096u64;
+    let r = w.add_region(RegionDecl::new("r", size, DType::U8)).unwrap();
+    w.set_initial_bytes(r, &vec![0xee; size as usize]).unwrap();
+    let fills = [
+        (0u64, 64u64, 1u32, 0xabu64),
+        (64, 64, 2, 0x1234),
+        (130, 62, 2, 0x5678), // 2-aligned
+        (192, 64, 4, 0xdeadbeef),
+        (257, 64, 4, 0x01020304), // unaligned: generated kernel
+        (328, 64, 8, 0x1122334455667788), // halves differ: generated kernel
+        (400, 64, 8, 0x0badf00d0badf00d), // equal halves: a 4-byte memset
+        (465, 24, 8, 0x8877665544332211), // unaligned 8-byte
+        (512, 3000, 8, 0x0102030405060708),
+    ];
+    let mut want = vec![0xeeu8; size as usize];
+    for (offset, len, width, pattern) in fills {
+        let m = MemsetOp { region: r, offset, len, width, pattern };
+        w.memset(m).unwrap();
+        m.fill(&mut want[offset as usize..(offset + len) as usize]);
+    }
+    let bytes = w.finish().unwrap().into_inner();
+    let archive = Archive::open(&bytes).unwrap();
+    for mode in MODES {
+        let mut replay = CudaReplay::load(&dev, &archive, opts(mode)).unwrap();
+        replay.replay().unwrap();
+        let got = replay.read_region(r).unwrap();
+        let first_bad = got.iter().zip(&want).position(|(a, b)| a != b);
+        assert_eq!(first_bad, None, "{mode:?}: first wrong byte");
+    }
+    println!("memsets: 1/2/4/8-byte patterns at every alignment match in both modes");
+}
+
+#[test]
+fn stream_mode_reports_per_op_times() {
+    let _g = serial();
+    let Some(dev) = gpu("stream_mode_reports_per_op_times") else { return };
+    let bytes = branches_archive(100_000);
+    let archive = Archive::open(&bytes).unwrap();
+    let mut r = CudaReplay::load(&dev, &archive, ReplayOptions { op_timing: true, ..opts(Mode::Stream) }).unwrap();
+    r.replay().unwrap();
+    let times = r.op_times().unwrap();
+    assert_eq!(times.len(), 4);
+    for t in &times {
+        println!("op {} {}: {:?}", t.op, t.label, t.total);
+        assert!(t.total.as_nanos() >= 90_000, "{t:?}");
+    }
+}
