@@ -19,3 +19,4 @@
 pub mod archive;
 pub mod check;
 pub mod plan;
+pub mod ptx;

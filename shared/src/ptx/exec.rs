@@ -1,0 +1,1305 @@
+//! The executor: a thread block at a time, one instruction across all of the block's lanes.
+//!
+//! Registers are stored per register as a lane array (`regs[(frame_base + r) * n + lane]`), so an
+//! arithmetic instruction is one tight loop over lanes, computed for every lane into a scratch
+//! array and committed under the active mask (a copy when all lanes are active). Divergent
+//! branches push entries on a reconvergence stack keyed by the branch's immediate
+//! post-dominator; lanes that leave (`ret`, `exit`) are masked out everywhere.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::ir::*;
+use super::lower::{Function, MAX_SHARED_BYTES};
+use super::math::*;
+use super::memory::{Fault, Memory, Region};
+use super::Module;
+
+/// Grid and block shape of one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchDims {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Bytes of `extern .shared` memory per block.
+    pub dynamic_shared: u32,
+}
+
+/// Limits and knobs of one launch.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOptions {
+    /// Stop with [`ExecError::Budget`] after about this many thread-instructions (instructions
+    /// issued to a block, times its thread count; checked every few thousand instructions).
+    pub instruction_budget: Option<u64>,
+    /// Set to `true` from anywhere to stop the launch with [`ExecError::Cancelled`].
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Worker threads for blocks: 0 = all cores, 1 = run on the calling thread.
+    pub threads: usize,
+}
+
+/// What a launch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaunchStats {
+    pub blocks: u64,
+    /// Instructions issued to blocks (one per instruction per block, whatever its width).
+    pub instructions: u64,
+    /// Issued instructions times the threads of their block.
+    pub thread_instructions: u64,
+}
+
+/// Why a launch stopped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    #[error("no kernel named `{0}` in the module")]
+    NoSuchKernel(String),
+    #[error("kernel `{kernel}`: {reason}")]
+    BadLaunch { kernel: String, reason: String },
+    #[error(
+        "kernel `{kernel}` block {block:?} thread {thread:?}: {what} of {size} bytes at {space} address {addr:#x} (line {line})"
+    )]
+    Memory {
+        kernel: String,
+        block: [u32; 3],
+        thread: [u32; 3],
+        addr: u64,
+        size: u32,
+        space: &'static str,
+        what: &'static str,
+        line: u32,
+    },
+    #[error("kernel `{kernel}` block {block:?}: barrier reached by only part of the block's threads (line {line})")]
+    DivergentBarrier { kernel: String, block: [u32; 3], line: u32 },
+    #[error("kernel `{kernel}` block {block:?} thread {thread:?}: trap (line {line})")]
+    Trap { kernel: String, block: [u32; 3], thread: [u32; 3], line: u32 },
+    #[error("kernel `{kernel}`: instruction budget of {budget} exhausted")]
+    Budget { kernel: String, budget: u64 },
+    #[error("kernel `{kernel}`: cancelled")]
+    Cancelled { kernel: String },
+}
+
+const MAX_WORDS: usize = 16;
+const MAX_THREADS: u64 = 1024;
+const CHECK_EVERY: u64 = 4096;
+const MAX_CALL_DEPTH: usize = 256;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Mask([u64; MAX_WORDS]);
+
+impl Mask {
+    const EMPTY: Mask = Mask([0; MAX_WORDS]);
+    fn first(n: usize) -> Mask {
+        let mut m = Mask::EMPTY;
+        for (w, word) in m.0.iter_mut().enumerate() {
+            let lo = w * 64;
+            if n >= lo + 64 {
+                *word = u64::MAX;
+            } else if n > lo {
+                *word = (1u64 << (n - lo)) - 1;
+            }
+        }
+        m
+    }
+    #[inline]
+    fn and(self, o: Mask) -> Mask {
+        let mut r = self;
+        for i in 0..MAX_WORDS {
+            r.0[i] &= o.0[i];
+        }
+        r
+    }
+    #[inline]
+    fn andnot(self, o: Mask) -> Mask {
+        let mut r = self;
+        for i in 0..MAX_WORDS {
+            r.0[i] &= !o.0[i];
+        }
+        r
+    }
+    #[inline]
+    fn or(self, o: Mask) -> Mask {
+        let mut r = self;
+        for i in 0..MAX_WORDS {
+            r.0[i] |= o.0[i];
+        }
+        r
+    }
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|w| *w == 0)
+    }
+    #[inline]
+    fn get(&self, l: usize) -> bool {
+        self.0[l >> 6] >> (l & 63) & 1 != 0
+    }
+    #[inline]
+    fn set(&mut self, l: usize) {
+        self.0[l >> 6] |= 1 << (l & 63);
+    }
+    fn count(&self) -> u32 {
+        self.0.iter().map(|w| w.count_ones()).sum()
+    }
+    /// The 32 bits of warp `w`.
+    #[inline]
+    fn warp(&self, w: usize) -> u32 {
+        (self.0[w >> 1] >> ((w & 1) * 32)) as u32
+    }
+    #[inline]
+    fn for_each(&self, nwords: usize, mut f: impl FnMut(usize)) {
+        for w in 0..nwords {
+            let mut bits = self.0[w];
+            while bits != 0 {
+                let t = bits.trailing_zeros() as usize;
+                f(w * 64 + t);
+                bits &= bits - 1;
+            }
+        }
+    }
+    #[inline]
+    fn try_each<E>(&self, nwords: usize, mut f: impl FnMut(usize) -> Result<(), E>) -> Result<(), E> {
+        for w in 0..nwords {
+            let mut bits = self.0[w];
+            while bits != 0 {
+                let t = bits.trailing_zeros() as usize;
+                f(w * 64 + t)?;
+                bits &= bits - 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SimtEntry {
+    pc: u32,
+    rpc: u32,
+    mask: Mask,
+}
+
+struct Frame {
+    func: u32,
+    reg_base: usize,
+    local_base: u32,
+    simt_base: usize,
+    done: Mask,
+    call_mask: Mask,
+    call: Option<(u32, usize)>,
+}
+
+/// Everything the blocks of one launch share.
+struct Ctx<'a> {
+    module: &'a Module,
+    kernel: &'a str,
+    entry: u32,
+    dims: LaunchDims,
+    params: &'a [u8],
+    mem: &'a Memory,
+    shared_size: usize,
+    stack: usize,
+    budget: Option<u64>,
+    used: AtomicU64,
+    cancel: Option<&'a AtomicBool>,
+    abort: AtomicBool,
+}
+
+/// Per-thread (OS thread) state reused across the blocks it runs.
+struct Worker<'a> {
+    ctx: &'a Ctx<'a>,
+    n: usize,
+    nwords: usize,
+    all: Mask,
+    regs: Vec<u64>,
+    out: Vec<u64>,
+    out2: Vec<u64>,
+    shared: Vec<u8>,
+    local: Vec<u8>,
+    tid: [Vec<u32>; 3],
+    ctaid: [u32; 3],
+    frames: Vec<Frame>,
+    simt: Vec<SimtEntry>,
+    exited: Mask,
+    count: u64,
+    flushed: u64,
+    next_check: u64,
+    entry_ready: bool,
+}
+
+/// A failure inside a block before it is dressed with kernel, block and thread.
+enum Stop {
+    Mem { lane: usize, addr: u64, size: u32, space: Space, fault: Fault, write: bool, line: u32 },
+    Barrier { line: u32 },
+    Trap { lane: usize, line: u32 },
+    Budget,
+    Cancelled,
+    Aborted,
+}
+
+type Res<T> = Result<T, Stop>;
+
+fn space_name(s: Space) -> &'static str {
+    match s {
+        Space::Global => "global",
+        Space::Shared => "shared",
+        Space::Local => "local",
+        Space::Const => "const",
+        Space::KParam => "param",
+        Space::Generic => "generic",
+    }
+}
+
+/// Runs `entry` of `module` over the grid.
+pub fn launch(
+    module: &Module,
+    entry: &str,
+    dims: &LaunchDims,
+    params: &[u8],
+    mem: &Memory,
+    opts: &ExecOptions,
+) -> Result<LaunchStats, ExecError> {
+    let e = module.entry(entry).ok_or_else(|| ExecError::NoSuchKernel(entry.to_string()))?;
+    let bad = |reason: String| ExecError::BadLaunch { kernel: entry.to_string(), reason };
+    let threads: u64 = dims.block.iter().map(|&d| d as u64).product();
+    if dims.block.contains(&0) || dims.grid.contains(&0) {
+        return Err(bad(format!("empty grid {:?} or block {:?}", dims.grid, dims.block)));
+    }
+    if threads > MAX_THREADS || dims.block[2] > 64 {
+        return Err(bad(format!("block {:?} has more than {MAX_THREADS} threads or z above 64", dims.block)));
+    }
+    if dims.grid[1] > 65535 || dims.grid[2] > 65535 || dims.grid[0] > i32::MAX as u32 {
+        return Err(bad(format!("grid {:?} exceeds the limits of a launch", dims.grid)));
+    }
+    if (params.len() as u64) < e.params_size as u64 {
+        return Err(bad(format!(
+            "{} bytes of parameters given, the kernel takes {}",
+            params.len(),
+            e.params_size
+        )));
+    }
+    let shared_size = module.dynamic_shared_base as u64 + dims.dynamic_shared as u64;
+    if dims.dynamic_shared > 0 && shared_size > MAX_SHARED_BYTES || module.static_shared as u64 > MAX_SHARED_BYTES {
+        return Err(bad(format!(
+            "{} bytes of shared memory per block ({} static + {} dynamic) exceed the {MAX_SHARED_BYTES} byte limit",
+            shared_size, module.static_shared, dims.dynamic_shared
+        )));
+    }
+    let shared_size = if dims.dynamic_shared > 0 { shared_size } else { module.static_shared as u64 };
+    let func = &module.funcs[e.func as usize];
+    let ctx = Ctx {
+        module,
+        kernel: entry,
+        entry: e.func,
+        dims: *dims,
+        params,
+        mem,
+        shared_size: shared_size as usize,
+        stack: func.stack_size as usize,
+        budget: opts.instruction_budget,
+        used: AtomicU64::new(0),
+        cancel: opts.cancel.as_deref(),
+        abort: AtomicBool::new(false),
+    };
+    let nblocks = dims.grid.iter().map(|&d| d as u64).product::<u64>();
+    let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
+        let mut w = Worker::new(&ctx);
+        for b in range {
+            if let Err(s) = w.run_block(b) {
+                ctx.abort.store(true, Ordering::Relaxed);
+                return Err(w.dress(s, b));
+            }
+        }
+        w.flush();
+        Ok((w.count, 0))
+    };
+    let mut instructions = 0u64;
+    #[cfg(feature = "parallel")]
+    let parallel = opts.threads != 1 && nblocks > 1;
+    #[cfg(not(feature = "parallel"))]
+    let parallel = false;
+    if !parallel {
+        instructions += run_range(0..nblocks)?.0;
+    } else {
+        #[cfg(feature = "parallel")]
+        {
+            use rayon::prelude::*;
+            let workers = if opts.threads == 0 { rayon::current_num_threads() } else { opts.threads };
+            let chunks = (workers as u64 * 4).min(nblocks).max(1);
+            let per = nblocks.div_ceil(chunks);
+            let ranges: Vec<_> = (0..chunks).map(|c| c * per..((c + 1) * per).min(nblocks)).collect();
+            let results: Vec<Result<(u64, u64), ExecError>> = ranges.into_par_iter().map(run_range).collect();
+            let mut first_err = None;
+            for r in results {
+                match r {
+                    Ok((c, _)) => instructions += c,
+                    Err(ExecError::Cancelled { .. }) if first_err.is_some() => {}
+                    Err(e) => {
+                        // A block stopped because another failed says nothing new.
+                        if first_err.is_none() || matches!(first_err, Some(ExecError::Cancelled { .. })) {
+                            first_err = Some(e);
+                        }
+                    }
+                }
+            }
+            if let Some(e) = first_err {
+                return Err(e);
+            }
+        }
+    }
+    let n = threads;
+    Ok(LaunchStats { blocks: nblocks, instructions, thread_instructions: instructions * n })
+}
+
+#[inline(always)]
+fn un(regs: &[u64], out: &mut [u64], n: usize, a: usize, f: impl Fn(u64) -> u64) {
+    for (o, &x) in out[..n].iter_mut().zip(&regs[a..a + n]) {
+        *o = f(x);
+    }
+}
+
+#[inline(always)]
+fn bin(regs: &[u64], out: &mut [u64], n: usize, a: usize, b: usize, f: impl Fn(u64, u64) -> u64) {
+    for ((o, &x), &y) in out[..n].iter_mut().zip(&regs[a..a + n]).zip(&regs[b..b + n]) {
+        *o = f(x, y);
+    }
+}
+
+#[inline(always)]
+fn tern(regs: &[u64], out: &mut [u64], n: usize, a: usize, b: usize, c: usize, f: impl Fn(u64, u64, u64) -> u64) {
+    for (((o, &x), &y), &z) in out[..n].iter_mut().zip(&regs[a..a + n]).zip(&regs[b..b + n]).zip(&regs[c..c + n]) {
+        *o = f(x, y, z);
+    }
+}
+
+#[inline]
+fn commit(regs: &mut [u64], d: usize, out: &[u64], n: usize, m: &Mask, full: bool, nwords: usize) {
+    if full {
+        regs[d..d + n].copy_from_slice(&out[..n]);
+        return;
+    }
+    for w in 0..nwords {
+        let mut bits = m.0[w];
+        if bits == u64::MAX {
+            let l = w * 64;
+            regs[d + l..d + l + 64].copy_from_slice(&out[l..l + 64]);
+            continue;
+        }
+        while bits != 0 {
+            let l = w * 64 + bits.trailing_zeros() as usize;
+            regs[d + l] = out[l];
+            bits &= bits - 1;
+        }
+    }
+}
+
+#[inline(always)]
+fn sx(x: u64, bits: u32) -> i64 {
+    let sh = 64 - bits;
+    ((x << sh) as i64) >> sh
+}
+
+fn w_mask(w: W) -> u64 {
+    mask_bits(w.bits())
+}
+
+impl<'a> Worker<'a> {
+    fn new(ctx: &'a Ctx<'a>) -> Worker<'a> {
+        let [bx, by, bz] = ctx.dims.block;
+        let n = (bx * by * bz) as usize;
+        let mut tid = [Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n)];
+        for z in 0..bz {
+            for y in 0..by {
+                for x in 0..bx {
+                    tid[0].push(x);
+                    tid[1].push(y);
+                    tid[2].push(z);
+                }
+            }
+        }
+        // Pad scratch to whole 64-lane words so masked copies never slice past the end.
+        let padded = n.div_ceil(64) * 64;
+        Worker {
+            ctx,
+            n,
+            nwords: n.div_ceil(64),
+            all: Mask::first(n),
+            regs: Vec::new(),
+            out: vec![0; padded],
+            out2: vec![0; padded],
+            shared: vec![0; ctx.shared_size],
+            local: vec![0; ctx.stack * n],
+            tid,
+            ctaid: [0; 3],
+            frames: Vec::new(),
+            simt: Vec::new(),
+            exited: Mask::EMPTY,
+            count: 0,
+            flushed: 0,
+            next_check: CHECK_EVERY,
+            entry_ready: false,
+        }
+    }
+
+    fn thread_of(&self, lane: usize) -> [u32; 3] {
+        if lane < self.n {
+            [self.tid[0][lane], self.tid[1][lane], self.tid[2][lane]]
+        } else {
+            [0; 3]
+        }
+    }
+
+    fn dress(&self, s: Stop, _b: u64) -> ExecError {
+        let kernel = self.ctx.kernel.to_string();
+        let block = self.ctaid;
+        match s {
+            Stop::Mem { lane, addr, size, space, fault, write, line } => ExecError::Memory {
+                kernel,
+                block,
+                thread: self.thread_of(lane),
+                addr,
+                size,
+                space: space_name(space),
+                what: match (fault, write) {
+                    (Fault::OutOfBounds, false) => "out-of-bounds read",
+                    (Fault::OutOfBounds, true) => "out-of-bounds write",
+                    (Fault::Misaligned, false) => "misaligned read",
+                    (Fault::Misaligned, true) => "misaligned write",
+                    (Fault::ReadOnly, _) => "write to read-only memory",
+                },
+                line,
+            },
+            Stop::Barrier { line } => ExecError::DivergentBarrier { kernel, block, line },
+            Stop::Trap { lane, line } => ExecError::Trap { kernel, block, thread: self.thread_of(lane), line },
+            Stop::Budget => ExecError::Budget { kernel, budget: self.ctx.budget.unwrap_or(0) },
+            Stop::Cancelled | Stop::Aborted => ExecError::Cancelled { kernel },
+        }
+    }
+
+    fn flush(&mut self) {
+        let d = self.count - self.flushed;
+        self.flushed = self.count;
+        self.ctx.used.fetch_add(d * self.n as u64, Ordering::Relaxed);
+    }
+
+    #[cold]
+    fn check(&mut self) -> Res<()> {
+        self.next_check = self.count + CHECK_EVERY;
+        let before = self.ctx.used.load(Ordering::Relaxed);
+        self.flush();
+        if let Some(b) = self.ctx.budget {
+            if before + (CHECK_EVERY * self.n as u64) > b && self.ctx.used.load(Ordering::Relaxed) > b {
+                return Err(Stop::Budget);
+            }
+        }
+        if self.ctx.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(Stop::Cancelled);
+        }
+        if self.ctx.abort.load(Ordering::Relaxed) {
+            return Err(Stop::Aborted);
+        }
+        Ok(())
+    }
+
+    fn fill_sregs(&mut self, f: &Function, base: usize, only_block: bool) {
+        let n = self.n;
+        let dims = self.ctx.dims;
+        for &(r, s) in &f.sregs {
+            let o = (base + r as usize) * n;
+            let dst = &mut self.regs[o..o + n];
+            let uniform = |v: u32| v as u64;
+            match s {
+                Sreg::Ctaid(d) => dst.fill(uniform(self.ctaid[d as usize])),
+                _ if only_block => {}
+                Sreg::Tid(d) => {
+                    for (x, t) in dst.iter_mut().zip(&self.tid[d as usize]) {
+                        *x = *t as u64;
+                    }
+                }
+                Sreg::Ntid(d) => dst.fill(dims.block[d as usize] as u64),
+                Sreg::Nctaid(d) => dst.fill(dims.grid[d as usize] as u64),
+                Sreg::LaneId => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (l & 31) as u64),
+                Sreg::WarpId => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (l >> 5) as u64),
+                Sreg::NWarpId => dst.fill(n.div_ceil(32) as u64),
+                Sreg::SmId | Sreg::GridId | Sreg::Zero => dst.fill(0),
+                Sreg::NSmId => dst.fill(1),
+                Sreg::LaneMaskEq => dst.iter_mut().enumerate().for_each(|(l, x)| *x = 1u64 << (l & 31)),
+                Sreg::LaneMaskLt => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (1u64 << (l & 31)) - 1),
+                Sreg::LaneMaskLe => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (2u64 << (l & 31)) - 1),
+                Sreg::LaneMaskGt => {
+                    dst.iter_mut().enumerate().for_each(|(l, x)| *x = (!((2u64 << (l & 31)) - 1)) & 0xFFFF_FFFF)
+                }
+                Sreg::LaneMaskGe => {
+                    dst.iter_mut().enumerate().for_each(|(l, x)| *x = (!((1u64 << (l & 31)) - 1)) & 0xFFFF_FFFF)
+                }
+                Sreg::DynSmemSize => dst.fill(dims.dynamic_shared as u64),
+                Sreg::TotalSmemSize => dst.fill(self.ctx.shared_size as u64),
+            }
+        }
+    }
+
+    /// Sets up a frame's registers: constants and special registers.
+    fn enter(&mut self, f: &Function, base: usize) {
+        let n = self.n;
+        let need = (base + f.nregs as usize) * n;
+        if self.regs.len() < need {
+            self.regs.resize(need, 0);
+        }
+        for &(r, v) in &f.consts {
+            let o = (base + r as usize) * n;
+            self.regs[o..o + n].fill(v);
+        }
+        self.fill_sregs(f, base, false);
+    }
+
+    fn run_block(&mut self, b: u64) -> Res<()> {
+        let g = self.ctx.dims.grid;
+        self.ctaid = [
+            (b % g[0] as u64) as u32,
+            ((b / g[0] as u64) % g[1] as u64) as u32,
+            (b / (g[0] as u64 * g[1] as u64)) as u32,
+        ];
+        let module = self.ctx.module;
+        let f = &module.funcs[self.ctx.entry as usize];
+        if !self.entry_ready {
+            self.enter(f, 0);
+            self.entry_ready = true;
+        } else {
+            self.fill_sregs(f, 0, true);
+        }
+        self.shared.fill(0);
+        self.exited = Mask::EMPTY;
+        self.frames.clear();
+        self.simt.clear();
+        self.frames.push(Frame {
+            func: self.ctx.entry,
+            reg_base: 0,
+            local_base: 0,
+            simt_base: 0,
+            done: Mask::EMPTY,
+            call_mask: self.all,
+            call: None,
+        });
+        self.simt.push(SimtEntry { pc: 0, rpc: u32::MAX, mask: self.all });
+        self.run()
+    }
+
+    fn pred_mask(&self, rb: usize, p: R, neg: bool, within: Mask) -> Mask {
+        let n = self.n;
+        let o = (rb + p as usize) * n;
+        let regs = &self.regs[o..o + n];
+        let mut m = Mask::EMPTY;
+        for w in 0..self.nwords {
+            let lo = w * 64;
+            let hi = (lo + 64).min(n);
+            let mut bits = 0u64;
+            for (k, v) in regs[lo..hi].iter().enumerate() {
+                bits |= (*v & 1) << k;
+            }
+            m.0[w] = if neg { !bits } else { bits };
+        }
+        m.and(within)
+    }
+
+    fn run(&mut self) -> Res<()> {
+        let module = self.ctx.module;
+        let n = self.n;
+        'frame: loop {
+            let fi = self.frames.len() - 1;
+            let (func_idx, rb, lb, sb) = {
+                let fr = &self.frames[fi];
+                (fr.func, fr.reg_base, fr.local_base as usize, fr.simt_base)
+            };
+            let func = &module.funcs[func_idx as usize];
+            let insts = &func.insts[..];
+            'entry: loop {
+                if self.simt.len() == sb {
+                    if fi == 0 {
+                        return Ok(());
+                    }
+                    let fr = self.frames.pop().expect("frame");
+                    let (_, caller_lb) = fr.call.expect("call");
+                    let back = fr.call_mask.andnot(self.exited);
+                    let callee = func;
+                    let _ = callee;
+                    if let Some(Inst::Call { rets, .. }) = self
+                        .frames
+                        .last()
+                        .map(|c| &module.funcs[c.func as usize])
+                        .and_then(|cf| cf.insts.get(fr.call.expect("call").0 as usize))
+                        .map(|i| &i.inst)
+                    {
+                        let stride = self.ctx.stack;
+                        back.for_each(self.nwords, |l| {
+                            for r in rets {
+                                let s = l * stride + fr.local_base as usize + r.callee as usize;
+                                let d = l * stride + caller_lb + r.caller as usize;
+                                self.local.copy_within(s..s + r.size as usize, d);
+                            }
+                        });
+                    }
+                    continue 'frame;
+                }
+                let top = *self.simt.last().expect("entry");
+                let done = self.frames[fi].done.or(self.exited);
+                let mut mask = top.mask.andnot(done);
+                if mask.is_empty() || top.pc == top.rpc {
+                    self.simt.pop();
+                    continue 'entry;
+                }
+                if top.pc as usize >= insts.len() {
+                    self.frames[fi].done = self.frames[fi].done.or(mask);
+                    self.simt.pop();
+                    continue 'entry;
+                }
+                let mut pc = top.pc as usize;
+                let rpc = top.rpc as usize;
+                let mut full = mask == self.all;
+                loop {
+                    self.count += 1;
+                    if self.count >= self.next_check {
+                        self.check()?;
+                    }
+                    let ins = &insts[pc];
+                    let (em, efull) = match ins.guard {
+                        None => (mask, full),
+                        Some((p, neg)) => {
+                            let g = self.pred_mask(rb, p, neg, mask);
+                            let f = g == self.all;
+                            (g, f)
+                        }
+                    };
+                    match &ins.inst {
+                        Inst::Bra { target, reconv } => {
+                            let t = *target as usize;
+                            let not_taken = mask.andnot(em);
+                            if em.is_empty() {
+                                pc += 1;
+                            } else if not_taken.is_empty() {
+                                pc = t;
+                            } else {
+                                let r = *reconv;
+                                let mut groups: [(u32, Mask); 2] = [(t as u32, em), (pc as u32 + 1, not_taken)];
+                                let mut k = 0;
+                                for i in 0..2 {
+                                    if groups[i].0 != r {
+                                        groups[k] = groups[i];
+                                        k += 1;
+                                    }
+                                }
+                                let top = self.simt.last_mut().expect("entry");
+                                if top.rpc == r {
+                                    match k {
+                                        0 => {
+                                            self.simt.pop();
+                                        }
+                                        1 => *top = SimtEntry { pc: groups[0].0, rpc: r, mask: groups[0].1 },
+                                        _ => {
+                                            *top = SimtEntry { pc: groups[1].0, rpc: r, mask: groups[1].1 };
+                                            self.simt.push(SimtEntry { pc: groups[0].0, rpc: r, mask: groups[0].1 });
+                                        }
+                                    }
+                                } else {
+                                    top.pc = r;
+                                    for g in groups[..k].iter().rev() {
+                                        self.simt.push(SimtEntry { pc: g.0, rpc: r, mask: g.1 });
+                                    }
+                                }
+                                continue 'entry;
+                            }
+                        }
+                        Inst::Ret | Inst::Exit => {
+                            if !em.is_empty() {
+                                if fi == 0 || matches!(ins.inst, Inst::Exit) {
+                                    self.exited = self.exited.or(em);
+                                } else {
+                                    self.frames[fi].done = self.frames[fi].done.or(em);
+                                }
+                                mask = mask.andnot(em);
+                                if mask.is_empty() {
+                                    self.simt.pop();
+                                    continue 'entry;
+                                }
+                                full = false;
+                            }
+                            pc += 1;
+                        }
+                        Inst::Trap => {
+                            if !em.is_empty() {
+                                let lane = em.0.iter().enumerate().find(|(_, w)| **w != 0).map(|(i, w)| i * 64 + w.trailing_zeros() as usize).unwrap_or(0);
+                                return Err(Stop::Trap { lane, line: ins.line });
+                            }
+                            pc += 1;
+                        }
+                        Inst::Call { func: callee_idx, args, .. } => {
+                            if em.is_empty() {
+                                pc += 1;
+                            } else {
+                                if self.frames.len() >= MAX_CALL_DEPTH {
+                                    return Err(Stop::Trap { lane: 0, line: ins.line });
+                                }
+                                self.simt.last_mut().expect("entry").pc = pc as u32 + 1;
+                                let callee = &module.funcs[*callee_idx as usize];
+                                let new_rb = rb + func.nregs as usize;
+                                let new_lb = lb + func.frame_size as usize;
+                                let stride = self.ctx.stack;
+                                em.for_each(self.nwords, |l| {
+                                    for a in args {
+                                        let s = l * stride + lb + a.caller as usize;
+                                        let d = l * stride + new_lb + a.callee as usize;
+                                        self.local.copy_within(s..s + a.size as usize, d);
+                                    }
+                                });
+                                self.enter(callee, new_rb);
+                                let simt_base = self.simt.len();
+                                self.frames.push(Frame {
+                                    func: *callee_idx,
+                                    reg_base: new_rb,
+                                    local_base: new_lb as u32,
+                                    simt_base,
+                                    done: Mask::EMPTY,
+                                    call_mask: em,
+                                    call: Some((pc as u32, lb as usize)),
+                                });
+                                self.simt.push(SimtEntry { pc: 0, rpc: u32::MAX, mask: em });
+                                continue 'frame;
+                            }
+                        }
+                        Inst::Bar { count, red, d, arrive } => {
+                            if !em.is_empty() {
+                                self.barrier(fi, func, em, *count, rb, ins.line)?;
+                                if let (Some((kind, p, neg)), Some(d)) = (red, d) {
+                                    let pm = self.pred_mask(rb, *p, *neg, em);
+                                    let v = match kind {
+                                        BarRed::Popc => pm.count() as u64,
+                                        BarRed::And => (pm == em) as u64,
+                                        BarRed::Or => (!pm.is_empty()) as u64,
+                                    };
+                                    let o = (rb + *d as usize) * n;
+                                    em.for_each(self.nwords, |l| self.regs[o + l] = v);
+                                }
+                                let _ = arrive;
+                            }
+                            pc += 1;
+                        }
+                        inst => {
+                            if !em.is_empty() {
+                                self.exec(inst, rb, lb, em, efull, ins.line)?;
+                            }
+                            pc += 1;
+                        }
+                    }
+                    if pc == rpc {
+                        self.simt.pop();
+                        continue 'entry;
+                    }
+                    if let Some(t) = self.simt.last_mut() {
+                        t.pc = pc as u32;
+                    }
+                }
+            }
+        }
+    }
+
+    fn barrier(&self, fi: usize, func: &Function, em: Mask, count: Option<R>, rb: usize, line: u32) -> Res<()> {
+        let live = self.all.andnot(self.exited);
+        let mut missing = live.andnot(em);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if let Some(c) = count {
+            // Named barriers with a thread count: the arriving threads must make up the count.
+            let want = self.regs[(rb + c as usize) * self.n] as u32;
+            if want > 0 && em.count().div_ceil(32) * 32 >= want {
+                return Ok(());
+            }
+        }
+        // Lanes parked where every path exits without a barrier will never arrive: on a GPU the
+        // barrier completes once they exit, so they do not count.
+        let fr = &self.frames[fi];
+        missing = missing.andnot(fr.done);
+        let top = self.simt.len() - 1;
+        for e in self.simt[fr.simt_base..top].iter().rev() {
+            let hit = missing.and(e.mask);
+            if hit.is_empty() {
+                continue;
+            }
+            let pc = e.pc as usize;
+            if pc < func.exit_bound.len() && !func.exit_bound[pc] {
+                return Err(Stop::Barrier { line });
+            }
+            missing = missing.andnot(hit);
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(Stop::Barrier { line })
+        }
+    }
+
+    #[inline]
+    fn address(&self, addr: &Addr, rb: usize, lb: usize, l: usize) -> u64 {
+        match addr.base {
+            Base::Reg(r) => self.regs[(rb + r as usize) * self.n + l].wrapping_add(addr.off as u64),
+            Base::Abs => addr.off as u64,
+            Base::Frame => (lb as u64).wrapping_add(addr.off as u64),
+        }
+    }
+
+    /// The region and offset a global (or module variable) address falls in.
+    #[inline]
+    fn global(&self, a: u64) -> Option<(&'a Region, u64)> {
+        if a & WINDOW_MASK == MODVAR_BASE {
+            let i = ((a - MODVAR_BASE) >> REGION_SHIFT) as usize;
+            let r = self.ctx.module.vars.get(i)?;
+            Some((r, a & ((1 << REGION_SHIFT) - 1)))
+        } else {
+            self.ctx.mem.region(a)
+        }
+    }
+
+    /// Resolves a generic address into its state space and the address within it.
+    #[inline]
+    fn resolve(&self, space: Space, a: u64) -> (Space, u64) {
+        if space != Space::Generic {
+            return (space, a);
+        }
+        match a & WINDOW_MASK {
+            SHARED_BASE => (Space::Shared, a - SHARED_BASE),
+            LOCAL_BASE => (Space::Local, a - LOCAL_BASE),
+            _ => (Space::Global, a),
+        }
+    }
+
+    #[inline]
+    fn load(&self, space: Space, a: u64, size: u8, l: usize) -> Result<u64, (Fault, Space)> {
+        let (sp, a) = self.resolve(space, a);
+        let sz = size as u64;
+        match sp {
+            Space::Global | Space::Const => {
+                let (r, off) = self.global(a).ok_or((Fault::OutOfBounds, sp))?;
+                r.check(off, sz).map_err(|f| (f, sp))?;
+                Ok(r.load(off, size))
+            }
+            Space::Shared => {
+                if a.checked_add(sz).is_none_or(|e| e > self.shared.len() as u64) {
+                    return Err((Fault::OutOfBounds, sp));
+                }
+                if a & (sz - 1) != 0 {
+                    return Err((Fault::Misaligned, sp));
+                }
+                Ok(read_le(&self.shared[a as usize..a as usize + size as usize]))
+            }
+            Space::Local => {
+                let stride = self.ctx.stack as u64;
+                if a.checked_add(sz).is_none_or(|e| e > stride) {
+                    return Err((Fault::OutOfBounds, sp));
+                }
+                let o = l * stride as usize + a as usize;
+                Ok(read_le(&self.local[o..o + size as usize]))
+            }
+            Space::KParam => {
+                let p = self.ctx.params;
+                if a.checked_add(sz).is_none_or(|e| e > p.len() as u64) {
+                    return Err((Fault::OutOfBounds, sp));
+                }
+                Ok(read_le(&p[a as usize..a as usize + size as usize]))
+            }
+            Space::Generic => Err((Fault::OutOfBounds, sp)),
+        }
+    }
+
+    #[inline]
+    fn store(&mut self, space: Space, a: u64, size: u8, v: u64, l: usize) -> Result<(), (Fault, Space)> {
+        let (sp, a) = self.resolve(space, a);
+        let sz = size as u64;
+        match sp {
+            Space::Global | Space::Const => {
+                let (r, off) = self.global(a).ok_or((Fault::OutOfBounds, sp))?;
+                r.check(off, sz).map_err(|f| (f, sp))?;
+                r.store(off, size, v).map_err(|f| (f, sp))
+            }
+            Space::Shared => {
+                if a.checked_add(sz).is_none_or(|e| e > self.shared.len() as u64) {
+                    return Err((Fault::OutOfBounds, sp));
+                }
+                if a & (sz - 1) != 0 {
+                    return Err((Fault::Misaligned, sp));
+                }
+                write_le(&mut self.shared[a as usize..a as usize + size as usize], v);
+                Ok(())
+            }
+            Space::Local => {
+                let stride = self.ctx.stack as u64;
+                if a.checked_add(sz).is_none_or(|e| e > stride) {
+                    return Err((Fault::OutOfBounds, sp));
+                }
+                let o = l * stride as usize + a as usize;
+                write_le(&mut self.local[o..o + size as usize], v);
+                Ok(())
+            }
+            Space::KParam | Space::Generic => Err((Fault::ReadOnly, sp)),
+        }
+    }
+
+    fn atomic(&mut self, space: Space, a: u64, op: AtomOp, size: u8, f: Option<F>, b: u64, c: u64, l: usize) -> Result<u64, (Fault, Space)> {
+        let (sp, a) = self.resolve(space, a);
+        let sz = size as u64;
+        let apply = |old: u64| atom_new(op, size, f, old, b, c);
+        match sp {
+            Space::Global => {
+                let (r, off) = self.global(a).ok_or((Fault::OutOfBounds, sp))?;
+                r.check(off, sz).map_err(|f| (f, sp))?;
+                if size == 4 && op == AtomOp::Add {
+                    return r.fetch_add32(off, b as u32).map(|v| v as u64).map_err(|f| (f, sp));
+                }
+                r.rmw(off, size, apply).map_err(|f| (f, sp))
+            }
+            Space::Shared | Space::Local => {
+                let (buf, o, lim) = if sp == Space::Shared {
+                    let lim = self.shared.len() as u64;
+                    (&mut self.shared, a, lim)
+                } else {
+                    let stride = self.ctx.stack as u64;
+                    let o = l as u64 * stride + a;
+                    if a.checked_add(sz).is_none_or(|e| e > stride) {
+                        return Err((Fault::OutOfBounds, sp));
+                    }
+                    (&mut self.local, o, u64::MAX)
+                };
+                if a.checked_add(sz).is_none_or(|e| e > lim) {
+                    return Err((Fault::OutOfBounds, sp));
+                }
+                if a & (sz - 1) != 0 {
+                    return Err((Fault::Misaligned, sp));
+                }
+                let s = &mut buf[o as usize..o as usize + size as usize];
+                let old = read_le(s);
+                write_le(s, apply(old));
+                Ok(old)
+            }
+            _ => Err((Fault::ReadOnly, sp)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn exec(&mut self, inst: &Inst, rb: usize, lb: usize, em: Mask, full: bool, line: u32) -> Res<()> {
+        let n = self.n;
+        let nw = self.nwords;
+        let ro = |r: R| (rb + r as usize) * n;
+        macro_rules! un {
+            ($d:expr, $a:expr, $f:expr) => {{
+                un(&self.regs, &mut self.out, n, ro($a), $f);
+                commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+            }};
+        }
+        macro_rules! bin {
+            ($d:expr, $a:expr, $b:expr, $f:expr) => {{
+                bin(&self.regs, &mut self.out, n, ro($a), ro($b), $f);
+                commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+            }};
+        }
+        macro_rules! tern {
+            ($d:expr, $a:expr, $b:expr, $c:expr, $f:expr) => {{
+                tern(&self.regs, &mut self.out, n, ro($a), ro($b), ro($c), $f);
+                commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+            }};
+        }
+        match *inst {
+            Inst::Un { op, d, a } => exec_un!(un, op, d, a),
+            Inst::Bin { op, d, a, b } => exec_bin!(bin, op, d, a, b),
+            Inst::Tern { op, d, a, b, c } => exec_tern!(tern, op, d, a, b, c),
+            Inst::Bfi { w, d, f, b, pos, len } => {
+                let bits = w.bits() as u64;
+                let (po, lo) = (ro(pos), ro(len));
+                for l in 0..n {
+                    let p = self.regs[po + l] & 0xFF;
+                    let ln = self.regs[lo + l] & 0xFF;
+                    let mut v = self.regs[ro(b) + l];
+                    let fv = self.regs[ro(f) + l];
+                    let mut i = 0;
+                    while i < ln && p + i < bits {
+                        let bit = (fv >> i) & 1;
+                        v = (v & !(1 << (p + i))) | (bit << (p + i));
+                        i += 1;
+                    }
+                    self.out[l] = v & mask_bits(bits as u32);
+                }
+                commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
+            }
+            Inst::Setp { ty, cmp, ftz, d, dn, a, b, comb } => {
+                bin(&self.regs, &mut self.out, n, ro(a), ro(b), |x, y| compare(ty, cmp, ftz, x, y) as u64);
+                if let Some((op, c, neg)) = comb {
+                    let co = ro(c);
+                    for l in 0..n {
+                        let cv = (self.regs[co + l] & 1) ^ neg as u64;
+                        let t = self.out[l];
+                        self.out[l] = boolop(op, t, cv);
+                        self.out2[l] = boolop(op, t ^ 1, cv);
+                    }
+                } else {
+                    for l in 0..n {
+                        self.out2[l] = self.out[l] ^ 1;
+                    }
+                }
+                commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
+                if let Some(q) = dn {
+                    commit(&mut self.regs, ro(q), &self.out2, n, &em, full, nw);
+                }
+            }
+            Inst::Set { ty, cmp, ftz, d, float_result, a, b, comb } => {
+                bin(&self.regs, &mut self.out, n, ro(a), ro(b), |x, y| compare(ty, cmp, ftz, x, y) as u64);
+                if let Some((op, c, neg)) = comb {
+                    let co = ro(c);
+                    for l in 0..n {
+                        let cv = (self.regs[co + l] & 1) ^ neg as u64;
+                        self.out[l] = boolop(op, self.out[l], cv);
+                    }
+                }
+                for l in 0..n {
+                    self.out[l] = match (self.out[l] != 0, float_result) {
+                        (true, true) => 1.0f32.to_bits() as u64,
+                        (false, true) => 0,
+                        (true, false) => 0xFFFF_FFFF,
+                        (false, false) => 0,
+                    };
+                }
+                commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
+            }
+            Inst::FrameAddr { d, off } => {
+                let v = lb as u64 + off as u64;
+                let o = ro(d);
+                em.for_each(nw, |l| self.regs[o + l] = v);
+            }
+            Inst::Cvta { to_generic, space, d, a, dmask } => {
+                let base = match space {
+                    Space::Shared => SHARED_BASE,
+                    Space::Local => LOCAL_BASE,
+                    _ => 0,
+                };
+                if to_generic {
+                    un!(d, a, |x| x.wrapping_add(base) & dmask)
+                } else {
+                    un!(d, a, |x| x.wrapping_sub(base) & dmask)
+                }
+            }
+            Inst::Ld { space, size, sext, dmask, n: cnt, d, addr } => {
+                let sbits = size as u32 * 8;
+                em.try_each(nw, |l| {
+                    let a = self.address(&addr, rb, lb, l);
+                    for k in 0..cnt as usize {
+                        let ea = a.wrapping_add((k * size as usize) as u64);
+                        let v = self.load(space, ea, size, l).map_err(|(fault, sp)| Stop::Mem {
+                            lane: l,
+                            addr: ea,
+                            size: size as u32,
+                            space: sp,
+                            fault,
+                            write: false,
+                            line,
+                        })?;
+                        let v = if sext && sbits < 64 { sx(v, sbits) as u64 } else { v };
+                        self.regs[ro(d[k]) + l] = v & dmask;
+                    }
+                    Ok(())
+                })?;
+            }
+            Inst::St { space, size, n: cnt, a: srcs, addr } => {
+                let vm = mask_bits(size as u32 * 8);
+                em.try_each(nw, |l| {
+                    let a = self.address(&addr, rb, lb, l);
+                    for (k, &s) in srcs.iter().enumerate().take(cnt as usize) {
+                        let ea = a.wrapping_add((k * size as usize) as u64);
+                        let v = self.regs[ro(s) + l] & vm;
+                        self.store(space, ea, size, v, l).map_err(|(fault, sp)| Stop::Mem {
+                            lane: l,
+                            addr: ea,
+                            size: size as u32,
+                            space: sp,
+                            fault,
+                            write: true,
+                            line,
+                        })?;
+                    }
+                    Ok(())
+                })?;
+            }
+            Inst::Atom { space, op, size, f, d, addr, b, c } => {
+                em.try_each(nw, |l| {
+                    let a = self.address(&addr, rb, lb, l);
+                    let bv = self.regs[ro(b) + l];
+                    let cv = self.regs[ro(c) + l];
+                    let old = self.atomic(space, a, op, size, f, bv, cv, l).map_err(|(fault, sp)| Stop::Mem {
+                        lane: l,
+                        addr: a,
+                        size: size as u32,
+                        space: sp,
+                        fault,
+                        write: true,
+                        line,
+                    })?;
+                    if let Some(d) = d {
+                        self.regs[ro(d) + l] = old;
+                    }
+                    Ok(())
+                })?;
+            }
+            Inst::Shfl { mode, d, p, a, b, c } => {
+                let (ao, bo, co) = (ro(a), ro(b), ro(c));
+                em.for_each(nw, |l| {
+                    let lane = (l & 31) as u32;
+                    let base = l & !31;
+                    let bval = self.regs[bo + l] as u32 & 31;
+                    let cv = self.regs[co + l] as u32;
+                    let cval = cv & 31;
+                    let seg = (cv >> 8) & 31;
+                    let max_lane = (lane & seg) | (cval & !seg);
+                    let min_lane = lane & seg;
+                    let (j, ok) = match mode {
+                        ShflMode::Up => {
+                            let j = lane as i32 - bval as i32;
+                            (j, j >= max_lane as i32)
+                        }
+                        ShflMode::Down => {
+                            let j = (lane + bval) as i32;
+                            (j, j <= max_lane as i32)
+                        }
+                        ShflMode::Bfly => {
+                            let j = (lane ^ bval) as i32;
+                            (j, j <= max_lane as i32)
+                        }
+                        ShflMode::Idx => {
+                            let j = (min_lane | (bval & !seg)) as i32;
+                            (j, j <= max_lane as i32)
+                        }
+                    };
+                    let src = if ok { base + j as usize } else { l };
+                    let src = if src < n { src } else { l };
+                    self.out[l] = self.regs[ao + src] & 0xFFFF_FFFF;
+                    self.out2[l] = ok as u64;
+                });
+                commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
+                if let Some(p) = p {
+                    commit(&mut self.regs, ro(p), &self.out2, n, &em, full, nw);
+                }
+            }
+            Inst::Vote { mode, d, a, neg } => {
+                let pm = self.pred_mask(rb, a, neg, em);
+                let o = ro(d);
+                for w in 0..n.div_ceil(32) {
+                    let act = em.warp(w);
+                    if act == 0 {
+                        continue;
+                    }
+                    let ballot = pm.warp(w);
+                    let v = match mode {
+                        VoteMode::Ballot => ballot as u64,
+                        VoteMode::All => (ballot == act) as u64,
+                        VoteMode::Any => (ballot != 0) as u64,
+                        VoteMode::Uni => (ballot == 0 || ballot == act) as u64,
+                    };
+                    for k in 0..32 {
+                        if act >> k & 1 != 0 {
+                            self.regs[o + w * 32 + k] = v;
+                        }
+                    }
+                }
+            }
+            Inst::Activemask { d } => {
+                let o = ro(d);
+                em.for_each(nw, |l| self.regs[o + l] = em.warp(l >> 5) as u64);
+            }
+            Inst::Clock { d, wide } => {
+                let v = if wide { self.count } else { self.count & 0xFFFF_FFFF };
+                let o = ro(d);
+                em.for_each(nw, |l| self.regs[o + l] = v);
+            }
+            Inst::Nop => {}
+            Inst::Bra { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Call { .. } => {
+                unreachable!("control flow is handled by the scheduler")
+            }
+        }
+        Ok(())
+    }
+}
+
+#[inline]
+fn read_le(s: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..s.len()].copy_from_slice(s);
+    u64::from_le_bytes(b)
+}
+
+#[inline]
+fn write_le(s: &mut [u8], v: u64) {
+    let n = s.len();
+    s.copy_from_slice(&v.to_le_bytes()[..n]);
+}
+
+#[inline]
+fn boolop(op: BoolOp, a: u64, b: u64) -> u64 {
+    match op {
+        BoolOp::And => a & b,
+        BoolOp::Or => a | b,
+        BoolOp::Xor => a ^ b,
+    }
+}
+
+#[inline]
+fn compare(ty: CmpTy, cmp: Cmp, ftz: bool, x: u64, y: u64) -> bool {
+    use std::cmp::Ordering as O;
+    let ord = match ty {
+        CmpTy::F(f) => return cmp_f64(to_f64(x, f, ftz), to_f64(y, f, ftz), cmp),
+        CmpTy::U(w) | CmpTy::B(w) => {
+            let m = w_mask(w);
+            (x & m).cmp(&(y & m))
+        }
+        CmpTy::S(w) => sx(x, w.bits()).cmp(&sx(y, w.bits())),
+    };
+    match cmp {
+        Cmp::Eq | Cmp::Equ => ord == O::Equal,
+        Cmp::Ne | Cmp::Neu => ord != O::Equal,
+        Cmp::Lt | Cmp::Ltu => ord == O::Less,
+        Cmp::Le | Cmp::Leu => ord != O::Greater,
+        Cmp::Gt | Cmp::Gtu => ord == O::Greater,
+        Cmp::Ge | Cmp::Geu => ord != O::Less,
+        Cmp::Num => true,
+        Cmp::Nan => false,
+    }
+}
+
+fn atom_new(op: AtomOp, size: u8, f: Option<F>, old: u64, b: u64, c: u64) -> u64 {
+    let bits = size as u32 * 8;
+    let m = mask_bits(bits);
+    match op {
+        AtomOp::Add => old.wrapping_add(b) & m,
+        AtomOp::FAdd => match f {
+            Some(F::F64) => b64(f64v(old) + f64v(b)),
+            // Global f32 atomic add flushes subnormals and rounds to nearest.
+            _ => b32(ftz32(ftz32(f32v(old)) + ftz32(f32v(b)))),
+        },
+        AtomOp::Min(s) => {
+            if s {
+                if sx(b, bits) < sx(old, bits) { b & m } else { old }
+            } else {
+                (old & m).min(b & m)
+            }
+        }
+        AtomOp::Max(s) => {
+            if s {
+                if sx(b, bits) > sx(old, bits) { b & m } else { old }
+            } else {
+                (old & m).max(b & m)
+            }
+        }
+        AtomOp::FMin | AtomOp::FMax => old,
+        AtomOp::Inc => {
+            if (old & m) >= (b & m) { 0 } else { (old + 1) & m }
+        }
+        AtomOp::Dec => {
+            if old & m == 0 || (old & m) > (b & m) { b & m } else { (old - 1) & m }
+        }
+        AtomOp::And => old & b & m,
+        AtomOp::Or => (old | b) & m,
+        AtomOp::Xor => (old ^ b) & m,
+        AtomOp::Exch => b & m,
+        AtomOp::Cas => {
+            if old & m == b & m { c & m } else { old }
+        }
+    }
+}

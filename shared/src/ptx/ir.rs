@@ -1,0 +1,469 @@
+//! The lowered form the executor runs: per function, a flat list of typed instructions whose operands
+//! are register indices (immediates live in constant registers filled once per frame), whose branch
+//! targets are instruction indices and whose reconvergence points are precomputed.
+
+/// A register index within one function's register file.
+pub(crate) type R = u32;
+
+/// Integer widths of arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum W {
+    W16,
+    W32,
+    W64,
+}
+
+impl W {
+    pub fn bits(self) -> u32 {
+        match self {
+            W::W16 => 16,
+            W::W32 => 32,
+            W::W64 => 64,
+        }
+    }
+}
+
+/// Float formats of arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum F {
+    F16,
+    BF16,
+    F32,
+    F64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rnd {
+    Rn,
+    Rz,
+    Rm,
+    Rp,
+}
+
+/// Scalar types as PTX spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ty {
+    B8,
+    B16,
+    B32,
+    B64,
+    B128,
+    U8,
+    U16,
+    U32,
+    U64,
+    S8,
+    S16,
+    S32,
+    S64,
+    F16,
+    F16x2,
+    BF16,
+    BF16x2,
+    F32,
+    F64,
+    Pred,
+}
+
+impl Ty {
+    pub fn parse(s: &str) -> Option<Ty> {
+        Some(match s {
+            "b8" => Ty::B8,
+            "b16" => Ty::B16,
+            "b32" => Ty::B32,
+            "b64" => Ty::B64,
+            "b128" => Ty::B128,
+            "u8" => Ty::U8,
+            "u16" => Ty::U16,
+            "u32" => Ty::U32,
+            "u64" => Ty::U64,
+            "s8" => Ty::S8,
+            "s16" => Ty::S16,
+            "s32" => Ty::S32,
+            "s64" => Ty::S64,
+            "f16" => Ty::F16,
+            "f16x2" => Ty::F16x2,
+            "bf16" => Ty::BF16,
+            "bf16x2" => Ty::BF16x2,
+            "f32" => Ty::F32,
+            "f64" => Ty::F64,
+            "pred" => Ty::Pred,
+            _ => return None,
+        })
+    }
+    pub fn bits(self) -> u32 {
+        match self {
+            Ty::B8 | Ty::U8 | Ty::S8 => 8,
+            Ty::B16 | Ty::U16 | Ty::S16 | Ty::F16 | Ty::BF16 => 16,
+            Ty::B32 | Ty::U32 | Ty::S32 | Ty::F32 | Ty::F16x2 | Ty::BF16x2 => 32,
+            Ty::B64 | Ty::U64 | Ty::S64 | Ty::F64 => 64,
+            Ty::B128 => 128,
+            Ty::Pred => 1,
+        }
+    }
+    pub fn bytes(self) -> u32 {
+        (self.bits() / 8).max(1)
+    }
+    pub fn is_signed(self) -> bool {
+        matches!(self, Ty::S8 | Ty::S16 | Ty::S32 | Ty::S64)
+    }
+    pub fn is_float(self) -> bool {
+        matches!(self, Ty::F16 | Ty::BF16 | Ty::F32 | Ty::F64 | Ty::F16x2 | Ty::BF16x2)
+    }
+    pub fn float(self) -> Option<F> {
+        match self {
+            Ty::F16 => Some(F::F16),
+            Ty::BF16 => Some(F::BF16),
+            Ty::F32 => Some(F::F32),
+            Ty::F64 => Some(F::F64),
+            _ => None,
+        }
+    }
+    pub fn int_w(self) -> Option<W> {
+        match self.bits() {
+            16 if !self.is_float() => Some(W::W16),
+            32 if !self.is_float() => Some(W::W32),
+            64 if !self.is_float() => Some(W::W64),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn mask_bits(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Space {
+    Global,
+    Shared,
+    Local,
+    Const,
+    /// The kernel's parameter buffer (read-only, block-uniform).
+    KParam,
+    Generic,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Base {
+    Reg(R),
+    /// The offset alone is the address.
+    Abs,
+    /// The offset is relative to the current call frame's local base.
+    Frame,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Addr {
+    pub base: Base,
+    pub off: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Sreg {
+    Tid(u8),
+    Ntid(u8),
+    Ctaid(u8),
+    Nctaid(u8),
+    LaneId,
+    WarpId,
+    NWarpId,
+    SmId,
+    NSmId,
+    GridId,
+    LaneMaskEq,
+    LaneMaskLt,
+    LaneMaskLe,
+    LaneMaskGt,
+    LaneMaskGe,
+    DynSmemSize,
+    TotalSmemSize,
+    Zero,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// Unordered forms (true when either operand is NaN).
+    Equ,
+    Neu,
+    Ltu,
+    Leu,
+    Gtu,
+    Geu,
+    Num,
+    Nan,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CmpTy {
+    U(W),
+    S(W),
+    B(W),
+    F(F),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BoolOp {
+    And,
+    Or,
+    Xor,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FMode {
+    /// `.rn/.rz/.rm/.rp` IEEE operations.
+    Ieee(Rnd),
+    /// `.approx` (and `.full` for division).
+    Approx,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FFlags {
+    pub ftz: bool,
+    pub sat: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnOp {
+    /// `d = a & mask`
+    Mov(u64),
+    /// `d = (a >> shift) & mask`: unpacking halves of a wider register.
+    Extract(u8, u64),
+    Neg(W),
+    Abs(W),
+    Not(u64),
+    CNot(u64),
+    Popc(W),
+    Clz(W),
+    Brev(W),
+    Bfind { w: W, signed: bool, shiftamt: bool },
+    FNeg(F, bool),
+    FAbs(F, bool),
+    FRcp(F, FMode, bool),
+    FSqrt(F, FMode, bool),
+    FRsqrt(F, bool),
+    FSin(bool),
+    FCos(bool),
+    FLg2(bool),
+    FEx2(F, bool),
+    FTanh(F),
+    Testp(F, Testp),
+    Cvt(Cvt),
+    /// Predicate from `.pred` operand with negation handled at lowering (`not.pred`).
+    PredNot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Testp {
+    Finite,
+    Infinite,
+    Number,
+    NotANumber,
+    Normal,
+    Subnormal,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cvt {
+    pub from: Ty,
+    pub to: Ty,
+    /// Float rounding (`.rn...`) or round-to-integer (`.rni...`, stored as `int_round`).
+    pub rnd: Option<Rnd>,
+    pub int_round: bool,
+    pub ftz: bool,
+    pub sat: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BinOp {
+    Add(W),
+    Sub(W),
+    AddSatS32,
+    SubSatS32,
+    MulLo(W),
+    MulHiU(W),
+    MulHiS(W),
+    MulWideU(W),
+    MulWideS(W),
+    Mul24Lo(bool),
+    Mul24Hi(bool),
+    DivU(W),
+    DivS(W),
+    RemU(W),
+    RemS(W),
+    MinU(W),
+    MinS(W),
+    MaxU(W),
+    MaxS(W),
+    And,
+    Or,
+    Xor,
+    Shl(W),
+    ShrU(W),
+    ShrS(W),
+    FAdd(F, Rnd, FFlags),
+    FSub(F, Rnd, FFlags),
+    FMul(F, Rnd, FFlags),
+    FDiv(F, FMode, bool),
+    FMin(F, bool, bool),
+    FMax(F, bool, bool),
+    CopySign(F),
+    /// `d = a | b << shift`: packing a vector operand into a wider register.
+    Pack(u8),
+    /// Packed half-precision pairs: op on both 16-bit lanes.
+    H2(H2Op, F),
+    Bmsk,
+    PredAnd,
+    PredOr,
+    PredXor,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum H2Op {
+    Add,
+    Sub,
+    Mul,
+    Min,
+    Max,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TernOp {
+    MadLo(W),
+    MadHiU(W),
+    MadHiS(W),
+    MadWideU(W),
+    MadWideS(W),
+    Mad24Lo(bool),
+    MadHiSatS32,
+    Fma(F, Rnd, FFlags),
+    /// `mad.f32` without rounding: fused like the hardware does.
+    Selp,
+    SlctS(W),
+    SlctF(bool),
+    Bfe { w: W, signed: bool },
+    Prmt(Prmt),
+    ShfL { w: bool, wrap: bool },
+    ShfR { wrap: bool },
+    SadU(W),
+    SadS(W),
+    Lop3(u8),
+    FmaH2(F),
+    /// `add.cc`-free 3-way: `dp`/ others unused.
+    Bfi0,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prmt {
+    Default,
+    F4e,
+    B4e,
+    Rc8,
+    Ecl,
+    Ecr,
+    Rc16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AtomOp {
+    Add,
+    FAdd,
+    Min(bool),
+    Max(bool),
+    FMin,
+    FMax,
+    Inc,
+    Dec,
+    And,
+    Or,
+    Xor,
+    Exch,
+    Cas,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShflMode {
+    Up,
+    Down,
+    Bfly,
+    Idx,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VoteMode {
+    All,
+    Any,
+    Uni,
+    Ballot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BarRed {
+    Popc,
+    And,
+    Or,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct CallArg {
+    /// Byte offset of the argument in the caller's frame.
+    pub caller: u32,
+    /// Byte offset of the parameter in the callee's frame.
+    pub callee: u32,
+    pub size: u32,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Inst {
+    Un { op: UnOp, d: R, a: R },
+    Bin { op: BinOp, d: R, a: R, b: R },
+    Tern { op: TernOp, d: R, a: R, b: R, c: R },
+    Bfi { w: W, d: R, f: R, b: R, pos: R, len: R },
+    Setp { ty: CmpTy, cmp: Cmp, ftz: bool, d: R, dn: Option<R>, a: R, b: R, comb: Option<(BoolOp, R, bool)> },
+    /// `set`: like `setp` but writes all-ones/zero or 1.0/0.0 into a register.
+    Set { ty: CmpTy, cmp: Cmp, ftz: bool, d: R, float_result: bool, a: R, b: R, comb: Option<(BoolOp, R, bool)> },
+    /// The address of a frame slot (local variable or `.param` of a function) in the local window.
+    FrameAddr { d: R, off: u32 },
+    Ld { space: Space, size: u8, sext: bool, dmask: u64, n: u8, d: [R; 4], addr: Addr },
+    St { space: Space, size: u8, n: u8, a: [R; 4], addr: Addr },
+    Atom { space: Space, op: AtomOp, size: u8, f: Option<F>, d: Option<R>, addr: Addr, b: R, c: R },
+    Cvta { to_generic: bool, space: Space, d: R, a: R, dmask: u64 },
+    Bra { target: u32, reconv: u32 },
+    Ret,
+    Exit,
+    Trap,
+    Bar { count: Option<R>, red: Option<(BarRed, R, bool)>, d: Option<R>, arrive: bool },
+    Shfl { mode: ShflMode, d: R, p: Option<R>, a: R, b: R, c: R },
+    Vote { mode: VoteMode, d: R, a: R, neg: bool },
+    Activemask { d: R },
+    Clock { d: R, wide: bool },
+    Call { func: u32, args: Vec<CallArg>, rets: Vec<CallArg> },
+    Nop,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Instr {
+    pub guard: Option<(R, bool)>,
+    pub inst: Inst,
+    pub line: u32,
+}
+
+/// Addresses of the device address space. Buffers live at `(slot + 1) << REGION_SHIFT`; module
+/// variables, the shared and the local windows sit above every buffer, so a pointer that strays
+/// out of one buffer lands in no other.
+pub(crate) const REGION_SHIFT: u32 = 36;
+pub(crate) const MAX_REGION_SLOTS: u64 = 1 << 19;
+pub(crate) const MODVAR_BASE: u64 = 0x0100_0000_0000_0000;
+pub(crate) const SHARED_BASE: u64 = 0x0200_0000_0000_0000;
+pub(crate) const LOCAL_BASE: u64 = 0x0300_0000_0000_0000;
+pub(crate) const WINDOW_MASK: u64 = 0xFF00_0000_0000_0000;

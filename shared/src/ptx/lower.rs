@@ -1,0 +1,1902 @@
+//! Lowering the syntax tree into the executor's instruction lists: names resolved to registers,
+//! frame slots and addresses; opcodes decoded into typed operations; branch targets and
+//! reconvergence points computed. Everything that can be rejected is rejected here.
+
+use std::collections::HashMap;
+
+use super::ir::*;
+use super::memory::Region;
+use super::parse::{self, InitElem, Lit, Operand, Stmt, VarDecl};
+use super::{Entry, Module, ParamInfo, PtxError};
+
+/// Largest static + dynamic shared memory a block may use (bytes), as on sm_90.
+pub const MAX_SHARED_BYTES: u64 = 228 * 1024;
+/// Largest per-thread local frame (bytes), as the hardware allows.
+pub const MAX_LOCAL_BYTES: u64 = 512 * 1024;
+
+pub(crate) struct Function {
+    pub name: String,
+    pub is_entry: bool,
+    pub defined: bool,
+    pub insts: Vec<Instr>,
+    pub nregs: u32,
+    pub consts: Vec<(R, u64)>,
+    pub sregs: Vec<(R, Sreg)>,
+    /// Bytes of this function's own frame (locals, `.param` slots) per thread.
+    pub frame_size: u32,
+    /// Frame offsets and sizes of the formal parameters and return values (`.func`).
+    pub formals: Vec<(u32, u32)>,
+    pub returns: Vec<(u32, u32)>,
+    /// Deepest frame use of any call chain starting here, per thread.
+    pub stack_size: u64,
+    /// Per instruction: every path from here ends the thread without passing a barrier. Lanes
+    /// parked at such a point do not hold up a barrier of their block (they will exit first).
+    pub exit_bound: Vec<bool>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Sym {
+    Reg(R),
+    Frame(u32),
+    KParam(u32),
+    Shared(u32),
+    DynShared,
+    Var(u64),
+    Func(u32),
+}
+
+fn align_up(x: u64, a: u64) -> u64 {
+    let a = a.max(1);
+    x.div_ceil(a) * a
+}
+
+fn decl_ty(d: &VarDecl) -> Result<Ty, PtxError> {
+    Ty::parse(d.ty.trim_start_matches('.'))
+        .ok_or_else(|| PtxError::new(d.line, format!("unsupported type `{}` of `{}`", d.ty, d.name)))
+}
+
+fn decl_size(d: &VarDecl, init_len: Option<u64>) -> Result<u64, PtxError> {
+    let ty = decl_ty(d)?;
+    let mut n: u64 = d.vec as u64;
+    for dim in &d.dims {
+        match dim {
+            Some(k) => n = n.saturating_mul(*k),
+            None => match init_len {
+                Some(l) => n = n.saturating_mul(l),
+                None => n = 0,
+            },
+        }
+    }
+    Ok(n.saturating_mul(ty.bytes() as u64))
+}
+
+fn decl_align(d: &VarDecl) -> Result<u64, PtxError> {
+    let ty = decl_ty(d)?;
+    Ok(d.align.map(|a| a as u64).unwrap_or((ty.bytes() * d.vec) as u64).max(1))
+}
+
+pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
+    let pm = parse::parse(text)?;
+    if pm.address_size == Some(32) {
+        return Err(PtxError::new(1, "32-bit addressing (`.address_size 32`) is not supported".into()));
+    }
+    let mut globals: HashMap<String, Sym> = HashMap::new();
+    let mut func_index: HashMap<String, u32> = HashMap::new();
+    for (i, f) in pm.funcs.iter().enumerate() {
+        match func_index.get(&f.name) {
+            Some(&j) => {
+                // A prototype followed by its definition: keep the definition.
+                if pm.funcs[j as usize].body.is_none() {
+                    func_index.insert(f.name.clone(), i as u32);
+                } else if f.body.is_some() {
+                    return Err(PtxError::new(f.line, format!("function `{}` is defined twice", f.name)));
+                }
+            }
+            None => {
+                func_index.insert(f.name.clone(), i as u32);
+            }
+        }
+    }
+    // Shared memory: module-level and function-level `.shared` share one block layout.
+    let mut shared_size: u64 = 0;
+    let mut dyn_align: u64 = 16;
+    let mut place_shared = |d: &VarDecl, size_out: &mut u64| -> Result<Option<u32>, PtxError> {
+        if d.is_extern || (d.is_array && d.dims.first() == Some(&None) && d.init.is_none()) {
+            dyn_align = dyn_align.max(decl_align(d)?);
+            return Ok(None);
+        }
+        let a = decl_align(d)?;
+        let off = align_up(*size_out, a);
+        let size = decl_size(d, None)?;
+        *size_out = off.saturating_add(size);
+        if *size_out > MAX_SHARED_BYTES {
+            return Err(PtxError::new(
+                d.line,
+                format!(
+                    "shared memory of {} bytes (through `{}`) exceeds the {} byte limit of a block",
+                    *size_out, d.name, MAX_SHARED_BYTES
+                ),
+            ));
+        }
+        Ok(Some(off as u32))
+    };
+    let mut var_regions: Vec<Region> = Vec::new();
+    let mut var_names: Vec<String> = Vec::new();
+    let mut pending_inits: Vec<(usize, &VarDecl)> = Vec::new();
+    for v in &pm.vars {
+        match v.space.as_str() {
+            ".shared" => {
+                let sym = match place_shared(v, &mut shared_size)? {
+                    Some(off) => Sym::Shared(off),
+                    None => Sym::DynShared,
+                };
+                globals.insert(v.name.clone(), sym);
+            }
+            ".global" | ".const" => {
+                let init_len = v.init.as_ref().map(|i| i.len() as u64 / v.vec as u64);
+                let size = decl_size(v, init_len)?;
+                if size >= (1u64 << REGION_SHIFT) {
+                    return Err(PtxError::new(v.line, format!("variable `{}` is too large ({size} bytes)", v.name)));
+                }
+                if var_regions.len() as u64 >= MAX_REGION_SLOTS {
+                    return Err(PtxError::new(v.line, "too many module variables".into()));
+                }
+                let idx = var_regions.len();
+                let region = Region::new(size, v.space == ".const")
+                    .map_err(|e| PtxError::new(v.line, format!("variable `{}`: {e}", v.name)))?;
+                var_regions.push(region);
+                var_names.push(v.name.clone());
+                globals.insert(v.name.clone(), Sym::Var(MODVAR_BASE + ((idx as u64) << REGION_SHIFT)));
+                if v.init.is_some() {
+                    pending_inits.push((idx, v));
+                }
+            }
+            ".local" => {
+                return Err(PtxError::new(v.line, format!("module-level `.local` variable `{}` is not supported", v.name)))
+            }
+            s => return Err(PtxError::new(v.line, format!("unsupported module-level `{s}` variable `{}`", v.name))),
+        }
+    }
+    for (name, &i) in &func_index {
+        globals.entry(name.clone()).or_insert(Sym::Func(i));
+    }
+    for (idx, v) in pending_inits {
+        let bytes = init_bytes(v, &globals)?;
+        let region = &var_regions[idx];
+        let n = bytes.len().min(region.size() as usize);
+        region.write(0, &bytes[..n]);
+    }
+    // Pre-place function-level shared variables, in statement order.
+    let mut fn_shared: Vec<Vec<Sym>> = Vec::with_capacity(pm.funcs.len());
+    for f in &pm.funcs {
+        let mut v = Vec::new();
+        for s in f.body.iter().flatten() {
+            if let Stmt::Decl(d) = s {
+                if d.space == ".shared" {
+                    v.push(match place_shared(d, &mut shared_size)? {
+                        Some(off) => Sym::Shared(off),
+                        None => Sym::DynShared,
+                    });
+                }
+            }
+        }
+        fn_shared.push(v);
+    }
+    let dyn_base = align_up(shared_size, dyn_align);
+
+    let mut funcs = Vec::with_capacity(pm.funcs.len());
+    for (i, f) in pm.funcs.iter().enumerate() {
+        let lf = FnLower::new(&globals, &func_index, &pm.funcs, dyn_base as u32);
+        funcs.push(lf.lower(f, std::mem::take(&mut fn_shared[i]))?);
+    }
+    // Frame sizes of call chains; recursion is rejected.
+    let n = funcs.len();
+    let mut state = vec![0u8; n];
+    let mut stack_size = vec![0u64; n];
+    fn visit(
+        i: usize,
+        funcs: &[Function],
+        state: &mut [u8],
+        stack: &mut [u64],
+    ) -> Result<u64, PtxError> {
+        match state[i] {
+            2 => return Ok(stack[i]),
+            1 => {
+                return Err(PtxError::new(
+                    1,
+                    format!("recursive call involving `{}` is not supported", funcs[i].name),
+                ))
+            }
+            _ => {}
+        }
+        state[i] = 1;
+        let mut deepest = 0u64;
+        for ins in &funcs[i].insts {
+            if let Inst::Call { func, .. } = &ins.inst {
+                deepest = deepest.max(visit(*func as usize, funcs, state, stack)?);
+            }
+        }
+        state[i] = 2;
+        stack[i] = funcs[i].frame_size as u64 + deepest;
+        Ok(stack[i])
+    }
+    for i in 0..n {
+        visit(i, &funcs, &mut state, &mut stack_size)?;
+    }
+    for (f, s) in funcs.iter_mut().zip(&stack_size) {
+        f.stack_size = *s;
+    }
+    let mut entries = Vec::new();
+    for (i, f) in pm.funcs.iter().enumerate() {
+        if !f.is_entry || f.body.is_none() || func_index.get(&f.name) != Some(&(i as u32)) {
+            continue;
+        }
+        if stack_size[i] > MAX_LOCAL_BYTES {
+            return Err(PtxError::new(
+                f.line,
+                format!("kernel `{}` needs {} bytes of local memory per thread", f.name, stack_size[i]),
+            ));
+        }
+        let mut params = Vec::new();
+        let mut off = 0u64;
+        for p in &f.params {
+            let size = decl_size(p, None)?;
+            let align = decl_align(p)?;
+            off = align_up(off, align);
+            params.push(ParamInfo {
+                name: p.name.clone(),
+                offset: off as u32,
+                size: size as u32,
+                align: align as u32,
+                pointer: p.ptr,
+            });
+            off += size;
+        }
+        entries.push(Entry {
+            name: f.name.clone(),
+            func: i as u32,
+            params,
+            params_size: off as u32,
+        });
+    }
+    Ok(Module {
+        funcs,
+        entries,
+        vars: var_regions,
+        var_names,
+        static_shared: shared_size as u32,
+        dynamic_shared_base: dyn_base as u32,
+        version: pm.version,
+        target: pm.target,
+    })
+}
+
+fn init_bytes(v: &VarDecl, globals: &HashMap<String, Sym>) -> Result<Vec<u8>, PtxError> {
+    let ty = decl_ty(v)?;
+    let w = ty.bytes() as usize;
+    let mut out = Vec::new();
+    for e in v.init.as_ref().into_iter().flatten() {
+        let bits: u64 = match (*e).clone() {
+            InitElem::Int(i) => {
+                if ty.is_float() {
+                    float_bits(ty, i as f64)
+                } else {
+                    i as u64
+                }
+            }
+            InitElem::Float(f) => float_bits(ty, f),
+            InitElem::F32(b) => {
+                if ty == Ty::F64 {
+                    (f32::from_bits(b) as f64).to_bits()
+                } else {
+                    b as u64
+                }
+            }
+            InitElem::F64(b) => {
+                if ty == Ty::F32 {
+                    (f64::from_bits(b) as f32).to_bits() as u64
+                } else {
+                    b
+                }
+            }
+            InitElem::Sym(name, off) => match globals.get(&name) {
+                Some(Sym::Var(a)) => a.wrapping_add(off as u64),
+                Some(Sym::Shared(o)) => SHARED_BASE + *o as u64 + off as u64,
+                _ => {
+                    return Err(PtxError::new(
+                        v.line,
+                        format!("initializer of `{}` refers to `{name}`, which is not a variable", v.name),
+                    ))
+                }
+            },
+        };
+        out.extend_from_slice(&bits.to_le_bytes()[..w.min(8)]);
+    }
+    Ok(out)
+}
+
+fn float_bits(ty: Ty, v: f64) -> u64 {
+    match ty {
+        Ty::F64 => v.to_bits(),
+        Ty::F32 => (v as f32).to_bits() as u64,
+        Ty::F16 => half::f16::from_f64(v).to_bits() as u64,
+        Ty::BF16 => half::bf16::from_f64(v).to_bits() as u64,
+        _ => v as i64 as u64,
+    }
+}
+
+fn sreg_of(name: &str) -> Option<Sreg> {
+    let dim = |s: &str| match s {
+        "x" => Some(0u8),
+        "y" => Some(1),
+        "z" => Some(2),
+        _ => None,
+    };
+    if let Some((base, d)) = name.rsplit_once('.') {
+        let d = dim(d)?;
+        return Some(match base {
+            "%tid" => Sreg::Tid(d),
+            "%ntid" => Sreg::Ntid(d),
+            "%ctaid" => Sreg::Ctaid(d),
+            "%nctaid" => Sreg::Nctaid(d),
+            "%cluster_ctaid" | "%cluster_ctarank" => Sreg::Zero,
+            "%cluster_nctaid" => return Some(Sreg::Zero),
+            _ => return None,
+        });
+    }
+    Some(match name {
+        "%laneid" => Sreg::LaneId,
+        "%warpid" => Sreg::WarpId,
+        "%nwarpid" => Sreg::NWarpId,
+        "%smid" => Sreg::SmId,
+        "%nsmid" => Sreg::NSmId,
+        "%gridid" => Sreg::GridId,
+        "%lanemask_eq" => Sreg::LaneMaskEq,
+        "%lanemask_lt" => Sreg::LaneMaskLt,
+        "%lanemask_le" => Sreg::LaneMaskLe,
+        "%lanemask_gt" => Sreg::LaneMaskGt,
+        "%lanemask_ge" => Sreg::LaneMaskGe,
+        "%dynamic_smem_size" => Sreg::DynSmemSize,
+        "%total_smem_size" => Sreg::TotalSmemSize,
+        "%cluster_ctarank" | "%cluster_nctarank" | "%is_explicit_cluster" => Sreg::Zero,
+        n if n.starts_with("%envreg") || n.starts_with("%pm") => Sreg::Zero,
+        _ => return None,
+    })
+}
+
+/// Opcode split into its base name, its type suffixes (in order) and its other modifiers.
+struct Opc<'a> {
+    base: &'a str,
+    types: Vec<Ty>,
+    mods: Vec<&'a str>,
+    full: &'a str,
+}
+
+impl<'a> Opc<'a> {
+    fn new(op: &'a str) -> Self {
+        let mut it = op.split('.');
+        let base = it.next().unwrap_or("");
+        let mut types = Vec::new();
+        let mut mods = Vec::new();
+        for p in it {
+            match Ty::parse(p) {
+                Some(t) => types.push(t),
+                None => mods.push(p),
+            }
+        }
+        Opc { base, types, mods, full: op }
+    }
+    fn has(&self, m: &str) -> bool {
+        self.mods.contains(&m)
+    }
+    fn rnd(&self) -> Option<Rnd> {
+        for m in &self.mods {
+            match *m {
+                "rn" => return Some(Rnd::Rn),
+                "rz" => return Some(Rnd::Rz),
+                "rm" => return Some(Rnd::Rm),
+                "rp" => return Some(Rnd::Rp),
+                _ => {}
+            }
+        }
+        None
+    }
+    fn int_rnd(&self) -> Option<Rnd> {
+        for m in &self.mods {
+            match *m {
+                "rni" => return Some(Rnd::Rn),
+                "rzi" => return Some(Rnd::Rz),
+                "rmi" => return Some(Rnd::Rm),
+                "rpi" => return Some(Rnd::Rp),
+                _ => {}
+            }
+        }
+        None
+    }
+    fn flags(&self) -> FFlags {
+        FFlags { ftz: self.has("ftz"), sat: self.has("sat") }
+    }
+}
+
+struct FnLower<'m> {
+    globals: &'m HashMap<String, Sym>,
+    func_index: &'m HashMap<String, u32>,
+    all: &'m [parse::Func],
+    dyn_base: u32,
+    scopes: Vec<HashMap<String, Sym>>,
+    reg_bits: Vec<u32>,
+    consts: HashMap<u64, R>,
+    const_list: Vec<(R, u64)>,
+    sregs: HashMap<Sreg, R>,
+    insts: Vec<Instr>,
+    labels: HashMap<String, u32>,
+    fixups: Vec<(usize, String, u32)>,
+    frame: u64,
+    is_entry: bool,
+    line: u32,
+    guard: Option<(R, bool)>,
+}
+
+type Res<T> = Result<T, PtxError>;
+
+impl<'m> FnLower<'m> {
+    fn new(
+        globals: &'m HashMap<String, Sym>,
+        func_index: &'m HashMap<String, u32>,
+        all: &'m [parse::Func],
+        dyn_base: u32,
+    ) -> Self {
+        FnLower {
+            globals,
+            func_index,
+            all,
+            dyn_base,
+            scopes: vec![HashMap::new()],
+            reg_bits: Vec::new(),
+            consts: HashMap::new(),
+            const_list: Vec::new(),
+            sregs: HashMap::new(),
+            insts: Vec::new(),
+            labels: HashMap::new(),
+            fixups: Vec::new(),
+            frame: 0,
+            is_entry: false,
+            line: 0,
+            guard: None,
+        }
+    }
+
+    fn err<T>(&self, msg: impl Into<String>) -> Res<T> {
+        Err(PtxError::new(self.line, msg.into()))
+    }
+
+    fn new_reg(&mut self, bits: u32) -> R {
+        self.reg_bits.push(bits);
+        (self.reg_bits.len() - 1) as R
+    }
+
+    fn frame_slot(&mut self, size: u64, align: u64) -> Res<u32> {
+        let off = align_up(self.frame, align.max(1));
+        self.frame = off + size;
+        if self.frame > MAX_LOCAL_BYTES {
+            return self.err(format!("local frame of {} bytes exceeds the {MAX_LOCAL_BYTES} byte limit", self.frame));
+        }
+        Ok(off as u32)
+    }
+
+    fn declare(&mut self, d: &VarDecl, shared: &mut std::vec::IntoIter<Sym>) -> Res<()> {
+        self.line = d.line;
+        match d.space.as_str() {
+            ".reg" => {
+                let ty = decl_ty(d)?;
+                let bits = ty.bits().min(64) * d.vec;
+                if bits > 64 {
+                    return self.err(format!("register `{}` wider than 64 bits is not supported", d.name));
+                }
+                match d.count {
+                    Some(k) => {
+                        if k > 1 << 20 {
+                            return self.err(format!("too many registers `{}<{k}>`", d.name));
+                        }
+                        for i in 0..k {
+                            let r = self.new_reg(bits);
+                            self.scopes.last_mut().unwrap().insert(format!("{}{}", d.name, i), Sym::Reg(r));
+                        }
+                    }
+                    None => {
+                        let r = self.new_reg(bits);
+                        self.scopes.last_mut().unwrap().insert(d.name.clone(), Sym::Reg(r));
+                    }
+                }
+            }
+            ".local" | ".param" => {
+                if d.init.is_some() {
+                    return self.err(format!("initialized `{}` variable `{}` is not supported", d.space, d.name));
+                }
+                let size = decl_size(d, None)?;
+                let off = self.frame_slot(size, decl_align(d)?)?;
+                self.scopes.last_mut().unwrap().insert(d.name.clone(), Sym::Frame(off));
+            }
+            ".shared" => {
+                let sym = shared.next().unwrap_or(Sym::DynShared);
+                self.scopes.last_mut().unwrap().insert(d.name.clone(), sym);
+            }
+            s => return self.err(format!("unsupported `{s}` declaration of `{}` inside a function", d.name)),
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, name: &str) -> Option<Sym> {
+        for s in self.scopes.iter().rev() {
+            if let Some(v) = s.get(name) {
+                return Some(*v);
+            }
+        }
+        self.globals.get(name).copied()
+    }
+
+    fn konst(&mut self, v: u64) -> R {
+        if let Some(&r) = self.consts.get(&v) {
+            return r;
+        }
+        let r = self.new_reg(64);
+        self.consts.insert(v, r);
+        self.const_list.push((r, v));
+        r
+    }
+
+    fn sreg(&mut self, s: Sreg) -> R {
+        if let Some(&r) = self.sregs.get(&s) {
+            return r;
+        }
+        let r = self.new_reg(32);
+        self.sregs.insert(s, r);
+        r
+    }
+
+    fn push(&mut self, inst: Inst) {
+        self.insts.push(Instr { guard: self.guard, inst, line: self.line });
+    }
+
+    fn lit_bits(&self, l: &Lit, ty: Ty) -> u64 {
+        let m = mask_bits(ty.bits());
+        match (l, ty.float()) {
+            (Lit::Int(v), None) => (*v as u64) & m,
+            (Lit::Int(v), Some(_)) => {
+                // Integer literals in float instructions are bit patterns when they fit, as ptxas reads them.
+                (*v as u64) & m
+            }
+            (Lit::F32(b), Some(F::F64)) => (f32::from_bits(*b) as f64).to_bits(),
+            (Lit::F32(b), Some(F::F16)) => half::f16::from_f32(f32::from_bits(*b)).to_bits() as u64,
+            (Lit::F32(b), Some(F::BF16)) => half::bf16::from_f32(f32::from_bits(*b)).to_bits() as u64,
+            (Lit::F32(b), _) => *b as u64 & m,
+            (Lit::F64(b), Some(F::F32)) => (f64::from_bits(*b) as f32).to_bits() as u64,
+            (Lit::F64(b), Some(F::F16)) => half::f16::from_f64(f64::from_bits(*b)).to_bits() as u64,
+            (Lit::F64(b), Some(F::BF16)) => half::bf16::from_f64(f64::from_bits(*b)).to_bits() as u64,
+            (Lit::F64(b), _) => *b & m,
+            (Lit::Float(f), Some(_)) => float_bits(ty, *f),
+            (Lit::Float(f), None) => (*f as i64 as u64) & m,
+        }
+    }
+
+    /// A source operand as a register (immediates become constant registers).
+    fn src(&mut self, o: &Operand, ty: Ty) -> Res<R> {
+        match o {
+            Operand::Name(n) => self.name_src(n, 0),
+            Operand::SymOff(n, off) => self.name_src(n, *off),
+            Operand::Lit(l) => {
+                let b = self.lit_bits(l, ty);
+                Ok(self.konst(b))
+            }
+            Operand::Not(_) => self.err("a negated predicate is not allowed here"),
+            _ => self.err("unexpected operand form"),
+        }
+    }
+
+    fn name_src(&mut self, n: &str, off: i64) -> Res<R> {
+        if let Some(s) = sreg_of(n) {
+            return Ok(self.sreg(s));
+        }
+        if n == "%clock" || n == "%clock64" || n.starts_with("%globaltimer") {
+            return self.err(format!("`{n}` may only be read by `mov`"));
+        }
+        match self.lookup(n) {
+            Some(Sym::Reg(r)) if off == 0 => Ok(r),
+            Some(Sym::Reg(_)) => self.err(format!("register `{n}` used with an offset")),
+            Some(Sym::KParam(o)) => Ok(self.konst((o as i64 + off) as u64)),
+            Some(Sym::Shared(o)) => Ok(self.konst((o as i64 + off) as u64)),
+            Some(Sym::DynShared) => Ok(self.konst((self.dyn_base as i64 + off) as u64)),
+            Some(Sym::Var(a)) => Ok(self.konst(a.wrapping_add(off as u64))),
+            Some(Sym::Frame(_)) => self.err(format!("the address of `{n}` may only be taken by `mov`")),
+            Some(Sym::Func(_)) => self.err(format!("function pointers (`{n}`) are not supported")),
+            None => self.err(format!("undeclared name `{n}`")),
+        }
+    }
+
+    fn pred_src(&mut self, o: &Operand) -> Res<(R, bool)> {
+        match o {
+            Operand::Not(n) => Ok((self.name_src(n, 0)?, true)),
+            Operand::Lit(Lit::Int(v)) => Ok((self.konst((*v != 0) as u64), false)),
+            o => Ok((self.src(o, Ty::Pred)?, false)),
+        }
+    }
+
+    fn dst(&mut self, o: &Operand) -> Res<R> {
+        match o {
+            Operand::Name(n) if n == "_" => Ok(self.new_reg(64)),
+            Operand::Name(n) => match self.lookup(n) {
+                Some(Sym::Reg(r)) => Ok(r),
+                Some(_) => self.err(format!("`{n}` is not a register")),
+                None if sreg_of(n).is_some() => self.err(format!("cannot write special register `{n}`")),
+                None => self.err(format!("undeclared register `{n}`")),
+            },
+            _ => self.err("destination must be a register"),
+        }
+    }
+
+    fn bits_of(&self, r: R) -> u32 {
+        self.reg_bits[r as usize]
+    }
+
+    fn lower(mut self, f: &parse::Func, shared: Vec<Sym>) -> Res<Function> {
+        self.is_entry = f.is_entry;
+        self.line = f.line;
+        let mut formals = Vec::new();
+        let mut returns = Vec::new();
+        if f.is_entry {
+            let mut off = 0u64;
+            for p in &f.params {
+                off = align_up(off, decl_align(p)?);
+                self.scopes[0].insert(p.name.clone(), Sym::KParam(off as u32));
+                off += decl_size(p, None)?;
+            }
+        } else {
+            for (list, out) in [(&f.rets, &mut returns), (&f.params, &mut formals)] {
+                for p in list.iter() {
+                    if p.space != ".param" {
+                        self.line = p.line;
+                        return self.err(format!(
+                            "parameter `{}` of `{}` is not a `.param` (register parameters are not supported)",
+                            p.name, f.name
+                        ));
+                    }
+                    let size = decl_size(p, None)?;
+                    let off = self.frame_slot(size, decl_align(p)?)?;
+                    self.scopes[0].insert(p.name.clone(), Sym::Frame(off));
+                    out.push((off, size as u32));
+                }
+            }
+        }
+        let Some(body) = &f.body else {
+            return Ok(Function {
+                name: f.name.clone(),
+                is_entry: f.is_entry,
+                defined: false,
+                insts: Vec::new(),
+                nregs: 0,
+                consts: Vec::new(),
+                sregs: Vec::new(),
+                frame_size: self.frame as u32,
+                formals,
+                returns,
+                stack_size: 0,
+                exit_bound: Vec::new(),
+            });
+        };
+        let mut shared = shared.into_iter();
+        for s in body {
+            match s {
+                Stmt::Decl(d) => self.declare(d, &mut shared)?,
+                Stmt::Label(l, line) => {
+                    if self.labels.insert(l.clone(), self.insts.len() as u32).is_some() {
+                        return Err(PtxError::new(*line, format!("label `{l}` defined twice")));
+                    }
+                }
+                Stmt::Open => self.scopes.push(HashMap::new()),
+                Stmt::Close => {
+                    self.scopes.pop();
+                }
+                Stmt::Inst(i) => {
+                    self.line = i.line;
+                    self.guard = match &i.guard {
+                        None => None,
+                        Some((p, neg)) => match self.lookup(p) {
+                            Some(Sym::Reg(r)) => Some((r, *neg)),
+                            _ => return self.err(format!("guard `{p}` is not a predicate register")),
+                        },
+                    };
+                    self.inst(i)?;
+                }
+            }
+        }
+        // A body that runs off its end returns.
+        self.guard = None;
+        self.push(Inst::Ret);
+        for (at, label, line) in std::mem::take(&mut self.fixups) {
+            let Some(&t) = self.labels.get(&label) else {
+                return Err(PtxError::new(line, format!("undefined label `{label}`")));
+            };
+            if let Inst::Bra { target, .. } = &mut self.insts[at].inst {
+                *target = t;
+            }
+        }
+        let reconv = reconvergence(&self.insts);
+        for (i, r) in reconv.into_iter().enumerate() {
+            if let Inst::Bra { reconv, .. } = &mut self.insts[i].inst {
+                *reconv = r;
+            }
+        }
+        let frame = align_up(self.frame, 16);
+        let exit_bound = exit_bound(&self.insts);
+        Ok(Function {
+            name: f.name.clone(),
+            is_entry: f.is_entry,
+            defined: true,
+            insts: self.insts,
+            nregs: self.reg_bits.len() as u32,
+            consts: self.const_list,
+            sregs: self.sregs.into_iter().map(|(s, r)| (r, s)).collect(),
+            frame_size: frame as u32,
+            formals,
+            returns,
+            stack_size: 0,
+            exit_bound,
+        })
+    }
+
+    fn want(&self, ops: &[Operand], n: usize, op: &str) -> Res<()> {
+        if ops.len() != n {
+            return self.err(format!("`{op}` takes {n} operands, found {}", ops.len()));
+        }
+        Ok(())
+    }
+
+    fn unsupported<T>(&self, op: &str) -> Res<T> {
+        self.err(format!("unsupported instruction `{op}`"))
+    }
+
+    fn ty1(&self, o: &Opc) -> Res<Ty> {
+        match o.types.last() {
+            Some(t) => Ok(*t),
+            None => self.err(format!("`{}` has no type", o.full)),
+        }
+    }
+
+    fn inst(&mut self, i: &parse::Inst) -> Res<()> {
+        let o = Opc::new(&i.opcode);
+        let ops = &i.operands;
+        match o.base {
+            "mov" => self.mov(&o, ops),
+            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "shl"
+            | "shr" | "copysign" | "mul24" => self.binary(&o, ops),
+            "mad" | "fma" | "mad24" | "sad" | "selp" | "slct" | "bfe" | "prmt" | "shf" | "lop3" => {
+                self.ternary(&o, ops)
+            }
+            "neg" | "abs" | "not" | "cnot" | "popc" | "clz" | "brev" | "bfind" | "rcp" | "sqrt"
+            | "rsqrt" | "sin" | "cos" | "lg2" | "ex2" | "tanh" | "testp" => self.unary(&o, ops),
+            "bfi" => {
+                self.want(ops, 5, o.full)?;
+                let ty = self.ty1(&o)?;
+                let w = ty.int_w().filter(|w| *w != W::W16).ok_or(()).or_else(|_| self.unsupported(o.full))?;
+                let d = self.dst(&ops[0])?;
+                let f = self.src(&ops[1], ty)?;
+                let b = self.src(&ops[2], ty)?;
+                let pos = self.src(&ops[3], Ty::U32)?;
+                let len = self.src(&ops[4], Ty::U32)?;
+                self.push(Inst::Bfi { w, d, f, b, pos, len });
+                Ok(())
+            }
+            "setp" | "set" => self.setp(&o, ops),
+            "cvt" => self.cvt(&o, ops),
+            "cvta" => {
+                self.want(ops, 2, o.full)?;
+                let to = o.has("to");
+                let space = if o.has("shared") || o.mods.iter().any(|m| m.starts_with("shared")) {
+                    Space::Shared
+                } else if o.has("local") {
+                    Space::Local
+                } else if o.has("global") || o.has("const") {
+                    Space::Global
+                } else if o.has("param") {
+                    return self.unsupported(o.full);
+                } else {
+                    return self.err(format!("`{}` names no state space", o.full));
+                };
+                let ty = self.ty1(&o)?;
+                let d = self.dst(&ops[0])?;
+                if let Operand::Name(n) = &ops[1] {
+                    if let Some(Sym::Frame(off)) = self.lookup(n) {
+                        // `cvta.local.u64 %rd, __local_depot0`
+                        let t = self.new_reg(64);
+                        self.push(Inst::FrameAddr { d: t, off });
+                        self.push(Inst::Cvta { to_generic: !to, space, d, a: t, dmask: mask_bits(ty.bits()) });
+                        return Ok(());
+                    }
+                }
+                let a = self.src(&ops[1], ty)?;
+                self.push(Inst::Cvta { to_generic: !to, space, d, a, dmask: mask_bits(ty.bits()) });
+                Ok(())
+            }
+            "ld" | "ldu" => self.ld(&o, ops),
+            "st" => self.st(&o, ops),
+            "atom" | "red" => self.atom(&o, ops),
+            "bra" | "brx" => {
+                if o.base == "brx" {
+                    return self.unsupported(o.full);
+                }
+                self.want(ops, 1, o.full)?;
+                let Operand::Name(l) = &ops[0] else { return self.err("`bra` needs a label") };
+                self.fixups.push((self.insts.len(), l.clone(), self.line));
+                self.push(Inst::Bra { target: 0, reconv: 0 });
+                Ok(())
+            }
+            "ret" => {
+                self.push(Inst::Ret);
+                Ok(())
+            }
+            "exit" => {
+                self.push(Inst::Exit);
+                Ok(())
+            }
+            "trap" | "brkpt" => {
+                self.push(Inst::Trap);
+                Ok(())
+            }
+            "bar" | "barrier" => self.bar(&o, ops),
+            "membar" | "fence" | "prefetch" | "prefetchu" | "nanosleep" | "pmevent" | "discard"
+            | "applypriority" | "createpolicy" => {
+                if o.base == "createpolicy" {
+                    // Cache policies are hints: produce a zero policy.
+                    let d = self.dst(&ops[0])?;
+                    let z = self.konst(0);
+                    self.push(Inst::Un { op: UnOp::Mov(u64::MAX), d, a: z });
+                    return Ok(());
+                }
+                self.push(Inst::Nop);
+                Ok(())
+            }
+            "shfl" => self.shfl(&o, ops),
+            "vote" => {
+                let mode = if o.has("all") {
+                    VoteMode::All
+                } else if o.has("any") {
+                    VoteMode::Any
+                } else if o.has("uni") {
+                    VoteMode::Uni
+                } else if o.has("ballot") {
+                    VoteMode::Ballot
+                } else {
+                    return self.unsupported(o.full);
+                };
+                if ops.len() < 2 {
+                    return self.err("`vote` needs a destination and a predicate");
+                }
+                let d = self.dst(&ops[0])?;
+                let (a, neg) = self.pred_src(&ops[1])?;
+                self.push(Inst::Vote { mode, d, a, neg });
+                Ok(())
+            }
+            "activemask" => {
+                self.want(ops, 1, o.full)?;
+                let d = self.dst(&ops[0])?;
+                self.push(Inst::Activemask { d });
+                Ok(())
+            }
+            "call" => self.call(&o, ops),
+            _ => self.unsupported(&i.opcode),
+        }
+    }
+
+    fn mov(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        self.want(ops, 2, o.full)?;
+        let ty = self.ty1(o)?;
+        match (&ops[0], &ops[1]) {
+            (Operand::Vec(ds), src) => {
+                // Unpack a wide register into parts.
+                let a = self.src(src, ty)?;
+                let part = ty.bits() / ds.len() as u32;
+                for (k, dop) in ds.iter().enumerate() {
+                    if matches!(dop, Operand::Name(n) if n == "_") {
+                        continue;
+                    }
+                    let d = self.dst(dop)?;
+                    self.push(Inst::Un { op: UnOp::Extract((k as u32 * part) as u8, mask_bits(part)), d, a });
+                }
+                Ok(())
+            }
+            (dop, Operand::Vec(ss)) => {
+                let d = self.dst(dop)?;
+                let part = ty.bits() / ss.len() as u32;
+                let pty = match part {
+                    8 => Ty::B8,
+                    16 => Ty::B16,
+                    32 => Ty::B32,
+                    _ => return self.err("bad vector packing"),
+                };
+                let first = self.src(&ss[0], pty)?;
+                let mut acc = first;
+                for (k, s) in ss.iter().enumerate().skip(1) {
+                    let b = self.src(s, pty)?;
+                    let t = if k + 1 == ss.len() { d } else { self.new_reg(64) };
+                    self.push(Inst::Bin { op: BinOp::Pack((k as u32 * part) as u8), d: t, a: acc, b });
+                    acc = t;
+                }
+                if ss.len() == 1 {
+                    self.push(Inst::Un { op: UnOp::Mov(mask_bits(ty.bits())), d, a: first });
+                }
+                Ok(())
+            }
+            (dop, Operand::Name(n)) if n == "%clock" || n == "%clock64" || n.starts_with("%globaltimer") => {
+                let d = self.dst(dop)?;
+                self.push(Inst::Clock { d, wide: n != "%clock" && !n.ends_with("_lo") && !n.ends_with("_hi") });
+                Ok(())
+            }
+            (dop, Operand::Name(n)) if matches!(self.lookup(n), Some(Sym::Frame(_))) => {
+                let Some(Sym::Frame(off)) = self.lookup(n) else { unreachable!() };
+                let d = self.dst(dop)?;
+                self.push(Inst::FrameAddr { d, off });
+                Ok(())
+            }
+            (dop, Operand::SymOff(n, k)) if matches!(self.lookup(n), Some(Sym::Frame(_))) => {
+                let Some(Sym::Frame(off)) = self.lookup(n) else { unreachable!() };
+                let d = self.dst(dop)?;
+                self.push(Inst::FrameAddr { d, off: (off as i64 + k) as u32 });
+                Ok(())
+            }
+            (dop, src) => {
+                let d = self.dst(dop)?;
+                let a = self.src(src, ty)?;
+                let m = if ty == Ty::Pred { 1 } else { mask_bits(ty.bits()) };
+                self.push(Inst::Un { op: UnOp::Mov(m), d, a });
+                Ok(())
+            }
+        }
+    }
+
+    fn binary(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        self.want(ops, 3, o.full)?;
+        let ty = self.ty1(o)?;
+        let (sa, sb) = match o.base {
+            "shl" | "shr" => (ty, Ty::U32),
+            _ => (ty, ty),
+        };
+        let op = if ty == Ty::Pred {
+            match o.base {
+                "and" => BinOp::PredAnd,
+                "or" => BinOp::PredOr,
+                "xor" => BinOp::PredXor,
+                _ => return self.unsupported(o.full),
+            }
+        } else if matches!(ty, Ty::F16x2 | Ty::BF16x2) {
+            let f = if ty == Ty::F16x2 { F::F16 } else { F::BF16 };
+            let h = match o.base {
+                "add" => H2Op::Add,
+                "sub" => H2Op::Sub,
+                "mul" => H2Op::Mul,
+                "min" => H2Op::Min,
+                "max" => H2Op::Max,
+                _ => return self.unsupported(o.full),
+            };
+            BinOp::H2(h, f)
+        } else if let Some(f) = ty.float() {
+            let rnd = o.rnd().unwrap_or(Rnd::Rn);
+            let fl = o.flags();
+            match o.base {
+                "add" => BinOp::FAdd(f, rnd, fl),
+                "sub" => BinOp::FSub(f, rnd, fl),
+                "mul" => BinOp::FMul(f, rnd, fl),
+                "div" => {
+                    let mode = if o.has("approx") || o.has("full") {
+                        FMode::Approx
+                    } else if let Some(r) = o.rnd() {
+                        FMode::Ieee(r)
+                    } else if f == F::F64 {
+                        return self.err(format!("`{}` needs a rounding modifier", o.full));
+                    } else {
+                        FMode::Approx
+                    };
+                    BinOp::FDiv(f, mode, fl.ftz)
+                }
+                "min" => BinOp::FMin(f, fl.ftz, o.has("NaN")),
+                "max" => BinOp::FMax(f, fl.ftz, o.has("NaN")),
+                "copysign" => BinOp::CopySign(f),
+                _ => return self.unsupported(o.full),
+            }
+        } else {
+            let Some(w) = ty.int_w() else { return self.unsupported(o.full) };
+            let s = ty.is_signed();
+            match o.base {
+                "add" if o.has("sat") => {
+                    if ty != Ty::S32 {
+                        return self.unsupported(o.full);
+                    }
+                    BinOp::AddSatS32
+                }
+                "sub" if o.has("sat") => {
+                    if ty != Ty::S32 {
+                        return self.unsupported(o.full);
+                    }
+                    BinOp::SubSatS32
+                }
+                "add" if o.has("cc") => return self.unsupported(o.full),
+                "sub" if o.has("cc") => return self.unsupported(o.full),
+                "add" => BinOp::Add(w),
+                "sub" => BinOp::Sub(w),
+                "mul" if o.has("wide") => {
+                    if w == W::W64 {
+                        return self.unsupported(o.full);
+                    }
+                    if s {
+                        BinOp::MulWideS(w)
+                    } else {
+                        BinOp::MulWideU(w)
+                    }
+                }
+                "mul" if o.has("hi") => {
+                    if s {
+                        BinOp::MulHiS(w)
+                    } else {
+                        BinOp::MulHiU(w)
+                    }
+                }
+                "mul" => BinOp::MulLo(w),
+                "mul24" => {
+                    if w != W::W32 {
+                        return self.unsupported(o.full);
+                    }
+                    if o.has("hi") {
+                        BinOp::Mul24Hi(s)
+                    } else {
+                        BinOp::Mul24Lo(s)
+                    }
+                }
+                "div" => {
+                    if s {
+                        BinOp::DivS(w)
+                    } else {
+                        BinOp::DivU(w)
+                    }
+                }
+                "rem" => {
+                    if s {
+                        BinOp::RemS(w)
+                    } else {
+                        BinOp::RemU(w)
+                    }
+                }
+                "min" => {
+                    if s {
+                        BinOp::MinS(w)
+                    } else {
+                        BinOp::MinU(w)
+                    }
+                }
+                "max" => {
+                    if s {
+                        BinOp::MaxS(w)
+                    } else {
+                        BinOp::MaxU(w)
+                    }
+                }
+                "and" => BinOp::And,
+                "or" => BinOp::Or,
+                "xor" => BinOp::Xor,
+                "shl" => BinOp::Shl(w),
+                "shr" => {
+                    if s {
+                        BinOp::ShrS(w)
+                    } else {
+                        BinOp::ShrU(w)
+                    }
+                }
+                _ => return self.unsupported(o.full),
+            }
+        };
+        let d = self.dst(&ops[0])?;
+        let a = self.src(&ops[1], sa)?;
+        let b = self.src(&ops[2], sb)?;
+        self.push(Inst::Bin { op, d, a, b });
+        Ok(())
+    }
+
+    fn ternary(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        let ty = self.ty1(o)?;
+        if o.base == "lop3" {
+            self.want(ops, 5, o.full)?;
+            let lut = match &ops[4] {
+                Operand::Lit(Lit::Int(v)) if (0..256).contains(v) => *v as u8,
+                _ => return self.err("`lop3` needs an immediate truth table"),
+            };
+            let d = self.dst(&ops[0])?;
+            let a = self.src(&ops[1], ty)?;
+            let b = self.src(&ops[2], ty)?;
+            let c = self.src(&ops[3], ty)?;
+            self.push(Inst::Tern { op: TernOp::Lop3(lut), d, a, b, c });
+            return Ok(());
+        }
+        self.want(ops, 4, o.full)?;
+        let mut tys = [ty, ty, ty];
+        let op = match o.base {
+            "mad" | "fma" => {
+                if matches!(ty, Ty::F16x2 | Ty::BF16x2) {
+                    TernOp::FmaH2(if ty == Ty::F16x2 { F::F16 } else { F::BF16 })
+                } else if let Some(f) = ty.float() {
+                    TernOp::Fma(f, o.rnd().unwrap_or(Rnd::Rn), o.flags())
+                } else {
+                    let Some(w) = ty.int_w() else { return self.unsupported(o.full) };
+                    let s = ty.is_signed();
+                    if o.has("wide") {
+                        if w == W::W64 {
+                            return self.unsupported(o.full);
+                        }
+                        let wide = if w == W::W16 { Ty::B32 } else { Ty::B64 };
+                        tys[2] = wide;
+                        if s {
+                            TernOp::MadWideS(w)
+                        } else {
+                            TernOp::MadWideU(w)
+                        }
+                    } else if o.has("hi") {
+                        if o.has("sat") {
+                            if ty != Ty::S32 {
+                                return self.unsupported(o.full);
+                            }
+                            TernOp::MadHiSatS32
+                        } else if s {
+                            TernOp::MadHiS(w)
+                        } else {
+                            TernOp::MadHiU(w)
+                        }
+                    } else if o.has("cc") {
+                        return self.unsupported(o.full);
+                    } else {
+                        TernOp::MadLo(w)
+                    }
+                }
+            }
+            "mad24" => {
+                if o.has("hi") || ty.int_w() != Some(W::W32) {
+                    return self.unsupported(o.full);
+                }
+                TernOp::Mad24Lo(ty.is_signed())
+            }
+            "sad" => {
+                let Some(w) = ty.int_w() else { return self.unsupported(o.full) };
+                if ty.is_signed() {
+                    TernOp::SadS(w)
+                } else {
+                    TernOp::SadU(w)
+                }
+            }
+            "selp" => {
+                tys[2] = Ty::Pred;
+                TernOp::Selp
+            }
+            "slct" => {
+                // slct.dtype.ctype d, a, b, c
+                let cty = o.types.get(1).copied().unwrap_or(Ty::S32);
+                tys = [o.types[0], o.types[0], cty];
+                match cty {
+                    Ty::F32 => TernOp::SlctF(o.has("ftz")),
+                    Ty::S32 => TernOp::SlctS(W::W32),
+                    _ => return self.unsupported(o.full),
+                }
+            }
+            "bfe" => {
+                let Some(w) = ty.int_w().filter(|w| *w != W::W16) else { return self.unsupported(o.full) };
+                tys = [ty, Ty::U32, Ty::U32];
+                TernOp::Bfe { w, signed: ty.is_signed() }
+            }
+            "prmt" => {
+                let mode = if o.has("f4e") {
+                    Prmt::F4e
+                } else if o.has("b4e") {
+                    Prmt::B4e
+                } else if o.has("rc8") {
+                    Prmt::Rc8
+                } else if o.has("ecl") {
+                    Prmt::Ecl
+                } else if o.has("ecr") {
+                    Prmt::Ecr
+                } else if o.has("rc16") {
+                    Prmt::Rc16
+                } else {
+                    Prmt::Default
+                };
+                TernOp::Prmt(mode)
+            }
+            "shf" => {
+                let wrap = o.has("wrap");
+                tys[2] = Ty::U32;
+                if o.has("l") {
+                    TernOp::ShfL { w: true, wrap }
+                } else if o.has("r") {
+                    TernOp::ShfR { wrap }
+                } else {
+                    return self.unsupported(o.full);
+                }
+            }
+            _ => return self.unsupported(o.full),
+        };
+        let d = self.dst(&ops[0])?;
+        let a = self.src(&ops[1], tys[0])?;
+        let b = self.src(&ops[2], tys[1])?;
+        let c = if o.base == "selp" {
+            let (c, neg) = self.pred_src(&ops[3])?;
+            if neg {
+                let t = self.new_reg(1);
+                self.push(Inst::Un { op: UnOp::PredNot, d: t, a: c });
+                t
+            } else {
+                c
+            }
+        } else {
+            self.src(&ops[3], tys[2])?
+        };
+        self.push(Inst::Tern { op, d, a, b, c });
+        Ok(())
+    }
+
+    fn unary(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        self.want(ops, 2, o.full)?;
+        let ty = self.ty1(o)?;
+        let ftz = o.has("ftz");
+        let approx = o.has("approx");
+        let mode = if approx {
+            FMode::Approx
+        } else {
+            match o.rnd() {
+                Some(r) => FMode::Ieee(r),
+                None => FMode::Approx,
+            }
+        };
+        let op = match (o.base, ty.float(), ty.int_w()) {
+            ("not", _, _) if ty == Ty::Pred => UnOp::PredNot,
+            ("not", _, _) => UnOp::Not(mask_bits(ty.bits())),
+            ("cnot", _, _) => UnOp::CNot(mask_bits(ty.bits())),
+            ("neg", Some(f), _) => UnOp::FNeg(f, ftz),
+            ("abs", Some(f), _) => UnOp::FAbs(f, ftz),
+            ("neg", None, Some(w)) => UnOp::Neg(w),
+            ("abs", None, Some(w)) => UnOp::Abs(w),
+            ("popc", None, Some(w)) if w != W::W16 => UnOp::Popc(w),
+            ("clz", None, Some(w)) if w != W::W16 => UnOp::Clz(w),
+            ("brev", None, Some(w)) if w != W::W16 => UnOp::Brev(w),
+            ("bfind", None, Some(w)) if w != W::W16 => {
+                UnOp::Bfind { w, signed: ty.is_signed(), shiftamt: o.has("shiftamt") }
+            }
+            ("rcp", Some(f @ (F::F32 | F::F64)), _) => UnOp::FRcp(f, mode, ftz),
+            ("sqrt", Some(f @ (F::F32 | F::F64)), _) => UnOp::FSqrt(f, mode, ftz),
+            ("rsqrt", Some(f @ (F::F32 | F::F64)), _) => UnOp::FRsqrt(f, ftz),
+            ("sin", Some(F::F32), _) => UnOp::FSin(ftz),
+            ("cos", Some(F::F32), _) => UnOp::FCos(ftz),
+            ("lg2", Some(F::F32), _) => UnOp::FLg2(ftz),
+            ("ex2", Some(f @ (F::F32 | F::F16 | F::BF16)), _) => UnOp::FEx2(f, ftz),
+            ("tanh", Some(f @ (F::F32 | F::F16 | F::BF16)), _) => UnOp::FTanh(f),
+            ("testp", Some(f @ (F::F32 | F::F64)), _) => {
+                let t = if o.has("finite") {
+                    Testp::Finite
+                } else if o.has("infinite") {
+                    Testp::Infinite
+                } else if o.has("number") {
+                    Testp::Number
+                } else if o.has("notanumber") {
+                    Testp::NotANumber
+                } else if o.has("normal") {
+                    Testp::Normal
+                } else if o.has("subnormal") {
+                    Testp::Subnormal
+                } else {
+                    return self.unsupported(o.full);
+                };
+                UnOp::Testp(f, t)
+            }
+            _ => return self.unsupported(o.full),
+        };
+        let d = self.dst(&ops[0])?;
+        let sty = match o.base {
+            "popc" | "clz" | "brev" | "bfind" => ty,
+            _ => ty,
+        };
+        let a = self.src(&ops[1], sty)?;
+        self.push(Inst::Un { op, d, a });
+        Ok(())
+    }
+
+    fn cmp_of(&self, s: &str) -> Option<Cmp> {
+        Some(match s {
+            "eq" => Cmp::Eq,
+            "ne" => Cmp::Ne,
+            "lt" | "lo" => Cmp::Lt,
+            "le" | "ls" => Cmp::Le,
+            "gt" | "hi" => Cmp::Gt,
+            "ge" | "hs" => Cmp::Ge,
+            "equ" => Cmp::Equ,
+            "neu" => Cmp::Neu,
+            "ltu" => Cmp::Ltu,
+            "leu" => Cmp::Leu,
+            "gtu" => Cmp::Gtu,
+            "geu" => Cmp::Geu,
+            "num" => Cmp::Num,
+            "nan" => Cmp::Nan,
+            _ => return None,
+        })
+    }
+
+    fn setp(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        let Some(cmp) = o.mods.first().and_then(|m| self.cmp_of(m)) else {
+            return self.unsupported(o.full);
+        };
+        let bop = if o.has("and") {
+            Some(BoolOp::And)
+        } else if o.has("or") {
+            Some(BoolOp::Or)
+        } else if o.has("xor") {
+            Some(BoolOp::Xor)
+        } else {
+            None
+        };
+        // `set.cmp.dtype.stype`: the last type is the compared one.
+        let sty = self.ty1(o)?;
+        let cty = match (sty.float(), sty.int_w()) {
+            (Some(f), _) => CmpTy::F(f),
+            (None, Some(w)) => {
+                if sty.is_signed() {
+                    CmpTy::S(w)
+                } else if matches!(sty, Ty::B16 | Ty::B32 | Ty::B64) {
+                    CmpTy::B(w)
+                } else {
+                    CmpTy::U(w)
+                }
+            }
+            _ => return self.unsupported(o.full),
+        };
+        if matches!(cty, CmpTy::B(_)) && !matches!(cmp, Cmp::Eq | Cmp::Ne) {
+            return self.err(format!("`{}`: bit types compare only with eq and ne", o.full));
+        }
+        let n = if bop.is_some() { 4 } else { 3 };
+        self.want(ops, n, o.full)?;
+        let a = self.src(&ops[1], sty)?;
+        let b = self.src(&ops[2], sty)?;
+        let comb = match bop {
+            Some(bo) => {
+                let (c, neg) = self.pred_src(&ops[3])?;
+                Some((bo, c, neg))
+            }
+            None => None,
+        };
+        let ftz = o.has("ftz");
+        if o.base == "set" {
+            let dty = o.types.first().copied().unwrap_or(Ty::U32);
+            let d = self.dst(&ops[0])?;
+            self.push(Inst::Set { ty: cty, cmp, ftz, d, float_result: dty == Ty::F32, a, b, comb });
+            return Ok(());
+        }
+        let (d, dn) = match &ops[0] {
+            Operand::Pair(p, q) => {
+                let d = self.dst(&Operand::Name(p.clone()))?;
+                let q = self.dst(&Operand::Name(q.clone()))?;
+                (d, Some(q))
+            }
+            x => (self.dst(x)?, None),
+        };
+        self.push(Inst::Setp { ty: cty, cmp, ftz, d, dn, a, b, comb });
+        Ok(())
+    }
+
+    fn cvt(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        if o.types.len() != 2 {
+            return self.err(format!("`{}` needs a destination and a source type", o.full));
+        }
+        let (to, from) = (o.types[0], o.types[1]);
+        if matches!(to, Ty::F16x2 | Ty::BF16x2) && from == Ty::F32 {
+            // cvt.rn.f16x2.f32 d, hi, lo
+            self.want(ops, 3, o.full)?;
+            let f = if to == Ty::F16x2 { Ty::F16 } else { Ty::BF16 };
+            let rnd = o.rnd();
+            let cv = Cvt { from, to: f, rnd, int_round: false, ftz: false, sat: o.has("satfinite") };
+            let d = self.dst(&ops[0])?;
+            let hi = self.src(&ops[1], from)?;
+            let lo = self.src(&ops[2], from)?;
+            let th = self.new_reg(16);
+            let tl = self.new_reg(16);
+            self.push(Inst::Un { op: UnOp::Cvt(cv), d: th, a: hi });
+            self.push(Inst::Un { op: UnOp::Cvt(cv), d: tl, a: lo });
+            self.push(Inst::Bin { op: BinOp::Pack(16), d, a: tl, b: th });
+            return Ok(());
+        }
+        self.want(ops, 2, o.full)?;
+        if to == Ty::Pred || from == Ty::Pred || to.bits() > 64 || from.bits() > 64 || to.bits() == 32 && to.is_float() && from == Ty::F16x2 {
+            return self.unsupported(o.full);
+        }
+        let int_round = o.int_rnd();
+        let rnd = int_round.or(o.rnd());
+        if o.has("relu") {
+            return self.unsupported(o.full);
+        }
+        let cv = Cvt { from, to, rnd, int_round: int_round.is_some(), ftz: o.has("ftz"), sat: o.has("sat") || o.has("satfinite") };
+        let d = self.dst(&ops[0])?;
+        let a = self.src(&ops[1], from)?;
+        self.push(Inst::Un { op: UnOp::Cvt(cv), d, a });
+        Ok(())
+    }
+
+    fn space_of(&self, o: &Opc) -> Option<Space> {
+        for m in &o.mods {
+            let m = m.split("::").next().unwrap_or(m);
+            match m {
+                "global" => return Some(Space::Global),
+                "shared" => return Some(Space::Shared),
+                "local" => return Some(Space::Local),
+                "const" => return Some(Space::Const),
+                "param" => return Some(Space::KParam),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// The address operand and the state space it is resolved in.
+    fn addr(&mut self, o: &Opc, op: &Operand, space: Option<Space>) -> Res<(Space, Addr)> {
+        let Operand::Addr { base, off } = op else {
+            return self.err(format!("`{}` needs an address in brackets", o.full));
+        };
+        let off = *off;
+        let Some(name) = base else {
+            return Ok((space.unwrap_or(Space::Generic), Addr { base: Base::Abs, off }));
+        };
+        let sym = if sreg_of(name).is_some() { None } else { self.lookup(name) };
+        let generic = space.is_none();
+        Ok(match sym {
+            Some(Sym::Reg(r)) => {
+                let sp = match space {
+                    Some(Space::KParam) if !self.is_entry => Space::Local,
+                    Some(s) => s,
+                    None => Space::Generic,
+                };
+                (sp, Addr { base: Base::Reg(r), off })
+            }
+            Some(Sym::KParam(p)) => {
+                if !matches!(space, Some(Space::KParam)) {
+                    return self.err(format!("kernel parameter `{name}` accessed outside `.param`"));
+                }
+                (Space::KParam, Addr { base: Base::Abs, off: p as i64 + off })
+            }
+            Some(Sym::Frame(p)) => (Space::Local, Addr { base: Base::Frame, off: p as i64 + off }),
+            Some(Sym::Shared(p)) => {
+                let a = p as i64 + off;
+                if generic {
+                    (Space::Generic, Addr { base: Base::Abs, off: (SHARED_BASE as i64).wrapping_add(a) })
+                } else {
+                    (Space::Shared, Addr { base: Base::Abs, off: a })
+                }
+            }
+            Some(Sym::DynShared) => {
+                let a = self.dyn_base as i64 + off;
+                if generic {
+                    (Space::Generic, Addr { base: Base::Abs, off: (SHARED_BASE as i64).wrapping_add(a) })
+                } else {
+                    (Space::Shared, Addr { base: Base::Abs, off: a })
+                }
+            }
+            Some(Sym::Var(a)) => (
+                match space {
+                    Some(Space::Const) => Space::Const,
+                    _ => Space::Global,
+                },
+                Addr { base: Base::Abs, off: (a as i64).wrapping_add(off) },
+            ),
+            Some(Sym::Func(_)) => return self.err(format!("`{name}` is a function, not an address")),
+            None => return self.err(format!("undeclared name `{name}` in address")),
+        })
+    }
+
+    fn vec_count(&self, o: &Opc) -> u8 {
+        if o.has("v2") {
+            2
+        } else if o.has("v4") {
+            4
+        } else if o.has("v8") {
+            8
+        } else {
+            1
+        }
+    }
+
+    fn ld(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        if ops.len() < 2 {
+            return self.err(format!("`{}` needs a destination and an address", o.full));
+        }
+        let ty = self.ty1(o)?;
+        let n = self.vec_count(o);
+        if n > 4 || ty.bits() > 64 {
+            return self.unsupported(o.full);
+        }
+        let (space, addr) = self.addr(o, &ops[1], self.space_of(o))?;
+        let dsts: Vec<&Operand> = match &ops[0] {
+            Operand::Vec(v) => v.iter().collect(),
+            x => vec![x],
+        };
+        if dsts.len() != n as usize {
+            return self.err(format!("`{}` needs {n} destination registers", o.full));
+        }
+        let mut d = [0; 4];
+        let mut dmask = u64::MAX;
+        for (k, x) in dsts.iter().enumerate() {
+            d[k] = self.dst(x)?;
+            dmask = mask_bits(self.bits_of(d[k]).max(ty.bits()).min(64));
+        }
+        let size = ty.bytes() as u8;
+        self.push(Inst::Ld { space, size, sext: ty.is_signed(), dmask, n, d, addr });
+        Ok(())
+    }
+
+    fn st(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        if ops.len() < 2 {
+            return self.err(format!("`{}` needs an address and a value", o.full));
+        }
+        let ty = self.ty1(o)?;
+        let n = self.vec_count(o);
+        if n > 4 || ty.bits() > 64 {
+            return self.unsupported(o.full);
+        }
+        let sp = self.space_of(o);
+        if sp == Some(Space::Const) {
+            return self.err("stores to `.const` are not allowed");
+        }
+        let (space, addr) = self.addr(o, &ops[0], sp)?;
+        if space == Space::KParam {
+            return self.err("stores to kernel parameters are not allowed");
+        }
+        let srcs: Vec<&Operand> = match &ops[1] {
+            Operand::Vec(v) => v.iter().collect(),
+            x => vec![x],
+        };
+        if srcs.len() != n as usize {
+            return self.err(format!("`{}` needs {n} source values", o.full));
+        }
+        let mut a = [0; 4];
+        for (k, x) in srcs.iter().enumerate() {
+            a[k] = self.src(x, ty)?;
+        }
+        self.push(Inst::St { space, size: ty.bytes() as u8, n, a, addr });
+        Ok(())
+    }
+
+    fn atom(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        let ty = self.ty1(o)?;
+        let red = o.base == "red";
+        let op = if o.has("add") {
+            if ty.is_float() {
+                if !matches!(ty, Ty::F32 | Ty::F64) {
+                    return self.unsupported(o.full);
+                }
+                AtomOp::FAdd
+            } else {
+                AtomOp::Add
+            }
+        } else if o.has("min") {
+            if ty.is_float() {
+                AtomOp::FMin
+            } else {
+                AtomOp::Min(ty.is_signed())
+            }
+        } else if o.has("max") {
+            if ty.is_float() {
+                AtomOp::FMax
+            } else {
+                AtomOp::Max(ty.is_signed())
+            }
+        } else if o.has("inc") {
+            AtomOp::Inc
+        } else if o.has("dec") {
+            AtomOp::Dec
+        } else if o.has("and") {
+            AtomOp::And
+        } else if o.has("or") {
+            AtomOp::Or
+        } else if o.has("xor") {
+            AtomOp::Xor
+        } else if o.has("exch") {
+            AtomOp::Exch
+        } else if o.has("cas") {
+            AtomOp::Cas
+        } else {
+            return self.unsupported(o.full);
+        };
+        if o.has("v2") || o.has("v4") || !matches!(ty.bits(), 32 | 64) {
+            return self.unsupported(o.full);
+        }
+        if matches!(op, AtomOp::FMin | AtomOp::FMax) {
+            return self.unsupported(o.full);
+        }
+        let nops = if red { 2 } else { 3 } + (op == AtomOp::Cas) as usize;
+        // A trailing cache-policy operand is ignored.
+        if ops.len() != nops && !(o.mods.iter().any(|m| m.contains("cache_hint")) && ops.len() == nops + 1) {
+            return self.err(format!("`{}` takes {nops} operands, found {}", o.full, ops.len()));
+        }
+        let k = if red { 0 } else { 1 };
+        let d = if red { None } else { Some(self.dst(&ops[0])?) };
+        let (space, addr) = self.addr(o, &ops[k], self.space_of(o))?;
+        if !matches!(space, Space::Global | Space::Shared | Space::Generic) {
+            return self.err(format!("`{}`: atomics work on global and shared memory only", o.full));
+        }
+        let b = self.src(&ops[k + 1], ty)?;
+        let c = if op == AtomOp::Cas { self.src(&ops[k + 2], ty)? } else { b };
+        self.push(Inst::Atom { space, op, size: ty.bytes() as u8, f: ty.float(), d, addr, b, c });
+        Ok(())
+    }
+
+    fn bar(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        if o.has("warp") {
+            // Warps run in lockstep here.
+            self.push(Inst::Nop);
+            return Ok(());
+        }
+        let arrive = o.has("arrive");
+        if o.has("red") {
+            let kind = if o.has("popc") {
+                BarRed::Popc
+            } else if o.has("and") {
+                BarRed::And
+            } else if o.has("or") {
+                BarRed::Or
+            } else {
+                return self.unsupported(o.full);
+            };
+            if ops.len() != 3 && ops.len() != 4 {
+                return self.err(format!("`{}` takes 3 or 4 operands", o.full));
+            }
+            let d = self.dst(&ops[0])?;
+            let count = if ops.len() == 4 { Some(self.src(&ops[2], Ty::U32)?) } else { None };
+            let (p, neg) = self.pred_src(ops.last().unwrap())?;
+            self.push(Inst::Bar { count, red: Some((kind, p, neg)), d: Some(d), arrive: false });
+            return Ok(());
+        }
+        if ops.is_empty() && o.base == "barrier" {
+            self.push(Inst::Bar { count: None, red: None, d: None, arrive });
+            return Ok(());
+        }
+        if ops.is_empty() || ops.len() > 2 {
+            return self.err(format!("`{}` takes a barrier id and an optional thread count", o.full));
+        }
+        let count = if ops.len() == 2 { Some(self.src(&ops[1], Ty::U32)?) } else { None };
+        self.push(Inst::Bar { count, red: None, d: None, arrive });
+        Ok(())
+    }
+
+    fn shfl(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        let mode = if o.has("up") {
+            ShflMode::Up
+        } else if o.has("down") {
+            ShflMode::Down
+        } else if o.has("bfly") {
+            ShflMode::Bfly
+        } else if o.has("idx") {
+            ShflMode::Idx
+        } else {
+            return self.unsupported(o.full);
+        };
+        let sync = o.has("sync");
+        self.want(ops, if sync { 5 } else { 4 }, o.full)?;
+        let (d, p) = match &ops[0] {
+            Operand::Pair(a, b) => (self.dst(&Operand::Name(a.clone()))?, Some(self.dst(&Operand::Name(b.clone()))?)),
+            x => (self.dst(x)?, None),
+        };
+        let a = self.src(&ops[1], Ty::B32)?;
+        let b = self.src(&ops[2], Ty::B32)?;
+        let c = self.src(&ops[3], Ty::B32)?;
+        self.push(Inst::Shfl { mode, d, p, a, b, c });
+        Ok(())
+    }
+
+    fn call(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        // call{.uni} (rets), name, (args);   call name, (args);   call name;
+        let mut k = 0;
+        let mut ret_ops: &[Operand] = &[];
+        if let Some(Operand::List(r)) = ops.first() {
+            ret_ops = r;
+            k = 1;
+        }
+        let Some(Operand::Name(fname)) = ops.get(k) else {
+            return self.err(format!("`{}` needs a function name", o.full));
+        };
+        let arg_ops: &[Operand] = match ops.get(k + 1) {
+            Some(Operand::List(a)) => a,
+            None => &[],
+            Some(_) => return self.err("indirect calls are not supported"),
+        };
+        if ops.len() > k + 2 {
+            return self.err("indirect calls through a prototype are not supported");
+        }
+        let Some(&fi) = self.func_index.get(fname) else {
+            return self.err(format!("call of undeclared function `{fname}`"));
+        };
+        let callee = &self.all[fi as usize];
+        if callee.body.is_none() {
+            return self.err(format!("call of `{fname}`, which has no body in this module"));
+        }
+        if callee.is_entry {
+            return self.err(format!("call of kernel `{fname}`"));
+        }
+        if callee.params.len() != arg_ops.len() || callee.rets.len() != ret_ops.len() {
+            return self.err(format!("call of `{fname}` with the wrong number of arguments"));
+        }
+        // Callee frame offsets follow the same layout rule as in its own lowering: returns, then params.
+        let mut off = 0u64;
+        let mut slots = Vec::new();
+        for p in callee.rets.iter().chain(&callee.params) {
+            let size = decl_size(p, None)?;
+            off = align_up(off, decl_align(p)?);
+            slots.push((off as u32, size as u32));
+            off += size;
+        }
+        let mut rets = Vec::new();
+        let mut args = Vec::new();
+        for (i, r) in ret_ops.iter().enumerate() {
+            let Operand::Name(n) = r else { return self.err("call results must be `.param` names") };
+            let Some(Sym::Frame(c)) = self.lookup(n) else {
+                return self.err(format!("call result `{n}` is not a `.param` variable"));
+            };
+            rets.push(CallArg { caller: c, callee: slots[i].0, size: slots[i].1 });
+        }
+        for (i, a) in arg_ops.iter().enumerate() {
+            let Operand::Name(n) = a else { return self.err("call arguments must be `.param` names") };
+            let Some(Sym::Frame(c)) = self.lookup(n) else {
+                return self.err(format!("call argument `{n}` is not a `.param` variable"));
+            };
+            let s = slots[ret_ops.len() + i];
+            args.push(CallArg { caller: c, callee: s.0, size: s.1 });
+        }
+        self.push(Inst::Call { func: fi, args, rets });
+        Ok(())
+    }
+}
+
+/// The immediate post-dominator of every branch, as an instruction index (`insts.len()` when the
+/// paths meet only at the function's end): where lanes that diverge at the branch meet again.
+fn reconvergence(insts: &[Instr]) -> Vec<u32> {
+    let n = insts.len();
+    let mut out = vec![n as u32; n];
+    // Basic blocks.
+    let mut leader = vec![false; n + 1];
+    leader[0] = true;
+    for (i, ins) in insts.iter().enumerate() {
+        match &ins.inst {
+            Inst::Bra { target, .. } => {
+                leader[*target as usize] = true;
+                leader[i + 1] = true;
+            }
+            Inst::Ret | Inst::Exit | Inst::Trap => leader[i + 1] = true,
+            _ => {}
+        }
+    }
+    let starts: Vec<usize> = (0..n).filter(|&i| leader[i]).collect();
+    let nb = starts.len();
+    let mut block_of = vec![0usize; n + 1];
+    for (b, &s) in starts.iter().enumerate() {
+        let e = starts.get(b + 1).copied().unwrap_or(n);
+        for x in block_of.iter_mut().take(e).skip(s) {
+            *x = b;
+        }
+    }
+    let exit = nb;
+    block_of[n] = exit;
+    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); nb];
+    for b in 0..nb {
+        let last = starts.get(b + 1).copied().unwrap_or(n) - 1;
+        let ins = &insts[last];
+        match &ins.inst {
+            Inst::Bra { target, .. } => {
+                succ[b].push(block_of[*target as usize]);
+                if ins.guard.is_some() {
+                    succ[b].push(block_of[last + 1]);
+                }
+            }
+            Inst::Ret | Inst::Exit | Inst::Trap => {
+                succ[b].push(exit);
+                if ins.guard.is_some() {
+                    succ[b].push(block_of[last + 1]);
+                }
+            }
+            _ => succ[b].push(block_of[last + 1]),
+        }
+    }
+    // Post-dominators: dominators of the reverse graph rooted at the exit (Cooper, Harvey, Kennedy).
+    let mut preds_rev: Vec<Vec<usize>> = vec![Vec::new(); nb + 1]; // reverse-graph successors = CFG preds
+    for b in 0..nb {
+        for &s in &succ[b] {
+            preds_rev[s].push(b);
+        }
+    }
+    let mut order = Vec::with_capacity(nb + 1);
+    let mut seen = vec![false; nb + 1];
+    let mut stack = vec![(exit, 0usize)];
+    seen[exit] = true;
+    while let Some((v, i)) = stack.pop() {
+        if i < preds_rev[v].len() {
+            stack.push((v, i + 1));
+            let w = preds_rev[v][i];
+            if !seen[w] {
+                seen[w] = true;
+                stack.push((w, 0));
+            }
+        } else {
+            order.push(v);
+        }
+    }
+    let mut po = vec![usize::MAX; nb + 1];
+    for (k, &v) in order.iter().enumerate() {
+        po[v] = k;
+    }
+    const UNDEF: usize = usize::MAX;
+    let mut idom = vec![UNDEF; nb + 1];
+    idom[exit] = exit;
+    let rpo: Vec<usize> = order.iter().rev().copied().collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &b in &rpo {
+            if b == exit {
+                continue;
+            }
+            let mut new = UNDEF;
+            for &s in &succ[b] {
+                if idom[s] == UNDEF {
+                    continue;
+                }
+                new = if new == UNDEF {
+                    s
+                } else {
+                    let (mut x, mut y) = (s, new);
+                    while x != y {
+                        while po[x] < po[y] {
+                            x = idom[x];
+                        }
+                        while po[y] < po[x] {
+                            y = idom[y];
+                        }
+                    }
+                    x
+                };
+            }
+            if new != UNDEF && idom[b] != new {
+                idom[b] = new;
+                changed = true;
+            }
+        }
+    }
+    for (i, ins) in insts.iter().enumerate() {
+        if let Inst::Bra { .. } = ins.inst {
+            let b = block_of[i];
+            let p = idom[b];
+            out[i] = if p == UNDEF || p == exit { n as u32 } else { starts[p] as u32 };
+        }
+    }
+    out
+}
+
+fn exit_bound(insts: &[Instr]) -> Vec<bool> {
+    let n = insts.len();
+    let mut eb = vec![true; n + 1];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in (0..n).rev() {
+            let ins = &insts[i];
+            let v = match &ins.inst {
+                Inst::Ret | Inst::Exit | Inst::Trap if ins.guard.is_none() => true,
+                Inst::Ret | Inst::Exit | Inst::Trap => eb[i + 1],
+                Inst::Bar { .. } | Inst::Call { .. } => false,
+                Inst::Bra { target, .. } if ins.guard.is_none() => eb[*target as usize],
+                Inst::Bra { target, .. } => eb[*target as usize] && eb[i + 1],
+                _ => eb[i + 1],
+            };
+            if v != eb[i] {
+                eb[i] = v;
+                changed = true;
+            }
+        }
+    }
+    eb.truncate(n);
+    eb
+}

@@ -1,0 +1,584 @@
+//! Per-lane semantics of the arithmetic instructions. Each operation is matched once per
+//! instruction and handed to a lane loop as its own closure, so the loop is monomorphic (and
+//! vectorisable where the operation allows).
+
+macro_rules! exec_un {
+    ($m:ident, $op:expr, $d:expr, $a:expr) => {{
+        use $crate::ptx::ir::{UnOp, W, F, FMode, Rnd};
+        use $crate::ptx::math::*;
+        match $op {
+            UnOp::Mov(mask) => $m!($d, $a, |x| x & mask),
+            UnOp::Extract(sh, mask) => $m!($d, $a, |x| (x >> sh) & mask),
+            UnOp::Not(mask) => $m!($d, $a, |x| !x & mask),
+            UnOp::CNot(mask) => $m!($d, $a, |x| ((x & mask) == 0) as u64),
+            UnOp::PredNot => $m!($d, $a, |x| (x & 1) ^ 1),
+            UnOp::Neg(W::W16) => $m!($d, $a, |x| (x as u16).wrapping_neg() as u64),
+            UnOp::Neg(W::W32) => $m!($d, $a, |x| (x as u32).wrapping_neg() as u64),
+            UnOp::Neg(W::W64) => $m!($d, $a, |x| x.wrapping_neg()),
+            UnOp::Abs(W::W16) => $m!($d, $a, |x| (x as i16).wrapping_abs() as u16 as u64),
+            UnOp::Abs(W::W32) => $m!($d, $a, |x| (x as i32).wrapping_abs() as u32 as u64),
+            UnOp::Abs(W::W64) => $m!($d, $a, |x| (x as i64).wrapping_abs() as u64),
+            UnOp::Popc(W::W64) => $m!($d, $a, |x| x.count_ones() as u64),
+            UnOp::Popc(_) => $m!($d, $a, |x| (x as u32).count_ones() as u64),
+            UnOp::Clz(W::W64) => $m!($d, $a, |x| x.leading_zeros() as u64),
+            UnOp::Clz(_) => $m!($d, $a, |x| (x as u32).leading_zeros() as u64),
+            UnOp::Brev(W::W64) => $m!($d, $a, |x| x.reverse_bits()),
+            UnOp::Brev(_) => $m!($d, $a, |x| (x as u32).reverse_bits() as u64),
+            UnOp::Bfind { w, signed, shiftamt } => {
+                let bits = w.bits();
+                $m!($d, $a, |x| {
+                    let v = x & mask_bits(bits);
+                    // For signed values the search is for the most significant bit that differs from the sign.
+                    let s = if signed && (v >> (bits - 1)) & 1 == 1 { !v & mask_bits(bits) } else { v };
+                    if s == 0 {
+                        0xFFFF_FFFF
+                    } else {
+                        let pos = 63 - s.leading_zeros() as u64;
+                        if shiftamt { (bits as u64 - 1) - pos } else { pos }
+                    }
+                })
+            }
+            UnOp::FNeg(F::F32, ftz) => $m!($d, $a, |x| {
+                let v = f32v(x);
+                let v = if ftz { ftz32(v) } else { v };
+                // neg/abs do not canonicalise NaN payloads.
+                (-v).to_bits() as u64
+            }),
+            UnOp::FNeg(F::F64, _) => $m!($d, $a, |x| x ^ (1 << 63)),
+            UnOp::FNeg(_, _) => $m!($d, $a, |x| (x ^ 0x8000) & 0xFFFF),
+            UnOp::FAbs(F::F32, ftz) => $m!($d, $a, |x| {
+                let v = f32v(x);
+                let v = if ftz { ftz32(v) } else { v };
+                v.abs().to_bits() as u64
+            }),
+            UnOp::FAbs(F::F64, _) => $m!($d, $a, |x| x & !(1 << 63)),
+            UnOp::FAbs(_, _) => $m!($d, $a, |x| x & 0x7FFF),
+            UnOp::FRcp(F::F32, mode, ftz) => $m!($d, $a, |x| {
+                let v = f32v(x);
+                let v = if ftz { ftz32(v) } else { v };
+                let r = match mode {
+                    FMode::Ieee(rnd) => div32(1.0, v, rnd),
+                    FMode::Approx => 1.0 / v,
+                };
+                b32(if ftz { ftz32(r) } else { r })
+            }),
+            UnOp::FRcp(_, mode, _) => $m!($d, $a, |x| {
+                let v = f64v(x);
+                b64(match mode {
+                    FMode::Ieee(rnd) => div64(1.0, v, rnd),
+                    // rcp.approx.ftz.f64 keeps about 20 bits; the exact value is within that.
+                    FMode::Approx => 1.0 / v,
+                })
+            }),
+            UnOp::FSqrt(F::F32, mode, ftz) => $m!($d, $a, |x| {
+                let v = f32v(x);
+                let v = if ftz { ftz32(v) } else { v };
+                let r = match mode {
+                    FMode::Ieee(rnd) => sqrt32(v, rnd),
+                    FMode::Approx => v.sqrt(),
+                };
+                b32(if ftz { ftz32(r) } else { r })
+            }),
+            UnOp::FSqrt(_, mode, _) => $m!($d, $a, |x| {
+                let v = f64v(x);
+                b64(match mode {
+                    FMode::Ieee(rnd) => sqrt64(v, rnd),
+                    FMode::Approx => v.sqrt(),
+                })
+            }),
+            UnOp::FRsqrt(F::F32, ftz) => $m!($d, $a, |x| {
+                let v = f32v(x);
+                let v = if ftz { ftz32(v) } else { v };
+                let r = (1.0 / (v as f64).sqrt()) as f32;
+                b32(if ftz { ftz32(r) } else { r })
+            }),
+            UnOp::FRsqrt(_, _) => $m!($d, $a, |x| b64(1.0 / f64v(x).sqrt())),
+            UnOp::FSin(ftz) => $m!($d, $a, |x| {
+                let v = f32v(x);
+                let v = if ftz { ftz32(v) } else { v };
+                let r = (v as f64).sin() as f32;
+                b32(if ftz { ftz32(r) } else { r })
+            }),
+            UnOp::FCos(ftz) => $m!($d, $a, |x| {
+                let v = f32v(x);
+                let v = if ftz { ftz32(v) } else { v };
+                b32((v as f64).cos() as f32)
+            }),
+            UnOp::FLg2(ftz) => $m!($d, $a, |x| {
+                let v = f32v(x);
+                let v = if ftz { ftz32(v) } else { v };
+                // lg2.approx of a subnormal without .ftz is computed on the exact value.
+                b32((v as f64).log2() as f32)
+            }),
+            UnOp::FEx2(F::F32, ftz) => $m!($d, $a, |x| {
+                let v = f32v(x);
+                let v = if ftz { ftz32(v) } else { v };
+                let r = ex2(v);
+                b32(if ftz { ftz32(r) } else { r })
+            }),
+            UnOp::FEx2(f, _) => $m!($d, $a, |x| from_f64(to_f64(x, f, false).exp2(), f, false)),
+            UnOp::FTanh(f) => $m!($d, $a, |x| from_f64(to_f64(x, f, false).tanh(), f, false)),
+            UnOp::Testp(f, t) => $m!($d, $a, |x| testp(to_f64(x, f, false), t, f == F::F32) as u64),
+            UnOp::Cvt(c) => {
+                // The common conversions get their own loops.
+                use $crate::ptx::ir::Ty;
+                match (c.from, c.to, c.rnd, c.sat, c.ftz) {
+                    (Ty::S32, Ty::S64, _, false, _) => $m!($d, $a, |x| x as u32 as i32 as i64 as u64),
+                    (Ty::U32, Ty::U64, _, false, _) => $m!($d, $a, |x| x & 0xFFFF_FFFF),
+                    (Ty::U64 | Ty::S64 | Ty::B64, Ty::U32 | Ty::S32 | Ty::B32, _, false, _) => {
+                        $m!($d, $a, |x| x & 0xFFFF_FFFF)
+                    }
+                    (Ty::S32, Ty::F32, Some(Rnd::Rn) | None, false, _) => {
+                        $m!($d, $a, |x| (x as u32 as i32 as f32).to_bits() as u64)
+                    }
+                    (Ty::U32, Ty::F32, Some(Rnd::Rn) | None, false, _) => {
+                        $m!($d, $a, |x| (x as u32 as f32).to_bits() as u64)
+                    }
+                    (Ty::F32, Ty::F64, _, false, false) => $m!($d, $a, |x| b64(f32v(x) as f64)),
+                    (Ty::F64, Ty::F32, Some(Rnd::Rn), false, false) => $m!($d, $a, |x| b32(f64v(x) as f32)),
+                    _ => $m!($d, $a, |x| cvt(x, &c)),
+                }
+            }
+        }
+    }};
+}
+
+macro_rules! exec_bin {
+    ($m:ident, $op:expr, $d:expr, $a:expr, $b:expr) => {{
+        use $crate::ptx::ir::{BinOp, W, F, FMode, Rnd, FFlags, H2Op};
+        use $crate::ptx::math::*;
+        match $op {
+            BinOp::Add(W::W32) => $m!($d, $a, $b, |x, y| (x as u32).wrapping_add(y as u32) as u64),
+            BinOp::Add(W::W64) => $m!($d, $a, $b, |x, y| x.wrapping_add(y)),
+            BinOp::Add(W::W16) => $m!($d, $a, $b, |x, y| (x as u16).wrapping_add(y as u16) as u64),
+            BinOp::Sub(W::W32) => $m!($d, $a, $b, |x, y| (x as u32).wrapping_sub(y as u32) as u64),
+            BinOp::Sub(W::W64) => $m!($d, $a, $b, |x, y| x.wrapping_sub(y)),
+            BinOp::Sub(W::W16) => $m!($d, $a, $b, |x, y| (x as u16).wrapping_sub(y as u16) as u64),
+            BinOp::AddSatS32 => $m!($d, $a, $b, |x, y| (x as i32).saturating_add(y as i32) as u32 as u64),
+            BinOp::SubSatS32 => $m!($d, $a, $b, |x, y| (x as i32).saturating_sub(y as i32) as u32 as u64),
+            BinOp::MulLo(W::W32) => $m!($d, $a, $b, |x, y| (x as u32).wrapping_mul(y as u32) as u64),
+            BinOp::MulLo(W::W64) => $m!($d, $a, $b, |x, y| x.wrapping_mul(y)),
+            BinOp::MulLo(W::W16) => $m!($d, $a, $b, |x, y| (x as u16).wrapping_mul(y as u16) as u64),
+            BinOp::MulHiU(W::W16) => $m!($d, $a, $b, |x, y| ((x as u16 as u32 * y as u16 as u32) >> 16) as u64),
+            BinOp::MulHiU(W::W32) => $m!($d, $a, $b, |x, y| ((x as u32 as u64 * y as u32 as u64) >> 32)),
+            BinOp::MulHiU(W::W64) => $m!($d, $a, $b, |x, y| ((x as u128 * y as u128) >> 64) as u64),
+            BinOp::MulHiS(W::W16) => {
+                $m!($d, $a, $b, |x, y| (((x as i16 as i32 * y as i16 as i32) >> 16) as u16) as u64)
+            }
+            BinOp::MulHiS(W::W32) => {
+                $m!($d, $a, $b, |x, y| (((x as i32 as i64 * y as i32 as i64) >> 32) as u32) as u64)
+            }
+            BinOp::MulHiS(W::W64) => {
+                $m!($d, $a, $b, |x, y| ((x as i64 as i128 * y as i64 as i128) >> 64) as u64)
+            }
+            BinOp::MulWideU(W::W32) => $m!($d, $a, $b, |x, y| (x as u32 as u64) * (y as u32 as u64)),
+            BinOp::MulWideS(W::W32) => {
+                $m!($d, $a, $b, |x, y| ((x as u32 as i32 as i64) * (y as u32 as i32 as i64)) as u64)
+            }
+            BinOp::MulWideU(_) => $m!($d, $a, $b, |x, y| ((x as u16 as u32) * (y as u16 as u32)) as u64),
+            BinOp::MulWideS(_) => {
+                $m!($d, $a, $b, |x, y| ((x as u16 as i16 as i32) * (y as u16 as i16 as i32)) as u32 as u64)
+            }
+            BinOp::Mul24Lo(s) => $m!($d, $a, $b, |x, y| {
+                let (p, q) = if s {
+                    (((x << 40) as i64 >> 40), ((y << 40) as i64 >> 40))
+                } else {
+                    ((x & 0xFF_FFFF) as i64, (y & 0xFF_FFFF) as i64)
+                };
+                (p.wrapping_mul(q) as u64) & 0xFFFF_FFFF
+            }),
+            BinOp::Mul24Hi(s) => $m!($d, $a, $b, |x, y| {
+                let (p, q) = if s {
+                    (((x << 40) as i64 >> 40), ((y << 40) as i64 >> 40))
+                } else {
+                    ((x & 0xFF_FFFF) as i64, (y & 0xFF_FFFF) as i64)
+                };
+                ((p.wrapping_mul(q) as u64) >> 16) & 0xFFFF_FFFF
+            }),
+            BinOp::DivU(w) => {
+                let m = mask_bits(w.bits());
+                $m!($d, $a, $b, |x, y| {
+                    let (x, y) = (x & m, y & m);
+                    if y == 0 { m } else { x / y }
+                })
+            }
+            BinOp::DivS(w) => {
+                let bits = w.bits();
+                let m = mask_bits(bits);
+                $m!($d, $a, $b, |x, y| {
+                    let (p, q) = (sx(x, bits), sx(y, bits));
+                    if q == 0 {
+                        (if p >= 0 { -1i64 } else { 1 }) as u64 & m
+                    } else {
+                        (p.wrapping_div(q) as u64) & m
+                    }
+                })
+            }
+            BinOp::RemU(w) => {
+                let m = mask_bits(w.bits());
+                $m!($d, $a, $b, |x, y| {
+                    let (x, y) = (x & m, y & m);
+                    if y == 0 { x } else { x % y }
+                })
+            }
+            BinOp::RemS(w) => {
+                let bits = w.bits();
+                let m = mask_bits(bits);
+                $m!($d, $a, $b, |x, y| {
+                    let (p, q) = (sx(x, bits), sx(y, bits));
+                    if q == 0 { x & m } else { (p.wrapping_rem(q) as u64) & m }
+                })
+            }
+            BinOp::MinU(w) => {
+                let m = mask_bits(w.bits());
+                $m!($d, $a, $b, |x, y| (x & m).min(y & m))
+            }
+            BinOp::MaxU(w) => {
+                let m = mask_bits(w.bits());
+                $m!($d, $a, $b, |x, y| (x & m).max(y & m))
+            }
+            BinOp::MinS(w) => {
+                let bits = w.bits();
+                let m = mask_bits(bits);
+                $m!($d, $a, $b, |x, y| (sx(x, bits).min(sx(y, bits)) as u64) & m)
+            }
+            BinOp::MaxS(w) => {
+                let bits = w.bits();
+                let m = mask_bits(bits);
+                $m!($d, $a, $b, |x, y| (sx(x, bits).max(sx(y, bits)) as u64) & m)
+            }
+            BinOp::And | BinOp::PredAnd => $m!($d, $a, $b, |x, y| x & y),
+            BinOp::Or | BinOp::PredOr => $m!($d, $a, $b, |x, y| x | y),
+            BinOp::Xor | BinOp::PredXor => $m!($d, $a, $b, |x, y| x ^ y),
+            BinOp::Shl(W::W32) => $m!($d, $a, $b, |x, y| {
+                let s = y as u32;
+                if s >= 32 { 0 } else { ((x as u32) << s) as u64 }
+            }),
+            BinOp::Shl(w) => {
+                let bits = w.bits();
+                let m = mask_bits(bits);
+                $m!($d, $a, $b, |x, y| {
+                    let s = y as u32;
+                    if s >= bits { 0 } else { (x << s) & m }
+                })
+            }
+            BinOp::ShrU(w) => {
+                let bits = w.bits();
+                let m = mask_bits(bits);
+                $m!($d, $a, $b, |x, y| {
+                    let s = y as u32;
+                    if s >= bits { 0 } else { (x & m) >> s }
+                })
+            }
+            BinOp::ShrS(w) => {
+                let bits = w.bits();
+                let m = mask_bits(bits);
+                $m!($d, $a, $b, |x, y| {
+                    let s = (y as u32).min(bits - 1);
+                    ((sx(x, bits) >> s) as u64) & m
+                })
+            }
+            BinOp::FAdd(F::F32, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
+                $m!($d, $a, $b, |x, y| b32(f32v(x) + f32v(y)))
+            }
+            BinOp::FSub(F::F32, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
+                $m!($d, $a, $b, |x, y| b32(f32v(x) - f32v(y)))
+            }
+            BinOp::FMul(F::F32, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
+                $m!($d, $a, $b, |x, y| b32(f32v(x) * f32v(y)))
+            }
+            BinOp::FAdd(F::F64, Rnd::Rn, _) => $m!($d, $a, $b, |x, y| b64(f64v(x) + f64v(y))),
+            BinOp::FSub(F::F64, Rnd::Rn, _) => $m!($d, $a, $b, |x, y| b64(f64v(x) - f64v(y))),
+            BinOp::FMul(F::F64, Rnd::Rn, _) => $m!($d, $a, $b, |x, y| b64(f64v(x) * f64v(y))),
+            BinOp::FAdd(F::F32, r, fl) | BinOp::FSub(F::F32, r, fl) | BinOp::FMul(F::F32, r, fl) => {
+                let kind = match $op {
+                    BinOp::FAdd(..) => 0,
+                    BinOp::FSub(..) => 1,
+                    _ => 2,
+                };
+                $m!($d, $a, $b, |x, y| {
+                    let (mut p, mut q) = (f32v(x), f32v(y));
+                    if fl.ftz {
+                        p = ftz32(p);
+                        q = ftz32(q);
+                    }
+                    let mut v = match kind {
+                        0 => add32(p, q, r),
+                        1 => add32(p, -q, r),
+                        _ => mul32(p, q, r),
+                    };
+                    if fl.sat {
+                        v = sat32(v);
+                    }
+                    if fl.ftz {
+                        v = ftz32(v);
+                    }
+                    b32(v)
+                })
+            }
+            BinOp::FAdd(F::F64, r, fl) | BinOp::FSub(F::F64, r, fl) | BinOp::FMul(F::F64, r, fl) => {
+                let kind = match $op {
+                    BinOp::FAdd(..) => 0,
+                    BinOp::FSub(..) => 1,
+                    _ => 2,
+                };
+                $m!($d, $a, $b, |x, y| {
+                    let (p, q) = (f64v(x), f64v(y));
+                    let mut v = match kind {
+                        0 => add64(p, q, r),
+                        1 => add64(p, -q, r),
+                        _ => mul64(p, q, r),
+                    };
+                    if fl.sat {
+                        v = sat64(v);
+                    }
+                    b64(v)
+                })
+            }
+            BinOp::FAdd(f, _, fl) | BinOp::FSub(f, _, fl) | BinOp::FMul(f, _, fl) => {
+                let kind = match $op {
+                    BinOp::FAdd(..) => 0,
+                    BinOp::FSub(..) => 1,
+                    _ => 2,
+                };
+                $m!($d, $a, $b, |x, y| {
+                    let (p, q) = (to_f64(x, f, false), to_f64(y, f, false));
+                    let mut v = match kind {
+                        0 => p + q,
+                        1 => p - q,
+                        _ => p * q,
+                    };
+                    if fl.sat {
+                        v = sat64(v);
+                    }
+                    from_f64(v, f, false)
+                })
+            }
+            BinOp::FDiv(F::F32, mode, ftz) => $m!($d, $a, $b, |x, y| {
+                let (mut p, mut q) = (f32v(x), f32v(y));
+                if ftz {
+                    p = ftz32(p);
+                    q = ftz32(q);
+                }
+                let v = match mode {
+                    FMode::Ieee(r) => div32(p, q, r),
+                    FMode::Approx => p / q,
+                };
+                b32(if ftz { ftz32(v) } else { v })
+            }),
+            BinOp::FDiv(F::F64, mode, _) => $m!($d, $a, $b, |x, y| {
+                let (p, q) = (f64v(x), f64v(y));
+                b64(match mode {
+                    FMode::Ieee(r) => div64(p, q, r),
+                    FMode::Approx => p / q,
+                })
+            }),
+            BinOp::FDiv(f, _, _) => $m!($d, $a, $b, |x, y| from_f64(to_f64(x, f, false) / to_f64(y, f, false), f, false)),
+            BinOp::FMin(f, ftz, nan) | BinOp::FMax(f, ftz, nan) => {
+                let max = matches!($op, BinOp::FMax(..));
+                $m!($d, $a, $b, |x, y| {
+                    match fminmax64(to_f64(x, f, ftz), to_f64(y, f, ftz), max, nan) {
+                        Some(v) => from_f64(v, f, false),
+                        None => match f {
+                            F::F32 => NAN32 as u64,
+                            F::F64 => NAN64,
+                            _ => 0x7FFF,
+                        },
+                    }
+                })
+            }
+            BinOp::CopySign(F::F32) => $m!($d, $a, $b, |x, y| ((y as u32 & 0x7FFF_FFFF) | (x as u32 & 0x8000_0000)) as u64),
+            BinOp::CopySign(_) => $m!($d, $a, $b, |x, y| (y & !(1 << 63)) | (x & (1 << 63))),
+            BinOp::Pack(sh) => $m!($d, $a, $b, |x, y| x | (y << sh)),
+            BinOp::Bmsk => $m!($d, $a, $b, |x, y| {
+                let (p, q) = (x as u32 & 0xFF, y as u32 & 0xFF);
+                if p >= 32 { 0 } else { ((((1u64 << q.min(32)) - 1) << p) & 0xFFFF_FFFF) }
+            }),
+            BinOp::H2(op, f) => $m!($d, $a, $b, |x, y| {
+                let mut out = 0u64;
+                for k in 0..2 {
+                    let p = to_f64((x >> (16 * k)) & 0xFFFF, f, false);
+                    let q = to_f64((y >> (16 * k)) & 0xFFFF, f, false);
+                    let v = match op {
+                        H2Op::Add => Some(p + q),
+                        H2Op::Sub => Some(p - q),
+                        H2Op::Mul => Some(p * q),
+                        H2Op::Min => fminmax64(p, q, false, false),
+                        H2Op::Max => fminmax64(p, q, true, false),
+                    };
+                    let h = match v {
+                        Some(v) => from_f64(v, f, false),
+                        None => 0x7FFF,
+                    };
+                    out |= (h & 0xFFFF) << (16 * k);
+                }
+                out
+            }),
+        }
+    }};
+}
+
+macro_rules! exec_tern {
+    ($m:ident, $op:expr, $d:expr, $a:expr, $b:expr, $c:expr) => {{
+        use $crate::ptx::ir::{TernOp, W, F, Rnd, FFlags, Prmt};
+        use $crate::ptx::math::*;
+        match $op {
+            TernOp::MadLo(W::W32) => $m!($d, $a, $b, $c, |x, y, z| (x as u32).wrapping_mul(y as u32).wrapping_add(z as u32) as u64),
+            TernOp::MadLo(W::W64) => $m!($d, $a, $b, $c, |x, y, z| x.wrapping_mul(y).wrapping_add(z)),
+            TernOp::MadLo(_) => $m!($d, $a, $b, $c, |x, y, z| (x as u16).wrapping_mul(y as u16).wrapping_add(z as u16) as u64),
+            TernOp::MadHiU(W::W32) => $m!($d, $a, $b, $c, |x, y, z| (((x as u32 as u64 * y as u32 as u64) >> 32) as u32).wrapping_add(z as u32) as u64),
+            TernOp::MadHiU(W::W64) => $m!($d, $a, $b, $c, |x, y, z| (((x as u128 * y as u128) >> 64) as u64).wrapping_add(z)),
+            TernOp::MadHiU(_) => $m!($d, $a, $b, $c, |x, y, z| (((x as u16 as u32 * y as u16 as u32) >> 16) as u16).wrapping_add(z as u16) as u64),
+            TernOp::MadHiS(W::W32) => $m!($d, $a, $b, $c, |x, y, z| (((x as i32 as i64 * y as i32 as i64) >> 32) as u32).wrapping_add(z as u32) as u64),
+            TernOp::MadHiS(W::W64) => $m!($d, $a, $b, $c, |x, y, z| (((x as i64 as i128 * y as i64 as i128) >> 64) as u64).wrapping_add(z)),
+            TernOp::MadHiS(_) => $m!($d, $a, $b, $c, |x, y, z| (((x as i16 as i32 * y as i16 as i32) >> 16) as u16).wrapping_add(z as u16) as u64),
+            TernOp::MadHiSatS32 => $m!($d, $a, $b, $c, |x, y, z| {
+                let hi = ((x as i32 as i64 * y as i32 as i64) >> 32) as i32;
+                hi.saturating_add(z as i32) as u32 as u64
+            }),
+            TernOp::MadWideU(W::W32) => $m!($d, $a, $b, $c, |x, y, z| (x as u32 as u64 * y as u32 as u64).wrapping_add(z)),
+            TernOp::MadWideS(W::W32) => $m!($d, $a, $b, $c, |x, y, z| ((x as i32 as i64 * y as i32 as i64) as u64).wrapping_add(z)),
+            TernOp::MadWideU(_) => $m!($d, $a, $b, $c, |x, y, z| ((x as u16 as u32 * y as u16 as u32).wrapping_add(z as u32)) as u64),
+            TernOp::MadWideS(_) => $m!($d, $a, $b, $c, |x, y, z| ((x as i16 as i32 * y as i16 as i32) as u32).wrapping_add(z as u32) as u64),
+            TernOp::Mad24Lo(s) => $m!($d, $a, $b, $c, |x, y, z| {
+                let (p, q) = if s {
+                    (((x << 40) as i64 >> 40), ((y << 40) as i64 >> 40))
+                } else {
+                    ((x & 0xFF_FFFF) as i64, (y & 0xFF_FFFF) as i64)
+                };
+                ((p.wrapping_mul(q) as u64).wrapping_add(z)) & 0xFFFF_FFFF
+            }),
+            TernOp::Fma(F::F32, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
+                $m!($d, $a, $b, $c, |x, y, z| b32(f32v(x).mul_add(f32v(y), f32v(z))))
+            }
+            TernOp::Fma(F::F64, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
+                $m!($d, $a, $b, $c, |x, y, z| b64(f64v(x).mul_add(f64v(y), f64v(z))))
+            }
+            TernOp::Fma(F::F32, r, fl) => $m!($d, $a, $b, $c, |x, y, z| {
+                let (mut p, mut q, mut s) = (f32v(x), f32v(y), f32v(z));
+                if fl.ftz {
+                    p = ftz32(p);
+                    q = ftz32(q);
+                    s = ftz32(s);
+                }
+                let mut v = fma32(p, q, s, r);
+                if fl.sat {
+                    v = sat32(v);
+                }
+                if fl.ftz {
+                    v = ftz32(v);
+                }
+                b32(v)
+            }),
+            TernOp::Fma(F::F64, r, fl) => $m!($d, $a, $b, $c, |x, y, z| {
+                let mut v = fma64(f64v(x), f64v(y), f64v(z), r);
+                if fl.sat {
+                    v = sat64(v);
+                }
+                b64(v)
+            }),
+            TernOp::Fma(f, _, fl) => $m!($d, $a, $b, $c, |x, y, z| {
+                let mut v = to_f64(x, f, false).mul_add(to_f64(y, f, false), to_f64(z, f, false));
+                if fl.sat {
+                    v = sat64(v);
+                }
+                from_f64(v, f, false)
+            }),
+            TernOp::FmaH2(f) => $m!($d, $a, $b, $c, |x, y, z| {
+                let mut out = 0u64;
+                for k in 0..2 {
+                    let g = |v: u64| to_f64((v >> (16 * k)) & 0xFFFF, f, false);
+                    let h = from_f64(g(x).mul_add(g(y), g(z)), f, false);
+                    out |= (h & 0xFFFF) << (16 * k);
+                }
+                out
+            }),
+            TernOp::Selp => $m!($d, $a, $b, $c, |x, y, z| if z & 1 != 0 { x } else { y }),
+            TernOp::SlctS(_) => $m!($d, $a, $b, $c, |x, y, z| if (z as u32 as i32) >= 0 { x } else { y }),
+            TernOp::SlctF(ftz) => $m!($d, $a, $b, $c, |x, y, z| {
+                let v = f32v(z);
+                let v = if ftz { ftz32(v) } else { v };
+                if v >= 0.0 || (v == 0.0) { x } else { y }
+            }),
+            TernOp::Bfe { w, signed } => {
+                let bits = w.bits() as u64;
+                $m!($d, $a, $b, $c, |x, y, z| {
+                    let pos = y & 0xFF;
+                    let len = z & 0xFF;
+                    let msb = bits - 1;
+                    let sbit = if signed && len != 0 {
+                        let at = (pos + len - 1).min(msb);
+                        (x >> at) & 1
+                    } else {
+                        0
+                    };
+                    let mut v = 0u64;
+                    for i in 0..bits {
+                        let bit = if i < len && pos + i <= msb { (x >> (pos + i)) & 1 } else { sbit };
+                        v |= bit << i;
+                    }
+                    v
+                })
+            }
+            TernOp::Prmt(mode) => $m!($d, $a, $b, $c, |x, y, z| {
+                let src = (x & 0xFFFF_FFFF) | ((y & 0xFFFF_FFFF) << 32);
+                let byte = |i: u64| (src >> (8 * (i & 7))) & 0xFF;
+                let nsel = z & 3;
+                let mut out = 0u64;
+                for i in 0..4u64 {
+                    let v = match mode {
+                        Prmt::Default => {
+                            let s = (z >> (4 * i)) & 0xF;
+                            let b = byte(s & 7);
+                            if s & 8 != 0 {
+                                if b & 0x80 != 0 { 0xFF } else { 0 }
+                            } else {
+                                b
+                            }
+                        }
+                        Prmt::F4e => byte(nsel + i),
+                        Prmt::B4e => byte((nsel + 8 - i) & 7),
+                        Prmt::Rc8 => byte(nsel),
+                        Prmt::Ecl => byte(i.max(nsel)),
+                        Prmt::Ecr => byte(i.min(nsel)),
+                        Prmt::Rc16 => byte(2 * (nsel & 1) + (i & 1)),
+                    };
+                    out |= v << (8 * i);
+                }
+                out
+            }),
+            TernOp::ShfL { wrap, .. } => $m!($d, $a, $b, $c, |x, y, z| {
+                let n = if wrap { z & 31 } else { (z & 0xFFFF_FFFF).min(32) };
+                let v = ((y & 0xFFFF_FFFF) << 32) | (x & 0xFFFF_FFFF);
+                ((v << n) >> 32) & 0xFFFF_FFFF
+            }),
+            TernOp::ShfR { wrap } => $m!($d, $a, $b, $c, |x, y, z| {
+                let n = if wrap { z & 31 } else { (z & 0xFFFF_FFFF).min(32) };
+                let v = ((y & 0xFFFF_FFFF) << 32) | (x & 0xFFFF_FFFF);
+                (v >> n) & 0xFFFF_FFFF
+            }),
+            TernOp::SadU(w) => {
+                let m = mask_bits(w.bits());
+                $m!($d, $a, $b, $c, |x, y, z| ((x & m).abs_diff(y & m)).wrapping_add(z) & m)
+            }
+            TernOp::SadS(w) => {
+                let bits = w.bits();
+                let m = mask_bits(bits);
+                $m!($d, $a, $b, $c, |x, y, z| (sx(x, bits).abs_diff(sx(y, bits))).wrapping_add(z) & m)
+            }
+            TernOp::Lop3(lut) => $m!($d, $a, $b, $c, |x, y, z| {
+                let mut r = 0u64;
+                for k in 0..8u32 {
+                    if lut >> k & 1 != 0 {
+                        let p = if k & 4 != 0 { x } else { !x };
+                        let q = if k & 2 != 0 { y } else { !y };
+                        let s = if k & 1 != 0 { z } else { !z };
+                        r |= p & q & s;
+                    }
+                }
+                r & 0xFFFF_FFFF
+            }),
+            TernOp::Bfi0 => $m!($d, $a, $b, $c, |x, _y, _z| x),
+        }
+    }};
+}

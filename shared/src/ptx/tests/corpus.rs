@@ -1,0 +1,186 @@
+//! Every corpus PTX file parses; every corpus case runs from its `case.json` and matches the
+//! bytes recorded on a GPU under the case's tolerance.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::ptx::*;
+
+fn corpus_dir() -> Option<PathBuf> {
+    let dir = match std::env::var("RECAP_CORPUS") {
+        Ok(d) => PathBuf::from(d),
+        // The crate lives one level below the repository root.
+        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
+    };
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("skipping: no corpus at {} (set RECAP_CORPUS)", dir.display());
+        None
+    }
+}
+
+fn cases(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for producer in ["nvcc", "triton", "warp"] {
+        let Ok(rd) = std::fs::read_dir(dir.join(producer)) else { continue };
+        for e in rd.flatten() {
+            if e.path().join("case.json").is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn every_corpus_ptx_parses() {
+    let Some(dir) = corpus_dir() else { return };
+    let mut n = 0;
+    for case in cases(&dir) {
+        for e in std::fs::read_dir(&case).unwrap().flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "ptx") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                let m = Module::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                assert!(!m.entries().is_empty(), "{}: no kernels", p.display());
+                n += 1;
+            }
+        }
+    }
+    assert!(n >= 29, "only {n} PTX files found");
+}
+
+fn scalar_bytes(ty: &str, v: &Value) -> Vec<u8> {
+    match ty {
+        "f32" => (v.as_f64().unwrap() as f32).to_le_bytes().to_vec(),
+        "f64" => v.as_f64().unwrap().to_le_bytes().to_vec(),
+        "i32" | "s32" => (v.as_i64().unwrap() as i32).to_le_bytes().to_vec(),
+        "u32" => (v.as_u64().unwrap() as u32).to_le_bytes().to_vec(),
+        "i64" | "s64" => v.as_i64().unwrap().to_le_bytes().to_vec(),
+        "u64" => v.as_u64().unwrap().to_le_bytes().to_vec(),
+        t => panic!("scalar type {t}"),
+    }
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+/// Runs a case with the PTX of one architecture; returns (buffer name, got, expected, dtype, tolerance).
+fn run_case(case: &Path, arch: &str) -> Option<Result<(), String>> {
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
+    let ptx_file = c["ptx"][arch].as_str()?;
+    let text = std::fs::read_to_string(case.join(ptx_file)).unwrap();
+    let module = Module::parse(&text).unwrap();
+    let mut mem = Memory::new();
+    let mut bufs = std::collections::HashMap::new();
+    for b in c["buffers"].as_array().unwrap() {
+        let name = b["name"].as_str().unwrap();
+        let init = std::fs::read(case.join(b["initial"].as_str().unwrap())).unwrap();
+        let base = mem.add_region(init.len() as u64, 256).unwrap();
+        mem.write(base, &init).unwrap();
+        bufs.insert(name.to_string(), base);
+    }
+    for l in c["launches"].as_array().unwrap() {
+        let entry = l["entry"].as_str().unwrap();
+        let e = module.entry(entry).unwrap();
+        let mut params = vec![0u8; e.params_size() as usize];
+        for (p, info) in l["params"].as_array().unwrap().iter().zip(e.params()) {
+            let bytes = match p["kind"].as_str().unwrap() {
+                "buffer" => bufs[p["name"].as_str().unwrap()].to_le_bytes().to_vec(),
+                "scalar" => scalar_bytes(p["type"].as_str().unwrap(), &p["value"]),
+                "bytes" => {
+                    let mut b = hex(p["hex"].as_str().unwrap());
+                    for ptr in p["pointers"].as_array().into_iter().flatten() {
+                        let off = ptr["offset"].as_u64().unwrap() as usize;
+                        let addr = bufs[ptr["buffer"].as_str().unwrap()];
+                        b[off..off + 8].copy_from_slice(&addr.to_le_bytes());
+                    }
+                    b
+                }
+                k => panic!("param kind {k}"),
+            };
+            let o = info.offset as usize;
+            params[o..o + bytes.len()].copy_from_slice(&bytes);
+        }
+        let g = l["grid"].as_array().unwrap();
+        let bl = l["block"].as_array().unwrap();
+        let dims = LaunchDims {
+            grid: [0, 1, 2].map(|i| g[i].as_u64().unwrap() as u32),
+            block: [0, 1, 2].map(|i| bl[i].as_u64().unwrap() as u32),
+            dynamic_shared: l["dynamic_shared_bytes"].as_u64().unwrap_or(0) as u32,
+        };
+        if let Err(e) = launch(&module, entry, &dims, &params, &mem, &ExecOptions::default()) {
+            return Some(Err(format!("{}: {e}", case.display())));
+        }
+    }
+    let tol = &c["tolerance"];
+    for b in c["buffers"].as_array().unwrap() {
+        let name = b["name"].as_str().unwrap();
+        let Some(exp_file) = b["expected"].as_str() else { continue };
+        let expected = std::fs::read(case.join(exp_file)).unwrap();
+        let got = mem.read_region(bufs[name]).unwrap();
+        if let Err(e) = compare(&got, &expected, b["dtype"].as_str().unwrap(), tol) {
+            return Some(Err(format!("{} [{arch}] buffer {name}: {e}", case.display())));
+        }
+    }
+    Some(Ok(()))
+}
+
+fn compare(got: &[u8], exp: &[u8], dtype: &str, tol: &Value) -> Result<(), String> {
+    if got.len() != exp.len() {
+        return Err(format!("size {} vs {}", got.len(), exp.len()));
+    }
+    if tol["exact"].as_bool() == Some(true) || !dtype.starts_with('f') {
+        if let Some(i) = (0..got.len()).find(|&i| got[i] != exp[i]) {
+            return Err(format!("byte {i} differs: {} vs {}", got[i], exp[i]));
+        }
+        return Ok(());
+    }
+    let rtol = tol["rtol"].as_f64().unwrap_or(0.0);
+    let atol = tol["atol"].as_f64().unwrap_or(0.0);
+    let frac = tol["mismatch_frac"].as_f64().unwrap_or(0.0);
+    let vals = |b: &[u8]| -> Vec<f64> {
+        match dtype {
+            "f32" => b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+            "f64" => b.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            _ => panic!("dtype {dtype}"),
+        }
+    };
+    let (g, e) = (vals(got), vals(exp));
+    let mut bad = 0;
+    let mut first = None;
+    for (i, (x, y)) in g.iter().zip(&e).enumerate() {
+        let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= atol + rtol * y.abs();
+        if !ok {
+            bad += 1;
+            first.get_or_insert((i, *x, *y));
+        }
+    }
+    if bad as f64 > frac * g.len() as f64 {
+        let (i, x, y) = first.unwrap();
+        return Err(format!("{bad} of {} elements differ, first at {i}: {x} vs {y}", g.len()));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_corpus_case_matches_the_gpu() {
+    let Some(dir) = corpus_dir() else { return };
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for case in cases(&dir) {
+        for arch in ["sm_75", "sm_90"] {
+            match run_case(&case, arch) {
+                Some(Ok(())) => ran += 1,
+                Some(Err(e)) => failures.push(e),
+                None => {}
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(ran >= 29, "only {ran} case runs");
+}

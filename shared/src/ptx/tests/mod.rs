@@ -1,0 +1,31 @@
+//! Executor tests: real corpus PTX, and small PTX kernels per instruction family.
+
+mod corpus;
+
+use super::*;
+
+/// Runs `entry` of a PTX text over one buffer per element of `bufs` (their addresses are the
+/// kernel's first parameters, followed by `extra` parameter bytes) and returns the buffers after.
+pub(crate) fn run_kernel(
+    ptx: &str,
+    entry: &str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    bufs: &[Vec<u8>],
+    extra: &[u8],
+) -> Result<Vec<Vec<u8>>, String> {
+    let m = Module::parse(ptx).map_err(|e| e.to_string())?;
+    let mut mem = Memory::new();
+    let mut params = Vec::new();
+    let mut bases = Vec::new();
+    for b in bufs {
+        let base = mem.add_region(b.len() as u64, 256).unwrap();
+        mem.write(base, b).unwrap();
+        params.extend_from_slice(&base.to_le_bytes());
+        bases.push(base);
+    }
+    params.extend_from_slice(extra);
+    let dims = LaunchDims { grid, block, dynamic_shared: 0 };
+    launch(&m, entry, &dims, &params, &mem, &ExecOptions::default()).map_err(|e| e.to_string())?;
+    Ok(bases.iter().map(|&b| mem.read_region(b).unwrap()).collect())
+}
