@@ -151,8 +151,18 @@ impl<'a> Blob<'a> {
         }
     }
 
+    /// Decodes into a new buffer. Allocation failure is an error, not an abort: a blob may claim up
+    /// to 256 times its stored size, more than a small machine or a browser tab may have.
     pub fn decode(&self) -> Result<Vec<u8>, FormatError> {
-        let mut v = vec![0u8; self.raw_len as usize];
+        let too_big = || FormatError {
+            section: "blobs",
+            offset: self.file_offset,
+            reason: format!("blob of {} bytes does not fit in memory", self.raw_len),
+        };
+        let len = usize::try_from(self.raw_len).map_err(|_| too_big())?;
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).map_err(|_| too_big())?;
+        v.resize(len, 0);
         self.decode_into(&mut v)?;
         Ok(v)
     }
