@@ -827,3 +827,82 @@ fn the_writer_refuses_what_the_reader_would() {
     assert!(w.set_initial(r, &mut &[0u8; 10][..]).is_err());
     assert!(w.finish().unwrap_err().to_string().contains("earlier blob failed"));
 }
+
+#[test]
+fn blobs_are_shared_whole_or_not_at_all() {
+    // Identical initial and expected bytes are stored once, and both refs name the same bytes.
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let r = w.add_region(region("same", 64, DType::U8)).unwrap();
+    w.set_initial_bytes(r, &[7; 64]).unwrap();
+    w.set_expected_bytes(r, &[7; 64], Tolerance::Exact).unwrap();
+    let bytes = w.finish().unwrap().into_inner();
+    let a = Archive::open(&bytes).unwrap();
+    a.validate().unwrap();
+    let v = a.region(r);
+    assert_eq!(v.initial.unwrap().decode().unwrap(), v.expected.unwrap().decode().unwrap());
+    assert_eq!(section(&bytes, SectionKind::Blobs).1 as u64, v.initial.unwrap().stored_len());
+
+    // A ref that starts inside another blob is refused.
+    assert_refused(
+        |b| {
+            let ptx_offset = u64::from_le_bytes(b[record(b, SectionKind::Modules, 0, 16)..][..8].try_into().unwrap());
+            let at = record(b, SectionKind::Regions, 0, 64);
+            put_u64(b, at, ptx_offset + 1);
+            at
+        },
+        "regions",
+        "overlap other blob bytes",
+    );
+}
+
+#[test]
+fn records_own_their_runs_of_cubins_and_parameters() {
+    assert_refused(
+        |b| {
+            let at = record(b, SectionKind::Modules, 0, 4);
+            put_u32(b, at, 1);
+            at
+        },
+        "modules",
+        "module 0 lists cubins 1..2",
+    );
+    assert_refused(
+        |b| {
+            let at = record(b, SectionKind::Kernels, 0, 12);
+            put_u32(b, at, 2); // leaves the third parameter owned by no kernel
+            section(b, SectionKind::Params).0 + layout::TABLE_HEADER_LEN
+        },
+        "params",
+        "3 parameters but the kernels list 2",
+    );
+}
+
+#[test]
+fn nesting_deeper_than_the_limit_is_refused() {
+    let mut spec = ArchiveSpec {
+        regions: vec![RegionSpec { decl: region("c", 4, DType::U32), initial: None, expected: None }],
+        ..Default::default()
+    };
+    let cond = Condition { region: 0, offset: 0, max_iterations: 1 };
+    let mut body = vec![OpSpec::Marker("a".into()), OpSpec::Marker("b".into())];
+    for _ in 0..MAX_NESTING {
+        body = vec![OpSpec::While(cond, body)];
+    }
+    spec.ops = body.clone();
+    let bytes = spec.write().unwrap();
+    spec.assert_matches(&Archive::open(&bytes).unwrap());
+    // The writer refuses a 65th level.
+    let mut deeper = spec.clone();
+    deeper.ops = vec![OpSpec::While(cond, body)];
+    assert!(deeper.write().unwrap_err().to_string().contains("nest more than 64 deep"));
+    // So does the reader: turn the first marker into a while around the second.
+    let mut b = bytes;
+    let at = record(&b, SectionKind::Ops, MAX_NESTING, 0);
+    put_u32(&mut b, at, 6);
+    put_u32(&mut b, at + 4, 0); // the condition region (the marker's name before)
+    put_u32(&mut b, at + 8, 1);
+    reseal(&mut b);
+    let e = open_err(&b);
+    assert_eq!((e.section, e.offset), ("ops", at as u64), "{e}");
+    assert!(e.reason.contains("bodies nest more than 64 deep"), "{e}");
+}

@@ -108,13 +108,20 @@ pub fn summary(a: &Archive) -> String {
     }
 
     let _ = writeln!(s, "\nops ({})", a.op_count());
-    write_ops(&mut s, a, a.top_level().collect(), 1);
+    write_ops(&mut s, a);
     s
 }
 
-fn write_ops(s: &mut String, a: &Archive, ids: Vec<OpId>, depth: usize) {
-    let indent = "  ".repeat(depth);
-    for id in ids {
+/// The op list in stored (pre-order) order, bodies indented under their while/if and closed with `}`.
+fn write_ops(s: &mut String, a: &Archive) {
+    // Ends of the bodies currently open, innermost last.
+    let mut open: Vec<OpId> = Vec::new();
+    for id in 0..a.op_count() as OpId {
+        while open.last() == Some(&id) {
+            open.pop();
+            let _ = writeln!(s, "{}      }}", "  ".repeat(open.len() + 1));
+        }
+        let indent = "  ".repeat(open.len() + 1);
         let _ = write!(s, "{indent}{id:>4}  ");
         let region = |r: u32| a.region(r).name;
         match a.op(id) {
@@ -128,24 +135,14 @@ fn write_ops(s: &mut String, a: &Archive, ids: Vec<OpId>, depth: usize) {
                 if l.shared_bytes > 0 {
                     let _ = write!(s, " shared {} B", l.shared_bytes);
                 }
-                let targets: Vec<String> = a
-                    .relocs(l.relocs.clone())
-                    .map(|r| format!("+{}={}", r.offset, region(r.target)))
-                    .collect();
+                let targets: Vec<String> =
+                    a.relocs(l.relocs.clone()).map(|r| format!("+{}={}", r.offset, region(r.target))).collect();
                 if !targets.is_empty() {
                     let _ = write!(s, " pointers [{}]", targets.join(", "));
                 }
             }
             Op::Copy(c) => {
-                let _ = write!(
-                    s,
-                    "copy {} B {}+{} -> {}+{}",
-                    c.len,
-                    region(c.src),
-                    c.src_offset,
-                    region(c.dst),
-                    c.dst_offset
-                );
+                let _ = write!(s, "copy {} B {}+{} -> {}+{}", c.len, region(c.src), c.src_offset, region(c.dst), c.dst_offset);
             }
             Op::Memset(m) => {
                 let _ = write!(
@@ -165,20 +162,26 @@ fn write_ops(s: &mut String, a: &Archive, ids: Vec<OpId>, depth: usize) {
             Op::Free(r) => {
                 let _ = write!(s, "free {}", region(r));
             }
-            Op::While { cond, body_len } | Op::If { cond, body_len } => {
-                let kind = a.op(id).kind_name();
+            op @ (Op::While { cond, body_len } | Op::If { cond, body_len }) => {
+                let kind = op.kind_name();
                 let _ = write!(s, "{kind} u32 at {}+{} != 0", region(cond.region), cond.offset);
                 if kind == "while" && cond.max_iterations > 0 {
                     let _ = write!(s, " (at most {} iterations)", cond.max_iterations);
                 }
-                let _ = writeln!(s, " {{ {body_len} op(s)");
-                write_ops(s, a, a.children(a.body(id)).collect(), depth + 1);
-                let _ = write!(s, "{indent}      }}");
+                let _ = write!(s, " {{ {body_len} op(s)");
+                if body_len == 0 {
+                    let _ = write!(s, " }}");
+                } else {
+                    open.push(id + 1 + body_len);
+                }
             }
             Op::Marker(name) => {
                 let _ = write!(s, "marker {name}");
             }
         }
         s.push('\n');
+    }
+    while open.pop().is_some() {
+        let _ = writeln!(s, "{}      }}", "  ".repeat(open.len() + 1));
     }
 }

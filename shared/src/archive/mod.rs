@@ -25,4 +25,5 @@ mod writer;
 
 pub use model::*;
 pub use reader::{Archive, Binding, Blob, Children, FormatError, KernelView, LaunchView, ModuleView, Op, RegionView};
+pub use rules::MAX_NESTING;
 pub use writer::{ArchiveWriter, WriteError};

@@ -5,6 +5,7 @@
 //! nothing is copied out of the byte slice until a caller decodes a blob. [`Archive::validate`]
 //! additionally checks the blobs section's checksum and decompresses every blob.
 
+use std::collections::HashSet;
 use std::io::Read;
 use std::ops::Range;
 
@@ -463,6 +464,7 @@ impl<'a> Archive<'a> {
             blobs_checksum: section(SectionKind::Blobs).unwrap().3,
         };
         archive.check_tables()?;
+        archive.check_blob_sharing()?;
         Ok(archive)
     }
 
@@ -522,23 +524,33 @@ impl<'a> Archive<'a> {
     fn check_tables(&self) -> Result<(), FormatError> {
         let m = &self.modules;
         let c = &self.cubins;
+        // Each module owns the next run of cubins, and each kernel the next run of parameters, so that
+        // checking them all is one linear pass however hostile the counts.
+        let mut next_cubin = 0u64;
+        let mut sms = HashSet::new();
         for i in 0..m.count {
             self.check_string(m, i, 0, false)?;
             let first = u32_at(m.rec(i), 4) as u64;
             let n = u32_at(m.rec(i), 8) as u64;
-            if first + n > c.count as u64 {
-                return err("modules", m.at(i, 4), format!("module {i} lists cubins {first}..{} of {}", first + n, c.count));
+            if first != next_cubin || first + n > c.count as u64 {
+                return err("modules", m.at(i, 4), format!(
+                    "module {i} lists cubins {first}..{}; expected the next of {} from {next_cubin}", first + n, c.count));
             }
+            next_cubin = first + n;
+            sms.clear();
             for j in first as usize..(first + n) as usize {
                 if u32_at(c.rec(j), 0) as usize != i {
                     return err("modules", m.at(i, 4), format!("module {i} lists cubin {j}, which belongs to module {}", u32_at(c.rec(j), 0)));
                 }
                 let sm = u32_at(c.rec(j), 4);
-                if (first as usize..j).any(|e| u32_at(c.rec(e), 4) == sm) {
+                if !sms.insert(sm) {
                     return err("cubins", c.at(j, 4), format!("module {i} has two cubins for sm_{sm}"));
                 }
             }
             self.check_blob(m, i, 16)?;
+        }
+        if next_cubin != c.count as u64 {
+            return err("cubins", c.file_offset, format!("{} cubins but the modules list {next_cubin}", c.count));
         }
         for i in 0..c.count {
             let module = u32_at(c.rec(i), 0);
@@ -556,6 +568,7 @@ impl<'a> Archive<'a> {
             }
         }
         let k = &self.kernels;
+        let mut next_param = 0u64;
         for i in 0..k.count {
             let module = u32_at(k.rec(i), 0);
             if module as usize >= m.count {
@@ -564,12 +577,17 @@ impl<'a> Archive<'a> {
             self.check_string(k, i, 4, false)?;
             let first = u32_at(k.rec(i), 8) as u64;
             let n = u32_at(k.rec(i), 12) as u64;
-            if first + n > p.count as u64 {
-                return err("kernels", k.at(i, 8), format!("kernel {i} lists parameters {first}..{} of {}", first + n, p.count));
+            if first != next_param || first + n > p.count as u64 {
+                return err("kernels", k.at(i, 8), format!(
+                    "kernel {i} lists parameters {first}..{}; expected the next of {} from {next_param}", first + n, p.count));
             }
+            next_param = first + n;
             if let Err((j, (field, reason))) = rules::params(&self.kernel(i as KernelId).params) {
                 return err("params", p.at(first as usize + j, field), format!("kernel {i}: {reason}"));
             }
+        }
+        if next_param != p.count as u64 {
+            return err("params", p.file_offset, format!("{} parameters but the kernels list {next_param}", p.count));
         }
         let rg = &self.regions;
         for i in 0..rg.count {
@@ -642,7 +660,7 @@ impl<'a> Archive<'a> {
         }
         self.check_ops()?;
         let b = &self.bindings;
-        let mut names = std::collections::HashSet::new();
+        let mut names = HashSet::new();
         for i in 0..b.count {
             let name = self.check_string(b, i, 0, false)?;
             if !names.insert(name) {
@@ -748,6 +766,9 @@ impl<'a> Archive<'a> {
                     if body_end > i as u64 + 1 {
                         open.push(body_end as usize);
                     }
+                    if open.len() > rules::MAX_NESTING {
+                        return err("ops", t.at(i, 0), format!("op {i}: bodies nest more than {} deep", rules::MAX_NESTING));
+                    }
                 }
                 layout::op::MARKER => {
                     self.check_string(t, i, 4, false)?;
@@ -771,16 +792,58 @@ impl<'a> Archive<'a> {
         if layout::checksum(&[self.blobs]) != self.blobs_checksum {
             return err("blobs", self.blobs_offset, "section checksum mismatch (region data or PTX is corrupt)");
         }
+        // Refs are identical or disjoint (checked at open), so decoding each distinct one once keeps
+        // this linear in the size of the blobs section.
+        let mut checked = HashSet::new();
+        let mut check = |b: &Blob| if checked.insert(b.file_offset) { b.check() } else { Ok(()) };
         for m in self.modules() {
-            m.ptx.check()?;
+            check(&m.ptx)?;
             m.ptx_text()?;
             for (_, c) in &m.cubins {
-                c.check()?;
+                check(c)?;
             }
         }
         for r in self.regions() {
             for b in r.initial.iter().chain(r.expected.iter()) {
-                b.check()?;
+                check(b)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Blob refs either name exactly the same bytes or do not overlap at all.
+    fn check_blob_sharing(&self) -> Result<(), FormatError> {
+        // (offset in blobs, stored_len, raw_len, codec, table, record, field)
+        let mut refs: Vec<(u64, u64, u64, u32, Table<'a>, usize, usize)> = Vec::new();
+        let mut add = |t: &Table<'a>, i: usize, field: usize| {
+            let r = t.rec(i);
+            refs.push((u64_at(r, field), u64_at(r, field + 8), u64_at(r, field + 16), u32_at(r, field + 24), *t, i, field));
+        };
+        for i in 0..self.modules.count {
+            add(&self.modules, i, 16);
+        }
+        for i in 0..self.cubins.count {
+            add(&self.cubins, i, 8);
+        }
+        for i in 0..self.regions.count {
+            let flags = u32_at(self.regions.rec(i), 8);
+            if flags & REGION_HAS_INITIAL != 0 {
+                add(&self.regions, i, 64);
+            }
+            if flags & REGION_HAS_EXPECTED != 0 {
+                add(&self.regions, i, 96);
+            }
+        }
+        refs.retain(|r| r.1 > 0);
+        refs.sort_unstable_by_key(|r| (r.0, r.1));
+        for w in refs.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            let same = a.0 == b.0 && a.1 == b.1;
+            if (same && (a.2, a.3) != (b.2, b.3)) || (!same && b.0 < a.0 + a.1) {
+                let (t, i, field) = (&b.4, b.5, b.6);
+                return err(t.name(), t.at(i, field), format!(
+                    "record {i} refers to blob bytes {}+{} that overlap other blob bytes {}+{} without being the same blob",
+                    b.0, b.1, a.0, a.1));
             }
         }
         Ok(())

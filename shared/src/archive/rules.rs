@@ -7,6 +7,9 @@ use super::model::*;
 /// A rule's complaint: the field's offset within its record, and why.
 pub(crate) type Broken = (usize, String);
 
+/// How deep while/if bodies may nest. Consumers may recurse into bodies; this bounds their stack.
+pub const MAX_NESTING: usize = 64;
+
 /// CUDA's limit on the size of a kernel's parameter buffer (Volta and later, CUDA 12.1 and later).
 pub(crate) const MAX_PARAM_BYTES: u64 = 32 * 1024;
 

@@ -438,6 +438,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     fn begin_body(&mut self, kind: u32, cond: Condition) -> Result<OpId, WriteError> {
+        if self.open_bodies.len() >= rules::MAX_NESTING {
+            return invalid(format!("while/if bodies nest more than {} deep", rules::MAX_NESTING));
+        }
         let size = self.region_size(cond.region)?;
         refuse(&format!("condition in region {}", cond.region), rules::condition(&cond, size))?;
         let mut rec = Vec::with_capacity(OP_LEN);
