@@ -1,5 +1,8 @@
 //! recap's native side: the CLI, the host, the CPU and CUDA backends and the capture API.
 
+pub mod capture;
 pub mod import;
 pub mod cuda;
 pub mod mapped;
+
+pub use capture::{Arg, BindingInfo, Buffer, CaptureError, Device, Dim3, Element, Graph, Kernel, Module, RawBuffer, StructArg};

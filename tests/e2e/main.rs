@@ -1,5 +1,7 @@
 //! End-to-end tests, one module per area.
 
 mod archive;
+mod capi;
+mod capture;
 mod cli;
 mod gpu;

@@ -1,0 +1,103 @@
+//! The CPU device: one `shared::ptx::Memory` address space and the PTX executor.
+
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use shared::archive::{ParamDecl, ParamKind};
+use shared::ptx::{self, ExecOptions, LaunchDims, Memory};
+
+use super::{CaptureError, Result};
+
+fn mem_err(e: ptx::MemError) -> CaptureError {
+    CaptureError::Cpu(e.to_string())
+}
+
+/// Every kernel's parameter layout as the module's PTX declares it. Both devices take layouts
+/// from here, so a launch is packed the same way whichever device records it.
+pub(crate) fn kernel_layouts(name: &str, text: &str) -> Result<Vec<(String, Vec<ParamDecl>)>> {
+    Ok(parse(name, text)?
+        .entries()
+        .iter()
+        .map(|e| {
+            let params = e
+                .params()
+                .iter()
+                .map(|p| ParamDecl {
+                    name: p.name.clone(),
+                    offset: p.offset,
+                    size: p.size,
+                    align: p.align,
+                    kind: if p.pointer { ParamKind::Pointer } else { ParamKind::Value },
+                })
+                .collect();
+            (e.name().to_owned(), params)
+        })
+        .collect())
+}
+
+fn parse(name: &str, text: &str) -> Result<ptx::Module> {
+    ptx::Module::parse(text).map_err(|e| CaptureError::Ptx { module: name.to_owned(), message: e.to_string() })
+}
+
+pub(crate) struct CpuBackend {
+    /// Adding and removing regions needs `&mut Memory`; everything else, kernels included, `&Memory`.
+    memory: RwLock<Memory>,
+    options: ExecOptions,
+}
+
+impl CpuBackend {
+    pub fn new() -> Self {
+        CpuBackend { memory: RwLock::new(Memory::new()), options: ExecOptions::default() }
+    }
+
+    fn memory(&self) -> RwLockReadGuard<'_, Memory> {
+        self.memory.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn memory_mut(&self) -> RwLockWriteGuard<'_, Memory> {
+        self.memory.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn alloc(&self, size: u64, align: u32) -> Result<u64> {
+        self.memory_mut().add_region(size, align as u64).map_err(mem_err)
+    }
+
+    pub fn free(&self, addr: u64) -> Result<()> {
+        self.memory_mut().remove_region(addr).map_err(mem_err)
+    }
+
+    pub fn write(&self, addr: u64, bytes: &[u8]) -> Result<()> {
+        self.memory().write(addr, bytes).map_err(mem_err)
+    }
+
+    pub fn read(&self, addr: u64, out: &mut [u8]) -> Result<()> {
+        self.memory().read(addr, out).map_err(mem_err)
+    }
+
+    pub fn copy(&self, src: u64, dst: u64, len: u64) -> Result<()> {
+        self.memory().copy(dst, src, len).map_err(mem_err)
+    }
+
+    pub fn fill(&self, addr: u64, len: u64, width: u32, pattern: u64) -> Result<()> {
+        let bytes = pattern.to_le_bytes();
+        self.memory().fill(addr, len, &bytes[..width as usize]).map_err(mem_err)
+    }
+
+    pub fn load_module(&self, name: &str, text: &str) -> Result<Arc<ptx::Module>> {
+        parse(name, text).map(Arc::new)
+    }
+
+    pub fn launch(
+        &self,
+        module: &ptx::Module,
+        entry: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        params: &[u8],
+    ) -> Result<()> {
+        let dims = LaunchDims { grid, block, dynamic_shared: shared };
+        ptx::launch(module, entry, &dims, params, &self.memory(), &self.options)
+            .map(|_| ())
+            .map_err(|e| CaptureError::Launch { kernel: entry.to_owned(), message: e.to_string() })
+    }
+}

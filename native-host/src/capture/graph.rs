@@ -1,0 +1,466 @@
+//! Graphs: replay in place, save as an archive, load an archive on any device, bindings by name.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Cursor};
+use std::path::Path;
+
+use shared::archive::{Archive, ArchiveWriter, Condition, DType, Direction, Op, RegionDecl, RegionId, Reloc};
+
+use super::device::{Device, Element, Kernel, RawBuffer};
+use super::record::{GOp, GraphData, GraphRegion};
+use super::{usage, CaptureError, Result};
+
+/// A named input or output of a graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingInfo {
+    pub name: String,
+    pub direction: Direction,
+    pub bytes: u64,
+    pub dtype: DType,
+    pub(crate) region: RegionId,
+}
+
+/// Recorded work on one device: captured there, or loaded from an archive.
+pub struct Graph {
+    device: Device,
+    data: GraphData,
+    bindings: Vec<BindingInfo>,
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("device", &self.device.name())
+            .field("ops", &self.data.op_count())
+            .field("regions", &self.data.regions.len())
+            .field("bindings", &self.bindings)
+            .finish()
+    }
+}
+
+fn archive_error(path: &Path, message: impl std::fmt::Display) -> CaptureError {
+    CaptureError::Archive { path: path.display().to_string(), message: message.to_string() }
+}
+
+impl Graph {
+    pub(crate) fn from_data(device: Device, data: GraphData, bindings: Vec<BindingInfo>) -> Graph {
+        Graph { device, data, bindings }
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Number of ops, counting those inside while/if bodies.
+    pub fn op_count(&self) -> usize {
+        self.data.op_count()
+    }
+
+    pub fn region_count(&self) -> usize {
+        self.data.regions.len()
+    }
+
+    /// Replays the recorded work on the graph's device, over its buffers, and waits for it.
+    pub fn launch(&self) -> Result<()> {
+        let backend = self.device.backend();
+        let mut addrs: Vec<u64> =
+            self.data.regions.iter().map(|r| r.buffer.as_ref().map_or(0, RawBuffer::addr)).collect();
+        let outcome = self.run(&self.data.ops, &mut addrs);
+        // Scratch left allocated by a failed replay is released here.
+        for (r, a) in self.data.regions.iter().zip(&addrs) {
+            if r.buffer.is_none() && *a != 0 {
+                let _ = backend.free(*a);
+            }
+        }
+        outcome?;
+        backend.synchronize()
+    }
+
+    fn addr(&self, addrs: &[u64], region: RegionId) -> Result<u64> {
+        match addrs.get(region as usize) {
+            Some(&a) if a != 0 => Ok(a),
+            Some(_) => usage(format!("scratch region {} is used outside its alloc/free", self.data.regions[region as usize].decl.name)),
+            None => usage(format!("op names region {region}, which the graph does not have")),
+        }
+    }
+
+    fn run(&self, ops: &[GOp], addrs: &mut Vec<u64>) -> Result<()> {
+        let backend = self.device.backend();
+        for op in ops {
+            match op {
+                GOp::Launch { kernel, grid, block, shared, params, relocs } => {
+                    let mut params = params.clone();
+                    for r in relocs {
+                        let at = r.offset as usize;
+                        let a = self.addr(addrs, r.target)? + r.target_offset;
+                        params[at..at + 8].copy_from_slice(&a.to_le_bytes());
+                    }
+                    backend.launch(&self.data.kernels[*kernel], *grid, *block, *shared, &params)?;
+                }
+                GOp::Copy(c) => {
+                    let (s, d) = (self.addr(addrs, c.src)?, self.addr(addrs, c.dst)?);
+                    backend.copy(s + c.src_offset, d + c.dst_offset, c.len)?;
+                }
+                GOp::Memset(m) => backend.fill(self.addr(addrs, m.region)? + m.offset, m.len, m.width, m.pattern)?,
+                GOp::Alloc(r) => {
+                    let decl = &self.data.regions[*r as usize].decl;
+                    if addrs[*r as usize] == 0 {
+                        addrs[*r as usize] = backend.alloc(decl.size, decl.align)?;
+                    }
+                }
+                GOp::Free(r) => {
+                    let a = std::mem::take(&mut addrs[*r as usize]);
+                    if a != 0 {
+                        backend.free(a)?;
+                    }
+                }
+                GOp::While { cond, body } => {
+                    let mut i = 0u32;
+                    while (cond.max_iterations == 0 || i < cond.max_iterations) && self.test(addrs, cond)? {
+                        self.run(body, addrs)?;
+                        i += 1;
+                    }
+                }
+                GOp::If { cond, body } => {
+                    if self.test(addrs, cond)? {
+                        self.run(body, addrs)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn test(&self, addrs: &[u64], cond: &Condition) -> Result<bool> {
+        Ok(self.device.backend().read_u32(self.addr(addrs, cond.region)? + cond.offset)? != 0)
+    }
+
+    // ---- bindings ----
+
+    pub fn bindings(&self) -> &[BindingInfo] {
+        &self.bindings
+    }
+
+    fn binding(&self, name: &str) -> Result<(&BindingInfo, &RawBuffer)> {
+        let Some(b) = self.bindings.iter().find(|b| b.name == name) else {
+            let names: Vec<&str> = self.bindings.iter().map(|b| b.name.as_str()).collect();
+            return Err(CaptureError::Binding {
+                name: name.to_owned(),
+                message: if names.is_empty() {
+                    "the graph has no bindings".to_owned()
+                } else {
+                    format!("no such binding; the graph has {}", names.join(", "))
+                },
+            });
+        };
+        match &self.data.regions[b.region as usize].buffer {
+            Some(buf) => Ok((b, buf)),
+            None => Err(CaptureError::Binding { name: name.to_owned(), message: "bound to a scratch region".into() }),
+        }
+    }
+
+    /// The device buffer behind a binding.
+    pub fn binding_buffer(&self, name: &str) -> Result<RawBuffer> {
+        Ok(self.binding(name)?.1.clone())
+    }
+
+    /// Replaces a binding's contents; `data` must be exactly the bound region's size in bytes.
+    pub fn set_param<T: Element>(&self, name: &str, data: &[T]) -> Result<()> {
+        let (b, buf) = self.binding(name)?;
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        if bytes.len() as u64 != b.bytes {
+            return Err(CaptureError::Binding {
+                name: name.to_owned(),
+                message: format!(
+                    "is {} bytes ({} x {}); {} bytes were given",
+                    b.bytes,
+                    b.dtype.name(),
+                    b.bytes / b.dtype.size() as u64,
+                    bytes.len()
+                ),
+            });
+        }
+        self.device.write_bytes(buf, 0, bytes)
+    }
+
+    /// A binding's bytes.
+    pub fn get_param(&self, name: &str) -> Result<Vec<u8>> {
+        self.binding(name)?.1.read_bytes()
+    }
+
+    /// A binding's contents as `T`s; its size must be a multiple of `T`'s.
+    pub fn get_param_as<T: Element>(&self, name: &str) -> Result<Vec<T>> {
+        let bytes = self.get_param(name)?;
+        if bytes.len() % size_of::<T>() != 0 {
+            return Err(CaptureError::Binding {
+                name: name.to_owned(),
+                message: format!("{} bytes are not a whole number of {}-byte elements", bytes.len(), size_of::<T>()),
+            });
+        }
+        let mut out = vec![T::zeroed(); bytes.len() / size_of::<T>()];
+        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&bytes);
+        Ok(out)
+    }
+
+    // ---- saving ----
+
+    /// Writes the graph as one archive. Each region's current contents become its initial data;
+    /// `inputs` and `outputs` name buffers the graph uses (a buffer in both is in-out).
+    pub fn save(&self, path: impl AsRef<Path>, inputs: &[(&str, &RawBuffer)], outputs: &[(&str, &RawBuffer)]) -> Result<()> {
+        let path = path.as_ref();
+        let tmp = path.with_extension("recap.partial");
+        let file = File::create(&tmp).map_err(|e| archive_error(path, format!("cannot create: {e}")))?;
+        let outcome = self
+            .write_archive(BufWriter::new(file), inputs, outputs)
+            .and_then(|w| w.into_inner().map_err(|e| CaptureError::Usage(e.to_string())))
+            .and_then(|f| f.sync_all().map_err(|e| CaptureError::Usage(e.to_string())))
+            .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| CaptureError::Usage(e.to_string())));
+        if let Err(e) = outcome {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(archive_error(path, e));
+        }
+        Ok(())
+    }
+
+    /// The archive's bytes, as [`Graph::save`] would write them.
+    pub fn to_archive_bytes(&self, inputs: &[(&str, &RawBuffer)], outputs: &[(&str, &RawBuffer)]) -> Result<Vec<u8>> {
+        Ok(self.write_archive(Cursor::new(Vec::new()), inputs, outputs)?.into_inner())
+    }
+
+    fn write_archive<W: std::io::Write + std::io::Seek>(
+        &self,
+        out: W,
+        inputs: &[(&str, &RawBuffer)],
+        outputs: &[(&str, &RawBuffer)],
+    ) -> Result<W> {
+        let werr = |e: shared::archive::WriteError| CaptureError::Usage(format!("writing the archive: {e}"));
+        let mut w = ArchiveWriter::new(out).map_err(werr)?;
+        w.set_meta("producer", "recap capture API");
+        w.set_meta("device", &self.device.name());
+
+        // Regions: the graph's own, then buffers reached only through pointer fields.
+        let mut regions: Vec<(RegionDecl, Option<RawBuffer>)> =
+            self.data.regions.iter().map(|r| (r.decl.clone(), r.buffer.clone())).collect();
+        let mut by_buffer: HashMap<u64, RegionId> = HashMap::new();
+        for (i, (_, b)) in regions.iter().enumerate() {
+            if let Some(b) = b {
+                by_buffer.insert(b.id(), i as RegionId);
+            }
+        }
+        let mut i = 0;
+        while i < regions.len() {
+            if let Some(b) = regions[i].1.clone() {
+                for f in b.pointer_fields() {
+                    if !by_buffer.contains_key(&f.target.id()) {
+                        by_buffer.insert(f.target.id(), regions.len() as RegionId);
+                        let mut decl = RegionDecl::new(f.target.name(), f.target.byte_len(), f.target.dtype());
+                        decl.align = 256;
+                        regions.push((decl, Some(f.target.clone())));
+                    }
+                }
+            }
+            i += 1;
+        }
+        for (decl, buffer) in &regions {
+            let id = w.add_region(decl.clone()).map_err(werr)?;
+            if let Some(b) = buffer {
+                let mut bytes = b.read_bytes()?;
+                // No raw device address is ever stored: pointer fields are relocations.
+                for f in b.pointer_fields() {
+                    bytes[f.offset as usize..f.offset as usize + 8].fill(0);
+                    let reloc = Reloc { offset: f.offset, target: by_buffer[&f.target.id()], target_offset: f.target_offset };
+                    w.add_region_reloc(id, reloc).map_err(werr)?;
+                }
+                w.set_initial(id, &mut bytes.as_slice()).map_err(werr)?;
+            }
+        }
+
+        let mut module_ids: HashMap<u64, u32> = HashMap::new();
+        let mut kernel_ids = Vec::with_capacity(self.data.kernels.len());
+        for k in &self.data.kernels {
+            let m = match module_ids.get(&k.module.id) {
+                Some(&m) => m,
+                None => {
+                    let m = w.add_module(&k.module.name, &k.module.ptx).map_err(werr)?;
+                    module_ids.insert(k.module.id, m);
+                    m
+                }
+            };
+            kernel_ids.push(w.add_kernel(m, &k.entry, k.params.clone()).map_err(werr)?);
+        }
+        write_ops(&mut w, &self.data.ops, &kernel_ids).map_err(werr)?;
+
+        let mut directions: Vec<(&str, RegionId, Direction)> = Vec::new();
+        for (list, dir) in [(inputs, Direction::In), (outputs, Direction::Out)] {
+            for (name, buf) in list {
+                let Some(&region) = by_buffer.get(&buf.id()) else {
+                    return Err(CaptureError::Binding {
+                        name: name.to_string(),
+                        message: format!("buffer {} is not used by the graph", buf.name()),
+                    });
+                };
+                match directions.iter_mut().find(|d| d.0 == *name) {
+                    Some(d) if d.1 == region && d.2 != dir => d.2 = Direction::InOut,
+                    Some(_) => {
+                        return Err(CaptureError::Binding { name: name.to_string(), message: "is named twice".into() })
+                    }
+                    None => directions.push((name, region, dir)),
+                }
+            }
+        }
+        for (name, region, dir) in directions {
+            w.add_binding(name, region, dir).map_err(werr)?;
+        }
+        w.finish().map_err(werr)
+    }
+
+    // ---- loading ----
+
+    /// Loads an archive onto `device`: allocates and fills its regions, loads its modules.
+    pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Graph> {
+        let path = path.as_ref();
+        let map = crate::mapped::MappedFile::open(path).map_err(|e| archive_error(path, format!("cannot open: {e}")))?;
+        let archive = Archive::open(&map).map_err(|e| archive_error(path, e))?;
+        archive.validate().map_err(|e| archive_error(path, e))?;
+        Graph::from_archive(&archive, device).map_err(|e| match e {
+            CaptureError::Archive { .. } => e,
+            other => archive_error(path, other),
+        })
+    }
+
+    /// Instantiates an open archive on `device`.
+    pub fn from_archive(archive: &Archive<'_>, device: &Device) -> Result<Graph> {
+        let ferr = |e: shared::archive::FormatError| CaptureError::Usage(e.to_string());
+        let mut modules = Vec::with_capacity(archive.module_count());
+        for m in archive.modules() {
+            modules.push(device.load_ptx(m.name, &m.ptx_text().map_err(ferr)?)?);
+        }
+        let mut kernels = Vec::with_capacity(archive.kernel_count());
+        for k in archive.kernels() {
+            let module = &modules[k.module as usize];
+            // The archive's own layout is authoritative: it is what the launch bytes were packed for.
+            let mut kernel: Kernel = module.kernel(k.name)?;
+            kernel.params = k.params.clone();
+            kernels.push(kernel);
+        }
+        let mut regions = Vec::with_capacity(archive.region_count());
+        for r in archive.regions() {
+            let decl = RegionDecl {
+                name: r.name.to_owned(),
+                size: r.size,
+                align: r.align,
+                dtype: r.dtype,
+                shape: r.shape.clone(),
+                scratch: r.scratch,
+            };
+            let buffer = if r.scratch {
+                None
+            } else {
+                let b = device.alloc_raw(r.size as usize, r.dtype)?;
+                b.set_name(r.name);
+                if let Some(init) = &r.initial {
+                    device.write_bytes(&b, 0, &init.decode().map_err(ferr)?)?;
+                }
+                Some(b)
+            };
+            regions.push(GraphRegion { decl, buffer });
+        }
+        for (owner, reloc) in archive.region_relocs() {
+            let (Some(o), Some(t)) = (&regions[owner as usize].buffer, &regions[reloc.target as usize].buffer) else {
+                return usage(format!("region relocation {owner} -> {} involves scratch, which has no fixed address", reloc.target));
+            };
+            device.write_pointer(o, reloc.offset, t, reloc.target_offset)?;
+        }
+        let ops = read_ops(archive, archive.top_level().collect(), &kernels)?;
+        let bindings = archive
+            .bindings()
+            .map(|b| {
+                let r = archive.region(b.region);
+                BindingInfo { name: b.name.to_owned(), direction: b.direction, bytes: r.size, dtype: r.dtype, region: b.region }
+            })
+            .collect();
+        Ok(Graph::from_data(device.clone(), GraphData { regions, kernels, ops }, bindings))
+    }
+}
+
+fn write_ops<W: std::io::Write + std::io::Seek>(
+    w: &mut ArchiveWriter<W>,
+    ops: &[GOp],
+    kernels: &[u32],
+) -> Result<(), shared::archive::WriteError> {
+    for op in ops {
+        match op {
+            GOp::Launch { kernel, grid, block, shared, params, relocs } => {
+                w.launch(shared::archive::LaunchDecl {
+                    kernel: kernels[*kernel],
+                    grid: *grid,
+                    block: *block,
+                    shared_bytes: *shared,
+                    params: params.clone(),
+                    relocs: relocs.clone(),
+                })?;
+            }
+            GOp::Copy(c) => {
+                w.copy(*c)?;
+            }
+            GOp::Memset(m) => {
+                w.memset(*m)?;
+            }
+            GOp::Alloc(r) => {
+                w.alloc(*r)?;
+            }
+            GOp::Free(r) => {
+                w.free(*r)?;
+            }
+            GOp::While { cond, body } => {
+                w.begin_while(*cond)?;
+                write_ops(w, body, kernels)?;
+                w.end_body()?;
+            }
+            GOp::If { cond, body } => {
+                w.begin_if(*cond)?;
+                write_ops(w, body, kernels)?;
+                w.end_body()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn read_ops(archive: &Archive<'_>, ids: Vec<u32>, kernels: &[Kernel]) -> Result<Vec<GOp>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let op = match archive.op(id) {
+            Op::Launch(l) => {
+                let kernel = l.kernel as usize;
+                let need = kernels[kernel].params.iter().map(|p| p.offset as usize + p.size as usize).max().unwrap_or(0);
+                let mut params = l.params.to_vec();
+                params.resize(params.len().max(need), 0);
+                GOp::Launch {
+                    kernel,
+                    grid: l.grid,
+                    block: l.block,
+                    shared: l.shared_bytes,
+                    params,
+                    relocs: archive.relocs(l.relocs.clone()).collect(),
+                }
+            }
+            Op::Copy(c) => GOp::Copy(c),
+            Op::Memset(m) => GOp::Memset(m),
+            Op::Alloc(r) => GOp::Alloc(r),
+            Op::Free(r) => GOp::Free(r),
+            Op::While { cond, .. } => {
+                GOp::While { cond, body: read_ops(archive, body_ids(archive, id), kernels)? }
+            }
+            Op::If { cond, .. } => GOp::If { cond, body: read_ops(archive, body_ids(archive, id), kernels)? },
+            Op::Marker(_) => continue,
+        };
+        out.push(op);
+    }
+    Ok(out)
+}
+
+fn body_ids(archive: &Archive<'_>, id: u32) -> Vec<u32> {
+    archive.children(archive.body(id)).collect()
+}
