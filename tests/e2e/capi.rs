@@ -98,6 +98,8 @@ fn c_program_replays_an_archive_and_reports_errors() {
     std::fs::write(tmp.path().join("y.bin"), bytes(&ys)).unwrap();
     let run = |extra: &[&str]| {
         Command::new(&exe)
+            // cargo's library path may hold another build of the library; the rpath names this one.
+            .env_remove("LD_LIBRARY_PATH")
             .current_dir(tmp.path())
             .arg(&archive)
             .arg("cpu")
@@ -124,6 +126,6 @@ fn c_program_replays_an_archive_and_reports_errors() {
     std::fs::write(tmp.path().join("short.bin"), [0u8; 12]).unwrap();
     let out = run(&["--set", "x", "short.bin"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("1200 bytes (f32 x 300); 12 bytes were given"));
-    let out = Command::new(&exe).arg(tmp.path().join("missing.recap")).arg("cpu").output().unwrap();
+    let out = Command::new(&exe).env_remove("LD_LIBRARY_PATH").arg(tmp.path().join("missing.recap")).arg("cpu").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.recap: cannot open"), "{:?}", out);
 }

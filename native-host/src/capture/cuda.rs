@@ -8,79 +8,69 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{result, sys, CudaContext, DriverError};
+use cudarc::driver::{result, sys, DriverError};
 use shared::archive::ParamDecl;
 
 use super::{CaptureError, Result};
 
 pub(crate) struct CudaBackend {
-    ctx: Arc<CudaContext>,
-    ordinal: usize,
-    name: String,
+    /// The GPU and its primary context, shared with the archive replay engine in `crate::cuda`.
+    device: Arc<crate::cuda::Device>,
 }
 
 /// A module loaded into the device's context.
 pub(crate) struct CudaModule {
     raw: sys::CUmodule,
-    ctx: Arc<CudaContext>,
+    device: Arc<crate::cuda::Device>,
     functions: Mutex<HashMap<String, sys::CUfunction>>,
 }
 
 // SAFETY: driver API handles may be used from any thread once the owning context is current,
-// which every use here ensures with `bind_to_thread`.
+// which every use here ensures with `bind`.
 unsafe impl Send for CudaModule {}
 unsafe impl Sync for CudaModule {}
 
 impl Drop for CudaModule {
     fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
+        if self.device.bind().is_ok() {
             // SAFETY: the module was loaded in this context and is unloaded once.
             let _ = unsafe { result::module::unload(self.raw) };
         }
     }
 }
 
-/// Whether the CUDA driver library can be loaded; cudarc panics on first use without it.
-pub(crate) fn driver_present() -> bool {
-    // SAFETY: only tries to open the library.
-    unsafe { sys::is_culib_present() }
-}
-
 impl CudaBackend {
     pub fn new(ordinal: usize) -> Result<Self> {
-        if !driver_present() {
-            return Err(CaptureError::NoCudaDriver);
-        }
-        let ctx = CudaContext::new(ordinal).map_err(|e| CaptureError::Cuda {
-            ordinal,
-            message: match e.0 {
-                sys::CUresult::CUDA_ERROR_NO_DEVICE => "no CUDA device is visible".to_owned(),
-                sys::CUresult::CUDA_ERROR_INVALID_DEVICE => format!(
-                    "no such device; {} visible",
-                    CudaContext::device_count().map(|n| n.to_string()).unwrap_or_else(|_| "none".into())
-                ),
-                _ => format!("cannot open the device: {e}"),
-            },
+        use crate::cuda::OpenError;
+        let device = crate::cuda::Device::open(ordinal).map_err(|e| match e {
+            OpenError::NoDriver => CaptureError::NoCudaDriver,
+            other => CaptureError::Cuda { ordinal, message: other.to_string() },
         })?;
-        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
-        Ok(CudaBackend { ctx, ordinal, name })
+        Ok(CudaBackend { device })
+    }
+
+    pub(crate) fn device(&self) -> &Arc<crate::cuda::Device> {
+        &self.device
     }
 
     fn err(&self, what: &str) -> impl Fn(DriverError) -> CaptureError + '_ {
         let what = what.to_owned();
-        move |e| CaptureError::Cuda { ordinal: self.ordinal, message: format!("{what}: {e}") }
+        move |e| CaptureError::Cuda { ordinal: self.device.ordinal, message: format!("{what}: {e}") }
     }
 
     fn bind(&self) -> Result<()> {
-        self.ctx.bind_to_thread().map_err(self.err("binding the context to this thread"))
+        self.device.bind().map_err(|e| CaptureError::Cuda {
+            ordinal: self.device.ordinal,
+            message: format!("binding the context to this thread: {e}"),
+        })
     }
 
     pub fn describe(&self) -> String {
-        format!("cuda:{} ({})", self.ordinal, self.name)
+        format!("cuda:{} ({})", self.device.ordinal, self.device.name)
     }
 
     pub fn compute_capability(&self) -> Option<(i32, i32)> {
-        self.ctx.compute_capability().ok()
+        Some(((self.device.sm / 10) as i32, (self.device.sm % 10) as i32))
     }
 
     pub fn alloc(&self, size: u64) -> Result<u64> {
@@ -135,32 +125,16 @@ impl CudaBackend {
 
     pub fn load_module(&self, name: &str, ptx: &str) -> Result<CudaModule> {
         self.bind()?;
-        let text = CString::new(ptx).map_err(|_| CaptureError::Ptx {
-            module: name.to_owned(),
-            message: "PTX text contains a NUL byte".into(),
-        })?;
-        let mut log = vec![0u8; 16 * 1024];
-        let mut options = [sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
-        let mut values = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: the image is a NUL-terminated string and the log buffer outlives the call.
-        let r = unsafe {
-            sys::cuModuleLoadDataEx(
-                &mut raw,
-                text.as_ptr() as *const c_void,
-                options.len() as u32,
-                options.as_mut_ptr(),
-                values.as_mut_ptr(),
-            )
-        };
-        if let Err(e) = r.result() {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            return Err(CaptureError::Ptx {
-                module: name.to_owned(),
-                message: format!("the CUDA JIT refused it ({e}): {}", String::from_utf8_lossy(&log[..end]).trim()),
-            });
+        if ptx.contains('\0') {
+            return Err(CaptureError::Ptx { module: name.to_owned(), message: "PTX text contains a NUL byte".into() });
         }
-        Ok(CudaModule { raw, ctx: self.ctx.clone(), functions: Mutex::new(HashMap::new()) })
+        let mut image = ptx.as_bytes().to_vec();
+        image.push(0);
+        let raw = crate::cuda::driver::load_module(&image).map_err(|(e, log)| CaptureError::Ptx {
+            module: name.to_owned(),
+            message: format!("the CUDA JIT refused it ({e}): {log}"),
+        })?;
+        Ok(CudaModule { raw, device: self.device.clone(), functions: Mutex::new(HashMap::new()) })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -217,7 +191,8 @@ impl CudaBackend {
 
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        self.ctx.synchronize().map_err(self.err("synchronizing"))
+        // SAFETY: waits for all work of the current context.
+        unsafe { sys::cuCtxSynchronize() }.result().map_err(self.err("synchronizing"))
     }
 }
 

@@ -4,10 +4,11 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Cursor};
 use std::path::Path;
+use std::sync::Mutex;
 
 use shared::archive::{Archive, ArchiveWriter, Condition, DType, Direction, Op, RegionDecl, RegionId, Reloc};
 
-use super::device::{Device, Element, Kernel, RawBuffer};
+use super::device::{Backend, Device, Element, Kernel, RawBuffer};
 use super::record::{GOp, GraphData, GraphRegion};
 use super::{usage, CaptureError, Result};
 
@@ -26,6 +27,15 @@ pub struct Graph {
     device: Device,
     data: GraphData,
     bindings: Vec<BindingInfo>,
+    /// On CUDA: the graph the archive replay engine built from this recording, made at the first launch.
+    cuda: Mutex<Option<CudaGraph>>,
+}
+
+/// A CUDA graph of the recording and, per archive region, the live buffer it stands for.
+struct CudaGraph {
+    replay: crate::cuda::CudaReplay,
+    buffers: Vec<Option<RawBuffer>>,
+    region_of: HashMap<u64, RegionId>,
 }
 
 impl std::fmt::Debug for Graph {
@@ -45,7 +55,7 @@ fn archive_error(path: &Path, message: impl std::fmt::Display) -> CaptureError {
 
 impl Graph {
     pub(crate) fn from_data(device: Device, data: GraphData, bindings: Vec<BindingInfo>) -> Graph {
-        Graph { device, data, bindings }
+        Graph { device, data, bindings, cuda: Mutex::new(None) }
     }
 
     pub fn device(&self) -> &Device {
@@ -62,7 +72,15 @@ impl Graph {
     }
 
     /// Replays the recorded work on the graph's device, over its buffers, and waits for it.
+    ///
+    /// On the CPU the ops run in order on the PTX executor. On CUDA they run as one CUDA graph
+    /// (kernel, memcpy and memset nodes, conditional nodes for while/if, edges only where data
+    /// flows) built by the archive replay engine at the first launch; the graph owns its regions, so
+    /// the live buffers are copied in before and out after each launch, device to device.
     pub fn launch(&self) -> Result<()> {
+        if let Backend::Cuda(cuda) = self.device.backend() {
+            return self.launch_cuda(cuda);
+        }
         let backend = self.device.backend();
         let mut addrs: Vec<u64> =
             self.data.regions.iter().map(|r| r.buffer.as_ref().map_or(0, RawBuffer::addr)).collect();
@@ -74,6 +92,46 @@ impl Graph {
             }
         }
         outcome?;
+        backend.synchronize()
+    }
+
+    fn launch_cuda(&self, cuda: &super::cuda::CudaBackend) -> Result<()> {
+        let backend = self.device.backend();
+        let ordinal = cuda.device().ordinal;
+        let cuda_err = |e: crate::cuda::CudaError| CaptureError::Cuda { ordinal, message: e.to_string() };
+        let mut slot = self.cuda.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            let (out, buffers) = self.write_archive(Cursor::new(Vec::new()), &[], &[])?;
+            let bytes = out.into_inner();
+            let archive = Archive::open(&bytes).map_err(|e| CaptureError::Usage(format!("the recorded archive: {e}")))?;
+            let replay = crate::cuda::CudaReplay::load(cuda.device(), &archive, Default::default()).map_err(cuda_err)?;
+            let region_of =
+                buffers.iter().enumerate().filter_map(|(i, b)| Some((b.as_ref()?.id(), i as RegionId))).collect();
+            *slot = Some(CudaGraph { replay, buffers, region_of });
+        }
+        let Some(g) = slot.as_mut() else { return usage("the CUDA graph was not built") };
+        let region_addr = |g: &CudaGraph, r: RegionId| {
+            g.replay.region_address(r).ok_or_else(|| CaptureError::Usage(format!("the CUDA graph has no region {r}")))
+        };
+        // Pointer fields hold the graph's own addresses inside the graph and the live ones outside.
+        for (i, b) in g.buffers.iter().enumerate() {
+            let Some(b) = b else { continue };
+            let dst = region_addr(g, i as RegionId)?;
+            backend.copy(b.addr(), dst, b.byte_len())?;
+            for f in b.pointer_fields() {
+                let target = region_addr(g, g.region_of[&f.target.id()])? + f.target_offset;
+                backend.write(dst + f.offset, &target.to_le_bytes())?;
+            }
+        }
+        backend.synchronize()?;
+        g.replay.replay().map_err(cuda_err)?;
+        for (i, b) in g.buffers.iter().enumerate() {
+            let Some(b) = b else { continue };
+            backend.copy(region_addr(g, i as RegionId)?, b.addr(), b.byte_len())?;
+            for f in b.pointer_fields() {
+                backend.write(b.addr() + f.offset, &(f.target.addr() + f.target_offset).to_le_bytes())?;
+            }
+        }
         backend.synchronize()
     }
 
@@ -213,6 +271,7 @@ impl Graph {
         let file = File::create(&tmp).map_err(|e| archive_error(path, format!("cannot create: {e}")))?;
         let outcome = self
             .write_archive(BufWriter::new(file), inputs, outputs)
+            .map(|(w, _)| w)
             .and_then(|w| w.into_inner().map_err(|e| CaptureError::Usage(e.to_string())))
             .and_then(|f| f.sync_all().map_err(|e| CaptureError::Usage(e.to_string())))
             .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| CaptureError::Usage(e.to_string())));
@@ -223,9 +282,9 @@ impl Graph {
         Ok(())
     }
 
-    /// The archive's bytes, as [`Graph::save`] would write them.
+    /// The archive's bytes, as [`Graph::save`] would write them (for tests and in-memory uses).
     pub fn to_archive_bytes(&self, inputs: &[(&str, &RawBuffer)], outputs: &[(&str, &RawBuffer)]) -> Result<Vec<u8>> {
-        Ok(self.write_archive(Cursor::new(Vec::new()), inputs, outputs)?.into_inner())
+        Ok(self.write_archive(Cursor::new(Vec::new()), inputs, outputs)?.0.into_inner())
     }
 
     fn write_archive<W: std::io::Write + std::io::Seek>(
@@ -233,7 +292,7 @@ impl Graph {
         out: W,
         inputs: &[(&str, &RawBuffer)],
         outputs: &[(&str, &RawBuffer)],
-    ) -> Result<W> {
+    ) -> Result<(W, Vec<Option<RawBuffer>>)> {
         let werr = |e: shared::archive::WriteError| CaptureError::Usage(format!("writing the archive: {e}"));
         let mut w = ArchiveWriter::new(out).map_err(werr)?;
         w.set_meta("producer", "recap capture API");
@@ -312,7 +371,7 @@ impl Graph {
         for (name, region, dir) in directions {
             w.add_binding(name, region, dir).map_err(werr)?;
         }
-        w.finish().map_err(werr)
+        Ok((w.finish().map_err(werr)?, regions.into_iter().map(|(_, b)| b).collect()))
     }
 
     // ---- loading ----
