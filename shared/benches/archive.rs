@@ -37,7 +37,7 @@ fn generate(ops: usize) -> Vec<u8> {
         .collect();
     let mut n = 0usize;
     let mut i = 0usize;
-    let mut launch = |w: &mut ArchiveWriter<Cursor<Vec<u8>>>, i: usize| {
+    let launch = |w: &mut ArchiveWriter<Cursor<Vec<u8>>>, i: usize| {
         let (a, b) = (regions[i % 64], regions[(i * 7 + 1) % 64]);
         let mut params = vec![0u8; 24];
         params[16..20].copy_from_slice(&1024u32.to_le_bytes());

@@ -108,7 +108,10 @@ fn golden_all_features() -> ArchiveSpec {
     }
 }
 
-const GOLDEN: [(&str, fn() -> ArchiveSpec, &[u8]); 2] = [
+/// `(name, how to build it, the checked-in bytes)`.
+type Golden = (&'static str, fn() -> ArchiveSpec, &'static [u8]);
+
+const GOLDEN: [Golden; 2] = [
     ("minimal", golden_minimal, include_bytes!("../golden/minimal.recap")),
     ("all-features", golden_all_features, include_bytes!("../golden/all-features.recap")),
 ];

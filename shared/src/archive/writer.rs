@@ -195,8 +195,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         // region never costs a 4 MiB buffer to read, and large ones stream in 4 MiB steps.
         info.block_size = match raw_len {
             0..=0x1_0000 => lz4_flex::frame::BlockSize::Max64KB,
-            0..=0x4_0000 => lz4_flex::frame::BlockSize::Max256KB,
-            0..=0x10_0000 => lz4_flex::frame::BlockSize::Max1MB,
+            0x1_0001..=0x4_0000 => lz4_flex::frame::BlockSize::Max256KB,
+            0x4_0001..=0x10_0000 => lz4_flex::frame::BlockSize::Max1MB,
             _ => lz4_flex::frame::BlockSize::Max4MB,
         };
         // Each blob carries its own content checksum, so decoding one region verifies it without
