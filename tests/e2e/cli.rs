@@ -211,7 +211,7 @@ fn inspect_shows_nested_bodies_indented() {
     assert!(r.status.success(), "{}", text(&r.stderr));
     let shown = text(&r.stdout);
     assert!(shown.contains("\n     3  while u32 at flags+16 != 0 (at most 1000 iterations) { 6 op(s)\n"), "{shown}");
-    assert!(shown.contains("\n       4  launch step grid 2x1x1 block 128x1x1 shared 256 B pointers [+0=field, +8=flags]\n"), "{shown}");
+    assert!(shown.contains("\n       4  launch step grid 2x1x1 block 128x1x1 shared 256 B (param_0=&field, param_1={16 B: &flags}, param_2=0x3f800000)\n"), "{shown}");
     assert!(shown.contains("\n         6  copy 64 B counts+0 -> tmp+64\n"), "{shown}");
     assert!(shown.contains("cubin sm_90"), "{shown}");
     assert!(shown.contains("pointers inside regions (1)\n  flags+0 -> counts+64"), "{shown}");

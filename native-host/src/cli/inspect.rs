@@ -135,10 +135,38 @@ fn write_ops(s: &mut String, a: &Archive) {
                 if l.shared_bytes > 0 {
                     let _ = write!(s, " shared {} B", l.shared_bytes);
                 }
-                let targets: Vec<String> =
-                    a.relocs(l.relocs.clone()).map(|r| format!("+{}={}", r.offset, region(r.target))).collect();
-                if !targets.is_empty() {
-                    let _ = write!(s, " pointers [{}]", targets.join(", "));
+                let relocs: Vec<_> = a.relocs(l.relocs.clone()).collect();
+                let args: Vec<String> = k
+                    .params
+                    .iter()
+                    .map(|p| {
+                        let short = p.name.strip_prefix(k.name).and_then(|n| n.strip_prefix('_')).unwrap_or(&p.name);
+                        let (start, end) = (p.offset as u64, p.offset as u64 + p.size as u64);
+                        let inside: Vec<String> = relocs
+                            .iter()
+                            .filter(|r| r.offset >= start && r.offset < end)
+                            .map(|r| {
+                                let at = if r.offset == start { String::new() } else { format!("+{}=", r.offset - start) };
+                                let plus = if r.target_offset == 0 { String::new() } else { format!("+{}", r.target_offset) };
+                                format!("{at}&{}{plus}", region(r.target))
+                            })
+                            .collect();
+                        let bytes = &l.params[start as usize..end as usize];
+                        let value = match (inside.is_empty(), p.size) {
+                            (false, 8) if relocs.iter().any(|r| r.offset == start) => inside.join(""),
+                            (false, _) => format!("{{{} B: {}}}", p.size, inside.join(", ")),
+                            (true, 1 | 2 | 4 | 8) => {
+                                let mut le = [0u8; 8];
+                                le[..bytes.len()].copy_from_slice(bytes);
+                                format!("{:#x}", u64::from_le_bytes(le))
+                            }
+                            (true, n) => format!("{{{n} B}}"),
+                        };
+                        format!("{short}={value}")
+                    })
+                    .collect();
+                if !args.is_empty() {
+                    let _ = write!(s, " ({})", args.join(", "));
                 }
             }
             Op::Copy(c) => {
