@@ -282,6 +282,10 @@ pub(crate) struct Cvt {
     pub int_round: bool,
     pub ftz: bool,
     pub sat: bool,
+    /// `.satfinite`: infinities become the largest finite value of the destination format.
+    pub satfinite: bool,
+    /// Bits of the destination register: a narrower signed result is sign-extended to it.
+    pub dst_bits: u8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1393,7 +1393,7 @@ impl<'m> FnLower<'m> {
             self.want(ops, 3, o.full)?;
             let f = if to == Ty::F16x2 { Ty::F16 } else { Ty::BF16 };
             let rnd = o.rnd();
-            let cv = Cvt { from, to: f, rnd, int_round: false, ftz: false, sat: o.has("satfinite") };
+            let cv = Cvt { from, to: f, rnd, int_round: false, ftz: false, sat: false, satfinite: o.has("satfinite"), dst_bits: 16 };
             let d = self.dst(&ops[0])?;
             let hi = self.src(&ops[1], from)?;
             let lo = self.src(&ops[2], from)?;
@@ -1413,8 +1413,18 @@ impl<'m> FnLower<'m> {
         if o.has("relu") {
             return self.unsupported(o.full);
         }
-        let cv = Cvt { from, to, rnd, int_round: int_round.is_some(), ftz: o.has("ftz"), sat: o.has("sat") || o.has("satfinite") };
         let d = self.dst(&ops[0])?;
+        let dst_bits = self.bits_of(d).clamp(to.bits(), 64) as u8;
+        let cv = Cvt {
+            from,
+            to,
+            rnd,
+            int_round: int_round.is_some(),
+            ftz: o.has("ftz"),
+            sat: o.has("sat"),
+            satfinite: o.has("satfinite"),
+            dst_bits,
+        };
         let a = self.src(&ops[1], from)?;
         self.push(Inst::Un { op: UnOp::Cvt(cv), d, a });
         Ok(())

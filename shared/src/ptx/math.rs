@@ -446,6 +446,17 @@ fn int_to_f64_rounded(v: i128, mode: Rnd) -> f64 {
     adjust64(r, err, mode)
 }
 
+/// A signed result narrower than its register is sign-extended into it.
+fn widen(c: &Cvt, v: u64) -> u64 {
+    let (tb, db) = (c.to.bits(), c.dst_bits as u32);
+    if c.to.is_signed() && tb < db {
+        let sh = 64 - tb;
+        ((((v << sh) as i64) >> sh) as u64) & if db >= 64 { u64::MAX } else { (1u64 << db) - 1 }
+    } else {
+        v
+    }
+}
+
 /// `cvt` of one lane.
 pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
     let from_f = c.from.float();
@@ -461,7 +472,7 @@ pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
             } else {
                 v
             };
-            (v as u64) & mask
+            widen(c, (v as u64) & mask)
         }
         (None, Some(f)) => {
             let v = int_value(x, c.from);
@@ -496,7 +507,7 @@ pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
             } else {
                 v as i128
             };
-            (i as u64) & mask
+            widen(c, (i as u64) & mask)
         }
         (Some(ff), Some(tf)) => {
             let v = to_f64(x, ff, c.ftz);
@@ -522,7 +533,7 @@ pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
                 F::F64 => b64(r),
                 F::F16 | F::BF16 => {
                     let o = from_f64(r, tf, false);
-                    if c.sat && !r.is_nan() {
+                    if c.satfinite && !r.is_nan() {
                         // .satfinite: clamp infinities to the largest finite value.
                         let t = to_f64(o, tf, false);
                         if t.is_infinite() {

@@ -692,7 +692,10 @@ fn parse_inst(p: &mut Parser) -> Result<Inst, PtxError> {
     let mut operands = Vec::new();
     if !p.eat_punct(b';') {
         loop {
-            operands.push(parse_operand(p)?);
+            let o = parse_operand(p).map_err(|e| {
+                PtxError::new(e.line, format!("unsupported instruction `{opcode}` ({})", e.message))
+            })?;
+            operands.push(o);
             if p.eat_punct(b';') {
                 break;
             }

@@ -1,6 +1,14 @@
 //! Executor tests: real corpus PTX, and small PTX kernels per instruction family.
 
+mod atomics;
+mod control;
 mod corpus;
+mod harness;
+mod hostile;
+mod isa_float;
+mod isa_int;
+mod memory;
+mod warp;
 
 use super::*;
 

@@ -1,0 +1,142 @@
+//! Warp shuffles and votes against the CUDA definitions of `__shfl_*_sync` and `__ballot_sync`.
+
+use super::run_kernel;
+
+const HEAD: &str = ".version 8.0\n.target sm_90\n.address_size 64\n";
+
+fn words(b: &[u8]) -> Vec<u32> {
+    b.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// Each thread shuffles `tid * 3 + 1` with the given instruction and stores value and predicate.
+fn shuffle(inst: &str, threads: u32) -> Vec<(u32, u32)> {
+    let ptx = format!(
+        "{HEAD}
+.visible .entry k(.param .u64 out)
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mad.lo.s32 %r2, %r1, 3, 1;
+    {inst}
+    selp.u32 %r4, 1, 0, %p1;
+    mul.wide.u32 %rd2, %r1, 8;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.v2.u32 [%rd3], {{%r3, %r4}};
+    ret;
+}}"
+    );
+    let out = run_kernel(&ptx, "k", [1, 1, 1], [threads, 1, 1], &[vec![0; threads as usize * 8]], &[]).unwrap();
+    let w = words(&out[0]);
+    w.chunks(2).map(|c| (c[0], c[1])).collect()
+}
+
+fn val(l: usize) -> u32 {
+    l as u32 * 3 + 1
+}
+
+#[test]
+fn shfl_up_down_bfly_idx_full_width() {
+    let n = 64;
+    let up = shuffle("shfl.sync.up.b32 %r3|%p1, %r2, 1, 0, -1;", n);
+    let down = shuffle("shfl.sync.down.b32 %r3|%p1, %r2, 3, 31, -1;", n);
+    let bfly = shuffle("shfl.sync.bfly.b32 %r3|%p1, %r2, 5, 31, -1;", n);
+    let idx = shuffle("shfl.sync.idx.b32 %r3|%p1, %r2, 7, 31, -1;", n);
+    for l in 0..n as usize {
+        let lane = l % 32;
+        let base = l - lane;
+        let (src, ok) = if lane >= 1 { (l - 1, true) } else { (l, false) };
+        assert_eq!(up[l], (val(src), ok as u32), "up lane {l}");
+        let (src, ok) = if lane + 3 < 32 { (l + 3, true) } else { (l, false) };
+        assert_eq!(down[l], (val(src), ok as u32), "down lane {l}");
+        assert_eq!(bfly[l], (val(base + (lane ^ 5)), 1), "bfly lane {l}");
+        assert_eq!(idx[l], (val(base + 7), 1), "idx lane {l}");
+    }
+}
+
+#[test]
+fn shfl_with_segments_of_eight() {
+    // CUDA's width 8: c = ((32 - 8) << 8) | clamp, clamp 31 for down/bfly/idx and 0 for up.
+    let n = 32;
+    let seg = (32 - 8) << 8;
+    let up = shuffle(&format!("shfl.sync.up.b32 %r3|%p1, %r2, 2, {seg}, -1;"), n);
+    let down = shuffle(&format!("shfl.sync.down.b32 %r3|%p1, %r2, 3, {}, -1;", seg | 31), n);
+    let bfly = shuffle(&format!("shfl.sync.bfly.b32 %r3|%p1, %r2, 9, {}, -1;", seg | 31), n);
+    let idx = shuffle(&format!("shfl.sync.idx.b32 %r3|%p1, %r2, 13, {}, -1;", seg | 31), n);
+    for l in 0..n as usize {
+        let (w, k) = (8, l % 8);
+        let src = if k >= 2 { l - 2 } else { l };
+        assert_eq!(up[l].0, val(src), "up lane {l}");
+        let src = if k + 3 < w { l + 3 } else { l };
+        assert_eq!(down[l].0, val(src), "down lane {l}");
+        // xor may reach earlier segments but not later ones.
+        let t = l ^ 9;
+        let src = if t / w <= l / w { t } else { l };
+        assert_eq!(bfly[l].0, val(src), "bfly lane {l}");
+        assert_eq!(idx[l].0, val(l / w * w + 13 % w), "idx lane {l}");
+    }
+}
+
+#[test]
+fn votes_full_and_under_divergence() {
+    let ptx = format!(
+        "{HEAD}
+.visible .entry k(.param .u64 out)
+{{
+    .reg .pred %p<8>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    rem.u32 %r2, %r1, 3;
+    setp.eq.u32 %p1, %r2, 0;
+    vote.sync.ballot.b32 %r3, %p1, -1;
+    vote.sync.any.pred %p2, %p1, -1;
+    vote.sync.all.pred %p3, %p1, -1;
+    setp.lt.u32 %p4, %r1, 1000;
+    vote.sync.uni.pred %p5, %p4, -1;
+    selp.u32 %r4, 1, 0, %p2;
+    selp.u32 %r5, 2, 0, %p3;
+    selp.u32 %r6, 4, 0, %p5;
+    or.b32 %r4, %r4, %r5;
+    or.b32 %r4, %r4, %r6;
+    mov.u32 %r7, 0;
+    and.b32 %r8, %r1, 1;
+    setp.eq.u32 %p6, %r8, 1;
+    @%p6 bra SKIP;
+    vote.sync.ballot.b32 %r7, %p1, 0x55555555;
+    activemask.b32 %r9;
+    xor.b32 %r7, %r7, %r9;
+SKIP:
+    mul.wide.u32 %rd2, %r1, 12;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    st.global.u32 [%rd3+4], %r4;
+    st.global.u32 [%rd3+8], %r7;
+    ret;
+}}"
+    );
+    let n = 64usize;
+    let out = run_kernel(&ptx, "k", [1, 1, 1], [n as u32, 1, 1], &[vec![0; n * 12]], &[]).unwrap();
+    let w = words(&out[0]);
+    for l in 0..n {
+        let warp = l / 32;
+        let mut ballot = 0u32;
+        let mut even_ballot = 0u32;
+        for k in 0..32 {
+            let t = warp * 32 + k;
+            if t % 3 == 0 {
+                ballot |= 1 << k;
+                if t % 2 == 0 {
+                    even_ballot |= 1 << k;
+                }
+            }
+        }
+        assert_eq!(w[l * 3], ballot, "ballot lane {l}");
+        assert_eq!(w[l * 3 + 1], 1 | 4, "any, not all, uniform: lane {l}");
+        let want = if l % 2 == 0 { even_ballot ^ 0x5555_5555 } else { 0 };
+        assert_eq!(w[l * 3 + 2], want, "ballot of the active half xor activemask, lane {l}");
+    }
+}
