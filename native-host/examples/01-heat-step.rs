@@ -165,15 +165,5 @@ fn run(dev: &Device) -> Result<bool> {
 }
 
 fn main() -> ExitCode {
-    let dev = match common::device_from_args("01-heat-step") {
-        Ok(d) => d,
-        Err(code) => return code,
-    };
-    match run(&dev) {
-        Ok(ok) => common::finish("01-heat-step", ok),
-        Err(e) => {
-            eprintln!("01-heat-step: {e}");
-            common::finish("01-heat-step", false)
-        }
-    }
+    common::main("01-heat-step", run)
 }

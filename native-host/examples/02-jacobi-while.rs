@@ -164,15 +164,5 @@ fn run(dev: &Device) -> Result<bool> {
 }
 
 fn main() -> ExitCode {
-    let dev = match common::device_from_args("02-jacobi-while") {
-        Ok(d) => d,
-        Err(code) => return code,
-    };
-    match run(&dev) {
-        Ok(ok) => common::finish("02-jacobi-while", ok),
-        Err(e) => {
-            eprintln!("02-jacobi-while: {e}");
-            common::finish("02-jacobi-while", false)
-        }
-    }
+    common::main("02-jacobi-while", run)
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use recap::Device;
 
 /// The device named by `--device cpu|cuda|cuda:N` (default cpu), or a clear message and exit 2.
-pub fn device_from_args(example: &str) -> Result<Device, ExitCode> {
+fn device_from_args(example: &str) -> Result<Device, ExitCode> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut spec = "cpu".to_owned();
     let mut i = 0;
@@ -45,7 +45,22 @@ pub fn check(what: &str, diff: f32, limit: f32) -> bool {
     ok
 }
 
-pub fn finish(example: &str, passed: bool) -> ExitCode {
+/// Runs an example on the device from the command line: exit 0 only when its checks passed.
+pub fn main(example: &str, run: impl FnOnce(&Device) -> recap::capture::Result<bool>) -> ExitCode {
+    let dev = match device_from_args(example) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    match run(&dev) {
+        Ok(passed) => finish(example, passed),
+        Err(e) => {
+            eprintln!("{example}: {e}");
+            finish(example, false)
+        }
+    }
+}
+
+fn finish(example: &str, passed: bool) -> ExitCode {
     if passed {
         println!("{example}: PASS");
         ExitCode::SUCCESS

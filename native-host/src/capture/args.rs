@@ -108,10 +108,10 @@ macro_rules! scalar_args {
 }
 scalar_args!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
 
-/// Builds a `Vec<Arg>` from buffers (`&buf`), scalars and [`StructArg`]s.
+/// An array of [`Arg`]s from buffers (`&buf`), scalars and [`StructArg`]s: `&args![&x, &y, 2.0f32, n]`.
 #[macro_export]
 macro_rules! args {
-    ($($a:expr),* $(,)?) => { vec![$($crate::Arg::from($a)),*] };
+    ($($a:expr),* $(,)?) => { [$($crate::Arg::from($a)),*] };
 }
 
 /// A parameter buffer laid out as the kernel declares it, with the places that hold pointers.

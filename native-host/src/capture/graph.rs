@@ -311,10 +311,9 @@ impl Graph {
         while i < regions.len() {
             if let Some(b) = regions[i].1.clone() {
                 for f in b.pointer_fields() {
-                    if !by_buffer.contains_key(&f.target.id()) {
-                        by_buffer.insert(f.target.id(), regions.len() as RegionId);
-                        let mut decl = RegionDecl::new(f.target.name(), f.target.byte_len(), f.target.dtype());
-                        decl.align = 256;
+                    if let std::collections::hash_map::Entry::Vacant(e) = by_buffer.entry(f.target.id()) {
+                        e.insert(regions.len() as RegionId);
+                        let decl = RegionDecl::new(f.target.name(), f.target.byte_len(), f.target.dtype());
                         regions.push((decl, Some(f.target.clone())));
                     }
                 }
