@@ -122,17 +122,18 @@ impl Mask {
         }
         r
     }
+    /// Equality over the first `nwords` words (the rest are zero in every mask of a block).
+    #[inline]
+    fn same(&self, o: &Mask, nwords: usize) -> bool {
+        let mut diff = 0;
+        for i in 0..nwords {
+            diff |= self.0[i] ^ o.0[i];
+        }
+        diff == 0
+    }
     #[inline]
     fn is_empty(&self) -> bool {
         self.0.iter().all(|w| *w == 0)
-    }
-    #[inline]
-    fn get(&self, l: usize) -> bool {
-        self.0[l >> 6] >> (l & 63) & 1 != 0
-    }
-    #[inline]
-    fn set(&mut self, l: usize) {
-        self.0[l >> 6] |= 1 << (l & 63);
     }
     fn count(&self) -> u32 {
         self.0.iter().map(|w| w.count_ones()).sum()
@@ -200,6 +201,25 @@ struct Ctx<'a> {
     abort: AtomicBool,
 }
 
+/// Buffers a worker needs, kept per OS thread between launches so that a launch allocates nothing
+/// once the buffers have grown to its size.
+#[derive(Default)]
+struct Scratch {
+    regs: Vec<u64>,
+    out: Vec<u64>,
+    out2: Vec<u64>,
+    shared: Vec<u8>,
+    local: Vec<u8>,
+    tid: [Vec<u32>; 3],
+    tid_dims: [u32; 3],
+    frames: Vec<Frame>,
+    simt: Vec<SimtEntry>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<Scratch>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Per-thread (OS thread) state reused across the blocks it runs.
 struct Worker<'a> {
     ctx: &'a Ctx<'a>,
@@ -212,6 +232,7 @@ struct Worker<'a> {
     shared: Vec<u8>,
     local: Vec<u8>,
     tid: [Vec<u32>; 3],
+    tid_dims: [u32; 3],
     ctaid: [u32; 3],
     frames: Vec<Frame>,
     simt: Vec<SimtEntry>,
@@ -346,6 +367,87 @@ pub fn launch(
     Ok(LaunchStats { blocks: nblocks, instructions, thread_instructions: instructions * n })
 }
 
+impl Drop for Worker<'_> {
+    fn drop(&mut self) {
+        let sc = Scratch {
+            regs: std::mem::take(&mut self.regs),
+            out: std::mem::take(&mut self.out),
+            out2: std::mem::take(&mut self.out2),
+            shared: std::mem::take(&mut self.shared),
+            local: std::mem::take(&mut self.local),
+            tid: std::mem::take(&mut self.tid),
+            tid_dims: self.tid_dims,
+            frames: std::mem::take(&mut self.frames),
+            simt: std::mem::take(&mut self.simt),
+        };
+        // Keep a few per thread; a huge one-off launch does not pin its memory forever.
+        if sc.regs.capacity() + sc.local.capacity() / 8 < 1 << 24 {
+            SCRATCH.with(|s| {
+                let mut v = s.borrow_mut();
+                if v.len() < 2 {
+                    v.push(sc);
+                }
+            });
+        }
+    }
+}
+
+/// Picks a monomorphic lane loop for the common compare types.
+macro_rules! with_compare {
+    ($ty:expr, $cmp:expr, $ftz:expr, $run:ident) => {{
+        match ($ty, $cmp, $ftz) {
+            (CmpTy::S(W::W32), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) == (y as u32 as i32)) as u64),
+            (CmpTy::S(W::W32), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) != (y as u32 as i32)) as u64),
+            (CmpTy::S(W::W32), Cmp::Lt, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) < (y as u32 as i32)) as u64),
+            (CmpTy::S(W::W32), Cmp::Le, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) <= (y as u32 as i32)) as u64),
+            (CmpTy::S(W::W32), Cmp::Gt, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) > (y as u32 as i32)) as u64),
+            (CmpTy::S(W::W32), Cmp::Ge, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) >= (y as u32 as i32)) as u64),
+            (CmpTy::U(W::W32), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x as u32) == (y as u32)) as u64),
+            (CmpTy::U(W::W32), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x as u32) != (y as u32)) as u64),
+            (CmpTy::U(W::W32), Cmp::Lt, _) => $run!(|x: u64, y: u64| ((x as u32) < (y as u32)) as u64),
+            (CmpTy::U(W::W32), Cmp::Le, _) => $run!(|x: u64, y: u64| ((x as u32) <= (y as u32)) as u64),
+            (CmpTy::U(W::W32), Cmp::Gt, _) => $run!(|x: u64, y: u64| ((x as u32) > (y as u32)) as u64),
+            (CmpTy::U(W::W32), Cmp::Ge, _) => $run!(|x: u64, y: u64| ((x as u32) >= (y as u32)) as u64),
+            (CmpTy::S(W::W64), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x as i64) == (y as i64)) as u64),
+            (CmpTy::S(W::W64), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x as i64) != (y as i64)) as u64),
+            (CmpTy::S(W::W64), Cmp::Lt, _) => $run!(|x: u64, y: u64| ((x as i64) < (y as i64)) as u64),
+            (CmpTy::S(W::W64), Cmp::Le, _) => $run!(|x: u64, y: u64| ((x as i64) <= (y as i64)) as u64),
+            (CmpTy::S(W::W64), Cmp::Gt, _) => $run!(|x: u64, y: u64| ((x as i64) > (y as i64)) as u64),
+            (CmpTy::S(W::W64), Cmp::Ge, _) => $run!(|x: u64, y: u64| ((x as i64) >= (y as i64)) as u64),
+            (CmpTy::U(W::W64), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x) == (y)) as u64),
+            (CmpTy::U(W::W64), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x) != (y)) as u64),
+            (CmpTy::U(W::W64), Cmp::Lt, _) => $run!(|x: u64, y: u64| ((x) < (y)) as u64),
+            (CmpTy::U(W::W64), Cmp::Le, _) => $run!(|x: u64, y: u64| ((x) <= (y)) as u64),
+            (CmpTy::U(W::W64), Cmp::Gt, _) => $run!(|x: u64, y: u64| ((x) > (y)) as u64),
+            (CmpTy::U(W::W64), Cmp::Ge, _) => $run!(|x: u64, y: u64| ((x) >= (y)) as u64),
+            (CmpTy::B(W::W32), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x as u32) == (y as u32)) as u64),
+            (CmpTy::B(W::W32), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x as u32) != (y as u32)) as u64),
+            (CmpTy::B(W::W64), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x) == (y)) as u64),
+            (CmpTy::B(W::W64), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x) != (y)) as u64),
+            (CmpTy::F(F::F32), Cmp::Eq, false) => $run!(|x: u64, y: u64| (f32v(x) == f32v(y)) as u64),
+            (CmpTy::F(F::F32), Cmp::Ne, false) => $run!(|x: u64, y: u64| { let (p, q) = (f32v(x), f32v(y)); (p < q || p > q) as u64 }),
+            (CmpTy::F(F::F32), Cmp::Lt, false) => $run!(|x: u64, y: u64| (f32v(x) < f32v(y)) as u64),
+            (CmpTy::F(F::F32), Cmp::Le, false) => $run!(|x: u64, y: u64| (f32v(x) <= f32v(y)) as u64),
+            (CmpTy::F(F::F32), Cmp::Gt, false) => $run!(|x: u64, y: u64| (f32v(x) > f32v(y)) as u64),
+            (CmpTy::F(F::F32), Cmp::Ge, false) => $run!(|x: u64, y: u64| (f32v(x) >= f32v(y)) as u64),
+            (ty, cmp, ftz) => $run!(|x: u64, y: u64| compare(ty, cmp, ftz, x, y) as u64),
+        }
+    }};
+}
+
+#[inline(always)]
+fn as_un<F: Fn(u64) -> u64>(f: F) -> F {
+    f
+}
+#[inline(always)]
+fn as_bin<F: Fn(u64, u64) -> u64>(f: F) -> F {
+    f
+}
+#[inline(always)]
+fn as_tern<F: Fn(u64, u64, u64) -> u64>(f: F) -> F {
+    f
+}
+
 #[inline(always)]
 fn un(regs: &[u64], out: &mut [u64], n: usize, a: usize, f: impl Fn(u64) -> u64) {
     for (o, &x) in out[..n].iter_mut().zip(&regs[a..a + n]) {
@@ -400,34 +502,51 @@ fn w_mask(w: W) -> u64 {
 
 impl<'a> Worker<'a> {
     fn new(ctx: &'a Ctx<'a>) -> Worker<'a> {
+        let mut sc = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
         let [bx, by, bz] = ctx.dims.block;
         let n = (bx * by * bz) as usize;
-        let mut tid = [Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n)];
-        for z in 0..bz {
-            for y in 0..by {
-                for x in 0..bx {
-                    tid[0].push(x);
-                    tid[1].push(y);
-                    tid[2].push(z);
+        if sc.tid_dims != ctx.dims.block || sc.tid[0].len() != n {
+            for t in &mut sc.tid {
+                t.clear();
+            }
+            for z in 0..bz {
+                for y in 0..by {
+                    for x in 0..bx {
+                        sc.tid[0].push(x);
+                        sc.tid[1].push(y);
+                        sc.tid[2].push(z);
+                    }
                 }
             }
+            sc.tid_dims = ctx.dims.block;
         }
         // Pad scratch to whole 64-lane words so masked copies never slice past the end.
         let padded = n.div_ceil(64) * 64;
+        sc.out.resize(padded, 0);
+        sc.out2.resize(padded, 0);
+        // Shared memory is zeroed per block; registers and local memory are zeroed per launch so that
+        // nothing of an earlier launch can be read back.
+        sc.shared.resize(ctx.shared_size, 0);
+        sc.local.clear();
+        sc.local.resize(ctx.stack * n, 0);
+        sc.regs.clear();
+        sc.frames.clear();
+        sc.simt.clear();
         Worker {
             ctx,
             n,
             nwords: n.div_ceil(64),
             all: Mask::first(n),
-            regs: Vec::new(),
-            out: vec![0; padded],
-            out2: vec![0; padded],
-            shared: vec![0; ctx.shared_size],
-            local: vec![0; ctx.stack * n],
-            tid,
+            regs: sc.regs,
+            out: sc.out,
+            out2: sc.out2,
+            shared: sc.shared,
+            local: sc.local,
+            tid: sc.tid,
+            tid_dims: sc.tid_dims,
             ctaid: [0; 3],
-            frames: Vec::new(),
-            simt: Vec::new(),
+            frames: sc.frames,
+            simt: sc.simt,
             exited: Mask::EMPTY,
             count: 0,
             flushed: 0,
@@ -649,7 +768,7 @@ impl<'a> Worker<'a> {
                 }
                 let mut pc = top.pc as usize;
                 let rpc = top.rpc as usize;
-                let mut full = mask == self.all;
+                let mut full = mask.same(&self.all, self.nwords);
                 loop {
                     self.count += 1;
                     if self.count >= self.next_check {
@@ -660,7 +779,7 @@ impl<'a> Worker<'a> {
                         None => (mask, full),
                         Some((p, neg)) => {
                             let g = self.pred_mask(rb, p, neg, mask);
-                            let f = g == self.all;
+                            let f = g.same(&self.all, self.nwords);
                             (g, f)
                         }
                     };
@@ -788,9 +907,6 @@ impl<'a> Worker<'a> {
                         self.simt.pop();
                         continue 'entry;
                     }
-                    if let Some(t) = self.simt.last_mut() {
-                        t.pc = pc as u32;
-                    }
                 }
             }
         }
@@ -844,13 +960,7 @@ impl<'a> Worker<'a> {
     /// The region and offset a global (or module variable) address falls in.
     #[inline]
     fn global(&self, a: u64) -> Option<(&'a Region, u64)> {
-        if a & WINDOW_MASK == MODVAR_BASE {
-            let i = ((a - MODVAR_BASE) >> REGION_SHIFT) as usize;
-            let r = self.ctx.module.vars.get(i)?;
-            Some((r, a & ((1 << REGION_SHIFT) - 1)))
-        } else {
-            self.ctx.mem.region(a)
-        }
+        global_of(self.ctx, a)
     }
 
     /// Resolves a generic address into its state space and the address within it.
@@ -977,27 +1087,135 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Scalar loads from global or shared memory: the common case, without the generic dispatch.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn ld1(&mut self, space: Space, size: u8, sext: bool, dmask: u64, d: usize, addr: &Addr, rb: usize, lb: usize, em: Mask, line: u32) -> Res<()> {
+        let n = self.n;
+        let ctx = self.ctx;
+        let sbits = size as u32 * 8;
+        let sz = size as u64;
+        let (base, fixed) = lane_base(addr, rb, lb, n);
+        let off = addr.off as u64;
+        let regs = &mut self.regs;
+        let fail = |lane: usize, addr: u64, fault: Fault| Stop::Mem { lane, addr, size: sz as u32, space, fault, write: false, line };
+        let ext = |v: u64| if sext && sbits < 64 { sx(v, sbits) as u64 & dmask } else { v & dmask };
+        if space == Space::Shared {
+            let sh = &self.shared;
+            if let (Some(o), 4, true) = (base, size, em.same(&self.all, self.nwords)) {
+                // The matmul-style inner loop: every lane loads a word of shared memory.
+                let lim = sh.len() as u64;
+                for l in 0..n {
+                    let a = regs[o + l].wrapping_add(off);
+                    if a >= lim.saturating_sub(3) || a & 3 != 0 {
+                        let f = if a & 3 != 0 && a < lim { Fault::Misaligned } else { Fault::OutOfBounds };
+                        return Err(fail(l, a, f));
+                    }
+                    let i = a as usize;
+                    let w: [u8; 4] = sh[i..i + 4].try_into().expect("4 bytes");
+                    regs[d + l] = ext(u32::from_le_bytes(w) as u64);
+                }
+                return Ok(());
+            }
+            return em.try_each(self.nwords, |l| {
+                let a = match base { Some(o) => regs[o + l].wrapping_add(off), None => fixed };
+                let i = shared_index(sh.len(), a, sz).map_err(|f| fail(l, a, f))?;
+                regs[d + l] = ext(read_le(&sh[i..i + size as usize]));
+                Ok(())
+            });
+        }
+        let mut cache = RegionCache::default();
+        em.try_each(self.nwords, |l| {
+            let a = match base { Some(o) => regs[o + l].wrapping_add(off), None => fixed };
+            let (r, o) = cache.get(ctx, a, sz).map_err(|f| fail(l, a, f))?;
+            regs[d + l] = ext(r.load(o, size));
+            Ok(())
+        })
+    }
+
+    /// Scalar stores to global or shared memory.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn st1(&mut self, space: Space, size: u8, src: usize, addr: &Addr, rb: usize, lb: usize, em: Mask, line: u32) -> Res<()> {
+        let n = self.n;
+        let ctx = self.ctx;
+        let sz = size as u64;
+        let (base, fixed) = lane_base(addr, rb, lb, n);
+        let off = addr.off as u64;
+        let regs = &self.regs;
+        let fail = |lane: usize, addr: u64, fault: Fault| Stop::Mem { lane, addr, size: sz as u32, space, fault, write: true, line };
+        if space == Space::Shared {
+            let sh = &mut self.shared;
+            return em.try_each(self.nwords, |l| {
+                let a = match base { Some(o) => regs[o + l].wrapping_add(off), None => fixed };
+                let i = shared_index(sh.len(), a, sz).map_err(|f| fail(l, a, f))?;
+                write_le(&mut sh[i..i + size as usize], regs[src + l]);
+                Ok(())
+            });
+        }
+        let mut cache = RegionCache::default();
+        em.try_each(self.nwords, |l| {
+            let a = match base { Some(o) => regs[o + l].wrapping_add(off), None => fixed };
+            let (r, o) = cache.get(ctx, a, sz).map_err(|f| fail(l, a, f))?;
+            r.store(o, size, regs[src + l] & mask_bits(size as u32 * 8)).map_err(|f| fail(l, a, f))
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn exec(&mut self, inst: &Inst, rb: usize, lb: usize, em: Mask, full: bool, line: u32) -> Res<()> {
         let n = self.n;
         let nw = self.nwords;
         let ro = |r: R| (rb + r as usize) * n;
+        // With every lane active the result goes straight into the destination (through cells, as
+        // the destination may be a source); otherwise all lanes are computed and the active committed.
         macro_rules! un {
             ($d:expr, $a:expr, $f:expr) => {{
-                un(&self.regs, &mut self.out, n, ro($a), $f);
-                commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+                if full {
+                    let c = std::cell::Cell::from_mut(&mut self.regs[..]).as_slice_of_cells();
+                    let (dd, aa) = (&c[ro($d)..ro($d) + n], &c[ro($a)..ro($a) + n]);
+                    let f = as_un($f);
+                    for (o, x) in dd.iter().zip(aa) {
+                        o.set(f(x.get()));
+                    }
+                } else {
+                    un(&self.regs, &mut self.out, n, ro($a), $f);
+                    commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+                }
             }};
         }
         macro_rules! bin {
             ($d:expr, $a:expr, $b:expr, $f:expr) => {{
-                bin(&self.regs, &mut self.out, n, ro($a), ro($b), $f);
-                commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+                if full {
+                    let c = std::cell::Cell::from_mut(&mut self.regs[..]).as_slice_of_cells();
+                    let (dd, aa, bb) = (&c[ro($d)..ro($d) + n], &c[ro($a)..ro($a) + n], &c[ro($b)..ro($b) + n]);
+                    let f = as_bin($f);
+                    for ((o, x), y) in dd.iter().zip(aa).zip(bb) {
+                        o.set(f(x.get(), y.get()));
+                    }
+                } else {
+                    bin(&self.regs, &mut self.out, n, ro($a), ro($b), $f);
+                    commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+                }
             }};
         }
         macro_rules! tern {
             ($d:expr, $a:expr, $b:expr, $c:expr, $f:expr) => {{
-                tern(&self.regs, &mut self.out, n, ro($a), ro($b), ro($c), $f);
-                commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+                if full {
+                    let c = std::cell::Cell::from_mut(&mut self.regs[..]).as_slice_of_cells();
+                    let (dd, aa, bb, cc) = (
+                        &c[ro($d)..ro($d) + n],
+                        &c[ro($a)..ro($a) + n],
+                        &c[ro($b)..ro($b) + n],
+                        &c[ro($c)..ro($c) + n],
+                    );
+                    let f = as_tern($f);
+                    for (((o, x), y), z) in dd.iter().zip(aa).zip(bb).zip(cc) {
+                        o.set(f(x.get(), y.get(), z.get()));
+                    }
+                } else {
+                    tern(&self.regs, &mut self.out, n, ro($a), ro($b), ro($c), $f);
+                    commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+                }
             }};
         }
         match *inst {
@@ -1023,7 +1241,12 @@ impl<'a> Worker<'a> {
                 commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
             }
             Inst::Setp { ty, cmp, ftz, d, dn, a, b, comb } => {
-                bin(&self.regs, &mut self.out, n, ro(a), ro(b), |x, y| compare(ty, cmp, ftz, x, y) as u64);
+                macro_rules! run {
+                    ($f:expr) => {
+                        bin(&self.regs, &mut self.out, n, ro(a), ro(b), $f)
+                    };
+                }
+                with_compare!(ty, cmp, ftz, run);
                 if let Some((op, c, neg)) = comb {
                     let co = ro(c);
                     for l in 0..n {
@@ -1032,7 +1255,7 @@ impl<'a> Worker<'a> {
                         self.out[l] = boolop(op, t, cv);
                         self.out2[l] = boolop(op, t ^ 1, cv);
                     }
-                } else {
+                } else if dn.is_some() {
                     for l in 0..n {
                         self.out2[l] = self.out[l] ^ 1;
                     }
@@ -1077,6 +1300,12 @@ impl<'a> Worker<'a> {
                 } else {
                     un!(d, a, |x| x.wrapping_sub(base) & dmask)
                 }
+            }
+            Inst::Ld { space, size, sext, dmask, n: 1, d, addr } if matches!(space, Space::Global | Space::Shared) => {
+                self.ld1(space, size, sext, dmask, ro(d[0]), &addr, rb, lb, em, line)?;
+            }
+            Inst::St { space, size, n: 1, a: srcs, addr } if matches!(space, Space::Global | Space::Shared) => {
+                self.st1(space, size, ro(srcs[0]), &addr, rb, lb, em, line)?;
             }
             Inst::Ld { space, size, sext, dmask, n: cnt, d, addr } => {
                 let sbits = size as u32 * 8;
@@ -1219,16 +1448,78 @@ impl<'a> Worker<'a> {
 }
 
 #[inline]
-fn read_le(s: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    b[..s.len()].copy_from_slice(s);
-    u64::from_le_bytes(b)
+fn global_of<'a>(ctx: &Ctx<'a>, a: u64) -> Option<(&'a Region, u64)> {
+    if a & WINDOW_MASK == MODVAR_BASE {
+        let i = ((a - MODVAR_BASE) >> REGION_SHIFT) as usize;
+        let r = ctx.module.vars.get(i)?;
+        Some((r, a & ((1 << REGION_SHIFT) - 1)))
+    } else {
+        ctx.mem.region(a)
+    }
 }
 
+/// The region of the previous lane's access: neighbouring lanes nearly always hit the same one.
+#[derive(Default)]
+struct RegionCache<'a> {
+    key: Option<u64>,
+    cur: Option<&'a Region>,
+}
+
+impl<'a> RegionCache<'a> {
+    #[inline]
+    fn get(&mut self, ctx: &Ctx<'a>, a: u64, size: u64) -> Result<(&'a Region, u64), Fault> {
+        let k = a >> REGION_SHIFT;
+        if self.key != Some(k) {
+            self.cur = global_of(ctx, a).map(|(r, _)| r);
+            self.key = Some(k);
+        }
+        let r = self.cur.ok_or(Fault::OutOfBounds)?;
+        let o = a & ((1 << REGION_SHIFT) - 1);
+        r.check(o, size)?;
+        Ok((r, o))
+    }
+}
+
+/// Bounds and alignment of a shared-memory access; the byte index on success.
 #[inline]
+fn shared_index(len: usize, a: u64, size: u64) -> Result<usize, Fault> {
+    if a.checked_add(size).is_none_or(|e| e > len as u64) {
+        return Err(Fault::OutOfBounds);
+    }
+    if a & (size - 1) != 0 {
+        return Err(Fault::Misaligned);
+    }
+    Ok(a as usize)
+}
+
+/// The per-lane base register offset of an address, or its lane-independent value.
+#[inline]
+fn lane_base(addr: &Addr, rb: usize, lb: usize, n: usize) -> (Option<usize>, u64) {
+    match addr.base {
+        Base::Reg(r) => (Some((rb + r as usize) * n), 0),
+        Base::Abs => (None, addr.off as u64),
+        Base::Frame => (None, (lb as u64).wrapping_add(addr.off as u64)),
+    }
+}
+
+#[inline(always)]
+fn read_le(s: &[u8]) -> u64 {
+    match s.len() {
+        4 => u32::from_le_bytes(s.try_into().expect("4 bytes")) as u64,
+        8 => u64::from_le_bytes(s.try_into().expect("8 bytes")),
+        2 => u16::from_le_bytes(s.try_into().expect("2 bytes")) as u64,
+        _ => s[0] as u64,
+    }
+}
+
+#[inline(always)]
 fn write_le(s: &mut [u8], v: u64) {
-    let n = s.len();
-    s.copy_from_slice(&v.to_le_bytes()[..n]);
+    match s.len() {
+        4 => s.copy_from_slice(&(v as u32).to_le_bytes()),
+        8 => s.copy_from_slice(&v.to_le_bytes()),
+        2 => s.copy_from_slice(&(v as u16).to_le_bytes()),
+        _ => s[0] = v as u8,
+    }
 }
 
 #[inline]

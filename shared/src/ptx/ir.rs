@@ -351,7 +351,6 @@ pub(crate) enum TernOp {
     Mad24Lo(bool),
     MadHiSatS32,
     Fma(F, Rnd, FFlags),
-    /// `mad.f32` without rounding: fused like the hardware does.
     Selp,
     SlctS(W),
     SlctF(bool),
@@ -363,8 +362,6 @@ pub(crate) enum TernOp {
     SadS(W),
     Lop3(u8),
     FmaH2(F),
-    /// `add.cc`-free 3-way: `dp`/ others unused.
-    Bfi0,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,17 +16,12 @@ pub const MAX_LOCAL_BYTES: u64 = 512 * 1024;
 
 pub(crate) struct Function {
     pub name: String,
-    pub is_entry: bool,
-    pub defined: bool,
     pub insts: Vec<Instr>,
     pub nregs: u32,
     pub consts: Vec<(R, u64)>,
     pub sregs: Vec<(R, Sreg)>,
     /// Bytes of this function's own frame (locals, `.param` slots) per thread.
     pub frame_size: u32,
-    /// Frame offsets and sizes of the formal parameters and return values (`.func`).
-    pub formals: Vec<(u32, u32)>,
-    pub returns: Vec<(u32, u32)>,
     /// Deepest frame use of any call chain starting here, per thread.
     pub stack_size: u64,
     /// Per instruction: every path from here ends the thread without passing a barrier. Lanes
@@ -42,7 +37,7 @@ enum Sym {
     Shared(u32),
     DynShared,
     Var(u64),
-    Func(u32),
+    Func,
 }
 
 fn align_up(x: u64, a: u64) -> u64 {
@@ -157,8 +152,8 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
             s => return Err(PtxError::new(v.line, format!("unsupported module-level `{s}` variable `{}`", v.name))),
         }
     }
-    for (name, &i) in &func_index {
-        globals.entry(name.clone()).or_insert(Sym::Func(i));
+    for name in func_index.keys() {
+        globals.entry(name.clone()).or_insert(Sym::Func);
     }
     for (idx, v) in pending_inits {
         let bytes = init_bytes(v, &globals)?;
@@ -608,7 +603,7 @@ impl<'m> FnLower<'m> {
             Some(Sym::DynShared) => Ok(self.konst((self.dyn_base as i64 + off) as u64)),
             Some(Sym::Var(a)) => Ok(self.konst(a.wrapping_add(off as u64))),
             Some(Sym::Frame(_)) => self.err(format!("the address of `{n}` may only be taken by `mov`")),
-            Some(Sym::Func(_)) => self.err(format!("function pointers (`{n}`) are not supported")),
+            Some(Sym::Func) => self.err(format!("function pointers (`{n}`) are not supported")),
             None => self.err(format!("undeclared name `{n}`")),
         }
     }
@@ -641,8 +636,6 @@ impl<'m> FnLower<'m> {
     fn lower(mut self, f: &parse::Func, shared: Vec<Sym>) -> Res<Function> {
         self.is_entry = f.is_entry;
         self.line = f.line;
-        let mut formals = Vec::new();
-        let mut returns = Vec::new();
         if f.is_entry {
             let mut off = 0u64;
             for p in &f.params {
@@ -651,7 +644,7 @@ impl<'m> FnLower<'m> {
                 off += decl_size(p, None)?;
             }
         } else {
-            for (list, out) in [(&f.rets, &mut returns), (&f.params, &mut formals)] {
+            for list in [&f.rets, &f.params] {
                 for p in list.iter() {
                     if p.space != ".param" {
                         self.line = p.line;
@@ -663,22 +656,17 @@ impl<'m> FnLower<'m> {
                     let size = decl_size(p, None)?;
                     let off = self.frame_slot(size, decl_align(p)?)?;
                     self.scopes[0].insert(p.name.clone(), Sym::Frame(off));
-                    out.push((off, size as u32));
                 }
             }
         }
         let Some(body) = &f.body else {
             return Ok(Function {
                 name: f.name.clone(),
-                is_entry: f.is_entry,
-                defined: false,
                 insts: Vec::new(),
                 nregs: 0,
                 consts: Vec::new(),
                 sregs: Vec::new(),
                 frame_size: self.frame as u32,
-                formals,
-                returns,
                 stack_size: 0,
                 exit_bound: Vec::new(),
             });
@@ -730,15 +718,11 @@ impl<'m> FnLower<'m> {
         let exit_bound = exit_bound(&self.insts);
         Ok(Function {
             name: f.name.clone(),
-            is_entry: f.is_entry,
-            defined: true,
             insts: self.insts,
             nregs: self.reg_bits.len() as u32,
             consts: self.const_list,
             sregs: self.sregs.into_iter().map(|(s, r)| (r, s)).collect(),
             frame_size: frame as u32,
-            formals,
-            returns,
             stack_size: 0,
             exit_bound,
         })
@@ -784,6 +768,17 @@ impl<'m> FnLower<'m> {
                 let pos = self.src(&ops[3], Ty::U32)?;
                 let len = self.src(&ops[4], Ty::U32)?;
                 self.push(Inst::Bfi { w, d, f, b, pos, len });
+                Ok(())
+            }
+            "bmsk" => {
+                self.want(ops, 3, o.full)?;
+                if !o.has("clamp") {
+                    return self.unsupported(o.full);
+                }
+                let d = self.dst(&ops[0])?;
+                let a = self.src(&ops[1], Ty::U32)?;
+                let b = self.src(&ops[2], Ty::U32)?;
+                self.push(Inst::Bin { op: BinOp::Bmsk, d, a, b });
                 Ok(())
             }
             "setp" | "set" => self.setp(&o, ops),
@@ -1495,7 +1490,7 @@ impl<'m> FnLower<'m> {
                 },
                 Addr { base: Base::Abs, off: (a as i64).wrapping_add(off) },
             ),
-            Some(Sym::Func(_)) => return self.err(format!("`{name}` is a function, not an address")),
+            Some(Sym::Func) => return self.err(format!("`{name}` is a function, not an address")),
             None => return self.err(format!("undeclared name `{name}` in address")),
         })
     }

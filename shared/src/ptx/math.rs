@@ -274,9 +274,22 @@ pub(crate) fn mul32(a: f32, b: f32, mode: Rnd) -> f32 {
     round_f32(a as f64 * b as f64, 0.0, mode)
 }
 
+/// Round-to-nearest f32 fma without a libm call: the product is exact in f64, so rounding the f64
+/// sum to f32 is correct unless the sum landed exactly on an f32 midpoint (double rounding) or in
+/// the subnormal range; those rare cases take the exact fused path.
+#[inline(always)]
+pub(crate) fn fma32_rn(a: f32, b: f32, c: f32) -> f32 {
+    let s = a as f64 * b as f64 + c as f64;
+    let bits = s.to_bits();
+    if bits & 0x1FFF_FFFF == 0x1000_0000 || s.abs() < 1.0e-37 {
+        return a.mul_add(b, c);
+    }
+    s as f32
+}
+
 pub(crate) fn fma32(a: f32, b: f32, c: f32, mode: Rnd) -> f32 {
     if mode == Rnd::Rn {
-        return a.mul_add(b, c);
+        return fma32_rn(a, b, c);
     }
     let p = a as f64 * b as f64;
     let (s, e) = two_sum(p, c as f64);

@@ -449,7 +449,7 @@ macro_rules! exec_tern {
                 ((p.wrapping_mul(q) as u64).wrapping_add(z)) & 0xFFFF_FFFF
             }),
             TernOp::Fma(F::F32, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
-                $m!($d, $a, $b, $c, |x, y, z| b32(f32v(x).mul_add(f32v(y), f32v(z))))
+                $m!($d, $a, $b, $c, |x, y, z| b32(fma32_rn(f32v(x), f32v(y), f32v(z))))
             }
             TernOp::Fma(F::F64, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
                 $m!($d, $a, $b, $c, |x, y, z| b64(f64v(x).mul_add(f64v(y), f64v(z))))
@@ -578,7 +578,6 @@ macro_rules! exec_tern {
                 }
                 r & 0xFFFF_FFFF
             }),
-            TernOp::Bfi0 => $m!($d, $a, $b, $c, |x, _y, _z| x),
         }
     }};
 }

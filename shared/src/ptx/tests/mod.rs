@@ -8,6 +8,7 @@ mod hostile;
 mod isa_float;
 mod isa_int;
 mod memory;
+mod numerics;
 mod warp;
 
 use super::*;
