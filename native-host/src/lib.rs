@@ -4,5 +4,8 @@ pub mod capture;
 pub mod import;
 pub mod cuda;
 pub mod mapped;
+pub mod server;
+pub mod sessions;
+pub mod store;
 
 pub use capture::{Arg, BindingInfo, Buffer, CaptureError, Device, Dim3, Element, Graph, Kernel, Module, RawBuffer, StructArg};

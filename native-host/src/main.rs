@@ -18,6 +18,7 @@ enum Command {
     ImportCase(cli::import_case::Args),
     Inspect(cli::inspect::Args),
     Validate(cli::validate::Args),
+    Serve(cli::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -25,6 +26,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::ImportCase(args) => cli::import_case::run(args),
         Command::Inspect(args) => cli::inspect::run(args),
+        Command::Serve(args) => cli::serve::run(args),
         Command::Validate(args) => return cli::validate::run(args),
     };
     match result {

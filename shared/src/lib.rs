@@ -20,3 +20,4 @@ pub mod archive;
 pub mod check;
 pub mod plan;
 pub mod ptx;
+pub mod protocol;

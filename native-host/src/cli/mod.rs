@@ -3,3 +3,4 @@
 pub mod import_case;
 pub mod inspect;
 pub mod validate;
+pub mod serve;

@@ -1,0 +1,49 @@
+//! `recap serve`: the host.
+
+use std::path::PathBuf;
+
+use recap::server::{Config, DEFAULT_MAX_UPLOAD};
+
+/// Start the host: stores archives, runs replays, serves the web viewer.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Address to listen on; port 0 picks a free one. Beyond loopback an access token is required.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Data folder (created if missing): archives, the index, session results.
+    #[arg(long, default_value = "data")]
+    pub data: PathBuf,
+    /// Access token every API call must present; generated and printed when binding beyond loopback.
+    #[arg(long, env = "RECAP_TOKEN")]
+    pub token: Option<String>,
+    /// The viewer's folder (default: `web/` here, else the repository's `web/`).
+    #[arg(long)]
+    pub web: Option<PathBuf>,
+    /// Import every *.recap in this folder at start (already stored ones are skipped).
+    #[arg(long)]
+    pub seed: Option<PathBuf>,
+    /// Largest accepted upload, in bytes.
+    #[arg(long, default_value_t = DEFAULT_MAX_UPLOAD)]
+    pub max_upload: u64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    init_logging();
+    let config = Config {
+        addr: args.addr,
+        data: args.data,
+        token: args.token,
+        web: args.web,
+        seed: args.seed,
+        max_upload: args.max_upload,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(recap::server::serve(config))
+}
+
+/// Logs to stderr (stdout carries only the URL), filtered by `RUST_LOG` (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tower_http=warn"));
+    let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).try_init();
+}

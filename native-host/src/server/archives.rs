@@ -1,0 +1,140 @@
+//! `/api/archives`: upload (streamed to disk), list, get, download with ranges, delete.
+
+use axum::body::Body;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::StreamExt;
+use serde::Deserialize;
+use shared::protocol::ArchiveInfo;
+use tower::ServiceExt;
+
+use super::error::ApiError;
+use super::AppState;
+use crate::store::Incoming;
+
+#[derive(Deserialize)]
+pub struct UploadQuery {
+    name: Option<String>,
+}
+
+/// Chunks in flight between the socket and the writer thread: bounds the memory an upload holds.
+const CHUNKS_IN_FLIGHT: usize = 64;
+
+fn check_name(name: Option<String>) -> Result<String, ApiError> {
+    let name = name.unwrap_or_else(|| "archive.recap".into());
+    if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
+        return Err(ApiError::bad_request("`name` must be 1 to 255 characters without control characters"));
+    }
+    Ok(name)
+}
+
+pub async fn upload(
+    State(app): State<AppState>,
+    Query(query): Query<UploadQuery>,
+    req: Request,
+) -> Result<(StatusCode, Json<ArchiveInfo>), ApiError> {
+    let name = check_name(query.name)?;
+    let limit = app.config.max_upload;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(crate::store::StoreError::TooLarge { limit }.into());
+    }
+    let store = app.store.clone();
+    let incoming = tokio::task::spawn_blocking(move || store.begin(limit)).await??;
+
+    // The socket is read here while a blocking thread hashes and writes, so disk and network overlap.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(CHUNKS_IN_FLIGHT);
+    let writer = tokio::task::spawn_blocking(move || -> Result<Incoming, crate::store::StoreError> {
+        let mut incoming = incoming;
+        while let Some(chunk) = rx.blocking_recv() {
+            incoming.write(&chunk)?;
+        }
+        Ok(incoming)
+    });
+    let mut body = req.into_body().into_data_stream();
+    let mut received: u64 = 0;
+    let mut read_error = None;
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) => {
+                received += chunk.len() as u64;
+                if received > limit || tx.send(chunk).await.is_err() {
+                    break;
+                }
+            }
+            Err(e) => {
+                read_error = Some(e);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let incoming = writer.await??;
+    if received > limit {
+        return Err(crate::store::StoreError::TooLarge { limit }.into());
+    }
+    if let Some(e) = read_error {
+        return Err(ApiError::bad_request(format!("reading the upload failed after {received} bytes: {e}")));
+    }
+    let store = app.store.clone();
+    let ingested = tokio::task::spawn_blocking(move || store.finish(incoming, &name)).await??;
+    let status = if ingested.created { StatusCode::CREATED } else { StatusCode::OK };
+    if ingested.created {
+        tracing::info!(id = ingested.archive.id, size = ingested.archive.size, "archive stored");
+    }
+    Ok((status, Json(ingested.archive)))
+}
+
+pub async fn list(State(app): State<AppState>) -> Result<Json<Vec<ArchiveInfo>>, ApiError> {
+    let store = app.store.clone();
+    Ok(Json(tokio::task::spawn_blocking(move || store.index.archives()).await??))
+}
+
+async fn find(app: &AppState, id: String) -> Result<ArchiveInfo, ApiError> {
+    let store = app.store.clone();
+    let found = tokio::task::spawn_blocking(move || store.index.archive(&id).map(|a| (id, a))).await??;
+    found.1.ok_or_else(|| ApiError::not_found(format!("no archive with id {}", found.0)))
+}
+
+pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<ArchiveInfo>, ApiError> {
+    Ok(Json(find(&app, id).await?))
+}
+
+pub async fn raw(State(app): State<AppState>, Path(id): Path<String>, req: Request) -> Result<Response, ApiError> {
+    let archive = find(&app, id).await?;
+    let path = app.store.blobs.local_path(&archive.hash);
+    // ServeFile answers Range, If-Range and HEAD the way HTTP wants.
+    let mut res = tower_http::services::ServeFile::new(path)
+        .oneshot(req)
+        .await
+        .map_err(|e| ApiError::internal(format!("reading archive {}: {e}", archive.id)))?
+        .map(Body::new);
+    let file_name: String =
+        archive.name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' }).collect();
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")) {
+        res.headers_mut().insert(header::CONTENT_DISPOSITION, v);
+    }
+    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", archive.hash)) {
+        res.headers_mut().insert(header::ETAG, v);
+    }
+    Ok(res.into_response())
+}
+
+pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    let store = app.store.clone();
+    let removed = tokio::task::spawn_blocking(move || store.delete(&id).map(|a| (id, a))).await??;
+    match removed.1 {
+        Some(a) => {
+            tracing::info!(id = a.id, "archive deleted");
+            Ok(StatusCode::NO_CONTENT)
+        }
+        None => Err(ApiError::not_found(format!("no archive with id {}", removed.0))),
+    }
+}

@@ -1,0 +1,208 @@
+//! The host: an axum server over the [`Store`] and [`Sessions`], plus the viewer's static files.
+//!
+//! The key design decision: the server is a thin HTTP skin. Storage sits behind the store's
+//! traits and replay behind the sessions' engines, so handlers only translate requests and errors;
+//! blocking work (SQLite, fsync, validation, replay) always runs on blocking threads, never on the
+//! async workers that move bytes.
+
+mod access;
+mod archives;
+mod error;
+mod sessions;
+mod web;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+
+use crate::sessions::{Engine, Sessions};
+use crate::store::Store;
+
+pub use error::ApiError;
+pub use sessions::MAX_CLIENT_MESSAGE;
+
+/// Default upload limit: 4 GiB.
+pub const DEFAULT_MAX_UPLOAD: u64 = 4 << 30;
+/// Largest JSON request body (a session request with base64 bindings).
+pub const MAX_JSON_BODY: usize = 256 << 20;
+
+/// How `recap serve` was asked to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub addr: String,
+    pub data: PathBuf,
+    /// Required for every API call when set.
+    pub token: Option<String>,
+    pub web: Option<PathBuf>,
+    pub seed: Option<PathBuf>,
+    pub max_upload: u64,
+}
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<Store>,
+    pub sessions: Arc<Sessions>,
+    pub config: Arc<Settings>,
+    /// Cancelled when the host begins to shut down: WebSockets close on it.
+    pub shutdown: CancellationToken,
+}
+
+/// The settings handlers need, resolved at start.
+pub struct Settings {
+    pub token: Option<String>,
+    pub max_upload: u64,
+    /// `HOST:PORT` as printed, for links when a request carries no `Host`.
+    pub authority: String,
+}
+
+/// The API routes, all behind the token check.
+fn api(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/archives", post(archives::upload).get(archives::list).layer(DefaultBodyLimit::disable()))
+        .route("/archives/{id}", get(archives::get).delete(archives::delete))
+        .route("/archives/{id}/raw", get(archives::raw))
+        .route("/devices", get(sessions::devices))
+        .route("/sessions", post(sessions::create).get(sessions::list))
+        .route("/sessions/{id}", get(sessions::get))
+        .route("/sessions/{id}/cancel", post(sessions::cancel))
+        .route("/sessions/{id}/ws", get(sessions::websocket))
+        .fallback(|| async { ApiError::not_found("no such API endpoint; docs/API.md lists them") })
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
+        .layer(axum::middleware::from_fn_with_state(state, access::require_token))
+}
+
+/// The whole application: `/api`, the viewer's files, and its client-side routes.
+pub fn router(state: AppState, web_dir: Option<PathBuf>) -> Router {
+    let mut app = Router::new().nest("/api", api(state.clone()));
+    match web_dir {
+        Some(dir) => {
+            let index = tower_http::services::ServeFile::new(dir.join("index.html"));
+            app = app
+                .route_service("/archives/{id}", index.clone())
+                .route_service("/sessions/{id}", index)
+                .fallback_service(tower_http::services::ServeDir::new(dir));
+        }
+        None => app = app.fallback(web::not_built),
+    }
+    app.layer(tower_http::trace::TraceLayer::new_for_http()).with_state(state)
+}
+
+/// The engines of this machine: the CPU always, and every CUDA device found.
+pub fn engines() -> Vec<Arc<dyn Engine>> {
+    vec![Arc::new(crate::sessions::CpuEngine::new())]
+}
+
+/// Imports every `*.recap` in `dir` (sorted by name); invalid ones are logged and skipped.
+fn seed(store: &Store, dir: &std::path::Path, limit: u64) -> anyhow::Result<()> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading seed folder {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "recap") && p.is_file())
+        .collect();
+    files.sort();
+    for path in files {
+        match store.import_file(&path, limit) {
+            Ok(done) if done.created => tracing::info!(id = done.archive.id, path = %path.display(), "seeded"),
+            Ok(done) => tracing::debug!(id = done.archive.id, path = %path.display(), "already stored"),
+            Err(e) => tracing::warn!(path = %path.display(), "not seeded: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
+async fn stop_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+/// How long in-flight requests get to finish after a stop signal.
+const DRAIN: Duration = Duration::from_secs(30);
+
+/// Runs the host until Ctrl-C or SIGTERM. Prints `http://HOST:PORT` on stdout once listening.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let data = config.data.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open_dir(&data))
+        .await?
+        .with_context(|| format!("opening data folder {}", config.data.display()))?;
+    let store = Arc::new(store);
+    if let Some(dir) = &config.seed {
+        let (store, dir, limit) = (store.clone(), dir.clone(), config.max_upload);
+        tokio::task::spawn_blocking(move || seed(&store, &dir, limit)).await??;
+    }
+    let sessions = Sessions::start(store.clone(), engines())?;
+
+    let listener = tokio::net::TcpListener::bind(&config.addr)
+        .await
+        .with_context(|| format!("binding {}", config.addr))?;
+    let local: SocketAddr = listener.local_addr()?;
+    let token = match config.token.clone() {
+        Some(t) if t.is_empty() => anyhow::bail!("--token must not be empty"),
+        Some(t) => Some(t),
+        None if local.ip().is_loopback() => None,
+        None => {
+            let t = crate::sessions::random_id();
+            eprintln!("recap: {local} is reachable beyond this machine; API access token: {t}");
+            Some(t)
+        }
+    };
+    let web_dir = web::find_web_dir(config.web.as_deref());
+    match &web_dir {
+        Some(dir) if dir.join("index.html").is_file() => tracing::info!(web = %dir.display(), "serving the viewer"),
+        Some(dir) => tracing::warn!(web = %dir.display(), "no index.html in the web folder"),
+        None => tracing::warn!("web viewer not found; run `cargo xtask wasm`; the API works without it"),
+    }
+    let shutdown = CancellationToken::new();
+    let state = AppState {
+        store,
+        sessions: sessions.clone(),
+        config: Arc::new(Settings { token, max_upload: config.max_upload, authority: local.to_string() }),
+        shutdown: shutdown.clone(),
+    };
+    let app = router(state, web_dir);
+
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "http://{local}")?;
+    stdout.flush()?;
+    drop(stdout);
+    tracing::info!(addr = %local, data = %config.data.display(), "listening");
+
+    let stopping = shutdown.clone();
+    let graceful = async move {
+        stop_signal().await;
+        tracing::info!("stopping: finishing requests, cancelling replays");
+        stopping.cancel();
+        sessions.shutdown().await;
+    };
+    let server = axum::serve(listener, app).with_graceful_shutdown(graceful);
+    tokio::select! {
+        result = server => result.context("serving HTTP")?,
+        _ = async { shutdown.cancelled().await; tokio::time::sleep(DRAIN).await } => {
+            tracing::warn!("requests still open after {}s; stopping anyway", DRAIN.as_secs());
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

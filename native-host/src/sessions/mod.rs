@@ -1,0 +1,536 @@
+//! Replay sessions: a queue and bounded workers per device, and a broadcast event log per session.
+//!
+//! The key design decision: a session's stream *is* its event log. Every message is appended to
+//! the log under a lock and a `watch` counter is bumped; each viewer keeps its own cursor into the
+//! log. So every viewer gets exactly the same sequence, a late joiner starts at 0 (history, then
+//! live) with no gap and no duplicate, and a slow viewer never makes anyone lose a message (unlike
+//! a bounded broadcast channel, which drops for laggards). Once a session ends its log is written to
+//! the index in one transaction and it leaves memory; later viewers read it from there.
+//!
+//! Engines ([`Engine`]) do the replay itself in a blocking thread; this module only schedules,
+//! records and cancels.
+
+mod cpu;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use shared::archive::Archive;
+use shared::protocol::{CheckReport, DeviceInfo, Event, SessionInfo, SessionMessage, SessionState};
+use tokio::sync::{watch, Notify};
+
+use crate::store::{now_rfc3339, SessionRecord, Store, StoreError};
+
+pub use cpu::CpuEngine;
+
+/// What an engine is asked to do.
+pub struct Job<'a> {
+    pub archive: &'a Archive<'a>,
+    pub iterations: u32,
+    pub check: bool,
+    /// Replacement initial bytes of named bindings (sizes already checked against their regions).
+    pub bindings: &'a [(String, Vec<u8>)],
+    /// Set when the session is cancelled or the host shuts down; engines poll it between ops
+    /// and pass it to kernels.
+    pub cancel: &'a Arc<AtomicBool>,
+}
+
+/// Why a run did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cancelled")]
+    Cancelled,
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A replay backend for one device.
+pub trait Engine: Send + Sync + 'static {
+    /// `cpu`, `cuda:0`, ...
+    fn id(&self) -> String;
+    fn kind(&self) -> &'static str;
+    fn name(&self) -> String;
+    /// Sessions it runs at once.
+    fn concurrency(&self) -> u32 {
+        1
+    }
+    /// Replays `job`, emitting iteration times, op timings and region summaries as it goes;
+    /// returns the check report when `job.check` asked for one. Runs in a blocking thread.
+    fn run(&self, job: &Job<'_>, emit: &mut dyn FnMut(SessionMessage)) -> Result<Option<CheckReport>, RunError>;
+}
+
+/// Upper bound on `iterations` of one session.
+pub const MAX_ITERATIONS: u32 = 100_000;
+
+/// Errors of session requests, mapped to HTTP answers by the server.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no archive with id {0}")]
+    UnknownArchive(String),
+    #[error("no session with id {0}")]
+    UnknownSession(String),
+    #[error("unknown device {0:?}; GET /api/devices lists this host's devices")]
+    UnknownDevice(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the control key does not match this session")]
+    Forbidden,
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// 128 random bits as 32 hex digits.
+pub fn random_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system's random source is available");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+fn key_hash(key: &str) -> String {
+    blake3::hash(key.as_bytes()).to_hex().to_string()
+}
+
+#[derive(Default)]
+struct Log {
+    /// Each event serialised once, shared by every viewer.
+    lines: Vec<Arc<str>>,
+    events: Vec<Event>,
+    ended: bool,
+}
+
+/// A session that is queued or running (or has just ended and is being written down).
+pub struct Live {
+    info: Mutex<SessionInfo>,
+    log: Mutex<Log>,
+    len: watch::Sender<usize>,
+    cancel: Arc<AtomicBool>,
+    control_hash: String,
+    bindings: Vec<(String, Vec<u8>)>,
+    queue_position: AtomicU32,
+}
+
+impl Live {
+    fn push(&self, message: SessionMessage) {
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        if log.ended {
+            return;
+        }
+        let event = Event { seq: log.events.len() as u64, time_us: now_us(), message };
+        let line: Arc<str> = serde_json::to_string(&event).expect("events serialise").into();
+        log.ended = event.message.terminal_state().is_some();
+        log.lines.push(line);
+        log.events.push(event);
+        let n = log.lines.len();
+        drop(log);
+        self.len.send_replace(n);
+    }
+
+    pub fn info(&self) -> SessionInfo {
+        self.info.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// A viewer's position in a session's stream.
+pub enum Subscription {
+    /// A session in memory: follow it live.
+    Live { live: Arc<Live>, changed: watch::Receiver<usize>, cursor: usize },
+    /// An ended session read back from the index: its whole log.
+    Ended(std::vec::IntoIter<Arc<str>>),
+}
+
+impl Subscription {
+    /// The next messages (JSON text); empty when the stream has ended.
+    pub async fn next_batch(&mut self) -> Vec<Arc<str>> {
+        match self {
+            Subscription::Ended(rest) => rest.collect(),
+            Subscription::Live { live, changed, cursor } => loop {
+                changed.borrow_and_update();
+                let (batch, ended) = {
+                    let log = live.log.lock().unwrap_or_else(|e| e.into_inner());
+                    (log.lines[*cursor..].to_vec(), log.ended)
+                };
+                *cursor += batch.len();
+                if !batch.is_empty() || ended {
+                    return batch;
+                }
+                if changed.changed().await.is_err() {
+                    return Vec::new();
+                }
+            },
+        }
+    }
+}
+
+struct Device {
+    engine: Arc<dyn Engine>,
+    queue: Mutex<VecDeque<Arc<Live>>>,
+    running: AtomicU32,
+    wake: Notify,
+}
+
+impl Device {
+    /// Tells every queued session its position when it changed.
+    fn announce_positions(&self) {
+        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, live) in queue.iter().enumerate() {
+            let pos = i as u32;
+            if live.queue_position.swap(pos, Ordering::SeqCst) != pos {
+                live.push(SessionMessage::Queue { position: pos });
+            }
+        }
+    }
+
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            id: self.engine.id(),
+            kind: self.engine.kind().into(),
+            name: self.engine.name(),
+            concurrency: self.engine.concurrency(),
+            running: self.running.load(Ordering::SeqCst),
+            queued: self.queue.lock().unwrap_or_else(|e| e.into_inner()).len() as u32,
+        }
+    }
+}
+
+/// All sessions of this host.
+pub struct Sessions {
+    store: Arc<Store>,
+    devices: Vec<Arc<Device>>,
+    live: Mutex<HashMap<String, Arc<Live>>>,
+    stopping: AtomicBool,
+}
+
+/// What the host records for a session it could not finish because it stopped.
+const STOPPED: &str = "the host stopped before the session finished";
+
+impl Sessions {
+    /// Starts the workers of each engine's device. Sessions left unfinished by a previous run of
+    /// the host are marked failed.
+    pub fn start(store: Arc<Store>, engines: Vec<Arc<dyn Engine>>) -> Result<Arc<Sessions>, StoreError> {
+        for id in store.index.fail_unfinished(STOPPED, &now_rfc3339())? {
+            tracing::warn!(session = id, "marked failed: the host stopped while it was queued or running");
+        }
+        let devices = engines
+            .into_iter()
+            .map(|engine| {
+                Arc::new(Device { engine, queue: Default::default(), running: AtomicU32::new(0), wake: Notify::new() })
+            })
+            .collect::<Vec<_>>();
+        let sessions =
+            Arc::new(Sessions { store, devices, live: Default::default(), stopping: AtomicBool::new(false) });
+        for device in &sessions.devices {
+            for _ in 0..device.engine.concurrency().max(1) {
+                tokio::spawn(Arc::clone(&sessions).worker(Arc::clone(device)));
+            }
+        }
+        Ok(sessions)
+    }
+
+    pub fn devices(&self) -> Vec<DeviceInfo> {
+        self.devices.iter().map(|d| d.info()).collect()
+    }
+
+    fn device(&self, id: &str) -> Option<&Arc<Device>> {
+        let wanted = if id == "cuda" { self.devices.iter().find(|d| d.engine.kind() == "cuda") } else { None };
+        wanted.or_else(|| self.devices.iter().find(|d| d.engine.id() == id))
+    }
+
+    /// Queues a new session; returns its info and its control key.
+    pub fn create(
+        &self,
+        req: shared::protocol::CreateSession,
+    ) -> Result<(SessionInfo, String), SessionError> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(SessionError::BadRequest("the host is shutting down".into()));
+        }
+        let archive = self
+            .store
+            .index
+            .archive(&req.archive)?
+            .ok_or_else(|| SessionError::UnknownArchive(req.archive.clone()))?;
+        let device = self.device(&req.device).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
+        if req.iterations == 0 || req.iterations > MAX_ITERATIONS {
+            return Err(SessionError::BadRequest(format!(
+                "iterations must be between 1 and {MAX_ITERATIONS}, got {}",
+                req.iterations
+            )));
+        }
+        let bindings = self.decode_bindings(&archive, &req.bindings)?;
+        let control = random_id();
+        let info = SessionInfo {
+            id: random_id(),
+            archive: archive.id,
+            device: device.engine.id(),
+            iterations: req.iterations,
+            check: req.check,
+            state: SessionState::Queued,
+            created_at: now_rfc3339(),
+            ended_at: None,
+            passed: None,
+            error: None,
+        };
+        self.store.index.put_session(&SessionRecord { info: info.clone(), control_hash: key_hash(&control) })?;
+        let live = Arc::new(Live {
+            info: Mutex::new(info.clone()),
+            log: Default::default(),
+            len: watch::Sender::new(0),
+            cancel: Arc::new(AtomicBool::new(false)),
+            control_hash: key_hash(&control),
+            bindings,
+            queue_position: AtomicU32::new(u32::MAX),
+        });
+        live.push(SessionMessage::State { state: SessionState::Queued });
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(info.id.clone(), Arc::clone(&live));
+        device.queue.lock().unwrap_or_else(|e| e.into_inner()).push_back(live);
+        device.announce_positions();
+        device.wake.notify_one();
+        Ok((info, control))
+    }
+
+    fn decode_bindings(
+        &self,
+        archive: &shared::protocol::ArchiveInfo,
+        given: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Vec<(String, Vec<u8>)>, SessionError> {
+        use base64::Engine as _;
+        if given.is_empty() {
+            return Ok(Vec::new());
+        }
+        let map = self.store.map(archive)?;
+        let parsed = Archive::open(&map).map_err(StoreError::from)?;
+        let mut out = Vec::new();
+        for (name, b64) in given {
+            let binding = parsed
+                .binding(name)
+                .ok_or_else(|| SessionError::BadRequest(format!("the archive has no binding named {name:?}")))?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| SessionError::BadRequest(format!("binding {name:?} is not valid base64: {e}")))?;
+            let size = parsed.region(binding.region).size;
+            if bytes.len() as u64 != size {
+                return Err(SessionError::BadRequest(format!(
+                    "binding {name:?} has {} bytes but its region holds {size}",
+                    bytes.len()
+                )));
+            }
+            out.push((name.clone(), bytes));
+        }
+        Ok(out)
+    }
+
+    pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
+        if let Some(live) = self.live.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+            return Ok(live.info());
+        }
+        Ok(self.store.index.session(id)?.ok_or_else(|| SessionError::UnknownSession(id.into()))?.info)
+    }
+
+    pub fn list(&self, limit: usize) -> Result<Vec<SessionInfo>, SessionError> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = self.store.index.sessions(limit)?;
+        for s in &mut out {
+            if let Some(l) = live.get(&s.id) {
+                *s = l.info();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Follows a session's stream from its first event.
+    pub fn subscribe(&self, id: &str) -> Result<Subscription, SessionError> {
+        if let Some(live) = self.live.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+            return Ok(Subscription::Live { live: Arc::clone(live), changed: live.len.subscribe(), cursor: 0 });
+        }
+        if self.store.index.session(id)?.is_none() {
+            return Err(SessionError::UnknownSession(id.into()));
+        }
+        let lines = self
+            .store
+            .index
+            .events(id)?
+            .iter()
+            .map(|e| Arc::from(serde_json::to_string(e).expect("events serialise")))
+            .collect::<Vec<_>>();
+        Ok(Subscription::Ended(lines.into_iter()))
+    }
+
+    /// Cancels a session for whoever holds its control key.
+    pub fn cancel(&self, id: &str, control: &str) -> Result<SessionInfo, SessionError> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned();
+        let Some(live) = live else {
+            let record = self.store.index.session(id)?.ok_or_else(|| SessionError::UnknownSession(id.into()))?;
+            if !keys_match(&record.control_hash, control) {
+                return Err(SessionError::Forbidden);
+            }
+            return Ok(record.info);
+        };
+        if !keys_match(&live.control_hash, control) {
+            return Err(SessionError::Forbidden);
+        }
+        live.cancel.store(true, Ordering::SeqCst);
+        self.dequeue(&live, SessionMessage::Cancelled);
+        Ok(live.info())
+    }
+
+    /// Ends a session that is still waiting in its queue with `message`; running ones notice
+    /// their cancel flag instead.
+    fn dequeue(&self, live: &Arc<Live>, message: SessionMessage) {
+        let id = live.info().id;
+        for device in &self.devices {
+            let removed = {
+                let mut queue = device.queue.lock().unwrap_or_else(|e| e.into_inner());
+                let before = queue.len();
+                queue.retain(|l| !Arc::ptr_eq(l, live));
+                before != queue.len()
+            };
+            if removed {
+                self.end(&id, live, message);
+                device.announce_positions();
+                return;
+            }
+        }
+    }
+
+    /// Stops taking sessions, ends queued ones and cancels running ones; waits for those to end.
+    pub async fn shutdown(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let all: Vec<Arc<Live>> = self.live.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        for live in &all {
+            live.cancel.store(true, Ordering::SeqCst);
+            self.dequeue(live, SessionMessage::Failed { error: STOPPED.into() });
+        }
+        for device in &self.devices {
+            device.wake.notify_waiters();
+        }
+        while !self.live.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn worker(self: Arc<Self>, device: Arc<Device>) {
+        loop {
+            let next = device.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let Some(live) = next else {
+                if self.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                let notified = device.wake.notified();
+                if device.queue.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                    notified.await;
+                }
+                continue;
+            };
+            device.running.fetch_add(1, Ordering::SeqCst);
+            device.announce_positions();
+            let sessions = Arc::clone(&self);
+            let engine = Arc::clone(&device.engine);
+            let task = tokio::task::spawn_blocking(move || sessions.run(engine, live));
+            if let Err(e) = task.await {
+                tracing::error!("a replay thread panicked: {e}");
+            }
+            device.running.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Runs one session to its end (blocking).
+    fn run(&self, engine: Arc<dyn Engine>, live: Arc<Live>) {
+        let id = live.info().id;
+        if live.cancel.load(Ordering::SeqCst) {
+            let message = if self.stopping.load(Ordering::SeqCst) {
+                SessionMessage::Failed { error: STOPPED.into() }
+            } else {
+                SessionMessage::Cancelled
+            };
+            self.end(&id, &live, message);
+            return;
+        }
+        self.set_state(&live, SessionState::Running);
+        let started = Instant::now();
+        let outcome = self.replay(engine.as_ref(), &live);
+        let total_ms = started.elapsed().as_secs_f64() * 1e3;
+        let message = match outcome {
+            Ok(check) => SessionMessage::Finished { check, total_ms },
+            Err(RunError::Cancelled) if self.stopping.load(Ordering::SeqCst) => {
+                SessionMessage::Failed { error: STOPPED.into() }
+            }
+            Err(RunError::Cancelled) => SessionMessage::Cancelled,
+            Err(RunError::Failed(error)) => SessionMessage::Failed { error },
+        };
+        self.end(&id, &live, message);
+    }
+
+    fn replay(&self, engine: &dyn Engine, live: &Live) -> Result<Option<CheckReport>, RunError> {
+        let info = live.info();
+        let archive = self
+            .store
+            .index
+            .archive(&info.archive)
+            .map_err(|e| RunError::Failed(e.to_string()))?
+            .ok_or_else(|| RunError::Failed(format!("archive {} was deleted before the session ran", info.archive)))?;
+        let map = self.store.map(&archive).map_err(|e| RunError::Failed(e.to_string()))?;
+        let parsed = Archive::open(&map).map_err(|e| RunError::Failed(format!("archive {}: {e}", archive.id)))?;
+        live.push(SessionMessage::Started {
+            device: info.device.clone(),
+            iterations: info.iterations,
+            ops: parsed.op_count() as u64,
+            regions: parsed.region_count() as u64,
+        });
+        let job = Job {
+            archive: &parsed,
+            iterations: info.iterations,
+            check: info.check,
+            bindings: &live.bindings,
+            cancel: &live.cancel,
+        };
+        engine.run(&job, &mut |m| live.push(m))
+    }
+
+    fn set_state(&self, live: &Live, state: SessionState) {
+        let info = {
+            let mut info = live.info.lock().unwrap_or_else(|e| e.into_inner());
+            info.state = state;
+            info.clone()
+        };
+        live.push(SessionMessage::State { state });
+        if let Err(e) = self.store.index.update_session(&info) {
+            tracing::error!(session = info.id, "recording the session's state: {e}");
+        }
+    }
+
+    /// Records the terminal message, writes the log down and lets the session leave memory.
+    fn end(&self, id: &str, live: &Live, message: SessionMessage) {
+        let state = message.terminal_state().expect("a terminal message");
+        let info = {
+            let mut info = live.info.lock().unwrap_or_else(|e| e.into_inner());
+            info.state = state;
+            info.ended_at = Some(now_rfc3339());
+            match &message {
+                SessionMessage::Finished { check, .. } => info.passed = check.as_ref().map(|c| c.passed),
+                SessionMessage::Failed { error } => info.error = Some(error.clone()),
+                _ => {}
+            }
+            info.clone()
+        };
+        live.push(SessionMessage::State { state });
+        live.push(message);
+        let events = live.log.lock().unwrap_or_else(|e| e.into_inner()).events.clone();
+        if let Err(e) = self.store.index.append_events(id, &events).and_then(|_| self.store.index.update_session(&info)) {
+            tracing::error!(session = id, "recording the session's results: {e}");
+        }
+        tracing::info!(session = id, state = state.name(), "session ended");
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+    }
+}
+
+/// Compares a presented key with a stored hash in constant time.
+fn keys_match(stored_hash: &str, presented: &str) -> bool {
+    let presented = key_hash(presented);
+    stored_hash.len() == presented.len()
+        && stored_hash.bytes().zip(presented.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}

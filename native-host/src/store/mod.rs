@@ -1,0 +1,258 @@
+//! Where the host keeps archives and sessions: a blob store for the bytes and an index for the rest.
+//!
+//! The key design decision: both are traits ([`BlobStore`], [`Index`]) with one implementation each
+//! for one machine (files named by blake3 hash, SQLite). Moving past one machine (an S3-compatible
+//! object store, PostgreSQL) means writing a second implementation, not touching the server.
+//! [`Store`] holds the one piece of logic on top: ingesting an upload safely.
+
+mod blobs;
+mod sqlite;
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use blobs::FsBlobStore;
+pub use shared::protocol::{ArchiveInfo, Event, SessionInfo, SessionState};
+pub use sqlite::SqliteIndex;
+
+/// Failures of the store, with what and where.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+    #[error("index database: {0}")]
+    Db(#[from] rusqlite::Error),
+    #[error("index database: {0}")]
+    Corrupt(String),
+    #[error("archive is invalid: {0}")]
+    Invalid(#[from] shared::archive::FormatError),
+    #[error("archive is larger than the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+}
+
+pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> StoreError {
+    let what = what.into();
+    move |source| StoreError::Io { what, source }
+}
+
+/// Bytes of archives, addressed by their blake3 hash (hex).
+pub trait BlobStore: Send + Sync + 'static {
+    /// A new temporary file for incoming bytes; dropped without [`BlobStore::commit`], it vanishes.
+    fn create_temp(&self) -> Result<tempfile::NamedTempFile, StoreError>;
+    /// Makes a fully written temporary file durable as the blob `hash`, atomically: afterwards the
+    /// blob exists whole, before it does not exist at all.
+    fn commit(&self, temp: tempfile::NamedTempFile, hash: &str) -> Result<(), StoreError>;
+    /// A local file holding the blob (for memory maps and range requests).
+    fn local_path(&self, hash: &str) -> PathBuf;
+    fn contains(&self, hash: &str) -> bool;
+    fn delete(&self, hash: &str) -> Result<(), StoreError>;
+    /// Hashes of every stored blob.
+    fn hashes(&self) -> Result<Vec<String>, StoreError>;
+}
+
+/// A session row: what the index keeps about a session besides its events.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionRecord {
+    pub info: SessionInfo,
+    /// blake3 of the control key (hex): the key itself is never stored.
+    pub control_hash: String,
+}
+
+/// Metadata of archives and sessions.
+pub trait Index: Send + Sync + 'static {
+    /// Adds an archive; `false` when one with the same id is already there (left unchanged).
+    fn put_archive(&self, archive: &ArchiveInfo) -> Result<bool, StoreError>;
+    fn archive(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError>;
+    /// Newest first.
+    fn archives(&self) -> Result<Vec<ArchiveInfo>, StoreError>;
+    fn remove_archive(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError>;
+
+    fn put_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+    /// Records a session's new state and, for a terminal one, its outcome.
+    fn update_session(&self, info: &SessionInfo) -> Result<(), StoreError>;
+    fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
+    /// Newest first, at most `limit`.
+    fn sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError>;
+    /// Appends events to a session's log.
+    fn append_events(&self, session: &str, events: &[Event]) -> Result<(), StoreError>;
+    fn events(&self, session: &str) -> Result<Vec<Event>, StoreError>;
+    /// Marks every session that was queued or running as failed with `error` (after a restart).
+    fn fail_unfinished(&self, error: &str, at: &str) -> Result<Vec<String>, StoreError>;
+}
+
+/// The first 128 bits of a blake3 hash (hex): an archive's id.
+pub fn archive_id(hash: &str) -> String {
+    hash[..32].to_string()
+}
+
+/// Now, as RFC 3339 UTC seconds.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Counts an archive's contents, validating it whole on the way (structure, checksums, every blob).
+pub fn inspect(bytes: &[u8]) -> Result<(u64, u64, u64), shared::archive::FormatError> {
+    let archive = shared::archive::Archive::open(bytes)?;
+    archive.validate()?;
+    Ok((archive.op_count() as u64, archive.kernel_count() as u64, archive.region_count() as u64))
+}
+
+/// What ingesting an upload produced.
+#[derive(Debug)]
+pub struct Ingested {
+    pub archive: ArchiveInfo,
+    /// `false` when identical bytes were already stored (the existing archive is returned).
+    pub created: bool,
+}
+
+/// An incoming archive being written to a temporary file while its hash is computed.
+pub struct Incoming {
+    file: io::BufWriter<tempfile::NamedTempFile>,
+    hasher: blake3::Hasher,
+    len: u64,
+    limit: u64,
+}
+
+impl Incoming {
+    pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
+        self.len += chunk.len() as u64;
+        if self.len > self.limit {
+            return Err(StoreError::TooLarge { limit: self.limit });
+        }
+        self.hasher.update(chunk);
+        self.file.write_all(chunk).map_err(io_err("writing the upload's temporary file"))
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The blob store and the index together.
+pub struct Store {
+    pub blobs: Arc<dyn BlobStore>,
+    pub index: Arc<dyn Index>,
+    /// Serialises the short commit and delete steps so that a delete never races a commit of the
+    /// same bytes (which would leave an index row without its blob).
+    commit_lock: std::sync::Mutex<()>,
+}
+
+impl Store {
+    /// Opens (creating it if needed) the store of one machine in `dir`: `blobs/`, `tmp/`, `index.sqlite`.
+    pub fn open_dir(dir: &Path) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(dir).map_err(io_err(format!("creating data folder {}", dir.display())))?;
+        let blobs = FsBlobStore::open(dir)?;
+        let index = SqliteIndex::open(&dir.join("index.sqlite"))?;
+        let store = Store { blobs: Arc::new(blobs), index: Arc::new(index), commit_lock: Default::default() };
+        store.reconcile()?;
+        Ok(store)
+    }
+
+    /// Brings blobs and index back in line after a crash: a blob no row names was never
+    /// acknowledged (the crash came between rename and insert), a row whose blob is gone is useless.
+    fn reconcile(&self) -> Result<(), StoreError> {
+        let listed: std::collections::HashSet<String> =
+            self.index.archives()?.into_iter().map(|a| a.hash).collect();
+        for hash in self.blobs.hashes()? {
+            if !listed.contains(&hash) {
+                tracing::warn!(hash, "removing a stored archive that is not in the index");
+                self.blobs.delete(&hash)?;
+            }
+        }
+        for hash in listed {
+            if !self.blobs.contains(&hash) {
+                tracing::warn!(hash, "dropping an index entry whose archive file is missing");
+                self.index.remove_archive(&archive_id(&hash))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn begin(&self, limit: u64) -> Result<Incoming, StoreError> {
+        let temp = self.blobs.create_temp()?;
+        Ok(Incoming {
+            file: io::BufWriter::with_capacity(1 << 20, temp),
+            hasher: blake3::Hasher::new(),
+            len: 0,
+            limit,
+        })
+    }
+
+    /// Flushes, validates and commits an incoming archive; blocking (fsync, a full validation).
+    /// On any error the temporary file is removed and nothing is listed.
+    pub fn finish(&self, incoming: Incoming, name: &str) -> Result<Ingested, StoreError> {
+        let Incoming { file, hasher, len, .. } = incoming;
+        let temp = file.into_inner().map_err(|e| StoreError::Io {
+            what: "flushing the upload's temporary file".into(),
+            source: e.into_error(),
+        })?;
+        let hash = hasher.finalize().to_hex().to_string();
+        let id = archive_id(&hash);
+        if let Some(existing) = self.index.archive(&id)? {
+            return Ok(Ingested { archive: existing, created: false });
+        }
+        let (ops, kernels, regions) = if len == 0 {
+            inspect(&[])?
+        } else {
+            // SAFETY: the temporary file is private to this upload and nobody else writes it.
+            let map = unsafe { memmap2::Mmap::map(temp.as_file()) }
+                .map_err(io_err("mapping the uploaded archive"))?;
+            inspect(&map)?
+        };
+        temp.as_file().sync_all().map_err(io_err("syncing the uploaded archive"))?;
+        let archive = ArchiveInfo {
+            id,
+            name: name.to_string(),
+            size: len,
+            hash: hash.clone(),
+            ops,
+            kernels,
+            regions,
+            uploaded_at: now_rfc3339(),
+        };
+        let _guard = self.commit_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(existing) = self.index.archive(&archive.id)? {
+            return Ok(Ingested { archive: existing, created: false });
+        }
+        self.blobs.commit(temp, &hash)?;
+        self.index.put_archive(&archive)?;
+        Ok(Ingested { archive, created: true })
+    }
+
+    /// Imports one archive file (for `--seed`), deduplicated like an upload.
+    pub fn import_file(&self, path: &Path, limit: u64) -> Result<Ingested, StoreError> {
+        let mut src = std::fs::File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
+        let mut incoming = self.begin(limit)?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = io::Read::read(&mut src, &mut buf).map_err(io_err(format!("reading {}", path.display())))?;
+            if n == 0 {
+                break;
+            }
+            incoming.write(&buf[..n])?;
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        self.finish(incoming, &name)
+    }
+
+    /// Removes an archive from the index and its bytes from the blob store.
+    pub fn delete(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError> {
+        let _guard = self.commit_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(archive) = self.index.remove_archive(id)? else { return Ok(None) };
+        self.blobs.delete(&archive.hash)?;
+        Ok(Some(archive))
+    }
+
+    /// Memory-maps a stored archive for reading.
+    pub fn map(&self, archive: &ArchiveInfo) -> Result<memmap2::Mmap, StoreError> {
+        let path = self.blobs.local_path(&archive.hash);
+        let file = std::fs::File::open(&path).map_err(io_err(format!("opening {}", path.display())))?;
+        // SAFETY: blobs are immutable once committed (written once under a temporary name, renamed).
+        unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(format!("mapping {}", path.display())))
+    }
+}

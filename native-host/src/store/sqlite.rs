@@ -1,0 +1,267 @@
+//! The index in one SQLite file, schema evolved by numbered migrations (`PRAGMA user_version`).
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use super::{ArchiveInfo, Event, Index, SessionInfo, SessionRecord, SessionState, StoreError};
+
+/// Migration `n` (1-based) brings `user_version` from `n - 1` to `n`. Append only; never edit one
+/// that has shipped.
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE archives (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        hash TEXT NOT NULL UNIQUE,
+        ops INTEGER NOT NULL,
+        kernels INTEGER NOT NULL,
+        regions INTEGER NOT NULL,
+        uploaded_at TEXT NOT NULL
+    );
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        archive TEXT NOT NULL,
+        device TEXT NOT NULL,
+        iterations INTEGER NOT NULL,
+        do_check INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        ended_at TEXT,
+        passed INTEGER,
+        error TEXT,
+        control_hash TEXT NOT NULL
+    );
+    CREATE TABLE events (
+        session TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        json TEXT NOT NULL,
+        PRIMARY KEY (session, seq)
+    ) WITHOUT ROWID;",
+];
+
+/// The index of one machine.
+pub struct SqliteIndex {
+    conn: Mutex<Connection>,
+}
+
+impl SqliteIndex {
+    pub fn open(path: &Path) -> Result<SqliteIndex, StoreError> {
+        let mut conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&mut conn)?;
+        Ok(SqliteIndex { conn: Mutex::new(conn) })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let version: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > MIGRATIONS.len() {
+        return Err(StoreError::Corrupt(format!(
+            "schema version {version} is newer than this recap knows ({})",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+const ARCHIVE_COLUMNS: &str = "id, name, size, hash, ops, kernels, regions, uploaded_at";
+
+fn archive_row(r: &Row<'_>) -> rusqlite::Result<ArchiveInfo> {
+    Ok(ArchiveInfo {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        size: r.get::<_, i64>(2)? as u64,
+        hash: r.get(3)?,
+        ops: r.get::<_, i64>(4)? as u64,
+        kernels: r.get::<_, i64>(5)? as u64,
+        regions: r.get::<_, i64>(6)? as u64,
+        uploaded_at: r.get(7)?,
+    })
+}
+
+const SESSION_COLUMNS: &str =
+    "id, archive, device, iterations, do_check, state, created_at, ended_at, passed, error, control_hash";
+
+fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
+    let state: String = r.get(5)?;
+    let state = SessionState::from_name(&state).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, format!("state {state}").into())
+    })?;
+    Ok(SessionRecord {
+        info: SessionInfo {
+            id: r.get(0)?,
+            archive: r.get(1)?,
+            device: r.get(2)?,
+            iterations: r.get(3)?,
+            check: r.get(4)?,
+            state,
+            created_at: r.get(6)?,
+            ended_at: r.get(7)?,
+            passed: r.get(8)?,
+            error: r.get(9)?,
+        },
+        control_hash: r.get(10)?,
+    })
+}
+
+impl Index for SqliteIndex {
+    fn put_archive(&self, a: &ArchiveInfo) -> Result<bool, StoreError> {
+        let n = self.conn().execute(
+            &format!("INSERT OR IGNORE INTO archives ({ARCHIVE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+            params![a.id, a.name, a.size as i64, a.hash, a.ops as i64, a.kernels as i64, a.regions as i64, a.uploaded_at],
+        )?;
+        Ok(n == 1)
+    }
+
+    fn archive(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(&format!("SELECT {ARCHIVE_COLUMNS} FROM archives WHERE id = ?1"), [id], archive_row)
+            .optional()?)
+    }
+
+    fn archives(&self) -> Result<Vec<ArchiveInfo>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!("SELECT {ARCHIVE_COLUMNS} FROM archives ORDER BY rowid DESC"))?;
+        let rows = stmt.query_map([], archive_row)?.collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    fn remove_archive(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError> {
+        let conn = self.conn();
+        let found = conn
+            .query_row(&format!("SELECT {ARCHIVE_COLUMNS} FROM archives WHERE id = ?1"), [id], archive_row)
+            .optional()?;
+        if found.is_some() {
+            conn.execute("DELETE FROM archives WHERE id = ?1", [id])?;
+        }
+        Ok(found)
+    }
+
+    fn put_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
+        let i = &s.info;
+        self.conn().execute(
+            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+            params![
+                i.id,
+                i.archive,
+                i.device,
+                i.iterations,
+                i.check,
+                i.state.name(),
+                i.created_at,
+                i.ended_at,
+                i.passed,
+                i.error,
+                s.control_hash
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn update_session(&self, i: &SessionInfo) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE sessions SET state = ?2, ended_at = ?3, passed = ?4, error = ?5 WHERE id = ?1",
+            params![i.id, i.state.name(), i.ended_at, i.passed, i.error],
+        )?;
+        Ok(())
+    }
+
+    fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"), [id], session_row)
+            .optional()?)
+    }
+
+    fn sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare(&format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY rowid DESC LIMIT ?1"))?;
+        let rows = stmt.query_map([limit as i64], session_row)?.map(|r| r.map(|s| s.info));
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    fn append_events(&self, session: &str, events: &[Event]) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached("INSERT OR REPLACE INTO events (session, seq, json) VALUES (?1, ?2, ?3)")?;
+            for e in events {
+                let json = serde_json::to_string(e).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                stmt.execute(params![session, e.seq as i64, json])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn events(&self, session: &str) -> Result<Vec<Event>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT seq, json FROM events WHERE session = ?1 ORDER BY seq")?;
+        let rows = stmt.query_map([session], |r| r.get::<_, String>(1))?;
+        let mut out = Vec::new();
+        for json in rows {
+            let json = json?;
+            out.push(
+                serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Corrupt(format!("event of session {session}: {e}")))?,
+            );
+        }
+        Ok(out)
+    }
+
+    fn fail_unfinished(&self, error: &str, at: &str) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT id FROM sessions WHERE state IN ('queued', 'running')")?;
+        let ids = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+        conn.execute(
+            "UPDATE sessions SET state = 'failed', error = ?1, ended_at = ?2 WHERE state IN ('queued', 'running')",
+            params![error, at],
+        )?;
+        Ok(ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_run_once_and_reopen_cleanly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.sqlite");
+        let index = SqliteIndex::open(&path).unwrap();
+        let a = ArchiveInfo {
+            id: "a".repeat(32),
+            name: "x".into(),
+            size: 1,
+            hash: "a".repeat(64),
+            ops: 1,
+            kernels: 0,
+            regions: 1,
+            uploaded_at: "2026-01-01T00:00:00Z".into(),
+        };
+        assert!(index.put_archive(&a).unwrap());
+        assert!(!index.put_archive(&a).unwrap());
+        drop(index);
+        let index = SqliteIndex::open(&path).unwrap();
+        assert_eq!(index.archives().unwrap(), vec![a]);
+        let version: usize = index.conn().pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        assert_eq!(version, MIGRATIONS.len());
+    }
+}

@@ -1,0 +1,346 @@
+//! The messages the host and the viewer exchange, as plain serde types.
+//!
+//! The key design decision: the host and the wasm viewer compile these same types, so a field can
+//! never be renamed on one side only. Every JSON body of the HTTP API and every WebSocket message is
+//! one of the types below; `docs/API.md` shows each as JSON.
+//!
+//! A replay session's WebSocket stream is its event log: a sequence of [`Event`]s, each a
+//! [`SessionMessage`] with a sequence number and a timestamp. The log is the same for everyone who
+//! opens the session; a viewer that joins late first receives the log so far, then live events.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The body of every error answer: `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable: `not_found`, `invalid_archive`, `too_large`, `unauthorized`, ...
+    pub code: String,
+    /// For people: what went wrong and where.
+    pub message: String,
+}
+
+/// A stored archive, as `POST /api/archives`, `GET /api/archives` and `GET /api/archives/{id}` give it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveInfo {
+    /// The first 128 bits of the blake3 hash, in hex: identical bytes always get the same id.
+    pub id: String,
+    /// The name given at upload (`?name=`), or the file name for seeded archives.
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// The full blake3 hash of the bytes, in hex.
+    pub hash: String,
+    pub ops: u64,
+    pub kernels: u64,
+    pub regions: u64,
+    /// RFC 3339, UTC, seconds (`2026-11-22T02:15:00Z`).
+    pub uploaded_at: String,
+}
+
+/// A device this host can replay on, as `GET /api/devices` lists them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// What `POST /api/sessions` takes as `device`: `cpu`, `cuda:0`, `cuda:1`, ...
+    pub id: String,
+    /// `cpu` or `cuda`.
+    pub kind: String,
+    /// For people: `CPU (16 threads)`, `NVIDIA H100 80GB HBM3 (sm_90)`, ...
+    pub name: String,
+    /// How many sessions run on it at once.
+    pub concurrency: u32,
+    /// Sessions running on it now.
+    pub running: u32,
+    /// Sessions waiting for it now.
+    pub queued: u32,
+}
+
+/// The body of `POST /api/sessions`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreateSession {
+    /// An archive id.
+    pub archive: String,
+    /// `cpu`, `cuda` (the first CUDA device) or `cuda:N`.
+    #[serde(default = "default_device")]
+    pub device: String,
+    /// How many times to replay the whole archive (at least 1).
+    #[serde(default = "default_iterations")]
+    pub iterations: u32,
+    /// Whether to judge the final regions against the archive's expected bytes.
+    #[serde(default = "default_true")]
+    pub check: bool,
+    /// Replacement initial bytes for named bindings, base64 (standard alphabet, padded).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bindings: BTreeMap<String, String>,
+}
+
+fn default_device() -> String {
+    "cpu".into()
+}
+fn default_iterations() -> u32 {
+    1
+}
+fn default_true() -> bool {
+    true
+}
+
+/// The answer to `POST /api/sessions`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionCreated {
+    /// 128 random bits, hex.
+    pub id: String,
+    /// The share link: the viewer's page for this session (carries `?token=` when the host requires one).
+    pub url: String,
+    /// The control key: whoever holds it may cancel the session. Only the creator receives it.
+    pub control: String,
+    /// The share link with control rights (`url` plus `control=`).
+    pub control_url: String,
+}
+
+/// Where a session is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    Queued,
+    Running,
+    Finished,
+    Failed,
+    Cancelled,
+}
+
+impl SessionState {
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionState::Queued => "queued",
+            SessionState::Running => "running",
+            SessionState::Finished => "finished",
+            SessionState::Failed => "failed",
+            SessionState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "queued" => SessionState::Queued,
+            "running" => SessionState::Running,
+            "finished" => SessionState::Finished,
+            "failed" => SessionState::Failed,
+            "cancelled" => SessionState::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Finished, failed or cancelled: nothing more will happen.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, SessionState::Finished | SessionState::Failed | SessionState::Cancelled)
+    }
+}
+
+/// A session as `GET /api/sessions` and `GET /api/sessions/{id}` give it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub id: String,
+    pub archive: String,
+    pub device: String,
+    pub iterations: u32,
+    pub check: bool,
+    pub state: SessionState,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// RFC 3339, UTC; absent until the session ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// Whether the check passed; absent until finished with `check: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    /// The error of a failed session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One entry of a session's event log: what the WebSocket carries, one JSON text message each.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// 0, 1, 2, ... within the session: a viewer can tell it missed nothing.
+    pub seq: u64,
+    /// When the host produced it, microseconds since the Unix epoch.
+    pub time_us: u64,
+    #[serde(flatten)]
+    pub message: SessionMessage,
+}
+
+/// What happened in a session. Serialized with a `"type"` field naming the variant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SessionMessage {
+    /// The session's state changed.
+    State { state: SessionState },
+    /// The session waits for its device; `position` 0 means it is next.
+    Queue { position: u32 },
+    /// Replay began: what is being replayed where.
+    Started { device: String, iterations: u32, ops: u64, regions: u64 },
+    /// One replay of the whole archive took `time_ms`.
+    Iteration { index: u32, time_ms: f64 },
+    /// Time of each top-level op in one iteration.
+    OpTimings { iteration: u32, ops: Vec<OpTiming> },
+    /// Statistics of one region after the last iteration.
+    Region { summary: RegionSummary },
+    /// The session completed; `check` is absent when checking was not asked for.
+    Finished {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        check: Option<CheckReport>,
+        total_ms: f64,
+    },
+    /// The session stopped on an error.
+    Failed { error: String },
+    /// Someone with control rights cancelled it.
+    Cancelled,
+}
+
+impl SessionMessage {
+    /// The state this message moves the session to, if any.
+    pub fn terminal_state(&self) -> Option<SessionState> {
+        match self {
+            SessionMessage::Finished { .. } => Some(SessionState::Finished),
+            SessionMessage::Failed { .. } => Some(SessionState::Failed),
+            SessionMessage::Cancelled => Some(SessionState::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+/// The time of one op (for a `while`/`if`, including its body).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpTiming {
+    /// Index in the archive's op list.
+    pub op: u32,
+    /// `launch`, `copy`, `memset`, `alloc`, `free`, `while`, `if`, `marker`.
+    pub kind: String,
+    /// The kernel's entry name for launches, the marker's name for markers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub time_ms: f64,
+}
+
+/// Statistics of a region's final contents, read as its element type (from `shared::check`, with
+/// every non-finite number carried as `null` so the JSON always round-trips).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionSummary {
+    pub region: u32,
+    pub name: String,
+    /// `f32`, `i32`, `u8`, ...
+    pub dtype: String,
+    /// Outermost first; empty for 1-D.
+    pub shape: Vec<u64>,
+    /// Number of elements.
+    pub count: u64,
+    /// Over the finite values; absent when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<f64>,
+    pub nan_count: u64,
+    pub inf_count: u64,
+    /// Equal-width bins over `[min, max]` of the finite values.
+    pub histogram: Vec<u64>,
+    /// The first elements (at most 16); `null` for NaN and infinities.
+    pub first: Vec<Option<f64>>,
+}
+
+/// The verdict of comparing the final regions with the archive's expected bytes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub passed: bool,
+    pub regions: Vec<RegionCheck>,
+}
+
+/// The verdict for one region that has expected bytes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionCheck {
+    pub region: u32,
+    pub name: String,
+    pub passed: bool,
+    /// The tolerance it was judged by: `exact`, `rtol 1e-5 atol 1e-6`, `at most 0.1000% differing`.
+    pub tolerance: String,
+    /// Elements compared.
+    pub count: u64,
+    /// Elements outside the tolerance.
+    pub mismatches: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_abs_error: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rel_error: Option<f64>,
+    /// The first element outside the tolerance, with what was found and what was expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_mismatch: Option<Mismatch>,
+    /// The verdict in one line, for people.
+    pub detail: String,
+}
+
+/// One element outside the tolerance; `null` values were NaN or infinite.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Mismatch {
+    pub index: u64,
+    pub got: Option<f64>,
+    pub want: Option<f64>,
+}
+
+/// What a viewer may send on a session's WebSocket (one JSON text message each).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMessage {
+    /// Cancel the session; `control` is the key `POST /api/sessions` returned.
+    Cancel { control: String },
+}
+
+/// What the host answers one viewer alone on its WebSocket (never part of the shared log).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    /// The viewer's message was refused.
+    Error { code: String, message: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_flattens_its_message_with_a_type_tag() {
+        let e = Event { seq: 3, time_us: 7, message: SessionMessage::Queue { position: 2 } };
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json, serde_json::json!({"seq": 3, "time_us": 7, "type": "queue", "position": 2}));
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn finished_carries_the_check_object() {
+        let msg = SessionMessage::Finished {
+            check: Some(CheckReport { passed: false, regions: vec![] }),
+            total_ms: 1.5,
+        };
+        let json = serde_json::to_value(&msg).unwrap();
+        assert_eq!(json["type"], "finished");
+        assert_eq!(json["check"]["passed"], false);
+    }
+
+    #[test]
+    fn create_session_fills_defaults() {
+        let req: CreateSession = serde_json::from_str(r#"{"archive": "ab"}"#).unwrap();
+        assert_eq!((req.device.as_str(), req.iterations, req.check), ("cpu", 1, true));
+    }
+
+    #[test]
+    fn cancelled_is_a_bare_type() {
+        assert_eq!(serde_json::to_string(&SessionMessage::Cancelled).unwrap(), r#"{"type":"cancelled"}"#);
+    }
+}
