@@ -5,3 +5,4 @@ mod capi;
 mod capture;
 mod cli;
 mod gpu;
+mod host;

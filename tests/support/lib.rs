@@ -9,6 +9,7 @@
 //! 3. `target/<profile>/recap` beside this test executable's `deps/` folder.
 
 pub mod archive;
+pub mod server;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

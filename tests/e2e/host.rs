@@ -1,0 +1,366 @@
+//! The host: the real `recap serve` on port 0, driven with real HTTP and WebSocket clients.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use recap_tests::server::Server;
+use serde_json::Value;
+use shared::archive::{ArchiveWriter, DType, MemsetOp, RegionDecl};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+/// A valid archive whose one region holds `len` pseudo-random (incompressible) bytes from `seed`.
+fn archive(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let r = w.add_region(RegionDecl::new("x", len as u64, DType::U8)).unwrap();
+    w.set_initial_bytes(r, &data).unwrap();
+    w.memset(MemsetOp { region: r, offset: 0, len: 4, width: 4, pattern: seed }).unwrap();
+    w.finish().unwrap().into_inner()
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+async fn upload(client: &reqwest::Client, url: &str, name: &str, bytes: Vec<u8>) -> (u16, Value) {
+    let res = client.post(format!("{url}/api/archives?name={name}")).body(bytes).send().await.unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap())
+}
+
+async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
+    let res = client.get(url).send().await.unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap())
+}
+
+/// Every text message of a session's WebSocket until the host closes it.
+async fn collect_stream(ws_url: &str) -> Vec<Value> {
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.expect("WebSocket opens");
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let msg = tokio::time::timeout_at(deadline, ws.next()).await.expect("session stream ends in time");
+        match msg {
+            Some(Ok(Message::Text(t))) => out.push(serde_json::from_str(t.as_str()).unwrap()),
+            Some(Ok(Message::Close(_))) | None => break,
+            Some(Ok(_)) => {}
+            Some(Err(e)) => panic!("WebSocket error: {e}"),
+        }
+    }
+    out
+}
+
+async fn new_session(client: &reqwest::Client, url: &str, body: Value) -> Value {
+    let res = client.post(format!("{url}/api/sessions")).json(&body).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 201);
+    res.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archives_upload_list_download_with_ranges_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let client = reqwest::Client::new();
+    let bytes = archive(100_000, 1);
+
+    let (status, a) = upload(&client, &server.url, "first.recap", bytes.clone()).await;
+    assert_eq!(status, 201, "{a}");
+    assert_eq!(a["name"], "first.recap");
+    assert_eq!(a["size"], bytes.len() as u64);
+    assert_eq!(a["hash"], blake3::hash(&bytes).to_hex().as_str());
+    assert_eq!((a["ops"].as_u64(), a["kernels"].as_u64(), a["regions"].as_u64()), (Some(1), Some(0), Some(1)));
+    let id = a["id"].as_str().unwrap().to_string();
+    assert_eq!(id.len(), 32);
+
+    let (status, list) = get_json(&client, &format!("{}/api/archives", server.url)).await;
+    assert_eq!(status, 200);
+    assert_eq!(list, serde_json::json!([a.clone()]));
+    let (status, one) = get_json(&client, &format!("{}/api/archives/{id}", server.url)).await;
+    assert_eq!((status, &one), (200, &a));
+
+    let raw = client.get(format!("{}/api/archives/{id}/raw", server.url)).send().await.unwrap();
+    assert_eq!(raw.status().as_u16(), 200);
+    assert_eq!(raw.bytes().await.unwrap().as_ref(), &bytes[..]);
+    let part = client
+        .get(format!("{}/api/archives/{id}/raw", server.url))
+        .header("Range", "bytes=1000-1999")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(part.status().as_u16(), 206);
+    assert_eq!(
+        part.headers()["content-range"].to_str().unwrap(),
+        format!("bytes 1000-1999/{}", bytes.len())
+    );
+    assert_eq!(part.bytes().await.unwrap().as_ref(), &bytes[1000..2000]);
+
+    let del = client.delete(format!("{}/api/archives/{id}", server.url)).send().await.unwrap();
+    assert_eq!(del.status().as_u16(), 204);
+    let (status, err) = get_json(&client, &format!("{}/api/archives/{id}", server.url)).await;
+    assert_eq!(status, 404);
+    assert_eq!(err["error"]["code"], "not_found");
+    let del = client.delete(format!("{}/api/archives/{id}", server.url)).send().await.unwrap();
+    assert_eq!(del.status().as_u16(), 404);
+    assert!(files_in(&server.data.join("blobs")).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_truncated_and_oversized_uploads_leave_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--max-upload", "65536"]);
+    let client = reqwest::Client::new();
+
+    let (status, err) = upload(&client, &server.url, "junk", b"definitely not an archive: a plain text file that is longer than any archive header".to_vec()).await;
+    assert_eq!(status, 400);
+    assert_eq!(err["error"]["code"], "invalid_archive");
+    assert!(err["error"]["message"].as_str().unwrap().contains("magic"), "{err}");
+
+    let good = archive(20_000, 2);
+    let (status, err) = upload(&client, &server.url, "cut", good[..good.len() / 2].to_vec()).await;
+    assert_eq!(status, 400, "{err}");
+    assert_eq!(err["error"]["code"], "invalid_archive");
+
+    let mut flipped = good.clone();
+    let last = flipped.len() - 100;
+    flipped[last] ^= 0x40;
+    let (status, err) = upload(&client, &server.url, "flipped", flipped).await;
+    assert_eq!(status, 400, "{err}");
+
+    let (status, err) = upload(&client, &server.url, "empty", Vec::new()).await;
+    assert_eq!(status, 400, "{err}");
+
+    // Declared too large: refused before reading.
+    let big = archive(100_000, 3);
+    let (status, err) = upload(&client, &server.url, "big", big.clone()).await;
+    assert_eq!(status, 413);
+    assert_eq!(err["error"]["code"], "too_large");
+    // Too large without a declared length: refused once the limit is crossed.
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big.chunks(8192).map(|c| Ok(c.to_vec())).collect();
+    let res = client
+        .post(format!("{}/api/archives?name=big", server.url))
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 413);
+
+    let (_, list) = get_json(&client, &format!("{}/api/archives", server.url)).await;
+    assert_eq!(list, serde_json::json!([]));
+    assert!(files_in(&server.data.join("blobs")).is_empty());
+    assert!(files_in(&server.data.join("tmp")).is_empty(), "{:?}", files_in(&server.data.join("tmp")));
+
+    let (status, _) = upload(&client, &server.url, "good", good).await;
+    assert_eq!(status, 201);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_bytes_uploaded_concurrently_are_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let client = reqwest::Client::new();
+    let bytes = archive(2 << 20, 4);
+    let uploads = (0..6).map(|i| {
+        let (client, url, bytes) = (client.clone(), server.url.clone(), bytes.clone());
+        tokio::spawn(async move { upload(&client, &url, &format!("copy{i}"), bytes).await })
+    });
+    let results: Vec<(u16, Value)> = futures_util::future::join_all(uploads).await.into_iter().map(Result::unwrap).collect();
+    let created = results.iter().filter(|(s, _)| *s == 201).count();
+    assert_eq!(created, 1, "{results:?}");
+    assert!(results.iter().all(|(s, a)| (*s == 200 || *s == 201) && a["id"] == results[0].1["id"]));
+    let (_, list) = get_json(&client, &format!("{}/api/archives", server.url)).await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(files_in(&server.data.join("blobs")).len(), 1);
+    assert!(files_in(&server.data.join("tmp")).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn viewers_get_identical_streams_and_late_joiners_get_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let client = reqwest::Client::new();
+    let (_, a) = upload(&client, &server.url, "a", archive(10_000, 5)).await;
+    let created = new_session(&client, &server.url, serde_json::json!({"archive": a["id"], "iterations": 3})).await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(id.len(), 32);
+    assert!(created["url"].as_str().unwrap().ends_with(&format!("/sessions/{id}")));
+    let ws = server.ws(&format!("/api/sessions/{id}/ws"));
+    let (one, two) = tokio::join!(collect_stream(&ws), collect_stream(&ws));
+    assert!(!one.is_empty());
+    assert_eq!(one, two);
+    for (i, m) in one.iter().enumerate() {
+        assert_eq!(m["seq"].as_u64(), Some(i as u64), "{m}");
+    }
+    assert_eq!(one[0]["type"], "state");
+    assert_eq!(one[0]["state"], "queued");
+    let last = one.last().unwrap();
+    assert!(["finished", "failed", "cancelled"].contains(&last["type"].as_str().unwrap()), "{last}");
+
+    let late = collect_stream(&ws).await;
+    assert_eq!(late, one);
+    let (status, info) = get_json(&client, &format!("{}/api/sessions/{id}", server.url)).await;
+    assert_eq!(status, 200);
+    assert_eq!(info["state"], last["type"], "a terminal message is named after the state it ends in");
+
+    let (status, err) = get_json(&client, &format!("{}/api/sessions/{}", server.url, "0".repeat(32))).await;
+    assert_eq!((status, &err["error"]["code"]), (404, &Value::from("not_found")));
+    let res = client.post(format!("{}/api/sessions", server.url)).json(&serde_json::json!({"archive": a["id"], "device": "tpu"})).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archives_and_sessions_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &[]);
+    let client = reqwest::Client::new();
+    let bytes = archive(50_000, 6);
+    let (_, a) = upload(&client, &server.url, "keep", bytes.clone()).await;
+    let created = new_session(&client, &server.url, serde_json::json!({"archive": a["id"]})).await;
+    let id = created["id"].as_str().unwrap();
+    let stream = collect_stream(&server.ws(&format!("/api/sessions/{id}/ws"))).await;
+    let (_, info) = get_json(&client, &format!("{}/api/sessions/{id}", server.url)).await;
+    assert!(server.stop(), "the host exits cleanly on SIGTERM");
+
+    let server = Server::start(&data, &[]);
+    let (_, list) = get_json(&client, &format!("{}/api/archives", server.url)).await;
+    assert_eq!(list, serde_json::json!([a.clone()]));
+    let raw = client.get(format!("{}/api/archives/{}/raw", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(raw.bytes().await.unwrap().as_ref(), &bytes[..]);
+    let (_, again) = get_json(&client, &format!("{}/api/sessions/{id}", server.url)).await;
+    assert_eq!(again, info);
+    assert_eq!(collect_stream(&server.ws(&format!("/api/sessions/{id}/ws"))).await, stream);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_an_upload_leaves_no_partial_archive_and_loses_no_finished_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &[]);
+    let client = reqwest::Client::new();
+    let kept = archive(300_000, 7);
+    let (status, a) = upload(&client, &server.url, "kept", kept.clone()).await;
+    assert_eq!(status, 201);
+
+    // A second upload sends its first 3 MiB, then stalls until the host is killed.
+    let partial = archive(4 << 20, 8);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
+    let body = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+    let url = format!("{}/api/archives?name=partial", server.url);
+    let pending = tokio::spawn({
+        let client = client.clone();
+        async move { client.post(url).body(reqwest::Body::wrap_stream(body)).send().await }
+    });
+    tx.send(Ok(partial[..3 << 20].to_vec())).await.unwrap();
+    let tmp = data.join("tmp");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !files_in(&tmp).iter().any(|f| std::fs::metadata(tmp.join(f)).map(|m| m.len() > 0).unwrap_or(false)) {
+        assert!(std::time::Instant::now() < deadline, "the upload never reached the disk");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.kill9();
+    assert!(pending.await.unwrap().is_err(), "the stalled upload cannot have succeeded");
+    drop(tx);
+
+    let server = Server::start(&data, &[]);
+    let (_, list) = get_json(&client, &format!("{}/api/archives", server.url)).await;
+    assert_eq!(list, serde_json::json!([a.clone()]));
+    assert_eq!(files_in(&data.join("blobs")), vec![format!("{}.recap", a["hash"].as_str().unwrap())]);
+    assert!(files_in(&tmp).is_empty(), "{:?}", files_in(&tmp));
+    let raw = client.get(format!("{}/api/archives/{}/raw", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(raw.bytes().await.unwrap().as_ref(), &kept[..]);
+}
+
+async fn ws_status(url: &str, origin: Option<&str>) -> u16 {
+    let mut req = url.into_client_request().unwrap();
+    if let Some(o) = origin {
+        req.headers_mut().insert("Origin", o.parse().unwrap());
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((mut ws, res)) => {
+            let _ = ws.close(None).await;
+            res.status().as_u16()
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Http(res)) => res.status().as_u16(),
+        Err(e) => panic!("WebSocket to {url}: {e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_and_the_websocket_origin_are_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--token", "s3cret-token"]);
+    let client = reqwest::Client::new();
+    let list = format!("{}/api/archives", server.url);
+
+    let (status, err) = get_json(&client, &list).await;
+    assert_eq!((status, &err["error"]["code"]), (401, &Value::from("unauthorized")));
+    let res = client.get(&list).bearer_auth("wrong").send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    let res = client.get(&list).bearer_auth("s3cret-token").send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let res = client.get(format!("{list}?token=s3cret-token")).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let res = client.post(format!("{list}?name=x")).body(archive(1000, 9)).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 401, "uploads need the token too");
+    assert_eq!(client.get(&server.url).send().await.unwrap().status().as_u16(), 200, "pages need no token");
+
+    let res = client
+        .post(format!("{list}?name=x"))
+        .bearer_auth("s3cret-token")
+        .body(archive(1000, 9))
+        .send()
+        .await
+        .unwrap();
+    let a: Value = res.json().await.unwrap();
+    let res = client
+        .post(format!("{}/api/sessions", server.url))
+        .bearer_auth("s3cret-token")
+        .json(&serde_json::json!({"archive": a["id"]}))
+        .send()
+        .await
+        .unwrap();
+    let created: Value = res.json().await.unwrap();
+    let id = created["id"].as_str().unwrap();
+    assert!(created["url"].as_str().unwrap().contains("token=s3cret-token"), "share links carry the token");
+
+    let ws = server.ws(&format!("/api/sessions/{id}/ws"));
+    assert_eq!(ws_status(&ws, None).await, 401);
+    let with_token = format!("{ws}?token=s3cret-token");
+    assert_eq!(ws_status(&with_token, Some("http://evil.example")).await, 403);
+    assert_eq!(ws_status(&with_token, Some(&server.url)).await, 101);
+    assert_eq!(ws_status(&with_token, None).await, 101);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_beyond_loopback_generates_and_requires_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_at("0.0.0.0:0", &dir.path().join("data"), &[]);
+    let port = server.url.rsplit(':').next().unwrap().to_string();
+    let log = server.log_text();
+    let token = log
+        .lines()
+        .find_map(|l| l.split("API access token: ").nth(1))
+        .unwrap_or_else(|| panic!("no token printed:\n{log}"))
+        .trim()
+        .to_string();
+    assert_eq!(token.len(), 32);
+    let client = reqwest::Client::new();
+    let list = format!("http://127.0.0.1:{port}/api/archives");
+    assert_eq!(client.get(&list).send().await.unwrap().status().as_u16(), 401);
+    assert_eq!(client.get(&list).bearer_auth(&token).send().await.unwrap().status().as_u16(), 200);
+}

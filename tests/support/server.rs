@@ -1,0 +1,95 @@
+//! Runs the real `recap serve` binary on port 0 and reads the URL it prints.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use crate::recap_bin;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running host. Killed when dropped.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`, as the host printed it.
+    pub url: String,
+    pub data: PathBuf,
+    /// Where the host's stderr (its log) goes.
+    pub log: PathBuf,
+}
+
+impl Server {
+    /// Starts `recap serve --addr 127.0.0.1:0 --data DATA ARGS...` and waits for its URL.
+    pub fn start(data: &Path, args: &[&str]) -> Server {
+        Self::start_at("127.0.0.1:0", data, args)
+    }
+
+    pub fn start_at(addr: &str, data: &Path, args: &[&str]) -> Server {
+        let log = data.with_extension(format!("log.{}", std::process::id()));
+        let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("host log file");
+        let mut child = Command::new(recap_bin())
+            .args(["serve", "--addr", addr, "--data"])
+            .arg(data)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .expect("starting recap serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) if line.starts_with("http://") => line.trim().to_string(),
+            other => {
+                let _ = child.kill();
+                let log = std::fs::read_to_string(&log).unwrap_or_default();
+                panic!("recap serve printed no URL ({other:?}); its log:\n{log}");
+            }
+        };
+        Server { child, url: line, data: data.to_path_buf(), log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `kill -9`: no chance to clean up.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then waits for a clean exit (at most 30 s); returns whether it exited with 0.
+    pub fn stop(mut self) -> bool {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        for _ in 0..300 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// The host's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `ws://` URL for a path.
+    pub fn ws(&self, path: &str) -> String {
+        format!("ws://{}{path}", self.url.trim_start_matches("http://"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
