@@ -155,9 +155,13 @@ async fn invalid_truncated_and_oversized_uploads_leave_nothing_behind() {
         .post(format!("{}/api/archives?name=big", server.url))
         .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
         .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status().as_u16(), 413);
+        .await;
+    // The host answers 413 and closes the connection at once; a client still sending may see the
+    // connection close before it reads the answer.
+    match res {
+        Ok(res) => assert_eq!(res.status().as_u16(), 413),
+        Err(e) => assert!(e.is_request(), "{e}"),
+    }
 
     let (_, list) = get_json(&client, &format!("{}/api/archives", server.url)).await;
     assert_eq!(list, serde_json::json!([]));
