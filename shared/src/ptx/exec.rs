@@ -522,13 +522,20 @@ impl<'a> Worker<'a> {
         }
         // Pad scratch to whole 64-lane words so masked copies never slice past the end.
         let padded = n.div_ceil(64) * 64;
-        sc.out.resize(padded, 0);
-        sc.out2.resize(padded, 0);
+        if sc.out.len() < padded {
+            sc.out.resize(padded, 0);
+            sc.out2.resize(padded, 0);
+        }
         // Shared memory is zeroed per block; registers and local memory are zeroed per launch so that
         // nothing of an earlier launch can be read back.
-        sc.shared.resize(ctx.shared_size, 0);
-        sc.local.clear();
-        sc.local.resize(ctx.stack * n, 0);
+        if sc.shared.len() != ctx.shared_size {
+            sc.shared.resize(ctx.shared_size, 0);
+        }
+        let local = ctx.stack * n;
+        if !sc.local.is_empty() || local > 0 {
+            sc.local.clear();
+            sc.local.resize(local, 0);
+        }
         sc.regs.clear();
         sc.frames.clear();
         sc.simt.clear();
@@ -681,7 +688,9 @@ impl<'a> Worker<'a> {
         } else {
             self.fill_sregs(f, 0, true);
         }
-        self.shared.fill(0);
+        if !self.shared.is_empty() {
+            self.shared.fill(0);
+        }
         self.exited = Mask::EMPTY;
         self.frames.clear();
         self.simt.clear();
