@@ -98,7 +98,9 @@ pub fn router(state: AppState, web_dir: Option<PathBuf>) -> Router {
 
 /// The engines of this machine: the CPU always, and every CUDA device found.
 pub fn engines() -> Vec<Arc<dyn Engine>> {
-    vec![Arc::new(crate::sessions::CpuEngine::new())]
+    let mut engines: Vec<Arc<dyn Engine>> = vec![Arc::new(crate::sessions::CpuEngine::new())];
+    engines.extend(crate::sessions::cuda_engines());
+    engines
 }
 
 /// Imports every `*.recap` in `dir` (sorted by name); invalid ones are logged and skipped.

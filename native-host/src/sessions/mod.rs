@@ -11,6 +11,8 @@
 //! records and cancels.
 
 mod cpu;
+mod cuda;
+mod report;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -24,6 +26,7 @@ use tokio::sync::{watch, Notify};
 use crate::store::{now_rfc3339, SessionRecord, Store, StoreError};
 
 pub use cpu::CpuEngine;
+pub use cuda::{engines as cuda_engines, CudaEngine};
 
 /// What an engine is asked to do.
 pub struct Job<'a> {

@@ -1,0 +1,244 @@
+//! Host benchmarks: `cargo bench -p recap-tests --bench host [-- upload|viewers] [--size-mib N] [--viewers N]`.
+//!
+//! - `upload`: a 1 GiB archive uploaded over loopback to a real `recap serve`, against `cp` of the
+//!   same file (and `cp` plus fsync, which is what the host does), with the host's resident memory
+//!   sampled from `/proc/PID/status` during the upload.
+//! - `viewers`: 50 WebSocket viewers on one session: every message must reach every viewer; the
+//!   latency of each (receive time minus the host's `time_us` stamp) is reported as p50/p99/max.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures_util::StreamExt;
+use recap_tests::server::Server;
+use serde_json::Value;
+use shared::archive::{ArchiveWriter, DType, MemsetOp, RegionDecl};
+use tokio_tungstenite::tungstenite::Message;
+
+/// Incompressible bytes without holding them: xorshift64 as a `Read`.
+struct Noise {
+    state: u64,
+    left: u64,
+}
+
+impl Read for Noise {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (buf.len() as u64).min(self.left) as usize / 8 * 8;
+        let n = if n == 0 { (buf.len() as u64).min(self.left) as usize } else { n };
+        for chunk in buf[..n].chunks_mut(8) {
+            self.state ^= self.state << 13;
+            self.state ^= self.state >> 7;
+            self.state ^= self.state << 17;
+            let b = self.state.to_le_bytes();
+            chunk.copy_from_slice(&b[..chunk.len()]);
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+fn write_archive(path: &Path, size: u64) {
+    let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
+    let mut w = ArchiveWriter::new(file).unwrap();
+    let r = w.add_region(RegionDecl::new("payload", size, DType::U8)).unwrap();
+    w.set_initial(r, &mut Noise { state: 0x2545_f491_4f6c_dd1d, left: size }).unwrap();
+    w.memset(MemsetOp { region: r, offset: 0, len: 8, width: 8, pattern: 7 }).unwrap();
+    w.finish().unwrap();
+}
+
+/// `(VmRSS, VmHWM)` of a process in bytes.
+fn rss(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+async fn bench_upload(size_mib: u64) {
+    let dir = tempfile::Builder::new().prefix("recap-bench-").tempdir_in(std::env::temp_dir()).unwrap();
+    let src = dir.path().join("big.recap");
+    let t = Instant::now();
+    write_archive(&src, size_mib << 20);
+    let len = std::fs::metadata(&src).unwrap().len();
+    println!("upload: archive of {:.0} MiB written in {:.2}s", mib(len), t.elapsed().as_secs_f64());
+    // Both sides read the source from the page cache: it was just written.
+
+    let dst = dir.path().join("copy.recap");
+    let t = Instant::now();
+    let status = std::process::Command::new("cp").arg(&src).arg(&dst).status().unwrap();
+    assert!(status.success());
+    let cp = t.elapsed().as_secs_f64();
+    std::fs::remove_file(&dst).unwrap();
+    let t = Instant::now();
+    let status = std::process::Command::new("cp").arg(&src).arg(&dst).status().unwrap();
+    assert!(status.success());
+    std::fs::File::open(&dst).unwrap().sync_all().unwrap();
+    let cp_sync = t.elapsed().as_secs_f64();
+    std::fs::remove_file(&dst).unwrap();
+
+    let server = Server::start(&dir.path().join("data"), &["--max-upload", &(len + 1).to_string()]);
+    let pid = server.pid();
+    let (rss_before, _) = rss(pid);
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let sampling = sampling.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss(pid).0);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            peak
+        })
+    };
+    let file = tokio::fs::File::open(&src).await.unwrap();
+    let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20));
+    let t = Instant::now();
+    let res = reqwest::Client::new()
+        .post(format!("{}/api/archives?name=big", server.url))
+        .header("Content-Length", len)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let upload = t.elapsed().as_secs_f64();
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let sampled_peak = sampler.join().unwrap();
+    let (_, hwm) = rss(pid);
+    assert_eq!(status, 201, "{}", res.text().await.unwrap_or_default());
+    println!("upload: cp {cp:.2}s ({:.0} MiB/s); cp + fsync {cp_sync:.2}s ({:.0} MiB/s)", mib(len) / cp, mib(len) / cp_sync);
+    println!(
+        "upload: host {upload:.2}s ({:.0} MiB/s, incl. hashing, full validation, fsync, rename) = {:.2}x cp, {:.2}x cp + fsync",
+        mib(len) / upload,
+        cp / upload,
+        cp_sync / upload
+    );
+    println!(
+        "upload: host RSS {:.1} MiB before, {:.1} MiB peak sampled every 10 ms, VmHWM {:.1} MiB",
+        mib(rss_before),
+        mib(sampled_peak),
+        mib(hwm)
+    );
+    assert!(server.stop());
+}
+
+fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
+}
+
+async fn bench_viewers(viewers: usize, iterations: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let client = reqwest::Client::new();
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let r = w.add_region(RegionDecl::new("x", 4096, DType::F32)).unwrap();
+    w.memset(MemsetOp { region: r, offset: 0, len: 4096, width: 4, pattern: 0x3f80_0000 }).unwrap();
+    let bytes = w.finish().unwrap().into_inner();
+    let a: Value = client.post(format!("{}/api/archives?name=v", server.url)).body(bytes).send().await.unwrap().json().await.unwrap();
+
+    // A long session holds the device so that the measured one waits while every viewer connects.
+    let session = |iterations: u32| {
+        let (client, url, id) = (client.clone(), server.url.clone(), a["id"].clone());
+        async move {
+            let v: Value = client
+                .post(format!("{url}/api/sessions"))
+                .json(&serde_json::json!({"archive": id, "iterations": iterations, "check": false}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            v
+        }
+    };
+    let blocker = session(100_000).await;
+    let measured = session(iterations).await;
+    let ws_url = server.ws(&format!("/api/sessions/{}/ws", measured["id"].as_str().unwrap()));
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(viewers);
+    let mut tasks = Vec::new();
+    for _ in 0..viewers {
+        let (ws_url, ready_tx) = (ws_url.clone(), ready_tx.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+            let _ = ready_tx.send(()).await;
+            let mut seqs = Vec::new();
+            let mut latencies = Vec::new();
+            while let Some(Ok(msg)) = ws.next().await {
+                if let Message::Text(t) = msg {
+                    let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                    let at = now_us();
+                    seqs.push(v["seq"].as_u64().unwrap());
+                    latencies.push(at.saturating_sub(v["time_us"].as_u64().unwrap()));
+                }
+            }
+            (seqs, latencies)
+        }));
+    }
+    for _ in 0..viewers {
+        ready_rx.recv().await.unwrap();
+    }
+    let t = Instant::now();
+    let cancel = client
+        .post(format!("{}/api/sessions/{}/cancel", server.url, blocker["id"].as_str().unwrap()))
+        .header("X-Recap-Control", blocker["control"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancel.status().as_u16(), 200);
+    let mut all = Vec::new();
+    let mut counts = Vec::new();
+    for task in tasks {
+        let (seqs, latencies) = task.await.unwrap();
+        counts.push(seqs.len());
+        assert!(seqs.iter().enumerate().all(|(i, s)| *s == i as u64), "a viewer missed or reordered messages");
+        // The first messages (queued, positions) predate the connection: history, not live.
+        all.extend(latencies.into_iter().skip(3));
+    }
+    let wall = t.elapsed().as_secs_f64();
+    assert!(counts.iter().all(|c| *c == counts[0]), "viewers got different counts: {counts:?}");
+    all.sort_unstable();
+    let pct = |p: f64| all[((all.len() - 1) as f64 * p) as usize] as f64 / 1e3;
+    println!(
+        "viewers: {viewers} viewers x {} messages each, all delivered in order, in {wall:.2}s",
+        counts[0]
+    );
+    println!(
+        "viewers: latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} live samples)",
+        pct(0.5),
+        pct(0.99),
+        pct(1.0),
+        all.len()
+    );
+    assert!(server.stop());
+}
+
+fn arg(args: &[String], name: &str) -> Option<u64> {
+    args.windows(2).find(|w| w[0] == name).and_then(|w| w[1].parse().ok())
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let which: Vec<&str> = args.iter().map(String::as_str).filter(|a| ["upload", "viewers"].contains(a)).collect();
+    let all = which.is_empty();
+    if all || which.contains(&"upload") {
+        bench_upload(arg(&args, "--size-mib").unwrap_or(1024)).await;
+    }
+    if all || which.contains(&"viewers") {
+        bench_viewers(arg(&args, "--viewers").unwrap_or(50) as usize, arg(&args, "--iterations").unwrap_or(500) as u32)
+            .await;
+    }
+}
