@@ -19,6 +19,9 @@ enum Command {
     Inspect(cli::inspect::Args),
     Validate(cli::validate::Args),
     Serve(cli::serve::Args),
+    Bench(cli::bench::Args),
+    #[command(hide = true)]
+    CudaProbe(cli::cuda_probe::Args),
 }
 
 fn main() -> ExitCode {
@@ -27,6 +30,8 @@ fn main() -> ExitCode {
         Command::ImportCase(args) => cli::import_case::run(args),
         Command::Inspect(args) => cli::inspect::run(args),
         Command::Serve(args) => cli::serve::run(args),
+        Command::Bench(args) => cli::bench::run(args),
+        Command::CudaProbe(args) => cli::cuda_probe::run(args),
         Command::Validate(args) => return cli::validate::run(args),
     };
     match result {

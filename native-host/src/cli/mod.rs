@@ -4,3 +4,5 @@ pub mod import_case;
 pub mod inspect;
 pub mod validate;
 pub mod serve;
+pub mod bench;
+pub mod cuda_probe;

@@ -1,1 +1,392 @@
-//! `recap bench cuda`: placeholder
+//! `recap bench cuda`: what recap's CUDA replay costs, measured the way `bench/graph_floor.cu`
+//! measures CUDA itself, so each figure can sit beside its floor.
+//!
+//! Every workload is a real archive built in memory and replayed through [`CudaReplay`], the same
+//! path the CLI and the host take. Times are medians over repeated replays after warm-up.
+
+use std::io::Cursor;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shared::archive::*;
+
+use super::{CudaError, CudaReplay, Device, Mode, ReplayOptions};
+
+/// The benchmark kernels (PTX, the same work as the floor's CUDA C kernels).
+const PTX: &str = r#".version 7.8
+.target sm_60
+.address_size 64
+
+.visible .entry inc(.param .u64 x, .param .u32 n)
+{
+    .reg .pred %p;
+    .reg .b32 %r<6>;
+    .reg .f32 %f;
+    .reg .b64 %rd<4>;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mad.lo.u32 %r4, %r2, %r3, %r1;
+    ld.param.u32 %r5, [n];
+    setp.ge.u32 %p, %r4, %r5;
+    @%p bra DONE;
+    ld.param.u64 %rd1, [x];
+    mul.wide.u32 %rd2, %r4, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    ld.global.f32 %f, [%rd3];
+    add.f32 %f, %f, 0f3F800000;
+    st.global.f32 [%rd3], %f;
+DONE:
+    ret;
+}
+
+.visible .entry dec_only(.param .u64 counter, .param .u64 x)
+{
+    .reg .pred %p;
+    .reg .b32 %r<3>;
+    .reg .f32 %f;
+    .reg .b64 %rd<3>;
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p, %r1, 0;
+    @%p bra DONE;
+    ld.param.u64 %rd1, [counter];
+    ld.param.u64 %rd2, [x];
+    ld.global.f32 %f, [%rd2];
+    add.f32 %f, %f, 0f3F800000;
+    st.global.f32 [%rd2], %f;
+    ld.global.u32 %r2, [%rd1];
+    sub.u32 %r2, %r2, 1;
+    st.global.u32 [%rd1], %r2;
+DONE:
+    ret;
+}
+
+.visible .entry spin(.param .u64 x, .param .u64 ns)
+{
+    .reg .pred %p, %q;
+    .reg .b32 %r1;
+    .reg .f32 %f;
+    .reg .b64 %rd<6>;
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p, %r1, 0;
+    @%p bra DONE;
+    ld.param.u64 %rd1, [x];
+    ld.param.u64 %rd2, [ns];
+    mov.u64 %rd3, %globaltimer;
+SPIN:
+    mov.u64 %rd4, %globaltimer;
+    sub.u64 %rd5, %rd4, %rd3;
+    setp.lt.u64 %q, %rd5, %rd2;
+    @%q bra SPIN;
+    ld.global.f32 %f, [%rd1];
+    add.f32 %f, %f, 0f3F800000;
+    st.global.f32 [%rd1], %f;
+DONE:
+    ret;
+}
+"#;
+
+const ELEMS: u32 = 256;
+
+struct Builder {
+    w: ArchiveWriter<Cursor<Vec<u8>>>,
+    inc: KernelId,
+    dec_only: KernelId,
+    spin: KernelId,
+}
+
+impl Builder {
+    fn new() -> Self {
+        let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).expect("in-memory writer");
+        let m = w.add_module("bench", PTX).expect("module");
+        let p = |name: &str, offset, size, kind| ParamDecl { name: name.into(), offset, size, align: size, kind };
+        let inc = w.add_kernel(m, "inc", vec![p("x", 0, 8, ParamKind::Pointer), p("n", 8, 4, ParamKind::Value)]).expect("kernel");
+        let dec_only = w
+            .add_kernel(m, "dec_only", vec![p("counter", 0, 8, ParamKind::Pointer), p("x", 8, 8, ParamKind::Pointer)])
+            .expect("kernel");
+        let spin = w.add_kernel(m, "spin", vec![p("x", 0, 8, ParamKind::Pointer), p("ns", 8, 8, ParamKind::Value)]).expect("kernel");
+        Builder { w, inc, dec_only, spin }
+    }
+
+    fn region(&mut self, name: &str, bytes: u64) -> RegionId {
+        self.w.add_region(RegionDecl::new(name, bytes, DType::F32)).expect("region")
+    }
+
+    fn inc(&mut self, x: RegionId) {
+        let mut params = vec![0u8; 12];
+        params[8..12].copy_from_slice(&ELEMS.to_le_bytes());
+        let relocs = vec![Reloc { offset: 0, target: x, target_offset: 0 }];
+        self.w
+            .launch(LaunchDecl { kernel: self.inc, grid: [1, 1, 1], block: [ELEMS, 1, 1], shared_bytes: 0, params, relocs })
+            .expect("launch");
+    }
+
+    fn spin(&mut self, x: RegionId, ns: u64) {
+        let mut params = vec![0u8; 16];
+        params[8..16].copy_from_slice(&ns.to_le_bytes());
+        let relocs = vec![Reloc { offset: 0, target: x, target_offset: 0 }];
+        self.w
+            .launch(LaunchDecl { kernel: self.spin, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, params, relocs })
+            .expect("launch");
+    }
+
+    fn finish(self) -> Vec<u8> {
+        self.w.finish().expect("finish").into_inner()
+    }
+}
+
+/// `n` launches of the 256-thread `x[i] += 1` kernel on one buffer: a chain by data hazards.
+pub fn chain_archive(n: usize) -> Vec<u8> {
+    let mut b = Builder::new();
+    let x = b.region("x", ELEMS as u64 * 4);
+    for _ in 0..n {
+        b.inc(x);
+    }
+    b.finish()
+}
+
+/// `chains` independent chains of `len` kernels each, one buffer per chain, listed chain after
+/// chain. `spin_ns` 0 uses the tiny `inc` kernel, otherwise a kernel that runs that long.
+pub fn chains_archive(chains: usize, len: usize, spin_ns: u64) -> Vec<u8> {
+    let mut b = Builder::new();
+    let xs: Vec<RegionId> = (0..chains).map(|i| b.region(&format!("x{i}"), ELEMS as u64 * 4)).collect();
+    for &x in &xs {
+        for _ in 0..len {
+            if spin_ns == 0 {
+                b.inc(x)
+            } else {
+                b.spin(x, spin_ns)
+            }
+        }
+    }
+    b.finish()
+}
+
+/// `while (counter) { x[0] += 1; counter -= 1 }`: one kernel per iteration, as in the floor.
+pub fn while_archive() -> Vec<u8> {
+    let mut b = Builder::new();
+    let counter = b.w.add_region(RegionDecl::new("counter", 4, DType::U32)).expect("region");
+    let x = b.region("x", 4);
+    b.w.begin_while(Condition { region: counter, offset: 0, max_iterations: 0 }).expect("while");
+    let relocs = vec![
+        Reloc { offset: 0, target: counter, target_offset: 0 },
+        Reloc { offset: 8, target: x, target_offset: 0 },
+    ];
+    b.w.launch(LaunchDecl { kernel: b.dec_only, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, params: vec![0; 16], relocs })
+        .expect("launch");
+    b.w.end_body().expect("end");
+    b.finish()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// One measured figure.
+#[derive(Clone, Debug)]
+pub struct Figure {
+    pub name: String,
+    pub value: f64,
+    pub unit: &'static str,
+}
+
+/// `n` launches of an outside kernel taking `(float* x, int n)`, e.g. the floor's own `inc` as
+/// `nvcc -ptx` emits it: the same chain with the very kernel the floor runs.
+pub fn chain_archive_with(ptx: &str, kernel: &str, n: usize) -> Result<Vec<u8>, CudaError> {
+    let bad = |e: WriteError| CudaError::Invalid(format!("building the chain of {kernel}: {e}"));
+    let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).map_err(bad)?;
+    let m = w.add_module("outside", ptx).map_err(bad)?;
+    let p = |name: &str, offset, size, kind| ParamDecl { name: name.into(), offset, size, align: size, kind };
+    let k = w
+        .add_kernel(m, kernel, vec![p("x", 0, 8, ParamKind::Pointer), p("n", 8, 4, ParamKind::Value)])
+        .map_err(bad)?;
+    let x = w.add_region(RegionDecl::new("x", ELEMS as u64 * 4, DType::F32)).map_err(bad)?;
+    for _ in 0..n {
+        let mut params = vec![0u8; 12];
+        params[8..12].copy_from_slice(&ELEMS.to_le_bytes());
+        let relocs = vec![Reloc { offset: 0, target: x, target_offset: 0 }];
+        w.launch(LaunchDecl { kernel: k, grid: [1, 1, 1], block: [ELEMS, 1, 1], shared_bytes: 0, params, relocs })
+            .map_err(bad)?;
+    }
+    Ok(w.finish().map_err(bad)?.into_inner())
+}
+
+fn time_per_node(r: &mut CudaReplay, n: usize, reps: usize) -> Result<f64, CudaError> {
+    for _ in 0..3 {
+        r.launch()?;
+        r.synchronize()?;
+    }
+    let mut t = Vec::new();
+    for _ in 0..reps {
+        let a = Instant::now();
+        r.launch()?;
+        r.synchronize()?;
+        t.push(us(a.elapsed()) / n as f64);
+    }
+    Ok(median(t))
+}
+
+/// Runs every benchmark on `device`, printing a line per figure as it goes. `outside_kernel`:
+/// PTX text and the entry name of a `(float*, int)` kernel to run a 1000-node chain of as well.
+pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<(&str, &str)>) -> Result<Vec<Figure>, CudaError> {
+    let reps = reps.max(3);
+    let mut out = Vec::new();
+    let mut put = |name: String, value: f64, unit: &'static str| {
+        println!("{name:<58} {value:>12.3} {unit}");
+        out.push(Figure { name, value, unit });
+    };
+    println!(
+        "device {:?}, driver {}, conditional nodes {}",
+        device,
+        device.driver.version_string(),
+        if device.driver.has_conditional_nodes() { "yes" } else { "no" }
+    );
+    let graph = ReplayOptions { mode: Mode::Graph, ..Default::default() };
+    let stream = ReplayOptions { mode: Mode::Stream, ..Default::default() };
+
+    // Chains: per-node replay time and the host cost of one replay call.
+    for n in [1usize, 10, 100, 1000, 10000] {
+        let bytes = chain_archive(n);
+        let archive = Archive::open(&bytes)?;
+        let mut r = CudaReplay::load(device, &archive, graph)?;
+        for _ in 0..3 {
+            r.launch()?;
+            r.synchronize()?;
+        }
+        let (mut per_node, mut call) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let a = Instant::now();
+            r.launch()?;
+            let m = Instant::now();
+            r.synchronize()?;
+            let b = Instant::now();
+            per_node.push(us(b - a) / n as f64);
+            call.push(us(m - a));
+        }
+        put(format!("chain {n}: graph replay per node"), median(per_node), "us");
+        if n == 1000 {
+            // The same ops captured from a stream instead of built node by node (diagnostic).
+            let mut c = CudaReplay::load(device, &archive, stream)?;
+            c.capture_stream_graph()?;
+            put(format!("chain {n}: stream-captured graph per node"), time_per_node(&mut c, n, reps)?, "us");
+            if let Some((ptx, kernel)) = outside_kernel {
+                let bytes = chain_archive_with(ptx, kernel, n)?;
+                let outside = Archive::open(&bytes)?;
+                let mut o = CudaReplay::load(device, &outside, graph)?;
+                put(format!("chain {n}: graph per node, kernel {kernel} from outside PTX"), time_per_node(&mut o, n, reps)?, "us");
+            }
+        }
+        put(format!("chain {n}: host cost of one replay call"), median(call), "us");
+        if n <= 1000 {
+            let mut s = CudaReplay::load(device, &archive, stream)?;
+            s.launch()?;
+            s.synchronize()?;
+            let mut per_kernel = Vec::new();
+            for _ in 0..reps {
+                let a = Instant::now();
+                s.launch()?;
+                s.synchronize()?;
+                per_kernel.push(us(a.elapsed()) / n as f64);
+            }
+            put(format!("chain {n}: stream mode per kernel"), median(per_kernel), "us");
+        }
+    }
+
+    // Archive load to ready-to-launch (open, modules, regions, graph, instantiate, upload) at 1000 nodes.
+    {
+        let bytes = chain_archive(1000);
+        let (mut total, mut inst) = (Vec::new(), Vec::new());
+        let mut first = None;
+        for _ in 0..reps.min(15) {
+            let a = Instant::now();
+            let archive = Archive::open(&bytes)?;
+            let r = CudaReplay::load(device, &archive, graph)?;
+            let t = us(a.elapsed());
+            first.get_or_insert(t);
+            total.push(t);
+            inst.push(us(r.load_times().instantiate));
+        }
+        put("load 1000 nodes: first load (PTX JIT or its cache)".into(), first.unwrap_or(0.0), "us");
+        put("load 1000 nodes: archive to ready-to-launch".into(), median(total), "us");
+        put("load 1000 nodes: of which instantiate".into(), median(inst), "us");
+    }
+
+    // WHILE: per iteration, a conditional node vs the host loop (stream mode reads the flag back).
+    {
+        let bytes = while_archive();
+        let archive = Archive::open(&bytes)?;
+        for (mode, label) in [(graph, "conditional WHILE node"), (stream, "host loop reading the flag")] {
+            let mut r = CudaReplay::load(device, &archive, mode)?;
+            for k in [10u32, 100, 1000, 10000] {
+                let mut per = Vec::new();
+                for rep in 0..reps.min(9) + 1 {
+                    r.write_region(0, 0, &k.to_le_bytes())?;
+                    let a = Instant::now();
+                    r.launch()?;
+                    r.synchronize()?;
+                    let t = us(a.elapsed()) / k as f64;
+                    let left = u32::from_le_bytes(r.read_region(0)?[..4].try_into().expect("4 bytes"));
+                    if left != 0 {
+                        return Err(CudaError::Invalid(format!("while loop left the counter at {left}")));
+                    }
+                    if rep > 0 {
+                        per.push(t);
+                    }
+                }
+                put(format!("while {k}: {label}, per iteration"), median(per), "us");
+            }
+        }
+    }
+
+    // Independent chains: the plan's DAG against the same ops chained one after another.
+    for spin_ns in [0u64, 5_000] {
+        let bytes = chains_archive(8, 100, spin_ns);
+        let archive = Archive::open(&bytes)?;
+        let kernel = if spin_ns == 0 { "tiny kernels".to_string() } else { format!("{} us kernels", spin_ns / 1000) };
+        let mut times = Vec::new();
+        for serial in [false, true] {
+            let mut r = CudaReplay::load(device, &archive, ReplayOptions { serial, ..graph })?;
+            r.replay()?;
+            let mut t = Vec::new();
+            for _ in 0..reps {
+                let a = Instant::now();
+                r.launch()?;
+                r.synchronize()?;
+                t.push(us(a.elapsed()));
+            }
+            let m = median(t);
+            let (nodes, edges) = r.graph_size().unwrap_or((0, 0));
+            put(
+                format!("8 chains x 100, {kernel}: {} ({nodes} nodes, {edges} edges)", if serial { "chained" } else { "DAG" }),
+                m,
+                "us",
+            );
+            times.push(m);
+        }
+        put(format!("8 chains x 100, {kernel}: DAG speed-up over chained"), times[1] / times[0], "x");
+    }
+
+    // Changing one launch's parameters in the instantiated graph.
+    {
+        let bytes = chain_archive(1);
+        let archive = Archive::open(&bytes)?;
+        let mut r = CudaReplay::load(device, &archive, graph)?;
+        let mut params = vec![0u8; 12];
+        let mut t = Vec::new();
+        for i in 0..200u32 {
+            params[8..12].copy_from_slice(&(ELEMS - (i & 1)).to_le_bytes());
+            r.set_launch_params(0, &params)?;
+            let a = Instant::now();
+            r.apply_updates()?;
+            t.push(us(a.elapsed()));
+        }
+        put("update one kernel node's parameters".into(), median(t), "us");
+        r.replay()?;
+    }
+    Ok(out)
+}

@@ -96,6 +96,16 @@ pub enum OpenError {
     TooOld { found: String },
     #[error("{0}")]
     Driver(#[from] DriverError),
+    #[error("CUDA device {ordinal} is unusable in this process after a kernel fault ({reason}): replay in a new process")]
+    Lost { ordinal: usize, reason: String },
+}
+
+/// Devices whose context could not be recovered after a fault, with why: the driver keeps some
+/// errors for the whole process, and every later call would fail with them.
+static LOST: Mutex<Vec<(usize, String)>> = Mutex::new(Vec::new());
+
+fn lost(ordinal: usize) -> Option<String> {
+    LOST.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|l| l.0 == ordinal).map(|l| l.1.clone())
 }
 
 /// Facts about the loaded driver.
@@ -152,12 +162,57 @@ pub(crate) struct Handle<T>(pub T);
 unsafe impl<T> Send for Handle<T> {}
 unsafe impl<T> Sync for Handle<T> {}
 
-/// One GPU and its primary context, shared by every replay on it in this process.
+/// A context recap works in, and whether it is the device's primary context or one of its own.
+#[derive(Clone, Copy, Debug)]
+struct Ctx {
+    handle: sys::CUcontext,
+    /// Made with `cuCtxCreate` (destroyed on recovery) rather than retained as the primary context.
+    owned: bool,
+}
+
+/// Makes a working context: the primary context if it is usable, else a context of recap's own
+/// (after a fault the primary context can stay broken for the rest of the process). Checked with
+/// a real allocation, since a broken context is only found out by using it.
+fn fresh_context(dev: sys::CUdevice) -> Result<Ctx, DriverError> {
+    let probe = |ctx: sys::CUcontext| -> Result<(), DriverError> {
+        call!(cuCtxSetCurrent(ctx))?;
+        let mut p = 0;
+        call!(cuMemAlloc_v2(&mut p, 4))?;
+        call!(cuMemFree_v2(p))?;
+        call!(cuCtxSynchronize())
+    };
+    let mut primary = std::ptr::null_mut();
+    let retained = call!(cuDevicePrimaryCtxRetain(&mut primary, dev));
+    let first_error = match retained.and_then(|_| probe(primary)) {
+        Ok(()) => return Ok(Ctx { handle: primary, owned: false }),
+        Err(e) => e,
+    };
+    if !primary.is_null() {
+        call!(cuCtxSetCurrent(std::ptr::null_mut())).ok();
+        call!(cuDevicePrimaryCtxRelease_v2(dev)).ok();
+    }
+    let mut own = std::ptr::null_mut();
+    let both = |e: DriverError| DriverError {
+        text: format!("{}; a new context failed too: {}: {} ({})", first_error.text, e.call, e.name, e.text),
+        ..first_error.clone()
+    };
+    call!(cuCtxCreate_v2(&mut own, 0, dev)).map_err(both)?;
+    match probe(own) {
+        Ok(()) => Ok(Ctx { handle: own, owned: true }),
+        Err(e) => {
+            call!(cuCtxDestroy_v2(own)).ok();
+            Err(both(e))
+        }
+    }
+}
+
+/// One GPU and the context recap uses on it, shared by every replay on it in this process.
 ///
 /// A kernel fault (illegal address, trap) leaves the context unusable for everyone. Recovery is
-/// [`Device::recover`]: it resets the primary context (`cuDevicePrimaryCtxReset`), which frees
-/// every allocation, module and graph made in it, and bumps the device's generation so that
-/// replays made before the reset know their handles are gone and never touch them again.
+/// [`Device::recover`]: it drops the context (`cuDevicePrimaryCtxReset` and release for the
+/// primary context, `cuCtxDestroy` for one of recap's own), which frees every allocation, module
+/// and graph made in it, makes a fresh one, and bumps the device's generation so that replays made
+/// before know their handles are gone and never touch them again.
 pub struct Device {
     pub ordinal: usize,
     pub name: String,
@@ -165,8 +220,9 @@ pub struct Device {
     pub sm: u32,
     pub driver: &'static DriverInfo,
     dev: sys::CUdevice,
-    ctx: Mutex<Handle<sys::CUcontext>>,
+    ctx: Mutex<Handle<Ctx>>,
     generation: AtomicU64,
+    recoveries: Mutex<Vec<String>>,
 }
 
 impl Device {
@@ -176,6 +232,9 @@ impl Device {
         let driver = driver()?;
         if ordinal >= driver.device_count {
             return Err(OpenError::NoDevice { ordinal, count: driver.device_count });
+        }
+        if let Some(reason) = lost(ordinal) {
+            return Err(OpenError::Lost { ordinal, reason });
         }
         let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(d) = open.iter().find(|(o, _)| *o == ordinal).and_then(|(_, w)| w.upgrade()) {
@@ -193,8 +252,7 @@ impl Device {
         };
         let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-        let mut ctx = std::ptr::null_mut();
-        call!(cuDevicePrimaryCtxRetain(&mut ctx, dev))?;
+        let ctx = fresh_context(dev)?;
         let d = Arc::new(Device {
             ordinal,
             name,
@@ -203,6 +261,7 @@ impl Device {
             dev,
             ctx: Mutex::new(Handle(ctx)),
             generation: AtomicU64::new(0),
+            recoveries: Mutex::new(Vec::new()),
         });
         open.retain(|(_, w)| w.strong_count() > 0);
         open.push((ordinal, Arc::downgrade(&d)));
@@ -210,13 +269,23 @@ impl Device {
     }
 
     /// Makes this device's context current on the calling thread.
+    /// Why this device cannot be used any more in this process, if it cannot.
+    pub fn lost(&self) -> Option<String> {
+        lost(self.ordinal)
+    }
+
     pub fn bind(&self) -> Result<(), DriverError> {
-        let ctx = self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0;
+        let ctx = self.context();
         call!(cuCtxSetCurrent(ctx))
     }
 
     pub(crate) fn context(&self) -> sys::CUcontext {
-        self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0
+        self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0.handle
+    }
+
+    /// What each recovery did so far (for logs and notes).
+    pub fn recoveries(&self) -> Vec<String> {
+        self.recoveries.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Increases each time the context is reset after a fault.
@@ -229,22 +298,54 @@ impl Device {
     pub fn recover(&self) -> Result<(), DriverError> {
         let mut ctx = self.ctx.lock().unwrap_or_else(|e| e.into_inner());
         self.generation.fetch_add(1, Ordering::AcqRel);
-        call!(cuDevicePrimaryCtxReset_v2(self.dev))?;
-        // Take a fresh reference before dropping the old one so the context is never released
-        // to nothing in between.
-        let mut fresh = std::ptr::null_mut();
-        call!(cuDevicePrimaryCtxRetain(&mut fresh, self.dev))?;
-        call!(cuDevicePrimaryCtxRelease_v2(self.dev))?;
-        *ctx = Handle(fresh);
-        call!(cuCtxSetCurrent(fresh))
+        // A context current on this thread while it is torn down stays referenced by the thread.
+        call!(cuCtxSetCurrent(std::ptr::null_mut())).ok();
+        let old = ctx.0;
+        let dropped = if old.owned {
+            call!(cuCtxDestroy_v2(old.handle))
+        } else {
+            call!(cuDevicePrimaryCtxReset_v2(self.dev)).and_then(|_| call!(cuDevicePrimaryCtxRelease_v2(self.dev)))
+        };
+        let fresh = match fresh_context(self.dev) {
+            Ok(c) => c,
+            Err(e) => {
+                let reason = format!("{e}");
+                LOST.lock().unwrap_or_else(|e| e.into_inner()).push((self.ordinal, reason.clone()));
+                self.recoveries.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+                    "{} {}; no new context: {reason}",
+                    if old.owned { "destroyed recap's own context" } else { "reset the primary context" },
+                    match &dropped {
+                        Ok(()) => "(ok)".to_string(),
+                        Err(e) => format!("({e})"),
+                    },
+                ));
+                return Err(e);
+            }
+        };
+        ctx.0 = fresh;
+        self.recoveries.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+            "{} {}; now using {}",
+            if old.owned { "destroyed recap's own context" } else { "reset the primary context" },
+            match dropped {
+                Ok(()) => "(ok)".to_string(),
+                Err(e) => format!("({e})"),
+            },
+            if fresh.owned { "a context of recap's own (cuCtxCreate)" } else { "the primary context" }
+        ));
+        Ok(())
     }
 }
 
 impl Drop for Device {
     fn drop(&mut self) {
+        let ctx = self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0;
         // SAFETY: releases the one reference this value holds.
         unsafe {
-            sys::cuDevicePrimaryCtxRelease_v2(self.dev);
+            if ctx.owned {
+                sys::cuCtxDestroy_v2(ctx.handle);
+            } else {
+                sys::cuDevicePrimaryCtxRelease_v2(self.dev);
+            }
         }
     }
 }

@@ -7,7 +7,7 @@
 //! - `recap_fill_u64` fills 8-byte patterns whose two halves differ (memset nodes take 1, 2 or 4
 //!   byte elements only); `recap_fill_bytes` fills any pattern at any alignment.
 
-/// Entry points of [`MODULE`].
+/// Entry points of [`CONDITION_MODULE`] and [`FILL_MODULE`].
 pub const SET_CONDITION: &str = "recap_set_condition";
 pub const FILL_U64: &str = "recap_fill_u64";
 pub const FILL_BYTES: &str = "recap_fill_bytes";

@@ -14,18 +14,22 @@
 //! - [`kernels`]: the PTX recap generates;
 //! - [`replay`]: [`CudaReplay`], the safe API the CLI, the host's sessions and the capture API use.
 //!
-//! A kernel fault (illegal address, trap) poisons the CUDA context for the whole process. The
-//! replay that hit it fails with an error naming the op ([`locate_fault`] replays op by op to find
-//! it when the graph could not say), the device's primary context is reset, and the next replay
-//! on the device loads afresh and works.
+//! A kernel fault (illegal address, trap) poisons the CUDA context. The replay that hit it fails
+//! with an error naming the op ([`locate_fault`] replays op by op to find it when the graph could
+//! not say). recap then drops the context and makes a fresh one so the next replay works; where
+//! the driver keeps the fault for the whole process (as driver 580 does for an illegal address on
+//! an H200), the device is marked lost for this process, the op is found by a child process
+//! (`recap cuda-probe`), and the next replay must run in a new process: a long-lived host should
+//! run GPU replays in a worker process for that reason.
 
 pub mod bench;
 pub mod driver;
 pub mod kernels;
+pub mod probe;
 pub mod replay;
 
 pub use driver::{driver, Device, DriverError, DriverInfo, OpenError};
-pub use replay::{locate_fault, CudaError, CudaReplay, Mode, OpTime, ReplayOptions};
+pub use replay::{locate_fault, CudaError, CudaReplay, LoadTimes, Mode, OpTime, ReplayOptions};
 
 /// Parses `cuda` or `cuda:N` into a device ordinal.
 pub fn parse_device(spec: &str) -> Option<usize> {

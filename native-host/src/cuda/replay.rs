@@ -66,8 +66,8 @@ pub enum CudaError {
     Kernel { module: String, kernel: String, error: DriverError },
     #[error("op {op} ({label}) failed: {error}")]
     Op { op: OpId, label: String, error: DriverError },
-    #[error("replay faulted on {device}{}: {error}; the device was reset and is ready for the next replay", match op { Some((id, label)) => format!(" at op {id} ({label})"), None => String::new() })]
-    Fault { device: String, op: Option<(OpId, String)>, error: DriverError },
+    #[error("replay faulted on {device}{}: {error}; {}", match op { Some((id, label)) => format!(" at op {id} ({label})"), None => String::new() }, match lost { None => "the device was reset and is ready for the next replay".to_string(), Some(why) => format!("the driver keeps the error for this process ({why}), so the next replay on this device must run in a new process") })]
+    Fault { device: String, op: Option<(OpId, String)>, error: DriverError, lost: Option<String> },
     #[error("the device was reset after a fault since this replay was loaded: load the archive again")]
     Stale,
     #[error("{0}")]
@@ -237,6 +237,19 @@ pub struct OpTime {
     pub total: Duration,
 }
 
+/// Where the time of [`CudaReplay::load`] went.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LoadTimes {
+    /// Loading modules (PTX JIT, or the driver's JIT cache, or a cubin) and finding kernels.
+    pub modules: Duration,
+    /// Allocating regions and uploading initial data.
+    pub regions: Duration,
+    /// Building the graph node by node.
+    pub build: Duration,
+    /// `cuGraphInstantiate` and the first upload.
+    pub instantiate: Duration,
+}
+
 /// One archive, loaded onto one GPU: modules, regions with their initial data, and (in graph
 /// mode) the instantiated graph. Replay it as often as needed.
 pub struct CudaReplay {
@@ -265,6 +278,7 @@ pub struct CudaReplay {
     pending_params: BTreeSet<OpId>,
     warnings: Vec<String>,
     poisoned: bool,
+    load_times: LoadTimes,
 }
 
 // SAFETY: every handle is used only with the device's context made current on the calling thread
@@ -323,6 +337,7 @@ impl CudaReplay {
             pending_params: BTreeSet::new(),
             warnings: Vec::new(),
             poisoned: false,
+            load_times: LoadTimes::default(),
         };
         let result = me.load_inner(archive);
         match result {
@@ -341,6 +356,7 @@ impl CudaReplay {
             self.mode = Mode::Stream;
         }
 
+        let clock = std::time::Instant::now();
         // Modules: a cubin built for exactly this GPU if the archive has one, else its PTX.
         let mut functions: HashMap<KernelId, CUfunction> = HashMap::new();
         for m in archive.modules() {
@@ -380,6 +396,8 @@ impl CudaReplay {
             self.set_condition = Some(get_function(m, kernels::SET_CONDITION)?);
         }
 
+        self.load_times.modules = clock.elapsed();
+        let clock = std::time::Instant::now();
         // Regions.
         for r in archive.regions() {
             let align = r.align.max(1) as u64;
@@ -399,6 +417,7 @@ impl CudaReplay {
             call!(cuEventCreate(ev, sys::CUevent_flags::CU_EVENT_DEFAULT as u32))?;
         }
         self.upload_initial(archive)?;
+        self.load_times.regions = clock.elapsed();
 
         // Steps.
         let mut next_counter = 0u64;
@@ -458,7 +477,10 @@ impl CudaReplay {
         }
 
         if self.mode == Mode::Graph {
+            let clock = std::time::Instant::now();
             let (graph, kernel_nodes, node_count, edge_count) = self.build_graph()?;
+            self.load_times.build = clock.elapsed();
+            let clock = std::time::Instant::now();
             let mut exec = std::ptr::null_mut();
             let r = call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0));
             if let Err(e) = r {
@@ -468,6 +490,7 @@ impl CudaReplay {
             self.graph = Some(GraphState { graph, exec, kernel_nodes, node_count, edge_count });
             call!(cuGraphUpload(exec, self.stream))?;
             call!(cuStreamSynchronize(self.stream))?;
+            self.load_times.instantiate = clock.elapsed();
         }
         Ok(())
     }
@@ -528,13 +551,8 @@ impl CudaReplay {
             _ => None,
         };
         let error = e.driver().cloned().expect("sticky errors carry a driver error");
-        if let Err(reset) = self.device.recover() {
-            return CudaError::Invalid(format!(
-                "replay faulted on {:?}: {error}; resetting the device failed too: {reset}",
-                self.device
-            ));
-        }
-        CudaError::Fault { device: format!("{:?}", self.device), op, error }
+        let lost = self.device.recover().err().map(|e| e.to_string());
+        CudaError::Fault { device: format!("{:?}", self.device), op, error, lost }
     }
 
     fn ready(&self) -> Result<(), CudaError> {
@@ -855,7 +873,41 @@ impl CudaReplay {
         Ok(out)
     }
 
+    /// For comparison only: records one stream-mode submission by stream capture and launches
+    /// that graph from now on (a chain in archive order, not the plan's DAG). Archives with loops
+    /// cannot be captured: their host loop reads the condition back.
+    pub fn capture_stream_graph(&mut self) -> Result<(), CudaError> {
+        self.ready()?;
+        if self.mode != Mode::Stream || self.steps.iter().any(|s| matches!(s, Step::Control { .. })) {
+            return Err(CudaError::Invalid("only a stream-mode replay without loops can be captured".into()));
+        }
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        call!(cuStreamBeginCapture_v2(self.stream, mode))?;
+        let submitted = self.submit();
+        let mut graph = std::ptr::null_mut();
+        let ended = call!(cuStreamEndCapture(self.stream, &mut graph));
+        submitted?;
+        ended?;
+        let mut exec = std::ptr::null_mut();
+        call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0))?;
+        self.graph = Some(GraphState { graph, exec, kernel_nodes: HashMap::new(), node_count: 0, edge_count: 0 });
+        self.mode = Mode::Graph;
+        Ok(())
+    }
+
+    /// Applies parameter changes made with [`CudaReplay::set_launch_params`] now rather than at
+    /// the next launch.
+    pub fn apply_updates(&mut self) -> Result<(), CudaError> {
+        self.ready()?;
+        self.apply_param_changes().map_err(|e| self.fail(e))
+    }
+
     // ---- facts ----
+
+    /// Where the load's time went.
+    pub fn load_times(&self) -> LoadTimes {
+        self.load_times
+    }
 
     pub fn device(&self) -> &Arc<Device> {
         &self.device
@@ -1116,20 +1168,48 @@ impl Drop for CudaReplay {
 }
 
 /// After a fault in graph mode (or without per-op sync), finds which op faulted by replaying the
-/// archive again op by op, waiting after each, for up to `iterations` replays. The device is
-/// reset again afterwards. Other errors are handed back as they are.
-pub fn locate_fault(device: &Arc<Device>, archive: &Archive, error: CudaError, iterations: u64) -> CudaError {
-    if !matches!(error, CudaError::Fault { op: None, .. }) {
-        return error;
-    }
+/// archive (`bytes`) again op by op, waiting after each, for up to `iterations` replays. In this
+/// process when the device recovered; otherwise in a child process (`recap cuda-probe`, found as
+/// `RECAP_BIN` or beside the running executable), since the driver keeps the fault for the whole
+/// process. Other errors are handed back as they are.
+pub fn locate_fault(device: &Arc<Device>, bytes: &[u8], error: CudaError, iterations: u64) -> CudaError {
+    let (name, driver_error, lost) = match error {
+        CudaError::Fault { op: None, device, error, lost } => (device, error, lost),
+        other => return other,
+    };
+    let found = if lost.is_none() {
+        locate_here(device, bytes, iterations)
+    } else {
+        super::probe::locate_in_child(device.ordinal, bytes, iterations)
+    };
+    CudaError::Fault { device: name, op: found, error: driver_error, lost }
+}
+
+fn locate_here(device: &Arc<Device>, bytes: &[u8], iterations: u64) -> Option<(OpId, String)> {
+    let archive = Archive::open(bytes).ok()?;
     let options = ReplayOptions { mode: Mode::Stream, sync_each_op: true, ..Default::default() };
-    let Ok(mut probe) = CudaReplay::load(device, archive, options) else { return error };
+    let mut probe = CudaReplay::load(device, &archive, options).ok()?;
     for _ in 0..iterations.max(1) {
         match probe.replay() {
             Ok(_) => continue,
-            Err(found @ CudaError::Fault { op: Some(_), .. }) => return found,
+            Err(CudaError::Fault { op: Some(op), .. }) => return Some(op),
             Err(_) => break,
         }
     }
-    error
+    None
+}
+
+/// Runs `iterations` stream-mode replays waiting after every op, and says which op faulted, if
+/// one did (what `recap cuda-probe` does in a child process).
+pub fn probe_ops(device: &Arc<Device>, archive: &Archive, iterations: u64) -> Result<Option<(OpId, String, String)>, CudaError> {
+    let options = ReplayOptions { mode: Mode::Stream, sync_each_op: true, ..Default::default() };
+    let mut probe = CudaReplay::load(device, archive, options)?;
+    for _ in 0..iterations.max(1) {
+        match probe.replay() {
+            Ok(_) => continue,
+            Err(CudaError::Fault { op: Some((op, label)), error, .. }) => return Ok(Some((op, label, error.to_string()))),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
 }

@@ -1,0 +1,62 @@
+//! `recap bench cuda`: measures recap's CUDA replay beside the figures `bench/graph_floor.cu`
+//! gives for CUDA itself (chain per node, replay call cost, load, WHILE, concurrent chains).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+
+/// Measure replay performance
+#[derive(Clone, Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub what: What,
+}
+
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum What {
+    /// CUDA graph replay: per node, per call, load, WHILE, independent chains, parameter updates
+    Cuda {
+        /// cuda or cuda:N.
+        #[arg(long, default_value = "cuda")]
+        device: String,
+        /// Timed repetitions per figure (medians are reported).
+        #[arg(long, default_value_t = 50)]
+        reps: usize,
+        /// Also write the figures as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// PTX file with a `(float* x, int n)` kernel (e.g. `nvcc -ptx` of the floor benchmark) to
+        /// time a 1000-node chain of too.
+        #[arg(long, requires = "kernel")]
+        ptx: Option<PathBuf>,
+        /// Entry name of that kernel (e.g. `_Z3incPfi`).
+        #[arg(long)]
+        kernel: Option<String>,
+    },
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.what {
+        What::Cuda { device, reps, json, ptx, kernel } => {
+            let Some(ordinal) = recap::cuda::parse_device(&device) else {
+                bail!("unknown device {device:?}: expected cuda or cuda:N");
+            };
+            let dev = recap::cuda::Device::open(ordinal)?;
+            let text = match &ptx {
+                Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?),
+                None => None,
+            };
+            let outside = text.as_deref().zip(kernel.as_deref());
+            let figures = recap::cuda::bench::run(&dev, reps, outside).context("CUDA benchmark")?;
+            if let Some(path) = json {
+                let rows: Vec<serde_json::Value> = figures
+                    .iter()
+                    .map(|f| serde_json::json!({ "name": f.name, "value": f.value, "unit": f.unit }))
+                    .collect();
+                let doc = serde_json::json!({ "device": dev.name, "sm": dev.sm, "driver": dev.driver.version_string(), "figures": rows });
+                std::fs::write(&path, serde_json::to_vec_pretty(&doc)?).with_context(|| format!("writing {}", path.display()))?;
+            }
+            Ok(())
+        }
+    }
+}
