@@ -353,7 +353,7 @@ fn transitive_reduce(preds: &mut [Vec<(usize, Vec<Hazard>)>]) {
     for j in 0..n {
         let mut covered = vec![0u64; words];
         let mut ps = std::mem::take(&mut preds[j]);
-        ps.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        ps.sort_unstable_by_key(|p| std::cmp::Reverse(p.0));
         ps.retain(|(i, _)| {
             let i = *i;
             if covered[i / 64] >> (i % 64) & 1 == 1 {

@@ -22,6 +22,9 @@
 //! (`recap cuda-probe`), and the next replay must run in a new process: a long-lived host should
 //! run GPU replays in a worker process for that reason.
 
+// Errors carry the driver's own words and the JIT log: large, but only on the cold path.
+#![allow(clippy::result_large_err)]
+
 pub mod bench;
 pub mod driver;
 pub mod kernels;

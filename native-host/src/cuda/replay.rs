@@ -147,7 +147,7 @@ struct Args {
 impl Args {
     fn push(mut self, value: &[u8]) -> Self {
         let align = value.len();
-        while self.bytes.len() % align != 0 {
+        while !self.bytes.len().is_multiple_of(align) {
             self.bytes.push(0);
         }
         self.offsets.push(self.bytes.len());
@@ -192,10 +192,10 @@ fn lower_memset(dst: CUdeviceptr, len: u64, width: u32, pattern: u64) -> Fill {
     }
     let lo = pattern as u32;
     match width {
-        2 if dst % 2 == 0 => Fill::Memset { elem: 2, value: lo & 0xffff, count: len / 2 },
-        4 if dst % 4 == 0 => Fill::Memset { elem: 4, value: lo, count: len / 4 },
-        8 if dst % 4 == 0 && (pattern >> 32) as u32 == lo => Fill::Memset { elem: 4, value: lo, count: len / 4 },
-        8 if dst % 8 == 0 => Fill::U64 { count: len / 8, pattern },
+        2 if dst.is_multiple_of(2) => Fill::Memset { elem: 2, value: lo & 0xffff, count: len / 2 },
+        4 if dst.is_multiple_of(4) => Fill::Memset { elem: 4, value: lo, count: len / 4 },
+        8 if dst.is_multiple_of(4) && (pattern >> 32) as u32 == lo => Fill::Memset { elem: 4, value: lo, count: len / 4 },
+        8 if dst.is_multiple_of(8) => Fill::U64 { count: len / 8, pattern },
         _ => Fill::Bytes { len, pattern, width },
     }
 }
@@ -408,7 +408,7 @@ impl CudaReplay {
             self.regions.push(RegionAlloc { base, addr, size: r.size });
         }
         let control_ops = archive.ops().filter(|op| matches!(op, Op::While { .. } | Op::If { .. })).count();
-        call!(cuMemAlloc_v2(&mut self.control, (control_ops.max(1) * 4) as usize))?;
+        call!(cuMemAlloc_v2(&mut self.control, control_ops.max(1) * 4))?;
         call!(cuMemsetD8_v2(self.control, 0, control_ops.max(1) * 4))?;
         let mut stream = std::ptr::null_mut();
         call!(cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32))?;
