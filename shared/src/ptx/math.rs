@@ -281,10 +281,24 @@ pub(crate) fn mul32(a: f32, b: f32, mode: Rnd) -> f32 {
 pub(crate) fn fma32_rn(a: f32, b: f32, c: f32) -> f32 {
     let s = a as f64 * b as f64 + c as f64;
     let bits = s.to_bits();
-    if bits & 0x1FFF_FFFF == 0x1000_0000 || s.abs() < 1.0e-37 {
-        return a.mul_add(b, c);
+    if bits & 0x1FFF_FFFF == 0x1000_0000 || (s != 0.0 && s.abs() < 1.0e-37) {
+        return fma32_exact(a, b, c);
     }
     s as f32
+}
+
+/// `fma.rn.f32` of one lane, as a function item so lane loops always inline it.
+#[inline(always)]
+pub(crate) fn fma_lane_f32(x: u64, y: u64, z: u64) -> u64 {
+    b32(fma32_rn(f32v(x), f32v(y), f32v(z)))
+}
+
+/// The fused libm path, kept out of lane loops: without the barrier LLVM may evaluate it for every
+/// lane and select afterwards, as `fma` has no side effects.
+#[cold]
+#[inline(never)]
+fn fma32_exact(a: f32, b: f32, c: f32) -> f32 {
+    std::hint::black_box(a).mul_add(b, c)
 }
 
 pub(crate) fn fma32(a: f32, b: f32, c: f32, mode: Rnd) -> f32 {

@@ -449,7 +449,7 @@ macro_rules! exec_tern {
                 ((p.wrapping_mul(q) as u64).wrapping_add(z)) & 0xFFFF_FFFF
             }),
             TernOp::Fma(F::F32, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
-                $m!($d, $a, $b, $c, |x, y, z| b32(fma32_rn(f32v(x), f32v(y), f32v(z))))
+                $m!($d, $a, $b, $c, fma_lane_f32)
             }
             TernOp::Fma(F::F64, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
                 $m!($d, $a, $b, $c, |x, y, z| b64(f64v(x).mul_add(f64v(y), f64v(z))))
