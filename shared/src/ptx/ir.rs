@@ -327,6 +327,9 @@ pub(crate) enum BinOp {
     /// Packed half-precision pairs: op on both 16-bit lanes.
     H2(H2Op, F),
     Bmsk,
+    /// Carry (or borrow) out of `a + b` (`a - b`): the condition code of `add.cc` (`sub.cc`).
+    AddCarryOut(W),
+    SubBorrowOut(W),
     PredAnd,
     PredOr,
     PredXor,
@@ -362,6 +365,11 @@ pub(crate) enum TernOp {
     SadS(W),
     Lop3(u8),
     FmaH2(F),
+    /// `a + b + c` and `a - b - c` with `c` the carry/borrow flag, and their carry/borrow out.
+    Addc(W),
+    AddcCarryOut(W),
+    Subc(W),
+    SubcBorrowOut(W),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

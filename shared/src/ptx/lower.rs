@@ -430,6 +430,8 @@ struct FnLower<'m> {
     is_entry: bool,
     line: u32,
     guard: Option<(R, bool)>,
+    /// The carry flag of `add.cc`/`addc` and friends, allocated on first use.
+    cc: Option<R>,
 }
 
 type Res<T> = Result<T, PtxError>;
@@ -458,7 +460,55 @@ impl<'m> FnLower<'m> {
             is_entry: false,
             line: 0,
             guard: None,
+            cc: None,
         }
+    }
+
+    fn carry_reg(&mut self) -> R {
+        match self.cc {
+            Some(r) => r,
+            None => {
+                let r = self.new_reg(1);
+                self.cc = Some(r);
+                r
+            }
+        }
+    }
+
+    /// `add.cc`, `addc(.cc)`, `sub.cc`, `subc(.cc)` on 32- or 64-bit integers.
+    fn carry_arith(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        self.want(ops, 3, o.full)?;
+        let ty = self.ty1(o)?;
+        let w = match ty.int_w() {
+            Some(w @ (W::W32 | W::W64)) => w,
+            _ => return self.unsupported(o.full),
+        };
+        let d = self.dst(&ops[0])?;
+        let a = self.src(&ops[1], ty)?;
+        let b = self.src(&ops[2], ty)?;
+        let cc = self.carry_reg();
+        let sub = o.base.starts_with("sub");
+        let with_in = o.base.ends_with('c');
+        let out = o.has("cc");
+        if !with_in {
+            // Carry out first: `d` may be one of the sources.
+            let op = if sub { BinOp::SubBorrowOut(w) } else { BinOp::AddCarryOut(w) };
+            self.push(Inst::Bin { op, d: cc, a, b });
+            let op = if sub { BinOp::Sub(w) } else { BinOp::Add(w) };
+            self.push(Inst::Bin { op, d, a, b });
+            return Ok(());
+        }
+        let t = self.new_reg(1);
+        if out {
+            let op = if sub { TernOp::SubcBorrowOut(w) } else { TernOp::AddcCarryOut(w) };
+            self.push(Inst::Tern { op, d: t, a, b, c: cc });
+        }
+        let op = if sub { TernOp::Subc(w) } else { TernOp::Addc(w) };
+        self.push(Inst::Tern { op, d, a, b, c: cc });
+        if out {
+            self.push(Inst::Un { op: UnOp::Mov(1), d: cc, a: t });
+        }
+        Ok(())
     }
 
     fn err<T>(&self, msg: impl Into<String>) -> Res<T> {
@@ -751,6 +801,8 @@ impl<'m> FnLower<'m> {
         let ops = &i.operands;
         match o.base {
             "mov" => self.mov(&o, ops),
+            "add" | "sub" if o.has("cc") => self.carry_arith(&o, ops),
+            "addc" | "subc" => self.carry_arith(&o, ops),
             "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "shl"
             | "shr" | "copysign" | "mul24" => self.binary(&o, ops),
             "mad" | "fma" | "mad24" | "sad" | "selp" | "slct" | "bfe" | "prmt" | "shf" | "lop3" => {

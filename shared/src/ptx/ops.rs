@@ -394,6 +394,14 @@ macro_rules! exec_bin {
                 let (p, q) = (x as u32 & 0xFF, y as u32 & 0xFF);
                 if p >= 32 { 0 } else { ((((1u64 << q.min(32)) - 1) << p) & 0xFFFF_FFFF) }
             }),
+            BinOp::AddCarryOut(w) => {
+                let m = mask_bits(w.bits()) as u128;
+                $m!($d, $a, $b, |x, y| (((x as u128 & m) + (y as u128 & m)) > m) as u64)
+            }
+            BinOp::SubBorrowOut(w) => {
+                let m = mask_bits(w.bits());
+                $m!($d, $a, $b, |x, y| ((x & m) < (y & m)) as u64)
+            }
             BinOp::H2(op, f) => $m!($d, $a, $b, |x, y| {
                 let mut out = 0u64;
                 for k in 0..2 {
@@ -493,6 +501,22 @@ macro_rules! exec_tern {
                 }
                 out
             }),
+            TernOp::Addc(w) => {
+                let m = mask_bits(w.bits());
+                $m!($d, $a, $b, $c, |x, y, z| x.wrapping_add(y).wrapping_add(z & 1) & m)
+            }
+            TernOp::AddcCarryOut(w) => {
+                let m = mask_bits(w.bits()) as u128;
+                $m!($d, $a, $b, $c, |x, y, z| (((x as u128 & m) + (y as u128 & m) + (z as u128 & 1)) > m) as u64)
+            }
+            TernOp::Subc(w) => {
+                let m = mask_bits(w.bits());
+                $m!($d, $a, $b, $c, |x, y, z| x.wrapping_sub(y).wrapping_sub(z & 1) & m)
+            }
+            TernOp::SubcBorrowOut(w) => {
+                let m = mask_bits(w.bits()) as u128;
+                $m!($d, $a, $b, $c, |x, y, z| ((x as u128 & m) < (y as u128 & m) + (z as u128 & 1)) as u64)
+            }
             TernOp::Selp => $m!($d, $a, $b, $c, |x, y, z| if z & 1 != 0 { x } else { y }),
             TernOp::SlctS(_) => $m!($d, $a, $b, $c, |x, y, z| if (z as u32 as i32) >= 0 { x } else { y }),
             TernOp::SlctF(ftz) => $m!($d, $a, $b, $c, |x, y, z| {

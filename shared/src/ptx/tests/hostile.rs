@@ -174,9 +174,9 @@ fn unsupported_instructions_are_named_with_their_line() {
     let err = Module::parse(&ptx).unwrap_err();
     assert_eq!(err.line, 9, "{err}");
     assert!(err.message.contains("tex.2d.v4.f32.f32"), "{err}");
-    let ptx = format!("{HEAD}\n.visible .entry k()\n{{\n    .reg .b32 %r<2>;\n    add.cc.u32 %r1, %r1, 1;\n    ret;\n}}");
+    let ptx = format!("{HEAD}\n.visible .entry k()\n{{\n    .reg .b32 %r<2>;\n    mad.lo.cc.u32 %r1, %r1, 1, 2;\n    ret;\n}}");
     let err = Module::parse(&ptx).unwrap_err();
-    assert!(err.message.contains("unsupported instruction `add.cc.u32`"), "{err}");
+    assert!(err.message.contains("unsupported instruction `mad.lo.cc.u32`"), "{err}");
 }
 
 #[test]

@@ -218,3 +218,22 @@ fn integer_conversions_saturate_and_extend() {
     let r = one32("cvt.u8.u32 %r10, %r1; cvt.sat.u16.u32 %r11, %r1;", 0x1234, 0, 0);
     assert_eq!((r.r, r.r11), (0x34, 0x1234));
 }
+
+#[test]
+fn carry_chains_add_and_subtract_wide_numbers() {
+    // 96-bit add: (2^64 - 1) + 1 carries into the third word; the chain is guarded by nothing.
+    let r = one32(
+        "add.cc.u32 %r10, %r1, %r2; addc.cc.u32 %r11, %r1, 0; addc.u32 %r12, 0, 0; cvt.u64.u32 %rd10, %r12;",
+        u32::MAX,
+        1,
+        0,
+    );
+    assert_eq!((r.r, r.r11, r.rd), (0, 0, 1));
+    // 64-bit subtract in 32-bit halves: 0x1_0000_0000 - 1 = 0x0_FFFF_FFFF.
+    let r = one32("sub.cc.u32 %r10, %r1, %r2; subc.u32 %r11, %r3, 0;", 0, 1, 1);
+    assert_eq!((r.r, r.r11), (u32::MAX, 0));
+    let r = one64("add.cc.u64 %rd10, %rd1, %rd2; addc.u32 %r10, 0, 0;", u64::MAX, 2, 0);
+    assert_eq!((r.rd, r.r), (1, 1));
+    let r = one32("add.cc.u32 %r10, %r1, %r2; addc.u32 %r11, 0, 0;", 5, 6, 0);
+    assert_eq!((r.r, r.r11), (11, 0), "no carry");
+}
