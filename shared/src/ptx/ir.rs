@@ -261,6 +261,8 @@ pub(crate) enum UnOp {
     Cvt(Cvt),
     /// Predicate from `.pred` operand with negation handled at lowering (`not.pred`).
     PredNot,
+    /// `isspacep`: whether a generic address falls in the given state space's window.
+    IsSpace(Space),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -833,6 +833,16 @@ impl<'m> FnLower<'m> {
                 self.push(Inst::Bin { op: BinOp::Bmsk, d, a, b });
                 Ok(())
             }
+            "isspacep" => {
+                self.want(ops, 2, o.full)?;
+                let Some(space) = self.space_of(&o).filter(|s| *s != Space::KParam) else {
+                    return self.unsupported(o.full);
+                };
+                let d = self.dst(&ops[0])?;
+                let a = self.src(&ops[1], Ty::U64)?;
+                self.push(Inst::Un { op: UnOp::IsSpace(space), d, a });
+                Ok(())
+            }
             "setp" | "set" => self.setp(&o, ops),
             "cvt" => self.cvt(&o, ops),
             "cvta" => {

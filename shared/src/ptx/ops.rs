@@ -12,6 +12,18 @@ macro_rules! exec_un {
             UnOp::Not(mask) => $m!($d, $a, |x| !x & mask),
             UnOp::CNot(mask) => $m!($d, $a, |x| ((x & mask) == 0) as u64),
             UnOp::PredNot => $m!($d, $a, |x| (x & 1) ^ 1),
+            UnOp::IsSpace(sp) => {
+                use $crate::ptx::ir::{Space, LOCAL_BASE, MODVAR_BASE, SHARED_BASE, WINDOW_MASK};
+                $m!($d, $a, |x| {
+                    let w = x & WINDOW_MASK;
+                    (match sp {
+                        Space::Shared => w == SHARED_BASE,
+                        Space::Local => w == LOCAL_BASE,
+                        Space::Const => w == MODVAR_BASE,
+                        _ => w != SHARED_BASE && w != LOCAL_BASE,
+                    }) as u64
+                })
+            }
             UnOp::Neg(W::W16) => $m!($d, $a, |x| (x as u16).wrapping_neg() as u64),
             UnOp::Neg(W::W32) => $m!($d, $a, |x| (x as u32).wrapping_neg() as u64),
             UnOp::Neg(W::W64) => $m!($d, $a, |x| x.wrapping_neg()),

@@ -226,6 +226,7 @@ fn local_memory_is_per_thread() {
 .visible .entry k(.param .u64 out)
 {{
     .local .align 4 .b8 buf[64];
+    .reg .pred %p<3>;
     .reg .b32 %r<10>;
     .reg .b64 %rd<8>;
     ld.param.u64 %rd1, [out];
@@ -237,6 +238,10 @@ fn local_memory_is_per_thread() {
     ld.local.u32 %r2, [%rd4];
     ld.local.u32 %r3, [buf+60];
     cvta.local.u64 %rd5, %rd4;
+    isspacep.local %p1, %rd5;
+    isspacep.shared %p2, %rd5;
+    @!%p1 trap;
+    @%p2 trap;
     ld.u32 %r4, [%rd5];
     add.s32 %r2, %r2, %r3;
     add.s32 %r2, %r2, %r4;
