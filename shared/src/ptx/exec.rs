@@ -67,9 +67,18 @@ pub enum ExecError {
         line: u32,
     },
     #[error("kernel `{kernel}` block {block:?}: barrier reached by only part of the block's threads (line {line})")]
-    DivergentBarrier { kernel: String, block: [u32; 3], line: u32 },
+    DivergentBarrier {
+        kernel: String,
+        block: [u32; 3],
+        line: u32,
+    },
     #[error("kernel `{kernel}` block {block:?} thread {thread:?}: trap (line {line})")]
-    Trap { kernel: String, block: [u32; 3], thread: [u32; 3], line: u32 },
+    Trap {
+        kernel: String,
+        block: [u32; 3],
+        thread: [u32; 3],
+        line: u32,
+    },
     #[error("kernel `{kernel}`: instruction budget of {budget} exhausted")]
     Budget { kernel: String, budget: u64 },
     #[error("kernel `{kernel}`: cancelled")]
@@ -155,7 +164,11 @@ impl Mask {
         }
     }
     #[inline]
-    fn try_each<E>(&self, nwords: usize, mut f: impl FnMut(usize) -> Result<(), E>) -> Result<(), E> {
+    fn try_each<E>(
+        &self,
+        nwords: usize,
+        mut f: impl FnMut(usize) -> Result<(), E>,
+    ) -> Result<(), E> {
         for w in 0..nwords {
             let mut bits = self.0[w];
             while bits != 0 {
@@ -245,9 +258,22 @@ struct Worker<'a> {
 
 /// A failure inside a block before it is dressed with kernel, block and thread.
 enum Stop {
-    Mem { lane: usize, addr: u64, size: u32, space: Space, fault: Fault, write: bool, line: u32 },
-    Barrier { line: u32 },
-    Trap { lane: usize, line: u32 },
+    Mem {
+        lane: usize,
+        addr: u64,
+        size: u32,
+        space: Space,
+        fault: Fault,
+        write: bool,
+        line: u32,
+    },
+    Barrier {
+        line: u32,
+    },
+    Trap {
+        lane: usize,
+        line: u32,
+    },
     Budget,
     Cancelled,
     Aborted,
@@ -275,17 +301,31 @@ pub fn launch(
     mem: &Memory,
     opts: &ExecOptions,
 ) -> Result<LaunchStats, ExecError> {
-    let e = module.entry(entry).ok_or_else(|| ExecError::NoSuchKernel(entry.to_string()))?;
-    let bad = |reason: String| ExecError::BadLaunch { kernel: entry.to_string(), reason };
+    let e = module
+        .entry(entry)
+        .ok_or_else(|| ExecError::NoSuchKernel(entry.to_string()))?;
+    let bad = |reason: String| ExecError::BadLaunch {
+        kernel: entry.to_string(),
+        reason,
+    };
     let threads: u64 = dims.block.iter().map(|&d| d as u64).product();
     if dims.block.contains(&0) || dims.grid.contains(&0) {
-        return Err(bad(format!("empty grid {:?} or block {:?}", dims.grid, dims.block)));
+        return Err(bad(format!(
+            "empty grid {:?} or block {:?}",
+            dims.grid, dims.block
+        )));
     }
     if threads > MAX_THREADS || dims.block[2] > 64 {
-        return Err(bad(format!("block {:?} has more than {MAX_THREADS} threads or z above 64", dims.block)));
+        return Err(bad(format!(
+            "block {:?} has more than {MAX_THREADS} threads or z above 64",
+            dims.block
+        )));
     }
     if dims.grid[1] > 65535 || dims.grid[2] > 65535 || dims.grid[0] > i32::MAX as u32 {
-        return Err(bad(format!("grid {:?} exceeds the limits of a launch", dims.grid)));
+        return Err(bad(format!(
+            "grid {:?} exceeds the limits of a launch",
+            dims.grid
+        )));
     }
     if (params.len() as u64) < e.params_size as u64 {
         return Err(bad(format!(
@@ -295,13 +335,19 @@ pub fn launch(
         )));
     }
     let shared_size = module.dynamic_shared_base as u64 + dims.dynamic_shared as u64;
-    if dims.dynamic_shared > 0 && shared_size > MAX_SHARED_BYTES || module.static_shared as u64 > MAX_SHARED_BYTES {
+    if dims.dynamic_shared > 0 && shared_size > MAX_SHARED_BYTES
+        || module.static_shared as u64 > MAX_SHARED_BYTES
+    {
         return Err(bad(format!(
             "{} bytes of shared memory per block ({} static + {} dynamic) exceed the {MAX_SHARED_BYTES} byte limit",
             shared_size, module.static_shared, dims.dynamic_shared
         )));
     }
-    let shared_size = if dims.dynamic_shared > 0 { shared_size } else { module.static_shared as u64 };
+    let shared_size = if dims.dynamic_shared > 0 {
+        shared_size
+    } else {
+        module.static_shared as u64
+    };
     let func = &module.funcs[e.func as usize];
     let ctx = Ctx {
         module,
@@ -340,11 +386,18 @@ pub fn launch(
         #[cfg(feature = "parallel")]
         {
             use rayon::prelude::*;
-            let workers = if opts.threads == 0 { rayon::current_num_threads() } else { opts.threads };
+            let workers = if opts.threads == 0 {
+                rayon::current_num_threads()
+            } else {
+                opts.threads
+            };
             let chunks = (workers as u64 * 4).min(nblocks).max(1);
             let per = nblocks.div_ceil(chunks);
-            let ranges: Vec<_> = (0..chunks).map(|c| c * per..((c + 1) * per).min(nblocks)).collect();
-            let results: Vec<Result<(u64, u64), ExecError>> = ranges.into_par_iter().map(run_range).collect();
+            let ranges: Vec<_> = (0..chunks)
+                .map(|c| c * per..((c + 1) * per).min(nblocks))
+                .collect();
+            let results: Vec<Result<(u64, u64), ExecError>> =
+                ranges.into_par_iter().map(run_range).collect();
             let mut first_err = None;
             for r in results {
                 match r {
@@ -352,7 +405,9 @@ pub fn launch(
                     Err(ExecError::Cancelled { .. }) if first_err.is_some() => {}
                     Err(e) => {
                         // A block stopped because another failed says nothing new.
-                        if first_err.is_none() || matches!(first_err, Some(ExecError::Cancelled { .. })) {
+                        if first_err.is_none()
+                            || matches!(first_err, Some(ExecError::Cancelled { .. }))
+                        {
                             first_err = Some(e);
                         }
                     }
@@ -364,7 +419,11 @@ pub fn launch(
         }
     }
     let n = threads;
-    Ok(LaunchStats { blocks: nblocks, instructions, thread_instructions: instructions * n })
+    Ok(LaunchStats {
+        blocks: nblocks,
+        instructions,
+        thread_instructions: instructions * n,
+    })
 }
 
 impl Drop for Worker<'_> {
@@ -396,40 +455,92 @@ impl Drop for Worker<'_> {
 macro_rules! with_compare {
     ($ty:expr, $cmp:expr, $ftz:expr, $run:ident) => {{
         match ($ty, $cmp, $ftz) {
-            (CmpTy::S(W::W32), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) == (y as u32 as i32)) as u64),
-            (CmpTy::S(W::W32), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) != (y as u32 as i32)) as u64),
-            (CmpTy::S(W::W32), Cmp::Lt, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) < (y as u32 as i32)) as u64),
-            (CmpTy::S(W::W32), Cmp::Le, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) <= (y as u32 as i32)) as u64),
-            (CmpTy::S(W::W32), Cmp::Gt, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) > (y as u32 as i32)) as u64),
-            (CmpTy::S(W::W32), Cmp::Ge, _) => $run!(|x: u64, y: u64| ((x as u32 as i32) >= (y as u32 as i32)) as u64),
-            (CmpTy::U(W::W32), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x as u32) == (y as u32)) as u64),
-            (CmpTy::U(W::W32), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x as u32) != (y as u32)) as u64),
-            (CmpTy::U(W::W32), Cmp::Lt, _) => $run!(|x: u64, y: u64| ((x as u32) < (y as u32)) as u64),
-            (CmpTy::U(W::W32), Cmp::Le, _) => $run!(|x: u64, y: u64| ((x as u32) <= (y as u32)) as u64),
-            (CmpTy::U(W::W32), Cmp::Gt, _) => $run!(|x: u64, y: u64| ((x as u32) > (y as u32)) as u64),
-            (CmpTy::U(W::W32), Cmp::Ge, _) => $run!(|x: u64, y: u64| ((x as u32) >= (y as u32)) as u64),
-            (CmpTy::S(W::W64), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x as i64) == (y as i64)) as u64),
-            (CmpTy::S(W::W64), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x as i64) != (y as i64)) as u64),
-            (CmpTy::S(W::W64), Cmp::Lt, _) => $run!(|x: u64, y: u64| ((x as i64) < (y as i64)) as u64),
-            (CmpTy::S(W::W64), Cmp::Le, _) => $run!(|x: u64, y: u64| ((x as i64) <= (y as i64)) as u64),
-            (CmpTy::S(W::W64), Cmp::Gt, _) => $run!(|x: u64, y: u64| ((x as i64) > (y as i64)) as u64),
-            (CmpTy::S(W::W64), Cmp::Ge, _) => $run!(|x: u64, y: u64| ((x as i64) >= (y as i64)) as u64),
+            (CmpTy::S(W::W32), Cmp::Eq, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) == (y as u32 as i32)) as u64)
+            }
+            (CmpTy::S(W::W32), Cmp::Ne, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) != (y as u32 as i32)) as u64)
+            }
+            (CmpTy::S(W::W32), Cmp::Lt, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) < (y as u32 as i32)) as u64)
+            }
+            (CmpTy::S(W::W32), Cmp::Le, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) <= (y as u32 as i32)) as u64)
+            }
+            (CmpTy::S(W::W32), Cmp::Gt, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) > (y as u32 as i32)) as u64)
+            }
+            (CmpTy::S(W::W32), Cmp::Ge, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) >= (y as u32 as i32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Eq, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) == (y as u32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Ne, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) != (y as u32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Lt, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) < (y as u32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Le, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) <= (y as u32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Gt, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) > (y as u32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Ge, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) >= (y as u32)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Eq, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) == (y as i64)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Ne, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) != (y as i64)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Lt, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) < (y as i64)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Le, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) <= (y as i64)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Gt, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) > (y as i64)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Ge, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) >= (y as i64)) as u64)
+            }
             (CmpTy::U(W::W64), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x) == (y)) as u64),
             (CmpTy::U(W::W64), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x) != (y)) as u64),
             (CmpTy::U(W::W64), Cmp::Lt, _) => $run!(|x: u64, y: u64| ((x) < (y)) as u64),
             (CmpTy::U(W::W64), Cmp::Le, _) => $run!(|x: u64, y: u64| ((x) <= (y)) as u64),
             (CmpTy::U(W::W64), Cmp::Gt, _) => $run!(|x: u64, y: u64| ((x) > (y)) as u64),
             (CmpTy::U(W::W64), Cmp::Ge, _) => $run!(|x: u64, y: u64| ((x) >= (y)) as u64),
-            (CmpTy::B(W::W32), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x as u32) == (y as u32)) as u64),
-            (CmpTy::B(W::W32), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x as u32) != (y as u32)) as u64),
+            (CmpTy::B(W::W32), Cmp::Eq, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) == (y as u32)) as u64)
+            }
+            (CmpTy::B(W::W32), Cmp::Ne, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) != (y as u32)) as u64)
+            }
             (CmpTy::B(W::W64), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x) == (y)) as u64),
             (CmpTy::B(W::W64), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x) != (y)) as u64),
-            (CmpTy::F(F::F32), Cmp::Eq, false) => $run!(|x: u64, y: u64| (f32v(x) == f32v(y)) as u64),
-            (CmpTy::F(F::F32), Cmp::Ne, false) => $run!(|x: u64, y: u64| { let (p, q) = (f32v(x), f32v(y)); (p < q || p > q) as u64 }),
-            (CmpTy::F(F::F32), Cmp::Lt, false) => $run!(|x: u64, y: u64| (f32v(x) < f32v(y)) as u64),
-            (CmpTy::F(F::F32), Cmp::Le, false) => $run!(|x: u64, y: u64| (f32v(x) <= f32v(y)) as u64),
-            (CmpTy::F(F::F32), Cmp::Gt, false) => $run!(|x: u64, y: u64| (f32v(x) > f32v(y)) as u64),
-            (CmpTy::F(F::F32), Cmp::Ge, false) => $run!(|x: u64, y: u64| (f32v(x) >= f32v(y)) as u64),
+            (CmpTy::F(F::F32), Cmp::Eq, false) => {
+                $run!(|x: u64, y: u64| (f32v(x) == f32v(y)) as u64)
+            }
+            (CmpTy::F(F::F32), Cmp::Ne, false) => $run!(|x: u64, y: u64| {
+                f32v(x).partial_cmp(&f32v(y)).is_some_and(|o| o.is_ne()) as u64
+            }),
+            (CmpTy::F(F::F32), Cmp::Lt, false) => {
+                $run!(|x: u64, y: u64| (f32v(x) < f32v(y)) as u64)
+            }
+            (CmpTy::F(F::F32), Cmp::Le, false) => {
+                $run!(|x: u64, y: u64| (f32v(x) <= f32v(y)) as u64)
+            }
+            (CmpTy::F(F::F32), Cmp::Gt, false) => {
+                $run!(|x: u64, y: u64| (f32v(x) > f32v(y)) as u64)
+            }
+            (CmpTy::F(F::F32), Cmp::Ge, false) => {
+                $run!(|x: u64, y: u64| (f32v(x) >= f32v(y)) as u64)
+            }
             (ty, cmp, ftz) => $run!(|x: u64, y: u64| compare(ty, cmp, ftz, x, y) as u64),
         }
     }};
@@ -457,14 +568,31 @@ fn un(regs: &[u64], out: &mut [u64], n: usize, a: usize, f: impl Fn(u64) -> u64)
 
 #[inline(always)]
 fn bin(regs: &[u64], out: &mut [u64], n: usize, a: usize, b: usize, f: impl Fn(u64, u64) -> u64) {
-    for ((o, &x), &y) in out[..n].iter_mut().zip(&regs[a..a + n]).zip(&regs[b..b + n]) {
+    for ((o, &x), &y) in out[..n]
+        .iter_mut()
+        .zip(&regs[a..a + n])
+        .zip(&regs[b..b + n])
+    {
         *o = f(x, y);
     }
 }
 
 #[inline(always)]
-fn tern(regs: &[u64], out: &mut [u64], n: usize, a: usize, b: usize, c: usize, f: impl Fn(u64, u64, u64) -> u64) {
-    for (((o, &x), &y), &z) in out[..n].iter_mut().zip(&regs[a..a + n]).zip(&regs[b..b + n]).zip(&regs[c..c + n]) {
+fn tern(
+    regs: &[u64],
+    out: &mut [u64],
+    n: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    f: impl Fn(u64, u64, u64) -> u64,
+) {
+    for (((o, &x), &y), &z) in out[..n]
+        .iter_mut()
+        .zip(&regs[a..a + n])
+        .zip(&regs[b..b + n])
+        .zip(&regs[c..c + n])
+    {
         *o = f(x, y, z);
     }
 }
@@ -574,7 +702,15 @@ impl<'a> Worker<'a> {
         let kernel = self.ctx.kernel.to_string();
         let block = self.ctaid;
         match s {
-            Stop::Mem { lane, addr, size, space, fault, write, line } => ExecError::Memory {
+            Stop::Mem {
+                lane,
+                addr,
+                size,
+                space,
+                fault,
+                write,
+                line,
+            } => ExecError::Memory {
                 kernel,
                 block,
                 thread: self.thread_of(lane),
@@ -590,9 +726,21 @@ impl<'a> Worker<'a> {
                 },
                 line,
             },
-            Stop::Barrier { line } => ExecError::DivergentBarrier { kernel, block, line },
-            Stop::Trap { lane, line } => ExecError::Trap { kernel, block, thread: self.thread_of(lane), line },
-            Stop::Budget => ExecError::Budget { kernel, budget: self.ctx.budget.unwrap_or(0) },
+            Stop::Barrier { line } => ExecError::DivergentBarrier {
+                kernel,
+                block,
+                line,
+            },
+            Stop::Trap { lane, line } => ExecError::Trap {
+                kernel,
+                block,
+                thread: self.thread_of(lane),
+                line,
+            },
+            Stop::Budget => ExecError::Budget {
+                kernel,
+                budget: self.ctx.budget.unwrap_or(0),
+            },
             Stop::Cancelled | Stop::Aborted => ExecError::Cancelled { kernel },
         }
     }
@@ -600,7 +748,9 @@ impl<'a> Worker<'a> {
     fn flush(&mut self) {
         let d = self.count - self.flushed;
         self.flushed = self.count;
-        self.ctx.used.fetch_add(d * self.n as u64, Ordering::Relaxed);
+        self.ctx
+            .used
+            .fetch_add(d * self.n as u64, Ordering::Relaxed);
     }
 
     #[cold]
@@ -609,7 +759,9 @@ impl<'a> Worker<'a> {
         let before = self.ctx.used.load(Ordering::Relaxed);
         self.flush();
         if let Some(b) = self.ctx.budget {
-            if before + (CHECK_EVERY * self.n as u64) > b && self.ctx.used.load(Ordering::Relaxed) > b {
+            if before + (CHECK_EVERY * self.n as u64) > b
+                && self.ctx.used.load(Ordering::Relaxed) > b
+            {
                 return Err(Stop::Budget);
             }
         }
@@ -639,20 +791,37 @@ impl<'a> Worker<'a> {
                 }
                 Sreg::Ntid(d) => dst.fill(dims.block[d as usize] as u64),
                 Sreg::Nctaid(d) => dst.fill(dims.grid[d as usize] as u64),
-                Sreg::LaneId => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (l & 31) as u64),
-                Sreg::WarpId => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (l >> 5) as u64),
+                Sreg::LaneId => dst
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(l, x)| *x = (l & 31) as u64),
+                Sreg::WarpId => dst
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(l, x)| *x = (l >> 5) as u64),
                 Sreg::NWarpId => dst.fill(n.div_ceil(32) as u64),
                 Sreg::SmId | Sreg::GridId | Sreg::Zero => dst.fill(0),
                 Sreg::NSmId => dst.fill(1),
-                Sreg::LaneMaskEq => dst.iter_mut().enumerate().for_each(|(l, x)| *x = 1u64 << (l & 31)),
-                Sreg::LaneMaskLt => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (1u64 << (l & 31)) - 1),
-                Sreg::LaneMaskLe => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (2u64 << (l & 31)) - 1),
-                Sreg::LaneMaskGt => {
-                    dst.iter_mut().enumerate().for_each(|(l, x)| *x = (!((2u64 << (l & 31)) - 1)) & 0xFFFF_FFFF)
-                }
-                Sreg::LaneMaskGe => {
-                    dst.iter_mut().enumerate().for_each(|(l, x)| *x = (!((1u64 << (l & 31)) - 1)) & 0xFFFF_FFFF)
-                }
+                Sreg::LaneMaskEq => dst
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(l, x)| *x = 1u64 << (l & 31)),
+                Sreg::LaneMaskLt => dst
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(l, x)| *x = (1u64 << (l & 31)) - 1),
+                Sreg::LaneMaskLe => dst
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(l, x)| *x = (2u64 << (l & 31)) - 1),
+                Sreg::LaneMaskGt => dst
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(l, x)| *x = (!((2u64 << (l & 31)) - 1)) & 0xFFFF_FFFF),
+                Sreg::LaneMaskGe => dst
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(l, x)| *x = (!((1u64 << (l & 31)) - 1)) & 0xFFFF_FFFF),
                 Sreg::DynSmemSize => dst.fill(dims.dynamic_shared as u64),
                 Sreg::TotalSmemSize => dst.fill(self.ctx.shared_size as u64),
             }
@@ -703,7 +872,11 @@ impl<'a> Worker<'a> {
             call_mask: self.all,
             call: None,
         });
-        self.simt.push(SimtEntry { pc: 0, rpc: u32::MAX, mask: self.all });
+        self.simt.push(SimtEntry {
+            pc: 0,
+            rpc: u32::MAX,
+            mask: self.all,
+        });
         self.run()
     }
 
@@ -802,7 +975,8 @@ impl<'a> Worker<'a> {
                                 pc = t;
                             } else {
                                 let r = *reconv;
-                                let mut groups: [(u32, Mask); 2] = [(t as u32, em), (pc as u32 + 1, not_taken)];
+                                let mut groups: [(u32, Mask); 2] =
+                                    [(t as u32, em), (pc as u32 + 1, not_taken)];
                                 let mut k = 0;
                                 for i in 0..2 {
                                     if groups[i].0 != r {
@@ -816,16 +990,34 @@ impl<'a> Worker<'a> {
                                         0 => {
                                             self.simt.pop();
                                         }
-                                        1 => *top = SimtEntry { pc: groups[0].0, rpc: r, mask: groups[0].1 },
+                                        1 => {
+                                            *top = SimtEntry {
+                                                pc: groups[0].0,
+                                                rpc: r,
+                                                mask: groups[0].1,
+                                            }
+                                        }
                                         _ => {
-                                            *top = SimtEntry { pc: groups[1].0, rpc: r, mask: groups[1].1 };
-                                            self.simt.push(SimtEntry { pc: groups[0].0, rpc: r, mask: groups[0].1 });
+                                            *top = SimtEntry {
+                                                pc: groups[1].0,
+                                                rpc: r,
+                                                mask: groups[1].1,
+                                            };
+                                            self.simt.push(SimtEntry {
+                                                pc: groups[0].0,
+                                                rpc: r,
+                                                mask: groups[0].1,
+                                            });
                                         }
                                     }
                                 } else {
                                     top.pc = r;
                                     for g in groups[..k].iter().rev() {
-                                        self.simt.push(SimtEntry { pc: g.0, rpc: r, mask: g.1 });
+                                        self.simt.push(SimtEntry {
+                                            pc: g.0,
+                                            rpc: r,
+                                            mask: g.1,
+                                        });
                                     }
                                 }
                                 continue 'entry;
@@ -849,17 +1041,32 @@ impl<'a> Worker<'a> {
                         }
                         Inst::Trap => {
                             if !em.is_empty() {
-                                let lane = em.0.iter().enumerate().find(|(_, w)| **w != 0).map(|(i, w)| i * 64 + w.trailing_zeros() as usize).unwrap_or(0);
-                                return Err(Stop::Trap { lane, line: ins.line });
+                                let lane =
+                                    em.0.iter()
+                                        .enumerate()
+                                        .find(|(_, w)| **w != 0)
+                                        .map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
+                                        .unwrap_or(0);
+                                return Err(Stop::Trap {
+                                    lane,
+                                    line: ins.line,
+                                });
                             }
                             pc += 1;
                         }
-                        Inst::Call { func: callee_idx, args, .. } => {
+                        Inst::Call {
+                            func: callee_idx,
+                            args,
+                            ..
+                        } => {
                             if em.is_empty() {
                                 pc += 1;
                             } else {
                                 if self.frames.len() >= MAX_CALL_DEPTH {
-                                    return Err(Stop::Trap { lane: 0, line: ins.line });
+                                    return Err(Stop::Trap {
+                                        lane: 0,
+                                        line: ins.line,
+                                    });
                                 }
                                 self.simt.last_mut().expect("entry").pc = pc as u32 + 1;
                                 let callee = &module.funcs[*callee_idx as usize];
@@ -882,13 +1089,22 @@ impl<'a> Worker<'a> {
                                     simt_base,
                                     done: Mask::EMPTY,
                                     call_mask: em,
-                                    call: Some((pc as u32, lb as usize)),
+                                    call: Some((pc as u32, lb)),
                                 });
-                                self.simt.push(SimtEntry { pc: 0, rpc: u32::MAX, mask: em });
+                                self.simt.push(SimtEntry {
+                                    pc: 0,
+                                    rpc: u32::MAX,
+                                    mask: em,
+                                });
                                 continue 'frame;
                             }
                         }
-                        Inst::Bar { count, red, d, arrive } => {
+                        Inst::Bar {
+                            count,
+                            red,
+                            d,
+                            arrive,
+                        } => {
                             if !em.is_empty() {
                                 self.barrier(fi, func, em, *count, rb, ins.line)?;
                                 if let (Some((kind, p, neg)), Some(d)) = (red, d) {
@@ -921,7 +1137,15 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn barrier(&self, fi: usize, func: &Function, em: Mask, count: Option<R>, rb: usize, line: u32) -> Res<()> {
+    fn barrier(
+        &self,
+        fi: usize,
+        func: &Function,
+        em: Mask,
+        count: Option<R>,
+        rb: usize,
+        line: u32,
+    ) -> Res<()> {
         let live = self.all.andnot(self.exited);
         let mut missing = live.andnot(em);
         if missing.is_empty() {
@@ -996,13 +1220,17 @@ impl<'a> Worker<'a> {
                 Ok(r.load(off, size))
             }
             Space::Shared => {
-                if a.checked_add(sz).is_none_or(|e| e > self.shared.len() as u64) {
+                if a.checked_add(sz)
+                    .is_none_or(|e| e > self.shared.len() as u64)
+                {
                     return Err((Fault::OutOfBounds, sp));
                 }
                 if a & (sz - 1) != 0 {
                     return Err((Fault::Misaligned, sp));
                 }
-                Ok(read_le(&self.shared[a as usize..a as usize + size as usize]))
+                Ok(read_le(
+                    &self.shared[a as usize..a as usize + size as usize],
+                ))
             }
             Space::Local => {
                 let stride = self.ctx.stack as u64;
@@ -1024,7 +1252,14 @@ impl<'a> Worker<'a> {
     }
 
     #[inline]
-    fn store(&mut self, space: Space, a: u64, size: u8, v: u64, l: usize) -> Result<(), (Fault, Space)> {
+    fn store(
+        &mut self,
+        space: Space,
+        a: u64,
+        size: u8,
+        v: u64,
+        l: usize,
+    ) -> Result<(), (Fault, Space)> {
         let (sp, a) = self.resolve(space, a);
         let sz = size as u64;
         match sp {
@@ -1034,7 +1269,9 @@ impl<'a> Worker<'a> {
                 r.store(off, size, v).map_err(|f| (f, sp))
             }
             Space::Shared => {
-                if a.checked_add(sz).is_none_or(|e| e > self.shared.len() as u64) {
+                if a.checked_add(sz)
+                    .is_none_or(|e| e > self.shared.len() as u64)
+                {
                     return Err((Fault::OutOfBounds, sp));
                 }
                 if a & (sz - 1) != 0 {
@@ -1056,7 +1293,18 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn atomic(&mut self, space: Space, a: u64, op: AtomOp, size: u8, f: Option<F>, b: u64, c: u64, l: usize) -> Result<u64, (Fault, Space)> {
+    #[allow(clippy::too_many_arguments)]
+    fn atomic(
+        &mut self,
+        space: Space,
+        a: u64,
+        op: AtomOp,
+        size: u8,
+        f: Option<F>,
+        b: u64,
+        c: u64,
+        l: usize,
+    ) -> Result<u64, (Fault, Space)> {
         let (sp, a) = self.resolve(space, a);
         let sz = size as u64;
         let apply = |old: u64| atom_new(op, size, f, old, b, c);
@@ -1065,7 +1313,10 @@ impl<'a> Worker<'a> {
                 let (r, off) = self.global(a).ok_or((Fault::OutOfBounds, sp))?;
                 r.check(off, sz).map_err(|f| (f, sp))?;
                 if size == 4 && op == AtomOp::Add {
-                    return r.fetch_add32(off, b as u32).map(|v| v as u64).map_err(|f| (f, sp));
+                    return r
+                        .fetch_add32(off, b as u32)
+                        .map(|v| v as u64)
+                        .map_err(|f| (f, sp));
                 }
                 r.rmw(off, size, apply).map_err(|f| (f, sp))
             }
@@ -1099,7 +1350,19 @@ impl<'a> Worker<'a> {
     /// Scalar loads from global or shared memory: the common case, without the generic dispatch.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn ld1(&mut self, space: Space, size: u8, sext: bool, dmask: u64, d: usize, addr: &Addr, rb: usize, lb: usize, em: Mask, line: u32) -> Res<()> {
+    fn ld1(
+        &mut self,
+        space: Space,
+        size: u8,
+        sext: bool,
+        dmask: u64,
+        d: usize,
+        addr: &Addr,
+        rb: usize,
+        lb: usize,
+        em: Mask,
+        line: u32,
+    ) -> Res<()> {
         let n = self.n;
         let ctx = self.ctx;
         let sbits = size as u32 * 8;
@@ -1107,8 +1370,22 @@ impl<'a> Worker<'a> {
         let (base, fixed) = lane_base(addr, rb, lb, n);
         let off = addr.off as u64;
         let regs = &mut self.regs;
-        let fail = |lane: usize, addr: u64, fault: Fault| Stop::Mem { lane, addr, size: sz as u32, space, fault, write: false, line };
-        let ext = |v: u64| if sext && sbits < 64 { sx(v, sbits) as u64 & dmask } else { v & dmask };
+        let fail = |lane: usize, addr: u64, fault: Fault| Stop::Mem {
+            lane,
+            addr,
+            size: sz as u32,
+            space,
+            fault,
+            write: false,
+            line,
+        };
+        let ext = |v: u64| {
+            if sext && sbits < 64 {
+                sx(v, sbits) as u64 & dmask
+            } else {
+                v & dmask
+            }
+        };
         if space == Space::Shared {
             let sh = &self.shared;
             if let (Some(o), 4, true) = (base, size, em.same(&self.all, self.nwords)) {
@@ -1117,7 +1394,11 @@ impl<'a> Worker<'a> {
                 for l in 0..n {
                     let a = regs[o + l].wrapping_add(off);
                     if a >= lim.saturating_sub(3) || a & 3 != 0 {
-                        let f = if a & 3 != 0 && a < lim { Fault::Misaligned } else { Fault::OutOfBounds };
+                        let f = if a & 3 != 0 && a < lim {
+                            Fault::Misaligned
+                        } else {
+                            Fault::OutOfBounds
+                        };
                         return Err(fail(l, a, f));
                     }
                     let i = a as usize;
@@ -1127,7 +1408,10 @@ impl<'a> Worker<'a> {
                 return Ok(());
             }
             return em.try_each(self.nwords, |l| {
-                let a = match base { Some(o) => regs[o + l].wrapping_add(off), None => fixed };
+                let a = match base {
+                    Some(o) => regs[o + l].wrapping_add(off),
+                    None => fixed,
+                };
                 let i = shared_index(sh.len(), a, sz).map_err(|f| fail(l, a, f))?;
                 regs[d + l] = ext(read_le(&sh[i..i + size as usize]));
                 Ok(())
@@ -1135,7 +1419,10 @@ impl<'a> Worker<'a> {
         }
         let mut cache = RegionCache::default();
         em.try_each(self.nwords, |l| {
-            let a = match base { Some(o) => regs[o + l].wrapping_add(off), None => fixed };
+            let a = match base {
+                Some(o) => regs[o + l].wrapping_add(off),
+                None => fixed,
+            };
             let (r, o) = cache.get(ctx, a, sz).map_err(|f| fail(l, a, f))?;
             regs[d + l] = ext(r.load(o, size));
             Ok(())
@@ -1145,18 +1432,39 @@ impl<'a> Worker<'a> {
     /// Scalar stores to global or shared memory.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn st1(&mut self, space: Space, size: u8, src: usize, addr: &Addr, rb: usize, lb: usize, em: Mask, line: u32) -> Res<()> {
+    fn st1(
+        &mut self,
+        space: Space,
+        size: u8,
+        src: usize,
+        addr: &Addr,
+        rb: usize,
+        lb: usize,
+        em: Mask,
+        line: u32,
+    ) -> Res<()> {
         let n = self.n;
         let ctx = self.ctx;
         let sz = size as u64;
         let (base, fixed) = lane_base(addr, rb, lb, n);
         let off = addr.off as u64;
         let regs = &self.regs;
-        let fail = |lane: usize, addr: u64, fault: Fault| Stop::Mem { lane, addr, size: sz as u32, space, fault, write: true, line };
+        let fail = |lane: usize, addr: u64, fault: Fault| Stop::Mem {
+            lane,
+            addr,
+            size: sz as u32,
+            space,
+            fault,
+            write: true,
+            line,
+        };
         if space == Space::Shared {
             let sh = &mut self.shared;
             return em.try_each(self.nwords, |l| {
-                let a = match base { Some(o) => regs[o + l].wrapping_add(off), None => fixed };
+                let a = match base {
+                    Some(o) => regs[o + l].wrapping_add(off),
+                    None => fixed,
+                };
                 let i = shared_index(sh.len(), a, sz).map_err(|f| fail(l, a, f))?;
                 write_le(&mut sh[i..i + size as usize], regs[src + l]);
                 Ok(())
@@ -1164,14 +1472,26 @@ impl<'a> Worker<'a> {
         }
         let mut cache = RegionCache::default();
         em.try_each(self.nwords, |l| {
-            let a = match base { Some(o) => regs[o + l].wrapping_add(off), None => fixed };
+            let a = match base {
+                Some(o) => regs[o + l].wrapping_add(off),
+                None => fixed,
+            };
             let (r, o) = cache.get(ctx, a, sz).map_err(|f| fail(l, a, f))?;
-            r.store(o, size, regs[src + l] & mask_bits(size as u32 * 8)).map_err(|f| fail(l, a, f))
+            r.store(o, size, regs[src + l] & mask_bits(size as u32 * 8))
+                .map_err(|f| fail(l, a, f))
         })
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn exec(&mut self, inst: &Inst, rb: usize, lb: usize, em: Mask, full: bool, line: u32) -> Res<()> {
+    fn exec(
+        &mut self,
+        inst: &Inst,
+        rb: usize,
+        lb: usize,
+        em: Mask,
+        full: bool,
+        line: u32,
+    ) -> Res<()> {
         let n = self.n;
         let nw = self.nwords;
         let ro = |r: R| (rb + r as usize) * n;
@@ -1196,7 +1516,11 @@ impl<'a> Worker<'a> {
             ($d:expr, $a:expr, $b:expr, $f:expr) => {{
                 if full {
                     let c = std::cell::Cell::from_mut(&mut self.regs[..]).as_slice_of_cells();
-                    let (dd, aa, bb) = (&c[ro($d)..ro($d) + n], &c[ro($a)..ro($a) + n], &c[ro($b)..ro($b) + n]);
+                    let (dd, aa, bb) = (
+                        &c[ro($d)..ro($d) + n],
+                        &c[ro($a)..ro($a) + n],
+                        &c[ro($b)..ro($b) + n],
+                    );
                     let f = as_bin($f);
                     for ((o, x), y) in dd.iter().zip(aa).zip(bb) {
                         o.set(f(x.get(), y.get()));
@@ -1231,7 +1555,14 @@ impl<'a> Worker<'a> {
             Inst::Un { op, d, a } => exec_un!(un, op, d, a),
             Inst::Bin { op, d, a, b } => exec_bin!(bin, op, d, a, b),
             Inst::Tern { op, d, a, b, c } => exec_tern!(tern, op, d, a, b, c),
-            Inst::Bfi { w, d, f, b, pos, len } => {
+            Inst::Bfi {
+                w,
+                d,
+                f,
+                b,
+                pos,
+                len,
+            } => {
                 let bits = w.bits() as u64;
                 let (po, lo) = (ro(pos), ro(len));
                 for l in 0..n {
@@ -1249,7 +1580,16 @@ impl<'a> Worker<'a> {
                 }
                 commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
             }
-            Inst::Setp { ty, cmp, ftz, d, dn, a, b, comb } => {
+            Inst::Setp {
+                ty,
+                cmp,
+                ftz,
+                d,
+                dn,
+                a,
+                b,
+                comb,
+            } => {
                 macro_rules! run {
                     ($f:expr) => {
                         bin(&self.regs, &mut self.out, n, ro(a), ro(b), $f)
@@ -1274,8 +1614,19 @@ impl<'a> Worker<'a> {
                     commit(&mut self.regs, ro(q), &self.out2, n, &em, full, nw);
                 }
             }
-            Inst::Set { ty, cmp, ftz, d, float_result, a, b, comb } => {
-                bin(&self.regs, &mut self.out, n, ro(a), ro(b), |x, y| compare(ty, cmp, ftz, x, y) as u64);
+            Inst::Set {
+                ty,
+                cmp,
+                ftz,
+                d,
+                float_result,
+                a,
+                b,
+                comb,
+            } => {
+                bin(&self.regs, &mut self.out, n, ro(a), ro(b), |x, y| {
+                    compare(ty, cmp, ftz, x, y) as u64
+                });
                 if let Some((op, c, neg)) = comb {
                     let co = ro(c);
                     for l in 0..n {
@@ -1298,7 +1649,13 @@ impl<'a> Worker<'a> {
                 let o = ro(d);
                 em.for_each(nw, |l| self.regs[o + l] = v);
             }
-            Inst::Cvta { to_generic, space, d, a, dmask } => {
+            Inst::Cvta {
+                to_generic,
+                space,
+                d,
+                a,
+                dmask,
+            } => {
                 let base = match space {
                     Space::Shared => SHARED_BASE,
                     Space::Local => LOCAL_BASE,
@@ -1310,74 +1667,127 @@ impl<'a> Worker<'a> {
                     un!(d, a, |x| x.wrapping_sub(base) & dmask)
                 }
             }
-            Inst::Ld { space, size, sext, dmask, n: 1, d, addr } if matches!(space, Space::Global | Space::Shared) => {
+            Inst::Ld {
+                space,
+                size,
+                sext,
+                dmask,
+                n: 1,
+                d,
+                addr,
+            } if matches!(space, Space::Global | Space::Shared) => {
                 self.ld1(space, size, sext, dmask, ro(d[0]), &addr, rb, lb, em, line)?;
             }
-            Inst::St { space, size, n: 1, a: srcs, addr } if matches!(space, Space::Global | Space::Shared) => {
+            Inst::St {
+                space,
+                size,
+                n: 1,
+                a: srcs,
+                addr,
+            } if matches!(space, Space::Global | Space::Shared) => {
                 self.st1(space, size, ro(srcs[0]), &addr, rb, lb, em, line)?;
             }
-            Inst::Ld { space, size, sext, dmask, n: cnt, d, addr } => {
+            Inst::Ld {
+                space,
+                size,
+                sext,
+                dmask,
+                n: cnt,
+                d,
+                addr,
+            } => {
                 let sbits = size as u32 * 8;
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
-                    for k in 0..cnt as usize {
+                    for (k, &dk) in d.iter().enumerate().take(cnt as usize) {
                         let ea = a.wrapping_add((k * size as usize) as u64);
-                        let v = self.load(space, ea, size, l).map_err(|(fault, sp)| Stop::Mem {
-                            lane: l,
-                            addr: ea,
-                            size: size as u32,
-                            space: sp,
-                            fault,
-                            write: false,
-                            line,
-                        })?;
-                        let v = if sext && sbits < 64 { sx(v, sbits) as u64 } else { v };
-                        self.regs[ro(d[k]) + l] = v & dmask;
+                        let v = self
+                            .load(space, ea, size, l)
+                            .map_err(|(fault, sp)| Stop::Mem {
+                                lane: l,
+                                addr: ea,
+                                size: size as u32,
+                                space: sp,
+                                fault,
+                                write: false,
+                                line,
+                            })?;
+                        let v = if sext && sbits < 64 {
+                            sx(v, sbits) as u64
+                        } else {
+                            v
+                        };
+                        self.regs[ro(dk) + l] = v & dmask;
                     }
                     Ok(())
                 })?;
             }
-            Inst::St { space, size, n: cnt, a: srcs, addr } => {
+            Inst::St {
+                space,
+                size,
+                n: cnt,
+                a: srcs,
+                addr,
+            } => {
                 let vm = mask_bits(size as u32 * 8);
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
                     for (k, &s) in srcs.iter().enumerate().take(cnt as usize) {
                         let ea = a.wrapping_add((k * size as usize) as u64);
                         let v = self.regs[ro(s) + l] & vm;
-                        self.store(space, ea, size, v, l).map_err(|(fault, sp)| Stop::Mem {
-                            lane: l,
-                            addr: ea,
-                            size: size as u32,
-                            space: sp,
-                            fault,
-                            write: true,
-                            line,
-                        })?;
+                        self.store(space, ea, size, v, l)
+                            .map_err(|(fault, sp)| Stop::Mem {
+                                lane: l,
+                                addr: ea,
+                                size: size as u32,
+                                space: sp,
+                                fault,
+                                write: true,
+                                line,
+                            })?;
                     }
                     Ok(())
                 })?;
             }
-            Inst::Atom { space, op, size, f, d, addr, b, c } => {
+            Inst::Atom {
+                space,
+                op,
+                size,
+                f,
+                d,
+                addr,
+                b,
+                c,
+            } => {
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
                     let bv = self.regs[ro(b) + l];
                     let cv = self.regs[ro(c) + l];
-                    let old = self.atomic(space, a, op, size, f, bv, cv, l).map_err(|(fault, sp)| Stop::Mem {
-                        lane: l,
-                        addr: a,
-                        size: size as u32,
-                        space: sp,
-                        fault,
-                        write: true,
-                        line,
-                    })?;
+                    let old =
+                        self.atomic(space, a, op, size, f, bv, cv, l)
+                            .map_err(|(fault, sp)| Stop::Mem {
+                                lane: l,
+                                addr: a,
+                                size: size as u32,
+                                space: sp,
+                                fault,
+                                write: true,
+                                line,
+                            })?;
                     if let Some(d) = d {
                         self.regs[ro(d) + l] = old;
                     }
                     Ok(())
                 })?;
             }
-            Inst::Shfl { mode, d, p, a, b, c } => {
+            Inst::Shfl {
+                mode,
+                d,
+                p,
+                a,
+                b,
+                c,
+            } => {
                 let (ao, bo, co) = (ro(a), ro(b), ro(c));
                 em.for_each(nw, |l| {
                     let lane = (l & 31) as u32;
@@ -1443,12 +1853,21 @@ impl<'a> Worker<'a> {
                 em.for_each(nw, |l| self.regs[o + l] = em.warp(l >> 5) as u64);
             }
             Inst::Clock { d, wide } => {
-                let v = if wide { self.count } else { self.count & 0xFFFF_FFFF };
+                let v = if wide {
+                    self.count
+                } else {
+                    self.count & 0xFFFF_FFFF
+                };
                 let o = ro(d);
                 em.for_each(nw, |l| self.regs[o + l] = v);
             }
             Inst::Nop => {}
-            Inst::Bra { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Call { .. } => {
+            Inst::Bra { .. }
+            | Inst::Ret
+            | Inst::Exit
+            | Inst::Trap
+            | Inst::Bar { .. }
+            | Inst::Call { .. } => {
                 unreachable!("control flow is handled by the scheduler")
             }
         }
@@ -1575,31 +1994,51 @@ fn atom_new(op: AtomOp, size: u8, f: Option<F>, old: u64, b: u64, c: u64) -> u64
         },
         AtomOp::Min(s) => {
             if s {
-                if sx(b, bits) < sx(old, bits) { b & m } else { old }
+                if sx(b, bits) < sx(old, bits) {
+                    b & m
+                } else {
+                    old
+                }
             } else {
                 (old & m).min(b & m)
             }
         }
         AtomOp::Max(s) => {
             if s {
-                if sx(b, bits) > sx(old, bits) { b & m } else { old }
+                if sx(b, bits) > sx(old, bits) {
+                    b & m
+                } else {
+                    old
+                }
             } else {
                 (old & m).max(b & m)
             }
         }
         AtomOp::FMin | AtomOp::FMax => old,
         AtomOp::Inc => {
-            if (old & m) >= (b & m) { 0 } else { (old + 1) & m }
+            if (old & m) >= (b & m) {
+                0
+            } else {
+                (old + 1) & m
+            }
         }
         AtomOp::Dec => {
-            if old & m == 0 || (old & m) > (b & m) { b & m } else { (old - 1) & m }
+            if old & m == 0 || (old & m) > (b & m) {
+                b & m
+            } else {
+                (old - 1) & m
+            }
         }
         AtomOp::And => old & b & m,
         AtomOp::Or => (old | b) & m,
         AtomOp::Xor => (old ^ b) & m,
         AtomOp::Exch => b & m,
         AtomOp::Cas => {
-            if old & m == b & m { c & m } else { old }
+            if old & m == b & m {
+                c & m
+            } else {
+                old
+            }
         }
     }
 }

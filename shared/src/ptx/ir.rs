@@ -108,7 +108,10 @@ impl Ty {
         matches!(self, Ty::S8 | Ty::S16 | Ty::S32 | Ty::S64)
     }
     pub fn is_float(self) -> bool {
-        matches!(self, Ty::F16 | Ty::BF16 | Ty::F32 | Ty::F64 | Ty::F16x2 | Ty::BF16x2)
+        matches!(
+            self,
+            Ty::F16 | Ty::BF16 | Ty::F32 | Ty::F64 | Ty::F16x2 | Ty::BF16x2
+        )
     }
     pub fn float(self) -> Option<F> {
         match self {
@@ -246,7 +249,11 @@ pub(crate) enum UnOp {
     Popc(W),
     Clz(W),
     Brev(W),
-    Bfind { w: W, signed: bool, shiftamt: bool },
+    Bfind {
+        w: W,
+        signed: bool,
+        shiftamt: bool,
+    },
     FNeg(F, bool),
     FAbs(F, bool),
     FRcp(F, FMode, bool),
@@ -359,10 +366,18 @@ pub(crate) enum TernOp {
     Selp,
     SlctS(W),
     SlctF(bool),
-    Bfe { w: W, signed: bool },
+    Bfe {
+        w: W,
+        signed: bool,
+    },
     Prmt(Prmt),
-    ShfL { w: bool, wrap: bool },
-    ShfR { wrap: bool },
+    ShfL {
+        w: bool,
+        wrap: bool,
+    },
+    ShfR {
+        wrap: bool,
+    },
     SadU(W),
     SadS(W),
     Lop3(u8),
@@ -436,29 +451,130 @@ pub(crate) struct CallArg {
 
 #[derive(Debug, Clone)]
 pub(crate) enum Inst {
-    Un { op: UnOp, d: R, a: R },
-    Bin { op: BinOp, d: R, a: R, b: R },
-    Tern { op: TernOp, d: R, a: R, b: R, c: R },
-    Bfi { w: W, d: R, f: R, b: R, pos: R, len: R },
-    Setp { ty: CmpTy, cmp: Cmp, ftz: bool, d: R, dn: Option<R>, a: R, b: R, comb: Option<(BoolOp, R, bool)> },
+    Un {
+        op: UnOp,
+        d: R,
+        a: R,
+    },
+    Bin {
+        op: BinOp,
+        d: R,
+        a: R,
+        b: R,
+    },
+    Tern {
+        op: TernOp,
+        d: R,
+        a: R,
+        b: R,
+        c: R,
+    },
+    Bfi {
+        w: W,
+        d: R,
+        f: R,
+        b: R,
+        pos: R,
+        len: R,
+    },
+    Setp {
+        ty: CmpTy,
+        cmp: Cmp,
+        ftz: bool,
+        d: R,
+        dn: Option<R>,
+        a: R,
+        b: R,
+        comb: Option<(BoolOp, R, bool)>,
+    },
     /// `set`: like `setp` but writes all-ones/zero or 1.0/0.0 into a register.
-    Set { ty: CmpTy, cmp: Cmp, ftz: bool, d: R, float_result: bool, a: R, b: R, comb: Option<(BoolOp, R, bool)> },
+    Set {
+        ty: CmpTy,
+        cmp: Cmp,
+        ftz: bool,
+        d: R,
+        float_result: bool,
+        a: R,
+        b: R,
+        comb: Option<(BoolOp, R, bool)>,
+    },
     /// The address of a frame slot (local variable or `.param` of a function) in the local window.
-    FrameAddr { d: R, off: u32 },
-    Ld { space: Space, size: u8, sext: bool, dmask: u64, n: u8, d: [R; 4], addr: Addr },
-    St { space: Space, size: u8, n: u8, a: [R; 4], addr: Addr },
-    Atom { space: Space, op: AtomOp, size: u8, f: Option<F>, d: Option<R>, addr: Addr, b: R, c: R },
-    Cvta { to_generic: bool, space: Space, d: R, a: R, dmask: u64 },
-    Bra { target: u32, reconv: u32 },
+    FrameAddr {
+        d: R,
+        off: u32,
+    },
+    Ld {
+        space: Space,
+        size: u8,
+        sext: bool,
+        dmask: u64,
+        n: u8,
+        d: [R; 4],
+        addr: Addr,
+    },
+    St {
+        space: Space,
+        size: u8,
+        n: u8,
+        a: [R; 4],
+        addr: Addr,
+    },
+    Atom {
+        space: Space,
+        op: AtomOp,
+        size: u8,
+        f: Option<F>,
+        d: Option<R>,
+        addr: Addr,
+        b: R,
+        c: R,
+    },
+    Cvta {
+        to_generic: bool,
+        space: Space,
+        d: R,
+        a: R,
+        dmask: u64,
+    },
+    Bra {
+        target: u32,
+        reconv: u32,
+    },
     Ret,
     Exit,
     Trap,
-    Bar { count: Option<R>, red: Option<(BarRed, R, bool)>, d: Option<R>, arrive: bool },
-    Shfl { mode: ShflMode, d: R, p: Option<R>, a: R, b: R, c: R },
-    Vote { mode: VoteMode, d: R, a: R, neg: bool },
-    Activemask { d: R },
-    Clock { d: R, wide: bool },
-    Call { func: u32, args: Vec<CallArg>, rets: Vec<CallArg> },
+    Bar {
+        count: Option<R>,
+        red: Option<(BarRed, R, bool)>,
+        d: Option<R>,
+        arrive: bool,
+    },
+    Shfl {
+        mode: ShflMode,
+        d: R,
+        p: Option<R>,
+        a: R,
+        b: R,
+        c: R,
+    },
+    Vote {
+        mode: VoteMode,
+        d: R,
+        a: R,
+        neg: bool,
+    },
+    Activemask {
+        d: R,
+    },
+    Clock {
+        d: R,
+        wide: bool,
+    },
+    Call {
+        func: u32,
+        args: Vec<CallArg>,
+        rets: Vec<CallArg>,
+    },
     Nop,
 }
 

@@ -52,9 +52,14 @@ impl Region {
         }
         let nwords = size.div_ceil(4) as usize;
         let mut v: Vec<AtomicU32> = Vec::new();
-        v.try_reserve_exact(nwords).map_err(|_| MemError::AllocFailed { size })?;
+        v.try_reserve_exact(nwords)
+            .map_err(|_| MemError::AllocFailed { size })?;
         v.resize_with(nwords, || AtomicU32::new(0));
-        Ok(Region { size, readonly, words: v.into_boxed_slice() })
+        Ok(Region {
+            size,
+            readonly,
+            words: v.into_boxed_slice(),
+        })
     }
 
     pub(crate) fn size(&self) -> u64 {
@@ -78,7 +83,9 @@ impl Region {
         let i = (off >> 2) as usize;
         match size {
             4 => self.words[i].load(Relaxed) as u64,
-            8 => self.words[i].load(Relaxed) as u64 | (self.words[i + 1].load(Relaxed) as u64) << 32,
+            8 => {
+                self.words[i].load(Relaxed) as u64 | (self.words[i + 1].load(Relaxed) as u64) << 32
+            }
             _ => {
                 let w = self.words[i].load(Relaxed) as u64;
                 (w >> ((off & 3) * 8)) & ((1u64 << (size as u32 * 8)) - 1)
@@ -182,7 +189,10 @@ impl Memory {
     pub fn add_region(&mut self, size: u64, align: u64) -> Result<u64, MemError> {
         let max_align = 1u64 << REGION_SHIFT;
         if !align.is_power_of_two() && align != 0 || align > max_align {
-            return Err(MemError::BadAlign { align, max: max_align });
+            return Err(MemError::BadAlign {
+                align,
+                max: max_align,
+            });
         }
         let region = Region::new(size, false)?;
         let slot = if (self.slots.len() as u64) < MAX_REGION_SLOTS {
@@ -190,7 +200,9 @@ impl Memory {
             self.slots.len() - 1
         } else {
             // Fresh addresses first (a stale pointer then faults); reuse freed ones when none are left.
-            self.free.pop().ok_or(MemError::TooManyRegions { max: MAX_REGION_SLOTS })?
+            self.free.pop().ok_or(MemError::TooManyRegions {
+                max: MAX_REGION_SLOTS,
+            })?
         };
         self.slots[slot] = Some(region);
         Ok(((slot as u64) + 1) << REGION_SHIFT)
@@ -299,7 +311,9 @@ impl Memory {
 
     /// Reads a whole region into a vector.
     pub fn read_region(&self, base: u64) -> Result<Vec<u8>, MemError> {
-        let size = self.region_size(base).ok_or(MemError::NotARegion { base })?;
+        let size = self
+            .region_size(base)
+            .ok_or(MemError::NotARegion { base })?;
         let mut v = vec![0u8; size as usize];
         self.read(base, &mut v)?;
         Ok(v)

@@ -99,7 +99,10 @@ pub struct Module {
 impl std::fmt::Debug for Module {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Module")
-            .field("entries", &self.entries.iter().map(|e| &e.name).collect::<Vec<_>>())
+            .field(
+                "entries",
+                &self.entries.iter().map(|e| &e.name).collect::<Vec<_>>(),
+            )
             .field("functions", &self.funcs.len())
             .field("variables", &self.var_names)
             .field("static_shared", &self.static_shared)

@@ -76,7 +76,10 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, PtxError> {
                 }
                 continue;
             }
-            out.push(Token { tok: Tok::Word(w.to_string()), line });
+            out.push(Token {
+                tok: Tok::Word(w.to_string()),
+                line,
+            });
             continue;
         }
         if c == b'@' && b.get(i + 1) == Some(&b'@') {
@@ -101,7 +104,10 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, PtxError> {
                 }
                 i += 1;
             }
-            out.push(Token { tok: Tok::Num(text[s..i].to_string()), line });
+            out.push(Token {
+                tok: Tok::Num(text[s..i].to_string()),
+                line,
+            });
             continue;
         }
         if c == b'"' {
@@ -113,15 +119,24 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, PtxError> {
                 i += 1;
             }
             i += 1;
-            out.push(Token { tok: Tok::Str, line });
+            out.push(Token {
+                tok: Tok::Str,
+                line,
+            });
             continue;
         }
         if b",;:{}[]()<>+-@!=|*".contains(&c) {
-            out.push(Token { tok: Tok::Punct(c), line });
+            out.push(Token {
+                tok: Tok::Punct(c),
+                line,
+            });
             i += 1;
             continue;
         }
-        return Err(PtxError::new(line, format!("unexpected character {:?}", c as char)));
+        return Err(PtxError::new(
+            line,
+            format!("unexpected character {:?}", c as char),
+        ));
     }
     Ok(out)
 }
@@ -142,7 +157,10 @@ pub(crate) enum Operand {
     Not(String),
     Lit(Lit),
     /// `[base+off]`, `[sym]`, `[imm]`
-    Addr { base: Option<String>, off: i64 },
+    Addr {
+        base: Option<String>,
+        off: i64,
+    },
     /// `{a, b}`
     Vec(Vec<Operand>),
     /// `%p|%q`
@@ -278,7 +296,10 @@ impl Parser {
                 self.pos += 1;
                 Ok(w)
             }
-            _ => self.err(format!("expected a name, found {}", describe(self.toks.get(self.pos)))),
+            _ => self.err(format!(
+                "expected a name, found {}",
+                describe(self.toks.get(self.pos))
+            )),
         }
     }
     fn peek_word(&self) -> Option<&str> {
@@ -298,7 +319,10 @@ impl Parser {
                     _ => self.err(format!("expected an integer, found `{n}`")),
                 }
             }
-            _ => self.err(format!("expected a number, found {}", describe(self.toks.get(self.pos)))),
+            _ => self.err(format!(
+                "expected a number, found {}",
+                describe(self.toks.get(self.pos))
+            )),
         }
     }
     /// Skips tokens through the next `;` at brace depth zero.
@@ -338,7 +362,9 @@ pub(crate) fn parse_lit(s: &str) -> Option<Lit> {
         }
     }
     if let Some(h) = body.strip_prefix("0x") {
-        return u128::from_str_radix(h, 16).ok().map(|v| Lit::Int(v as i128));
+        return u128::from_str_radix(h, 16)
+            .ok()
+            .map(|v| Lit::Int(v as i128));
     }
     if let Some(h) = body.strip_prefix("0b") {
         return u128::from_str_radix(h, 2).ok().map(|v| Lit::Int(v as i128));
@@ -347,7 +373,9 @@ pub(crate) fn parse_lit(s: &str) -> Option<Lit> {
         return body.parse::<f64>().ok().map(Lit::Float);
     }
     if body.len() > 1 && body.starts_with('0') {
-        return u128::from_str_radix(&body[1..], 8).ok().map(|v| Lit::Int(v as i128));
+        return u128::from_str_radix(&body[1..], 8)
+            .ok()
+            .map(|v| Lit::Int(v as i128));
     }
     body.parse::<u128>().ok().map(|v| Lit::Int(v as i128))
 }
@@ -357,7 +385,9 @@ const TYPE_WORDS: &[&str] = &[
     ".s64", ".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".pred", ".e4m3x2", ".e5m2x2",
 ];
 
-const SPACES: &[&str] = &[".global", ".const", ".shared", ".local", ".param", ".reg", ".tex"];
+const SPACES: &[&str] = &[
+    ".global", ".const", ".shared", ".local", ".param", ".reg", ".tex",
+];
 
 pub(crate) fn parse(text: &str) -> Result<ParsedModule, PtxError> {
     let toks = tokenize(text)?;
@@ -370,7 +400,12 @@ pub(crate) fn parse(text: &str) -> Result<ParsedModule, PtxError> {
                 p.pos += 1;
                 continue;
             }
-            _ => return p.err(format!("unexpected {} at module level", describe(p.toks.get(p.pos)))),
+            _ => {
+                return p.err(format!(
+                    "unexpected {} at module level",
+                    describe(p.toks.get(p.pos))
+                ))
+            }
         };
         match w.as_str() {
             ".version" => {
@@ -435,7 +470,12 @@ pub(crate) fn parse(text: &str) -> Result<ParsedModule, PtxError> {
                         p.expect_punct(b';')?;
                         m.vars.push(v);
                     }
-                    _ => return p.err(format!("unexpected {} at module level", describe(p.toks.get(p.pos)))),
+                    _ => {
+                        return p.err(format!(
+                            "unexpected {} at module level",
+                            describe(p.toks.get(p.pos))
+                        ))
+                    }
                 }
             }
             _ => return p.err(format!("unexpected `{w}` at module level")),
@@ -473,11 +513,25 @@ fn parse_func(p: &mut Parser, line: u32) -> Result<Func, PtxError> {
         }
     }
     if p.eat_punct(b';') {
-        return Ok(Func { line, name, is_entry, rets, params, body: None });
+        return Ok(Func {
+            line,
+            name,
+            is_entry,
+            rets,
+            params,
+            body: None,
+        });
     }
     p.expect_punct(b'{')?;
     let body = parse_body(p)?;
-    Ok(Func { line, name, is_entry, rets, params, body: Some(body) })
+    Ok(Func {
+        line,
+        name,
+        is_entry,
+        rets,
+        params,
+        body: Some(body),
+    })
 }
 
 fn parse_param_list(p: &mut Parser) -> Result<Vec<VarDecl>, PtxError> {
@@ -515,7 +569,10 @@ fn parse_var_decl(p: &mut Parser) -> Result<VarDecl, PtxError> {
     };
     loop {
         let Some(w) = p.peek_word().map(str::to_string) else {
-            return p.err(format!("expected a declaration, found {}", describe(p.toks.get(p.pos))));
+            return p.err(format!(
+                "expected a declaration, found {}",
+                describe(p.toks.get(p.pos))
+            ));
         };
         if !w.starts_with('.') {
             break;
@@ -647,7 +704,9 @@ fn parse_body(p: &mut Parser) -> Result<Vec<Stmt>, PtxError> {
                 out.push(Stmt::Open);
             }
             Some(Tok::Punct(b';')) => p.pos += 1,
-            Some(Tok::Word(w)) if p.peek_at(1) == Some(&Tok::Punct(b':')) && !w.starts_with('.') => {
+            Some(Tok::Word(w))
+                if p.peek_at(1) == Some(&Tok::Punct(b':')) && !w.starts_with('.') =>
+            {
                 p.pos += 2;
                 out.push(Stmt::Label(w, line));
             }
@@ -693,7 +752,10 @@ fn parse_inst(p: &mut Parser) -> Result<Inst, PtxError> {
     if !p.eat_punct(b';') {
         loop {
             let o = parse_operand(p).map_err(|e| {
-                PtxError::new(e.line, format!("unsupported instruction `{opcode}` ({})", e.message))
+                PtxError::new(
+                    e.line,
+                    format!("unsupported instruction `{opcode}` ({})", e.message),
+                )
             })?;
             operands.push(o);
             if p.eat_punct(b';') {
@@ -702,7 +764,12 @@ fn parse_inst(p: &mut Parser) -> Result<Inst, PtxError> {
             p.expect_punct(b',')?;
         }
     }
-    Ok(Inst { line, guard, opcode, operands })
+    Ok(Inst {
+        line,
+        guard,
+        opcode,
+        operands,
+    })
 }
 
 fn parse_operand(p: &mut Parser) -> Result<Operand, PtxError> {
@@ -717,14 +784,9 @@ fn parse_operand(p: &mut Parser) -> Result<Operand, PtxError> {
             Some(Tok::Num(_)) | Some(Tok::Punct(b'-')) => off = p.number()? as i64,
             _ => return p.err(format!("bad address {}", describe(p.toks.get(p.pos)))),
         }
-        loop {
-            if p.eat_punct(b'+') {
-                off = off.wrapping_add(p.number()? as i64);
-            } else if p.is_punct(b'-') {
-                off = off.wrapping_add(p.number()? as i64);
-            } else {
-                break;
-            }
+        // `+k`, `+-k` and `-k` (the sign belongs to the number).
+        while p.eat_punct(b'+') || p.is_punct(b'-') {
+            off = off.wrapping_add(p.number()? as i64);
         }
         p.expect_punct(b']')?;
         return Ok(Operand::Addr { base, off });
@@ -761,7 +823,8 @@ fn parse_operand(p: &mut Parser) -> Result<Operand, PtxError> {
     match p.peek().cloned() {
         Some(Tok::Num(n)) => {
             p.pos += 1;
-            let lit = parse_lit(&n).ok_or_else(|| PtxError::new(p.line(), format!("bad number `{n}`")))?;
+            let lit = parse_lit(&n)
+                .ok_or_else(|| PtxError::new(p.line(), format!("bad number `{n}`")))?;
             Ok(Operand::Lit(if neg { negate(lit) } else { lit }))
         }
         Some(Tok::Word(w)) if !neg => {

@@ -16,7 +16,10 @@ fn corpus_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("skipping: no corpus at {} (set RECAP_CORPUS)", dir.display());
+        eprintln!(
+            "skipping: no corpus at {} (set RECAP_CORPUS)",
+            dir.display()
+        );
         None
     }
 }
@@ -24,7 +27,9 @@ fn corpus_dir() -> Option<PathBuf> {
 fn cases(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for producer in ["nvcc", "triton", "warp"] {
-        let Ok(rd) = std::fs::read_dir(dir.join(producer)) else { continue };
+        let Ok(rd) = std::fs::read_dir(dir.join(producer)) else {
+            continue;
+        };
         for e in rd.flatten() {
             if e.path().join("case.json").is_file() {
                 out.push(e.path());
@@ -66,12 +71,16 @@ fn scalar_bytes(ty: &str, v: &Value) -> Vec<u8> {
 }
 
 fn hex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 /// Runs a case with the PTX of one architecture; returns (buffer name, got, expected, dtype, tolerance).
 fn run_case(case: &Path, arch: &str) -> Option<Result<(), String>> {
-    let c: Value = serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
+    let c: Value =
+        serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
     let ptx_file = c["ptx"][arch].as_str()?;
     let text = std::fs::read_to_string(case.join(ptx_file)).unwrap();
     let module = Module::parse(&text).unwrap();
@@ -113,18 +122,30 @@ fn run_case(case: &Path, arch: &str) -> Option<Result<(), String>> {
             block: [0, 1, 2].map(|i| bl[i].as_u64().unwrap() as u32),
             dynamic_shared: l["dynamic_shared_bytes"].as_u64().unwrap_or(0) as u32,
         };
-        if let Err(e) = launch(&module, entry, &dims, &params, &mem, &ExecOptions::default()) {
+        if let Err(e) = launch(
+            &module,
+            entry,
+            &dims,
+            &params,
+            &mem,
+            &ExecOptions::default(),
+        ) {
             return Some(Err(format!("{}: {e}", case.display())));
         }
     }
     let tol = &c["tolerance"];
     for b in c["buffers"].as_array().unwrap() {
         let name = b["name"].as_str().unwrap();
-        let Some(exp_file) = b["expected"].as_str() else { continue };
+        let Some(exp_file) = b["expected"].as_str() else {
+            continue;
+        };
         let expected = std::fs::read(case.join(exp_file)).unwrap();
         let got = mem.read_region(bufs[name]).unwrap();
         if let Err(e) = compare(&got, &expected, b["dtype"].as_str().unwrap(), tol) {
-            return Some(Err(format!("{} [{arch}] buffer {name}: {e}", case.display())));
+            return Some(Err(format!(
+                "{} [{arch}] buffer {name}: {e}",
+                case.display()
+            )));
         }
     }
     Some(Ok(()))
@@ -145,8 +166,14 @@ fn compare(got: &[u8], exp: &[u8], dtype: &str, tol: &Value) -> Result<(), Strin
     let frac = tol["mismatch_frac"].as_f64().unwrap_or(0.0);
     let vals = |b: &[u8]| -> Vec<f64> {
         match dtype {
-            "f32" => b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
-            "f64" => b.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            "f32" => b
+                .chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+                .collect(),
+            "f64" => b
+                .chunks(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
             _ => panic!("dtype {dtype}"),
         }
     };
@@ -162,7 +189,10 @@ fn compare(got: &[u8], exp: &[u8], dtype: &str, tol: &Value) -> Result<(), Strin
     }
     if bad as f64 > frac * g.len() as f64 {
         let (i, x, y) = first.unwrap();
-        return Err(format!("{bad} of {} elements differ, first at {i}: {x} vs {y}", g.len()));
+        return Err(format!(
+            "{bad} of {} elements differ, first at {i}: {x} vs {y}",
+            g.len()
+        ));
     }
     Ok(())
 }
@@ -181,6 +211,11 @@ fn every_corpus_case_matches_the_gpu() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(ran >= 29, "only {ran} case runs");
 }

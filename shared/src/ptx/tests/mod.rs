@@ -34,7 +34,11 @@ pub(crate) fn run_kernel(
         bases.push(base);
     }
     params.extend_from_slice(extra);
-    let dims = LaunchDims { grid, block, dynamic_shared: 0 };
+    let dims = LaunchDims {
+        grid,
+        block,
+        dynamic_shared: 0,
+    };
     launch(&m, entry, &dims, &params, &mem, &ExecOptions::default()).map_err(|e| e.to_string())?;
     Ok(bases.iter().map(|&b| mem.read_region(b).unwrap()).collect())
 }
