@@ -1852,6 +1852,33 @@ impl<'a> Worker<'a> {
                 let o = ro(d);
                 em.for_each(nw, |l| self.regs[o + l] = em.warp(l >> 5) as u64);
             }
+            Inst::Redux { op, d, a } => {
+                let (ao, o) = (ro(a), ro(d));
+                for w in 0..n.div_ceil(32) {
+                    let act = em.warp(w);
+                    if act == 0 {
+                        continue;
+                    }
+                    let lanes = (0..32)
+                        .filter(|k| act >> k & 1 != 0)
+                        .map(|k| self.regs[ao + w * 32 + k] as u32);
+                    let v = match op {
+                        ReduxOp::Add => lanes.fold(0u32, |x, y| x.wrapping_add(y)),
+                        ReduxOp::MinU => lanes.min().unwrap_or(0),
+                        ReduxOp::MaxU => lanes.max().unwrap_or(0),
+                        ReduxOp::MinS => lanes.map(|x| x as i32).min().unwrap_or(0) as u32,
+                        ReduxOp::MaxS => lanes.map(|x| x as i32).max().unwrap_or(0) as u32,
+                        ReduxOp::And => lanes.fold(u32::MAX, |x, y| x & y),
+                        ReduxOp::Or => lanes.fold(0, |x, y| x | y),
+                        ReduxOp::Xor => lanes.fold(0, |x, y| x ^ y),
+                    };
+                    for k in 0..32 {
+                        if act >> k & 1 != 0 {
+                            self.regs[o + w * 32 + k] = v as u64;
+                        }
+                    }
+                }
+            }
             Inst::Clock { d, wide } => {
                 let v = if wide {
                     self.count

@@ -434,6 +434,18 @@ pub(crate) enum VoteMode {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReduxOp {
+    Add,
+    MinU,
+    MinS,
+    MaxU,
+    MaxS,
+    And,
+    Or,
+    Xor,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BarRed {
     Popc,
     And,
@@ -565,6 +577,12 @@ pub(crate) enum Inst {
     },
     Activemask {
         d: R,
+    },
+    /// `redux.sync`: a reduction over the active lanes of each warp, given to all of them.
+    Redux {
+        op: ReduxOp,
+        d: R,
+        a: R,
     },
     Clock {
         d: R,

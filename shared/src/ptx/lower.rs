@@ -1084,6 +1084,26 @@ impl<'m> FnLower<'m> {
                 self.push(Inst::Vote { mode, d, a, neg });
                 Ok(())
             }
+            "redux" => {
+                // redux.sync.op.type d, a, membermask
+                self.want(ops, 3, o.full)?;
+                let ty = self.ty1(&o)?;
+                let op = match (o.mods.get(1).copied(), ty) {
+                    (Some("add"), Ty::U32 | Ty::S32) => ReduxOp::Add,
+                    (Some("min"), Ty::U32) => ReduxOp::MinU,
+                    (Some("min"), Ty::S32) => ReduxOp::MinS,
+                    (Some("max"), Ty::U32) => ReduxOp::MaxU,
+                    (Some("max"), Ty::S32) => ReduxOp::MaxS,
+                    (Some("and"), Ty::B32) => ReduxOp::And,
+                    (Some("or"), Ty::B32) => ReduxOp::Or,
+                    (Some("xor"), Ty::B32) => ReduxOp::Xor,
+                    _ => return self.unsupported(o.full),
+                };
+                let d = self.dst(&ops[0])?;
+                let a = self.src(&ops[1], ty)?;
+                self.push(Inst::Redux { op, d, a });
+                Ok(())
+            }
             "activemask" => {
                 self.want(ops, 1, o.full)?;
                 let d = self.dst(&ops[0])?;

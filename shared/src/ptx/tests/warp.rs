@@ -179,3 +179,40 @@ SKIP:
         );
     }
 }
+
+#[test]
+fn redux_reduces_over_the_active_lanes_of_each_warp() {
+    let ptx = format!(
+        "{HEAD}
+.visible .entry k(.param .u64 out)
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    sub.s32 %r2, 20, %r1;
+    mov.u32 %r3, 0;
+    mov.u32 %r4, 0;
+    setp.lt.u32 %p1, %r1, 40;
+    @!%p1 bra SKIP;
+    redux.sync.add.u32 %r3, %r1, -1;
+    redux.sync.min.s32 %r4, %r2, -1;
+SKIP:
+    mul.wide.u32 %rd2, %r1, 8;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.v2.u32 [%rd3], {{%r3, %r4}};
+    ret;
+}}"
+    );
+    let out = run_kernel(&ptx, "k", [1, 1, 1], [64, 1, 1], &[vec![0; 64 * 8]], &[]).unwrap();
+    let w = words(&out[0]);
+    for l in 0..64usize {
+        let (sum, min) = match l {
+            0..=31 => ((0..32).sum::<u32>(), (20 - 31i32) as u32),
+            32..=39 => ((32..40).sum::<u32>(), (20 - 39i32) as u32),
+            _ => (0, 0),
+        };
+        assert_eq!((w[2 * l], w[2 * l + 1]), (sum, min), "lane {l}");
+    }
+}
