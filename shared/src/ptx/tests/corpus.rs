@@ -8,18 +8,23 @@ use serde_json::Value;
 use crate::ptx::*;
 
 fn corpus_dir() -> Option<PathBuf> {
-    let dir = match std::env::var("RECAP_CORPUS") {
-        Ok(d) => PathBuf::from(d),
-        // The crate lives one level below the repository root.
-        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
+    let dir = match std::env::var_os("RECAP_CORPUS") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            // Relative to the repository root (tests run in the crate folder, one level below it).
+            let cwd = std::env::current_dir().ok()?;
+            let root = cwd
+                .ancestors()
+                .find(|d| d.join("shared").is_dir() && d.join("native-host").is_dir())
+                .unwrap_or(&cwd)
+                .to_path_buf();
+            root.join("../shared/corpus")
+        }
     };
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!(
-            "skipping: no corpus at {} (set RECAP_CORPUS)",
-            dir.display()
-        );
+        eprintln!("skipping: no corpus at {} (set RECAP_CORPUS)", dir.display());
         None
     }
 }
