@@ -17,6 +17,7 @@ struct Cli {
 enum Command {
     ImportCase(cli::import_case::Args),
     Inspect(cli::inspect::Args),
+    Replay(cli::replay::Args),
     Validate(cli::validate::Args),
     Serve(cli::serve::Args),
     Bench(cli::bench::Args),
@@ -33,6 +34,10 @@ fn main() -> ExitCode {
         Command::Bench(args) => cli::bench::run(args),
         Command::CudaProbe(args) => cli::cuda_probe::run(args),
         Command::Validate(args) => return cli::validate::run(args),
+        Command::Replay(args) => match cli::replay::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

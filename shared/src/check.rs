@@ -48,10 +48,11 @@ impl RegionCheck {
             Tolerance::Close { rtol, atol } => format!("rtol {rtol:e} atol {atol:e}"),
             Tolerance::MismatchFraction { max_fraction } => format!("at most {:.4}% differing", max_fraction * 100.0),
         };
-        let mut s = format!(
-            "{} of {} elements differ ({tol}); max abs err {:e}, max rel err {:e}",
-            self.mismatches, self.elements, self.max_abs_err, self.max_rel_err
-        );
+        let errs = format!("max abs err {:.3e}, max rel err {:.3e}", self.max_abs_err, self.max_rel_err);
+        if self.mismatches == 0 {
+            return format!("{} elements within {tol} ({errs})", self.elements);
+        }
+        let mut s = format!("{} of {} elements differ ({tol}; {errs})", self.mismatches, self.elements);
         if let Some((i, got, want)) = self.first_mismatch {
             s.push_str(&format!("; first at element {i}: got {got}, want {want}"));
         }

@@ -13,6 +13,7 @@
 //! | [`archive`] | the `.recap` file format: streaming writer, zero-copy reader, validator |
 //! | [`ptx`] | PTX parser and the CPU executor that runs it a thread block at a time |
 //! | [`check`] | judging final regions against expected bytes under a tolerance; region summaries |
+//! | [`replay`] | op-level CPU replay of an archive over the PTX executor |
 //! | [`plan`] | read/write sets of every op, hazards, the op DAG both engines and the viewer use |
 //! | [`protocol`] | the messages the host and the viewer exchange |
 
@@ -21,3 +22,4 @@ pub mod check;
 pub mod plan;
 pub mod ptx;
 pub mod protocol;
+pub mod replay;

@@ -4,5 +4,6 @@ mod archive;
 mod capi;
 mod capture;
 mod cli;
+mod cpu;
 mod gpu;
 mod host;

@@ -1,0 +1,293 @@
+//! `recap replay FILE --device cpu|cuda[:N]`: run an archive's ops and, with `--check`, judge the
+//! final regions against the archive's expected state.
+//!
+//! The command is backend-agnostic: it parses the arguments, opens the archive through a memory
+//! map, asks [`open_backend`] for a [`ReplayBackend`] on the chosen device and drives it. Each
+//! iteration starts from the archive's initial state (restoring it is not timed), so `--check`
+//! judges the same single pass whatever `--iterations` says.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use recap::mapped::MappedFile;
+use shared::archive::Archive;
+use shared::check::RegionCheck;
+use shared::replay::{CpuReplay, IterationStats, OpEvent, ReplayObserver, ReplayOptions};
+
+/// Where a replay runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    Cpu,
+    Cuda(u32),
+}
+
+impl std::str::FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            _ => match s.strip_prefix("cuda:").map(str::parse) {
+                Some(Ok(n)) => Ok(Device::Cuda(n)),
+                _ => Err(format!("unknown device {s:?}: expected cpu, cuda or cuda:N")),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+/// How the CUDA backend submits work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// One CUDA graph, instantiated once and launched per iteration.
+    Graph,
+    /// Every op submitted to a stream one by one.
+    Stream,
+}
+
+/// Replay an archive on the CPU or a CUDA GPU, optionally checking the final state
+#[derive(Clone, Debug, clap::Args)]
+pub struct Args {
+    /// The archive (.recap) to replay.
+    pub file: PathBuf,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: Device,
+    /// How many times to run the ops; each run starts from the initial state.
+    #[arg(long, default_value_t = 1)]
+    pub iterations: u32,
+    /// Compare the final regions with the archive's expected state; exit 1 unless all pass.
+    #[arg(long)]
+    pub check: bool,
+    /// Most PTX instructions one iteration may execute on the CPU.
+    #[arg(long)]
+    pub budget: Option<u64>,
+    /// CPU worker threads (0: all cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// CUDA submission mode.
+    #[arg(long, value_enum, default_value = "graph")]
+    pub mode: Mode,
+}
+
+/// Settings every backend receives.
+#[derive(Clone, Debug)]
+pub struct BackendSettings {
+    pub budget: Option<u64>,
+    pub threads: usize,
+    pub mode: Mode,
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// A replay engine on one device, as the command drives it.
+pub trait ReplayBackend {
+    /// Restores the archive's initial state.
+    fn reset(&mut self) -> anyhow::Result<()>;
+    /// Runs every op once.
+    fn run_iteration(&mut self, observer: &mut dyn ReplayObserver) -> anyhow::Result<IterationStats>;
+    /// Judges the regions that have an expected state.
+    fn check(&mut self) -> anyhow::Result<Vec<RegionCheck>>;
+}
+
+struct CpuBackend<'a>(CpuReplay<'a>);
+
+impl ReplayBackend for CpuBackend<'_> {
+    fn reset(&mut self) -> anyhow::Result<()> {
+        Ok(self.0.reset()?)
+    }
+    fn run_iteration(&mut self, observer: &mut dyn ReplayObserver) -> anyhow::Result<IterationStats> {
+        Ok(self.0.run_iteration(observer)?)
+    }
+    fn check(&mut self) -> anyhow::Result<Vec<RegionCheck>> {
+        Ok(self.0.check()?)
+    }
+}
+
+/// The engine for `device`.
+pub fn open_backend<'a>(
+    device: Device,
+    archive: &Archive<'a>,
+    settings: &BackendSettings,
+) -> anyhow::Result<Box<dyn ReplayBackend + 'a>> {
+    match device {
+        Device::Cpu => {
+            let options = ReplayOptions {
+                instruction_budget: settings.budget,
+                cancel: Some(settings.cancel.clone()),
+                threads: settings.threads,
+            };
+            Ok(Box::new(CpuBackend(CpuReplay::new(archive, options)?)))
+        }
+        Device::Cuda(_) => bail!(
+            "CUDA replay is not available in this build; use --device cpu (mode {:?} ignored)",
+            settings.mode
+        ),
+    }
+}
+
+/// A progress bar that appears once a replay has run for a moment, on a terminal only.
+struct Progress {
+    bar: indicatif::ProgressBar,
+    shown: Arc<AtomicBool>,
+    ops_seen: u64,
+}
+
+const PROGRESS_DELAY: Duration = Duration::from_millis(300);
+
+impl Progress {
+    fn new(iterations: u32) -> Self {
+        let bar = indicatif::ProgressBar::with_draw_target(Some(iterations as u64), indicatif::ProgressDrawTarget::hidden());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} iteration {pos}/{len} [{elapsed_precise}] {msg}")
+                .expect("valid template"),
+        );
+        let shown = Arc::new(AtomicBool::new(false));
+        if std::io::stderr().is_terminal() {
+            // A long single kernel gives the observer no chance to act: a timer shows the bar.
+            let (bar, shown) = (bar.clone(), shown.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(PROGRESS_DELAY);
+                if !bar.is_finished() {
+                    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                    bar.enable_steady_tick(Duration::from_millis(120));
+                    shown.store(true, Ordering::Relaxed);
+                }
+            });
+        }
+        Progress { bar, shown, ops_seen: 0 }
+    }
+
+    fn println(&self, line: String) {
+        if self.shown.load(Ordering::Relaxed) {
+            self.bar.suspend(|| println!("{line}"));
+        } else {
+            println!("{line}");
+        }
+    }
+}
+
+impl ReplayObserver for Progress {
+    fn op_started(&mut self, event: &OpEvent) {
+        self.ops_seen += 1;
+        // Updating the bar costs more than dispatching a small op: do it now and then.
+        if self.ops_seen % 64 == 1 && self.shown.load(Ordering::Relaxed) {
+            self.bar.set_message(format!("op {} {}", event.op, event.name.unwrap_or(event.kind)));
+        }
+    }
+}
+
+/// Runs the command; success when everything ran (and passed, with `--check`).
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let map = MappedFile::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
+    let archive = Archive::open(&map).with_context(|| format!("reading {}", args.file.display()))?;
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    {
+        let cancel = cancel.clone();
+        // A second handler cannot be installed in one process; the first one keeps working.
+        let _ = ctrlc::set_handler(move || cancel.store(true, Ordering::Relaxed));
+    }
+    let settings = BackendSettings { budget: args.budget, threads: args.threads, mode: args.mode, cancel };
+    let mut backend = open_backend(args.device, &archive, &settings)
+        .with_context(|| format!("loading {} for {}", args.file.display(), args.device))?;
+
+    let mut progress = Progress::new(args.iterations);
+    let mut times = Vec::with_capacity(args.iterations as usize);
+    for i in 0..args.iterations {
+        if i > 0 {
+            backend.reset()?;
+        }
+        let start = Instant::now();
+        let stats = backend.run_iteration(&mut progress);
+        let elapsed = start.elapsed();
+        let stats = match stats {
+            Ok(s) => s,
+            Err(e) => {
+                progress.bar.finish_and_clear();
+                return Err(e.context(format!("replaying {} on {}, iteration {}", args.file.display(), args.device, i + 1)));
+            }
+        };
+        progress.bar.inc(1);
+        progress.println(iteration_line(i, elapsed, &stats));
+        times.push(elapsed);
+    }
+    progress.bar.finish_and_clear();
+    if times.len() > 1 {
+        let mut sorted = times.clone();
+        sorted.sort();
+        println!(
+            "{} iterations: median {}, min {}",
+            times.len(),
+            fmt_duration(sorted[sorted.len() / 2]),
+            fmt_duration(sorted[0])
+        );
+    }
+    if !args.check {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let checks = backend.check()?;
+    if checks.is_empty() {
+        println!("no region has an expected state: nothing to check");
+        return Ok(ExitCode::FAILURE);
+    }
+    for c in &checks {
+        println!("{}", c.line());
+    }
+    let failed = checks.iter().filter(|c| !c.passed).count();
+    println!("{} of {} regions pass", checks.len() - failed, checks.len());
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn iteration_line(i: u32, elapsed: Duration, stats: &IterationStats) -> String {
+    let per_launch = if stats.launches > 0 {
+        format!(", {:.3} us per launch", elapsed.as_secs_f64() * 1e6 / stats.launches as f64)
+    } else {
+        String::new()
+    };
+    format!(
+        "iteration {}: {} ({} ops, {} launches, {} instructions{per_launch})",
+        i + 1,
+        fmt_duration(elapsed),
+        stats.ops,
+        stats.launches,
+        stats.instructions
+    )
+}
+
+fn fmt_duration(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.3} us", s * 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_parse() {
+        assert_eq!("cpu".parse::<Device>(), Ok(Device::Cpu));
+        assert_eq!("cuda".parse::<Device>(), Ok(Device::Cuda(0)));
+        assert_eq!("cuda:3".parse::<Device>(), Ok(Device::Cuda(3)));
+        assert!("cuda:x".parse::<Device>().unwrap_err().contains("cuda:N"));
+        assert!("tpu".parse::<Device>().is_err());
+    }
+}

@@ -1,0 +1,330 @@
+//! CPU replay benchmarks: launch dispatch and five corpus kernels at sizes that take a while.
+//!
+//! `cargo bench -p recap-shared --bench cpu_replay -- [dispatch|kernels|NAME...] [--threads N]
+//! [--dump DIR]` prints one line per measurement. The archives are built in memory from the
+//! corpus PTX (`RECAP_CORPUS`, default `../shared/corpus`), so what runs is exactly the replay
+//! path (`CpuReplay::run_iteration`) over real nvcc output. `--dump DIR` writes each kernel's
+//! output region to `DIR/NAME.bin` so the native build of the same CUDA C can be compared with it
+//! (`bench/native/run.sh` does both).
+
+use std::io::Cursor;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use shared::archive::*;
+use shared::ptx;
+use shared::replay::{CpuReplay, NoObserver, ReplayOptions};
+
+fn corpus() -> PathBuf {
+    if let Some(dir) = std::env::var_os("RECAP_CORPUS") {
+        return PathBuf::from(dir);
+    }
+    // cargo runs benches in the package folder; the default is relative to the repository root.
+    let cwd = std::env::current_dir().unwrap();
+    let root = cwd.ancestors().find(|d| d.join("native-host").is_dir() && d.join("shared").is_dir()).unwrap_or(&cwd);
+    root.join("../shared/corpus")
+}
+
+/// A kernel argument, in parameter order.
+enum Arg {
+    Region(usize),
+    I32(i32),
+    F32(f32),
+}
+
+struct Case {
+    name: &'static str,
+    ptx: String,
+    entry: &'static str,
+    regions: Vec<(&'static str, Vec<u8>)>,
+    args: Vec<Arg>,
+    grid: [u32; 3],
+    block: [u32; 3],
+    output: usize,
+    size: String,
+}
+
+/// Deterministic pseudo-random floats in [-1, 1) (xorshift; the native harness uses the same).
+fn floats(n: usize, seed: u32) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..n)
+        .flat_map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            ((s >> 8) as f32 / (1u32 << 23) as f32 - 1.0).to_le_bytes()
+        })
+        .collect()
+}
+
+fn build(case: &Case) -> Vec<u8> {
+    let module = ptx::Module::parse(&case.ptx).expect("corpus PTX parses");
+    let entry = module.entry(case.entry).expect("entry exists");
+    let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
+    let m = w.add_module(case.name, &case.ptx).unwrap();
+    let params: Vec<ParamDecl> = entry
+        .params()
+        .iter()
+        .zip(&case.args)
+        .map(|(p, a)| ParamDecl {
+            name: p.name.clone(),
+            offset: p.offset,
+            size: p.size,
+            align: p.align,
+            kind: if matches!(a, Arg::Region(_)) { ParamKind::Pointer } else { ParamKind::Value },
+        })
+        .collect();
+    let k = w.add_kernel(m, case.entry, params.clone()).unwrap();
+    let ids: Vec<RegionId> = case
+        .regions
+        .iter()
+        .map(|(name, bytes)| {
+            let r = w.add_region(RegionDecl::new(*name, bytes.len() as u64, DType::F32)).unwrap();
+            w.set_initial_bytes(r, bytes).unwrap();
+            r
+        })
+        .collect();
+    let mut bytes = vec![0u8; entry.params_size() as usize];
+    let mut relocs = Vec::new();
+    for (p, a) in params.iter().zip(&case.args) {
+        let at = p.offset as usize;
+        match *a {
+            Arg::Region(i) => relocs.push(Reloc { offset: p.offset as u64, target: ids[i], target_offset: 0 }),
+            Arg::I32(v) => bytes[at..at + 4].copy_from_slice(&v.to_le_bytes()),
+            Arg::F32(v) => bytes[at..at + 4].copy_from_slice(&v.to_le_bytes()),
+        }
+    }
+    w.launch(LaunchDecl { kernel: k, grid: case.grid, block: case.block, shared_bytes: 0, params: bytes, relocs })
+        .unwrap();
+    w.finish().unwrap().into_inner()
+}
+
+fn ptx_of(case: &str) -> String {
+    let path = corpus().join("nvcc").join(case).join("kernel.sm_90.ptx");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The sizes here are the ones `bench/native/kernels.cpp` runs by default.
+fn cases() -> Vec<Case> {
+    let saxpy_n = 1 << 22;
+    let (mm, mn, mk) = (256, 256, 256);
+    let bodies = 2048;
+    let (mw, mh, miter) = (512, 384, 256);
+    let (rows, cols) = (4096, 1024);
+    vec![
+        Case {
+            name: "saxpy",
+            ptx: ptx_of("saxpy"),
+            entry: "saxpy",
+            regions: vec![("x", floats(saxpy_n, 1)), ("y", floats(saxpy_n, 2))],
+            args: vec![Arg::I32(saxpy_n as i32), Arg::F32(2.5), Arg::Region(0), Arg::Region(1)],
+            grid: [(saxpy_n / 256) as u32, 1, 1],
+            block: [256, 1, 1],
+            output: 1,
+            size: format!("n={saxpy_n}"),
+        },
+        Case {
+            name: "matmul_tiled",
+            ptx: ptx_of("matmul_tiled"),
+            entry: "matmul_tiled",
+            regions: vec![("A", floats(mm * mk, 3)), ("B", floats(mk * mn, 4)), ("C", vec![0; mm * mn * 4])],
+            args: vec![
+                Arg::Region(0),
+                Arg::Region(1),
+                Arg::Region(2),
+                Arg::I32(mm as i32),
+                Arg::I32(mn as i32),
+                Arg::I32(mk as i32),
+            ],
+            grid: [(mn / 16) as u32, (mm / 16) as u32, 1],
+            block: [16, 16, 1],
+            output: 2,
+            size: format!("M=N=K={mm}"),
+        },
+        Case {
+            name: "nbody_accel",
+            ptx: ptx_of("nbody_accel"),
+            entry: "nbody_accel",
+            regions: vec![
+                ("bodies", floats(bodies * 4, 5)),
+                ("ax", vec![0; bodies * 4]),
+                ("ay", vec![0; bodies * 4]),
+                ("az", vec![0; bodies * 4]),
+            ],
+            args: vec![
+                Arg::Region(0),
+                Arg::Region(1),
+                Arg::Region(2),
+                Arg::Region(3),
+                Arg::I32(bodies as i32),
+                Arg::F32(0.01),
+            ],
+            grid: [(bodies / 128) as u32, 1, 1],
+            block: [128, 1, 1],
+            output: 1,
+            size: format!("n={bodies}"),
+        },
+        Case {
+            name: "mandelbrot",
+            ptx: ptx_of("mandelbrot"),
+            entry: "mandelbrot",
+            regions: vec![("iters", vec![0; mw * mh * 4])],
+            args: vec![
+                Arg::Region(0),
+                Arg::I32(mw as i32),
+                Arg::I32(mh as i32),
+                Arg::I32(miter),
+                Arg::F32(-2.0),
+                Arg::F32(-1.0),
+                Arg::F32(2.5 / mw as f32),
+            ],
+            grid: [(mw / 32) as u32, (mh / 8) as u32, 1],
+            block: [32, 8, 1],
+            output: 0,
+            size: format!("{mw}x{mh}, max_iter={miter}"),
+        },
+        Case {
+            name: "softmax_rows",
+            ptx: ptx_of("softmax_rows"),
+            entry: "softmax_rows",
+            regions: vec![("x", floats(rows * cols, 6)), ("y", vec![0; rows * cols * 4])],
+            args: vec![Arg::Region(0), Arg::Region(1), Arg::I32(cols as i32)],
+            grid: [rows as u32, 1, 1],
+            block: [32, 1, 1],
+            output: 1,
+            size: format!("{rows}x{cols}"),
+        },
+    ]
+}
+
+/// A kernel that adds 1 to `x[0]`, as nvcc emits it for `x[0] += 1.0f`.
+const INC_PTX: &str = r#"
+.version 8.0
+.target sm_50
+.address_size 64
+
+.visible .entry inc(
+	.param .u64 inc_param_0
+)
+{
+	.reg .f32 	%f<3>;
+	.reg .b64 	%rd<3>;
+
+	ld.param.u64 	%rd1, [inc_param_0];
+	cvta.to.global.u64 	%rd2, %rd1;
+	ld.global.f32 	%f1, [%rd2];
+	add.f32 	%f2, %f1, 0f3F800000;
+	st.global.f32 	[%rd2], %f2;
+	ret;
+}
+"#;
+
+fn dispatch_archive(launches: usize) -> Vec<u8> {
+    let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
+    let m = w.add_module("inc", INC_PTX).unwrap();
+    let p = ParamDecl { name: "inc_param_0".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer };
+    let k = w.add_kernel(m, "inc", vec![p]).unwrap();
+    let x = w.add_region(RegionDecl::new("x", 4, DType::F32)).unwrap();
+    for _ in 0..launches {
+        w.launch(LaunchDecl {
+            kernel: k,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            shared_bytes: 0,
+            params: vec![0; 8],
+            relocs: vec![Reloc { offset: 0, target: x, target_offset: 0 }],
+        })
+        .unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn bench_dispatch(threads: usize) {
+    let launches = 1000;
+    let bytes = dispatch_archive(launches);
+    let archive = Archive::open(&bytes).unwrap();
+    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, ..Default::default() }).unwrap();
+    for _ in 0..20 {
+        replay.run_iteration(&mut NoObserver).unwrap();
+    }
+    let mut times = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline || times.len() < 50 {
+        let t = Instant::now();
+        replay.run_iteration(&mut NoObserver).unwrap();
+        times.push(t.elapsed());
+    }
+    let runs = times.len();
+    let min = *times.iter().min().unwrap();
+    let med = median(times);
+    let x = f32::from_le_bytes(replay.region_bytes(0).unwrap().try_into().unwrap());
+    println!(
+        "dispatch threads={threads}: {launches} launches of a 1-thread kernel, {runs} replays: median {:.4} us/launch, min {:.4} us/launch (x = {x})",
+        med.as_secs_f64() * 1e6 / launches as f64,
+        min.as_secs_f64() * 1e6 / launches as f64,
+    );
+}
+
+fn bench_kernel(case: &Case, threads: usize, dump: Option<&PathBuf>) {
+    let bytes = build(case);
+    let archive = Archive::open(&bytes).unwrap();
+    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, ..Default::default() }).unwrap();
+    let mut times = Vec::new();
+    let mut instructions = 0;
+    for i in 0..4 {
+        replay.reset().unwrap();
+        let t = Instant::now();
+        let stats = replay.run_iteration(&mut NoObserver).unwrap();
+        let e = t.elapsed();
+        instructions = stats.instructions;
+        if i > 0 {
+            times.push(e); // the first run warms caches and page tables
+        }
+    }
+    let out = replay.region_bytes(case.output as RegionId).unwrap();
+    let sum: f64 = match case.name {
+        "mandelbrot" => out.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f64).sum(),
+        _ => out.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).sum(),
+    };
+    if let Some(dir) = dump {
+        std::fs::write(dir.join(format!("{}.bin", case.name)), &out).unwrap();
+    }
+    let med = median(times);
+    println!(
+        "kernel {} ({}) threads={threads}: median {:.1} ms, {:.2} ns per thread-instruction, {} thread-instructions, checksum {sum:.6e}",
+        case.name,
+        case.size,
+        med.as_secs_f64() * 1e3,
+        med.as_secs_f64() * 1e9 / instructions as f64,
+        instructions
+    );
+}
+
+fn main() {
+    let mut threads = 0usize;
+    let mut dump = None;
+    let mut picks = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--threads" => threads = args.next().and_then(|v| v.parse().ok()).expect("--threads N"),
+            "--dump" => dump = Some(PathBuf::from(args.next().expect("--dump DIR"))),
+            "--bench" => {}
+            other => picks.push(other.to_string()),
+        }
+    }
+    let wants = |name: &str| picks.is_empty() || picks.iter().any(|p| p == name);
+    if wants("dispatch") {
+        bench_dispatch(1);
+    }
+    for case in cases() {
+        if wants("kernels") || wants(case.name) {
+            bench_kernel(&case, threads, dump.as_ref());
+        }
+    }
+}

@@ -1,0 +1,600 @@
+//! Op-level CPU replay of an archive: every op kind, over one [`ptx::Memory`].
+//!
+//! The key design decision: everything that can be worked out once is worked out in
+//! [`CpuReplay::new`] (every module parsed, every kernel's entry resolved, every launch's
+//! parameter bytes patched with the device addresses of persistent regions, ops decoded into a
+//! flat array), so that replaying an iteration is a walk over that array with no lookups, no
+//! allocation and no string handling per op. Only relocations that target graph-owned scratch
+//! are patched per launch, because scratch gets a new address at every `alloc`.
+//!
+//! Control flow is walked with an explicit stack of open bodies rather than recursion, so a
+//! hostile archive with deeply nested bodies cannot overflow the native stack.
+//!
+//! Time is never read here (`std::time::Instant` panics on wasm32): a [`ReplayObserver`] is told
+//! when each op starts and finishes and measures time itself.
+
+use std::io::Read as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::archive::{Archive, FormatError, Op, OpId, RegionId, Reloc};
+use crate::check::{check_region, RegionCheck};
+use crate::ptx;
+
+#[cfg(test)]
+mod tests;
+
+/// Limits and resources of a replay.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayOptions {
+    /// Most PTX instructions one iteration may execute (all launches together); `None` is unbounded.
+    pub instruction_budget: Option<u64>,
+    /// Set from anywhere to stop the replay at the next op or inside a running kernel.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Worker threads for thread blocks; 0 means all cores.
+    pub threads: usize,
+}
+
+/// What went wrong, and at which op.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("archive: {0}")]
+    Format(FormatError),
+    #[error("module {module}: {error}")]
+    Load { module: String, error: ptx::PtxError },
+    #[error("kernel {kernel}: module {module} has no entry named {kernel}")]
+    MissingEntry { kernel: String, module: String },
+    #[error("op {op} (launch of {kernel}): {reason}")]
+    BadLaunch { op: OpId, kernel: String, reason: String },
+    #[error("op {op} (launch of {kernel}): {error}")]
+    Exec { op: OpId, kernel: String, error: ptx::ExecError },
+    #[error("op {op} ({kind}): {error}")]
+    Memory { op: OpId, kind: &'static str, error: ptx::MemError },
+    #[error("op {op} ({kind}) uses scratch region {region} while it is not allocated")]
+    NotAllocated { op: OpId, kind: &'static str, region: String },
+    #[error("op {op} (alloc) allocates scratch region {region}, which is already allocated")]
+    DoubleAlloc { op: OpId, region: String },
+    #[error("op {op} (while): condition still true after its limit of {limit} iterations")]
+    LoopLimit { op: OpId, limit: u32 },
+    #[error("op {op} ({kind}): the instruction budget of {budget} is spent")]
+    Budget { op: OpId, kind: &'static str, budget: u64 },
+    #[error("replay cancelled at op {op} ({kind})")]
+    Cancelled { op: OpId, kind: &'static str },
+    #[error("region {region}: {reason}")]
+    Region { region: String, reason: String },
+    #[error("loading region {region}: {error}")]
+    Upload { region: String, error: ptx::MemError },
+}
+
+// The wrapped errors are part of each message rather than `source()`, so that a chain printer
+// (anyhow's `{:#}`) does not say them twice.
+impl From<FormatError> for ReplayError {
+    fn from(e: FormatError) -> Self {
+        ReplayError::Format(e)
+    }
+}
+
+/// One op execution as the observer sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpEvent<'a> {
+    pub op: OpId,
+    /// `launch`, `copy`, `memset`, `alloc`, `free`, `while`, `if` or `marker`.
+    pub kind: &'static str,
+    /// The kernel's entry name for a launch, the marker's name for a marker.
+    pub name: Option<&'a str>,
+}
+
+/// Told about every op as it runs. A while/if op starts before its body and finishes after it.
+pub trait ReplayObserver {
+    fn op_started(&mut self, _event: &OpEvent) {}
+    fn op_finished(&mut self, _event: &OpEvent) {}
+}
+
+/// An observer that ignores everything.
+pub struct NoObserver;
+impl ReplayObserver for NoObserver {}
+
+/// Counts of one iteration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IterationStats {
+    /// Ops executed, counting each pass through a loop body.
+    pub ops: u64,
+    pub launches: u64,
+    /// PTX instructions executed over all launches, counted per thread (what the budget limits).
+    pub instructions: u64,
+    /// Passes through while bodies.
+    pub loop_iterations: u64,
+}
+
+/// An op decoded once, with everything it needs at hand.
+enum Step {
+    Launch(usize),
+    Copy { src: RegionId, src_offset: u64, dst: RegionId, dst_offset: u64, len: u64 },
+    Memset { region: RegionId, offset: u64, len: u64, width: u32, pattern: u64 },
+    Alloc(RegionId),
+    Free(RegionId),
+    While { region: RegionId, offset: u64, max_iterations: u32, end: usize },
+    If { region: RegionId, offset: u64, end: usize },
+    Marker(String),
+}
+
+impl Step {
+    fn kind(&self) -> &'static str {
+        match self {
+            Step::Launch(_) => "launch",
+            Step::Copy { .. } => "copy",
+            Step::Memset { .. } => "memset",
+            Step::Alloc(_) => "alloc",
+            Step::Free(_) => "free",
+            Step::While { .. } => "while",
+            Step::If { .. } => "if",
+            Step::Marker(_) => "marker",
+        }
+    }
+}
+
+struct PreparedLaunch {
+    module: usize,
+    entry: String,
+    dims: ptx::LaunchDims,
+    /// Parameter bytes with persistent regions' addresses already in place.
+    params: Vec<u8>,
+    /// Relocations into scratch regions, patched at every launch.
+    scratch_relocs: Vec<Reloc>,
+}
+
+struct RegionState {
+    name: String,
+    size: u64,
+    align: u32,
+    scratch: bool,
+    /// Base device address while mapped.
+    base: Option<u64>,
+}
+
+/// An open while/if body during the walk.
+struct Frame {
+    op: usize,
+    end: usize,
+    iterations: u32,
+}
+
+/// A replay of one archive on the CPU: its device memory, its decoded ops and its kernels.
+pub struct CpuReplay<'a> {
+    archive: Archive<'a>,
+    modules: Vec<ptx::Module>,
+    launches: Vec<PreparedLaunch>,
+    steps: Vec<Step>,
+    regions: Vec<RegionState>,
+    region_relocs: Vec<(RegionId, Reloc)>,
+    memory: ptx::Memory,
+    options: ReplayOptions,
+    /// Scratch parameter buffer for launches with scratch relocations.
+    param_scratch: Vec<u8>,
+    /// Handed to every launch; built once so that a launch does not touch the cancel flag's
+    /// reference count.
+    exec: ptx::ExecOptions,
+}
+
+const UPLOAD_CHUNK: usize = 1 << 16;
+
+impl<'a> CpuReplay<'a> {
+    /// Parses every module, resolves every kernel, maps every persistent region and uploads its
+    /// initial contents. Every problem an archive can have that does not depend on running it is
+    /// reported here.
+    pub fn new(archive: &Archive<'a>, options: ReplayOptions) -> Result<Self, ReplayError> {
+        let mut modules = Vec::with_capacity(archive.module_count());
+        for m in archive.modules() {
+            let text = m.ptx_text()?;
+            let parsed = ptx::Module::parse(&text)
+                .map_err(|error| ReplayError::Load { module: m.name.to_string(), error })?;
+            modules.push(parsed);
+        }
+        for k in archive.kernels() {
+            let module = &modules[k.module as usize];
+            if module.entry(k.name).is_none() {
+                return Err(ReplayError::MissingEntry {
+                    kernel: k.name.to_string(),
+                    module: archive.module(k.module).name.to_string(),
+                });
+            }
+        }
+        let regions = archive
+            .regions()
+            .map(|r| RegionState { name: r.name.to_string(), size: r.size, align: r.align, scratch: r.scratch, base: None })
+            .collect();
+        let mut replay = CpuReplay {
+            archive: archive.clone(),
+            modules,
+            launches: Vec::new(),
+            steps: Vec::with_capacity(archive.op_count()),
+            regions,
+            region_relocs: archive.region_relocs().collect(),
+            memory: ptx::Memory::new(),
+            exec: ptx::ExecOptions {
+                instruction_budget: None,
+                cancel: options.cancel.clone(),
+                threads: options.threads,
+            },
+            options,
+            param_scratch: Vec::new(),
+        };
+        for i in 0..replay.regions.len() {
+            if !replay.regions[i].scratch {
+                replay.map_region(i as RegionId)?;
+            }
+        }
+        replay.upload_initial()?;
+        replay.decode_ops()?;
+        Ok(replay)
+    }
+
+    fn map_region(&mut self, region: RegionId) -> Result<u64, ReplayError> {
+        let r = &mut self.regions[region as usize];
+        let base = self
+            .memory
+            .add_region(r.size, r.align as u64)
+            .map_err(|error| ReplayError::Upload { region: r.name.clone(), error })?;
+        r.base = Some(base);
+        Ok(base)
+    }
+
+    fn decode_ops(&mut self) -> Result<(), ReplayError> {
+        let archive = self.archive.clone();
+        for id in 0..archive.op_count() as OpId {
+            let step = match archive.op(id) {
+                Op::Launch(l) => {
+                    let k = archive.kernel(l.kernel);
+                    let module = k.module as usize;
+                    let entry = self.modules[module].entry(k.name).expect("entries resolved in new");
+                    let bad = |reason: String| ReplayError::BadLaunch { op: id, kernel: k.name.to_string(), reason };
+                    if l.params.len() < entry.params_size() as usize {
+                        return Err(bad(format!(
+                            "{} parameter bytes given but the PTX entry declares {}",
+                            l.params.len(),
+                            entry.params_size()
+                        )));
+                    }
+                    let mut params = l.params.to_vec();
+                    let mut scratch_relocs = Vec::new();
+                    for r in archive.relocs(l.relocs.clone()) {
+                        let target = &self.regions[r.target as usize];
+                        match target.base {
+                            Some(base) => patch(&mut params, r.offset, base + r.target_offset),
+                            None => scratch_relocs.push(r),
+                        }
+                    }
+                    self.launches.push(PreparedLaunch {
+                        module,
+                        entry: k.name.to_string(),
+                        dims: ptx::LaunchDims { grid: l.grid, block: l.block, dynamic_shared: l.shared_bytes },
+                        params,
+                        scratch_relocs,
+                    });
+                    Step::Launch(self.launches.len() - 1)
+                }
+                Op::Copy(c) => Step::Copy {
+                    src: c.src,
+                    src_offset: c.src_offset,
+                    dst: c.dst,
+                    dst_offset: c.dst_offset,
+                    len: c.len,
+                },
+                Op::Memset(m) => {
+                    Step::Memset { region: m.region, offset: m.offset, len: m.len, width: m.width, pattern: m.pattern }
+                }
+                Op::Alloc(r) => Step::Alloc(r),
+                Op::Free(r) => Step::Free(r),
+                Op::While { cond, body_len } => Step::While {
+                    region: cond.region,
+                    offset: cond.offset,
+                    max_iterations: cond.max_iterations,
+                    end: id as usize + 1 + body_len as usize,
+                },
+                Op::If { cond, body_len } => {
+                    Step::If { region: cond.region, offset: cond.offset, end: id as usize + 1 + body_len as usize }
+                }
+                Op::Marker(name) => Step::Marker(name.to_string()),
+            };
+            self.steps.push(step);
+        }
+        Ok(())
+    }
+
+    /// Writes every persistent region's initial contents (zeros where it has none), frees any
+    /// scratch still allocated, and patches the region-held pointers.
+    fn upload_initial(&mut self) -> Result<(), ReplayError> {
+        let mut buf = vec![0u8; UPLOAD_CHUNK];
+        for id in 0..self.regions.len() {
+            let r = &self.regions[id];
+            let Some(base) = r.base else { continue };
+            if r.scratch {
+                self.memory
+                    .remove_region(base)
+                    .map_err(|error| ReplayError::Upload { region: r.name.clone(), error })?;
+                self.regions[id].base = None;
+                continue;
+            }
+            let upload_err = |error| ReplayError::Upload { region: r.name.clone(), error };
+            match self.archive.region(id as RegionId).initial {
+                Some(blob) => {
+                    let mut reader = blob.reader();
+                    let mut at = 0u64;
+                    while at < r.size {
+                        let n = (r.size - at).min(UPLOAD_CHUNK as u64) as usize;
+                        reader.read_exact(&mut buf[..n]).map_err(|e| ReplayError::Region {
+                            region: r.name.clone(),
+                            reason: format!("initial data does not decode after {at} bytes: {e}"),
+                        })?;
+                        self.memory.write(base + at, &buf[..n]).map_err(upload_err)?;
+                        at += n as u64;
+                    }
+                }
+                None => self.memory.fill(base, r.size, &[0]).map_err(upload_err)?,
+            }
+        }
+        self.patch_region_relocs(None)
+    }
+
+    /// Writes the pointers that region contents hold, for relocations whose owner and target are
+    /// both mapped; with `only`, just those that involve that region.
+    fn patch_region_relocs(&mut self, only: Option<RegionId>) -> Result<(), ReplayError> {
+        for &(owner, r) in &self.region_relocs {
+            if only.is_some_and(|o| o != owner && o != r.target) {
+                continue;
+            }
+            let (Some(at), Some(target)) = (self.regions[owner as usize].base, self.regions[r.target as usize].base)
+            else {
+                continue;
+            };
+            let addr = target + r.target_offset;
+            self.memory.write(at + r.offset, &addr.to_le_bytes()).map_err(|error| ReplayError::Upload {
+                region: self.regions[owner as usize].name.clone(),
+                error,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Restores the state the archive starts from: initial contents, no scratch allocated.
+    pub fn reset(&mut self) -> Result<(), ReplayError> {
+        self.upload_initial()
+    }
+
+    /// Replaces the budget, cancel flag and thread count for the iterations that follow.
+    pub fn set_options(&mut self, options: ReplayOptions) {
+        self.exec = ptx::ExecOptions { instruction_budget: None, cancel: options.cancel.clone(), threads: options.threads };
+        self.options = options;
+    }
+
+    pub fn archive(&self) -> &Archive<'a> {
+        &self.archive
+    }
+
+    /// The device memory (for tools that inspect addresses).
+    pub fn memory(&self) -> &ptx::Memory {
+        &self.memory
+    }
+
+    fn region_index(&self, region: RegionId) -> Result<&RegionState, ReplayError> {
+        self.regions.get(region as usize).ok_or_else(|| ReplayError::Region {
+            region: region.to_string(),
+            reason: format!("no such region (the archive has {})", self.regions.len()),
+        })
+    }
+
+    /// Replaces a region's contents (a binding's new input). The length must be the region's size.
+    pub fn set_region_bytes(&mut self, region: RegionId, bytes: &[u8]) -> Result<(), ReplayError> {
+        let r = self.region_index(region)?;
+        if bytes.len() as u64 != r.size {
+            return Err(ReplayError::Region {
+                region: r.name.clone(),
+                reason: format!("is {} bytes but {} were given", r.size, bytes.len()),
+            });
+        }
+        let base = r.base.ok_or_else(|| ReplayError::Region {
+            region: r.name.clone(),
+            reason: "is scratch and not allocated".to_string(),
+        })?;
+        self.memory
+            .write(base, bytes)
+            .map_err(|error| ReplayError::Upload { region: r.name.clone(), error })
+    }
+
+    /// A region's current contents.
+    pub fn region_bytes(&self, region: RegionId) -> Result<Vec<u8>, ReplayError> {
+        let r = self.region_index(region)?;
+        let base = r.base.ok_or_else(|| ReplayError::Region {
+            region: r.name.clone(),
+            reason: "is scratch and not allocated".to_string(),
+        })?;
+        let mut out = vec![0u8; r.size as usize];
+        self.memory
+            .read(base, &mut out)
+            .map_err(|error| ReplayError::Upload { region: r.name.clone(), error })?;
+        Ok(out)
+    }
+
+    /// Judges every region that has an expected state against it.
+    pub fn check(&self) -> Result<Vec<RegionCheck>, ReplayError> {
+        let mut out = Vec::new();
+        for view in self.archive.regions() {
+            let (Some(expected), Some(tolerance)) = (view.expected, view.tolerance) else { continue };
+            let want = expected.decode()?;
+            let got = self.region_bytes(view.id)?;
+            out.push(check_region(view.id, view.name, view.dtype, &got, &want, tolerance));
+        }
+        Ok(out)
+    }
+
+    fn cancelled(&self) -> bool {
+        self.options.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+
+    fn mapped(&self, op: usize, region: RegionId) -> Result<u64, ReplayError> {
+        let r = &self.regions[region as usize];
+        r.base.ok_or_else(|| ReplayError::NotAllocated {
+            op: op as OpId,
+            kind: self.steps[op].kind(),
+            region: r.name.clone(),
+        })
+    }
+
+    fn condition(&self, op: usize, region: RegionId, offset: u64) -> Result<bool, ReplayError> {
+        let base = self.mapped(op, region)?;
+        let word = self
+            .memory
+            .read_u32(base + offset)
+            .map_err(|error| ReplayError::Memory { op: op as OpId, kind: self.steps[op].kind(), error })?;
+        Ok(word != 0)
+    }
+
+    /// Runs every op once, in order, through loops and conditionals.
+    pub fn run_iteration(&mut self, observer: &mut dyn ReplayObserver) -> Result<IterationStats, ReplayError> {
+        let mut stats = IterationStats::default();
+        let mut frames: Vec<Frame> = Vec::new();
+        let mut pc = 0usize;
+        loop {
+            // Close (or repeat) the bodies that end here, innermost first.
+            if let Some(f) = frames.last_mut() {
+                if pc == f.end {
+                    let op = f.op;
+                    if let Step::While { region, offset, max_iterations, .. } = self.steps[op] {
+                        if self.condition(op, region, offset)? {
+                            if max_iterations != 0 && f.iterations >= max_iterations {
+                                return Err(ReplayError::LoopLimit { op: op as OpId, limit: max_iterations });
+                            }
+                            if self.cancelled() {
+                                return Err(ReplayError::Cancelled { op: op as OpId, kind: "while" });
+                            }
+                            f.iterations += 1;
+                            stats.loop_iterations += 1;
+                            pc = op + 1;
+                            continue;
+                        }
+                    }
+                    frames.pop();
+                    observer.op_finished(&OpEvent { op: op as OpId, kind: self.steps[op].kind(), name: None });
+                    continue;
+                }
+            }
+            if pc == self.steps.len() {
+                break;
+            }
+            if self.cancelled() {
+                return Err(ReplayError::Cancelled { op: pc as OpId, kind: self.steps[pc].kind() });
+            }
+            stats.ops += 1;
+            let kind = self.steps[pc].kind();
+            match self.steps[pc] {
+                Step::While { region, offset, end, .. } | Step::If { region, offset, end } => {
+                    observer.op_started(&OpEvent { op: pc as OpId, kind, name: None });
+                    if self.condition(pc, region, offset)? {
+                        if matches!(self.steps[pc], Step::While { .. }) {
+                            stats.loop_iterations += 1;
+                        }
+                        frames.push(Frame { op: pc, end, iterations: 1 });
+                        pc += 1;
+                    } else {
+                        observer.op_finished(&OpEvent { op: pc as OpId, kind, name: None });
+                        pc = end;
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let name = match &self.steps[pc] {
+                Step::Launch(i) => Some(self.launches[*i].entry.as_str()),
+                Step::Marker(name) => Some(name.as_str()),
+                _ => None,
+            };
+            let event = OpEvent { op: pc as OpId, kind, name };
+            observer.op_started(&event);
+            self.run_step(pc, &mut stats)?;
+            let name = match &self.steps[pc] {
+                Step::Launch(i) => Some(self.launches[*i].entry.as_str()),
+                Step::Marker(name) => Some(name.as_str()),
+                _ => None,
+            };
+            observer.op_finished(&OpEvent { op: pc as OpId, kind, name });
+            pc += 1;
+        }
+        Ok(stats)
+    }
+
+    fn run_step(&mut self, pc: usize, stats: &mut IterationStats) -> Result<(), ReplayError> {
+        let kind = self.steps[pc].kind();
+        let mem_err = |error| ReplayError::Memory { op: pc as OpId, kind, error };
+        match self.steps[pc] {
+            Step::Launch(i) => {
+                stats.launches += 1;
+                self.launch(pc, i, stats)?;
+            }
+            Step::Copy { src, src_offset, dst, dst_offset, len } => {
+                let from = self.mapped(pc, src)? + src_offset;
+                let to = self.mapped(pc, dst)? + dst_offset;
+                self.memory.copy(to, from, len).map_err(mem_err)?;
+            }
+            Step::Memset { region, offset, len, width, pattern } => {
+                let at = self.mapped(pc, region)? + offset;
+                let unit = pattern.to_le_bytes();
+                self.memory.fill(at, len, &unit[..width as usize]).map_err(mem_err)?;
+            }
+            Step::Alloc(region) => {
+                if self.regions[region as usize].base.is_some() {
+                    return Err(ReplayError::DoubleAlloc { op: pc as OpId, region: self.regions[region as usize].name.clone() });
+                }
+                let base = self.map_region(region)?;
+                let size = self.regions[region as usize].size;
+                self.memory.fill(base, size, &[0]).map_err(mem_err)?;
+                self.patch_region_relocs(Some(region))?;
+            }
+            Step::Free(region) => {
+                let base = self.mapped(pc, region)?;
+                self.memory.remove_region(base).map_err(mem_err)?;
+                self.regions[region as usize].base = None;
+            }
+            Step::Marker(_) => {}
+            Step::While { .. } | Step::If { .. } => unreachable!("control ops are walked by run_iteration"),
+        }
+        Ok(())
+    }
+
+    fn launch(&mut self, pc: usize, index: usize, stats: &mut IterationStats) -> Result<(), ReplayError> {
+        let l = &self.launches[index];
+        let params: &[u8] = if l.scratch_relocs.is_empty() {
+            &l.params
+        } else {
+            self.param_scratch.clear();
+            self.param_scratch.extend_from_slice(&l.params);
+            for r in &l.scratch_relocs {
+                let target = &self.regions[r.target as usize];
+                let base = target.base.ok_or_else(|| ReplayError::NotAllocated {
+                    op: pc as OpId,
+                    kind: "launch",
+                    region: target.name.clone(),
+                })?;
+                patch(&mut self.param_scratch, r.offset, base + r.target_offset);
+            }
+            &self.param_scratch
+        };
+        let budget = match self.options.instruction_budget {
+            Some(b) if stats.instructions >= b => {
+                return Err(ReplayError::Budget { op: pc as OpId, kind: "launch", budget: b });
+            }
+            Some(b) => Some(b - stats.instructions),
+            None => None,
+        };
+        self.exec.instruction_budget = budget;
+        let module = &self.modules[l.module];
+        let done = ptx::launch(module, &l.entry, &l.dims, params, &self.memory, &self.exec)
+            .map_err(|error| ReplayError::Exec { op: pc as OpId, kernel: l.entry.clone(), error })?;
+        stats.instructions += done.thread_instructions;
+        Ok(())
+    }
+}
+
+fn patch(bytes: &mut [u8], offset: u64, value: u64) {
+    // The archive reader has checked that relocations fit inside their owner.
+    bytes[offset as usize..offset as usize + 8].copy_from_slice(&value.to_le_bytes());
+}

@@ -1,0 +1,383 @@
+//! CPU replay through the real `recap` binary: every public corpus case imported and replayed with
+//! `--check`, and hostile archives that must end in clear errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use recap_tests::{corpus_dir, recap_bin};
+use shared::archive::*;
+use shared::check::check_region;
+
+fn recap(args: &[&str]) -> Output {
+    Command::new(recap_bin()).args(args).output().expect("running recap")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Imports a corpus case into `dir` and returns the archive's path.
+fn import(case: &Path, arch: &str, dir: &Path) -> PathBuf {
+    let name = format!("{}-{arch}.recap", case.file_name().unwrap().to_string_lossy());
+    let out = dir.join(name);
+    let o = recap(&["import-case", case.to_str().unwrap(), "--ptx", arch, "-o", out.to_str().unwrap()]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "import-case {} {arch} failed:\n{stdout}{stderr}", case.display());
+    out
+}
+
+/// The archive's check must be earned by running it: judged before any op runs (initial state
+/// against expected state), at least one region has to fail.
+fn assert_initial_state_fails_the_check(path: &Path) {
+    let bytes = std::fs::read(path).unwrap();
+    let archive = Archive::open(&bytes).unwrap();
+    let mut judged = 0;
+    let mut failing = 0;
+    for r in archive.regions() {
+        let (Some(expected), Some(tol)) = (r.expected, r.tolerance) else { continue };
+        let initial = match r.initial {
+            Some(b) => b.decode().unwrap(),
+            None => vec![0; r.size as usize],
+        };
+        judged += 1;
+        if !check_region(r.id, r.name, r.dtype, &initial, &expected.decode().unwrap(), tol).passed {
+            failing += 1;
+        }
+    }
+    assert!(judged > 0, "{} has no expected state", path.display());
+    assert!(failing > 0, "{}: the initial state already passes the check", path.display());
+}
+
+fn corpus_case_list(producer: &str) -> Vec<PathBuf> {
+    let dir = corpus_dir().join(producer);
+    let index = std::fs::read_to_string(dir.join("index.json"))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.join("index.json").display()));
+    let names: Vec<String> = serde_json::from_str(&index).unwrap();
+    names.iter().map(|n| dir.join(n)).collect()
+}
+
+/// Imports, checks non-vacuity, replays with `--check`; returns a failure description or None.
+fn replay_case(case: &Path, arch: &str, dir: &Path) -> Option<String> {
+    let archive = import(case, arch, dir);
+    assert_initial_state_fails_the_check(&archive);
+    let o = recap(&["replay", archive.to_str().unwrap(), "--device", "cpu", "--check"]);
+    let (stdout, stderr) = text(&o);
+    let passes = stdout.lines().filter(|l| l.starts_with("PASS ")).count();
+    if o.status.success() && passes > 0 && !stdout.contains("FAIL ") {
+        None
+    } else {
+        Some(format!("{} {arch}: exit {:?}\n{stdout}{stderr}", case.display(), o.status.code()))
+    }
+}
+
+fn replay_all(cases: &[(PathBuf, &str)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let failures: Vec<String> = cases.iter().filter_map(|(c, arch)| replay_case(c, arch, dir.path())).collect();
+    assert!(failures.is_empty(), "{} of {} cases fail:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+#[test]
+fn every_nvcc_case_passes_its_check_on_the_cpu_for_sm_75_and_sm_90() {
+    let cases = corpus_case_list("nvcc");
+    assert_eq!(cases.len(), 14, "the public corpus has 14 nvcc cases");
+    let all: Vec<(PathBuf, &str)> =
+        cases.iter().flat_map(|c| [(c.clone(), "sm_75"), (c.clone(), "sm_90")]).collect();
+    replay_all(&all);
+}
+
+#[test]
+fn triton_and_warp_cases_pass_their_check_on_the_cpu() {
+    let mut all = Vec::new();
+    for c in corpus_case_list("triton") {
+        all.push((c, "sm_90"));
+    }
+    for c in corpus_case_list("warp") {
+        all.push((c.clone(), "sm_75"));
+        all.push((c, "sm_90"));
+    }
+    assert!(all.len() >= 3);
+    replay_all(&all);
+}
+
+#[test]
+fn a_corrupted_expected_state_fails_the_check_with_exit_1() {
+    // The same saxpy run judged against an expected state that is off by one ulp in one element.
+    let case = corpus_dir().join("nvcc/saxpy");
+    let dir = tempfile::tempdir().unwrap();
+    let good = import(&case, "sm_90", dir.path());
+    let bytes = std::fs::read(&good).unwrap();
+    let archive = Archive::open(&bytes).unwrap();
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let mut ids = Vec::new();
+    for m in archive.modules() {
+        ids.push(w.add_module(m.name, &m.ptx_text().unwrap()).unwrap());
+    }
+    for k in archive.kernels() {
+        w.add_kernel(ids[k.module as usize], k.name, k.params.clone()).unwrap();
+    }
+    for r in archive.regions() {
+        let id = w.add_region(RegionDecl { shape: r.shape.clone(), ..RegionDecl::new(r.name, r.size, r.dtype) }).unwrap();
+        if let Some(b) = r.initial {
+            w.set_initial_bytes(id, &b.decode().unwrap()).unwrap();
+        }
+        if let (Some(b), Some(t)) = (r.expected, r.tolerance) {
+            let mut want = b.decode().unwrap();
+            if r.name == "y" {
+                want[4 * 123] ^= 1;
+            }
+            w.set_expected_bytes(id, &want, t).unwrap();
+        }
+    }
+    for op in archive.ops() {
+        let Op::Launch(l) = op else { panic!("saxpy is launches only") };
+        let relocs = archive.relocs(l.relocs.clone()).collect();
+        w.launch(LaunchDecl {
+            kernel: l.kernel,
+            grid: l.grid,
+            block: l.block,
+            shared_bytes: l.shared_bytes,
+            params: l.params.to_vec(),
+            relocs,
+        })
+        .unwrap();
+    }
+    let bad = dir.path().join("bad.recap");
+    std::fs::write(&bad, w.finish().unwrap().into_inner()).unwrap();
+    let o = recap(&["replay", bad.to_str().unwrap(), "--check"]);
+    let (stdout, _) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("PASS x:"), "{stdout}");
+    assert!(stdout.contains("FAIL y: 1 of 5000 elements differ"), "{stdout}");
+    assert!(stdout.contains("first at element 123"), "{stdout}");
+}
+
+#[test]
+fn iterations_restart_from_the_initial_state_and_report_each_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = import(&corpus_dir().join("nvcc/saxpy"), "sm_90", dir.path());
+    let o = recap(&["replay", archive.to_str().unwrap(), "--iterations", "3", "--check", "--threads", "1"]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stdout}{stderr}");
+    for i in 1..=3 {
+        assert!(stdout.contains(&format!("iteration {i}: ")), "{stdout}");
+    }
+    assert!(stdout.contains("3 iterations: median"), "{stdout}");
+}
+
+#[test]
+fn cuda_device_is_refused_with_a_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = import(&corpus_dir().join("nvcc/saxpy"), "sm_90", dir.path());
+    let o = recap(&["replay", archive.to_str().unwrap(), "--device", "cuda:0", "--mode", "stream"]);
+    let (_, stderr) = text(&o);
+    assert!(!o.status.success());
+    assert!(stderr.contains("CUDA replay is not available in this build"), "{stderr}");
+    let o = recap(&["replay", archive.to_str().unwrap(), "--device", "tpu"]);
+    assert!(text(&o).1.contains("expected cpu, cuda or cuda:N"));
+}
+
+// ---- hostile archives ----
+
+const HEADER: &str = ".version 7.0\n.target sm_50\n.address_size 64\n";
+
+/// `p[0] = p[n / 4]` (read at byte offset n) or `p[n / 4] = 1` (write), from one thread.
+const OOB: &str = r#"
+.visible .entry oob_read(.param .u64 p, .param .u64 n)
+{
+	.reg .b32 %r<2>;
+	.reg .b64 %rd<5>;
+	ld.param.u64 %rd1, [p];
+	ld.param.u64 %rd2, [n];
+	cvta.to.global.u64 %rd3, %rd1;
+	add.s64 %rd4, %rd3, %rd2;
+	ld.global.u32 %r1, [%rd4];
+	st.global.u32 [%rd3], %r1;
+	ret;
+}
+.visible .entry oob_write(.param .u64 p, .param .u64 n)
+{
+	.reg .b32 %r<2>;
+	.reg .b64 %rd<5>;
+	ld.param.u64 %rd1, [p];
+	ld.param.u64 %rd2, [n];
+	cvta.to.global.u64 %rd3, %rd1;
+	add.s64 %rd4, %rd3, %rd2;
+	mov.u32 %r1, 1;
+	st.global.u32 [%rd4], %r1;
+	ret;
+}
+"#;
+
+const SPIN: &str = r#"
+.visible .entry spin()
+{
+$L_top:
+	bra.uni $L_top;
+}
+"#;
+
+fn ptr_param(name: &str, offset: u32) -> ParamDecl {
+    ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Pointer }
+}
+
+fn u64_param(name: &str, offset: u32) -> ParamDecl {
+    ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Value }
+}
+
+/// One launch of `entry` with `(pointer to buf + target_offset, n)` parameters; `buf` is 64 bytes.
+fn oob_archive(dir: &Path, entry: &str, n: u64, target_offset: u64) -> PathBuf {
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let m = w.add_module("oob", &format!("{HEADER}{OOB}")).unwrap();
+    let k = w.add_kernel(m, entry, vec![ptr_param("p", 0), u64_param("n", 8)]).unwrap();
+    let buf = w.add_region(RegionDecl::new("buf", 64, DType::U32)).unwrap();
+    let mut params = vec![0u8; 16];
+    params[8..].copy_from_slice(&n.to_le_bytes());
+    w.launch(LaunchDecl {
+        kernel: k,
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        shared_bytes: 0,
+        params,
+        relocs: vec![Reloc { offset: 0, target: buf, target_offset }],
+    })
+    .unwrap();
+    let path = dir.join(format!("{entry}-{n}-{target_offset}.recap"));
+    std::fs::write(&path, w.finish().unwrap().into_inner()).unwrap();
+    path
+}
+
+fn single_kernel_archive(dir: &Path, name: &str, body: &str, entry: &str, shared_bytes: u32) -> PathBuf {
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let m = w.add_module(name, &format!("{HEADER}{body}")).unwrap();
+    let k = w.add_kernel(m, entry, vec![]).unwrap();
+    w.launch(LaunchDecl { kernel: k, grid: [2, 1, 1], block: [32, 1, 1], shared_bytes, params: vec![], relocs: vec![] })
+        .unwrap();
+    let path = dir.join(format!("{name}.recap"));
+    std::fs::write(&path, w.finish().unwrap().into_inner()).unwrap();
+    path
+}
+
+fn replay_fails(path: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["replay", path.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = recap(&args);
+    let (stdout, stderr) = text(&o);
+    assert!(!o.status.success(), "{} replayed without error:\n{stdout}", path.display());
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+#[test]
+fn out_of_bounds_reads_and_writes_stop_with_kernel_and_address() {
+    let dir = tempfile::tempdir().unwrap();
+    // In bounds (the last word): runs.
+    let ok = oob_archive(dir.path(), "oob_read", 60, 0);
+    let o = recap(&["replay", ok.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    for entry in ["oob_read", "oob_write"] {
+        for n in [64u64, 1 << 20, u64::MAX - 3] {
+            let err = replay_fails(&oob_archive(dir.path(), entry, n, 0), &[]);
+            assert!(err.contains("op 0 (launch of"), "{err}");
+            assert!(err.contains(entry) && err.contains("address 0x"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn a_relocation_at_the_end_of_its_region_points_one_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // The pointer itself is legal (one past the end); any access through it is caught.
+    let err = replay_fails(&oob_archive(dir.path(), "oob_write", 0, 64), &[]);
+    assert!(err.contains("oob_write") && err.contains("address 0x"), "{err}");
+    // The last word itself is in bounds.
+    let path = oob_archive(dir.path(), "oob_read", 0, 60);
+    let o = recap(&["replay", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    // Pointing past the end is refused when the archive is written.
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let m = w.add_module("oob", &format!("{HEADER}{OOB}")).unwrap();
+    let k = w.add_kernel(m, "oob_read", vec![ptr_param("p", 0), u64_param("n", 8)]).unwrap();
+    let buf = w.add_region(RegionDecl::new("buf", 64, DType::U32)).unwrap();
+    let launch = LaunchDecl {
+        kernel: k,
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        shared_bytes: 0,
+        params: vec![0; 16],
+        relocs: vec![Reloc { offset: 0, target: buf, target_offset: 65 }],
+    };
+    assert!(w.launch(launch).is_err());
+}
+
+#[test]
+fn an_endless_kernel_is_stopped_by_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = single_kernel_archive(dir.path(), "spin", SPIN, "spin", 0);
+    let err = replay_fails(&path, &["--budget", "1000000"]);
+    assert!(err.contains("budget"), "{err}");
+    assert!(err.contains("op 0 (launch of spin)"), "{err}");
+}
+
+#[test]
+fn an_endless_kernel_is_stopped_by_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = single_kernel_archive(dir.path(), "spin", SPIN, "spin", 0);
+    let child = Command::new(recap_bin())
+        .args(["replay", path.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let started = Instant::now();
+    let o = child.wait_with_output().unwrap();
+    let (_, stderr) = text(&o);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(!o.status.success());
+    assert!(stderr.contains("cancelled"), "{stderr}");
+}
+
+#[test]
+fn huge_shared_memory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let declared = r#"
+.visible .entry big_shared()
+{
+	.shared .align 4 .b8 big[3000000000];
+	ret;
+}
+"#;
+    let err = replay_fails(&single_kernel_archive(dir.path(), "declared", declared, "big_shared", 0), &[]);
+    assert!(err.contains("module declared"), "{err}");
+    let dynamic = r#"
+.extern .shared .align 4 .b8 dyn[];
+.visible .entry dyn_shared()
+{
+	ret;
+}
+"#;
+    let err = replay_fails(&single_kernel_archive(dir.path(), "dynamic", dynamic, "dyn_shared", u32::MAX), &[]);
+    assert!(err.contains("dyn_shared") && err.contains("shared"), "{err}");
+}
+
+#[test]
+fn calling_an_undefined_function_is_a_load_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"
+.extern .func missing
+(
+)
+;
+.visible .entry calls_missing()
+{
+	call.uni missing, ();
+	ret;
+}
+"#;
+    let err = replay_fails(&single_kernel_archive(dir.path(), "undefined", body, "calls_missing", 0), &[]);
+    assert!(err.contains("module undefined") && err.contains("missing"), "{err}");
+    assert!(err.contains("line"), "{err}");
+}
