@@ -674,104 +674,59 @@ fn overlapping_and_escaping_sections_are_refused() {
     );
 }
 
-#[test]
-fn bad_body_nesting_is_refused() {
-    // Op 3 is the while with a body of 6 (ops 4..=9); op 5 is the if inside it with a body of 2.
+/// A new value for one field of one record.
+#[derive(Clone, Copy)]
+enum Field {
+    U32(u32),
+    U64(u64),
+}
+
+/// Sets field `field` of record `i` of `kind` and checks that opening names exactly that field.
+fn assert_field_refused(kind: SectionKind, i: usize, field: usize, value: Field, reason: &str) {
     assert_refused(
         |b| {
-            let at = record(b, SectionKind::Ops, 5, 8);
-            put_u32(b, at, 5); // ops 6..=10 run past the while's body
+            let at = record(b, kind, i, field);
+            match value {
+                Field::U32(v) => put_u32(b, at, v),
+                Field::U64(v) => put_u64(b, at, v),
+            }
             at
         },
-        "ops",
-        "runs past its enclosing body",
-    );
-    assert_refused(
-        |b| {
-            let at = record(b, SectionKind::Ops, 3, 8);
-            put_u32(b, at, 1000);
-            at
-        },
-        "ops",
-        "runs past its enclosing body or the op list",
+        kind.name(),
+        reason,
     );
 }
 
 #[test]
+fn bad_body_nesting_is_refused() {
+    // Op 3 is the while with a body of 6 (ops 4..=9); op 5 is the if inside it with a body of 2.
+    // Ops 6..=10 would run past the while's body; 1000 ops past the op list.
+    assert_field_refused(SectionKind::Ops, 5, 8, Field::U32(5), "runs past its enclosing body");
+    assert_field_refused(SectionKind::Ops, 3, 8, Field::U32(1000), "runs past its enclosing body or the op list");
+}
+
+#[test]
 fn out_of_range_relocations_and_region_ranges_are_refused() {
-    assert_refused(
-        |b| {
-            let at = record(b, SectionKind::Relocs, 0, 8);
-            put_u64(b, at, 24); // 24 + 8 > the launch's 28 parameter bytes
-            at
-        },
-        "relocs",
-        "runs past its owner's 28 bytes",
-    );
-    assert_refused(
-        |b| {
-            let at = record(b, SectionKind::Relocs, 1, 16);
-            put_u32(b, at, 77);
-            at
-        },
-        "relocs",
-        "target region 77 does not exist",
-    );
-    assert_refused(
-        |b| {
-            let at = record(b, SectionKind::Relocs, 2, 24);
-            put_u64(b, at, 257); // region 0 is 256 bytes
-            at
-        },
-        "relocs",
-        "points 257 bytes into region 0 of 256 bytes",
-    );
-    assert_refused(
-        |b| {
-            // The copy (op 6) reads 64 bytes at 0 of "counts"; move it past the end.
-            let at = record(b, SectionKind::Ops, 6, 16);
-            put_u64(b, at, 250);
-            at
-        },
-        "ops",
-        "copy source bytes 250..314 fall outside its region of 256 bytes",
-    );
-    assert_refused(
-        |b| {
-            let at = record(b, SectionKind::Ops, 3, 16);
-            put_u64(b, at, 30); // condition word 30..34 of a 32-byte region, and misaligned
-            at
-        },
-        "ops",
-        "not 4-byte aligned",
-    );
-    assert_refused(
-        |b| {
-            let at = record(b, SectionKind::Ops, 2, 4);
-            put_u32(b, at, 9);
-            at
-        },
-        "ops",
-        "memset region 9 does not exist",
-    );
-    assert_refused(
-        |b| {
-            let at = record(b, SectionKind::Ops, 1, 4);
-            put_u32(b, at, 0); // alloc of a region that is not scratch
-            at
-        },
-        "ops",
-        "which is not scratch",
-    );
-    assert_refused(
-        |b| {
-            let at = record(b, SectionKind::Ops, 4, 20);
-            put_u32(b, at, 2048);
-            at
-        },
-        "ops",
-        "more than 1024 threads",
-    );
+    use Field::*;
+    use SectionKind::{Ops, Relocs};
+    let cases: [(SectionKind, usize, usize, Field, &str); 8] = [
+        // 24 + 8 > the launch's 28 parameter bytes.
+        (Relocs, 0, 8, U64(24), "runs past its owner's 28 bytes"),
+        (Relocs, 1, 16, U32(77), "target region 77 does not exist"),
+        // Region 0 ("counts") is 256 bytes; one past the end is allowed, two is not.
+        (Relocs, 2, 24, U64(257), "points 257 bytes into region 0 of 256 bytes"),
+        // Op 6 copies 64 bytes from "counts".
+        (Ops, 6, 16, U64(250), "copy source bytes 250..314 fall outside its region of 256 bytes"),
+        // Op 3's condition word, in the 32-byte "flags".
+        (Ops, 3, 16, U64(30), "not 4-byte aligned"),
+        (Ops, 2, 4, U32(9), "memset region 9 does not exist"),
+        // Op 1 allocates "tmp"; region 0 is not scratch.
+        (Ops, 1, 4, U32(0), "which is not scratch"),
+        (Ops, 4, 20, U32(2048), "more than 1024 threads"),
+    ];
+    for (kind, i, field, value, reason) in cases {
+        assert_field_refused(kind, i, field, value, reason);
+    }
     assert_refused(
         |b| {
             let at = record(b, SectionKind::Bindings, 1, 0);
@@ -860,15 +815,7 @@ fn blobs_are_shared_whole_or_not_at_all() {
 
 #[test]
 fn records_own_their_runs_of_cubins_and_parameters() {
-    assert_refused(
-        |b| {
-            let at = record(b, SectionKind::Modules, 0, 4);
-            put_u32(b, at, 1);
-            at
-        },
-        "modules",
-        "module 0 lists cubins 1..2",
-    );
+    assert_field_refused(SectionKind::Modules, 0, 4, Field::U32(1), "module 0 lists cubins 1..2");
     assert_refused(
         |b| {
             let at = record(b, SectionKind::Kernels, 0, 12);
