@@ -7,3 +7,4 @@ mod cli;
 mod cpu;
 mod gpu;
 mod host;
+mod browser;

@@ -9,7 +9,9 @@
 //! 3. `target/<profile>/recap` beside this test executable's `deps/` folder.
 
 pub mod archive;
+pub mod browser;
 pub mod server;
+pub mod static_server;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,616 @@
+//! The Replay tab and the session page: start a replay on one of the host's devices or in this
+//! browser, and watch its timings, output regions and verdicts arrive. A host session streams its
+//! event log over a WebSocket (history first, then live), so a shared link shows the same thing
+//! to everyone; a browser replay produces the same messages locally and feeds the same view.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+use shared::protocol::{CreateSession, DeviceInfo, Event, SessionCreated, SessionInfo, SessionMessage, SessionState};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+use super::dom::{self, by_id, document, listen, set_html, window};
+use super::{api, with_app, Source};
+use crate::model::esc;
+use crate::plot;
+use crate::session::SessionView;
+
+/// Where the replay on screen runs.
+#[derive(Clone, Debug, PartialEq)]
+enum Runner {
+    None,
+    Host { id: String, control: Option<String> },
+    Browser,
+}
+
+struct ReplayState {
+    runner: Runner,
+    view: SessionView,
+    /// Final bytes of every region, for browser replays (plotted in full).
+    region_bytes: BTreeMap<u32, Vec<u8>>,
+    ws: Option<web_sys::WebSocket>,
+    devices: Vec<DeviceInfo>,
+    devices_error: Option<String>,
+    /// Set to stop a browser replay between iterations.
+    stop: Rc<Cell<bool>>,
+    /// Which archive this state belongs to (a new archive starts afresh).
+    archive_key: usize,
+    redraw_pending: bool,
+}
+
+impl Default for ReplayState {
+    fn default() -> Self {
+        ReplayState {
+            runner: Runner::None,
+            view: SessionView::default(),
+            region_bytes: BTreeMap::new(),
+            ws: None,
+            devices: Vec::new(),
+            devices_error: None,
+            stop: Rc::new(Cell::new(false)),
+            archive_key: 0,
+            redraw_pending: false,
+        }
+    }
+}
+
+thread_local! {
+    static STATE: RefCell<ReplayState> = RefCell::new(ReplayState::default());
+}
+
+fn with_state<R>(f: impl FnOnce(&mut ReplayState) -> R) -> R {
+    STATE.with(|s| f(&mut s.borrow_mut()))
+}
+
+fn archive_key() -> usize {
+    with_app(|app| app.open.as_ref().map(|o| Rc::as_ptr(&o.loaded) as usize).unwrap_or(0))
+}
+
+/// Forgets a replay that belongs to another archive.
+fn reset_if_other_archive() {
+    let key = archive_key();
+    with_state(|s| {
+        if s.archive_key != key {
+            if let Some(ws) = s.ws.take() {
+                let _ = ws.close();
+            }
+            s.stop.set(true);
+            *s = ReplayState { devices: std::mem::take(&mut s.devices), archive_key: key, ..ReplayState::default() };
+        }
+    });
+}
+
+pub fn render() {
+    reset_if_other_archive();
+    let (archive_id, is_local) = with_app(|app| match app.open.as_ref().map(|o| &o.source) {
+        Some(Source::Host { info }) => (Some(info.id.clone()), false),
+        _ => (None, true),
+    });
+    let html = format!(
+        r#"<div class="replay-view">
+  <div class="toolbar">
+    <label>device <select id="r-device" aria-label="replay device"></select></label>
+    <label>iterations <input id="r-iters" type="number" min="1" max="100000" value="10" style="width:80px"></label>
+    <label><input id="r-check" type="checkbox" checked> check against expected</label>
+    <button class="primary" id="r-start" data-replay="start" title="start (Enter)">Start ▶</button>
+    <button id="r-cancel" data-replay="cancel" hidden>Stop</button>
+    <span class="state" id="r-state"></span>
+    <span class="spacer"></span>
+    <button id="r-share" data-replay="share" hidden title="copy the link that shows this session to others">Copy share link</button>
+    <input id="r-share-url" class="share-url mono" readonly hidden aria-label="share link">
+  </div>
+  {}
+  <div class="replay-grid">
+    <section><h4>Time per iteration</h4><div id="r-iter-chart" class="chart"></div></section>
+    <section><h4>Slowest ops, latest iteration</h4><div id="r-op-chart" class="chart"></div></section>
+    <section class="wide"><h4>Check against the expected state</h4><div id="r-check-table"></div></section>
+    <section class="wide"><h4>Output regions</h4><div id="r-regions" class="region-cards"></div></section>
+  </div>
+</div>"#,
+        if is_local {
+            r#"<p class="note">This archive was opened locally: it replays in this browser. Upload it to replay it on the host's devices.</p>"#
+        } else {
+            ""
+        }
+    );
+    set_html("main-view", &html);
+    fill_devices(is_local);
+    redraw();
+    if archive_id.is_some() && with_state(|s| s.devices.is_empty() && s.devices_error.is_none()) {
+        wasm_bindgen_futures::spawn_local(async move {
+            let devices = api::get_json::<Vec<DeviceInfo>>("/api/devices").await;
+            with_state(|s| match devices {
+                Ok(d) => s.devices = d,
+                Err(e) => s.devices_error = Some(e),
+            });
+            fill_devices(false);
+        });
+    }
+}
+
+fn fill_devices(is_local: bool) {
+    let Some(sel) = by_id("r-device") else { return };
+    let html = with_state(|s| {
+        let mut h = String::new();
+        for d in &s.devices {
+            let busy = if d.running + d.queued > 0 { format!(" · {} running, {} queued", d.running, d.queued) } else { String::new() };
+            let _ = write!(h, r#"<option value="{}">host: {}{busy}</option>"#, esc(&d.id), esc(&d.name));
+        }
+        if let Some(e) = &s.devices_error {
+            let _ = write!(h, r#"<option disabled>host devices unavailable: {}</option>"#, esc(e));
+        }
+        if is_local {
+            h.push_str(r#"<option disabled>host devices: upload the archive first</option>"#);
+        }
+        if cfg!(feature = "replay") {
+            h.push_str(r#"<option value="browser">this browser (wasm, 1 thread)</option>"#);
+        }
+        h
+    });
+    sel.set_inner_html(&html);
+    if is_local {
+        let sel: web_sys::HtmlSelectElement = sel.unchecked_into();
+        sel.set_value("browser");
+    }
+}
+
+/// Coalesces redraws to one per animation frame: a fast replay sends many events per frame.
+fn schedule_redraw() {
+    let already = with_state(|s| std::mem::replace(&mut s.redraw_pending, true));
+    if already {
+        return;
+    }
+    let cb = Closure::once_into_js(move || {
+        with_state(|s| s.redraw_pending = false);
+        redraw();
+    });
+    let _ = window().request_animation_frame(cb.unchecked_ref());
+}
+
+fn downsample(v: &[f64], max: usize) -> Vec<f64> {
+    if v.len() <= max {
+        return v.to_vec();
+    }
+    (0..max)
+        .map(|b| {
+            let (lo, hi) = (b * v.len() / max, ((b + 1) * v.len() / max).max(b * v.len() / max + 1));
+            let s: Vec<f64> = v[lo..hi].iter().copied().filter(|x| x.is_finite()).collect();
+            if s.is_empty() { f64::NAN } else { s.iter().sum::<f64>() / s.len() as f64 }
+        })
+        .collect()
+}
+
+fn redraw() {
+    if by_id("r-state").is_none() {
+        return;
+    }
+    let (runner, state_html, iter_chart, op_chart, check_html, regions_html, running) = with_state(|s| {
+        let v = &s.view;
+        let state = v.state.map(|x| x.name()).unwrap_or(if s.runner == Runner::None { "" } else { "starting" });
+        let mut st = format!(r#"<span class="badge st-{state}" id="r-state-name">{state}</span>"#);
+        if let Some(p) = v.queue_position {
+            let _ = write!(st, " queue position {p}");
+        }
+        if !v.device.is_empty() {
+            let _ = write!(st, " on <b>{}</b>", esc(&v.device));
+        }
+        if v.iterations_planned > 0 {
+            let done = v.iteration_ms.iter().filter(|x| x.is_finite()).count();
+            let _ = write!(st, r#" · <span id="r-progress">{done}/{}</span> iterations"#, v.iterations_planned);
+        }
+        if let Some(t) = v.total_ms {
+            let _ = write!(st, " · total {} ms", plot::num(t));
+        }
+        if let Some(e) = &v.error {
+            let _ = write!(st, r#" <span class="error-inline" id="r-error">{}</span>"#, esc(e));
+        }
+        if v.gap {
+            st.push_str(r#" <span class="warn">(some messages were missed)</span>"#);
+        }
+        let iters = downsample(&v.iteration_ms, 800);
+        let iter_chart = if iters.is_empty() {
+            r#"<p class="muted">No iterations yet.</p>"#.to_string()
+        } else {
+            let stats = {
+                let f: Vec<f64> = v.iteration_ms.iter().copied().filter(|x| x.is_finite()).collect();
+                let mut sorted = f.clone();
+                sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+                let med = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
+                format!(
+                    r#"<div class="stats mono">median {} ms · min {} ms · max {} ms · {} iterations</div>"#,
+                    plot::num(med),
+                    plot::num(sorted.first().copied().unwrap_or(f64::NAN)),
+                    plot::num(sorted.last().copied().unwrap_or(f64::NAN)),
+                    f.len()
+                )
+            };
+            format!("{}{stats}", plot::lines_svg(&[("iteration", &iters)], 520, 150, "ms"))
+        };
+        let slow = v.slowest_ops(12);
+        let op_chart = if slow.is_empty() {
+            r#"<p class="muted">No op timings yet.</p>"#.to_string()
+        } else {
+            let bars: Vec<(String, f64)> = slow
+                .iter()
+                .map(|t| (format!("{} {}", t.op, t.name.clone().unwrap_or_else(|| t.kind.clone())), t.time_ms))
+                .collect();
+            plot::bars_svg(&bars, 520, "ms")
+        };
+        let check_html = match &v.check {
+            None if v.state == Some(SessionState::Finished) => r#"<p class="muted">Not checked.</p>"#.to_string(),
+            None => r#"<p class="muted">The verdict comes when the replay finishes.</p>"#.to_string(),
+            Some(c) if c.regions.is_empty() => r#"<p class="muted">This archive records no expected state to check against.</p>"#.to_string(),
+            Some(c) => {
+                let mut h = format!(
+                    r#"<div class="verdict {}" id="r-verdict">{}</div><table class="params check"><thead><tr><th>region</th><th>verdict</th><th>tolerance</th><th>mismatches</th><th>max abs err</th><th>max rel err</th><th>first mismatch</th></tr></thead><tbody>"#,
+                    if c.passed { "pass" } else { "fail" },
+                    if c.passed { "PASS: every region matches its expected state" } else { "FAIL: some regions differ from their expected state" }
+                );
+                for r in &c.regions {
+                    let first = r
+                        .first_mismatch
+                        .as_ref()
+                        .map(|m| format!("[{}] got {} want {}", m.index, m.got.map(plot::num).unwrap_or("NaN".into()), m.want.map(plot::num).unwrap_or("NaN".into())))
+                        .unwrap_or_default();
+                    let _ = write!(
+                        h,
+                        r#"<tr class="{}" data-check-region="{}"><td class="mono">{}</td><td><span class="badge {}">{}</span></td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td class="mono">{}</td></tr>"#,
+                        if r.passed { "pass" } else { "fail" },
+                        r.region,
+                        esc(&r.name),
+                        if r.passed { "pass" } else { "fail" },
+                        if r.passed { "pass" } else { "fail" },
+                        esc(&r.tolerance),
+                        r.mismatches,
+                        r.count,
+                        r.max_abs_error.map(plot::num).unwrap_or_default(),
+                        r.max_rel_error.map(plot::num).unwrap_or_default(),
+                        esc(&first)
+                    );
+                }
+                h.push_str("</tbody></table>");
+                h
+            }
+        };
+        let mut regions_html = String::new();
+        for r in &v.regions {
+            let verdict = match v.verdict(r.region) {
+                Some(true) => r#"<span class="badge pass">pass</span>"#,
+                Some(false) => r#"<span class="badge fail">fail</span>"#,
+                None => "",
+            };
+            let plot_html = match s.region_bytes.get(&r.region) {
+                Some(bytes) => with_app(|app| {
+                    app.open
+                        .as_ref()
+                        .map(|o| {
+                            let rv = o.loaded.archive().region(r.region);
+                            super::views::data_plot(bytes, &rv, "final")
+                        })
+                        .unwrap_or_default()
+                }),
+                None => {
+                    let bars: Vec<(String, f64)> = Vec::new();
+                    let _ = bars;
+                    histogram_svg(&r.histogram, r.min, r.max)
+                }
+            };
+            let first: Vec<String> = r.first.iter().map(|x| x.map(plot::num).unwrap_or_else(|| "NaN".into())).collect();
+            let _ = write!(
+                regions_html,
+                r#"<div class="region-card" data-out-region="{}"><h5><span class="mono">{}</span> {verdict} <span class="muted">{} {:?} · {} elements</span></h5>{plot_html}<div class="stats mono">min {} · max {} · mean {}{}</div><div class="stats mono first">[{}{}]</div></div>"#,
+                r.region,
+                esc(&r.name),
+                esc(&r.dtype),
+                r.shape,
+                r.count,
+                r.min.map(plot::num).unwrap_or("–".into()),
+                r.max.map(plot::num).unwrap_or("–".into()),
+                r.mean.map(plot::num).unwrap_or("–".into()),
+                if r.nan_count + r.inf_count > 0 { format!(" · {} NaN, {} inf", r.nan_count, r.inf_count) } else { String::new() },
+                first.join(", "),
+                if (r.first.len() as u64) < r.count { ", …" } else { "" }
+            );
+        }
+        if regions_html.is_empty() {
+            regions_html = r#"<p class="muted">Final region contents arrive when the replay finishes.</p>"#.to_string();
+        }
+        let running = matches!(v.state, Some(SessionState::Queued) | Some(SessionState::Running)) || (s.runner != Runner::None && v.state.is_none());
+        (s.runner.clone(), st, iter_chart, op_chart, check_html, regions_html, running)
+    });
+    set_html("r-state", &state_html);
+    set_html("r-iter-chart", &iter_chart);
+    set_html("r-op-chart", &op_chart);
+    set_html("r-check-table", &check_html);
+    set_html("r-regions", &regions_html);
+    super::views::draw_pending_heatmaps();
+    if let Some(b) = by_id("r-start") {
+        let _ = b.toggle_attribute_with_force("disabled", running);
+    }
+    if let Some(b) = by_id("r-cancel") {
+        let can_cancel = running && matches!(&runner, Runner::Browser | Runner::Host { control: Some(_), .. });
+        b.set_hidden(!can_cancel);
+    }
+    let share = match &runner {
+        Runner::Host { id, .. } => Some(share_url(id)),
+        _ => None,
+    };
+    if let (Some(b), Some(u)) = (by_id("r-share"), by_id("r-share-url")) {
+        b.set_hidden(share.is_none());
+        u.set_hidden(share.is_none());
+        if let Some(link) = &share {
+            let input: web_sys::HtmlInputElement = u.unchecked_into();
+            input.set_value(link);
+            input.set_size(link.len().min(70) as u32);
+        }
+    }
+    if let Some(root) = by_id("r-state") {
+        let _ = root.set_attribute("data-state", with_state(|s| s.view.state.map(|x| x.name()).unwrap_or("")));
+    }
+}
+
+fn histogram_svg(bins: &[u64], min: Option<f64>, max: Option<f64>) -> String {
+    if bins.is_empty() {
+        return r#"<p class="muted">no finite values</p>"#.to_string();
+    }
+    let (w, h) = (360.0, 70.0);
+    let top = bins.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let bw = w / bins.len() as f64;
+    let mut s = format!(r#"<svg class="plot hist" viewBox="0 0 {w} {}" width="{w}" height="{}" role="img"><title>histogram of final values</title>"#, h + 14.0, h + 14.0);
+    for (i, &b) in bins.iter().enumerate() {
+        let bh = b as f64 / top * h;
+        let _ = write!(s, r#"<rect class="bar" x="{:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}"/>"#, i as f64 * bw + 0.5, h - bh, (bw - 1.0).max(0.5));
+    }
+    let _ = write!(
+        s,
+        r#"<text class="axis" x="0" y="{}">{}</text><text class="axis" x="{w}" y="{}" text-anchor="end">{}</text></svg>"#,
+        h + 12.0,
+        min.map(plot::num).unwrap_or_default(),
+        h + 12.0,
+        max.map(plot::num).unwrap_or_default()
+    );
+    s
+}
+
+pub fn share_url(id: &str) -> String {
+    let origin = window().location().origin().unwrap_or_default();
+    format!("{origin}{}", api::url(&format!("/sessions/{id}")))
+}
+
+fn ws_url(id: &str) -> String {
+    let loc = window().location();
+    let proto = if loc.protocol().unwrap_or_default() == "https:" { "wss" } else { "ws" };
+    format!("{proto}://{}{}", loc.host().unwrap_or_default(), api::url(&format!("/api/sessions/{id}/ws")))
+}
+
+/// Watches host session `id`: its log so far, then live events, until it ends.
+pub fn attach(id: String, control: Option<String>) {
+    reset_if_other_archive();
+    with_state(|s| {
+        if let Some(ws) = s.ws.take() {
+            let _ = ws.close();
+        }
+        s.runner = Runner::Host { id: id.clone(), control };
+        s.view = SessionView::default();
+        s.region_bytes.clear();
+    });
+    let ws = match web_sys::WebSocket::new(&ws_url(&id)) {
+        Ok(ws) => ws,
+        Err(e) => {
+            with_state(|s| s.view.error = Some(format!("cannot open the session's live stream: {e:?}")));
+            redraw();
+            return;
+        }
+    };
+    let on_msg = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
+        let Some(text) = ev.data().as_string() else { return };
+        match serde_json::from_str::<Event>(&text) {
+            Ok(e) => with_state(|s| s.view.apply(&e)),
+            // Replies addressed to this viewer alone (a refused cancel) carry no seq.
+            Err(_) => {
+                let msg = serde_json::from_str::<shared::protocol::Reply>(&text)
+                    .map(|shared::protocol::Reply::Error { message, .. }| message)
+                    .unwrap_or_else(|e| format!("unreadable message from the host: {e}"));
+                dom::log(&msg);
+                super::set_status(&msg);
+            }
+        }
+        schedule_redraw();
+    });
+    ws.set_onmessage(Some(on_msg.as_ref().unchecked_ref()));
+    on_msg.forget();
+    let on_close = Closure::<dyn FnMut(web_sys::CloseEvent)>::new(move |ev: web_sys::CloseEvent| {
+        with_state(|s| {
+            let ended = s.view.state.is_some_and(|st| st.is_terminal());
+            if !ended && ev.code() != 1000 {
+                s.view.error = Some(format!("the live stream closed (code {}){}", ev.code(), if ev.reason().is_empty() { String::new() } else { format!(": {}", ev.reason()) }));
+            }
+        });
+        schedule_redraw();
+    });
+    ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+    on_close.forget();
+    with_state(|s| s.ws = Some(ws));
+    schedule_redraw();
+}
+
+async fn start_host(archive: String, device: String, iterations: u32, check: bool) {
+    let req = CreateSession { archive, device, iterations, check, bindings: Default::default() };
+    match api::post_json::<SessionCreated>("/api/sessions", &req).await {
+        Ok(created) => {
+            let path = api::url(&format!("/sessions/{}", created.id));
+            let _ = window().history().and_then(|h| h.push_state_with_url(&JsValue::NULL, "", Some(&format!("{path}#replay"))));
+            attach(created.id, Some(created.control));
+        }
+        Err(e) => {
+            with_state(|s| {
+                s.runner = Runner::None;
+                s.view = SessionView { error: Some(format!("the host refused the replay: {e}")), ..Default::default() };
+            });
+            redraw();
+        }
+    }
+}
+
+/// Loads session `id` from the host: its archive, then its live view.
+pub async fn open_session(id: String, generation: u64) {
+    let info = match api::get_json::<SessionInfo>(&format!("/api/sessions/{id}")).await {
+        Ok(i) => i,
+        Err(e) => {
+            super::show_page_error(&format!("Cannot open session <code>{}</code>: {}", esc(&id), esc(&e)));
+            return;
+        }
+    };
+    if !super::ensure_host_archive(&info.archive, generation).await {
+        return;
+    }
+    let control = web_sys::UrlSearchParams::new_with_str(&window().location().search().unwrap_or_default())
+        .ok()
+        .and_then(|p| p.get("control"));
+    with_app(|app| app.open.as_mut().map(|o| o.tab = super::Tab::Replay));
+    super::render_archive();
+    attach(id, control);
+    redraw();
+}
+
+fn start_clicked() {
+    let device = by_id("r-device").map(|e| e.unchecked_into::<web_sys::HtmlSelectElement>().value()).unwrap_or_default();
+    let iterations = by_id("r-iters")
+        .map(|e| e.unchecked_into::<web_sys::HtmlInputElement>().value())
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(1)
+        .clamp(1, 100_000);
+    let check = by_id("r-check").map(|e| e.unchecked_into::<web_sys::HtmlInputElement>().checked()).unwrap_or(true);
+    if device.is_empty() {
+        return;
+    }
+    if device == "browser" {
+        start_browser(iterations, check);
+        return;
+    }
+    let archive = with_app(|app| match app.open.as_ref().map(|o| &o.source) {
+        Some(Source::Host { info }) => Some(info.id.clone()),
+        _ => None,
+    });
+    let Some(archive) = archive else { return };
+    with_state(|s| {
+        if let Some(ws) = s.ws.take() {
+            let _ = ws.close();
+        }
+        s.runner = Runner::Host { id: String::new(), control: None };
+        s.view = SessionView::default();
+        s.region_bytes.clear();
+    });
+    redraw();
+    wasm_bindgen_futures::spawn_local(start_host(archive, device, iterations, check));
+}
+
+fn cancel_clicked() {
+    let runner = with_state(|s| s.runner.clone());
+    match runner {
+        Runner::Browser => with_state(|s| s.stop.set(true)),
+        Runner::Host { id, control: Some(control) } => {
+            wasm_bindgen_futures::spawn_local(async move {
+                let r = api::post_json::<SessionInfo>(&format!("/api/sessions/{id}/cancel?control={control}"), &serde_json::json!({})).await;
+                if let Err(e) = r {
+                    super::set_status(&e);
+                }
+            });
+        }
+        _ => {}
+    }
+}
+
+fn share_clicked() {
+    let link = with_state(|s| match &s.runner {
+        Runner::Host { id, .. } if !id.is_empty() => Some(share_url(id)),
+        _ => None,
+    });
+    let Some(link) = link else { return };
+    let clip = window().navigator().clipboard();
+    let promise = clip.write_text(&link);
+    wasm_bindgen_futures::spawn_local(async move {
+        let msg = match wasm_bindgen_futures::JsFuture::from(promise).await {
+            Ok(_) => "share link copied to the clipboard".to_string(),
+            Err(_) => "the browser refused the clipboard: copy the link from the box".to_string(),
+        };
+        super::set_status(&msg);
+        if let Some(u) = by_id("r-share-url") {
+            let input: web_sys::HtmlInputElement = u.unchecked_into();
+            input.select();
+        }
+    });
+}
+
+// ---- replay in this browser ----
+
+fn start_browser(iterations: u32, check: bool) {
+    let Some(loaded) = with_app(|app| app.open.as_ref().map(|o| o.loaded.clone())) else { return };
+    let stop = Rc::new(Cell::new(false));
+    with_state(|s| {
+        if let Some(ws) = s.ws.take() {
+            let _ = ws.close();
+        }
+        s.stop.set(true);
+        s.stop = stop.clone();
+        s.runner = Runner::Browser;
+        s.view = SessionView::default();
+        s.region_bytes.clear();
+    });
+    let _ = window().history().and_then(|h| h.replace_state_with_url(&JsValue::NULL, "", Some("#replay")));
+    redraw();
+    wasm_bindgen_futures::spawn_local(async move {
+        let mut seq = 0u64;
+        let mut emit = |m: SessionMessage| {
+            let e = Event { seq, time_us: (js_sys::Date::now() * 1000.0) as u64, message: m };
+            seq += 1;
+            with_state(|s| s.view.apply(&e));
+            schedule_redraw();
+        };
+        #[cfg(feature = "replay")]
+        let result = super::browser_replay::run(&loaded, iterations, check, &stop, &mut emit).await;
+        #[cfg(not(feature = "replay"))]
+        let result: Result<BTreeMap<u32, Vec<u8>>, String> = {
+            let _ = (&loaded, iterations, check);
+            Err("this build of the viewer has no CPU executor".to_string())
+        };
+        match result {
+            Ok(bytes) => with_state(|s| s.region_bytes = bytes),
+            Err(e) if stop.get() => {
+                let _ = e;
+                emit(SessionMessage::State { state: SessionState::Cancelled });
+                emit(SessionMessage::Cancelled);
+            }
+            Err(e) => {
+                emit(SessionMessage::State { state: SessionState::Failed });
+                emit(SessionMessage::Failed { error: e });
+            }
+        }
+        schedule_redraw();
+    });
+}
+
+pub fn wire() {
+    let doc: web_sys::EventTarget = document().into();
+    listen(&doc, "click", false, |ev| {
+        if let Some(el) = dom::closest_with(&ev, "data-replay") {
+            match el.get_attribute("data-replay").as_deref() {
+                Some("start") => start_clicked(),
+                Some("cancel") => cancel_clicked(),
+                Some("share") => share_clicked(),
+                _ => {}
+            }
+        }
+    });
+    listen(&doc, "keydown", false, |ev| {
+        let ev: web_sys::KeyboardEvent = ev.unchecked_into();
+        let id = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).map(|e| e.id()).unwrap_or_default();
+        if ev.key() == "Enter" && (id == "r-iters" || id == "r-device") {
+            ev.prevent_default();
+            start_clicked();
+        }
+    });
+}

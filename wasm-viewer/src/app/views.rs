@@ -1,0 +1,374 @@
+//! The archive's other views: kernels with their PTX, regions with plots of their data, bindings.
+
+use std::fmt::Write as _;
+
+use shared::archive::{Archive, Op, RegionView};
+use wasm_bindgen::{Clamped, JsCast};
+
+use super::dom::{self, by_id, document, listen, set_html};
+use super::with_app;
+use crate::model::{bytes_human, esc, grid_shape};
+use crate::plot;
+
+fn launches_per_kernel(a: &Archive) -> Vec<usize> {
+    let mut n = vec![0usize; a.kernel_count()];
+    for op in a.ops() {
+        if let Op::Launch(l) = op {
+            if let Some(c) = n.get_mut(l.kernel as usize) {
+                *c += 1;
+            }
+        }
+    }
+    n
+}
+
+pub fn render_kernels() {
+    let html = with_app(|app| {
+        let open = app.open.as_mut()?;
+        let a = open.loaded.archive();
+        if a.kernel_count() == 0 {
+            return Some(r#"<div class="pane"><p class="muted">This archive launches no kernels.</p></div>"#.to_string());
+        }
+        let sel = open.selected_kernel.min(a.kernel_count() as u32 - 1);
+        let counts = launches_per_kernel(a);
+        let mut list = String::new();
+        for k in a.kernels() {
+            let _ = write!(
+                list,
+                r#"<div class="row{}" data-kernel="{}" tabindex="-1"><span>{}</span><span class="mono">{}</span><span>{}</span><span>{}</span></div>"#,
+                if k.id == sel { " sel" } else { "" },
+                k.id,
+                k.id,
+                esc(k.name),
+                k.params.len(),
+                counts[k.id as usize]
+            );
+        }
+        let k = a.kernel(sel);
+        let module = a.module(k.module);
+        let mut params = String::new();
+        for p in &k.params {
+            let _ = write!(
+                params,
+                r#"<tr><td class="mono">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+                esc(&p.name),
+                p.offset,
+                p.size,
+                p.align,
+                if p.kind == shared::archive::ParamKind::Pointer { "pointer" } else { "value" }
+            );
+        }
+        let ptx = match module.ptx_text() {
+            Ok(t) => highlight_entry(&t, k.name),
+            Err(e) => format!(r#"<div class="error">{}</div>"#, esc(&e.to_string())),
+        };
+        let cubins: Vec<String> = module.cubins.iter().map(|(sm, b)| format!("sm_{sm} ({})", bytes_human(b.len()))).collect();
+        Some(format!(
+            r#"<div class="split">
+  <div class="table kernels" style="flex:0 0 460px">
+    <div class="row head"><span>#</span><span>entry</span><span>params</span><span>launches</span></div>
+    <div class="tbody" id="kernel-list" tabindex="0" aria-label="kernels">{list}</div>
+  </div>
+  <div class="pane" id="kernel-detail">
+    <h3 class="mono">{}</h3>
+    <dl class="kv"><dt>module</dt><dd>{}</dd><dt>param bytes</dt><dd>{}</dd><dt>cubins</dt><dd>{}</dd></dl>
+    <table class="params"><thead><tr><th>param</th><th>offset</th><th>size</th><th>align</th><th>kind</th></tr></thead><tbody>{params}</tbody></table>
+    <h4>PTX</h4>
+    <pre class="ptx" id="ptx-src">{ptx}</pre>
+  </div>
+</div>"#,
+            esc(k.name),
+            esc(module.name),
+            k.params_size(),
+            if cubins.is_empty() { "none (JIT from PTX)".to_string() } else { cubins.join(", ") }
+        ))
+    });
+    if let Some(h) = html {
+        set_html("main-view", &h);
+        if let Some(e) = document().query_selector("#ptx-src .entry").ok().flatten() {
+            e.scroll_into_view();
+        }
+        if let Some(m) = by_id("main-view") {
+            m.set_scroll_top(0);
+        }
+    }
+}
+
+/// Escapes PTX and marks the `.entry` line of `name` so the view can scroll to it.
+fn highlight_entry(ptx: &str, name: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 64);
+    for line in ptx.lines() {
+        let is_entry = line.contains(".entry") && line.contains(name);
+        let t = line.trim_start();
+        let class = if is_entry {
+            Some("entry")
+        } else if t.starts_with("//") {
+            Some("c")
+        } else if t.starts_with('$') || t.ends_with(':') && !t.contains(' ') {
+            Some("l")
+        } else {
+            None
+        };
+        match class {
+            Some(c) => {
+                let _ = writeln!(out, r#"<span class="{c}">{}</span>"#, esc(line));
+            }
+            None => {
+                out.push_str(&esc(line));
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+fn tolerance_text(r: &RegionView) -> String {
+    match r.tolerance {
+        None => "none (no expected state)".into(),
+        Some(shared::archive::Tolerance::Exact) => "exact".into(),
+        Some(shared::archive::Tolerance::Close { rtol, atol }) => format!("rtol {rtol:e}, atol {atol:e}"),
+        Some(shared::archive::Tolerance::MismatchFraction { max_fraction }) => format!("≤ {max_fraction} mismatched"),
+    }
+}
+
+pub fn shape_text(r: &RegionView) -> String {
+    if r.shape.is_empty() {
+        format!("[{}]", r.size / r.dtype.size() as u64)
+    } else {
+        format!("{:?}", r.shape)
+    }
+}
+
+pub fn render_regions() {
+    let html = with_app(|app| {
+        let open = app.open.as_mut()?;
+        let a = open.loaded.archive();
+        if a.region_count() == 0 {
+            return Some(r#"<div class="pane"><p class="muted">This archive has no regions.</p></div>"#.to_string());
+        }
+        let sel = open.selected_region.min(a.region_count() as u32 - 1);
+        let mut rows = String::new();
+        for r in a.regions() {
+            let _ = write!(
+                rows,
+                r#"<div class="row{}" data-region="{}"><span>{}</span><span class="mono">{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span></div>"#,
+                if r.id == sel { " sel" } else { "" },
+                r.id,
+                r.id,
+                esc(r.name),
+                bytes_human(r.size),
+                r.dtype.name(),
+                shape_text(&r),
+                match (&r.initial, r.scratch) {
+                    (_, true) => "scratch",
+                    (Some(_), _) => "initial",
+                    (None, _) => "zero",
+                },
+                if r.expected.is_some() { "✓" } else { "" }
+            );
+        }
+        let r = a.region(sel);
+        Some(format!(
+            r#"<div class="split">
+  <div class="table regions" style="flex:0 0 620px">
+    <div class="row head"><span>#</span><span>name</span><span>size</span><span>dtype</span><span>shape</span><span>data</span><span>expected</span></div>
+    <div class="tbody" id="region-list" tabindex="0" aria-label="regions">{rows}</div>
+  </div>
+  <div class="pane" id="region-detail">
+    <h3 class="mono">{}</h3>
+    <dl class="kv"><dt>size</dt><dd>{} bytes ({})</dd><dt>element</dt><dd>{} × {}</dd><dt>align</dt><dd>{}</dd><dt>tolerance</dt><dd>{}</dd></dl>
+    {}
+  </div>
+</div>"#,
+            esc(r.name),
+            r.size,
+            bytes_human(r.size),
+            r.dtype.name(),
+            shape_text(&r),
+            r.align,
+            esc(&tolerance_text(&r)),
+            region_plots(a, &r)
+        ))
+    });
+    if let Some(h) = html {
+        set_html("main-view", &h);
+        draw_pending_heatmaps();
+    }
+}
+
+/// Plots for a region's initial and expected data (a canvas placeholder for heatmaps, filled
+/// after the HTML is in the DOM).
+fn region_plots(a: &Archive, r: &RegionView) -> String {
+    let _ = a;
+    let mut out = String::new();
+    for (label, blob) in [("initial", &r.initial), ("expected after replay", &r.expected)] {
+        let Some(blob) = blob else {
+            if label == "initial" {
+                let _ = write!(out, r#"<h4>initial</h4><p class="muted">no initial data (zero-filled)</p>"#);
+            }
+            continue;
+        };
+        let _ = write!(out, "<h4>{label}</h4>");
+        // Previews decode at most 64 MiB; larger regions are summarised from their head.
+        let limit = 64 << 20;
+        let bytes = if blob.len() <= limit {
+            blob.decode()
+        } else {
+            let mut v = vec![0u8; limit as usize];
+            std::io::Read::read_exact(&mut blob.reader(), &mut v).map(|_| v).map_err(|e| shared::archive::FormatError {
+                section: "blobs",
+                offset: 0,
+                reason: e.to_string(),
+            })
+        };
+        match bytes {
+            Ok(bytes) => out.push_str(&data_plot(&bytes, r, label)),
+            Err(e) => {
+                let _ = write!(out, r#"<div class="error">{}</div>"#, esc(&e.to_string()));
+            }
+        }
+    }
+    out
+}
+
+thread_local! {
+    static PENDING: std::cell::RefCell<Vec<(String, u32, u32, Vec<u8>)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A plot of region bytes: a heatmap when the shape is 2-D or more, else a min/max line.
+pub fn data_plot(bytes: &[u8], r: &RegionView, label: &str) -> String {
+    let s = crate::model::series(bytes, r.dtype, 600);
+    let stats = format!(
+        r#"<div class="stats mono">min {} · max {} · {} elements{}</div>"#,
+        plot::num(s.min),
+        plot::num(s.max),
+        s.elements,
+        if s.non_finite > 0 { format!(" · {} non-finite", s.non_finite) } else { String::new() }
+    );
+    if let Some((rows, cols)) = grid_shape(r) {
+        let (w, h, px, _, _) = plot::heatmap(bytes, r.dtype, rows, cols, 512);
+        let id = format!("hm-{}-{}", r.id, label.len());
+        let scale = (360.0 / w.max(h) as f64).max(1.0);
+        let html = format!(
+            r#"<canvas class="heatmap" id="{id}" width="{w}" height="{h}" style="width:{}px;height:{}px" aria-label="{} heatmap {rows}×{cols}"></canvas>{stats}"#,
+            (w as f64 * scale) as u32,
+            (h as f64 * scale) as u32,
+            esc(label)
+        );
+        PENDING.with(|p| p.borrow_mut().push((id, w, h, px)));
+        html
+    } else {
+        format!("{}{stats}", plot::series_svg(&s, 560, 140, "region"))
+    }
+}
+
+/// Paints heatmaps whose canvases were just inserted.
+pub fn draw_pending_heatmaps() {
+    let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    for (id, w, h, px) in pending {
+        let Some(canvas) = by_id(&id).and_then(|e| e.dyn_into::<web_sys::HtmlCanvasElement>().ok()) else { continue };
+        let Ok(Some(ctx)) = canvas.get_context("2d") else { continue };
+        let ctx: web_sys::CanvasRenderingContext2d = ctx.unchecked_into();
+        if let Ok(img) = web_sys::ImageData::new_with_u8_clamped_array_and_sh(Clamped(&px), w, h) {
+            let _ = ctx.put_image_data(&img, 0.0, 0.0);
+        }
+    }
+}
+
+pub fn render_bindings() {
+    let html = with_app(|app| {
+        let open = app.open.as_ref()?;
+        let a = open.loaded.archive();
+        if a.binding_count() == 0 {
+            return Some(r#"<div class="pane"><p class="muted">This archive declares no named bindings.</p></div>"#.to_string());
+        }
+        let mut rows = String::new();
+        for b in a.bindings() {
+            let r = a.region(b.region);
+            let _ = write!(
+                rows,
+                r#"<div class="row" data-goto-region="{}"><span class="mono">{}</span><span class="dir-{}">{}</span><span class="mono">{}</span><span>{}</span><span>{}</span><span>{}</span></div>"#,
+                r.id,
+                esc(b.name),
+                b.direction.name(),
+                b.direction.name(),
+                esc(r.name),
+                bytes_human(r.size),
+                r.dtype.name(),
+                shape_text(&r)
+            );
+        }
+        Some(format!(
+            r#"<div class="table bindings"><div class="row head"><span>binding</span><span>direction</span><span>region</span><span>size</span><span>dtype</span><span>shape</span></div><div class="tbody">{rows}</div></div>"#
+        ))
+    });
+    if let Some(h) = html {
+        set_html("main-view", &h);
+    }
+}
+
+pub fn wire() {
+    let doc: web_sys::EventTarget = document().into();
+    listen(&doc, "click", false, |ev| {
+        if let Some(el) = dom::closest_with(&ev, "data-kernel") {
+            if let Some(id) = el.get_attribute("data-kernel").and_then(|s| s.parse().ok()) {
+                with_app(|app| app.open.as_mut().map(|o| o.selected_kernel = id));
+                render_kernels();
+            }
+        } else if let Some(el) = dom::closest_with(&ev, "data-region") {
+            if let Some(id) = el.get_attribute("data-region").and_then(|s| s.parse().ok()) {
+                with_app(|app| app.open.as_mut().map(|o| o.selected_region = id));
+                render_regions();
+            }
+        } else if let Some(el) = dom::closest_with(&ev, "data-goto-region") {
+            if let Some(id) = el.get_attribute("data-goto-region").and_then(|s| s.parse().ok()) {
+                with_app(|app| app.open.as_mut().map(|o| o.selected_region = id));
+                super::show_tab(super::Tab::Regions);
+            }
+        }
+    });
+    listen(&doc, "keydown", false, |ev| {
+        let ev: web_sys::KeyboardEvent = ev.unchecked_into();
+        let target = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).map(|e| e.id()).unwrap_or_default();
+        let delta: i64 = match ev.key().as_str() {
+            "ArrowDown" | "j" => 1,
+            "ArrowUp" | "k" => -1,
+            _ => return,
+        };
+        let moved = with_app(|app| {
+            let open = app.open.as_mut()?;
+            let a = open.loaded.archive();
+            match target.as_str() {
+                "kernel-list" => {
+                    let n = a.kernel_count() as i64;
+                    open.selected_kernel = (open.selected_kernel as i64 + delta).clamp(0, (n - 1).max(0)) as u32;
+                    Some("k")
+                }
+                "region-list" => {
+                    let n = a.region_count() as i64;
+                    open.selected_region = (open.selected_region as i64 + delta).clamp(0, (n - 1).max(0)) as u32;
+                    Some("r")
+                }
+                _ => None,
+            }
+        });
+        let list = match moved {
+            Some("k") => {
+                render_kernels();
+                "kernel-list"
+            }
+            Some("r") => {
+                render_regions();
+                "region-list"
+            }
+            _ => return,
+        };
+        ev.prevent_default();
+        if let Some(l) = by_id(list) {
+            let _ = l.focus();
+            if let Some(s) = document().query_selector(&format!("#{list} .sel")).ok().flatten() {
+                s.scroll_into_view_with_bool(false);
+            }
+        }
+    });
+}

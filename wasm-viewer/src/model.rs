@@ -1,0 +1,436 @@
+//! What the views show, computed from an archive without touching the DOM (so it is tested natively).
+
+use std::fmt::Write as _;
+
+use shared::archive::{Archive, DType, FormatError, Op, ParamKind, RegionView};
+
+self_cell::self_cell!(
+    /// An archive that owns its bytes: the browser hands us a copy of the file, and every view
+    /// borrows from it for as long as the page shows it.
+    pub struct LoadedArchive {
+        owner: Vec<u8>,
+        #[covariant]
+        dependent: Archive,
+    }
+);
+
+impl LoadedArchive {
+    /// Opens (structure check only, as the reader does) bytes the page read or fetched.
+    pub fn load(bytes: Vec<u8>) -> Result<Self, FormatError> {
+        LoadedArchive::try_new(bytes, |b| Archive::open(b))
+    }
+
+    pub fn archive(&self) -> &Archive<'_> {
+        self.borrow_dependent()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.borrow_owner()
+    }
+}
+
+/// The kinds an op filter can select.
+pub const OP_KINDS: [&str; 8] = ["launch", "copy", "memset", "alloc", "free", "while", "if", "marker"];
+
+/// One op of the flat list with its nesting depth (bodies of while/if are indented).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpEntry {
+    pub id: u32,
+    pub depth: u16,
+}
+
+/// Nesting depth of every op: a linear pass with a stack of body ends.
+pub fn op_depths(a: &Archive) -> Vec<u16> {
+    let n = a.op_count() as u32;
+    let mut depths = Vec::with_capacity(n as usize);
+    let mut ends: Vec<u32> = Vec::new();
+    for id in 0..n {
+        while ends.last().is_some_and(|&e| id >= e) {
+            ends.pop();
+        }
+        depths.push(ends.len().min(u16::MAX as usize) as u16);
+        let body = a.op(id).body_len();
+        if body > 0 {
+            ends.push(id + 1 + body);
+        }
+    }
+    depths
+}
+
+/// Which ops the table shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpFilter {
+    /// An op kind name, or empty for all.
+    pub kind: String,
+    /// Substring of the kernel entry name (launches only), or empty for all.
+    pub kernel: String,
+}
+
+impl OpFilter {
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_empty() && self.kernel.is_empty()
+    }
+
+    /// Ids of the ops that pass, in order.
+    pub fn apply(&self, a: &Archive) -> Vec<u32> {
+        let kernel = self.kernel.to_lowercase();
+        // Decide per kernel once, not per op: 1M launches share a handful of kernels.
+        let kernel_ok: Vec<bool> =
+            a.kernels().map(|k| kernel.is_empty() || k.name.to_lowercase().contains(&kernel)).collect();
+        (0..a.op_count() as u32)
+            .filter(|&id| {
+                let op = a.op(id);
+                if !self.kind.is_empty() && op.kind_name() != self.kind {
+                    return false;
+                }
+                if kernel.is_empty() {
+                    return true;
+                }
+                match op {
+                    Op::Launch(l) => kernel_ok.get(l.kernel as usize).copied().unwrap_or(false),
+                    _ => false,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The columns of one op-table row, as text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpRow {
+    pub kind: &'static str,
+    pub kernel: String,
+    pub dims: String,
+    pub shared: String,
+    pub detail: String,
+}
+
+fn dim3(d: [u32; 3]) -> String {
+    match d {
+        [x, 1, 1] => format!("{x}"),
+        [x, y, 1] => format!("{x},{y}"),
+        [x, y, z] => format!("{x},{y},{z}"),
+    }
+}
+
+fn region_name<'a>(a: &Archive<'a>, id: u32) -> &'a str {
+    if (id as usize) < a.region_count() {
+        a.region(id).name
+    } else {
+        "?"
+    }
+}
+
+/// Human-readable byte count (binary units, as GPU engineers read buffer sizes).
+pub fn bytes_human(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else if v >= 100.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+pub fn op_row(a: &Archive, id: u32) -> OpRow {
+    let op = a.op(id);
+    let kind = op.kind_name();
+    let mut row = OpRow { kind, kernel: String::new(), dims: String::new(), shared: String::new(), detail: String::new() };
+    match op {
+        Op::Launch(l) => {
+            row.kernel = a.kernel(l.kernel).name.to_string();
+            row.dims = format!("{} × {}", dim3(l.grid), dim3(l.block));
+            row.shared = if l.shared_bytes == 0 { String::new() } else { l.shared_bytes.to_string() };
+            let n = l.relocs.len();
+            row.detail = format!("{} param bytes, {n} pointer{}", l.params.len(), if n == 1 { "" } else { "s" });
+        }
+        Op::Copy(c) => {
+            row.detail = format!(
+                "{}+{} → {}+{}, {}",
+                region_name(a, c.src),
+                c.src_offset,
+                region_name(a, c.dst),
+                c.dst_offset,
+                bytes_human(c.len)
+            );
+        }
+        Op::Memset(m) => {
+            let w = m.width.clamp(1, 8) as usize;
+            let pat = m.pattern & if w == 8 { u64::MAX } else { (1u64 << (w * 8)) - 1 };
+            row.detail = format!(
+                "{}+{}, {} = 0x{:0width$x} (×{} bytes)",
+                region_name(a, m.region),
+                m.offset,
+                bytes_human(m.len),
+                pat,
+                w,
+                width = w * 2
+            );
+        }
+        Op::Alloc(r) | Op::Free(r) => row.detail = region_name(a, r).to_string(),
+        Op::While { cond, body_len } | Op::If { cond, body_len } => {
+            let bound = if cond.max_iterations == 0 { String::new() } else { format!(", at most {} iterations", cond.max_iterations) };
+            row.detail = format!("{}+{} ≠ 0, body of {body_len} ops{bound}", region_name(a, cond.region), cond.offset);
+        }
+        Op::Marker(name) => row.detail = name.to_string(),
+    }
+    row
+}
+
+/// One decoded kernel parameter of a launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamValue {
+    pub name: String,
+    pub offset: u32,
+    pub size: u32,
+    pub kind: ParamKind,
+    /// The value as the layout suggests (integer and float views for scalars, hex for structs).
+    pub value: String,
+    /// Pointers inside this parameter: `(offset within the parameter, "region+offset")`.
+    pub pointers: Vec<(u64, String)>,
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    let mut v = [0u8; 8];
+    v[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+    u64::from_le_bytes(v)
+}
+
+fn hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+    s
+}
+
+/// Decodes a launch's parameter bytes per its kernel's declared layout, with its relocations.
+pub fn launch_params(a: &Archive, id: u32) -> Vec<ParamValue> {
+    let Op::Launch(l) = a.op(id) else { return Vec::new() };
+    let kernel = a.kernel(l.kernel);
+    let relocs: Vec<_> = a.relocs(l.relocs.clone()).collect();
+    kernel
+        .params
+        .iter()
+        .map(|p| {
+            let start = (p.offset as usize).min(l.params.len());
+            let end = (p.offset as usize + p.size as usize).min(l.params.len());
+            let bytes = &l.params[start..end];
+            let pointers: Vec<(u64, String)> = relocs
+                .iter()
+                .filter(|r| r.offset >= p.offset as u64 && r.offset < p.offset as u64 + p.size as u64)
+                .map(|r| (r.offset - p.offset as u64, format!("{}+{}", region_name(a, r.target), r.target_offset)))
+                .collect();
+            let value = if bytes.len() < p.size as usize {
+                format!("missing (parameter bytes end at {})", l.params.len())
+            } else if p.kind == ParamKind::Pointer || (p.size == 8 && pointers.iter().any(|(o, _)| *o == 0)) {
+                match pointers.iter().find(|(o, _)| *o == 0) {
+                    Some((_, t)) => format!("&{t}"),
+                    None if le_u64(bytes) == 0 => "null".to_string(),
+                    None => format!("0x{:x} (no relocation)", le_u64(bytes)),
+                }
+            } else {
+                match p.size {
+                    1 => format!("{}", bytes[0]),
+                    2 => format!("{}", u16::from_le_bytes([bytes[0], bytes[1]])),
+                    4 => {
+                        let u = u32::from_le_bytes(bytes.try_into().unwrap());
+                        format!("{} | {}f", u as i32, f32::from_bits(u))
+                    }
+                    8 => {
+                        let u = le_u64(bytes);
+                        format!("{} | {}", u as i64, f64::from_bits(u))
+                    }
+                    _ => hex(bytes),
+                }
+            };
+            ParamValue { name: p.name.clone(), offset: p.offset, size: p.size, kind: p.kind, value, pointers }
+        })
+        .collect()
+}
+
+/// Counts of what an archive holds, for the header line and the archive list.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Summary {
+    pub bytes: u64,
+    pub version: String,
+    pub ops: usize,
+    pub launches: usize,
+    pub kernels: usize,
+    pub modules: usize,
+    pub regions: usize,
+    pub bindings: usize,
+}
+
+pub fn summary(a: &Archive) -> Summary {
+    let (maj, min) = a.version();
+    Summary {
+        bytes: a.len(),
+        version: format!("{maj}.{min}"),
+        ops: a.op_count(),
+        launches: a.ops().filter(|o| matches!(o, Op::Launch(_))).count(),
+        kernels: a.kernel_count(),
+        modules: a.module_count(),
+        regions: a.region_count(),
+        bindings: a.binding_count(),
+    }
+}
+
+/// Converts element `i` of `bytes` (little-endian, of `dtype`) to f64 for plotting.
+pub fn element_f64(bytes: &[u8], dtype: DType, i: usize) -> f64 {
+    let s = dtype.size();
+    let b = &bytes[i * s..i * s + s];
+    match dtype {
+        DType::Bytes | DType::U8 => b[0] as f64,
+        DType::I8 => b[0] as i8 as f64,
+        DType::U16 => u16::from_le_bytes([b[0], b[1]]) as f64,
+        DType::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
+        DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
+        DType::Bf16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+        DType::U32 => u32::from_le_bytes(b.try_into().unwrap()) as f64,
+        DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as f64,
+        DType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
+        DType::U64 => u64::from_le_bytes(b.try_into().unwrap()) as f64,
+        DType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
+        DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
+    }
+}
+
+/// Region contents reduced for a plot: `min`/`max` per bucket so spikes survive downsampling.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    pub elements: usize,
+    pub lo: Vec<f64>,
+    pub hi: Vec<f64>,
+    pub min: f64,
+    pub max: f64,
+    pub non_finite: usize,
+}
+
+/// Buckets `bytes` (of `dtype`) into at most `buckets` min/max pairs.
+pub fn series(bytes: &[u8], dtype: DType, buckets: usize) -> Series {
+    let n = bytes.len() / dtype.size();
+    let buckets = buckets.clamp(1, n.max(1));
+    let mut lo = vec![f64::INFINITY; buckets];
+    let mut hi = vec![f64::NEG_INFINITY; buckets];
+    let (mut min, mut max, mut non_finite) = (f64::INFINITY, f64::NEG_INFINITY, 0);
+    for i in 0..n {
+        let v = element_f64(bytes, dtype, i);
+        if !v.is_finite() {
+            non_finite += 1;
+            continue;
+        }
+        let b = i * buckets / n;
+        lo[b] = lo[b].min(v);
+        hi[b] = hi[b].max(v);
+        min = min.min(v);
+        max = max.max(v);
+    }
+    Series { elements: n, lo, hi, min, max, non_finite }
+}
+
+/// The 2-D shape to draw a region as a heatmap, if its shape hint has two or more dimensions
+/// (outer dimensions are folded into rows).
+pub fn grid_shape(r: &RegionView) -> Option<(usize, usize)> {
+    if r.shape.len() < 2 {
+        return None;
+    }
+    let cols = *r.shape.last()? as usize;
+    let total = (r.size / r.dtype.size() as u64) as usize;
+    if cols == 0 || total < cols {
+        return None;
+    }
+    Some((total / cols, cols))
+}
+
+/// Escapes text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::archive::*;
+
+    fn sample() -> Vec<u8> {
+        let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+        let m = w.add_module("m", ".version 8.0").unwrap();
+        let k = w
+            .add_kernel(m, "scale", vec![
+                ParamDecl { name: "x".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer },
+                ParamDecl { name: "a".into(), offset: 8, size: 4, align: 4, kind: ParamKind::Value },
+            ])
+            .unwrap();
+        let x = w.add_region(RegionDecl::new("x", 64, DType::F32)).unwrap();
+        let flag = w.add_region(RegionDecl::new("flag", 4, DType::U32)).unwrap();
+        let mut params = vec![0u8; 12];
+        params[8..12].copy_from_slice(&2.5f32.to_le_bytes());
+        w.begin_while(Condition { region: flag, offset: 0, max_iterations: 3 }).unwrap();
+        w.launch(LaunchDecl {
+            kernel: k,
+            grid: [4, 1, 1],
+            block: [16, 1, 1],
+            shared_bytes: 0,
+            params,
+            relocs: vec![Reloc { offset: 0, target: x, target_offset: 0 }],
+        })
+        .unwrap();
+        w.end_body().unwrap();
+        w.memset(MemsetOp { region: x, offset: 0, len: 64, width: 4, pattern: 0 }).unwrap();
+        w.finish().unwrap().into_inner()
+    }
+
+    #[test]
+    fn rows_depths_filters_and_params() {
+        let loaded = LoadedArchive::load(sample()).unwrap();
+        let a = loaded.archive();
+        assert_eq!(op_depths(a), vec![0, 1, 0]);
+        let r = op_row(a, 1);
+        assert_eq!((r.kind, r.kernel.as_str(), r.dims.as_str()), ("launch", "scale", "4 × 16"));
+        assert!(op_row(a, 0).detail.contains("flag+0"), "{:?}", op_row(a, 0));
+        let f = OpFilter { kind: String::new(), kernel: "SCA".into() };
+        assert_eq!(f.apply(a), vec![1]);
+        let f = OpFilter { kind: "memset".into(), kernel: String::new() };
+        assert_eq!(f.apply(a), vec![2]);
+        let p = launch_params(a, 1);
+        assert_eq!(p[0].value, "&x+0");
+        assert_eq!(p[1].value, format!("{} | 2.5f", 2.5f32.to_bits() as i32));
+    }
+
+    #[test]
+    fn series_keeps_extremes() {
+        let vals: Vec<u8> = (0..1000).flat_map(|i| (if i == 500 { 1e6f32 } else { i as f32 }).to_le_bytes()).collect();
+        let s = series(&vals, DType::F32, 10);
+        assert_eq!(s.elements, 1000);
+        assert_eq!(s.max, 1e6);
+        assert_eq!(s.hi[5], 1e6);
+        assert_eq!(s.lo[0], 0.0);
+    }
+
+    #[test]
+    fn invalid_bytes_name_section_and_offset() {
+        let mut bytes = sample();
+        bytes[0] = b'X';
+        let e = LoadedArchive::load(bytes).err().unwrap();
+        assert_eq!((e.section, e.offset), ("header", 0));
+    }
+}

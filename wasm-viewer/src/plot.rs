@@ -1,0 +1,220 @@
+//! Plots as plain data: SVG text for line charts, RGBA pixels for heatmaps. Pure Rust so that
+//! the replay charts, the region previews and the tests all share one implementation.
+
+use std::fmt::Write as _;
+
+use shared::archive::DType;
+
+use crate::model::{element_f64, series, Series};
+
+/// Formats an axis value compactly (`1.2e6`, `0.0031`, `42`).
+pub fn num(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let a = v.abs();
+    if !(1e-3..1e6).contains(&a) {
+        format!("{v:.2e}")
+    } else if a >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// A min/max band plot of a series (spikes survive any zoom-out), `w`×`h` pixels.
+pub fn series_svg(s: &Series, w: u32, h: u32, class: &str) -> String {
+    let (pl, pr, pt, pb) = (48.0, 8.0, 8.0, 18.0);
+    let (iw, ih) = (w as f64 - pl - pr, h as f64 - pt - pb);
+    let mut svg = format!(r#"<svg class="plot {class}" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img">"#);
+    if s.elements == 0 || !s.min.is_finite() {
+        let _ = write!(svg, r#"<text x="{}" y="{}" class="axis">no finite values</text></svg>"#, pl, h / 2);
+        return svg;
+    }
+    let (lo, hi) = if s.max > s.min { (s.min, s.max) } else { (s.min - 1.0, s.max + 1.0) };
+    let y = |v: f64| pt + ih - (v - lo) / (hi - lo) * ih;
+    let n = s.lo.len();
+    let x = |i: usize| pl + if n > 1 { i as f64 / (n - 1) as f64 * iw } else { iw / 2.0 };
+    let _ = write!(
+        svg,
+        r#"<line class="grid" x1="{pl}" x2="{}" y1="{}" y2="{}"/><line class="grid" x1="{pl}" x2="{}" y1="{pt}" y2="{pt}"/>"#,
+        pl + iw,
+        pt + ih,
+        pt + ih,
+        pl + iw
+    );
+    let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>"#, pl - 4.0, pt + 8.0, num(hi));
+    let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>"#, pl - 4.0, pt + ih, num(lo));
+    let _ = write!(svg, r#"<text class="axis" x="{pl}" y="{}">0</text>"#, h as f64 - 4.0);
+    let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>"#, pl + iw, h as f64 - 4.0, s.elements);
+    // Upper edge left to right, lower edge back: one closed band.
+    let mut d = String::new();
+    let mut first = true;
+    for i in 0..n {
+        if s.hi[i].is_finite() {
+            let _ = write!(d, "{}{:.1},{:.1}", if first { "M" } else { "L" }, x(i), y(s.hi[i]));
+            first = false;
+        }
+    }
+    for i in (0..n).rev() {
+        if s.lo[i].is_finite() {
+            let _ = write!(d, "L{:.1},{:.1}", x(i), y(s.lo[i]));
+        }
+    }
+    if !d.is_empty() {
+        let _ = write!(svg, r#"<path class="band" d="{d}Z"/>"#);
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// Line chart of one or more named series over a shared x (iterations), for replay timings.
+pub fn lines_svg(series: &[(&str, &[f64])], w: u32, h: u32, unit: &str) -> String {
+    let (pl, pr, pt, pb) = (56.0, 8.0, 8.0, 18.0);
+    let (iw, ih) = (w as f64 - pl - pr, h as f64 - pt - pb);
+    let mut svg = format!(r#"<svg class="plot lines" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img">"#);
+    let all = series.iter().flat_map(|(_, v)| v.iter().copied()).filter(|v| v.is_finite());
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in all {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    let n = series.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+    if n == 0 || !lo.is_finite() {
+        let _ = write!(svg, r#"<text class="axis" x="{pl}" y="{}">waiting for data</text></svg>"#, h / 2);
+        return svg;
+    }
+    lo = lo.min(0.0);
+    if hi <= lo {
+        hi = lo + 1.0;
+    }
+    let y = |v: f64| pt + ih - (v - lo) / (hi - lo) * ih;
+    let x = |i: usize| pl + if n > 1 { i as f64 / (n - 1) as f64 * iw } else { iw / 2.0 };
+    let _ = write!(svg, r#"<line class="grid" x1="{pl}" x2="{}" y1="{}" y2="{}"/>"#, pl + iw, pt + ih, pt + ih);
+    let _ = write!(svg, r#"<line class="grid" x1="{pl}" x2="{}" y1="{pt}" y2="{pt}"/>"#, pl + iw);
+    let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{} {unit}</text>"#, pl - 4.0, pt + 8.0, num(hi));
+    let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>"#, pl - 4.0, pt + ih, num(lo));
+    let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{n}</text>"#, pl + iw, h as f64 - 4.0);
+    for (k, (name, vals)) in series.iter().enumerate() {
+        let mut d = String::new();
+        for (i, v) in vals.iter().enumerate() {
+            if v.is_finite() {
+                let _ = write!(d, "{}{:.1},{:.1}", if d.is_empty() { "M" } else { "L" }, x(i), y(*v));
+            }
+        }
+        let _ = write!(svg, r#"<path class="line c{}" d="{d}"><title>{}</title></path>"#, k % 6, crate::model::esc(name));
+        if vals.len() == 1 {
+            let _ = write!(svg, r#"<circle class="dot c{}" cx="{:.1}" cy="{:.1}" r="3"/>"#, k % 6, x(0), y(vals[0]));
+        }
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// Horizontal bars (per-op timings): `(label, value)`, longest first is the caller's choice.
+pub fn bars_svg(bars: &[(String, f64)], w: u32, unit: &str) -> String {
+    let row = 16.0;
+    let h = (bars.len() as f64 * row + 4.0).max(20.0);
+    let label_w = 180.0;
+    let max = bars.iter().map(|b| b.1).fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
+    let mut svg = format!(r#"<svg class="plot bars" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img">"#);
+    for (i, (label, v)) in bars.iter().enumerate() {
+        let y = i as f64 * row + 2.0;
+        let bw = (v / max) * (w as f64 - label_w - 70.0);
+        let _ = write!(
+            svg,
+            r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text><rect class="bar" x="{label_w}" y="{y}" width="{bw:.1}" height="{}"/><text class="axis" x="{}" y="{}">{} {unit}</text>"#,
+            label_w - 4.0,
+            y + 11.0,
+            crate::model::esc(label),
+            row - 4.0,
+            label_w + bw + 4.0,
+            y + 11.0,
+            num(*v)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A perceptually ordered colour ramp (dark blue → teal → yellow), like viridis.
+fn ramp(t: f64) -> [u8; 3] {
+    const STOPS: [[f64; 3]; 5] = [
+        [68.0, 1.0, 84.0],
+        [59.0, 82.0, 139.0],
+        [33.0, 145.0, 140.0],
+        [94.0, 201.0, 98.0],
+        [253.0, 231.0, 37.0],
+    ];
+    let t = t.clamp(0.0, 1.0) * 4.0;
+    let i = (t as usize).min(3);
+    let f = t - i as f64;
+    let c = |k: usize| (STOPS[i][k] + (STOPS[i + 1][k] - STOPS[i][k]) * f) as u8;
+    [c(0), c(1), c(2)]
+}
+
+/// A heatmap image of a `rows`×`cols` grid, downsampled (by averaging) to at most `max_side`
+/// pixels per side. Returns `(width, height, rgba, min, max)`.
+pub fn heatmap(bytes: &[u8], dtype: DType, rows: usize, cols: usize, max_side: usize) -> (u32, u32, Vec<u8>, f64, f64) {
+    let n = (bytes.len() / dtype.size()).min(rows * cols);
+    let w = cols.min(max_side).max(1);
+    let h = rows.min(max_side).max(1);
+    let mut sum = vec![0.0f64; w * h];
+    let mut cnt = vec![0u32; w * h];
+    for i in 0..n {
+        let v = element_f64(bytes, dtype, i);
+        if !v.is_finite() {
+            continue;
+        }
+        let (r, c) = (i / cols, i % cols);
+        let p = (r * h / rows) * w + c * w / cols;
+        sum[p] += v;
+        cnt[p] += 1;
+    }
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for p in 0..w * h {
+        if cnt[p] > 0 {
+            let v = sum[p] / cnt[p] as f64;
+            sum[p] = v;
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+    }
+    let span = if hi > lo { hi - lo } else { 1.0 };
+    let mut rgba = vec![0u8; w * h * 4];
+    for p in 0..w * h {
+        let [r, g, b] = if cnt[p] > 0 { ramp((sum[p] - lo) / span) } else { [255, 0, 255] };
+        rgba[p * 4..p * 4 + 4].copy_from_slice(&[r, g, b, 255]);
+    }
+    (w as u32, h as u32, rgba, lo, hi)
+}
+
+/// A series straight from region bytes.
+pub fn region_series(bytes: &[u8], dtype: DType) -> Series {
+    series(bytes, dtype, 600)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heatmap_orders_colours_by_value() {
+        let vals: Vec<u8> = (0..16).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let (w, h, px, lo, hi) = heatmap(&vals, DType::F32, 4, 4, 512);
+        assert_eq!((w, h, lo, hi), (4, 4, 0.0, 15.0));
+        assert_eq!(&px[0..3], &[68, 1, 84]);
+        assert_eq!(&px[15 * 4..15 * 4 + 3], &[253, 231, 37]);
+    }
+
+    #[test]
+    fn svg_plots_have_paths() {
+        let vals: Vec<u8> = (0..100).flat_map(|i| ((i as f32).sin()).to_le_bytes()).collect();
+        let svg = series_svg(&region_series(&vals, DType::F32), 400, 120, "x");
+        assert!(svg.contains("<path class=\"band\" d=\"M"));
+        let svg = lines_svg(&[("iter", &[1.0, 2.0, 3.0])], 400, 120, "ms");
+        assert!(svg.contains("class=\"line c0\" d=\"M"));
+        assert_eq!(num(1234567.0), "1.23e6");
+        assert_eq!(num(0.25), "0.25");
+    }
+}
