@@ -183,11 +183,10 @@ async fn select_value(b: &Browser, css: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
-/// Upload with progress, the op list of a host archive (reloadable), the DAG picture, region plots,
-/// a CPU replay on the host and one in the browser, and the share link opened by a second browser.
+/// Upload with progress, the op list of a host archive (reloadable), the DAG picture, region plots.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn host_archive_upload_views_replays_and_share_link() -> Result<()> {
-    if !browser::available("host_archive_upload_views_replays_and_share_link") {
+async fn host_archive_upload_op_list_graph_and_regions() -> Result<()> {
+    if !browser::available("host_archive_upload_op_list_graph_and_regions") {
         return Ok(());
     }
     let dir = tempfile::tempdir()?;
@@ -260,36 +259,5 @@ async fn host_archive_upload_views_replays_and_share_link() -> Result<()> {
     click(&b, "[data-region='0']").await?;
     b.wait_for("#region-detail svg.plot path.band", Duration::from_secs(5)).await?;
 
-    // A CPU replay on the host, watched live.
-    let saxpy_id = stored.iter().find(|a| a.name == "saxpy.recap").map(|a| a.id.clone()).expect("seeded saxpy");
-    b.client.goto(&format!("{}/archives/{saxpy_id}#replay", host.url)).await?;
-    b.wait_for("#r-device option[value='cpu']", Duration::from_secs(10)).await?;
-    select_value(&b, "#r-device", "cpu").await?;
-    select_value(&b, "#r-iters", "3").await?;
-    click(&b, "#r-start").await?;
-    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(60)).await?;
-    assert_eq!(b.text("#r-progress").await?, "3/3");
-    assert!(b.text("#r-verdict").await?.starts_with("PASS"), "host replay verdict");
-    let share = b.client.find(fantoccini::Locator::Css("#r-share-url")).await?.prop("value").await?.unwrap_or_default();
-    assert!(share.contains("/sessions/"), "share link: {share}");
-    b.screenshot("browser-host-replay").await?;
-
-    // The same archive replayed in this browser: same view, same verdict, no server.
-    select_value(&b, "#r-device", "browser").await?;
-    select_value(&b, "#r-iters", "2").await?;
-    click(&b, "#r-start").await?;
-    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(120)).await?;
-    assert_eq!(b.text("#r-progress").await?, "2/2");
-    assert!(b.text("#r-verdict").await?.starts_with("PASS"), "browser replay verdict");
-    b.screenshot("browser-wasm-replay").await?;
-
-    // A second browser opens the share link and sees the same finished session, from its history.
-    let second = Browser::start().await?;
-    second.open(&share).await?;
-    wait_attr_eq(&second, "#r-state", "data-state", "finished", Duration::from_secs(30)).await?;
-    assert_eq!(second.text("#r-progress").await?, "3/3");
-    assert!(second.text("#r-verdict").await?.starts_with("PASS"));
-    second.screenshot("browser-share-link").await?;
-    second.close().await?;
     b.close().await
 }
