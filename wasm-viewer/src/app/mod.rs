@@ -6,7 +6,6 @@
 //! views; the tab is the URL's fragment), `/sessions/{id}` (a replay session, live).
 
 mod api;
-#[cfg(feature = "replay")]
 mod browser_replay;
 mod dom;
 mod graph_view;

@@ -145,9 +145,7 @@ fn fill_devices(is_local: bool) {
         if is_local {
             h.push_str(r#"<option disabled>host devices: upload the archive first</option>"#);
         }
-        if cfg!(feature = "replay") {
-            h.push_str(r#"<option value="browser">this browser (wasm, 1 thread)</option>"#);
-        }
+        h.push_str(r#"<option value="browser">this browser (wasm, 1 thread)</option>"#);
         h
     });
     sel.set_inner_html(&html);
@@ -570,13 +568,7 @@ fn start_browser(iterations: u32, check: bool) {
             with_state(|s| s.view.apply(&e));
             schedule_redraw();
         };
-        #[cfg(feature = "replay")]
         let result = super::browser_replay::run(&loaded, iterations, check, &stop, &mut emit).await;
-        #[cfg(not(feature = "replay"))]
-        let result: Result<BTreeMap<u32, Vec<u8>>, String> = {
-            let _ = (&loaded, iterations, check);
-            Err("this build of the viewer has no CPU executor".to_string())
-        };
         match result {
             Ok(bytes) => with_state(|s| s.region_bytes = bytes),
             Err(e) if stop.get() => {
