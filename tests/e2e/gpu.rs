@@ -170,6 +170,10 @@ fn add_params(n: u32, v: u32) -> Vec<u8> {
 fn without_a_driver_the_error_says_so_in_one_line() {
     match Device::open(0) {
         Err(e @ OpenError::NoDriver) => {
+            // Loading an archive for the GPU says the same, and never panics inside cudarc.
+            let bytes = count_down_archive(1, 0);
+            let load = recap::cuda::ArchiveReplay::open(&bytes, 0, opts(Mode::Graph)).err().map(|e| e.to_string());
+            assert_eq!(load.as_deref(), Some(e.to_string().as_str()));
             let msg = e.to_string();
             assert!(msg.starts_with("no CUDA driver found"), "{msg}");
             assert!(msg.contains("--device cpu") && !msg.contains('\n'), "{msg}");

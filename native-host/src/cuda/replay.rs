@@ -1213,3 +1213,42 @@ pub fn probe_ops(device: &Arc<Device>, archive: &Archive, iterations: u64) -> Re
     }
     Ok(None)
 }
+
+/// One archive file replayed on a GPU the way `recap replay` drives any backend: each iteration
+/// may start from the initial state ([`ArchiveReplay::reset`]), a fault names its op, and
+/// [`ArchiveReplay::check`] judges the expected regions.
+pub struct ArchiveReplay<'a> {
+    bytes: &'a [u8],
+    archive: Archive<'a>,
+    device: Arc<Device>,
+    replay: CudaReplay,
+}
+
+impl<'a> ArchiveReplay<'a> {
+    /// Opens device `ordinal` and loads the archive held in `bytes`.
+    pub fn open(bytes: &'a [u8], ordinal: usize, options: ReplayOptions) -> Result<Self, CudaError> {
+        let archive = Archive::open(bytes)?;
+        let device = Device::open(ordinal)?;
+        let replay = CudaReplay::load(&device, &archive, options)?;
+        Ok(ArchiveReplay { bytes, archive, device, replay })
+    }
+
+    /// Restores every region's initial bytes.
+    pub fn reset(&mut self) -> Result<(), CudaError> {
+        self.replay.upload_initial(&self.archive)
+    }
+
+    /// Replays once; a fault is reported with the op that caused it.
+    pub fn run_iteration(&mut self) -> Result<Duration, CudaError> {
+        self.replay.replay().map_err(|e| locate_fault(&self.device, self.bytes, e, 1))
+    }
+
+    pub fn check(&mut self) -> Result<Vec<RegionCheck>, CudaError> {
+        self.replay.check(&self.archive)
+    }
+
+    /// The loaded replay, for bindings, parameter updates and timings.
+    pub fn replay(&mut self) -> &mut CudaReplay {
+        &mut self.replay
+    }
+}
