@@ -49,6 +49,13 @@ fn write_archive(path: &Path, size: u64) {
 
 /// `(VmRSS, VmHWM)` of a process in bytes.
 fn rss(pid: u32) -> (u64, u64) {
+    let (rss, hwm, _) = memory(pid);
+    (rss, hwm)
+}
+
+/// `(VmRSS, VmHWM, RssAnon)` of a process in bytes: RssAnon leaves out file pages (the memory map
+/// of the archive being validated), which the kernel can drop at any time.
+fn memory(pid: u32) -> (u64, u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
@@ -58,7 +65,7 @@ fn rss(pid: u32) -> (u64, u64) {
             .unwrap_or(0)
             * 1024
     };
-    (field("VmRSS:"), field("VmHWM:"))
+    (field("VmRSS:"), field("VmHWM:"), field("RssAnon:"))
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -94,12 +101,14 @@ async fn bench_upload(size_mib: u64) {
     let sampler = {
         let sampling = sampling.clone();
         std::thread::spawn(move || {
-            let mut peak = 0;
+            let (mut peak, mut peak_anon) = (0, 0);
             while sampling.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(rss(pid).0);
+                let (rss, _, anon) = memory(pid);
+                peak = peak.max(rss);
+                peak_anon = peak_anon.max(anon);
                 std::thread::sleep(Duration::from_millis(10));
             }
-            peak
+            (peak, peak_anon)
         })
     };
     let file = tokio::fs::File::open(&src).await.unwrap();
@@ -115,7 +124,7 @@ async fn bench_upload(size_mib: u64) {
     let status = res.status().as_u16();
     let upload = t.elapsed().as_secs_f64();
     sampling.store(false, std::sync::atomic::Ordering::Relaxed);
-    let sampled_peak = sampler.join().unwrap();
+    let (sampled_peak, anon_peak) = sampler.join().unwrap();
     let (_, hwm) = rss(pid);
     assert_eq!(status, 201, "{}", res.text().await.unwrap_or_default());
     println!("upload: cp {cp:.2}s ({:.0} MiB/s); cp + fsync {cp_sync:.2}s ({:.0} MiB/s)", mib(len) / cp, mib(len) / cp_sync);
@@ -126,10 +135,11 @@ async fn bench_upload(size_mib: u64) {
         cp_sync / upload
     );
     println!(
-        "upload: host RSS {:.1} MiB before, {:.1} MiB peak sampled every 10 ms, VmHWM {:.1} MiB",
+        "upload: host RSS {:.1} MiB before, {:.1} MiB peak sampled every 10 ms, VmHWM {:.1} MiB; anonymous (RssAnon) peak {:.1} MiB",
         mib(rss_before),
         mib(sampled_peak),
-        mib(hwm)
+        mib(hwm),
+        mib(anon_peak)
     );
     assert!(server.stop());
 }
