@@ -1,7 +1,13 @@
-//! The CPU device: replays on the PTX interpreter, all cores for one session at a time.
+//! The CPU device: replays on the PTX interpreter (`shared::replay`), all cores for one session
+//! at a time, so sessions queue rather than share cores.
 
-use shared::protocol::{CheckReport, SessionMessage};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
+use shared::protocol::{CheckReport, OpTiming, SessionMessage};
+use shared::replay::{CpuReplay, OpEvent, ReplayError, ReplayObserver, ReplayOptions};
+
+use super::report::{check_report, output_regions, summary};
 use super::{Engine, Job, RunError};
 
 /// Replays on this machine's CPU cores.
@@ -21,6 +27,35 @@ impl Default for CpuEngine {
     }
 }
 
+/// Per-op timings are sent for the first iterations and then every this-many, so that a long
+/// session's log stays small while its charts stay meaningful.
+const OP_TIMINGS_EVERY: u32 = 100;
+
+/// Times top-level ops (a while/if includes its body).
+#[derive(Default)]
+struct OpTimer {
+    open: Vec<Instant>,
+    done: Vec<OpTiming>,
+}
+
+impl ReplayObserver for OpTimer {
+    fn op_started(&mut self, _event: &OpEvent) {
+        self.open.push(Instant::now());
+    }
+
+    fn op_finished(&mut self, event: &OpEvent) {
+        let Some(start) = self.open.pop() else { return };
+        if self.open.is_empty() {
+            self.done.push(OpTiming {
+                op: event.op,
+                kind: event.kind.to_string(),
+                name: event.name.map(str::to_string),
+                time_ms: start.elapsed().as_secs_f64() * 1e3,
+            });
+        }
+    }
+}
+
 impl Engine for CpuEngine {
     fn id(&self) -> String {
         "cpu".into()
@@ -34,7 +69,48 @@ impl Engine for CpuEngine {
         format!("CPU ({} threads)", self.threads)
     }
 
-    fn run(&self, _job: &Job<'_>, _emit: &mut dyn FnMut(SessionMessage)) -> Result<Option<CheckReport>, RunError> {
-        Err(RunError::Failed("CPU replay is not part of this build yet".into()))
+    fn run(&self, job: &Job<'_>, emit: &mut dyn FnMut(SessionMessage)) -> Result<Option<CheckReport>, RunError> {
+        let archive = job.archive;
+        let failed = |e: ReplayError| {
+            if job.cancel.load(Ordering::Relaxed) || matches!(e, ReplayError::Cancelled { .. }) {
+                RunError::Cancelled
+            } else {
+                RunError::Failed(e.to_string())
+            }
+        };
+        let options = ReplayOptions { cancel: Some(job.cancel.clone()), threads: 0, instruction_budget: None };
+        let mut replay = CpuReplay::new(archive, options).map_err(failed)?;
+        let bound: Vec<(u32, &[u8])> = job
+            .bindings
+            .iter()
+            .filter_map(|(name, bytes)| archive.binding(name).map(|b| (b.region, bytes.as_slice())))
+            .collect();
+        for index in 0..job.iterations {
+            if job.cancel.load(Ordering::Relaxed) {
+                return Err(RunError::Cancelled);
+            }
+            if index > 0 {
+                replay.reset().map_err(failed)?;
+            }
+            for (region, bytes) in &bound {
+                replay.set_region_bytes(*region, bytes).map_err(failed)?;
+            }
+            let mut timer = OpTimer::default();
+            let started = Instant::now();
+            replay.run_iteration(&mut timer).map_err(failed)?;
+            let time_ms = started.elapsed().as_secs_f64() * 1e3;
+            if index < OP_TIMINGS_EVERY || index % OP_TIMINGS_EVERY == 0 {
+                emit(SessionMessage::OpTimings { iteration: index, ops: timer.done });
+            }
+            emit(SessionMessage::Iteration { index, time_ms });
+        }
+        for region in output_regions(archive) {
+            let bytes = replay.region_bytes(region).map_err(failed)?;
+            emit(summary(archive, region, &bytes));
+        }
+        if !job.check {
+            return Ok(None);
+        }
+        Ok(Some(check_report(&replay.check().map_err(failed)?)))
     }
 }
