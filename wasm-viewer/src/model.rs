@@ -285,22 +285,7 @@ pub fn summary(a: &Archive) -> Summary {
 
 /// Converts element `i` of `bytes` (little-endian, of `dtype`) to f64 for plotting.
 pub fn element_f64(bytes: &[u8], dtype: DType, i: usize) -> f64 {
-    let s = dtype.size();
-    let b = &bytes[i * s..i * s + s];
-    match dtype {
-        DType::Bytes | DType::U8 => b[0] as f64,
-        DType::I8 => b[0] as i8 as f64,
-        DType::U16 => u16::from_le_bytes([b[0], b[1]]) as f64,
-        DType::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
-        DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
-        DType::Bf16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
-        DType::U32 => u32::from_le_bytes(b.try_into().unwrap()) as f64,
-        DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as f64,
-        DType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
-        DType::U64 => u64::from_le_bytes(b.try_into().unwrap()) as f64,
-        DType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
-        DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
-    }
+    shared::check::element(bytes, dtype, i)
 }
 
 /// Region contents reduced for a plot: `min`/`max` per bucket so spikes survive downsampling.
