@@ -166,14 +166,16 @@ fn iterations_restart_from_the_initial_state_and_report_each_time() {
 }
 
 #[test]
-fn cuda_device_is_refused_with_a_clear_line() {
+fn cuda_options_are_refused_for_the_cpu_and_bad_devices_named() {
     let dir = tempfile::tempdir().unwrap();
     let archive = import(&corpus_dir().join("nvcc/saxpy"), "sm_90", dir.path());
-    let o = recap(&["replay", archive.to_str().unwrap(), "--device", "cuda:0", "--mode", "stream"]);
-    let (_, stderr) = text(&o);
-    assert!(!o.status.success());
-    assert!(stderr.contains("CUDA replay is not available in this build"), "{stderr}");
+    let o = recap(&["replay", archive.to_str().unwrap(), "--device", "cpu", "--mode", "stream"]);
+    let (stdout, stderr) = text(&o);
+    assert!(!o.status.success(), "{stdout}");
+    assert!(stderr.contains("--mode stream applies to --device cuda only"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     let o = recap(&["replay", archive.to_str().unwrap(), "--device", "tpu"]);
+    assert!(!o.status.success());
     assert!(text(&o).1.contains("expected cpu, cuda or cuda:N"));
 }
 

@@ -187,6 +187,94 @@ fn without_a_driver_the_error_says_so_in_one_line() {
     }
 }
 
+/// Runs the `recap` binary; returns (success, stdout, stderr).
+fn recap(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
+    let o = Command::new(recap_bin()).args(args).output().expect("running recap");
+    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Imports a corpus case with `recap import-case` into `dir`.
+fn import_case(case: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    let name = case.file_name().unwrap().to_string_lossy().to_string();
+    let out = dir.join(format!("{name}.recap"));
+    let (ok, stdout, stderr) = recap(&["import-case".as_ref(), case.as_os_str(), "--ptx".as_ref(), "sm_90".as_ref(), "-o".as_ref(), out.as_os_str()]);
+    assert!(ok, "import {name}: {stdout}{stderr}");
+    out
+}
+
+fn replay_cli(file: &std::path::Path, extra: &[&str]) -> (bool, String, String) {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["replay".as_ref(), file.as_os_str()];
+    args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+    recap(&args)
+}
+
+#[test]
+fn the_cli_says_when_there_is_no_driver_or_device_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = import_case(&corpus_cases()[0], dir.path());
+    let (device, want) = match Device::open(0) {
+        Err(OpenError::NoDriver) => ("cuda".to_string(), "no CUDA driver found".to_string()),
+        Err(OpenError::NoDevice { .. }) => ("cuda".to_string(), "no CUDA device 0".to_string()),
+        Err(e) => panic!("CUDA driver present but unusable: {e}"),
+        Ok(d) => {
+            let n = d.driver.device_count;
+            (format!("cuda:{n}"), format!("no CUDA device {n}: this machine has {n}"))
+        }
+    };
+    let (ok, stdout, stderr) = replay_cli(&file, &["--device", &device, "--check"]);
+    println!("recap replay --device {device}: {}", stderr.trim_end());
+    assert!(!ok, "{stdout}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: ") && stderr.contains(&want), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn the_cli_replays_every_corpus_case_with_check_in_both_modes() {
+    let _g = serial();
+    let Some(_dev) = gpu("the_cli_replays_every_corpus_case_with_check_in_both_modes") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cases = corpus_cases();
+    assert!(cases.len() >= 16, "expected the 16 public cases, found {}", cases.len());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        let file = import_case(case, dir.path());
+        for (mode, how) in [("graph", "one graph of"), ("stream", "op by op on a stream")] {
+            let (ok, stdout, stderr) = replay_cli(&file, &["--device", "cuda", "--mode", mode, "--iterations", "2", "--check"]);
+            let summary = stdout.lines().find(|l| l.contains("regions pass")).unwrap_or("no check summary").to_string();
+            let first = stdout.lines().next().unwrap_or_default().to_string();
+            println!("{} {name} {mode}: {summary}; {first}", if ok { "PASS" } else { "FAIL" });
+            if !ok || !first.contains(how) || !stdout.contains("iteration 2: ") {
+                failures.push(format!("{name} --mode {mode}:\n{stdout}{stderr}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_cli_names_the_faulting_op_and_exits_non_zero() {
+    let _g = serial();
+    let Some(_dev) = gpu("the_cli_names_the_faulting_op_and_exits_non_zero") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.recap");
+    std::fs::write(&bad, fault_archive()).unwrap();
+    let good = dir.path().join("good.recap");
+    std::fs::write(&good, count_down_archive(5, 0)).unwrap();
+    for mode in ["graph", "stream"] {
+        let (ok, stdout, stderr) = replay_cli(&bad, &["--device", "cuda", "--mode", mode]);
+        println!("--mode {mode}: {}", stderr.trim_end());
+        assert!(!ok, "{stdout}");
+        assert!(stderr.contains("at op 1 (launch poke)") && stderr.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        // The next replay, in a new process, runs on the same GPU.
+        let (ok, stdout, stderr) = replay_cli(&good, &["--device", "cuda", "--mode", mode]);
+        assert!(ok && stdout.contains("iteration 1: "), "{stdout}{stderr}");
+    }
+}
+
 #[test]
 fn every_corpus_case_passes_check_in_both_modes() {
     let _g = serial();

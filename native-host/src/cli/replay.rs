@@ -78,9 +78,9 @@ pub struct Args {
     /// CPU worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
-    /// CUDA submission mode.
-    #[arg(long, value_enum, default_value = "graph")]
-    pub mode: Mode,
+    /// CUDA submission mode (default graph); the CPU always replays op by op.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
 }
 
 /// Settings every backend receives.
@@ -88,7 +88,8 @@ pub struct Args {
 pub struct BackendSettings {
     pub budget: Option<u64>,
     pub threads: usize,
-    pub mode: Mode,
+    /// As given on the command line (`None`: the device's default).
+    pub mode: Option<Mode>,
     pub cancel: Arc<AtomicBool>,
 }
 
@@ -100,6 +101,14 @@ pub trait ReplayBackend {
     fn run_iteration(&mut self, observer: &mut dyn ReplayObserver) -> anyhow::Result<IterationStats>;
     /// Judges the regions that have an expected state.
     fn check(&mut self) -> anyhow::Result<Vec<RegionCheck>>;
+    /// One-line notes on how the replay has to be carried out (printed once, before it starts).
+    fn warnings(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+    /// What to say about the last iteration instead of the CPU's op and instruction counts.
+    fn iteration_detail(&mut self) -> Option<String> {
+        None
+    }
 }
 
 struct CpuBackend<'a>(CpuReplay<'a>);
@@ -116,14 +125,59 @@ impl ReplayBackend for CpuBackend<'_> {
     }
 }
 
-/// The engine for `device`.
+/// A CUDA graph (or stream) replay of the archive on one GPU.
+struct CudaBackend<'a> {
+    replay: recap::cuda::ArchiveReplay<'a>,
+    ops: u64,
+    launches: u64,
+    last_device_time: Duration,
+}
+
+impl ReplayBackend for CudaBackend<'_> {
+    fn reset(&mut self) -> anyhow::Result<()> {
+        Ok(self.replay.reset()?)
+    }
+    fn run_iteration(&mut self, _observer: &mut dyn ReplayObserver) -> anyhow::Result<IterationStats> {
+        // The GPU runs the whole graph without coming back to the host: there is no per-op event.
+        self.last_device_time = self.replay.run_iteration()?;
+        Ok(IterationStats { ops: self.ops, launches: self.launches, ..Default::default() })
+    }
+    fn check(&mut self) -> anyhow::Result<Vec<RegionCheck>> {
+        Ok(self.replay.check()?)
+    }
+    fn warnings(&mut self) -> Vec<String> {
+        self.replay.replay().warnings().to_vec()
+    }
+    fn iteration_detail(&mut self) -> Option<String> {
+        let r = self.replay.replay();
+        let how = match (r.mode(), r.graph_size()) {
+            (recap::cuda::Mode::Graph, Some((nodes, edges))) => format!("one graph of {nodes} nodes, {edges} edges"),
+            _ => "op by op on a stream".to_string(),
+        };
+        Some(format!(
+            "{} on the GPU; {} ops, {} launches in the archive; {how}",
+            fmt_duration(self.last_device_time),
+            self.ops,
+            self.launches
+        ))
+    }
+}
+
+/// The engine for `device`, over the archive held in `bytes`.
 pub fn open_backend<'a>(
     device: Device,
+    bytes: &'a [u8],
     archive: &Archive<'a>,
     settings: &BackendSettings,
 ) -> anyhow::Result<Box<dyn ReplayBackend + 'a>> {
     match device {
         Device::Cpu => {
+            if let Some(mode) = settings.mode {
+                bail!(
+                    "--mode {} applies to --device cuda only: the CPU always replays op by op",
+                    clap::ValueEnum::to_possible_value(&mode).map(|v| v.get_name().to_owned()).unwrap_or_default()
+                );
+            }
             let options = ReplayOptions {
                 instruction_budget: settings.budget,
                 cancel: Some(settings.cancel.clone()),
@@ -131,10 +185,19 @@ pub fn open_backend<'a>(
             };
             Ok(Box::new(CpuBackend(CpuReplay::new(archive, options)?)))
         }
-        Device::Cuda(_) => bail!(
-            "CUDA replay is not available in this build; use --device cpu (mode {:?} ignored)",
-            settings.mode
-        ),
+        Device::Cuda(ordinal) => {
+            if settings.budget.is_some() {
+                bail!("--budget applies to --device cpu only: a GPU runs kernels without counting instructions");
+            }
+            let mode = match settings.mode.unwrap_or(Mode::Graph) {
+                Mode::Graph => recap::cuda::Mode::Graph,
+                Mode::Stream => recap::cuda::Mode::Stream,
+            };
+            let options = recap::cuda::ReplayOptions { mode, ..Default::default() };
+            let replay = recap::cuda::ArchiveReplay::open(bytes, ordinal as usize, options)?;
+            let launches = archive.ops().filter(|op| matches!(op, shared::archive::Op::Launch(_))).count() as u64;
+            Ok(Box::new(CudaBackend { replay, ops: archive.op_count() as u64, launches, last_device_time: Duration::ZERO }))
+        }
     }
 }
 
@@ -197,16 +260,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cancel = Arc::new(AtomicBool::new(false));
     {
         let cancel = cancel.clone();
-        // A second handler cannot be installed in one process; the first one keeps working.
-        let _ = ctrlc::set_handler(move || cancel.store(true, Ordering::Relaxed));
+        // A second handler cannot be installed in one process; the first one keeps working. A GPU
+        // kernel cannot be stopped from the host: a second Ctrl-C ends the process at once.
+        let _ = ctrlc::set_handler(move || {
+            if cancel.swap(true, Ordering::Relaxed) {
+                std::process::exit(130);
+            }
+        });
     }
-    let settings = BackendSettings { budget: args.budget, threads: args.threads, mode: args.mode, cancel };
-    let mut backend = open_backend(args.device, &archive, &settings)
+    let settings = BackendSettings { budget: args.budget, threads: args.threads, mode: args.mode, cancel: cancel.clone() };
+    let mut backend = open_backend(args.device, &map[..], &archive, &settings)
         .with_context(|| format!("loading {} for {}", args.file.display(), args.device))?;
+    for w in backend.warnings() {
+        eprintln!("warning: {w}");
+    }
 
     let mut progress = Progress::new(args.iterations);
     let mut times = Vec::with_capacity(args.iterations as usize);
     for i in 0..args.iterations {
+        if cancel.load(Ordering::Relaxed) {
+            progress.bar.finish_and_clear();
+            bail!("replay of {} on {} cancelled after {i} of {} iterations", args.file.display(), args.device, args.iterations);
+        }
         if i > 0 {
             backend.reset()?;
         }
@@ -221,7 +296,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         };
         progress.bar.inc(1);
-        progress.println(iteration_line(i, elapsed, &stats));
+        let line = match backend.iteration_detail() {
+            Some(detail) => format!("iteration {}: {} ({detail})", i + 1, fmt_duration(elapsed)),
+            None => iteration_line(i, elapsed, &stats),
+        };
+        progress.println(line);
         times.push(elapsed);
     }
     progress.bar.finish_and_clear();
