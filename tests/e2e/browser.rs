@@ -261,3 +261,165 @@ async fn host_archive_upload_op_list_graph_and_regions() -> Result<()> {
 
     b.close().await
 }
+
+/// `recap import-case` of corpus case `case` (`nvcc/saxpy`) into `dir`.
+fn import_case(case: &str, dir: &Path) -> Result<std::path::PathBuf> {
+    let name = case.rsplit('/').next().unwrap_or(case);
+    let out = dir.join(format!("{name}.recap"));
+    let o = std::process::Command::new(recap_tests::recap_bin())
+        .arg("import-case")
+        .arg(recap_tests::corpus_dir().join(case))
+        .arg("-o")
+        .arg(&out)
+        .output()?;
+    anyhow::ensure!(o.status.success(), "import-case {case}: {}", String::from_utf8_lossy(&o.stderr));
+    Ok(out)
+}
+
+/// The names of the regions of `archive` that record an expected state, in region order.
+fn checked_regions(archive: &Path) -> Result<Vec<String>> {
+    let bytes = std::fs::read(archive)?;
+    let a = Archive::open(&bytes)?;
+    Ok(a.regions().filter(|r| r.expected.is_some()).map(|r| r.name.to_string()).collect())
+}
+
+/// The check table as the page shows it: (region name, verdict) per row.
+async fn verdicts(b: &Browser) -> Result<Vec<(String, String)>> {
+    let v = b
+        .client
+        .execute(
+            "return [...document.querySelectorAll('#r-check-table tr[data-check-region]')].map(r => [r.cells[0].textContent, r.cells[1].textContent])",
+            vec![],
+        )
+        .await?;
+    Ok(serde_json::from_value(v)?)
+}
+
+/// Replay from the page: a CPU session on the host (per-iteration time, per-op timings and a
+/// verdict per region arrive live), the same archive replayed in this browser with the same
+/// verdicts, and a second browser that opens the share link and sees the same session from its
+/// history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_on_the_host_in_the_browser_and_by_share_link() -> Result<()> {
+    if !browser::available("replay_on_the_host_in_the_browser_and_by_share_link") {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let saxpy = import_case("nvcc/saxpy", dir.path())?;
+    let want: Vec<(String, String)> = checked_regions(&saxpy)?.into_iter().map(|n| (n, "pass".to_string())).collect();
+    assert!(!want.is_empty(), "saxpy records an expected state");
+    let web = recap_tests::repo_root().join("web");
+    let host = Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy()]);
+
+    let b = Browser::start().await?;
+    b.open(&host.url).await?;
+    b.choose_file("#upload-input", &saxpy).await?;
+    b.wait_for("#ops-rows .row", Duration::from_secs(20)).await?;
+    let archive_url = b.client.current_url().await?;
+    assert!(archive_url.path().starts_with("/archives/"), "after upload: {archive_url}");
+
+    // A CPU session on the host, started from the archive page.
+    click(&b, "[data-tab='replay']").await?;
+    b.wait_for("#r-device option[value='cpu']", Duration::from_secs(10)).await?;
+    select_value(&b, "#r-device", "cpu").await?;
+    b.client.find(fantoccini::Locator::Css("#r-iters")).await?.clear().await?;
+    b.client.find(fantoccini::Locator::Css("#r-iters")).await?.send_keys("3").await?;
+    click(&b, "#r-start").await?;
+    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(120)).await?;
+    let session_url = b.client.current_url().await?;
+    let session_id = session_url.path().strip_prefix("/sessions/").map(str::to_string);
+    let Some(session_id) = session_id else { anyhow::bail!("a host replay lives at /sessions/ID, not {session_url}") };
+    assert_eq!(b.text("#r-progress").await?, "3/3");
+    let host_stats = b.text("#r-iter-chart .stats").await?;
+    assert!(host_stats.contains("3 iterations"), "per-iteration times: {host_stats}");
+    assert!(!b.client.find_all(fantoccini::Locator::Css("#r-iter-chart svg path")).await?.is_empty(), "an iteration chart");
+    let op_bars = b.text("#r-op-chart").await?;
+    assert!(op_bars.contains("saxpy"), "per-op timings name the kernel: {op_bars}");
+    assert!(b.text("#r-verdict").await?.starts_with("PASS"), "host verdict");
+    assert_eq!(verdicts(&b).await?, want, "host verdict per region");
+    // What the page shows is what the host recorded.
+    let info: shared::protocol::SessionInfo =
+        reqwest::get(format!("{}/api/sessions/{session_id}", host.url)).await?.error_for_status()?.json().await?;
+    assert_eq!((info.passed, info.iterations, info.device.as_str()), (Some(true), 3, "cpu"));
+    let share = b.client.find(fantoccini::Locator::Css("#r-share-url")).await?.prop("value").await?.unwrap_or_default();
+    assert_eq!(share, format!("{}/sessions/{session_id}", host.url), "share link");
+    b.screenshot("browser-host-replay").await?;
+
+    // The same archive replayed in this browser: same verdicts, no server involved.
+    select_value(&b, "#r-device", "browser").await?;
+    b.client.find(fantoccini::Locator::Css("#r-iters")).await?.clear().await?;
+    b.client.find(fantoccini::Locator::Css("#r-iters")).await?.send_keys("2").await?;
+    click(&b, "#r-start").await?;
+    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(120)).await?;
+    assert_eq!(b.text("#r-progress").await?, "2/2");
+    assert!(b.text("#r-state").await?.contains("this browser"), "device: {}", b.text("#r-state").await?);
+    assert!(b.text("#r-iter-chart .stats").await?.contains("2 iterations"));
+    assert!(b.text("#r-verdict").await?.starts_with("PASS"), "browser verdict");
+    assert_eq!(verdicts(&b).await?, want, "browser verdict per region");
+    // A browser replay is not the host session: the address goes back to the archive's page.
+    assert_eq!(b.client.current_url().await?.path(), archive_url.path());
+    b.wait_for("#r-regions .region-card svg.plot", Duration::from_secs(5)).await?;
+    b.screenshot("browser-wasm-replay").await?;
+    b.close().await?;
+
+    // A second browser opens the share link: the same finished session, from its history.
+    let second = Browser::start().await?;
+    second.open(&share).await?;
+    wait_attr_eq(&second, "#r-state", "data-state", "finished", Duration::from_secs(30)).await?;
+    assert_eq!(second.text("#r-progress").await?, "3/3");
+    assert_eq!(second.text("#r-iter-chart .stats").await?, host_stats, "same per-iteration times");
+    assert!(second.text("#r-verdict").await?.starts_with("PASS"));
+    assert_eq!(verdicts(&second).await?, want, "shared session verdict per region");
+    second.screenshot("browser-share-link").await?;
+    second.close().await
+}
+
+/// Every corpus case opened from disk (never uploaded) and replayed in this browser by `shared`'s
+/// CPU executor compiled to wasm: each must pass its own check, region by region, as it does on
+/// the host's CPU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_corpus_case_replays_and_passes_in_the_browser() -> Result<()> {
+    if !browser::available("every_corpus_case_replays_and_passes_in_the_browser") {
+        return Ok(());
+    }
+    let root = recap_tests::repo_root();
+    let server = recap_tests::static_server::serve(&root.join("web"))?;
+    let dir = tempfile::tempdir()?;
+    let b = Browser::start().await?;
+    b.open(&server.url).await?;
+    let mut failures = Vec::new();
+    let cases = recap_tests::corpus_cases();
+    assert!(cases.len() >= 16, "the corpus has {} cases", cases.len());
+    for case in &cases {
+        let rel = case.strip_prefix(recap_tests::corpus_dir())?.to_string_lossy().to_string();
+        let file = import_case(&rel, dir.path())?;
+        let want: Vec<(String, String)> = checked_regions(&file)?.into_iter().map(|n| (n, "pass".to_string())).collect();
+        b.choose_file("#file-input", &file).await?;
+        b.wait_for("#tabs [data-tab='replay']", Duration::from_secs(10)).await?;
+        click(&b, "[data-tab='replay']").await?;
+        let iters = b.wait_for("#r-iters", Duration::from_secs(5)).await?;
+        iters.clear().await?;
+        iters.send_keys("1").await?;
+        let started = std::time::Instant::now();
+        click(&b, "#r-start").await?;
+        let outcome = wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(120)).await;
+        let seconds = started.elapsed().as_secs_f64();
+        let got = match outcome {
+            Ok(()) => verdicts(&b).await?,
+            Err(e) => {
+                failures.push(format!("{rel}: {e}"));
+                continue;
+            }
+        };
+        eprintln!("{rel}: {got:?} in {seconds:.1} s");
+        if got != want {
+            failures.push(format!("{rel}: verdicts {got:?}, want {want:?}"));
+        }
+        if rel.ends_with("warp_integrate") {
+            b.screenshot("browser-wasm-replay-warp").await?;
+        }
+    }
+    b.close().await?;
+    assert!(failures.is_empty(), "cases that do not replay in the browser:\n{}", failures.join("\n"));
+    Ok(())
+}

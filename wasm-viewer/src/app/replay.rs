@@ -558,7 +558,13 @@ fn start_browser(iterations: u32, check: bool) {
         s.view = SessionView::default();
         s.region_bytes.clear();
     });
-    let _ = window().history().and_then(|h| h.replace_state_with_url(&JsValue::NULL, "", Some("#replay")));
+    // A replay here is not the host session that may be on screen: the address goes back to the
+    // archive's own page (a local archive has none and stays where it is).
+    let path = with_app(|app| match app.open.as_ref().map(|o| &o.source) {
+        Some(Source::Host { info }) => format!("{}#replay", api::url(&format!("/archives/{}", info.id))),
+        _ => "#replay".to_string(),
+    });
+    let _ = window().history().and_then(|h| h.replace_state_with_url(&JsValue::NULL, "", Some(&path)));
     redraw();
     wasm_bindgen_futures::spawn_local(async move {
         let mut seq = 0u64;
