@@ -370,6 +370,9 @@ async fn replay_on_the_host_in_the_browser_and_by_share_link() -> Result<()> {
     assert_eq!(second.text("#r-iter-chart .stats").await?, host_stats, "same per-iteration times");
     assert!(second.text("#r-verdict").await?.starts_with("PASS"));
     assert_eq!(verdicts(&second).await?, want, "shared session verdict per region");
+    // The form repeats what the session ran.
+    let iters = second.client.find(fantoccini::Locator::Css("#r-iters")).await?.prop("value").await?;
+    assert_eq!(iters.as_deref(), Some("3"), "iterations of the shared session");
     second.screenshot("browser-share-link").await?;
     second.close().await
 }

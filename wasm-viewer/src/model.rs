@@ -121,6 +121,11 @@ fn region_name<'a>(a: &Archive<'a>, id: u32) -> &'a str {
     }
 }
 
+/// `1 op`, `2 ops`: a count with the noun that agrees with it.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Human-readable byte count (binary units, as GPU engineers read buffer sizes).
 pub fn bytes_human(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

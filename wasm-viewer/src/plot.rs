@@ -94,6 +94,8 @@ pub fn lines_svg(series: &[(&str, &[f64])], w: u32, h: u32, unit: &str) -> Strin
     let _ = write!(svg, r#"<line class="grid" x1="{pl}" x2="{}" y1="{pt}" y2="{pt}"/>"#, pl + iw);
     let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{} {unit}</text>"#, pl - 4.0, pt + 8.0, num(hi));
     let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>"#, pl - 4.0, pt + ih, num(lo));
+    // Iterations are counted from 1 on the axis, as people count them.
+    let _ = write!(svg, r#"<text class="axis" x="{pl}" y="{}">1</text>"#, h as f64 - 4.0);
     let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{n}</text>"#, pl + iw, h as f64 - 4.0);
     for (k, (name, vals)) in series.iter().enumerate() {
         let mut d = String::new();

@@ -530,12 +530,12 @@ pub fn render_archive() {
         };
         Some(format!(
             r#"<a href="/" data-link class="up">archives</a><span class="sep">/</span><span class="name">{}</span>{tag}
-<span class="stat">{} ops</span><span class="stat">{} launches</span><span class="stat">{} kernels</span><span class="stat">{} regions</span><span class="stat">{}</span><span class="stat">format {}</span>"#,
+<span class="stat">{}</span><span class="stat">{}</span><span class="stat">{}</span><span class="stat">{}</span><span class="stat">{}</span><span class="stat">format {}</span>"#,
             esc(name),
-            s.ops,
-            s.launches,
-            s.kernels,
-            s.regions,
+            model::count(s.ops as u64, "op", "ops"),
+            model::count(s.launches as u64, "launch", "launches"),
+            model::count(s.kernels as u64, "kernel", "kernels"),
+            model::count(s.regions as u64, "region", "regions"),
             bytes_human(s.bytes),
             s.version
         ))

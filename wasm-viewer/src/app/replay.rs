@@ -34,6 +34,8 @@ struct ReplayState {
     ws: Option<web_sys::WebSocket>,
     devices: Vec<DeviceInfo>,
     devices_error: Option<String>,
+    /// The device to pick in the form once the host's devices are known (a shared session's own).
+    preferred_device: Option<String>,
     /// Set to stop a browser replay between iterations.
     stop: Rc<Cell<bool>>,
     /// Which archive this state belongs to (a new archive starts afresh).
@@ -50,6 +52,7 @@ impl Default for ReplayState {
             ws: None,
             devices: Vec::new(),
             devices_error: None,
+            preferred_device: None,
             stop: Rc::new(Cell::new(false)),
             archive_key: 0,
             redraw_pending: false,
@@ -149,9 +152,11 @@ fn fill_devices(is_local: bool) {
         h
     });
     sel.set_inner_html(&html);
+    let sel: web_sys::HtmlSelectElement = sel.unchecked_into();
     if is_local {
-        let sel: web_sys::HtmlSelectElement = sel.unchecked_into();
         sel.set_value("browser");
+    } else if let Some(d) = with_state(|s| s.preferred_device.clone().filter(|d| s.devices.iter().any(|x| &x.id == d))) {
+        sel.set_value(&d);
     }
 }
 
@@ -286,15 +291,11 @@ fn redraw() {
                         .as_ref()
                         .map(|o| {
                             let rv = o.loaded.archive().region(r.region);
-                            super::views::data_plot(bytes, &rv, "final")
+                            super::views::data_chart(bytes, &rv, "final", false)
                         })
                         .unwrap_or_default()
                 }),
-                None => {
-                    let bars: Vec<(String, f64)> = Vec::new();
-                    let _ = bars;
-                    histogram_svg(&r.histogram, r.min, r.max)
-                }
+                None => histogram_svg(&r.histogram, r.min, r.max),
             };
             let first: Vec<String> = r.first.iter().map(|x| x.map(plot::num).unwrap_or_else(|| "NaN".into())).collect();
             let _ = write!(
@@ -469,7 +470,14 @@ pub async fn open_session(id: String, generation: u64) {
         .ok()
         .and_then(|p| p.get("control"));
     with_app(|app| app.open.as_mut().map(|o| o.tab = super::Tab::Replay));
+    reset_if_other_archive();
+    with_state(|s| s.preferred_device = Some(info.device.clone()));
     super::render_archive();
+    // The form shows what this session ran, so "Start" repeats it.
+    if let Some(i) = by_id("r-iters") {
+        i.unchecked_into::<web_sys::HtmlInputElement>().set_value(&info.iterations.to_string());
+    }
+    fill_devices(false);
     attach(id, control);
     redraw();
 }

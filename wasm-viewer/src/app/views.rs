@@ -237,14 +237,23 @@ thread_local! {
 
 /// A plot of region bytes: a heatmap when the shape is 2-D or more, else a min/max line.
 pub fn data_plot(bytes: &[u8], r: &RegionView, label: &str) -> String {
+    data_chart(bytes, r, label, true)
+}
+
+/// A line plot (1-D) or heatmap (2-D) of a region's bytes, with or without its min/max line.
+pub fn data_chart(bytes: &[u8], r: &RegionView, label: &str, with_stats: bool) -> String {
     let s = crate::model::series(bytes, r.dtype, 600);
-    let stats = format!(
+    let stats = if !with_stats {
+        String::new()
+    } else {
+        format!(
         r#"<div class="stats mono">min {} · max {} · {} elements{}</div>"#,
         plot::num(s.min),
         plot::num(s.max),
         s.elements,
         if s.non_finite > 0 { format!(" · {} non-finite", s.non_finite) } else { String::new() }
-    );
+        )
+    };
     if let Some((rows, cols)) = grid_shape(r) {
         let (w, h, px, _, _) = plot::heatmap(bytes, r.dtype, rows, cols, 512);
         let id = format!("hm-{}-{}", r.id, label.len());
