@@ -296,15 +296,21 @@ fn every_corpus_case_passes_check_in_both_modes() {
         assert!(import.status.success(), "import {name}: {}", String::from_utf8_lossy(&import.stderr));
         let bytes = std::fs::read(&out).unwrap();
         let archive = Archive::open(&bytes).unwrap();
-        for mode in MODES {
-            let mut r = CudaReplay::load(&dev, &archive, opts(mode)).unwrap_or_else(|e| panic!("{name} {mode:?}: {e}"));
-            let t = r.replay().unwrap_or_else(|e| panic!("{name} {mode:?}: {e}"));
+        // Library kernels (the default) in both modes, and graph nodes from module functions.
+        let variants = [opts(Mode::Graph), opts(Mode::Stream), ReplayOptions { module_functions: true, ..opts(Mode::Graph) }];
+        for options in variants {
+            let mode = format!("{:?}{}", options.mode, if options.module_functions { " (modules)" } else { "" });
+            let mut r = CudaReplay::load(&dev, &archive, options).unwrap_or_else(|e| panic!("{name} {mode}: {e}"));
+            let (libraries, modules) = r.code_kinds();
+            let wrong_kind = if options.module_functions { libraries } else { modules };
+            assert_eq!(wrong_kind, 0, "{name} {mode}: {libraries} libraries, {modules} modules");
+            let t = r.replay().unwrap_or_else(|e| panic!("{name} {mode}: {e}"));
             let checks = r.check(&archive).unwrap();
             assert!(!checks.is_empty(), "{name} has expected regions");
             let passed = checks.iter().all(|c| c.passed);
-            println!("{} {name} {mode:?}: {} regions, {:.1} us", if passed { "PASS" } else { "FAIL" }, checks.len(), t.as_secs_f64() * 1e6);
+            println!("{} {name} {mode}: {} regions, {:.1} us", if passed { "PASS" } else { "FAIL" }, checks.len(), t.as_secs_f64() * 1e6);
             for c in checks.iter().filter(|c| !c.passed) {
-                failures.push(format!("{name} {mode:?}: {}", c.line()));
+                failures.push(format!("{name} {mode}: {}", c.line()));
             }
         }
     }
@@ -332,6 +338,9 @@ fn while_loop_runs_until_its_condition_clears() {
         let archive = Archive::open(&bytes).unwrap();
         for mode in MODES {
             let mut r = CudaReplay::load(&dev, &archive, opts(mode)).unwrap();
+            if start == 10 && max == 0 {
+                println!("while, {mode:?}: (libraries, modules) loaded: {:?}", r.code_kinds());
+            }
             r.replay().unwrap();
             let got = (u32s(&r.read_region(1).unwrap())[0], u32s(&r.read_region(0).unwrap())[0]);
             assert_eq!(got, (want_acc, want_counter), "start {start} max {max} {mode:?}");

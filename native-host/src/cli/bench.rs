@@ -32,12 +32,15 @@ pub enum What {
         /// Entry name of that kernel (e.g. `_Z3incPfi`).
         #[arg(long)]
         kernel: Option<String>,
+        /// `nvcc -cubin` of the same kernel for this GPU, to time the chain with it too.
+        #[arg(long, requires = "ptx")]
+        cubin: Option<PathBuf>,
     },
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
-        What::Cuda { device, reps, json, ptx, kernel } => {
+        What::Cuda { device, reps, json, ptx, kernel, cubin } => {
             let Some(ordinal) = recap::cuda::parse_device(&device) else {
                 bail!("unknown device {device:?}: expected cuda or cuda:N");
             };
@@ -46,7 +49,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?),
                 None => None,
             };
-            let outside = text.as_deref().zip(kernel.as_deref());
+            let cubin = match &cubin {
+                Some(p) => Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?),
+                None => None,
+            };
+            let outside = text.as_deref().zip(kernel.as_deref()).map(|(ptx, entry)| recap::cuda::bench::OutsideKernel {
+                ptx,
+                entry,
+                cubin: cubin.as_deref().map(|c| (dev.sm, c)),
+            });
             let figures = recap::cuda::bench::run(&dev, reps, outside).context("CUDA benchmark")?;
             if let Some(path) = json {
                 let rows: Vec<serde_json::Value> = figures

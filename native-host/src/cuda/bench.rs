@@ -195,12 +195,25 @@ pub struct Figure {
     pub unit: &'static str,
 }
 
-/// `n` launches of an outside kernel taking `(float* x, int n)`, e.g. the floor's own `inc` as
-/// `nvcc -ptx` emits it: the same chain with the very kernel the floor runs.
-pub fn chain_archive_with(ptx: &str, kernel: &str, n: usize) -> Result<Vec<u8>, CudaError> {
+/// A kernel taking `(float* x, int n)` from outside recap, e.g. the floor's own `inc` as `nvcc`
+/// builds it: a chain of it is the same chain with the very kernel the floor runs.
+#[derive(Clone, Copy, Debug)]
+pub struct OutsideKernel<'a> {
+    pub ptx: &'a str,
+    pub entry: &'a str,
+    /// `nvcc -cubin` of the same kernel, and the SM it was built for.
+    pub cubin: Option<(u32, &'a [u8])>,
+}
+
+/// `n` launches of an outside kernel; with `with_cubin`, its cubin goes into the archive too.
+pub fn chain_archive_with(outside: &OutsideKernel, with_cubin: bool, n: usize) -> Result<Vec<u8>, CudaError> {
+    let kernel = outside.entry;
     let bad = |e: WriteError| CudaError::Invalid(format!("building the chain of {kernel}: {e}"));
     let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).map_err(bad)?;
-    let m = w.add_module("outside", ptx).map_err(bad)?;
+    let m = w.add_module("outside", outside.ptx).map_err(bad)?;
+    if let (true, Some((sm, cubin))) = (with_cubin, outside.cubin) {
+        w.add_cubin(m, sm, cubin).map_err(bad)?;
+    }
     let p = |name: &str, offset, size, kind| ParamDecl { name: name.into(), offset, size, align: size, kind };
     let k = w
         .add_kernel(m, kernel, vec![p("x", 0, 8, ParamKind::Pointer), p("n", 8, 4, ParamKind::Value)])
@@ -233,7 +246,7 @@ fn time_per_node(r: &mut CudaReplay, n: usize, reps: usize) -> Result<f64, CudaE
 
 /// Runs every benchmark on `device`, printing a line per figure as it goes. `outside_kernel`:
 /// PTX text and the entry name of a `(float*, int)` kernel to run a 1000-node chain of as well.
-pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<(&str, &str)>) -> Result<Vec<Figure>, CudaError> {
+pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKernel>) -> Result<Vec<Figure>, CudaError> {
     let reps = reps.max(3);
     let mut out = Vec::new();
     let mut put = |name: String, value: f64, unit: &'static str| {
@@ -270,19 +283,29 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<(&str, &str
         }
         put(format!("chain {n}: graph replay per node"), median(per_node), "us");
         if n == 1000 {
+            // The same graph with module CUfunctions instead of library CUkernels (diagnostic).
+            let modules = ReplayOptions { module_functions: true, ..graph };
+            let mut m = CudaReplay::load(device, &archive, modules)?;
+            put(format!("chain {n}: graph per node, module CUfunction nodes"), time_per_node(&mut m, n, reps)?, "us");
+            drop(m);
             // The same ops captured from a stream instead of built node by node (diagnostic).
             let mut c = CudaReplay::load(device, &archive, stream)?;
             c.capture_stream_graph()?;
             put(format!("chain {n}: stream-captured graph per node"), time_per_node(&mut c, n, reps)?, "us");
-            if let Some((ptx, kernel)) = outside_kernel {
-                let timed = chain_archive_with(ptx, kernel, n).and_then(|bytes| {
-                    let outside = Archive::open(&bytes)?;
-                    let mut o = CudaReplay::load(device, &outside, graph)?;
-                    time_per_node(&mut o, n, reps)
-                });
-                match timed {
-                    Ok(t) => put(format!("chain {n}: graph per node, kernel {kernel} from outside PTX"), t, "us"),
-                    Err(e) => println!("chain {n} with kernel {kernel} from outside PTX: {e}"),
+            if let Some(outside) = &outside_kernel {
+                let kernel = outside.entry;
+                let forms = if outside.cubin.is_some() { &[false, true][..] } else { &[false][..] };
+                for &with_cubin in forms {
+                    let form = if with_cubin { "cubin" } else { "PTX" };
+                    let timed = chain_archive_with(outside, with_cubin, n).and_then(|bytes| {
+                        let outside = Archive::open(&bytes)?;
+                        let mut o = CudaReplay::load(device, &outside, graph)?;
+                        time_per_node(&mut o, n, reps)
+                    });
+                    match timed {
+                        Ok(t) => put(format!("chain {n}: graph per node, kernel {kernel} from outside {form}"), t, "us"),
+                        Err(e) => println!("chain {n} with kernel {kernel} from outside {form}: {e}"),
+                    }
                 }
             }
         }
@@ -325,8 +348,15 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<(&str, &str
     {
         let bytes = while_archive();
         let archive = Archive::open(&bytes)?;
-        for (mode, label) in [(graph, "conditional WHILE node"), (stream, "host loop reading the flag")] {
+        let modules = ReplayOptions { module_functions: true, ..graph };
+        for (mode, label) in [
+            (graph, "conditional WHILE node"),
+            (modules, "conditional WHILE node, module CUfunctions"),
+            (stream, "host loop reading the flag"),
+        ] {
             let mut r = CudaReplay::load(device, &archive, mode)?;
+            let (libraries, modules) = r.code_kinds();
+            println!("while, {label}: {libraries} libraries, {modules} modules loaded");
             for k in [10u32, 100, 1000, 10000] {
                 let mut per = Vec::new();
                 for rep in 0..reps.min(9) + 1 {

@@ -356,6 +356,81 @@ impl std::fmt::Debug for Device {
     }
 }
 
+/// A launchable kernel: the function in recap's context, and, when it came from a library, the
+/// context-independent kernel handle that graph kernel nodes take.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Func {
+    pub function: sys::CUfunction,
+    /// Null for a kernel of a module.
+    pub kernel: sys::CUkernel,
+}
+
+/// Code loaded into the driver.
+///
+/// A library (`cuLibraryLoadData`) is what the CUDA runtime itself loads kernels through, and its
+/// `CUkernel` handles are what the runtime's graph kernel nodes carry; a module
+/// (`cuModuleLoadData`) gives context-bound `CUfunction`s only. recap prefers libraries and keeps
+/// modules for comparison and as the fallback when a library cannot be made.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Code {
+    Library(sys::CUlibrary),
+    Module(sys::CUmodule),
+}
+
+impl Code {
+    /// Loads a cubin or NUL-terminated PTX, as a library when `library` is set (falling back to a
+    /// module), returning the JIT error log on failure.
+    pub fn load(image: &[u8], library: bool) -> Result<Code, (DriverError, String)> {
+        if library {
+            let mut lib = std::ptr::null_mut();
+            let loaded = call!(cuLibraryLoadData(
+                &mut lib,
+                image.as_ptr() as *const c_void,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            ));
+            if loaded.is_ok() {
+                return Ok(Code::Library(lib));
+            }
+            // A module load of the same image either works or says why, with the JIT log.
+        }
+        load_module(image).map(Code::Module)
+    }
+
+    /// Finds entry `name`, loaded into the current context.
+    pub fn get(&self, name: &std::ffi::CStr) -> Result<Func, DriverError> {
+        match *self {
+            Code::Library(lib) => {
+                let mut kernel = std::ptr::null_mut();
+                call!(cuLibraryGetKernel(&mut kernel, lib, name.as_ptr()))?;
+                let mut function = std::ptr::null_mut();
+                call!(cuKernelGetFunction(&mut function, kernel))?;
+                Ok(Func { function, kernel })
+            }
+            Code::Module(module) => {
+                let mut function = std::ptr::null_mut();
+                call!(cuModuleGetFunction(&mut function, module, name.as_ptr()))?;
+                Ok(Func { function, kernel: std::ptr::null_mut() })
+            }
+        }
+    }
+
+    /// Unloads the code; every `Func` from it is invalid afterwards.
+    pub fn unload(self) {
+        // SAFETY: called once per loaded image, when nothing uses its kernels any more.
+        unsafe {
+            match self {
+                Code::Library(lib) => sys::cuLibraryUnload(lib),
+                Code::Module(module) => sys::cuModuleUnload(module),
+            };
+        }
+    }
+}
+
 /// Loads a module from a cubin or NUL-terminated PTX, returning the JIT error log on failure.
 pub(crate) fn load_module(image: &[u8]) -> Result<sys::CUmodule, (DriverError, String)> {
     const LOG: usize = 16 * 1024;

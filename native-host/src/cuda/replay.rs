@@ -6,12 +6,12 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::sys::{self, CUdeviceptr, CUfunction, CUgraph, CUgraphNode};
+use cudarc::driver::sys::{self, CUdeviceptr, CUgraph, CUgraphNode};
 use shared::archive::{Archive, Direction, FormatError, KernelId, Op, OpId, RegionId, Reloc};
 use shared::check::{check_region, RegionCheck};
 use shared::plan::{Dag, Plan, Span};
 
-use super::driver::{call, load_module, Device, DriverError, OpenError};
+use super::driver::{call, Code, Device, DriverError, Func, OpenError};
 use super::kernels;
 
 /// How the ops are submitted.
@@ -45,6 +45,9 @@ pub struct ReplayOptions {
     pub op_timing: bool,
     /// Stream mode: wait for every op to finish before the next, so that a fault names its op.
     pub sync_each_op: bool,
+    /// Load code as modules and give graph nodes context-bound `CUfunction`s instead of the
+    /// library `CUkernel`s the CUDA runtime uses (for comparison).
+    pub module_functions: bool,
 }
 
 /// Above this many changed launches, parameter changes go through one `cuGraphExecUpdate`
@@ -101,7 +104,7 @@ struct RegionAlloc {
 /// A kernel launch with its parameter buffer, already relocated.
 #[derive(Clone)]
 struct KernelStep {
-    func: CUfunction,
+    func: Func,
     grid: [u32; 3],
     block: [u32; 3],
     shared: u32,
@@ -119,9 +122,12 @@ impl KernelStep {
         self.offsets.iter().map(|&o| unsafe { base.add(o) } as *mut c_void).collect()
     }
 
-    fn node_params(&self, args: &mut [*mut c_void]) -> sys::CUDA_KERNEL_NODE_PARAMS {
+    /// Node parameters naming the library kernel (with the context it runs in) when there is one,
+    /// else the context's function.
+    fn node_params(&self, args: &mut [*mut c_void], ctx: sys::CUcontext) -> sys::CUDA_KERNEL_NODE_PARAMS {
+        let library = !self.func.kernel.is_null();
         sys::CUDA_KERNEL_NODE_PARAMS {
-            func: self.func,
+            func: if library { std::ptr::null_mut() } else { self.func.function },
             gridDimX: self.grid[0],
             gridDimY: self.grid[1],
             gridDimZ: self.grid[2],
@@ -131,8 +137,8 @@ impl KernelStep {
             sharedMemBytes: self.shared,
             kernelParams: if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() },
             extra: std::ptr::null_mut(),
-            kern: std::ptr::null_mut(),
-            ctx: std::ptr::null_mut(),
+            kern: self.func.kernel,
+            ctx: if library { ctx } else { std::ptr::null_mut() },
         }
     }
 }
@@ -160,7 +166,7 @@ impl Args {
     fn u32(self, v: u32) -> Self {
         self.push(&v.to_le_bytes())
     }
-    fn launch(self, func: CUfunction, grid: u32, block: u32) -> KernelStep {
+    fn launch(self, func: Func, grid: u32, block: u32) -> KernelStep {
         KernelStep {
             func,
             grid: [grid, 1, 1],
@@ -257,10 +263,10 @@ pub struct CudaReplay {
     generation: u64,
     mode: Mode,
     options: ReplayOptions,
-    modules: Vec<sys::CUmodule>,
-    set_condition: Option<CUfunction>,
-    fill_u64: CUfunction,
-    fill_bytes: CUfunction,
+    modules: Vec<Code>,
+    set_condition: Option<Func>,
+    fill_u64: Func,
+    fill_bytes: Func,
     regions: Vec<RegionAlloc>,
     control: CUdeviceptr,
     steps: Vec<Step>,
@@ -319,8 +325,8 @@ impl CudaReplay {
             options,
             modules: Vec::new(),
             set_condition: None,
-            fill_u64: std::ptr::null_mut(),
-            fill_bytes: std::ptr::null_mut(),
+            fill_u64: NO_FUNC,
+            fill_bytes: NO_FUNC,
             regions: Vec::new(),
             control: 0,
             steps: Vec::new(),
@@ -358,7 +364,9 @@ impl CudaReplay {
 
         let clock = std::time::Instant::now();
         // Modules: a cubin built for exactly this GPU if the archive has one, else its PTX.
-        let mut functions: HashMap<KernelId, CUfunction> = HashMap::new();
+        let library = !self.options.module_functions;
+        let mut functions: HashMap<KernelId, Func> = HashMap::new();
+        let mut images = Vec::new();
         for m in archive.modules() {
             let image = match m.cubins.iter().find(|(sm, _)| *sm == self.device.sm) {
                 Some((_, cubin)) => cubin.decode()?,
@@ -368,23 +376,34 @@ impl CudaReplay {
                     ptx
                 }
             };
-            let module = load_module(&image)
+            let code = Code::load(&image, library)
                 .map_err(|(error, log)| CudaError::Jit { module: m.name.to_owned(), error, log })?;
-            self.modules.push(module);
+            self.modules.push(code);
+            images.push(image);
         }
         for k in archive.kernels() {
             let name = std::ffi::CString::new(k.name)
                 .map_err(|_| CudaError::Invalid(format!("kernel name {:?} holds a NUL byte", k.name)))?;
-            let mut f = std::ptr::null_mut();
-            call!(cuModuleGetFunction(&mut f, self.modules[k.module as usize], name.as_ptr())).map_err(|error| {
-                CudaError::Kernel { module: archive.module(k.module).name.to_owned(), kernel: k.name.to_owned(), error }
+            let code = self.modules[k.module as usize];
+            let f = code.get(&name).map_err(|error| {
+                let module = archive.module(k.module).name.to_owned();
+                // A library may compile its PTX only when a kernel is first looked up: a module
+                // load of the same image gives the JIT log.
+                match Code::load(&images[k.module as usize], false) {
+                    Err((error, log)) if matches!(code, Code::Library(_)) => CudaError::Jit { module, error, log },
+                    Ok(m) => {
+                        m.unload();
+                        CudaError::Kernel { module, kernel: k.name.to_owned(), error }
+                    }
+                    Err(_) => CudaError::Kernel { module, kernel: k.name.to_owned(), error },
+                }
             })?;
             functions.insert(k.id, f);
         }
-        let own = |src: &str, what: &str| -> Result<sys::CUmodule, CudaError> {
+        let own = |src: &str, what: &str| -> Result<Code, CudaError> {
             let mut image = src.as_bytes().to_vec();
             image.push(0);
-            load_module(&image).map_err(|(error, log)| CudaError::Jit { module: what.to_owned(), error, log })
+            Code::load(&image, library).map_err(|(error, log)| CudaError::Jit { module: what.to_owned(), error, log })
         };
         let fills = own(kernels::FILL_MODULE, "recap fill kernels")?;
         self.modules.push(fills);
@@ -432,7 +451,7 @@ impl CudaReplay {
                     let func = functions[&l.kernel];
                     if l.shared_bytes > 48 * 1024 {
                         call!(cuFuncSetAttribute(
-                            func,
+                            func.function,
                             sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                             l.shared_bytes as i32
                         ))
@@ -821,6 +840,7 @@ impl CudaReplay {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending_params);
+        let ctx = self.device.context();
         let Some(g) = &self.graph else { return Ok(()) };
         let (exec, graph) = (g.exec, g.graph);
         let nodes: Vec<(OpId, CUgraphNode)> = pending.iter().map(|op| (*op, g.kernel_nodes[op])).collect();
@@ -829,7 +849,7 @@ impl CudaReplay {
             for &(op, node) in &nodes {
                 let Step::Kernel(k) = &mut self.steps[op as usize] else { continue };
                 let mut args = k.arg_pointers();
-                let p = k.node_params(&mut args);
+                let p = k.node_params(&mut args, ctx);
                 if call!(cuGraphExecKernelNodeSetParams_v2(exec, node, &p)).is_err() {
                     ok = false;
                     break;
@@ -845,7 +865,7 @@ impl CudaReplay {
         for &(op, node) in &nodes {
             let Step::Kernel(k) = &mut self.steps[op as usize] else { continue };
             let mut args = k.arg_pointers();
-            let p = k.node_params(&mut args);
+            let p = k.node_params(&mut args, ctx);
             call!(cuGraphKernelNodeSetParams_v2(node, &p)).map_err(|e| self.op_error(op, e))?;
         }
         // SAFETY: plain data; the driver fills it in.
@@ -927,6 +947,13 @@ impl CudaReplay {
         self.graph.as_ref().map(|g| (g.node_count, g.edge_count))
     }
 
+    /// How many of the loaded code images are libraries (kernels as `CUkernel`) and how many
+    /// modules, recap's own kernels included.
+    pub fn code_kinds(&self) -> (usize, usize) {
+        let libraries = self.modules.iter().filter(|c| matches!(c, Code::Library(_))).count();
+        (libraries, self.modules.len() - libraries)
+    }
+
     /// One-line warnings about how the replay had to be carried out.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
@@ -938,22 +965,19 @@ impl CudaReplay {
     }
 }
 
-fn get_function(module: sys::CUmodule, name: &str) -> Result<CUfunction, CudaError> {
+/// Stands in for recap's own kernels until they are loaded.
+const NO_FUNC: Func = Func { function: std::ptr::null_mut(), kernel: std::ptr::null_mut() };
+
+fn get_function(code: Code, name: &str) -> Result<Func, CudaError> {
     let c = std::ffi::CString::new(name).expect("static names");
-    let mut f = std::ptr::null_mut();
-    call!(cuModuleGetFunction(&mut f, module, c.as_ptr())).map_err(|error| CudaError::Kernel {
-        module: "recap".into(),
-        kernel: name.into(),
-        error,
-    })?;
-    Ok(f)
+    code.get(&c).map_err(|error| CudaError::Kernel { module: "recap".into(), kernel: name.into(), error })
 }
 
 fn launch_kernel(k: &mut KernelStep, stream: sys::CUstream) -> Result<(), DriverError> {
     let mut args = k.arg_pointers();
     let params = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
     call!(cuLaunchKernel(
-        k.func,
+        k.func.function,
         k.grid[0],
         k.grid[1],
         k.grid[2],
@@ -1006,7 +1030,7 @@ impl GraphBuilder<'_> {
 
     fn add_kernel(&mut self, graph: CUgraph, k: &mut KernelStep, deps: &[CUgraphNode]) -> Result<CUgraphNode, CudaError> {
         let mut args = k.arg_pointers();
-        let p = k.node_params(&mut args);
+        let p = k.node_params(&mut args, self.me.device.context());
         let mut node = std::ptr::null_mut();
         call!(cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), &p))?;
         self.count(deps);
@@ -1160,8 +1184,8 @@ impl Drop for CudaReplay {
             if self.control != 0 {
                 sys::cuMemFree_v2(self.control);
             }
-            for m in &self.modules {
-                sys::cuModuleUnload(*m);
+            for m in self.modules.drain(..) {
+                m.unload();
             }
         }
     }
