@@ -12,6 +12,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::archive::DType;
+use crate::check::element;
+
 /// The body of every error answer: `{"error": {"code": "...", "message": "..."}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -253,6 +256,97 @@ pub struct RegionSummary {
     pub histogram: Vec<u64>,
     /// The first elements (at most 16); `null` for NaN and infinities.
     pub first: Vec<Option<f64>>,
+    /// The whole region downsampled for plotting; absent for an empty region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<RegionPreview>,
+}
+
+/// Most buckets of a 1-D [`RegionPreview`] (a line plot is rarely wider in pixels).
+pub const PREVIEW_POINTS: usize = 1024;
+/// Most rows and most columns of a 2-D [`RegionPreview`] (a heatmap of at most 64 x 64 cells).
+pub const PREVIEW_GRID: usize = 64;
+
+/// A region's elements downsampled into at most [`PREVIEW_POINTS`] buckets (1-D) or a grid of at
+/// most [`PREVIEW_GRID`] x [`PREVIEW_GRID`] buckets (a region whose shape has two or more
+/// dimensions: the last dimension is the columns, the others are folded into rows).
+///
+/// Each bucket keeps the smallest, largest and mean finite value of the elements it covers, so a
+/// single spike survives downsampling in `min`/`max` while `mean` gives the heatmap's colour.
+/// Bucket `b` of `n` over `len` elements (or rows, or columns) covers `[b*len/n, (b+1)*len/n)`.
+/// A bucket with no finite element is `null` in all three lists.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionPreview {
+    /// Buckets down: 1 for a 1-D region.
+    pub rows: u32,
+    /// Buckets across.
+    pub cols: u32,
+    /// The region's own rows and columns the buckets cover (`[1, count]` for 1-D).
+    pub source_shape: [u64; 2],
+    /// Row-major, `rows * cols` entries each.
+    pub min: Vec<Option<f64>>,
+    pub max: Vec<Option<f64>>,
+    pub mean: Vec<Option<f64>>,
+}
+
+impl RegionPreview {
+    /// Downsamples `bytes` read as `dtype` (as raw bytes when the length does not divide into
+    /// elements). `shape` is the region's shape hint, outermost first; it is used only when the
+    /// product of its dimensions equals the element count, otherwise the region is drawn as 1-D.
+    pub fn of(bytes: &[u8], dtype: DType, shape: &[u64]) -> Option<RegionPreview> {
+        let dtype = if bytes.len() % dtype.size() == 0 { dtype } else { DType::Bytes };
+        let count = (bytes.len() / dtype.size()) as u64;
+        if count == 0 {
+            return None;
+        }
+        let product = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+        let (src_rows, src_cols) = match (shape.len(), product) {
+            (2.., Some(p)) if p == count && shape[shape.len() - 1] > 0 => {
+                let cols = shape[shape.len() - 1];
+                (count / cols, cols)
+            }
+            _ => (1, count),
+        };
+        let (rows, cols) = if src_rows == 1 {
+            (1, src_cols.min(PREVIEW_POINTS as u64))
+        } else {
+            (src_rows.min(PREVIEW_GRID as u64), src_cols.min(PREVIEW_GRID as u64))
+        };
+        let cells = (rows * cols) as usize;
+        let mut min = vec![f64::INFINITY; cells];
+        let mut max = vec![f64::NEG_INFINITY; cells];
+        let mut sum = vec![0.0f64; cells];
+        let mut finite = vec![0u64; cells];
+        // Bucket b of n over len covers [b*len/n, (b+1)*len/n).
+        let span = |b: u64, len: u64, n: u64| {
+            let at = |b: u64| ((b as u128 * len as u128) / n as u128) as u64;
+            at(b)..at(b + 1)
+        };
+        for bucket_row in 0..rows {
+            for r in span(bucket_row, src_rows, rows) {
+                for bucket_col in 0..cols {
+                    let cell = (bucket_row * cols + bucket_col) as usize;
+                    for c in span(bucket_col, src_cols, cols) {
+                        let v = element(bytes, dtype, (r * src_cols + c) as usize);
+                        if v.is_finite() {
+                            min[cell] = min[cell].min(v);
+                            max[cell] = max[cell].max(v);
+                            sum[cell] += v;
+                            finite[cell] += 1;
+                        }
+                    }
+                }
+            }
+        }
+        let some = |cell: usize, v: f64| (finite[cell] > 0 && v.is_finite()).then_some(v);
+        Some(RegionPreview {
+            rows: rows as u32,
+            cols: cols as u32,
+            source_shape: [src_rows, src_cols],
+            min: (0..cells).map(|i| some(i, min[i])).collect(),
+            max: (0..cells).map(|i| some(i, max[i])).collect(),
+            mean: (0..cells).map(|i| some(i, sum[i] / finite[i].max(1) as f64)).collect(),
+        })
+    }
 }
 
 /// The verdict of comparing the final regions with the archive's expected bytes.
@@ -337,6 +431,70 @@ mod tests {
     fn create_session_fills_defaults() {
         let req: CreateSession = serde_json::from_str(r#"{"archive": "ab"}"#).unwrap();
         assert_eq!((req.device.as_str(), req.iterations, req.check), ("cpu", 1, true));
+    }
+
+    fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
+        values.into_iter().flat_map(f32::to_le_bytes).collect()
+    }
+
+    #[test]
+    fn a_preview_of_a_long_line_keeps_a_single_spike() {
+        let n = 100_000usize;
+        let bytes = f32_bytes((0..n).map(|i| if i == 54_321 { 1000.0 } else { (i % 7) as f32 }));
+        let p = RegionPreview::of(&bytes, DType::F32, &[]).unwrap();
+        assert_eq!((p.rows, p.cols, p.source_shape), (1, PREVIEW_POINTS as u32, [1, n as u64]));
+        assert_eq!(p.min.len(), PREVIEW_POINTS);
+        let spike = 54_321 * PREVIEW_POINTS / n;
+        assert_eq!(p.max[spike], Some(1000.0));
+        assert!(p.max.iter().enumerate().all(|(i, m)| i == spike || *m == Some(6.0)));
+        assert!(p.min.iter().all(|m| *m == Some(0.0)));
+        let mean = p.mean[0].unwrap();
+        assert!((mean - 3.0).abs() < 0.1, "mean of a bucket of 0..6 repeating: {mean}");
+    }
+
+    #[test]
+    fn a_short_region_keeps_every_element_and_marks_non_finite_buckets_null() {
+        let bytes = f32_bytes([1.0, f32::NAN, -2.5, f32::INFINITY]);
+        let p = RegionPreview::of(&bytes, DType::F32, &[4]).unwrap();
+        assert_eq!((p.rows, p.cols), (1, 4));
+        assert_eq!(p.mean, vec![Some(1.0), None, Some(-2.5), None]);
+        assert_eq!(p.min, p.max);
+        assert!(RegionPreview::of(&[], DType::F32, &[]).is_none());
+    }
+
+    #[test]
+    fn a_preview_of_a_grid_folds_leading_dimensions_into_rows() {
+        // 2 x 100 x 300 elements: 200 rows of 300 columns, value = row index.
+        let bytes = f32_bytes((0..200 * 300).map(|i| (i / 300) as f32));
+        let p = RegionPreview::of(&bytes, DType::F32, &[2, 100, 300]).unwrap();
+        assert_eq!((p.rows, p.cols, p.source_shape), (64, 64, [200, 300]));
+        assert_eq!(p.mean.len(), 64 * 64);
+        // Bucket row 1 covers source rows [200/64, 400/64) = 3..6.
+        assert_eq!((p.min[64], p.max[64], p.mean[64 + 63]), (Some(3.0), Some(5.0), Some(4.0)));
+        assert_eq!(p.max[64 * 64 - 1], Some(199.0));
+        // A small grid keeps every cell.
+        let small = RegionPreview::of(&[1, 2, 3, 4, 5, 6], DType::U8, &[2, 3]).unwrap();
+        assert_eq!((small.rows, small.cols), (2, 3));
+        assert_eq!(small.mean, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0].map(Some).to_vec());
+    }
+
+    #[test]
+    fn a_shape_that_does_not_match_the_length_is_drawn_as_a_line() {
+        let p = RegionPreview::of(&[0u8; 12], DType::U8, &[5, 5]).unwrap();
+        assert_eq!((p.rows, p.cols, p.source_shape), (1, 12, [1, 12]));
+        let overflowing = RegionPreview::of(&[0u8; 12], DType::U8, &[u64::MAX, 4]).unwrap();
+        assert_eq!(overflowing.rows, 1);
+        // A length that does not divide into f32s is read as bytes.
+        assert_eq!(RegionPreview::of(&[0u8; 7], DType::F32, &[]).unwrap().cols, 7);
+    }
+
+    #[test]
+    fn a_summary_without_a_preview_still_parses() {
+        let json = serde_json::json!({"region": 0, "name": "x", "dtype": "f32", "shape": [], "count": 0,
+            "nan_count": 0, "inf_count": 0, "histogram": [], "first": []});
+        let s: RegionSummary = serde_json::from_value(json).unwrap();
+        assert!(s.preview.is_none());
+        assert!(!serde_json::to_string(&s).unwrap().contains("preview"));
     }
 
     #[test]

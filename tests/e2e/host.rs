@@ -413,3 +413,47 @@ async fn queued_sessions_know_their_position_and_only_the_control_key_cancels() 
     let (_, info) = get_json(&client, &format!("{}/api/sessions/{}", server.url, long["id"].as_str().unwrap())).await;
     assert_eq!(info["state"], "cancelled");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn region_summaries_carry_a_downsampled_preview_that_keeps_spikes() {
+    // 200 rows x 300 columns of f32 (value = row index); the archive's one op writes a spike of
+    // 1e6 at row 150, column 250 during the replay.
+    let (rows, cols) = (200u64, 300u64);
+    let data: Vec<u8> = (0..rows * cols).flat_map(|i| ((i / cols) as f32).to_le_bytes()).collect();
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let grid = w.add_region(RegionDecl { shape: vec![rows, cols], ..RegionDecl::new("grid", rows * cols * 4, DType::F32) }).unwrap();
+    w.set_initial_bytes(grid, &data).unwrap();
+    let spike = 1e6f32.to_bits() as u64;
+    w.memset(MemsetOp { region: grid, offset: (150 * cols + 250) * 4, len: 4, width: 4, pattern: spike }).unwrap();
+    let line = w.add_region(RegionDecl::new("line", 5000 * 4, DType::F32)).unwrap();
+    w.set_initial_bytes(line, &(0..5000u32).flat_map(|i| (i as f32).to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    let bytes = w.finish().unwrap().into_inner();
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let client = reqwest::Client::new();
+    let (status, a) = upload(&client, &server.url, "grid", bytes).await;
+    assert_eq!(status, 201, "{a}");
+    let created = new_session(&client, &server.url, serde_json::json!({"archive": a["id"], "check": false})).await;
+    let stream = collect_stream(&server.ws(&format!("/api/sessions/{}/ws", created["id"].as_str().unwrap()))).await;
+    assert_eq!(stream.last().unwrap()["type"], "finished", "{stream:?}");
+    let summary = |name: &str| {
+        stream.iter().find(|m| m["type"] == "region" && m["summary"]["name"] == name).unwrap_or_else(|| panic!("no summary of {name}: {stream:?}"))["summary"].clone()
+    };
+
+    let p = &summary("grid")["preview"];
+    assert_eq!((p["rows"].as_u64(), p["cols"].as_u64()), (Some(64), Some(64)), "{p}");
+    assert_eq!(p["source_shape"], serde_json::json!([200, 300]));
+    // Row 150 falls in bucket row 150*64/200 = 48, column 250 in bucket column 250*64/300 = 53.
+    let spike_cell = 48 * 64 + 53;
+    let maxes: Vec<f64> = p["max"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(maxes.len(), 64 * 64);
+    assert_eq!(maxes[spike_cell], 1e6);
+    assert!(maxes.iter().enumerate().all(|(i, &m)| i == spike_cell || m < 200.0), "only one cell holds the spike");
+    assert_eq!(p["min"][0], 0.0);
+    assert_eq!(p["max"][64 * 64 - 1], 199.0);
+
+    let p = &summary("line")["preview"];
+    assert_eq!((p["rows"].as_u64(), p["cols"].as_u64()), (Some(1), Some(1024)), "{p}");
+    assert_eq!((p["min"][0].as_f64(), p["max"][1023].as_f64()), (Some(0.0), Some(4999.0)));
+}

@@ -2,7 +2,7 @@
 
 use shared::archive::{Archive, Direction, RegionId, Tolerance};
 use shared::check::{RegionCheck as Verdict, RegionSummary as Stats};
-use shared::protocol::{CheckReport, Mismatch, RegionCheck, RegionSummary, SessionMessage};
+use shared::protocol::{CheckReport, Mismatch, RegionCheck, RegionPreview, RegionSummary, SessionMessage};
 
 /// Most regions summarised per session: a viewer plots a handful, not thousands.
 pub const MAX_SUMMARIES: usize = 64;
@@ -46,6 +46,7 @@ pub fn summary(archive: &Archive<'_>, region: RegionId, bytes: &[u8]) -> Session
             inf_count: s.inf_count,
             histogram: s.histogram,
             first: s.head.into_iter().map(|v| v.and_then(finite)).collect(),
+            preview: RegionPreview::of(bytes, view.dtype, &view.shape),
         },
     }
 }

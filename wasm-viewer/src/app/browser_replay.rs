@@ -64,6 +64,7 @@ fn summary(region: u32, name: &str, shape: &[u64], bytes: &[u8], dtype: shared::
         inf_count: s.inf_count,
         histogram: s.histogram,
         first: s.head,
+        preview: proto::RegionPreview::of(bytes, dtype, shape),
     }
 }
 
