@@ -129,8 +129,9 @@ async fn bench_upload(size_mib: u64) {
     assert_eq!(status, 201, "{}", res.text().await.unwrap_or_default());
     println!("upload: cp {cp:.2}s ({:.0} MiB/s); cp + fsync {cp_sync:.2}s ({:.0} MiB/s)", mib(len) / cp, mib(len) / cp_sync);
     println!(
-        "upload: host {upload:.2}s ({:.0} MiB/s, incl. hashing, full validation, fsync, rename) = {:.2}x cp, {:.2}x cp + fsync",
+        "upload: host {upload:.2}s ({:.0} MiB/s, incl. hashing, full validation, fsync, rename; load {}) = {:.2}x cp, {:.2}x cp + fsync",
         mib(len) / upload,
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
         cp / upload,
         cp_sync / upload
     );
@@ -141,6 +142,9 @@ async fn bench_upload(size_mib: u64) {
         mib(hwm),
         mib(anon_peak)
     );
+    for line in server.log_text().lines().filter(|l| l.contains("validated and synced") || l.contains("archive stored")) {
+        println!("upload: host log: {}", line.trim());
+    }
     assert!(server.stop());
 }
 

@@ -129,6 +129,7 @@ fn golden_files_are_written_byte_for_byte_and_read_back() {
         }
         let a = Archive::open(stored).unwrap_or_else(|e| panic!("golden {name}: {e}"));
         a.validate().unwrap();
+        assert_paths_agree(stored);
         assert_eq!(a.version(), (1, 0));
         spec.assert_matches(&a);
         assert!(written == stored, "golden {name}: the writer no longer reproduces it byte for byte");
@@ -376,6 +377,7 @@ proptest! {
         let bytes = spec.write().unwrap();
         let a = Archive::open(&bytes).unwrap_or_else(|e| panic!("{e}"));
         a.validate().unwrap();
+        assert_paths_agree(&bytes);
         spec.assert_matches(&a);
         // The same spec writes the same bytes.
         prop_assert_eq!(spec.write().unwrap(), bytes);
@@ -407,6 +409,7 @@ proptest! {
             let _ = a.validate();
             walk(&a);
         }
+        assert_paths_agree(&bytes);
     }
 }
 
@@ -454,10 +457,36 @@ fn all_features() -> Vec<u8> {
     golden_all_features().write().unwrap()
 }
 
+/// The error of the in-memory path (`open` + `validate`); the bounded reader path must refuse the
+/// same bytes, with the same error when `open` refused them and in the same section otherwise.
 fn open_err(bytes: &[u8]) -> FormatError {
-    match Archive::open(bytes) {
+    let e = match Archive::open(bytes) {
         Ok(a) => a.validate().expect_err("damaged archive was accepted"),
         Err(e) => e,
+    };
+    let bounded = validate_reader(&mut std::io::Cursor::new(bytes)).expect_err("the bounded path accepted a damaged archive");
+    if Archive::open(bytes).is_err() {
+        assert_eq!(bounded, e);
+    } else {
+        assert_eq!(bounded.section, e.section, "bounded: {bounded}; in memory: {e}");
+    }
+    e
+}
+
+/// Both validation paths agree on `bytes`: both accept (with the same counts) or both refuse.
+fn assert_paths_agree(bytes: &[u8]) {
+    let in_memory = Archive::open(bytes).and_then(|a| {
+        a.validate()?;
+        Ok(ArchiveCounts { ops: a.op_count() as u64, kernels: a.kernel_count() as u64, regions: a.region_count() as u64 })
+    });
+    let bounded = validate_reader(&mut std::io::Cursor::new(bytes));
+    match (&in_memory, &bounded) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b),
+        (Err(_), Err(_)) => {}
+        _ => panic!("in memory: {in_memory:?}, bounded: {bounded:?}"),
+    }
+    if let Err(e) = Archive::open(bytes) {
+        assert_eq!(bounded.unwrap_err(), e, "open's refusals are the bounded path's too");
     }
 }
 
@@ -762,6 +791,82 @@ fn corrupt_compressed_data_is_caught_by_validate() {
     let e = a.validate().unwrap_err();
     assert_eq!(e.section, "blobs", "{e}");
     assert!(e.offset >= off as u64 && e.offset < (off + len) as u64, "{e}");
+    let bounded = validate_reader(&mut std::io::Cursor::new(&bytes)).unwrap_err();
+    assert_eq!(bounded.section, "blobs", "{bounded}");
+    assert!(bounded.offset >= off as u64 && bounded.offset < (off + len) as u64, "{bounded}");
+    // Unsealed, the same damage is a checksum mismatch on both paths.
+    let mut unsealed = all_features();
+    unsealed[off + len - 8] ^= 0x5A;
+    let e = open_err(&unsealed);
+    assert!(e.reason.contains("checksum mismatch"), "{e}");
+}
+
+#[test]
+fn ptx_that_is_not_utf8_is_refused_by_both_paths() {
+    // The writer takes PTX as text, so the bad bytes are written as a region's data (the same lz4
+    // frame settings, the same length) and that frame replaces the PTX's.
+    let text = "// caf\u{e9} marker\n";
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    w.add_module("m", text).unwrap();
+    let mut bytes = w.finish().unwrap().into_inner();
+    let mut bad = text.as_bytes().to_vec();
+    let at = bad.windows(2).position(|p| p == [0xc3, 0xa9]).unwrap();
+    bad[at..at + 2].copy_from_slice(&[0xff, 0xfe]);
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let r = w.add_region(region("r", bad.len() as u64, DType::U8)).unwrap();
+    w.set_initial_bytes(r, &bad).unwrap();
+    let donor = w.finish().unwrap().into_inner();
+    let (off, len) = section(&bytes, SectionKind::Blobs);
+    let (donor_off, donor_len) = section(&donor, SectionKind::Blobs);
+    assert_eq!(len, donor_len, "both frames hold the same number of literal bytes");
+    bytes[off..off + len].copy_from_slice(&donor[donor_off..donor_off + len]);
+    reseal(&mut bytes);
+    let e = open_err(&bytes);
+    assert_eq!(e.section, "modules", "{e}");
+    assert!(e.reason.contains("not UTF-8"), "{e}");
+}
+
+#[test]
+fn the_bounded_path_reads_a_real_file_with_large_blobs() {
+    // 24 MiB of incompressible initial data and 8 MiB of zeros as expected data.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: Vec<u8> = (0..24 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let file = tempfile::tempfile().unwrap();
+    let mut w = ArchiveWriter::new(std::io::BufWriter::new(file)).unwrap();
+    w.add_module("m", PTX).unwrap();
+    let a = w.add_region(region("noise", noise.len() as u64, DType::U8)).unwrap();
+    w.set_initial_bytes(a, &noise).unwrap();
+    let b = w.add_region(region("zeros", 8 << 20, DType::F32)).unwrap();
+    w.set_expected_bytes(b, &vec![0u8; 8 << 20], Tolerance::Exact).unwrap();
+    let mut file = w.finish().unwrap().into_inner().unwrap();
+    let counts = validate_reader(&mut std::io::BufReader::new(&mut file)).unwrap();
+    assert_eq!(counts, ArchiveCounts { ops: 0, kernels: 0, regions: 2 });
+
+    // One byte changed in the middle of the noise: the streamed checksum catches it.
+    use std::io::{Read, Seek, Write};
+    let mut bytes = Vec::new();
+    file.rewind().unwrap();
+    file.read_to_end(&mut bytes).unwrap();
+    assert_paths_agree(&bytes);
+    let (off, len) = section(&bytes, SectionKind::Blobs);
+    bytes[off + len / 3] ^= 0x40;
+    let mut damaged = tempfile::tempfile().unwrap();
+    damaged.write_all(&bytes).unwrap();
+    let e = validate_reader(&mut std::io::BufReader::new(damaged)).unwrap_err();
+    assert_eq!((e.section, e.offset), ("blobs", off as u64), "{e}");
+    assert!(e.reason.contains("checksum mismatch"), "{e}");
+    assert_paths_agree(&bytes);
+    // Resealed, the change may be data only (accepted) or hit a block header (refused): the two
+    // paths agree either way.
+    reseal(&mut bytes);
+    assert_paths_agree(&bytes);
 }
 
 #[test]

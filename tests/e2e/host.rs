@@ -144,30 +144,28 @@ async fn invalid_truncated_and_oversized_uploads_leave_nothing_behind() {
     let (status, err) = upload(&client, &server.url, "empty", Vec::new()).await;
     assert_eq!(status, 400, "{err}");
 
-    // Declared too large: refused before reading.
-    let big = archive(100_000, 3);
-    let res = client.post(format!("{}/api/archives?name=big", server.url)).body(big.clone()).send().await;
-    // The host answers 413 without reading the body; the client may see the connection close first.
-    match res {
-        Ok(res) => {
-            assert_eq!(res.status().as_u16(), 413);
-            let err: Value = res.json().await.unwrap();
-            assert_eq!(err["error"]["code"], "too_large");
-        }
-        Err(e) => assert!(e.is_request(), "{e}"),
-    }
-    // Too large without a declared length: refused once the limit is crossed.
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big.chunks(8192).map(|c| Ok(c.to_vec())).collect();
-    let res = client
-        .post(format!("{}/api/archives?name=big", server.url))
-        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
-        .send()
-        .await;
-    // The host answers 413 and closes the connection at once; a client still sending may see the
-    // connection close before it reads the answer.
-    match res {
-        Ok(res) => assert_eq!(res.status().as_u16(), 413),
-        Err(e) => assert!(e.is_request(), "{e}"),
+    // Too large, declared (Content-Length) or found while streaming: always the 413 answer, never a
+    // reset connection, even while the client is still sending megabytes.
+    let big = archive(4 << 20, 3);
+    for round in 0..3 {
+        let res = client.post(format!("{}/api/archives?name=big", server.url)).body(big.clone()).send().await;
+        let res = res.unwrap_or_else(|e| panic!("round {round}: declared too large: {e:?}"));
+        assert_eq!(res.status().as_u16(), 413);
+        assert_eq!(res.headers()["connection"], "close");
+        let err: Value = res.json().await.unwrap();
+        assert_eq!(err["error"]["code"], "too_large");
+        assert!(err["error"]["message"].as_str().unwrap().contains("65536"), "{err}");
+
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big.chunks(8192).map(|c| Ok(c.to_vec())).collect();
+        let res = client
+            .post(format!("{}/api/archives?name=big", server.url))
+            .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+            .send()
+            .await;
+        let res = res.unwrap_or_else(|e| panic!("round {round}: streamed too large: {e:?}"));
+        assert_eq!(res.status().as_u16(), 413);
+        let err: Value = res.json().await.unwrap();
+        assert_eq!(err["error"]["code"], "too_large");
     }
 
     let (_, list) = get_json(&client, &format!("{}/api/archives", server.url)).await;

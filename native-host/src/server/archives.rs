@@ -30,11 +30,41 @@ fn check_name(name: Option<String>) -> Result<String, ApiError> {
     Ok(name)
 }
 
+/// What a refused upload may still send that the host reads and discards, so that a client still
+/// sending its body reads the answer instead of a connection reset (closing a socket with unread
+/// bytes makes the kernel answer with a reset, which can destroy the answer already sent).
+const DRAIN_BYTES: u64 = 64 << 20;
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads and discards the rest of a refused upload in the background (bounded by bytes and time).
+fn drain(mut body: axum::body::BodyDataStream) {
+    tokio::spawn(async move {
+        let mut left = DRAIN_BYTES;
+        let _ = tokio::time::timeout(DRAIN_TIME, async {
+            while let Some(Ok(chunk)) = body.next().await {
+                left = left.saturating_sub(chunk.len() as u64);
+                if left == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
+    });
+}
+
+/// The 413 answer; the connection closes after it, as the refused body is not read to its end.
+fn too_large(limit: u64) -> Response {
+    let mut res = ApiError::from(crate::store::StoreError::TooLarge { limit }).into_response();
+    res.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    res
+}
+
 pub async fn upload(
     State(app): State<AppState>,
     Query(query): Query<UploadQuery>,
     req: Request,
-) -> Result<(StatusCode, Json<ArchiveInfo>), ApiError> {
+) -> Result<Response, ApiError> {
+    let started = std::time::Instant::now();
     let name = check_name(query.name)?;
     let limit = app.config.max_upload;
     let declared = req
@@ -43,7 +73,8 @@ pub async fn upload(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
-        return Err(crate::store::StoreError::TooLarge { limit }.into());
+        drain(req.into_body().into_data_stream());
+        return Ok(too_large(limit));
     }
     let store = app.store.clone();
     let incoming = tokio::task::spawn_blocking(move || store.begin(limit)).await??;
@@ -77,7 +108,8 @@ pub async fn upload(
     drop(tx);
     let incoming = writer.await??;
     if received > limit {
-        return Err(crate::store::StoreError::TooLarge { limit }.into());
+        drain(body);
+        return Ok(too_large(limit));
     }
     if let Some(e) = read_error {
         return Err(ApiError::bad_request(format!("reading the upload failed after {received} bytes: {e}")));
@@ -86,9 +118,10 @@ pub async fn upload(
     let ingested = tokio::task::spawn_blocking(move || store.finish(incoming, &name)).await??;
     let status = if ingested.created { StatusCode::CREATED } else { StatusCode::OK };
     if ingested.created {
-        tracing::info!(id = ingested.archive.id, size = ingested.archive.size, "archive stored");
+        let took_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(id = ingested.archive.id, size = ingested.archive.size, took_ms, "archive stored");
     }
-    Ok((status, Json(ingested.archive)))
+    Ok((status, Json(ingested.archive)).into_response())
 }
 
 pub async fn list(State(app): State<AppState>) -> Result<Json<Vec<ArchiveInfo>>, ApiError> {

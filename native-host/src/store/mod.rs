@@ -91,11 +91,12 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
-/// Counts an archive's contents, validating it whole on the way (structure, checksums, every blob).
-pub fn inspect(bytes: &[u8]) -> Result<(u64, u64, u64), shared::archive::FormatError> {
-    let archive = shared::archive::Archive::open(bytes)?;
-    archive.validate()?;
-    Ok((archive.op_count() as u64, archive.kernel_count() as u64, archive.region_count() as u64))
+/// Counts an archive's contents, validating it whole on the way (structure, checksums, every
+/// blob) from a reader, in memory bounded by the archive's tables rather than its size.
+pub fn inspect(file: &std::fs::File) -> Result<(u64, u64, u64), shared::archive::FormatError> {
+    let mut reader = io::BufReader::with_capacity(1 << 20, file);
+    let counts = shared::archive::validate_reader(&mut reader)?;
+    Ok((counts.ops, counts.kernels, counts.regions))
 }
 
 /// What ingesting an upload produced.
@@ -106,22 +107,42 @@ pub struct Ingested {
     pub created: bool,
 }
 
+/// Bytes an upload gathers before hashing and writing them (both at once, on two threads).
+const INCOMING_BLOCK: usize = 1 << 20;
+
 /// An incoming archive being written to a temporary file while its hash is computed.
 pub struct Incoming {
-    file: io::BufWriter<tempfile::NamedTempFile>,
+    file: tempfile::NamedTempFile,
+    block: Vec<u8>,
     hasher: blake3::Hasher,
     len: u64,
     limit: u64,
 }
 
 impl Incoming {
-    pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
+    pub fn write(&mut self, mut chunk: &[u8]) -> Result<(), StoreError> {
         self.len += chunk.len() as u64;
         if self.len > self.limit {
             return Err(StoreError::TooLarge { limit: self.limit });
         }
-        self.hasher.update(chunk);
-        self.file.write_all(chunk).map_err(io_err("writing the upload's temporary file"))
+        while !chunk.is_empty() {
+            let take = chunk.len().min(INCOMING_BLOCK - self.block.len());
+            self.block.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+            if self.block.len() == INCOMING_BLOCK {
+                self.flush_block()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hashes and writes the gathered bytes; hashing (itself on several threads) overlaps the write.
+    fn flush_block(&mut self) -> Result<(), StoreError> {
+        let (block, hasher, file) = (&self.block, &mut self.hasher, self.file.as_file());
+        let (_, written) = rayon::join(|| hasher.update_rayon(block), || (&*file).write_all(block));
+        written.map_err(io_err("writing the upload's temporary file"))?;
+        self.block.clear();
+        Ok(())
     }
 
     pub fn len(&self) -> u64 {
@@ -176,7 +197,8 @@ impl Store {
     pub fn begin(&self, limit: u64) -> Result<Incoming, StoreError> {
         let temp = self.blobs.create_temp()?;
         Ok(Incoming {
-            file: io::BufWriter::with_capacity(1 << 20, temp),
+            file: temp,
+            block: Vec::with_capacity(INCOMING_BLOCK),
             hasher: blake3::Hasher::new(),
             len: 0,
             limit,
@@ -185,26 +207,23 @@ impl Store {
 
     /// Flushes, validates and commits an incoming archive; blocking (fsync, a full validation).
     /// On any error the temporary file is removed and nothing is listed.
-    pub fn finish(&self, incoming: Incoming, name: &str) -> Result<Ingested, StoreError> {
-        let Incoming { file, hasher, len, .. } = incoming;
-        let temp = file.into_inner().map_err(|e| StoreError::Io {
-            what: "flushing the upload's temporary file".into(),
-            source: e.into_error(),
-        })?;
+    pub fn finish(&self, mut incoming: Incoming, name: &str) -> Result<Ingested, StoreError> {
+        let started = std::time::Instant::now();
+        incoming.flush_block()?;
+        let Incoming { file: temp, hasher, len, .. } = incoming;
         let hash = hasher.finalize().to_hex().to_string();
         let id = archive_id(&hash);
         if let Some(existing) = self.index.archive(&id)? {
             return Ok(Ingested { archive: existing, created: false });
         }
-        let (ops, kernels, regions) = if len == 0 {
-            inspect(&[])?
-        } else {
-            // SAFETY: the temporary file is private to this upload and nobody else writes it.
-            let map = unsafe { memmap2::Mmap::map(temp.as_file()) }
-                .map_err(io_err("mapping the uploaded archive"))?;
-            inspect(&map)?
-        };
-        temp.as_file().sync_all().map_err(io_err("syncing the uploaded archive"))?;
+        // The disk writes back while the archive is validated from the page cache.
+        let syncing = temp.as_file().try_clone().map_err(io_err("opening the upload's temporary file again"))?;
+        let sync = std::thread::spawn(move || syncing.sync_all());
+        let inspected = inspect(temp.as_file());
+        let synced = sync.join().unwrap_or_else(|_| Err(io::Error::other("the sync thread panicked")));
+        let (ops, kernels, regions) = inspected?;
+        synced.map_err(io_err("syncing the uploaded archive"))?;
+        tracing::info!(size = len, took_ms = started.elapsed().as_millis() as u64, "upload validated and synced");
         let archive = ArchiveInfo {
             id,
             name: name.to_string(),

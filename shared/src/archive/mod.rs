@@ -17,12 +17,14 @@
 //! assert_eq!(a.region(x).name, "x");
 //! ```
 
+mod bounded;
 pub mod layout;
 mod model;
 mod reader;
 mod rules;
 mod writer;
 
+pub use bounded::{validate_reader, ArchiveCounts};
 pub use model::*;
 pub use reader::{Archive, Binding, Blob, Children, FormatError, KernelView, LaunchView, ModuleView, Op, RegionView};
 pub use rules::MAX_NESTING;

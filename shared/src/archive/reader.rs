@@ -168,6 +168,11 @@ impl<'a> Blob<'a> {
         Ok(v)
     }
 
+    /// `(file offset, stored length, decoded length, codec)`: for checking from a reader.
+    pub(super) fn parts(&self) -> (u64, u64, u64, u32) {
+        (self.file_offset, self.stored.len() as u64, self.raw_len, self.codec)
+    }
+
     /// Decodes in chunks without keeping the bytes: the deep check of [`Archive::validate`].
     fn check(&self) -> Result<(), FormatError> {
         let mut r = self.reader();
@@ -795,7 +800,8 @@ impl<'a> Archive<'a> {
         // Refs are identical or disjoint (checked at open), so decoding each distinct one once keeps
         // this linear in the size of the blobs section.
         let mut checked = HashSet::new();
-        let mut check = |b: &Blob| if checked.insert(b.file_offset) { b.check() } else { Ok(()) };
+        // Keyed by more than the offset: an empty ref may share its offset with a real blob.
+        let mut check = |b: &Blob| if checked.insert(b.parts()) { b.check() } else { Ok(()) };
         for m in self.modules() {
             check(&m.ptx)?;
             m.ptx_text()?;
@@ -809,6 +815,11 @@ impl<'a> Archive<'a> {
             }
         }
         Ok(())
+    }
+
+    /// `(file offset, length, checksum)` of the blobs section.
+    pub(super) fn blobs_section(&self) -> (u64, u64, [u8; CHECKSUM_LEN]) {
+        (self.blobs_offset, self.blobs.len() as u64, self.blobs_checksum)
     }
 
     /// Blob refs either name exactly the same bytes or do not overlap at all.
