@@ -23,6 +23,8 @@ enum Command {
     Bench(cli::bench::Args),
     #[command(hide = true)]
     CudaProbe(cli::cuda_probe::Args),
+    #[command(hide = true)]
+    SessionWorker(cli::session_worker::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cli::serve::run(args),
         Command::Bench(args) => cli::bench::run(args),
         Command::CudaProbe(args) => cli::cuda_probe::run(args),
+        Command::SessionWorker(args) => cli::session_worker::run(args),
         Command::Validate(args) => return cli::validate::run(args),
         Command::Replay(args) => match cli::replay::run(args) {
             Ok(code) => return code,

@@ -194,7 +194,7 @@ fn recap(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
 }
 
 /// Imports a corpus case with `recap import-case` into `dir`.
-fn import_case(case: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn import_case(case: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
     let name = case.file_name().unwrap().to_string_lossy().to_string();
     let out = dir.join(format!("{name}.recap"));
     let (ok, stdout, stderr) = recap(&["import-case".as_ref(), case.as_os_str(), "--ptx".as_ref(), "sm_90".as_ref(), "-o".as_ref(), out.as_os_str()]);
@@ -454,7 +454,7 @@ fn archive_depth(a: &Archive) -> usize {
     shared::plan::Plan::build(a).top().depth()
 }
 
-fn fault_archive() -> Vec<u8> {
+pub(crate) fn fault_archive() -> Vec<u8> {
     let (mut w, k) = writer();
     let x = w.add_region(RegionDecl::new("x", 256, DType::U32)).unwrap();
     w.launch(launch(k.add_u32, 1, 64, add_params(64, 1), &[(0, x)])).unwrap();

@@ -455,3 +455,90 @@ async fn region_summaries_carry_a_downsampled_preview_that_keeps_spikes() {
     assert_eq!((p["rows"].as_u64(), p["cols"].as_u64()), (Some(1), Some(1024)), "{p}");
     assert_eq!((p["min"][0].as_f64(), p["max"][1023].as_f64()), (Some(0.0), Some(4999.0)));
 }
+
+/// Runs `recap session-worker` with `job` on its stdin; returns its stdout lines as JSON.
+fn session_worker(job: &str) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(recap_tests::recap_bin())
+        .arg("session-worker")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(job.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the worker exits cleanly after reporting: {out:?}");
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn the_session_worker_reports_bad_jobs_and_a_missing_device_as_one_failed_line() {
+    let lines = session_worker("not json");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["worker"], "failed");
+    assert!(lines[0]["error"].as_str().unwrap().starts_with("reading the replay job"), "{lines:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.recap");
+    std::fs::write(&file, archive(4096, 1)).unwrap();
+    let job = |ordinal: usize| serde_json::json!({"archive": file, "ordinal": ordinal, "iterations": 1, "check": true, "bindings": []}).to_string();
+    let lines = session_worker(&job(99));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["worker"], "failed");
+    let error = lines[0]["error"].as_str().unwrap();
+    assert!(error.contains("no CUDA driver") || error.contains("no CUDA device 99"), "{error}");
+
+    std::fs::write(&file, [b"not an archive, and longer than the 64-byte header of one".as_slice(); 2].concat()).unwrap();
+    let lines = session_worker(&job(0));
+    assert!(lines[0]["error"].as_str().unwrap().contains("magic"), "{lines:?}");
+}
+
+/// Every message of a finished session's stream, checked to end as `want`.
+async fn run_session(client: &reqwest::Client, server: &Server, body: Value, want: &str) -> Vec<Value> {
+    let created = new_session(client, &server.url, body).await;
+    let stream = collect_stream(&server.ws(&format!("/api/sessions/{}/ws", created["id"].as_str().unwrap()))).await;
+    assert_eq!(stream.last().unwrap()["type"], want, "{stream:#?}");
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cuda_sessions_run_in_workers_and_survive_a_gpu_fault() {
+    let test = "cuda_sessions_run_in_workers_and_survive_a_gpu_fault";
+    match recap::cuda::Device::open(0) {
+        Ok(device) => println!("{test}: on {} (sm_{})", device.name, device.sm),
+        Err(e @ (recap::cuda::OpenError::NoDriver | recap::cuda::OpenError::NoDevice { .. })) => {
+            println!("skipping GPU test {test}: {e}");
+            return;
+        }
+        Err(e) => panic!("CUDA driver present but unusable: {e}"),
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let client = reqwest::Client::new();
+    let (_, devices) = get_json(&client, &format!("{}/api/devices", server.url)).await;
+    assert!(devices.as_array().unwrap().iter().any(|d| d["id"] == "cuda:0"), "{devices}");
+
+    let case = recap_tests::corpus_cases().into_iter().next().expect("a corpus case");
+    let good = std::fs::read(crate::gpu::import_case(&case, dir.path())).unwrap();
+    let (status, good) = upload(&client, &server.url, "good", good).await;
+    assert_eq!(status, 201, "{good}");
+    let (status, bad) = upload(&client, &server.url, "fault", crate::gpu::fault_archive()).await;
+    assert_eq!(status, 201, "{bad}");
+    let session = |archive: &Value| serde_json::json!({"archive": archive["id"], "device": "cuda", "iterations": 3, "check": true});
+
+    let first = run_session(&client, &server, session(&good), "finished").await;
+    let finished = first.last().unwrap();
+    println!("{test}: {} on cuda:0: check passed = {}, total {} ms", case.display(), finished["check"]["passed"], finished["total_ms"]);
+    assert_eq!(finished["check"]["passed"], true, "{finished}");
+    assert_eq!(first.iter().filter(|m| m["type"] == "iteration").count(), 3);
+    assert!(first.iter().any(|m| m["type"] == "region" && m["summary"]["preview"].is_object()), "{first:#?}");
+
+    let faulted = run_session(&client, &server, session(&bad), "failed").await;
+    let error = faulted.last().unwrap()["error"].as_str().unwrap().to_string();
+    println!("{test}: faulting archive: {error}");
+    assert!(error.contains("op 1") && error.contains("poke"), "the error names the op: {error}");
+
+    let again = run_session(&client, &server, session(&good), "finished").await;
+    assert_eq!(again.last().unwrap()["check"]["passed"], true, "{again:#?}");
+    println!("{test}: the next session on cuda:0 passed its check");
+}

@@ -7,3 +7,4 @@ pub mod validate;
 pub mod serve;
 pub mod bench;
 pub mod cuda_probe;
+pub mod session_worker;

@@ -1,38 +1,91 @@
 //! CUDA devices: each replays as one instantiated CUDA graph, one session at a time per GPU.
+//!
+//! The key design decision: every CUDA session runs in a worker process of its own (`recap
+//! session-worker`), never in the host. A kernel fault (an illegal address, a trap) leaves the
+//! driver unusable for the rest of the process that made it, so in-process the first faulting
+//! session would take the GPU away from every later one. The worker replays one session and
+//! writes its messages as JSON lines on stdout; the host relays them, kills the worker on cancel,
+//! and a worker that dies leaves the device as usable as before.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+use shared::archive::Archive;
 use shared::protocol::{CheckReport, OpTiming, SessionMessage};
 
 use super::report::{check_report, output_regions, summary};
 use super::{Engine, Job, RunError};
-use crate::cuda::{CudaReplay, Device, Mode, ReplayOptions};
+use crate::cuda::{locate_fault, CudaReplay, Device, Mode, ReplayOptions};
 
-/// Every CUDA device the driver reports; none (and no error) on a machine without a driver.
+/// Every CUDA device the driver reports, each replaying in worker processes; none (and no error)
+/// on a machine without a driver. The host opens each device once to learn its name and lets it go,
+/// so it holds no CUDA context of its own.
 pub fn engines() -> Vec<Arc<dyn Engine>> {
     let Ok(info) = crate::cuda::driver() else { return Vec::new() };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            tracing::warn!("CUDA sessions are off: the path of this executable is unknown: {e}");
+            return Vec::new();
+        }
+    };
     let mut out: Vec<Arc<dyn Engine>> = Vec::new();
     for ordinal in 0..info.device_count {
         match Device::open(ordinal) {
-            Ok(device) => out.push(Arc::new(CudaEngine { device })),
+            Ok(device) => out.push(Arc::new(WorkerEngine {
+                ordinal,
+                name: format!("{} (sm_{})", device.name, device.sm),
+                exe: exe.clone(),
+            })),
             Err(e) => tracing::warn!(ordinal, "CUDA device not usable: {e}"),
         }
     }
     out
 }
 
-pub struct CudaEngine {
-    device: Arc<Device>,
+/// What the host sends a worker on its stdin (one JSON document).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WorkerJob {
+    /// The stored archive file.
+    pub archive: PathBuf,
+    pub ordinal: usize,
+    pub iterations: u32,
+    pub check: bool,
+    /// Replacement initial bytes of named bindings, base64.
+    pub bindings: Vec<(String, String)>,
 }
 
-fn failed(e: impl std::fmt::Display) -> RunError {
-    RunError::Failed(e.to_string())
+/// What a worker writes on its stdout, one JSON document per line.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "worker", rename_all = "snake_case")]
+pub enum WorkerLine {
+    /// A session message, relayed as it is.
+    Message { message: SessionMessage },
+    /// The replay finished; the last line.
+    Done { check: Option<CheckReport> },
+    /// The replay failed; the last line.
+    Failed { error: String },
 }
 
-impl Engine for CudaEngine {
+/// Replays the CUDA sessions of one device, each in a worker process.
+pub struct WorkerEngine {
+    ordinal: usize,
+    name: String,
+    /// The `recap` executable to start workers from.
+    exe: PathBuf,
+}
+
+/// Bytes of a worker's stderr kept to explain its death.
+const STDERR_TAIL: usize = 4096;
+
+impl Engine for WorkerEngine {
     fn id(&self) -> String {
-        format!("cuda:{}", self.device.ordinal)
+        format!("cuda:{}", self.ordinal)
     }
 
     fn kind(&self) -> &'static str {
@@ -40,58 +93,220 @@ impl Engine for CudaEngine {
     }
 
     fn name(&self) -> String {
-        format!("{} (sm_{})", self.device.name, self.device.sm)
+        self.name.clone()
     }
 
     fn run(&self, job: &Job<'_>, emit: &mut dyn FnMut(SessionMessage)) -> Result<Option<CheckReport>, RunError> {
-        let archive = job.archive;
-        // Per-op times come from one stream-mode pass with an event after every op; the timed
-        // iterations then run as the graph.
-        let mut timing = CudaReplay::load(
-            &self.device,
-            archive,
-            ReplayOptions { mode: Mode::Stream, op_timing: true, ..Default::default() },
-        )
-        .map_err(failed)?;
-        for (name, bytes) in job.bindings {
-            timing.set_input(name, bytes).map_err(failed)?;
-        }
-        timing.replay().map_err(failed)?;
-        let ops = timing
-            .op_times()
-            .map_err(failed)?
-            .into_iter()
-            .map(|t| OpTiming {
-                op: t.op,
-                kind: t.label.split(' ').next().unwrap_or("").to_string(),
-                name: t.label.split_once(' ').map(|(_, rest)| rest.to_string()),
-                time_ms: t.total.as_secs_f64() * 1e3,
-            })
-            .collect();
-        drop(timing);
-        emit(SessionMessage::OpTimings { iteration: 0, ops });
-
-        let mut replay = CudaReplay::load(&self.device, archive, ReplayOptions::default()).map_err(failed)?;
-        for index in 0..job.iterations {
+        use base64::Engine as _;
+        let id = self.id();
+        let request = WorkerJob {
+            archive: job.archive_path.to_path_buf(),
+            ordinal: self.ordinal,
+            iterations: job.iterations,
+            check: job.check,
+            bindings: job
+                .bindings
+                .iter()
+                .map(|(name, bytes)| (name.clone(), base64::engine::general_purpose::STANDARD.encode(bytes)))
+                .collect(),
+        };
+        let mut child = Command::new(&self.exe)
+            .arg("session-worker")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| RunError::Failed(format!("starting the replay worker for {id} ({}): {e}", self.exe.display())))?;
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        // The job can be large (bindings): written from its own thread so a worker that dies early
+        // cannot block the host.
+        let writer = std::thread::spawn(move || {
+            let mut stdin = stdin;
+            serde_json::to_writer(&mut stdin, &request).map_err(std::io::Error::from)?;
+            stdin.flush()
+        });
+        let stderr_tail = std::thread::spawn(move || {
+            let mut tail = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > STDERR_TAIL {
+                    tail.drain(..tail.len() - STDERR_TAIL);
+                }
+            }
+            String::from_utf8_lossy(&tail).trim().to_string()
+        });
+        let (tx, rx) = std::sync::mpsc::channel::<Result<WorkerLine, String>>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let parsed = match line {
+                    Ok(line) => serde_json::from_str::<WorkerLine>(&line)
+                        .map_err(|e| format!("the replay worker wrote a line that is not a message ({e}): {line:.200}")),
+                    Err(e) => Err(format!("reading the replay worker's output: {e}")),
+                };
+                let stop = parsed.is_err();
+                if tx.send(parsed).is_err() || stop {
+                    break;
+                }
+            }
+        });
+        let mut outcome: Option<Result<Option<CheckReport>, RunError>> = None;
+        loop {
             if job.cancel.load(Ordering::Relaxed) {
-                return Err(RunError::Cancelled);
+                let _ = child.kill();
+                outcome = Some(Err(RunError::Cancelled));
+                break;
             }
-            if index > 0 {
-                replay.upload_initial(archive).map_err(failed)?;
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(Ok(WorkerLine::Message { message })) => emit(message),
+                Ok(Ok(WorkerLine::Done { check })) => outcome = Some(Ok(check)),
+                Ok(Ok(WorkerLine::Failed { error })) => outcome = Some(Err(RunError::Failed(error))),
+                Ok(Err(e)) => {
+                    let _ = child.kill();
+                    outcome = Some(Err(RunError::Failed(e)));
+                    break;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
             }
-            for (name, bytes) in job.bindings {
-                replay.set_input(name, bytes).map_err(failed)?;
-            }
-            let took = replay.replay().map_err(failed)?;
-            emit(SessionMessage::Iteration { index, time_ms: took.as_secs_f64() * 1e3 });
         }
-        for region in output_regions(archive) {
-            let bytes = replay.read_region(region).map_err(failed)?;
-            emit(summary(archive, region, &bytes));
-        }
-        if !job.check {
-            return Ok(None);
-        }
-        Ok(Some(check_report(&replay.check(archive).map_err(failed)?)))
+        let status = child.wait();
+        let _ = reader.join();
+        let _ = writer.join();
+        let tail = stderr_tail.join().unwrap_or_default();
+        outcome.unwrap_or_else(|| {
+            let status = status.map(|s| s.to_string()).unwrap_or_else(|e| format!("status unknown: {e}"));
+            let tail = if tail.is_empty() { String::new() } else { format!("; its last output: {tail}") };
+            Err(RunError::Failed(format!("the replay worker for {id} ended ({status}) before the session finished{tail}")))
+        })
     }
+}
+
+/// `recap session-worker`: reads a [`WorkerJob`] from `input`, replays it, and writes
+/// [`WorkerLine`]s to `output`. Returns an error only when `output` cannot be written (the host
+/// is gone).
+pub fn run_worker(input: impl Read, output: impl Write) -> std::io::Result<()> {
+    let mut output = std::io::LineWriter::new(output);
+    let mut send = |line: &WorkerLine| -> std::io::Result<()> {
+        serde_json::to_writer(&mut output, line).map_err(std::io::Error::from)?;
+        output.write_all(b"\n")?;
+        output.flush()
+    };
+    let last = match worker_replay(input, &mut |message| send(&WorkerLine::Message { message })) {
+        Ok(check) => WorkerLine::Done { check },
+        Err(WorkerError::Output(e)) => return Err(e),
+        Err(WorkerError::Failed(error)) => WorkerLine::Failed { error },
+    };
+    send(&last)
+}
+
+enum WorkerError {
+    Output(std::io::Error),
+    Failed(String),
+}
+
+fn worker_replay(
+    input: impl Read,
+    send: &mut dyn FnMut(SessionMessage) -> std::io::Result<()>,
+) -> Result<Option<CheckReport>, WorkerError> {
+    use base64::Engine as _;
+    let failed = |e: String| WorkerError::Failed(e);
+    let job: WorkerJob = serde_json::from_reader(input).map_err(|e| failed(format!("reading the replay job: {e}")))?;
+    let map = crate::mapped::MappedFile::open(&job.archive)
+        .map_err(|e| failed(format!("opening {}: {e}", job.archive.display())))?;
+    let archive = Archive::open(&map).map_err(|e| failed(format!("reading {}: {e}", job.archive.display())))?;
+    let mut bindings = Vec::with_capacity(job.bindings.len());
+    for (name, text) in job.bindings {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| failed(format!("binding {name:?} is not valid base64: {e}")))?;
+        bindings.push((name, bytes));
+    }
+    let device = Device::open(job.ordinal).map_err(|e| failed(e.to_string()))?;
+    let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let run = Job {
+        archive: &archive,
+        archive_path: &job.archive,
+        iterations: job.iterations,
+        check: job.check,
+        bindings: &bindings,
+        cancel: &cancel,
+    };
+    let mut output_error = None;
+    let result = replay_here(&device, &map, &run, &mut |message| {
+        if output_error.is_none() {
+            output_error = send(message).err();
+        }
+    });
+    if let Some(e) = output_error {
+        return Err(WorkerError::Output(e));
+    }
+    result.map_err(|e| failed(e.to_string()))
+}
+
+fn failed(e: impl std::fmt::Display) -> RunError {
+    RunError::Failed(e.to_string())
+}
+
+/// Replays `job` in this process (what a worker runs). `bytes` are the archive's bytes, for naming
+/// the op behind a fault.
+fn replay_here(
+    device: &Arc<Device>,
+    bytes: &[u8],
+    job: &Job<'_>,
+    emit: &mut dyn FnMut(SessionMessage),
+) -> Result<Option<CheckReport>, RunError> {
+    let archive = job.archive;
+    // A fault found without its op (graph mode, or a wait after several ops) is located by
+    // replaying op by op, in a child process when the driver keeps the fault.
+    let fault = |e: crate::cuda::CudaError| failed(locate_fault(device, bytes, e, 1));
+    // Per-op times come from one stream-mode pass with an event after every op; the timed
+    // iterations then run as the graph.
+    let mut timing = CudaReplay::load(device, archive, ReplayOptions { mode: Mode::Stream, op_timing: true, ..Default::default() })
+        .map_err(failed)?;
+    for (name, bytes) in job.bindings {
+        timing.set_input(name, bytes).map_err(failed)?;
+    }
+    timing.replay().map_err(fault)?;
+    let ops = timing
+        .op_times()
+        .map_err(failed)?
+        .into_iter()
+        .map(|t| OpTiming {
+            op: t.op,
+            kind: t.label.split(' ').next().unwrap_or("").to_string(),
+            name: t.label.split_once(' ').map(|(_, rest)| rest.to_string()),
+            time_ms: t.total.as_secs_f64() * 1e3,
+        })
+        .collect();
+    drop(timing);
+    emit(SessionMessage::OpTimings { iteration: 0, ops });
+
+    let mut replay = CudaReplay::load(device, archive, ReplayOptions::default()).map_err(failed)?;
+    for index in 0..job.iterations {
+        if job.cancel.load(Ordering::Relaxed) {
+            return Err(RunError::Cancelled);
+        }
+        if index > 0 {
+            replay.upload_initial(archive).map_err(failed)?;
+        }
+        for (name, bytes) in job.bindings {
+            replay.set_input(name, bytes).map_err(failed)?;
+        }
+        let took = replay.replay().map_err(fault)?;
+        emit(SessionMessage::Iteration { index, time_ms: took.as_secs_f64() * 1e3 });
+    }
+    for region in output_regions(archive) {
+        let bytes = replay.read_region(region).map_err(failed)?;
+        emit(summary(archive, region, &bytes));
+    }
+    if !job.check {
+        return Ok(None);
+    }
+    Ok(Some(check_report(&replay.check(archive).map_err(failed)?)))
 }

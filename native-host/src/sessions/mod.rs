@@ -26,11 +26,13 @@ use tokio::sync::{watch, Notify};
 use crate::store::{now_rfc3339, SessionRecord, Store, StoreError};
 
 pub use cpu::CpuEngine;
-pub use cuda::{engines as cuda_engines, CudaEngine};
+pub use cuda::{engines as cuda_engines, run_worker, WorkerEngine, WorkerJob, WorkerLine};
 
 /// What an engine is asked to do.
 pub struct Job<'a> {
     pub archive: &'a Archive<'a>,
+    /// The file `archive` was read from (for engines that replay in another process).
+    pub archive_path: &'a std::path::Path,
     pub iterations: u32,
     pub check: bool,
     /// Replacement initial bytes of named bindings (sizes already checked against their regions).
@@ -484,8 +486,10 @@ impl Sessions {
             ops: parsed.op_count() as u64,
             regions: parsed.region_count() as u64,
         });
+        let path = self.store.blobs.local_path(&archive.hash);
         let job = Job {
             archive: &parsed,
+            archive_path: &path,
             iterations: info.iterations,
             check: info.check,
             bindings: &live.bindings,
