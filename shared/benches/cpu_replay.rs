@@ -1,6 +1,6 @@
 //! CPU replay benchmarks: launch dispatch and five corpus kernels at sizes that take a while.
 //!
-//! `cargo bench -p recap-shared --bench cpu_replay -- [dispatch|kernels|NAME...] [--threads N]
+//! `cargo bench -p recap-shared --bench cpu_replay -- [dispatch|kernels|NAME...] [--threads N] [--engine jit|interp]
 //! [--dump DIR]` prints one line per measurement. The archives are built in memory from the
 //! corpus PTX (`RECAP_CORPUS`, default `../shared/corpus`), so what runs is exactly the replay
 //! path (`CpuReplay::run_iteration`) over real nvcc output. `--dump DIR` writes each kernel's
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use shared::archive::*;
 use shared::ptx;
+use shared::ptx::Engine;
 use shared::replay::{CpuReplay, NoObserver, ReplayOptions};
 
 fn corpus() -> PathBuf {
@@ -244,11 +245,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn bench_dispatch(threads: usize) {
+fn bench_dispatch(threads: usize, engine: Engine) {
     let launches = 1000;
     let bytes = dispatch_archive(launches);
     let archive = Archive::open(&bytes).unwrap();
-    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, ..Default::default() }).unwrap();
+    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, engine, ..Default::default() }).unwrap();
     for _ in 0..20 {
         replay.run_iteration(&mut NoObserver).unwrap();
     }
@@ -264,16 +265,16 @@ fn bench_dispatch(threads: usize) {
     let med = median(times);
     let x = f32::from_le_bytes(replay.region_bytes(0).unwrap().try_into().unwrap());
     println!(
-        "dispatch threads={threads}: {launches} launches of a 1-thread kernel, {runs} replays: median {:.4} us/launch, min {:.4} us/launch (x = {x})",
+        "dispatch threads={threads} engine={engine:?}: {launches} launches of a 1-thread kernel, {runs} replays: median {:.4} us/launch, min {:.4} us/launch (x = {x})",
         med.as_secs_f64() * 1e6 / launches as f64,
         min.as_secs_f64() * 1e6 / launches as f64,
     );
 }
 
-fn bench_kernel(case: &Case, threads: usize, dump: Option<&PathBuf>) {
+fn bench_kernel(case: &Case, threads: usize, engine: Engine, dump: Option<&PathBuf>) {
     let bytes = build(case);
     let archive = Archive::open(&bytes).unwrap();
-    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, ..Default::default() }).unwrap();
+    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, engine, ..Default::default() }).unwrap();
     let mut times = Vec::new();
     let mut instructions = 0;
     for i in 0..4 {
@@ -296,7 +297,7 @@ fn bench_kernel(case: &Case, threads: usize, dump: Option<&PathBuf>) {
     }
     let med = median(times);
     println!(
-        "kernel {} ({}) threads={threads}: median {:.1} ms, {:.2} ns per thread-instruction, {} thread-instructions, checksum {sum:.6e}",
+        "kernel {} ({}) threads={threads} engine={engine:?}: median {:.1} ms, {:.2} ns per thread-instruction, {} thread-instructions, checksum {sum:.6e}",
         case.name,
         case.size,
         med.as_secs_f64() * 1e3,
@@ -308,11 +309,19 @@ fn bench_kernel(case: &Case, threads: usize, dump: Option<&PathBuf>) {
 fn main() {
     let mut threads = 0usize;
     let mut dump = None;
+    let mut engine = Engine::Jit;
     let mut picks = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--threads" => threads = args.next().and_then(|v| v.parse().ok()).expect("--threads N"),
+            "--engine" => {
+                engine = match args.next().as_deref() {
+                    Some("jit") => Engine::Jit,
+                    Some("interp") => Engine::Interpreter,
+                    _ => panic!("--engine jit|interp"),
+                }
+            }
             "--dump" => dump = Some(PathBuf::from(args.next().expect("--dump DIR"))),
             "--bench" => {}
             other => picks.push(other.to_string()),
@@ -320,11 +329,11 @@ fn main() {
     }
     let wants = |name: &str| picks.is_empty() || picks.iter().any(|p| p == name);
     if wants("dispatch") {
-        bench_dispatch(1);
+        bench_dispatch(1, engine);
     }
     for case in cases() {
         if wants("kernels") || wants(case.name) {
-            bench_kernel(&case, threads, dump.as_ref());
+            bench_kernel(&case, threads, engine, dump.as_ref());
         }
     }
 }

@@ -57,11 +57,18 @@ fn corpus_case_list(producer: &str) -> Vec<PathBuf> {
     names.iter().map(|n| dir.join(n)).collect()
 }
 
-/// Imports, checks non-vacuity, replays with `--check`; returns a failure description or None.
+/// Imports, checks non-vacuity, replays with `--check` (on the default engine: native code where a
+/// kernel allows it); returns a failure description or None.
 fn replay_case(case: &Path, arch: &str, dir: &Path) -> Option<String> {
+    replay_case_with(case, arch, dir, &[])
+}
+
+fn replay_case_with(case: &Path, arch: &str, dir: &Path, extra: &[&str]) -> Option<String> {
     let archive = import(case, arch, dir);
     assert_initial_state_fails_the_check(&archive);
-    let o = recap(&["replay", archive.to_str().unwrap(), "--device", "cpu", "--check"]);
+    let mut args = vec!["replay", archive.to_str().unwrap(), "--device", "cpu", "--check"];
+    args.extend_from_slice(extra);
+    let o = recap(&args);
     let (stdout, stderr) = text(&o);
     let passes = stdout.lines().filter(|l| l.starts_with("PASS ")).count();
     if o.status.success() && passes > 0 && !stdout.contains("FAIL ") {
@@ -84,6 +91,17 @@ fn every_nvcc_case_passes_its_check_on_the_cpu_for_sm_75_and_sm_90() {
     let all: Vec<(PathBuf, &str)> =
         cases.iter().flat_map(|c| [(c.clone(), "sm_75"), (c.clone(), "sm_90")]).collect();
     replay_all(&all);
+}
+
+#[test]
+fn the_interpreter_engine_passes_the_same_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let failures: Vec<String> = corpus_case_list("nvcc")
+        .iter()
+        .filter(|c| c.ends_with("matmul_tiled") || c.ends_with("warp_shuffle_sum") || c.ends_with("histogram_u32"))
+        .filter_map(|c| replay_case_with(c, "sm_90", dir.path(), &["--engine", "interp"]))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

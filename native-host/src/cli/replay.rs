@@ -81,6 +81,25 @@ pub struct Args {
     /// CUDA submission mode (default graph); the CPU always replays op by op.
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
+    /// CPU engine: native code where a kernel allows it (jit), or always the interpreter (interp).
+    #[arg(long, value_enum, default_value = "jit")]
+    pub engine: CpuEngine,
+}
+
+/// The CPU engine for kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CpuEngine {
+    Jit,
+    Interp,
+}
+
+impl From<CpuEngine> for shared::ptx::Engine {
+    fn from(e: CpuEngine) -> Self {
+        match e {
+            CpuEngine::Jit => shared::ptx::Engine::Jit,
+            CpuEngine::Interp => shared::ptx::Engine::Interpreter,
+        }
+    }
 }
 
 /// Settings every backend receives.
@@ -91,6 +110,7 @@ pub struct BackendSettings {
     /// As given on the command line (`None`: the device's default).
     pub mode: Option<Mode>,
     pub cancel: Arc<AtomicBool>,
+    pub engine: CpuEngine,
 }
 
 /// A replay engine on one device, as the command drives it.
@@ -182,6 +202,7 @@ pub fn open_backend<'a>(
                 instruction_budget: settings.budget,
                 cancel: Some(settings.cancel.clone()),
                 threads: settings.threads,
+                engine: settings.engine.into(),
             };
             Ok(Box::new(CpuBackend(CpuReplay::new(archive, options)?)))
         }
@@ -268,7 +289,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         });
     }
-    let settings = BackendSettings { budget: args.budget, threads: args.threads, mode: args.mode, cancel: cancel.clone() };
+    let settings = BackendSettings {
+        budget: args.budget,
+        threads: args.threads,
+        mode: args.mode,
+        cancel: cancel.clone(),
+        engine: args.engine,
+    };
     let mut backend = open_backend(args.device, &map[..], &archive, &settings)
         .with_context(|| format!("loading {} for {}", args.file.display(), args.device))?;
     for w in backend.warnings() {

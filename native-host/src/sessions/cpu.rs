@@ -78,7 +78,7 @@ impl Engine for CpuEngine {
                 RunError::Failed(e.to_string())
             }
         };
-        let options = ReplayOptions { cancel: Some(job.cancel.clone()), threads: 0, instruction_budget: None };
+        let options = ReplayOptions { cancel: Some(job.cancel.clone()), threads: 0, instruction_budget: None, ..Default::default() };
         let mut replay = CpuReplay::new(archive, options).map_err(failed)?;
         let bound: Vec<(u32, &[u8])> = job
             .bindings

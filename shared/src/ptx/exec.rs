@@ -13,7 +13,45 @@ use super::ir::*;
 use super::lower::{Function, MAX_SHARED_BYTES};
 use super::math::*;
 use super::memory::{Fault, Memory, Region};
-use super::Module;
+use super::{Entry, Module};
+
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+mod jit;
+
+/// Compiled kernels of a module (empty where there is no code generator).
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+pub(crate) type JitCache = jit::Cache;
+#[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
+#[derive(Default)]
+pub(crate) struct JitCache;
+
+pub(crate) fn jit_support(module: &Module, e: &Entry) -> Result<(), String> {
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    {
+        let f = &module.funcs[e.func as usize];
+        match module.jit.kernel(e.func, f, e.params_size) {
+            Some(_) => Ok(()),
+            None => Err(jit::unsupported(f)
+                .unwrap_or_else(|| "the code generator rejected it".to_string())),
+        }
+    }
+    #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
+    {
+        let _ = (module, e);
+        Err("this build has no code generator".to_string())
+    }
+}
+
+/// Which engine runs a launch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// Native code where the build has a code generator and the kernel needs nothing it lacks
+    /// (decided once per kernel, before it runs), the interpreter otherwise.
+    #[default]
+    Jit,
+    /// Always the interpreter.
+    Interpreter,
+}
 
 /// Grid and block shape of one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +72,7 @@ pub struct ExecOptions {
     pub cancel: Option<Arc<AtomicBool>>,
     /// Worker threads for blocks: 0 = all cores, 1 = run on the calling thread.
     pub threads: usize,
+    pub engine: Engine,
 }
 
 /// What a launch did.
@@ -42,8 +81,11 @@ pub struct LaunchStats {
     pub blocks: u64,
     /// Instructions issued to blocks (one per instruction per block, whatever its width).
     pub instructions: u64,
-    /// Issued instructions times the threads of their block.
+    /// Issued instructions times the threads of their block (for native code: the instructions
+    /// each thread executed).
     pub thread_instructions: u64,
+    /// Whether the launch ran as native code.
+    pub jit: bool,
 }
 
 /// Why a launch stopped.
@@ -364,8 +406,30 @@ pub fn launch(
         abort: AtomicBool::new(false),
     };
     let nblocks = dims.grid.iter().map(|&d| d as u64).product::<u64>();
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    let native = match opts.engine {
+        Engine::Jit => module.jit.kernel(e.func, func, e.params_size),
+        Engine::Interpreter => None,
+    };
+    // Returns (instructions issued to blocks, thread-instructions).
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
         let mut w = Worker::new(&ctx);
+        #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+        if let Some(k) = &native {
+            let mut js = jit::Scratch::default();
+            js.prepare(mem);
+            let mut total = 0u64;
+            for b in range {
+                match k.run_block(&mut w, &mut js, b) {
+                    Ok(c) => total += c,
+                    Err(s) => {
+                        ctx.abort.store(true, Ordering::Relaxed);
+                        return Err(w.dress(s, b));
+                    }
+                }
+            }
+            return Ok((total / threads, total));
+        }
         for b in range {
             if let Err(s) = w.run_block(b) {
                 ctx.abort.store(true, Ordering::Relaxed);
@@ -373,15 +437,18 @@ pub fn launch(
             }
         }
         w.flush();
-        Ok((w.count, 0))
+        Ok((w.count, w.count * threads))
     };
     let mut instructions = 0u64;
+    let mut thread_instructions = 0u64;
     #[cfg(feature = "parallel")]
     let parallel = opts.threads != 1 && nblocks > 1;
     #[cfg(not(feature = "parallel"))]
     let parallel = false;
     if !parallel {
-        instructions += run_range(0..nblocks)?.0;
+        let (i, t) = run_range(0..nblocks)?;
+        instructions += i;
+        thread_instructions += t;
     } else {
         #[cfg(feature = "parallel")]
         {
@@ -401,7 +468,10 @@ pub fn launch(
             let mut first_err = None;
             for r in results {
                 match r {
-                    Ok((c, _)) => instructions += c,
+                    Ok((c, t)) => {
+                        instructions += c;
+                        thread_instructions += t;
+                    }
                     Err(ExecError::Cancelled { .. }) if first_err.is_some() => {}
                     Err(e) => {
                         // A block stopped because another failed says nothing new.
@@ -418,11 +488,15 @@ pub fn launch(
             }
         }
     }
-    let n = threads;
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    let jit = native.is_some();
+    #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
+    let jit = false;
     Ok(LaunchStats {
         blocks: nblocks,
         instructions,
-        thread_instructions: instructions * n,
+        thread_instructions,
+        jit,
     })
 }
 
@@ -1888,7 +1962,7 @@ impl<'a> Worker<'a> {
                 let o = ro(d);
                 em.for_each(nw, |l| self.regs[o + l] = v);
             }
-            Inst::Nop => {}
+            Inst::Nop | Inst::WarpSync => {}
             Inst::Bra { .. }
             | Inst::Ret
             | Inst::Exit

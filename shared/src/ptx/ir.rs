@@ -594,6 +594,9 @@ pub(crate) enum Inst {
         rets: Vec<CallArg>,
     },
     Nop,
+    /// `bar.warp.sync`: a no-op for lanes in lockstep, but a synchronisation point for an engine that
+    /// runs threads one after another.
+    WarpSync,
 }
 
 #[derive(Debug, Clone)]

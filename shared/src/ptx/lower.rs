@@ -299,6 +299,7 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
         dynamic_shared_base: dyn_base as u32,
         version: pm.version,
         target: pm.target,
+        jit: Default::default(),
     })
 }
 
@@ -2074,8 +2075,8 @@ impl<'m> FnLower<'m> {
 
     fn bar(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
         if o.has("warp") {
-            // Warps run in lockstep here.
-            self.push(Inst::Nop);
+            // Warps run in lockstep in the interpreter.
+            self.push(Inst::WarpSync);
             return Ok(());
         }
         let arrive = o.has("arrive");

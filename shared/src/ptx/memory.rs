@@ -236,6 +236,16 @@ impl Memory {
         Some((r, addr & ((1 << REGION_SHIFT) - 1)))
     }
 
+    /// Per slot (address `(i + 1) << REGION_SHIFT`): the region's storage and size, for compiled
+    /// kernels' inline bounds checks. The pointers stay valid while `self` is borrowed.
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    pub(crate) fn slot_regions(&self) -> impl Iterator<Item = Option<(*mut u8, u64)>> + '_ {
+        self.slots.iter().map(|s| {
+            s.as_ref()
+                .map(|r| (r.words.as_ptr() as *mut u8, r.size))
+        })
+    }
+
     /// The size of the region starting at `base`.
     pub fn region_size(&self, base: u64) -> Option<u64> {
         match self.region(base) {

@@ -28,7 +28,7 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-pub use exec::{launch, ExecError, ExecOptions, LaunchDims, LaunchStats};
+pub use exec::{launch, Engine, ExecError, ExecOptions, LaunchDims, LaunchStats};
 pub use lower::{MAX_LOCAL_BYTES, MAX_SHARED_BYTES};
 pub use memory::{MemError, Memory};
 
@@ -94,6 +94,8 @@ pub struct Module {
     dynamic_shared_base: u32,
     version: Option<String>,
     target: Vec<String>,
+    /// Kernels compiled to native code, by function, made on first launch.
+    jit: exec::JitCache,
 }
 
 impl std::fmt::Debug for Module {
@@ -142,6 +144,15 @@ impl Module {
     /// Lowered instruction count of all functions (a size measure for tools).
     pub fn instruction_count(&self) -> usize {
         self.funcs.iter().map(|f| f.insts.len()).sum()
+    }
+
+    /// Whether kernel `entry` runs as native code under [`Engine::Jit`], and if not, why not
+    /// (`Err` names the first construct that needs the interpreter).
+    pub fn jit_support(&self, entry: &str) -> Result<(), String> {
+        let e = self
+            .entry(entry)
+            .ok_or_else(|| format!("no kernel named `{entry}`"))?;
+        exec::jit_support(self, e)
     }
 
     /// Reads a module-scope `.global`/`.const` variable by name.

@@ -33,6 +33,8 @@ pub struct ReplayOptions {
     pub cancel: Option<Arc<AtomicBool>>,
     /// Worker threads for thread blocks; 0 means all cores.
     pub threads: usize,
+    /// Native code or the interpreter for kernels (see [`ptx::Engine`]).
+    pub engine: ptx::Engine,
 }
 
 /// What went wrong, and at which op.
@@ -215,6 +217,7 @@ impl<'a> CpuReplay<'a> {
                 instruction_budget: None,
                 cancel: options.cancel.clone(),
                 threads: options.threads,
+                engine: options.engine,
             },
             options,
             param_scratch: Vec::new(),
@@ -363,7 +366,12 @@ impl<'a> CpuReplay<'a> {
 
     /// Replaces the budget, cancel flag and thread count for the iterations that follow.
     pub fn set_options(&mut self, options: ReplayOptions) {
-        self.exec = ptx::ExecOptions { instruction_budget: None, cancel: options.cancel.clone(), threads: options.threads };
+        self.exec = ptx::ExecOptions {
+            instruction_budget: None,
+            cancel: options.cancel.clone(),
+            threads: options.threads,
+            engine: options.engine,
+        };
         self.options = options;
     }
 

@@ -1,5 +1,6 @@
-//! Every corpus PTX file parses; every corpus case runs from its `case.json` and matches the
-//! bytes recorded on a GPU under the case's tolerance.
+//! Every corpus PTX file parses; every corpus case runs from its `case.json` on both engines and
+//! matches the bytes recorded on a GPU under the case's tolerance, and native code matches the
+//! interpreter bit for bit.
 
 use std::path::{Path, PathBuf};
 
@@ -82,8 +83,15 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Runs a case with the PTX of one architecture; returns (buffer name, got, expected, dtype, tolerance).
-fn run_case(case: &Path, arch: &str) -> Option<Result<(), String>> {
+/// What one engine made of a case: the final bytes of every buffer, and how many launches ran as
+/// native code.
+struct CaseRun {
+    buffers: Vec<(String, Vec<u8>)>,
+    native_launches: usize,
+}
+
+/// Runs a case with the PTX of one architecture on one engine and checks it against the GPU.
+fn run_case(case: &Path, arch: &str, engine: Engine) -> Option<Result<CaseRun, String>> {
     let c: Value =
         serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
     let ptx_file = c["ptx"][arch].as_str()?;
@@ -98,6 +106,7 @@ fn run_case(case: &Path, arch: &str) -> Option<Result<(), String>> {
         mem.write(base, &init).unwrap();
         bufs.insert(name.to_string(), base);
     }
+    let mut native_launches = 0;
     for l in c["launches"].as_array().unwrap() {
         let entry = l["entry"].as_str().unwrap();
         let e = module.entry(entry).unwrap();
@@ -127,20 +136,20 @@ fn run_case(case: &Path, arch: &str) -> Option<Result<(), String>> {
             block: [0, 1, 2].map(|i| bl[i].as_u64().unwrap() as u32),
             dynamic_shared: l["dynamic_shared_bytes"].as_u64().unwrap_or(0) as u32,
         };
-        if let Err(e) = launch(
-            &module,
-            entry,
-            &dims,
-            &params,
-            &mem,
-            &ExecOptions::default(),
-        ) {
-            return Some(Err(format!("{}: {e}", case.display())));
+        let opts = ExecOptions {
+            engine,
+            ..ExecOptions::default()
+        };
+        match launch(&module, entry, &dims, &params, &mem, &opts) {
+            Ok(stats) => native_launches += stats.jit as usize,
+            Err(e) => return Some(Err(format!("{}: {e}", case.display()))),
         }
     }
     let tol = &c["tolerance"];
+    let mut buffers = Vec::new();
     for b in c["buffers"].as_array().unwrap() {
         let name = b["name"].as_str().unwrap();
+        buffers.push((name.to_string(), mem.read_region(bufs[name]).unwrap()));
         let Some(exp_file) = b["expected"].as_str() else {
             continue;
         };
@@ -153,7 +162,10 @@ fn run_case(case: &Path, arch: &str) -> Option<Result<(), String>> {
             )));
         }
     }
-    Some(Ok(()))
+    Some(Ok(CaseRun {
+        buffers,
+        native_launches,
+    }))
 }
 
 fn compare(got: &[u8], exp: &[u8], dtype: &str, tol: &Value) -> Result<(), String> {
@@ -207,15 +219,42 @@ fn every_corpus_case_matches_the_gpu() {
     let Some(dir) = corpus_dir() else { return };
     let mut failures = Vec::new();
     let mut ran = 0;
+    let mut native = 0;
     for case in cases(&dir) {
+        // Float atomics may add in another order on each run (the tolerance covers that).
+        let text = std::fs::read_dir(&case)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "ptx"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect::<String>();
+        let float_atomics = text.contains(".add.f32") && (text.contains("atom.") || text.contains("red."));
         for arch in ["sm_75", "sm_90"] {
-            match run_case(&case, arch) {
-                Some(Ok(())) => ran += 1,
-                Some(Err(e)) => failures.push(e),
-                None => {}
+            let interp = run_case(&case, arch, Engine::Interpreter);
+            let jit = run_case(&case, arch, Engine::Jit);
+            match (interp, jit) {
+                (Some(Ok(a)), Some(Ok(b))) => {
+                    ran += 1;
+                    native += b.native_launches;
+                    for ((name, x), (_, y)) in a.buffers.iter().zip(&b.buffers) {
+                        if x != y && !float_atomics {
+                            let i = (0..x.len()).find(|&i| x[i] != y[i]).unwrap_or(0);
+                            failures.push(format!(
+                                "{} [{arch}] buffer {name}: native code differs from the interpreter at byte {i}",
+                                case.display()
+                            ));
+                        }
+                    }
+                }
+                (Some(Err(e)), _) | (_, Some(Err(e))) => failures.push(e),
+                _ => {}
             }
         }
     }
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    assert!(native >= 20, "only {native} launches ran as native code");
+    #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
+    assert_eq!(native, 0);
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",

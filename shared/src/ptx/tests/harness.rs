@@ -8,6 +8,8 @@ use crate::ptx::*;
 /// `%h1..3` (low 16 bits). The body leaves results in `%r10`, `%f10`, `%rd10`, `%fd10`, `%r11`,
 /// `%h10` and `%p1`, all zero (false) unless written.
 pub(crate) struct Row {
+    /// The raw output row.
+    pub bytes: Vec<u8>,
     pub r: u32,
     pub f: f32,
     pub rd: u64,
@@ -80,7 +82,23 @@ pub(crate) fn rows(body: &str, inputs: &[[u64; 3]]) -> Vec<Row> {
     try_rows(body, inputs).unwrap_or_else(|e| panic!("{e}\n{body}"))
 }
 
+/// Runs on both engines: native code must give the interpreter's bits (or its error).
 pub(crate) fn try_rows(body: &str, inputs: &[[u64; 3]]) -> Result<Vec<Row>, String> {
+    let interp = try_rows_on(body, inputs, Engine::Interpreter);
+    let jit = try_rows_on(body, inputs, Engine::Jit);
+    match (&interp, &jit) {
+        (Ok(a), Ok(b)) => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert_eq!(x.bytes, y.bytes, "row {i}: native code differs from the interpreter\n{body}");
+            }
+        }
+        (Err(a), Err(b)) => assert_eq!(a, b, "the engines fail differently\n{body}"),
+        _ => panic!("one engine failed: {interp:?} vs {jit:?}\n{body}", interp = interp.as_ref().err(), jit = jit.as_ref().err()),
+    }
+    interp
+}
+
+fn try_rows_on(body: &str, inputs: &[[u64; 3]], engine: Engine) -> Result<Vec<Row>, String> {
     let text = skeleton(body);
     let m = Module::parse(&text).map_err(|e| e.to_string())?;
     let mut mem = Memory::new();
@@ -99,13 +117,18 @@ pub(crate) fn try_rows(body: &str, inputs: &[[u64; 3]]) -> Result<Vec<Row>, Stri
         block: [n as u32, 1, 1],
         dynamic_shared: 0,
     };
-    launch(&m, "t", &dims, &params, &mem, &ExecOptions::default()).map_err(|e| e.to_string())?;
+    let opts = ExecOptions {
+        engine,
+        ..ExecOptions::default()
+    };
+    launch(&m, "t", &dims, &params, &mem, &opts).map_err(|e| e.to_string())?;
     let o = mem.read_region(out).unwrap();
     Ok(o.chunks(40)
         .map(|c| {
             let u32_at = |k: usize| u32::from_le_bytes(c[k..k + 4].try_into().unwrap());
             let u64_at = |k: usize| u64::from_le_bytes(c[k..k + 8].try_into().unwrap());
             Row {
+                bytes: c.to_vec(),
                 r: u32_at(0),
                 f: f32::from_bits(u32_at(4)),
                 rd: u64_at(8),

@@ -15,6 +15,7 @@ use super::*;
 
 /// Runs `entry` of a PTX text over one buffer per element of `bufs` (their addresses are the
 /// kernel's first parameters, followed by `extra` parameter bytes) and returns the buffers after.
+/// Runs on both engines: native code must leave the interpreter's bytes (or fail the same way).
 pub(crate) fn run_kernel(
     ptx: &str,
     entry: &str,
@@ -22,6 +23,26 @@ pub(crate) fn run_kernel(
     block: [u32; 3],
     bufs: &[Vec<u8>],
     extra: &[u8],
+) -> Result<Vec<Vec<u8>>, String> {
+    let interp = run_kernel_on(ptx, entry, grid, block, bufs, extra, Engine::Interpreter);
+    let jit = run_kernel_on(ptx, entry, grid, block, bufs, extra, Engine::Jit);
+    match (&interp, &jit) {
+        (Ok(a), Ok(b)) => assert!(a == b, "native code differs from the interpreter\n{ptx}"),
+        (Err(a), Err(b)) => assert_eq!(a, b, "the engines fail differently"),
+        _ => panic!("one engine failed: {:?} vs {:?}", interp.as_ref().err(), jit.as_ref().err()),
+    }
+    interp
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_kernel_on(
+    ptx: &str,
+    entry: &str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    bufs: &[Vec<u8>],
+    extra: &[u8],
+    engine: Engine,
 ) -> Result<Vec<Vec<u8>>, String> {
     let m = Module::parse(ptx).map_err(|e| e.to_string())?;
     let mut mem = Memory::new();
@@ -39,6 +60,10 @@ pub(crate) fn run_kernel(
         block,
         dynamic_shared: 0,
     };
-    launch(&m, entry, &dims, &params, &mem, &ExecOptions::default()).map_err(|e| e.to_string())?;
+    let opts = ExecOptions {
+        engine,
+        ..ExecOptions::default()
+    };
+    launch(&m, entry, &dims, &params, &mem, &opts).map_err(|e| e.to_string())?;
     Ok(bases.iter().map(|&b| mem.read_region(b).unwrap()).collect())
 }

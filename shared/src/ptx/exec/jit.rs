@@ -1,0 +1,1658 @@
+//! Native code for kernels, compiled with Cranelift (native builds with the `jit` feature).
+//!
+//! # Shape
+//! A kernel becomes one native function `run(ctx, segment) -> status` that runs every thread of a
+//! block, one after another, from a resume point to the next `bar.sync` (or to its exit). PTX
+//! registers are Cranelift variables (SSA values the register allocator keeps in machine
+//! registers); a thread that reaches a barrier stores its registers in a per-thread spill area and
+//! the next call (the next segment) reloads them and resumes after that barrier. Code between
+//! barriers is thus a plain loop over the block's threads, which is what a CPU runs fastest.
+//!
+//! Whether a kernel runs here is decided when it is first launched, before any thread runs: a
+//! kernel that needs lanes in lockstep (warp shuffles, votes, `redux`, `activemask`,
+//! `bar.warp.sync`), named or counted barriers, calls, `%clock` or a barrier under a guard runs on
+//! the interpreter instead. Arithmetic that is not inlined calls back into the interpreter's own
+//! per-lane semantics (`ops.rs`), so both engines compute the same bits.
+//!
+//! # Safety
+//! Generated code touches memory only through addresses it has checked:
+//! - a global (or generic) address selects a slot of a region table built for the launch from the
+//!   `Memory` borrowed for the whole launch (regions cannot be added or removed meanwhile); the
+//!   offset must lie within the region and be naturally aligned, else the access goes to the
+//!   interpreter's checked slow path, which resolves module variables, the shared and local
+//!   windows, or reports the fault exactly as the interpreter does;
+//! - shared memory is the worker's per-block buffer, checked against its length;
+//! - kernel parameters are read at offsets proven below the parameter size at compile time (the
+//!   launch checks the buffer is at least that long); everything else takes the slow path;
+//! - atomics always go through the slow path, which uses the regions' real atomic operations.
+//!
+//! Region memory is made of `AtomicU32` words, so writing it through a pointer is interior
+//! mutability; the plain loads and stores emitted here are what relaxed atomic accesses compile
+//! to on x86-64 and AArch64. The spill area, the per-thread state and the context are owned by the
+//! calling worker for the duration of the call. Instruction budget, cancel flag and the launch's
+//! abort flag are checked on every backward branch, so no kernel can run unbounded.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::mem::offset_of;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value,
+};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::Module as _;
+
+use super::{compare, sx, Res, Stop, Worker};
+use crate::ptx::ir::*;
+use crate::ptx::lower::Function;
+use crate::ptx::math::*;
+use crate::ptx::memory::Memory;
+
+/// State of a thread between segments: it exited.
+const EXITED: u32 = u32::MAX;
+const ST_DONE: u32 = 0;
+const ST_FAULT: u32 = 1;
+const ST_TRAP: u32 = 2;
+const ST_LIMIT: u32 = 3;
+
+/// One entry of the region table: index = address >> REGION_SHIFT.
+#[repr(C)]
+struct Slot {
+    ptr: *mut u8,
+    len: u64,
+}
+
+/// What generated code reads and writes; field offsets are baked into the code.
+#[repr(C)]
+struct JitCtx {
+    table: *const Slot,
+    table_len: u64,
+    shared: *mut u8,
+    shared_len: u64,
+    params: *const u8,
+    spill: *mut u64,
+    state: *mut u32,
+    limit: u64,
+    cancel: *const u8,
+    abort: *const u8,
+    count: u64,
+    n: u64,
+    ntid: [u64; 3],
+    nctaid: [u64; 3],
+    ctaid: [u64; 3],
+    fault: u64,
+    stop_thread: u64,
+    stop_pc: u64,
+    rt: *mut c_void,
+}
+
+/// The Rust side of a call, reached by the slow-path helpers.
+struct Rt<'w, 'a> {
+    w: &'w mut Worker<'a>,
+    stop: Option<Stop>,
+}
+
+type EntryFn = unsafe extern "C" fn(*mut JitCtx, u32) -> u32;
+
+/// Owns the executable memory of compiled kernels.
+struct Code(Option<JITModule>);
+
+// SAFETY: after `finalize_definitions` the module's memory is immutable machine code; nothing in
+// it is tied to the thread that compiled it.
+unsafe impl Send for Code {}
+unsafe impl Sync for Code {}
+
+impl Drop for Code {
+    fn drop(&mut self) {
+        if let Some(m) = self.0.take() {
+            // SAFETY: the only pointer into this memory is the entry of the `JitKernel` that owns
+            // this `Code`, which is being dropped with it.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+/// A kernel compiled to native code.
+pub(crate) struct JitKernel {
+    entry: EntryFn,
+    _code: Code,
+    /// Instructions the code hands to the helpers by address.
+    _insts: Vec<Box<Instr>>,
+    nregs: usize,
+    bar_lines: Vec<u32>,
+    lines: Vec<u32>,
+}
+
+/// Per-module cache: function index -> compiled kernel, or `None` when it runs on the interpreter.
+#[derive(Default)]
+pub(crate) struct Cache(Mutex<HashMap<u32, Option<Arc<JitKernel>>>>);
+
+impl Cache {
+    pub(crate) fn kernel(&self, func_index: u32, f: &Function, params_size: u32) -> Option<Arc<JitKernel>> {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(func_index)
+            .or_insert_with(|| {
+                // A code generator failure (an error, or a panic inside it) leaves the kernel to the
+                // interpreter rather than failing the launch.
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(f, params_size)))
+                    .ok()
+                    .and_then(Result::ok)
+                    .map(Arc::new)
+            })
+            .clone()
+    }
+}
+
+/// Why a function cannot run as native code, if it cannot.
+pub(crate) fn unsupported(f: &Function) -> Option<String> {
+    for ins in &f.insts {
+        let why = match &ins.inst {
+            Inst::Shfl { .. } => "shfl",
+            Inst::Vote { .. } => "vote",
+            Inst::Activemask { .. } => "activemask",
+            Inst::Redux { .. } => "redux",
+            Inst::WarpSync => "bar.warp.sync",
+            Inst::Clock { .. } => "clock",
+            Inst::Call { .. } => "call",
+            Inst::Bar {
+                count: None,
+                red: None,
+                d: None,
+                arrive: false,
+            } if ins.guard.is_none() => continue,
+            Inst::Bar { .. } => "a guarded, named, counted or reducing barrier",
+            _ => continue,
+        };
+        return Some(format!("`{why}` at line {}", ins.line));
+    }
+    for (_, s) in &f.sregs {
+        if matches!(
+            s,
+            Sreg::LaneMaskEq
+                | Sreg::LaneMaskLt
+                | Sreg::LaneMaskLe
+                | Sreg::LaneMaskGt
+                | Sreg::LaneMaskGe
+                | Sreg::DynSmemSize
+                | Sreg::TotalSmemSize
+        ) {
+            return Some(format!("special register {s:?}"));
+        }
+    }
+    None
+}
+
+fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
+    if let Some(why) = unsupported(f) {
+        return Err(why);
+    }
+    let mut flags = settings::builder();
+    let set = |fl: &mut settings::Builder, k: &str, v: &str| fl.set(k, v).map_err(|e| e.to_string());
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(&mut flags, "is_pic", "false")?;
+    let isa = cranelift_native::builder()
+        .map_err(|e| e.to_string())?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| e.to_string())?;
+    let call_conv = isa.default_call_conv();
+    let mut module = JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()));
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(types::I64));
+    sig.params.push(AbiParam::new(types::I32));
+    sig.returns.push(AbiParam::new(types::I32));
+    let id = module
+        .declare_function(&f.name, cranelift_module::Linkage::Export, &sig)
+        .map_err(|e| e.to_string())?;
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    let frontend = module.target_config();
+    let mut fctx = FunctionBuilderContext::new();
+    let mut insts = Vec::new();
+    let (bar_lines, nregs) = {
+        let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let mut tx = Tx::new(b, f, params_size, call_conv, &mut insts);
+        tx.build()?;
+        let bl = std::mem::take(&mut tx.bar_lines);
+        tx.b.seal_all_blocks();
+        tx.b.finalize(frontend);
+        (bl, f.nregs as usize)
+    };
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| format!("{e:?}"))?;
+    module.finalize_definitions().map_err(|e| e.to_string())?;
+    let ptr = module.get_finalized_function(id);
+    // SAFETY: `ptr` is the finalized code of a function declared with exactly this signature
+    // (pointer, u32) -> u32 in the target's default (C) calling convention.
+    let entry: EntryFn = unsafe { std::mem::transmute::<*const u8, EntryFn>(ptr) };
+    Ok(JitKernel {
+        entry,
+        _code: Code(Some(module)),
+        _insts: insts,
+        nregs,
+        bar_lines,
+        lines: f.insts.iter().map(|i| i.line).collect(),
+    })
+}
+
+const REGION_OFF_MASK: i64 = (1i64 << REGION_SHIFT) - 1;
+
+struct Hoisted {
+    ctx: Value,
+    table: Value,
+    table_len: Value,
+    shared: Value,
+    shared_len: Value,
+    params: Value,
+    spill: Value,
+    state: Value,
+    limit: Value,
+    cancel: Value,
+    abort: Value,
+}
+
+struct Tx<'a, 'b> {
+    b: FunctionBuilder<'b>,
+    f: &'a Function,
+    params_size: u32,
+    vars: Vec<Variable>,
+    consts: Vec<Option<u64>>,
+    blocks: Vec<Option<Block>>,
+    h: Option<Hoisted>,
+    cnt: Variable,
+    t: Variable,
+    tid: [Variable; 3],
+    pending: i64,
+    next_thread: Option<Block>,
+    fault_exit: Option<Block>,
+    limit_exit: Option<Block>,
+    sig_n: [Option<SigRef>; 7],
+    call_conv: cranelift_codegen::isa::CallConv,
+    insts: &'a mut Vec<Box<Instr>>,
+    bar_lines: Vec<u32>,
+    bar_index: HashMap<usize, u32>,
+}
+
+fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+impl<'a, 'b> Tx<'a, 'b> {
+    fn new(
+        mut b: FunctionBuilder<'b>,
+        f: &'a Function,
+        params_size: u32,
+        call_conv: cranelift_codegen::isa::CallConv,
+        insts: &'a mut Vec<Box<Instr>>,
+    ) -> Tx<'a, 'b> {
+        let vars = (0..f.nregs).map(|_| b.declare_var(types::I64)).collect();
+        let mut consts = vec![None; f.nregs as usize];
+        for &(r, v) in &f.consts {
+            consts[r as usize] = Some(v);
+        }
+        let cnt = b.declare_var(types::I64);
+        let t = b.declare_var(types::I64);
+        let tid = [
+            b.declare_var(types::I64),
+            b.declare_var(types::I64),
+            b.declare_var(types::I64),
+        ];
+        Tx {
+            b,
+            f,
+            params_size,
+            vars,
+            consts,
+            blocks: vec![None; f.insts.len() + 1],
+            h: None,
+            cnt,
+            t,
+            tid,
+            pending: 0,
+            next_thread: None,
+            fault_exit: None,
+            limit_exit: None,
+            sig_n: [None; 7],
+            call_conv,
+            insts,
+            bar_lines: Vec::new(),
+            bar_index: HashMap::new(),
+        }
+    }
+
+    fn h(&self) -> &Hoisted {
+        self.h.as_ref().expect("hoisted values")
+    }
+
+    fn ld_ctx(&mut self, ty: Type, off: usize) -> Value {
+        let c = self.h.as_ref().map(|h| h.ctx).expect("ctx");
+        self.b.ins().load(ty, flags(), c, off as i32)
+    }
+
+    fn iconst(&mut self, v: u64) -> Value {
+        self.b.ins().iconst(types::I64, v as i64)
+    }
+
+    fn get(&mut self, r: R) -> Value {
+        match self.consts[r as usize] {
+            Some(v) => self.iconst(v),
+            None => self.b.use_var(self.vars[r as usize]),
+        }
+    }
+
+    fn set(&mut self, r: R, v: Value) {
+        self.b.def_var(self.vars[r as usize], v);
+    }
+
+    fn flush_count(&mut self) {
+        if self.pending > 0 {
+            let c = self.b.use_var(self.cnt);
+            let c = self.b.ins().iadd_imm_s(c, self.pending);
+            self.b.def_var(self.cnt, c);
+            self.pending = 0;
+        }
+    }
+
+    /// Signature of a helper taking `n` 64-bit arguments and returning one.
+    fn sig(&mut self, n: usize) -> SigRef {
+        if let Some(s) = self.sig_n[n] {
+            return s;
+        }
+        let mut s = Signature::new(self.call_conv);
+        for _ in 0..n {
+            s.params.push(AbiParam::new(types::I64));
+        }
+        s.returns.push(AbiParam::new(types::I64));
+        let r = self.b.import_signature(s);
+        self.sig_n[n] = Some(r);
+        r
+    }
+
+    fn call(&mut self, fptr: usize, args: &[Value]) -> Value {
+        let sig = self.sig(args.len());
+        let callee = self.iconst(fptr as u64);
+        let c = self.b.ins().call_indirect(sig, callee, args);
+        self.b.inst_results(c)[0]
+    }
+
+    /// A stable address of a copy of instruction `pc` for the helpers.
+    fn inst_ptr(&mut self, pc: usize) -> Value {
+        let bx = Box::new(self.f.insts[pc].clone());
+        let p = &*bx as *const Instr as u64;
+        self.insts.push(bx);
+        self.iconst(p)
+    }
+
+    fn lo32(&mut self, v: Value) -> Value {
+        self.b.ins().ireduce(types::I32, v)
+    }
+    fn zx(&mut self, v: Value) -> Value {
+        self.b.ins().uextend(types::I64, v)
+    }
+    fn sx(&mut self, v: Value) -> Value {
+        self.b.ins().sextend(types::I64, v)
+    }
+    fn f32_of(&mut self, v: Value) -> Value {
+        let x = self.lo32(v);
+        self.b.ins().bitcast(types::F32, MemFlagsData::new(), x)
+    }
+    fn f64_of(&mut self, v: Value) -> Value {
+        self.b.ins().bitcast(types::F64, MemFlagsData::new(), v)
+    }
+    /// f32 result with PTX's canonical NaN.
+    fn bits32(&mut self, x: Value) -> Value {
+        let isnan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+        let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), x);
+        let nan = self.b.ins().iconst(types::I32, NAN32 as i64);
+        let r = self.b.ins().select(isnan, nan, i);
+        self.zx(r)
+    }
+    fn bits64(&mut self, x: Value) -> Value {
+        let isnan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+        let i = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
+        let nan = self.iconst(NAN64);
+        self.b.ins().select(isnan, nan, i)
+    }
+
+    fn build(&mut self) -> Result<(), String> {
+        let f = self.f;
+        let n_insts = f.insts.len();
+        // Leaders: targets of branches and instructions after control transfers.
+        let mut leader = vec![false; n_insts + 1];
+        leader[0] = true;
+        for (pc, ins) in f.insts.iter().enumerate() {
+            match ins.inst {
+                Inst::Bra { target, .. } => {
+                    leader[(target as usize).min(n_insts)] = true;
+                    leader[pc + 1] = true;
+                }
+                Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } => leader[pc + 1] = true,
+                _ => {}
+            }
+            if let Inst::Bar { .. } = ins.inst {
+                self.bar_index.insert(pc, self.bar_lines.len() as u32);
+                self.bar_lines.push(ins.line);
+            }
+        }
+        for (pc, l) in leader.iter().enumerate() {
+            if *l {
+                self.blocks[pc] = Some(self.b.create_block());
+            }
+        }
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.b.switch_to_block(entry);
+        let ctx = self.b.block_params(entry)[0];
+        let seg = self.b.block_params(entry)[1];
+        self.h = Some(Hoisted {
+            ctx,
+            table: ctx,
+            table_len: ctx,
+            shared: ctx,
+            shared_len: ctx,
+            params: ctx,
+            spill: ctx,
+            state: ctx,
+            limit: ctx,
+            cancel: ctx,
+            abort: ctx,
+        });
+        let i64t = types::I64;
+        let table = self.ld_ctx(i64t, offset_of!(JitCtx, table));
+        let table_len = self.ld_ctx(i64t, offset_of!(JitCtx, table_len));
+        let shared = self.ld_ctx(i64t, offset_of!(JitCtx, shared));
+        let shared_len = self.ld_ctx(i64t, offset_of!(JitCtx, shared_len));
+        let params = self.ld_ctx(i64t, offset_of!(JitCtx, params));
+        let spill = self.ld_ctx(i64t, offset_of!(JitCtx, spill));
+        let state = self.ld_ctx(i64t, offset_of!(JitCtx, state));
+        let limit = self.ld_ctx(i64t, offset_of!(JitCtx, limit));
+        let cancel = self.ld_ctx(i64t, offset_of!(JitCtx, cancel));
+        let abort = self.ld_ctx(i64t, offset_of!(JitCtx, abort));
+        let n = self.ld_ctx(i64t, offset_of!(JitCtx, n));
+        let mut ntid = [ctx; 3];
+        let mut nctaid = [ctx; 3];
+        let mut ctaid = [ctx; 3];
+        for d in 0..3 {
+            ntid[d] = self.ld_ctx(i64t, offset_of!(JitCtx, ntid) + 8 * d);
+            nctaid[d] = self.ld_ctx(i64t, offset_of!(JitCtx, nctaid) + 8 * d);
+            ctaid[d] = self.ld_ctx(i64t, offset_of!(JitCtx, ctaid) + 8 * d);
+        }
+        self.h = Some(Hoisted {
+            ctx,
+            table,
+            table_len,
+            shared,
+            shared_len,
+            params,
+            spill,
+            state,
+            limit,
+            cancel,
+            abort,
+        });
+        let zero = self.iconst(0);
+        self.b.def_var(self.cnt, zero);
+        self.b.def_var(self.t, zero);
+        for d in 0..3 {
+            self.b.def_var(self.tid[d], zero);
+        }
+        let head = self.b.create_block();
+        let next = self.b.create_block();
+        let finish = self.b.create_block();
+        let fault_exit = self.b.create_block();
+        let limit_exit = self.b.create_block();
+        self.next_thread = Some(next);
+        self.fault_exit = Some(fault_exit);
+        self.limit_exit = Some(limit_exit);
+        self.b.ins().jump(head, &[]);
+
+        // head: next live thread, or done.
+        self.b.switch_to_block(head);
+        let t = self.b.use_var(self.t);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t, n);
+        let live = self.b.create_block();
+        let check_state = self.b.create_block();
+        self.b.ins().brif(more, check_state, &[], finish, &[]);
+        self.b.switch_to_block(check_state);
+        let so = self.b.ins().ishl_imm_s(t, 2);
+        let sa = self.b.ins().iadd(state, so);
+        let st = self.b.ins().load(types::I32, flags(), sa, 0);
+        let ex = self.b.ins().iconst(types::I32, EXITED as i64);
+        let exited = self.b.ins().icmp(IntCC::Equal, st, ex);
+        self.b.ins().brif(exited, next, &[], live, &[]);
+        self.b.switch_to_block(live);
+        // Special registers of this thread.
+        for &(r, s) in &f.sregs {
+            let v = match s {
+                Sreg::Tid(d) => self.b.use_var(self.tid[d as usize]),
+                Sreg::Ntid(d) => ntid[d as usize],
+                Sreg::Ctaid(d) => ctaid[d as usize],
+                Sreg::Nctaid(d) => nctaid[d as usize],
+                Sreg::LaneId => self.b.ins().band_imm_s(t, 31),
+                Sreg::WarpId => self.b.ins().ushr_imm_s(t, 5),
+                Sreg::NWarpId => {
+                    let x = self.b.ins().iadd_imm_s(n, 31);
+                    self.b.ins().ushr_imm_s(x, 5)
+                }
+                Sreg::NSmId => self.iconst(1),
+                Sreg::SmId | Sreg::GridId | Sreg::Zero => self.iconst(0),
+                other => return Err(format!("special register {other:?}")),
+            };
+            self.set(r, v);
+        }
+        // Resume points: segment 0 starts at the top, segment k+1 after barrier k.
+        let mut sw = Switch::new();
+        sw.set_entry(0, self.blocks[0].expect("entry block"));
+        let mut resumes = Vec::new();
+        let mut bars: Vec<(usize, u32)> = self.bar_index.iter().map(|(&p, &k)| (p, k)).collect();
+        bars.sort();
+        for &(pc, k) in &bars {
+            let rb = self.b.create_block();
+            sw.set_entry(k as u128 + 1, rb);
+            resumes.push((rb, pc));
+        }
+        sw.emit(&mut self.b, seg, finish);
+        for (rb, pc) in resumes {
+            self.b.switch_to_block(rb);
+            let base = self.spill_base();
+            for r in 0..f.nregs {
+                if self.consts[r as usize].is_none() && !f.sregs.iter().any(|s| s.0 == r) {
+                    let v = self.b.ins().load(types::I64, flags(), base, (r * 8) as i32);
+                    self.set(r, v);
+                }
+            }
+            self.b.ins().jump(self.blocks[pc + 1].expect("block after barrier"), &[]);
+        }
+
+        // next: advance the thread and its (x, y, z) index.
+        self.b.switch_to_block(next);
+        let t = self.b.use_var(self.t);
+        let t1 = self.b.ins().iadd_imm_s(t, 1);
+        self.b.def_var(self.t, t1);
+        let x = self.b.use_var(self.tid[0]);
+        let y = self.b.use_var(self.tid[1]);
+        let z = self.b.use_var(self.tid[2]);
+        let x1 = self.b.ins().iadd_imm_s(x, 1);
+        let wx = self.b.ins().icmp(IntCC::Equal, x1, ntid[0]);
+        let x2 = self.b.ins().select(wx, zero, x1);
+        let wx64 = self.b.ins().uextend(types::I64, wx);
+        let y1 = self.b.ins().iadd(y, wx64);
+        let wy = self.b.ins().icmp(IntCC::Equal, y1, ntid[1]);
+        let y2 = self.b.ins().select(wy, zero, y1);
+        let wy64 = self.b.ins().uextend(types::I64, wy);
+        let z2 = self.b.ins().iadd(z, wy64);
+        self.b.def_var(self.tid[0], x2);
+        self.b.def_var(self.tid[1], y2);
+        self.b.def_var(self.tid[2], z2);
+        self.b.ins().jump(head, &[]);
+
+        for (blk, code) in [(finish, ST_DONE), (fault_exit, ST_FAULT), (limit_exit, ST_LIMIT)] {
+            self.b.switch_to_block(blk);
+            self.ret(code);
+        }
+
+        // The body.
+        let mut open = false;
+        for pc in 0..n_insts {
+            if let Some(blk) = self.blocks[pc] {
+                if open {
+                    self.flush_count();
+                    self.b.ins().jump(blk, &[]);
+                }
+                self.b.switch_to_block(blk);
+                open = true;
+            }
+            if !open {
+                // Unreachable code after a transfer with no label: give it a block anyway.
+                let blk = self.b.create_block();
+                self.b.switch_to_block(blk);
+            }
+            self.pending += 1;
+            open = self.inst(pc)?;
+        }
+        if let Some(blk) = self.blocks[n_insts] {
+            if open {
+                self.flush_count();
+                self.b.ins().jump(blk, &[]);
+            }
+            self.b.switch_to_block(blk);
+            open = true;
+        }
+        if open {
+            // Falling off the end ends the thread.
+            self.thread_exit();
+        }
+        Ok(())
+    }
+
+    fn ret(&mut self, code: u32) {
+        let c = self.b.use_var(self.cnt);
+        let ctx = self.h().ctx;
+        self.b
+            .ins()
+            .store(flags(), c, ctx, offset_of!(JitCtx, count) as i32);
+        let r = self.b.ins().iconst(types::I32, code as i64);
+        self.b.ins().return_(&[r]);
+    }
+
+    fn spill_base(&mut self) -> Value {
+        let t = self.b.use_var(self.t);
+        let off = self.b.ins().imul_imm_s(t, self.f.nregs as i64 * 8);
+        let spill = self.h().spill;
+        self.b.ins().iadd(spill, off)
+    }
+
+    fn set_state(&mut self, v: u32) {
+        let t = self.b.use_var(self.t);
+        let so = self.b.ins().ishl_imm_s(t, 2);
+        let state = self.h().state;
+        let sa = self.b.ins().iadd(state, so);
+        let v = self.b.ins().iconst(types::I32, v as i64);
+        self.b.ins().store(flags(), v, sa, 0);
+    }
+
+    fn thread_exit(&mut self) {
+        self.flush_count();
+        self.set_state(EXITED);
+        let next = self.next_thread.expect("next");
+        self.b.ins().jump(next, &[]);
+    }
+
+    /// Stops the call when the budget share is used up or the launch is cancelled or aborted.
+    fn back_edge_check(&mut self) {
+        let h = self.h();
+        let (limit, cancel, abort) = (h.limit, h.cancel, h.abort);
+        let c = self.b.use_var(self.cnt);
+        let over = self.b.ins().icmp(IntCC::UnsignedGreaterThan, c, limit);
+        let cv = self.b.ins().load(types::I8, flags(), cancel, 0);
+        let av = self.b.ins().load(types::I8, flags(), abort, 0);
+        let flags_set = self.b.ins().bor(cv, av);
+        let fs = self.b.ins().icmp_imm_s(IntCC::NotEqual, flags_set, 0);
+        let stop = self.b.ins().bor(over, fs);
+        let cont = self.b.create_block();
+        let lim = self.limit_exit.expect("limit exit");
+        self.b.ins().brif(stop, lim, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    fn pred(&mut self, p: R, neg: bool) -> Value {
+        let v = self.get(p);
+        let bit = self.b.ins().band_imm_s(v, 1);
+        self.b.ins().icmp_imm_s(
+            if neg { IntCC::Equal } else { IntCC::NotEqual },
+            bit,
+            0,
+        )
+    }
+
+    /// Emits instruction `pc`; returns whether the current block is still open.
+    fn inst(&mut self, pc: usize) -> Result<bool, String> {
+        let ins = self.f.insts[pc].clone();
+        match ins.inst {
+            Inst::Bra { target, .. } => {
+                self.flush_count();
+                if (target as usize) <= pc {
+                    self.back_edge_check();
+                }
+                let tb = self.blocks[(target as usize).min(self.f.insts.len())].expect("target");
+                let fall = self.blocks[pc + 1].expect("fallthrough");
+                match ins.guard {
+                    None => {
+                        self.b.ins().jump(tb, &[]);
+                    }
+                    Some((p, neg)) => {
+                        let c = self.pred(p, neg);
+                        self.b.ins().brif(c, tb, &[], fall, &[]);
+                    }
+                }
+                return Ok(false);
+            }
+            _ => {}
+        }
+        let Some((p, neg)) = ins.guard else {
+            return self.body(pc, &ins);
+        };
+        self.flush_count();
+        let c = self.pred(p, neg);
+        let run = self.b.create_block();
+        let skip = self.b.create_block();
+        self.b.ins().brif(c, run, &[], skip, &[]);
+        self.b.switch_to_block(run);
+        if self.body(pc, &ins)? {
+            self.flush_count();
+            self.b.ins().jump(skip, &[]);
+        }
+        self.b.switch_to_block(skip);
+        Ok(true)
+    }
+
+    fn body(&mut self, pc: usize, ins: &Instr) -> Result<bool, String> {
+        match ins.inst {
+            Inst::Un { op, d, a } => {
+                let v = self.un(pc, op, a);
+                self.set(d, v);
+            }
+            Inst::Bin { op, d, a, b } => {
+                let v = self.bin(pc, op, a, b);
+                self.set(d, v);
+            }
+            Inst::Tern { op, d, a, b, c } => {
+                let v = self.tern(pc, op, a, b, c);
+                self.set(d, v);
+            }
+            Inst::Bfi {
+                w,
+                d,
+                f,
+                b,
+                pos,
+                len,
+            } => {
+                let args = [
+                    self.iconst(w.bits() as u64),
+                    self.get(f),
+                    self.get(b),
+                    self.get(pos),
+                    self.get(len),
+                ];
+                let v = self.call(h_bfi as *const () as usize, &args);
+                self.set(d, v);
+            }
+            Inst::Setp {
+                ty,
+                cmp,
+                ftz,
+                d,
+                dn,
+                a,
+                b,
+                comb,
+            } => {
+                let t = self.compare(pc, ty, cmp, ftz, a, b);
+                match comb {
+                    Some((op, c, neg)) => {
+                        let cv = self.get(c);
+                        let cv = self.b.ins().band_imm_s(cv, 1);
+                        let cv = if neg { self.b.ins().bxor_imm_s(cv, 1) } else { cv };
+                        let r = self.boolop(op, t, cv);
+                        self.set(d, r);
+                        if let Some(q) = dn {
+                            let tn = self.b.ins().bxor_imm_s(t, 1);
+                            let r2 = self.boolop(op, tn, cv);
+                            self.set(q, r2);
+                        }
+                    }
+                    None => {
+                        self.set(d, t);
+                        if let Some(q) = dn {
+                            let tn = self.b.ins().bxor_imm_s(t, 1);
+                            self.set(q, tn);
+                        }
+                    }
+                }
+            }
+            Inst::Set {
+                ty,
+                cmp,
+                ftz,
+                d,
+                float_result,
+                a,
+                b,
+                comb,
+            } => {
+                let mut t = self.compare(pc, ty, cmp, ftz, a, b);
+                if let Some((op, c, neg)) = comb {
+                    let cv = self.get(c);
+                    let cv = self.b.ins().band_imm_s(cv, 1);
+                    let cv = if neg { self.b.ins().bxor_imm_s(cv, 1) } else { cv };
+                    t = self.boolop(op, t, cv);
+                }
+                let yes = self.iconst(if float_result {
+                    1.0f32.to_bits() as u64
+                } else {
+                    0xFFFF_FFFF
+                });
+                let zero = self.iconst(0);
+                let r = self.b.ins().select(t, yes, zero);
+                self.set(d, r);
+            }
+            Inst::FrameAddr { d, off } => {
+                let v = self.iconst(off as u64);
+                self.set(d, v);
+            }
+            Inst::Cvta {
+                to_generic,
+                space,
+                d,
+                a,
+                dmask,
+            } => {
+                let base = match space {
+                    Space::Shared => SHARED_BASE,
+                    Space::Local => LOCAL_BASE,
+                    _ => 0,
+                };
+                let x = self.get(a);
+                let v = if to_generic {
+                    self.b.ins().iadd_imm_s(x, base as i64)
+                } else {
+                    self.b.ins().iadd_imm_s(x, (base as i64).wrapping_neg())
+                };
+                let v = self.mask(v, dmask);
+                self.set(d, v);
+            }
+            Inst::Ld {
+                space,
+                size,
+                sext,
+                dmask,
+                n,
+                d,
+                addr,
+            } => {
+                let a = self.address(&addr);
+                for k in 0..n as usize {
+                    let ea = self.b.ins().iadd_imm_s(a, (k * size as usize) as i64);
+                    let v = self.load(pc, space, size, ea, &addr, k);
+                    let sbits = size as u32 * 8;
+                    let v = if sext && sbits < 64 {
+                        let s = self.b.ins().ishl_imm_s(v, (64 - sbits) as i64);
+                        self.b.ins().sshr_imm_s(s, (64 - sbits) as i64)
+                    } else {
+                        v
+                    };
+                    let v = self.mask(v, dmask);
+                    self.set(d[k], v);
+                }
+            }
+            Inst::St {
+                space,
+                size,
+                n,
+                a: srcs,
+                addr,
+            } => {
+                let a = self.address(&addr);
+                for (k, &s) in srcs.iter().enumerate().take(n as usize) {
+                    let ea = self.b.ins().iadd_imm_s(a, (k * size as usize) as i64);
+                    let v = self.get(s);
+                    let v = self.mask(v, mask_bits(size as u32 * 8));
+                    self.store(pc, space, size, ea, v);
+                }
+            }
+            Inst::Atom { d, addr, b, c, .. } => {
+                let a = self.address(&addr);
+                let bv = self.get(b);
+                let cv = self.get(c);
+                let old = self.slow(pc, a, bv, cv);
+                if let Some(d) = d {
+                    self.set(d, old);
+                }
+            }
+            Inst::Ret | Inst::Exit => {
+                self.thread_exit();
+                return Ok(false);
+            }
+            Inst::Trap => {
+                self.flush_count();
+                let t = self.b.use_var(self.t);
+                let ctx = self.h().ctx;
+                self.b
+                    .ins()
+                    .store(flags(), t, ctx, offset_of!(JitCtx, stop_thread) as i32);
+                let p = self.iconst(pc as u64);
+                self.b
+                    .ins()
+                    .store(flags(), p, ctx, offset_of!(JitCtx, stop_pc) as i32);
+                let r = self.b.ins().iconst(types::I32, ST_TRAP as i64);
+                let c = self.b.use_var(self.cnt);
+                self.b
+                    .ins()
+                    .store(flags(), c, ctx, offset_of!(JitCtx, count) as i32);
+                self.b.ins().return_(&[r]);
+                return Ok(false);
+            }
+            Inst::Bar { .. } => {
+                self.flush_count();
+                let k = self.bar_index[&pc];
+                let base = self.spill_base();
+                for r in 0..self.f.nregs {
+                    if self.consts[r as usize].is_none() {
+                        let v = self.b.use_var(self.vars[r as usize]);
+                        self.b.ins().store(flags(), v, base, (r * 8) as i32);
+                    }
+                }
+                self.set_state(k + 1);
+                let next = self.next_thread.expect("next");
+                self.b.ins().jump(next, &[]);
+                return Ok(false);
+            }
+            Inst::Nop => {}
+            Inst::Bra { .. }
+            | Inst::Shfl { .. }
+            | Inst::Vote { .. }
+            | Inst::Activemask { .. }
+            | Inst::Redux { .. }
+            | Inst::Clock { .. }
+            | Inst::Call { .. }
+            | Inst::WarpSync => return Err(format!("instruction at line {}", ins.line)),
+        }
+        Ok(true)
+    }
+
+    fn mask(&mut self, v: Value, m: u64) -> Value {
+        if m == u64::MAX {
+            v
+        } else {
+            self.b.ins().band_imm_s(v, m as i64)
+        }
+    }
+
+    fn boolop(&mut self, op: BoolOp, a: Value, b: Value) -> Value {
+        match op {
+            BoolOp::And => self.b.ins().band(a, b),
+            BoolOp::Or => self.b.ins().bor(a, b),
+            BoolOp::Xor => self.b.ins().bxor(a, b),
+        }
+    }
+
+    fn address(&mut self, a: &Addr) -> Value {
+        match a.base {
+            Base::Reg(r) => {
+                let v = self.get(r);
+                self.b.ins().iadd_imm_s(v, a.off)
+            }
+            // The entry's frame starts at local offset 0 (calls run on the interpreter).
+            Base::Abs | Base::Frame => self.iconst(a.off as u64),
+        }
+    }
+
+    /// The interpreter's checked access for instruction `pc` (load, store or atomic); leaves the
+    /// call when it reports a fault.
+    fn slow(&mut self, pc: usize, ea: Value, b: Value, c: Value) -> Value {
+        let ctx = self.h().ctx;
+        let ip = self.inst_ptr(pc);
+        let t = self.b.use_var(self.t);
+        let v = self.call(h_mem as *const () as usize, &[ctx, ip, t, ea, b, c]);
+        let fault = self.ld_ctx(types::I64, offset_of!(JitCtx, fault));
+        let ok = self.b.create_block();
+        let fe = self.fault_exit.expect("fault exit");
+        // Count what ran before the fault, as the interpreter would.
+        self.flush_count();
+        self.b.ins().brif(fault, fe, &[], ok, &[]);
+        self.b.switch_to_block(ok);
+        v
+    }
+
+    fn mem_ty(size: u8) -> Type {
+        match size {
+            1 => types::I8,
+            2 => types::I16,
+            4 => types::I32,
+            _ => types::I64,
+        }
+    }
+
+    /// A checked pointer for a fast access, branching to `slow` when the checks fail.
+    fn fast_ptr(&mut self, space: Space, size: u8, ea: Value, slow: Block) -> Value {
+        let h = self.h();
+        let (table, table_len, shared, shared_len) = (h.table, h.table_len, h.shared, h.shared_len);
+        let sz = size as i64;
+        match space {
+            Space::Shared => {
+                let c1 = self.b.ins().icmp(IntCC::UnsignedLessThan, ea, shared_len);
+                let end = self.b.ins().iadd_imm_s(ea, sz);
+                let c2 = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, shared_len);
+                let mut ok = self.b.ins().band(c1, c2);
+                if size > 1 {
+                    let al = self.b.ins().band_imm_s(ea, sz - 1);
+                    let al = self.b.ins().icmp_imm_s(IntCC::Equal, al, 0);
+                    ok = self.b.ins().band(ok, al);
+                }
+                let fast = self.b.create_block();
+                self.b.ins().brif(ok, fast, &[], slow, &[]);
+                self.b.switch_to_block(fast);
+                self.b.ins().iadd(shared, ea)
+            }
+            _ => {
+                let slot = self.b.ins().ushr_imm_s(ea, REGION_SHIFT as i64);
+                let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, slot, table_len);
+                let b1 = self.b.create_block();
+                self.b.ins().brif(inb, b1, &[], slow, &[]);
+                self.b.switch_to_block(b1);
+                let so = self.b.ins().ishl_imm_s(slot, 4);
+                let ent = self.b.ins().iadd(table, so);
+                let base = self.b.ins().load(types::I64, flags(), ent, 0);
+                let len = self.b.ins().load(types::I64, flags(), ent, 8);
+                let off = self.b.ins().band_imm_s(ea, REGION_OFF_MASK);
+                let end = self.b.ins().iadd_imm_s(off, sz);
+                let mut ok = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
+                if size > 1 {
+                    let al = self.b.ins().band_imm_s(off, sz - 1);
+                    let al = self.b.ins().icmp_imm_s(IntCC::Equal, al, 0);
+                    ok = self.b.ins().band(ok, al);
+                }
+                let fast = self.b.create_block();
+                self.b.ins().brif(ok, fast, &[], slow, &[]);
+                self.b.switch_to_block(fast);
+                self.b.ins().iadd(base, off)
+            }
+        }
+    }
+
+    fn load(&mut self, pc: usize, space: Space, size: u8, ea: Value, addr: &Addr, k: usize) -> Value {
+        let ty = Self::mem_ty(size);
+        if space == Space::KParam {
+            if let Base::Abs = addr.base {
+                let off = addr.off as u64 + (k as u64) * size as u64;
+                if addr.off >= 0 && off + size as u64 <= self.params_size as u64 {
+                    let params = self.h().params;
+                    let v = self
+                        .b
+                        .ins()
+                        .load(ty, MemFlagsData::new().with_notrap(), params, off as i32);
+                    return if size == 8 { v } else { self.zx(v) };
+                }
+            }
+        }
+        if !matches!(space, Space::Global | Space::Shared | Space::Generic) {
+            let z = self.iconst(0);
+            return self.slow(pc, ea, z, z);
+        }
+        let tmp = self.b.declare_var(types::I64);
+        let slow = self.b.create_block();
+        let join = self.b.create_block();
+        let p = self.fast_ptr(space, size, ea, slow);
+        let v = self.b.ins().load(ty, flags(), p, 0);
+        let v = if size == 8 { v } else { self.zx(v) };
+        self.b.def_var(tmp, v);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(slow);
+        let z = self.iconst(0);
+        let v = self.slow(pc, ea, z, z);
+        self.b.def_var(tmp, v);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(join);
+        self.b.use_var(tmp)
+    }
+
+    fn store(&mut self, pc: usize, space: Space, size: u8, ea: Value, v: Value) {
+        if !matches!(space, Space::Global | Space::Shared | Space::Generic) {
+            let z = self.iconst(0);
+            self.slow(pc, ea, v, z);
+            return;
+        }
+        let slow = self.b.create_block();
+        let join = self.b.create_block();
+        let p = self.fast_ptr(space, size, ea, slow);
+        let x = if size == 8 {
+            v
+        } else {
+            self.b.ins().ireduce(Self::mem_ty(size), v)
+        };
+        self.b.ins().store(flags(), x, p, 0);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(slow);
+        let z = self.iconst(0);
+        self.slow(pc, ea, v, z);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(join);
+    }
+
+    /// A compare as 0/1 in 64 bits.
+    fn compare(&mut self, pc: usize, ty: CmpTy, cmp: Cmp, ftz: bool, a: R, b: R) -> Value {
+        let (x, y) = (self.get(a), self.get(b));
+        let icc = |signed: bool| -> Option<IntCC> {
+            Some(match (cmp, signed) {
+                (Cmp::Eq, _) => IntCC::Equal,
+                (Cmp::Ne, _) => IntCC::NotEqual,
+                (Cmp::Lt, true) => IntCC::SignedLessThan,
+                (Cmp::Le, true) => IntCC::SignedLessThanOrEqual,
+                (Cmp::Gt, true) => IntCC::SignedGreaterThan,
+                (Cmp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
+                (Cmp::Lt, false) => IntCC::UnsignedLessThan,
+                (Cmp::Le, false) => IntCC::UnsignedLessThanOrEqual,
+                (Cmp::Gt, false) => IntCC::UnsignedGreaterThan,
+                (Cmp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
+                _ => return None,
+            })
+        };
+        let fcc = || -> FloatCC {
+            match cmp {
+                Cmp::Eq => FloatCC::Equal,
+                Cmp::Ne => FloatCC::OrderedNotEqual,
+                Cmp::Lt => FloatCC::LessThan,
+                Cmp::Le => FloatCC::LessThanOrEqual,
+                Cmp::Gt => FloatCC::GreaterThan,
+                Cmp::Ge => FloatCC::GreaterThanOrEqual,
+                Cmp::Equ => FloatCC::UnorderedOrEqual,
+                Cmp::Neu => FloatCC::NotEqual,
+                Cmp::Ltu => FloatCC::UnorderedOrLessThan,
+                Cmp::Leu => FloatCC::UnorderedOrLessThanOrEqual,
+                Cmp::Gtu => FloatCC::UnorderedOrGreaterThan,
+                Cmp::Geu => FloatCC::UnorderedOrGreaterThanOrEqual,
+                Cmp::Num => FloatCC::Ordered,
+                Cmp::Nan => FloatCC::Unordered,
+            }
+        };
+        let c = match ty {
+            CmpTy::U(W::W32) | CmpTy::S(W::W32) | CmpTy::B(W::W32) if icc(matches!(ty, CmpTy::S(_))).is_some() && (matches!(ty, CmpTy::U(_) | CmpTy::S(_)) || matches!(cmp, Cmp::Eq | Cmp::Ne)) => {
+                let cc = icc(matches!(ty, CmpTy::S(_))).expect("int compare");
+                let (x, y) = (self.lo32(x), self.lo32(y));
+                self.b.ins().icmp(cc, x, y)
+            }
+            CmpTy::U(W::W64) | CmpTy::S(W::W64) | CmpTy::B(W::W64) if icc(matches!(ty, CmpTy::S(_))).is_some() && (matches!(ty, CmpTy::U(_) | CmpTy::S(_)) || matches!(cmp, Cmp::Eq | Cmp::Ne)) => {
+                let cc = icc(matches!(ty, CmpTy::S(_))).expect("int compare");
+                self.b.ins().icmp(cc, x, y)
+            }
+            CmpTy::F(F::F32) if !ftz => {
+                let (x, y) = (self.f32_of(x), self.f32_of(y));
+                self.b.ins().fcmp(fcc(), x, y)
+            }
+            CmpTy::F(F::F64) => {
+                let (x, y) = (self.f64_of(x), self.f64_of(y));
+                self.b.ins().fcmp(fcc(), x, y)
+            }
+            _ => {
+                let ip = self.inst_ptr(pc);
+                return self.call(h_cmp as *const () as usize, &[ip, x, y]);
+            }
+        };
+        self.zx(c)
+    }
+
+    fn un(&mut self, pc: usize, op: UnOp, a: R) -> Value {
+        let x = self.get(a);
+        match op {
+            UnOp::Mov(m) => self.mask(x, m),
+            UnOp::Extract(sh, m) => {
+                let v = self.b.ins().ushr_imm_s(x, sh as i64);
+                self.mask(v, m)
+            }
+            UnOp::Not(m) => {
+                let v = self.b.ins().bnot(x);
+                self.mask(v, m)
+            }
+            UnOp::PredNot => {
+                let v = self.b.ins().band_imm_s(x, 1);
+                self.b.ins().bxor_imm_s(v, 1)
+            }
+            UnOp::Neg(W::W32) => {
+                let v = self.lo32(x);
+                let v = self.b.ins().ineg(v);
+                self.zx(v)
+            }
+            UnOp::Neg(W::W64) => self.b.ins().ineg(x),
+            UnOp::FNeg(F::F32, false) => {
+                let v = self.b.ins().bxor_imm_s(x, 0x8000_0000);
+                self.b.ins().band_imm_s(v, 0xFFFF_FFFF)
+            }
+            UnOp::FNeg(F::F64, _) => self.b.ins().bxor_imm_s(x, i64::MIN),
+            UnOp::FAbs(F::F32, false) => self.b.ins().band_imm_s(x, 0x7FFF_FFFF),
+            UnOp::FAbs(F::F64, _) => self.b.ins().band_imm_s(x, i64::MAX),
+            UnOp::Cvt(c) => match (c.from, c.to, c.rnd, c.sat, c.ftz) {
+                (Ty::S32, Ty::S64, _, false, _) => {
+                    let v = self.lo32(x);
+                    self.sx(v)
+                }
+                (Ty::U32, Ty::U64, _, false, _)
+                | (Ty::U64 | Ty::S64 | Ty::B64, Ty::U32 | Ty::S32 | Ty::B32, _, false, _) => {
+                    self.b.ins().band_imm_s(x, 0xFFFF_FFFF)
+                }
+                (Ty::S32, Ty::F32, Some(Rnd::Rn) | None, false, _) => {
+                    let v = self.lo32(x);
+                    let f = self.b.ins().fcvt_from_sint(types::F32, v);
+                    let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), f);
+                    self.zx(i)
+                }
+                (Ty::U32, Ty::F32, Some(Rnd::Rn) | None, false, _) => {
+                    let v = self.lo32(x);
+                    let f = self.b.ins().fcvt_from_uint(types::F32, v);
+                    let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), f);
+                    self.zx(i)
+                }
+                _ => self.helper_un(pc, x),
+            },
+            _ => self.helper_un(pc, x),
+        }
+    }
+
+    fn helper_un(&mut self, pc: usize, x: Value) -> Value {
+        let ip = self.inst_ptr(pc);
+        self.call(h_un as *const () as usize, &[ip, x])
+    }
+
+    fn bin(&mut self, pc: usize, op: BinOp, a: R, b: R) -> Value {
+        let (x, y) = (self.get(a), self.get(b));
+        const PLAIN: FFlags = FFlags {
+            ftz: false,
+            sat: false,
+        };
+        macro_rules! i32op {
+            ($m:ident) => {{
+                let (p, q) = (self.lo32(x), self.lo32(y));
+                let v = self.b.ins().$m(p, q);
+                self.zx(v)
+            }};
+        }
+        macro_rules! f32op {
+            ($m:ident) => {{
+                let (p, q) = (self.f32_of(x), self.f32_of(y));
+                let v = self.b.ins().$m(p, q);
+                self.bits32(v)
+            }};
+        }
+        macro_rules! f64op {
+            ($m:ident) => {{
+                let (p, q) = (self.f64_of(x), self.f64_of(y));
+                let v = self.b.ins().$m(p, q);
+                self.bits64(v)
+            }};
+        }
+        match op {
+            BinOp::Add(W::W32) => i32op!(iadd),
+            BinOp::Sub(W::W32) => i32op!(isub),
+            BinOp::MulLo(W::W32) => i32op!(imul),
+            BinOp::Add(W::W64) => self.b.ins().iadd(x, y),
+            BinOp::Sub(W::W64) => self.b.ins().isub(x, y),
+            BinOp::MulLo(W::W64) => self.b.ins().imul(x, y),
+            BinOp::MulWideU(W::W32) => {
+                let (p, q) = (self.lo32(x), self.lo32(y));
+                let (p, q) = (self.zx(p), self.zx(q));
+                self.b.ins().imul(p, q)
+            }
+            BinOp::MulWideS(W::W32) => {
+                let (p, q) = (self.lo32(x), self.lo32(y));
+                let (p, q) = (self.sx(p), self.sx(q));
+                self.b.ins().imul(p, q)
+            }
+            BinOp::MulHiU(W::W64) => self.b.ins().umulhi(x, y),
+            BinOp::MulHiS(W::W64) => self.b.ins().smulhi(x, y),
+            BinOp::MulHiU(W::W32) => {
+                let (p, q) = (self.lo32(x), self.lo32(y));
+                let v = self.b.ins().umulhi(p, q);
+                self.zx(v)
+            }
+            BinOp::MulHiS(W::W32) => {
+                let (p, q) = (self.lo32(x), self.lo32(y));
+                let v = self.b.ins().smulhi(p, q);
+                self.zx(v)
+            }
+            BinOp::MinU(W::W32) => i32op!(umin),
+            BinOp::MaxU(W::W32) => i32op!(umax),
+            BinOp::MinS(W::W32) => i32op!(smin),
+            BinOp::MaxS(W::W32) => i32op!(smax),
+            BinOp::MinU(W::W64) => self.b.ins().umin(x, y),
+            BinOp::MaxU(W::W64) => self.b.ins().umax(x, y),
+            BinOp::MinS(W::W64) => self.b.ins().smin(x, y),
+            BinOp::MaxS(W::W64) => self.b.ins().smax(x, y),
+            BinOp::And | BinOp::PredAnd => self.b.ins().band(x, y),
+            BinOp::Or | BinOp::PredOr => self.b.ins().bor(x, y),
+            BinOp::Xor | BinOp::PredXor => self.b.ins().bxor(x, y),
+            BinOp::Shl(W::W32) | BinOp::ShrU(W::W32) | BinOp::ShrS(W::W32) => {
+                // Shift amounts at or past the width give 0 (or the sign for an arithmetic shift).
+                let s = self.lo32(y);
+                let p = self.lo32(x);
+                let big = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, s, 32);
+                let v = match op {
+                    BinOp::Shl(_) => {
+                        let v = self.b.ins().ishl(p, s);
+                        let z = self.b.ins().iconst(types::I32, 0);
+                        self.b.ins().select(big, z, v)
+                    }
+                    BinOp::ShrU(_) => {
+                        let v = self.b.ins().ushr(p, s);
+                        let z = self.b.ins().iconst(types::I32, 0);
+                        self.b.ins().select(big, z, v)
+                    }
+                    _ => {
+                        let k = self.b.ins().iconst(types::I32, 31);
+                        let s2 = self.b.ins().select(big, k, s);
+                        self.b.ins().sshr(p, s2)
+                    }
+                };
+                self.zx(v)
+            }
+            BinOp::Shl(W::W64) | BinOp::ShrU(W::W64) | BinOp::ShrS(W::W64) => {
+                let s = self.lo32(y);
+                let big = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, s, 64);
+                let s64 = self.zx(s);
+                match op {
+                    BinOp::Shl(_) => {
+                        let v = self.b.ins().ishl(x, s64);
+                        let z = self.iconst(0);
+                        self.b.ins().select(big, z, v)
+                    }
+                    BinOp::ShrU(_) => {
+                        let v = self.b.ins().ushr(x, s64);
+                        let z = self.iconst(0);
+                        self.b.ins().select(big, z, v)
+                    }
+                    _ => {
+                        let k = self.iconst(63);
+                        let s2 = self.b.ins().select(big, k, s64);
+                        self.b.ins().sshr(x, s2)
+                    }
+                }
+            }
+            BinOp::FAdd(F::F32, Rnd::Rn, PLAIN) => f32op!(fadd),
+            BinOp::FSub(F::F32, Rnd::Rn, PLAIN) => f32op!(fsub),
+            BinOp::FMul(F::F32, Rnd::Rn, PLAIN) => f32op!(fmul),
+            BinOp::FAdd(F::F64, Rnd::Rn, _) => f64op!(fadd),
+            BinOp::FSub(F::F64, Rnd::Rn, _) => f64op!(fsub),
+            BinOp::FMul(F::F64, Rnd::Rn, _) => f64op!(fmul),
+            BinOp::Pack(sh) => {
+                let s = self.b.ins().ishl_imm_s(y, sh as i64);
+                self.b.ins().bor(x, s)
+            }
+            _ => {
+                let ip = self.inst_ptr(pc);
+                self.call(h_bin as *const () as usize, &[ip, x, y])
+            }
+        }
+    }
+
+    fn tern(&mut self, pc: usize, op: TernOp, a: R, b: R, c: R) -> Value {
+        let (x, y, z) = (self.get(a), self.get(b), self.get(c));
+        const PLAIN: FFlags = FFlags {
+            ftz: false,
+            sat: false,
+        };
+        match op {
+            TernOp::MadLo(W::W32) => {
+                let (p, q, r) = (self.lo32(x), self.lo32(y), self.lo32(z));
+                let m = self.b.ins().imul(p, q);
+                let v = self.b.ins().iadd(m, r);
+                self.zx(v)
+            }
+            TernOp::MadLo(W::W64) => {
+                let m = self.b.ins().imul(x, y);
+                self.b.ins().iadd(m, z)
+            }
+            TernOp::MadWideU(W::W32) | TernOp::MadWideS(W::W32) => {
+                let (p, q) = (self.lo32(x), self.lo32(y));
+                let (p, q) = if matches!(op, TernOp::MadWideU(_)) {
+                    (self.zx(p), self.zx(q))
+                } else {
+                    (self.sx(p), self.sx(q))
+                };
+                let m = self.b.ins().imul(p, q);
+                self.b.ins().iadd(m, z)
+            }
+            TernOp::Fma(F::F32, Rnd::Rn, PLAIN) => {
+                let (p, q, r) = (self.f32_of(x), self.f32_of(y), self.f32_of(z));
+                let v = self.b.ins().fma(p, q, r);
+                self.bits32(v)
+            }
+            TernOp::Fma(F::F64, Rnd::Rn, PLAIN) => {
+                let (p, q, r) = (self.f64_of(x), self.f64_of(y), self.f64_of(z));
+                let v = self.b.ins().fma(p, q, r);
+                self.bits64(v)
+            }
+            TernOp::Selp => {
+                let bit = self.b.ins().band_imm_s(z, 1);
+                self.b.ins().select(bit, x, y)
+            }
+            _ => {
+                let ip = self.inst_ptr(pc);
+                self.call(h_tern as *const () as usize, &[ip, x, y, z])
+            }
+        }
+    }
+}
+
+// Helpers called from generated code. Each receives the address of an instruction copy owned by
+// the `JitKernel` whose code calls it.
+
+macro_rules! scalar1 {
+    ($d:expr, $a:expr, $f:expr) => {{
+        let f = super::as_un($f);
+        f($a)
+    }};
+}
+macro_rules! scalar2 {
+    ($d:expr, $a:expr, $b:expr, $f:expr) => {{
+        let f = super::as_bin($f);
+        f($a, $b)
+    }};
+}
+macro_rules! scalar3 {
+    ($d:expr, $a:expr, $b:expr, $c:expr, $f:expr) => {{
+        let f = super::as_tern($f);
+        f($a, $b, $c)
+    }};
+}
+
+extern "C" fn h_un(ins: *const Instr, x: u64) -> u64 {
+    // SAFETY: `ins` is a live instruction copy owned by the calling kernel.
+    let ins = unsafe { &*ins };
+    match ins.inst {
+        Inst::Un { op, .. } => exec_un!(scalar1, op, (), x),
+        _ => 0,
+    }
+}
+
+extern "C" fn h_bin(ins: *const Instr, x: u64, y: u64) -> u64 {
+    // SAFETY: as in `h_un`.
+    let ins = unsafe { &*ins };
+    match ins.inst {
+        Inst::Bin { op, .. } => exec_bin!(scalar2, op, (), x, y),
+        _ => 0,
+    }
+}
+
+extern "C" fn h_tern(ins: *const Instr, x: u64, y: u64, z: u64) -> u64 {
+    // SAFETY: as in `h_un`.
+    let ins = unsafe { &*ins };
+    match ins.inst {
+        Inst::Tern { op, .. } => exec_tern!(scalar3, op, (), x, y, z),
+        _ => 0,
+    }
+}
+
+extern "C" fn h_cmp(ins: *const Instr, x: u64, y: u64) -> u64 {
+    // SAFETY: as in `h_un`.
+    let ins = unsafe { &*ins };
+    match ins.inst {
+        Inst::Setp { ty, cmp, ftz, .. } | Inst::Set { ty, cmp, ftz, .. } => {
+            compare(ty, cmp, ftz, x, y) as u64
+        }
+        _ => 0,
+    }
+}
+
+extern "C" fn h_bfi(bits: u64, fv: u64, b: u64, pos: u64, len: u64) -> u64 {
+    let (p, ln) = (pos & 0xFF, len & 0xFF);
+    let mut v = b;
+    let mut i = 0;
+    while i < ln && p + i < bits {
+        let bit = (fv >> i) & 1;
+        v = (v & !(1 << (p + i))) | (bit << (p + i));
+        i += 1;
+    }
+    v & mask_bits(bits as u32)
+}
+
+/// The interpreter's checked load, store or atomic for one thread.
+extern "C" fn h_mem(ctx: *mut JitCtx, ins: *const Instr, thread: u64, addr: u64, b: u64, c: u64) -> u64 {
+    // SAFETY: `ctx` is the context of the running call and `rt` points to that call's `Rt`, which
+    // the caller does not touch until the call returns; `ins` as in `h_un`.
+    let (ctx, ins) = unsafe { (&mut *ctx, &*ins) };
+    let rt = unsafe { &mut *(ctx.rt as *mut Rt<'_, '_>) };
+    let l = thread as usize;
+    let (res, size, write) = match ins.inst {
+        Inst::Ld { space, size, .. } => (rt.w.load(space, addr, size, l), size, false),
+        Inst::St { space, size, .. } => (
+            rt.w.store(space, addr, size, b & mask_bits(size as u32 * 8), l)
+                .map(|_| 0),
+            size,
+            true,
+        ),
+        Inst::Atom {
+            space, op, size, f, ..
+        } => (rt.w.atomic(space, addr, op, size, f, b, c, l), size, true),
+        _ => return 0,
+    };
+    match res {
+        Ok(v) => v,
+        Err((fault, space)) => {
+            rt.stop = Some(Stop::Mem {
+                lane: l,
+                addr,
+                size: size as u32,
+                space,
+                fault,
+                write,
+                line: ins.line,
+            });
+            ctx.fault = 1;
+            0
+        }
+    }
+}
+
+static NEVER: u8 = 0;
+
+/// Buffers of a worker that runs compiled kernels.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    state: Vec<u32>,
+    spill: Vec<u64>,
+    table: Vec<Slot>,
+}
+
+// SAFETY: the table holds addresses of region memory only while a launch borrows that memory;
+// it is rebuilt for every launch before use.
+unsafe impl Send for Scratch {}
+
+impl Scratch {
+    pub(crate) fn prepare(&mut self, mem: &Memory) {
+        self.table.clear();
+        self.table.push(Slot {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+        });
+        for r in mem.slot_regions() {
+            self.table.push(match r {
+                Some((ptr, len)) => Slot { ptr, len },
+                None => Slot {
+                    ptr: std::ptr::null_mut(),
+                    len: 0,
+                },
+            });
+        }
+    }
+}
+
+impl JitKernel {
+    /// Runs block `b` on worker `w`; returns the thread-instructions executed.
+    pub(super) fn run_block(&self, w: &mut Worker<'_>, js: &mut Scratch, b: u64) -> Res<u64> {
+        let ctx = w.ctx;
+        let g = ctx.dims.grid;
+        w.ctaid = [
+            (b % g[0] as u64) as u32,
+            ((b / g[0] as u64) % g[1] as u64) as u32,
+            (b / (g[0] as u64 * g[1] as u64)) as u32,
+        ];
+        if ctx.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(Stop::Cancelled);
+        }
+        if ctx.abort.load(Ordering::Relaxed) {
+            return Err(Stop::Aborted);
+        }
+        if !w.shared.is_empty() {
+            w.shared.fill(0);
+        }
+        let n = w.n;
+        js.state.clear();
+        js.state.resize(n, 0);
+        if !self.bar_lines.is_empty() && js.spill.len() < n * self.nregs {
+            js.spill.resize(n * self.nregs, 0);
+        }
+        let mut total = 0u64;
+        let mut seg = 0u32;
+        loop {
+            let limit = match ctx.budget {
+                Some(bud) => bud.saturating_sub(ctx.used.load(Ordering::Relaxed)),
+                None => u64::MAX,
+            };
+            let dims = ctx.dims;
+            let mut jc = JitCtx {
+                table: js.table.as_ptr(),
+                table_len: js.table.len() as u64,
+                shared: w.shared.as_mut_ptr(),
+                shared_len: w.shared.len() as u64,
+                params: ctx.params.as_ptr(),
+                spill: js.spill.as_mut_ptr(),
+                state: js.state.as_mut_ptr(),
+                limit,
+                cancel: ctx
+                    .cancel
+                    .map_or(&NEVER as *const u8, |c| c.as_ptr() as *const u8),
+                abort: ctx.abort.as_ptr() as *const u8,
+                count: 0,
+                n: n as u64,
+                ntid: dims.block.map(|v| v as u64),
+                nctaid: dims.grid.map(|v| v as u64),
+                ctaid: w.ctaid.map(|v| v as u64),
+                fault: 0,
+                stop_thread: 0,
+                stop_pc: 0,
+                rt: std::ptr::null_mut(),
+            };
+            let mut rt = Rt { w: &mut *w, stop: None };
+            jc.rt = &mut rt as *mut Rt<'_, '_> as *mut c_void;
+            // SAFETY: the code was compiled from this kernel for this signature; every pointer in
+            // `jc` is valid for the call (see the module docs for what the code may touch).
+            let status = unsafe { (self.entry)(&mut jc, seg) };
+            let stop = rt.stop.take();
+            total += jc.count;
+            ctx.used.fetch_add(jc.count, Ordering::Relaxed);
+            match status {
+                ST_DONE => {}
+                ST_FAULT => return Err(stop.unwrap_or(Stop::Aborted)),
+                ST_TRAP => {
+                    return Err(Stop::Trap {
+                        lane: jc.stop_thread as usize,
+                        line: self.lines.get(jc.stop_pc as usize).copied().unwrap_or(0),
+                    })
+                }
+                _ => {
+                    if ctx.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                        return Err(Stop::Cancelled);
+                    }
+                    if ctx.abort.load(Ordering::Relaxed) {
+                        return Err(Stop::Aborted);
+                    }
+                    return Err(Stop::Budget);
+                }
+            }
+            let mut at = None;
+            for &s in &js.state {
+                if s == EXITED {
+                    continue;
+                }
+                match at {
+                    None => at = Some(s),
+                    Some(a) if a != s => {
+                        return Err(Stop::Barrier {
+                            line: self.bar_lines[(a.min(s) - 1) as usize],
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            match at {
+                None => return Ok(total),
+                Some(s) => seg = s,
+            }
+        }
+    }
+}
