@@ -241,6 +241,139 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
     })
 }
 
+/// Registers an instruction reads and writes (a guarded write does not end a value's life).
+fn uses_defs(ins: &Instr) -> (Vec<R>, Vec<R>) {
+    let mut u = Vec::new();
+    let mut d = Vec::new();
+    if let Some((p, _)) = ins.guard {
+        u.push(p);
+    }
+    let addr = |a: &Addr, u: &mut Vec<R>| {
+        if let Base::Reg(r) = a.base {
+            u.push(r);
+        }
+    };
+    match &ins.inst {
+        Inst::Un { d: x, a, .. } | Inst::Cvta { d: x, a, .. } => {
+            u.push(*a);
+            d.push(*x);
+        }
+        Inst::Bin { d: x, a, b, .. } => {
+            u.extend([*a, *b]);
+            d.push(*x);
+        }
+        Inst::Tern { d: x, a, b, c, .. } => {
+            u.extend([*a, *b, *c]);
+            d.push(*x);
+        }
+        Inst::Bfi { d: x, f, b, pos, len, .. } => {
+            u.extend([*f, *b, *pos, *len]);
+            d.push(*x);
+        }
+        Inst::Setp { d: x, dn, a, b, comb, .. } => {
+            u.extend([*a, *b]);
+            if let Some((_, c, _)) = comb {
+                u.push(*c);
+            }
+            d.push(*x);
+            d.extend(*dn);
+        }
+        Inst::Set { d: x, a, b, comb, .. } => {
+            u.extend([*a, *b]);
+            if let Some((_, c, _)) = comb {
+                u.push(*c);
+            }
+            d.push(*x);
+        }
+        Inst::FrameAddr { d: x, .. } | Inst::Activemask { d: x } | Inst::Clock { d: x, .. } => d.push(*x),
+        Inst::Ld { n, d: ds, addr: a, .. } => {
+            addr(a, &mut u);
+            d.extend(&ds[..*n as usize]);
+        }
+        Inst::St { n, a: srcs, addr: a, .. } => {
+            addr(a, &mut u);
+            u.extend(&srcs[..*n as usize]);
+        }
+        Inst::Atom { d: x, addr: a, b, c, .. } => {
+            addr(a, &mut u);
+            u.extend([*b, *c]);
+            d.extend(*x);
+        }
+        Inst::Bar { count, red, d: x, .. } => {
+            u.extend(*count);
+            if let Some((_, r, _)) = red {
+                u.push(*r);
+            }
+            d.extend(*x);
+        }
+        Inst::Shfl { d: x, p, a, b, c, .. } => {
+            u.extend([*a, *b, *c]);
+            d.push(*x);
+            d.extend(*p);
+        }
+        Inst::Vote { d: x, a, .. } | Inst::Redux { d: x, a, .. } => {
+            u.push(*a);
+            d.push(*x);
+        }
+        Inst::Bra { .. }
+        | Inst::Ret
+        | Inst::Exit
+        | Inst::Trap
+        | Inst::Call { .. }
+        | Inst::Nop
+        | Inst::WarpSync => {}
+    }
+    if ins.guard.is_some() {
+        // A guarded write may not happen: the old value stays live through it.
+        u.extend(d.iter().copied());
+    }
+    (u, d)
+}
+
+/// Registers live before each instruction (bit sets of `words` words per instruction).
+fn live_in(f: &Function) -> (Vec<u64>, usize) {
+    let n = f.insts.len();
+    let words = (f.nregs as usize).div_ceil(64).max(1);
+    let ud: Vec<_> = f.insts.iter().map(uses_defs).collect();
+    let mut live = vec![0u64; (n + 1) * words];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for pc in (0..n).rev() {
+            let mut out = vec![0u64; words];
+            let mut succ = |s: usize, out: &mut Vec<u64>| {
+                let s = s.min(n);
+                for w in 0..words {
+                    out[w] |= live[s * words + w];
+                }
+            };
+            match f.insts[pc].inst {
+                Inst::Bra { target, .. } => {
+                    succ(target as usize, &mut out);
+                    if f.insts[pc].guard.is_some() {
+                        succ(pc + 1, &mut out);
+                    }
+                }
+                Inst::Ret | Inst::Exit | Inst::Trap if f.insts[pc].guard.is_none() => {}
+                _ => succ(pc + 1, &mut out),
+            }
+            let (u, d) = &ud[pc];
+            for &r in d {
+                out[r as usize / 64] &= !(1u64 << (r % 64));
+            }
+            for &r in u {
+                out[r as usize / 64] |= 1u64 << (r % 64);
+            }
+            let cur = &mut live[pc * words..(pc + 1) * words];
+            if cur != &out[..] {
+                cur.copy_from_slice(&out);
+                changed = true;
+            }
+        }
+    }
+    (live, words)
+}
+
 const REGION_OFF_MASK: i64 = (1i64 << REGION_SHIFT) - 1;
 
 struct Hoisted {
@@ -277,6 +410,8 @@ struct Tx<'a, 'b> {
     insts: &'a mut Vec<Box<Instr>>,
     bar_lines: Vec<u32>,
     bar_index: HashMap<usize, u32>,
+    /// Per barrier pc: the registers live after it (the only ones a thread keeps across it).
+    keep: HashMap<usize, Vec<R>>,
 }
 
 fn flags() -> MemFlagsData {
@@ -323,6 +458,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             insts,
             bar_lines: Vec::new(),
             bar_index: HashMap::new(),
+            keep: HashMap::new(),
         }
     }
 
@@ -438,6 +574,19 @@ impl<'a, 'b> Tx<'a, 'b> {
             if let Inst::Bar { .. } = ins.inst {
                 self.bar_index.insert(pc, self.bar_lines.len() as u32);
                 self.bar_lines.push(ins.line);
+            }
+        }
+        if !self.bar_index.is_empty() {
+            let (live, words) = live_in(f);
+            for &pc in self.bar_index.keys() {
+                let regs = (0..f.nregs)
+                    .filter(|&r| {
+                        live[(pc + 1) * words + r as usize / 64] >> (r % 64) & 1 == 1
+                            && self.consts[r as usize].is_none()
+                            && !f.sregs.iter().any(|s| s.0 == r)
+                    })
+                    .collect();
+                self.keep.insert(pc, regs);
             }
         }
         for (pc, l) in leader.iter().enumerate() {
@@ -561,11 +710,9 @@ impl<'a, 'b> Tx<'a, 'b> {
         for (rb, pc) in resumes {
             self.b.switch_to_block(rb);
             let base = self.spill_base();
-            for r in 0..f.nregs {
-                if self.consts[r as usize].is_none() && !f.sregs.iter().any(|s| s.0 == r) {
-                    let v = self.b.ins().load(types::I64, flags(), base, (r * 8) as i32);
-                    self.set(r, v);
-                }
+            for r in self.keep[&pc].clone() {
+                let v = self.b.ins().load(types::I64, flags(), base, (r * 8) as i32);
+                self.set(r, v);
             }
             self.b.ins().jump(self.blocks[pc + 1].expect("block after barrier"), &[]);
         }
@@ -923,11 +1070,9 @@ impl<'a, 'b> Tx<'a, 'b> {
                 self.flush_count();
                 let k = self.bar_index[&pc];
                 let base = self.spill_base();
-                for r in 0..self.f.nregs {
-                    if self.consts[r as usize].is_none() {
-                        let v = self.b.use_var(self.vars[r as usize]);
-                        self.b.ins().store(flags(), v, base, (r * 8) as i32);
-                    }
+                for r in self.keep[&pc].clone() {
+                    let v = self.b.use_var(self.vars[r as usize]);
+                    self.b.ins().store(flags(), v, base, (r * 8) as i32);
                 }
                 self.set_state(k + 1);
                 let next = self.next_thread.expect("next");
