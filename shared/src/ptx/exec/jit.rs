@@ -341,7 +341,7 @@ fn live_in(f: &Function) -> (Vec<u64>, usize) {
         changed = false;
         for pc in (0..n).rev() {
             let mut out = vec![0u64; words];
-            let mut succ = |s: usize, out: &mut Vec<u64>| {
+            let succ = |s: usize, out: &mut Vec<u64>| {
                 let s = s.min(n);
                 for w in 0..words {
                     out[w] |= live[s * words + w];
@@ -1129,8 +1129,8 @@ impl<'a, 'b> Tx<'a, 'b> {
         let fault = self.ld_ctx(types::I64, offset_of!(JitCtx, fault));
         let ok = self.b.create_block();
         let fe = self.fault_exit.expect("fault exit");
-        // Count what ran before the fault, as the interpreter would.
-        self.flush_count();
+        // The pending count is left to the block's end: flushing it on this path alone would lose
+        // it on the fast one.
         self.b.ins().brif(fault, fe, &[], ok, &[]);
         self.b.switch_to_block(ok);
         v
@@ -1342,6 +1342,27 @@ impl<'a, 'b> Tx<'a, 'b> {
             UnOp::FNeg(F::F64, _) => self.b.ins().bxor_imm_s(x, i64::MIN),
             UnOp::FAbs(F::F32, false) => self.b.ins().band_imm_s(x, 0x7FFF_FFFF),
             UnOp::FAbs(F::F64, _) => self.b.ins().band_imm_s(x, i64::MAX),
+            UnOp::FRcp(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => {
+                let v = self.f32_of(x);
+                let one = self.b.ins().f32const(1.0);
+                let r = self.b.ins().fdiv(one, v);
+                self.bits32(r)
+            }
+            UnOp::FSqrt(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => {
+                let v = self.f32_of(x);
+                let r = self.b.ins().sqrt(v);
+                self.bits32(r)
+            }
+            UnOp::FRsqrt(F::F32, false) => {
+                // As the interpreter: the reciprocal square root in f64, rounded once to f32.
+                let v = self.f32_of(x);
+                let w = self.b.ins().fpromote(types::F64, v);
+                let sq = self.b.ins().sqrt(w);
+                let one = self.b.ins().f64const(1.0);
+                let q = self.b.ins().fdiv(one, sq);
+                let r = self.b.ins().fdemote(types::F32, q);
+                self.bits32(r)
+            }
             UnOp::Cvt(c) => match (c.from, c.to, c.rnd, c.sat, c.ftz) {
                 (Ty::S32, Ty::S64, _, false, _) => {
                     let v = self.lo32(x);
@@ -1490,6 +1511,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             BinOp::FAdd(F::F32, Rnd::Rn, PLAIN) => f32op!(fadd),
             BinOp::FSub(F::F32, Rnd::Rn, PLAIN) => f32op!(fsub),
             BinOp::FMul(F::F32, Rnd::Rn, PLAIN) => f32op!(fmul),
+            BinOp::FDiv(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => f32op!(fdiv),
             BinOp::FAdd(F::F64, Rnd::Rn, _) => f64op!(fadd),
             BinOp::FSub(F::F64, Rnd::Rn, _) => f64op!(fsub),
             BinOp::FMul(F::F64, Rnd::Rn, _) => f64op!(fmul),
