@@ -1730,11 +1730,7 @@ impl<'a> Worker<'a> {
                 a,
                 dmask,
             } => {
-                let base = match space {
-                    Space::Shared => SHARED_BASE,
-                    Space::Local => LOCAL_BASE,
-                    _ => 0,
-                };
+                let base = window_base(space);
                 if to_generic {
                     un!(d, a, |x| x.wrapping_add(base) & dmask)
                 } else {

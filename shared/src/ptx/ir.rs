@@ -615,3 +615,12 @@ pub(crate) const MODVAR_BASE: u64 = 0x0100_0000_0000_0000;
 pub(crate) const SHARED_BASE: u64 = 0x0200_0000_0000_0000;
 pub(crate) const LOCAL_BASE: u64 = 0x0300_0000_0000_0000;
 pub(crate) const WINDOW_MASK: u64 = 0xFF00_0000_0000_0000;
+
+/// Where a state space's window starts in the generic address space (`cvta`).
+pub(crate) fn window_base(space: Space) -> u64 {
+    match space {
+        Space::Shared => SHARED_BASE,
+        Space::Local => LOCAL_BASE,
+        _ => 0,
+    }
+}

@@ -981,11 +981,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 a,
                 dmask,
             } => {
-                let base = match space {
-                    Space::Shared => SHARED_BASE,
-                    Space::Local => LOCAL_BASE,
-                    _ => 0,
-                };
+                let base = window_base(space);
                 let x = self.get(a);
                 let v = if to_generic {
                     self.b.ins().iadd_imm_s(x, base as i64)
