@@ -95,6 +95,7 @@ pub struct Module {
     version: Option<String>,
     target: Vec<String>,
     /// Kernels compiled to native code, by function, made on first launch.
+    #[cfg_attr(not(all(feature = "jit", not(target_arch = "wasm32"))), allow(dead_code))]
     jit: exec::JitCache,
 }
 
