@@ -74,6 +74,8 @@ struct JitCtx {
     table_len: u64,
     shared: *mut u8,
     shared_len: u64,
+    /// Per access size 1, 2, 4, 8: offsets below this are in bounds (`len + 1 - size`, or 0).
+    shared_lim: [u64; 4],
     params: *const u8,
     spill: *mut u64,
     state: *mut u32,
@@ -381,7 +383,7 @@ struct Hoisted {
     table: Value,
     table_len: Value,
     shared: Value,
-    shared_len: Value,
+    shared_lim: [Value; 4],
     params: Value,
     spill: Value,
     state: Value,
@@ -604,7 +606,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             table: ctx,
             table_len: ctx,
             shared: ctx,
-            shared_len: ctx,
+            shared_lim: [ctx; 4],
             params: ctx,
             spill: ctx,
             state: ctx,
@@ -616,7 +618,10 @@ impl<'a, 'b> Tx<'a, 'b> {
         let table = self.ld_ctx(i64t, offset_of!(JitCtx, table));
         let table_len = self.ld_ctx(i64t, offset_of!(JitCtx, table_len));
         let shared = self.ld_ctx(i64t, offset_of!(JitCtx, shared));
-        let shared_len = self.ld_ctx(i64t, offset_of!(JitCtx, shared_len));
+        let mut shared_lim = [ctx; 4];
+        for (k, l) in shared_lim.iter_mut().enumerate() {
+            *l = self.ld_ctx(i64t, offset_of!(JitCtx, shared_lim) + 8 * k);
+        }
         let params = self.ld_ctx(i64t, offset_of!(JitCtx, params));
         let spill = self.ld_ctx(i64t, offset_of!(JitCtx, spill));
         let state = self.ld_ctx(i64t, offset_of!(JitCtx, state));
@@ -637,7 +642,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             table,
             table_len,
             shared,
-            shared_len,
+            shared_lim,
             params,
             spill,
             state,
@@ -1144,14 +1149,12 @@ impl<'a, 'b> Tx<'a, 'b> {
     /// A checked pointer for a fast access, branching to `slow` when the checks fail.
     fn fast_ptr(&mut self, space: Space, size: u8, ea: Value, slow: Block) -> Value {
         let h = self.h();
-        let (table, table_len, shared, shared_len) = (h.table, h.table_len, h.shared, h.shared_len);
+        let (table, table_len, shared) = (h.table, h.table_len, h.shared);
+        let lim = h.shared_lim[size.trailing_zeros().min(3) as usize];
         let sz = size as i64;
         match space {
             Space::Shared => {
-                let c1 = self.b.ins().icmp(IntCC::UnsignedLessThan, ea, shared_len);
-                let end = self.b.ins().iadd_imm_s(ea, sz);
-                let c2 = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, shared_len);
-                let mut ok = self.b.ins().band(c1, c2);
+                let mut ok = self.b.ins().icmp(IntCC::UnsignedLessThan, ea, lim);
                 if size > 1 {
                     let al = self.b.ins().band_imm_s(ea, sz - 1);
                     let al = self.b.ins().icmp_imm_s(IntCC::Equal, al, 0);
@@ -1752,6 +1755,7 @@ impl JitKernel {
                 table_len: js.table.len() as u64,
                 shared: w.shared.as_mut_ptr(),
                 shared_len: w.shared.len() as u64,
+                shared_lim: [1u64, 2, 4, 8].map(|sz| (w.shared.len() as u64 + 1).saturating_sub(sz)),
                 params: ctx.params.as_ptr(),
                 spill: js.spill.as_mut_ptr(),
                 state: js.state.as_mut_ptr(),
