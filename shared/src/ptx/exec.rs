@@ -1640,17 +1640,13 @@ impl<'a> Worker<'a> {
                 let bits = w.bits() as u64;
                 let (po, lo) = (ro(pos), ro(len));
                 for l in 0..n {
-                    let p = self.regs[po + l] & 0xFF;
-                    let ln = self.regs[lo + l] & 0xFF;
-                    let mut v = self.regs[ro(b) + l];
-                    let fv = self.regs[ro(f) + l];
-                    let mut i = 0;
-                    while i < ln && p + i < bits {
-                        let bit = (fv >> i) & 1;
-                        v = (v & !(1 << (p + i))) | (bit << (p + i));
-                        i += 1;
-                    }
-                    self.out[l] = v & mask_bits(bits as u32);
+                    self.out[l] = bfi(
+                        bits,
+                        self.regs[ro(f) + l],
+                        self.regs[ro(b) + l],
+                        self.regs[po + l],
+                        self.regs[lo + l],
+                    );
                 }
                 commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
             }
@@ -1970,6 +1966,20 @@ impl<'a> Worker<'a> {
         }
         Ok(())
     }
+}
+
+/// `bfi`: the low `len` bits of `f` inserted into `b` at `pos` (both taken modulo 256, clipped to
+/// the width).
+fn bfi(bits: u64, f: u64, b: u64, pos: u64, len: u64) -> u64 {
+    let (p, ln) = (pos & 0xFF, len & 0xFF);
+    let mut v = b;
+    let mut i = 0;
+    while i < ln && p + i < bits {
+        let bit = (f >> i) & 1;
+        v = (v & !(1 << (p + i))) | (bit << (p + i));
+        i += 1;
+    }
+    v & mask_bits(bits as u32)
 }
 
 #[inline]

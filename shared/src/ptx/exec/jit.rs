@@ -1635,15 +1635,7 @@ extern "C" fn h_cmp(ins: *const Instr, x: u64, y: u64) -> u64 {
 }
 
 extern "C" fn h_bfi(bits: u64, fv: u64, b: u64, pos: u64, len: u64) -> u64 {
-    let (p, ln) = (pos & 0xFF, len & 0xFF);
-    let mut v = b;
-    let mut i = 0;
-    while i < ln && p + i < bits {
-        let bit = (fv >> i) & 1;
-        v = (v & !(1 << (p + i))) | (bit << (p + i));
-        i += 1;
-    }
-    v & mask_bits(bits as u32)
+    super::bfi(bits, fv, b, pos, len)
 }
 
 /// The interpreter's checked load, store or atomic for one thread.
