@@ -6,6 +6,7 @@
 //! 2. First paint of an archive page for every corpus case on a real `recap serve`: a fresh load
 //!    of `/archives/{id}`; the time from navigation start to the frame after the op table is built
 //!    (`recap:archive-frame`), and to the end of the DOM build (`recap:archive-painted`), median of 5.
+//! 3. Scrolling the op table of a 100k-op archive: frame times of a fling and the cost of one jump.
 //!
 //! Build the viewer first (`cargo xtask wasm --release`). Results go to stdout as a Markdown table.
 
@@ -16,7 +17,8 @@ use anyhow::{bail, Context, Result};
 use recap_tests::browser::{self, Browser};
 use shared::archive::*;
 
-fn write_million(path: &Path, ops: u32) -> Result<()> {
+/// An archive of `ops` launches of 8 kernels over 16 regions (a long captured pipeline).
+fn write_launches(path: &Path, ops: u32) -> Result<()> {
     let f = std::fs::File::create(path)?;
     let mut w = ArchiveWriter::new(std::io::BufWriter::new(f))?;
     let m = w.add_module("m", ".version 8.0\n.target sm_90\n.address_size 64\n")?;
@@ -45,31 +47,111 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-async fn parse_bench(b: &Browser, base: &str, file: &str) -> Result<(f64, f64, u64)> {
+/// Parse timings in the page: (best, median) of the whole call from JS (copy into wasm memory,
+/// structure check, op depths), median of the structure check alone, and the op count.
+async fn parse_bench(b: &Browser, base: &str, file: &str) -> Result<(f64, f64, f64, u64)> {
     b.open(base).await?;
     let script = format!(
         r#"const done = arguments[arguments.length - 1];
 (async () => {{
   const m = await import('/pkg/recap_viewer.js');
   const bytes = new Uint8Array(await (await fetch('{file}')).arrayBuffer());
-  const times = [];
+  const times = [], open = [];
   let ops = 0;
   for (let i = 0; i < 5; i++) {{
     const t0 = performance.now();
-    ops = m.parse_op_count(bytes);
+    const r = m.bench_parse(bytes);
     times.push(performance.now() - t0);
+    ops = r[0];
+    open.push(r[1]);
   }}
-  done({{ times, ops, size: bytes.length }});
+  done({{ times, open, ops, size: bytes.length }});
 }})().catch(e => done({{ error: String(e) }}));"#
     );
     let v = b.client.execute_async(&script, vec![]).await?;
     if let Some(e) = v.get("error") {
         bail!("parse benchmark failed in the page: {e}");
     }
-    let mut times: Vec<f64> = v["times"].as_array().context("times")?.iter().filter_map(|x| x.as_f64()).collect();
-    let ops = v["ops"].as_u64().unwrap_or(0);
+    let floats = |k: &str| -> Result<Vec<f64>> {
+        Ok(v[k].as_array().with_context(|| format!("{k} in {v}"))?.iter().filter_map(|x| x.as_f64()).collect())
+    };
+    let mut times = floats("times")?;
+    let mut open = floats("open")?;
+    let ops = v["ops"].as_f64().unwrap_or(0.0) as u64;
     let best = times.iter().copied().fold(f64::INFINITY, f64::min);
-    Ok((best, median(&mut times), ops))
+    Ok((best, median(&mut times), median(&mut open), ops))
+}
+
+/// Opening a big archive from disk as a user does (file input): the page's own marks give the
+/// parse time and the time from the start of parsing to the frame that shows the op table.
+async fn local_open_bench(b: &Browser, base: &str, file: &Path, ops: u32) -> Result<(f64, f64)> {
+    b.open(base).await?;
+    b.choose_file("#file-input", file).await?;
+    b.wait_for("#ops-rows .row", Duration::from_secs(120)).await?;
+    let count = b.text("#ops-count").await?;
+    anyhow::ensure!(count == format!("{ops} ops"), "the table shows {count}");
+    let v = b
+        .client
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+const get = () => {
+  const p = performance.getEntriesByName('recap:parse')[0];
+  const s = performance.getEntriesByName('recap:parse-start')[0];
+  const f = performance.getEntriesByName('recap:archive-frame')[0];
+  if (p && s && f) done([p.duration, f.startTime - s.startTime]); else setTimeout(get, 10);
+};
+get();"#,
+            vec![],
+        )
+        .await?;
+    Ok((v[0].as_f64().unwrap_or(f64::NAN), v[1].as_f64().unwrap_or(f64::NAN)))
+}
+
+/// Scrolling the op table of a `ops`-op archive opened from disk:
+/// 1. a fling: 300 animation frames, each moving the table 37 rows (740 px) further, timed by
+///    the frames' own timestamps (at 60 Hz a frame is 16.7 ms; a dropped frame shows as ~33 ms);
+/// 2. the work of one scroll step: 300 jumps to random positions, each timed from setting
+///    `scrollTop` through the table's scroll handler (dispatched synchronously) to a forced layout
+///    of the new rows.
+async fn scroll_bench(b: &Browser, base: &str, file: &Path, ops: u32) -> Result<serde_json::Value> {
+    b.open(base).await?;
+    b.choose_file("#file-input", file).await?;
+    b.wait_for("#ops-rows .row", Duration::from_secs(60)).await?;
+    let count = b.text("#ops-count").await?;
+    anyhow::ensure!(count == format!("{ops} ops"), "the table shows {count}");
+    let v = b
+        .client
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+const el = document.getElementById('ops-scroll');
+const pct = (v, p) => { const s = [...v].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
+const frames = [];
+let last = null, n = 0;
+const step = (t) => {
+  if (last !== null) frames.push(t - last);
+  last = t;
+  el.scrollTop += 740;
+  if (++n <= 300) { requestAnimationFrame(step); return; }
+  const work = [];
+  let seed = 12345;
+  for (let i = 0; i < 300; i++) {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    const t0 = performance.now();
+    el.scrollTop = (seed / 2147483648) * (el.scrollHeight - el.clientHeight);
+    el.dispatchEvent(new Event('scroll'));
+    document.querySelector('#ops-rows .row').getBoundingClientRect();
+    work.push(performance.now() - t0);
+  }
+  const rows = document.querySelectorAll('#ops-rows .row').length;
+  done({ frames: frames.length, frame_p50: pct(frames, 0.5), frame_p95: pct(frames, 0.95), frame_max: Math.max(...frames),
+         slow_frames: frames.filter(f => f > 25).length, work_p50: pct(work, 0.5), work_p95: pct(work, 0.95),
+         work_max: Math.max(...work), rows_in_dom: rows, top_row: document.querySelector('#ops-rows .row').dataset.op });
+};
+requestAnimationFrame(step);"#,
+            vec![],
+        )
+        .await?;
+    Ok(v)
 }
 
 async fn paint_bench(b: &Browser, url: &str) -> Result<(f64, f64)> {
@@ -98,6 +180,9 @@ get();"#,
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
+    // `cargo bench` passes `--bench`; other arguments pick parts: parse, scroll, paint.
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let wanted = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
     if !browser::available("viewer benchmark") {
         return Ok(());
     }
@@ -106,14 +191,39 @@ async fn main() -> Result<()> {
     let web = dir.path().join("web");
     // The page and a generated archive served side by side by the static server.
     copy_dir(&root.join("web"), &web)?;
-    let ops = 1_000_000;
-    write_million(&web.join("million.recap"), ops)?;
-    let size = std::fs::metadata(web.join("million.recap"))?.len();
     let server = recap_tests::static_server::serve(&web)?;
     let b = Browser::start().await?;
-    let (best, med, got) = parse_bench(&b, &server.url, "/million.recap").await?;
-    assert_eq!(got, ops as u64);
-    println!("| parse {ops} ops ({:.1} MiB) in the page | best {best:.0} ms | median {med:.0} ms |", size as f64 / 1048576.0);
+    if wanted("parse") {
+        let ops = 1_000_000;
+        write_launches(&web.join("million.recap"), ops)?;
+        let size = std::fs::metadata(web.join("million.recap"))?.len();
+        let (best, med, open, got) = parse_bench(&b, &server.url, "/million.recap").await?;
+        assert_eq!(got, ops as u64);
+        println!(
+            "| parse {ops} ops ({:.1} MiB) in the page | best {best:.0} ms | median {med:.0} ms | of which Archive::open {open:.0} ms |",
+            size as f64 / 1048576.0
+        );
+        let (open, shown) = local_open_bench(&b, &server.url, &web.join("million.recap"), ops).await?;
+        println!("| open {ops} ops from disk, op table on screen | parse {open:.0} ms | parse start to first frame {shown:.0} ms |");
+    }
+    if wanted("scroll") {
+        let scroll_ops = 100_000;
+        let scroll_file = dir.path().join("scroll.recap");
+        write_launches(&scroll_file, scroll_ops)?;
+        let s = scroll_bench(&b, &server.url, &scroll_file, scroll_ops).await?;
+        let f = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "| scroll {scroll_ops} ops, fling of {} frames | frame p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms, {} frames over 25 ms |",
+            s["frames"], f("frame_p50"), f("frame_p95"), f("frame_max"), s["slow_frames"]
+        );
+        println!(
+            "| scroll {scroll_ops} ops, one jump (handler + layout) | p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms, {} rows in the DOM |",
+            f("work_p50"), f("work_p95"), f("work_max"), s["rows_in_dom"]
+        );
+    }
+    if !wanted("paint") {
+        return b.close().await;
+    }
 
     // First paint on a real host with the corpus imported.
     let seed = dir.path().join("seed");

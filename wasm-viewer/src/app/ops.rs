@@ -10,7 +10,14 @@ use super::with_app;
 use crate::model::{self, esc, OP_KINDS};
 
 pub const ROW_H: f64 = 20.0;
-const OVERSCAN: usize = 12;
+/// Rows drawn beyond each edge of the viewport, so that a scroll of fewer rows than this needs
+/// no DOM work at all.
+const OVERSCAN: usize = 24;
+
+thread_local! {
+    /// The op-list positions whose rows are in the DOM now (`first..last`).
+    static DRAWN: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
 
 pub fn render() {
     let html = with_app(|app| {
@@ -65,7 +72,21 @@ pub fn refresh_rows() {
     draw_rows();
 }
 
-/// Draws only the rows that intersect the scroll viewport, plus a margin.
+/// On scroll: redraws only when the viewport reaches past the rows already drawn.
+fn scrolled() {
+    let Some(scroll) = by_id("ops-scroll") else { return };
+    let top = scroll.scroll_top() as f64;
+    let height = scroll.client_height() as f64;
+    let n = with_app(|app| app.open.as_ref().map(|o| o.visible.len())).unwrap_or(0);
+    let (view_first, view_last) = ((top / ROW_H) as usize, (((top + height) / ROW_H).ceil() as usize).min(n));
+    let (first, last) = DRAWN.with(|d| d.get());
+    if first <= view_first && view_last <= last {
+        return;
+    }
+    draw_rows();
+}
+
+/// Draws the rows that intersect the scroll viewport, plus a margin.
 pub fn draw_rows() {
     let Some(scroll) = by_id("ops-scroll") else { return };
     let top = scroll.scroll_top() as f64;
@@ -76,6 +97,7 @@ pub fn draw_rows() {
         let n = open.visible.len();
         let first = ((top / ROW_H) as usize).saturating_sub(OVERSCAN).min(n);
         let last = (((top + height) / ROW_H) as usize + OVERSCAN).min(n);
+        DRAWN.with(|d| d.set((first, last)));
         let mut html = String::with_capacity((last - first) * 160);
         for &id in &open.visible[first..last] {
             let r = model::op_row(a, id);
@@ -221,7 +243,7 @@ pub fn wire() {
     listen(&doc, "scroll", true, |ev| {
         let is_ops = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).is_some_and(|e| e.id() == "ops-scroll");
         if is_ops {
-            draw_rows();
+            scrolled();
         }
     });
     listen(&doc, "click", false, |ev| {
