@@ -337,6 +337,9 @@ async fn replay_on_the_host_in_the_browser_and_by_share_link() -> Result<()> {
     assert!(op_bars.contains("saxpy"), "per-op timings name the kernel: {op_bars}");
     assert!(b.text("#r-verdict").await?.starts_with("PASS"), "host verdict");
     assert_eq!(verdicts(&b).await?, want, "host verdict per region");
+    // Output regions are drawn from the host's preview as lines, not as histograms.
+    let lines = b.client.find_all(fantoccini::Locator::Css("#r-regions .region-card svg.plot path.band")).await?;
+    assert_eq!(lines.len(), want.len(), "a line per output region");
     // What the page shows is what the host recorded.
     let info: shared::protocol::SessionInfo =
         reqwest::get(format!("{}/api/sessions/{session_id}", host.url)).await?.error_for_status()?.json().await?;
@@ -425,4 +428,76 @@ async fn every_corpus_case_replays_and_passes_in_the_browser() -> Result<()> {
     b.close().await?;
     assert!(failures.is_empty(), "cases that do not replay in the browser:\n{}", failures.join("\n"));
     Ok(())
+}
+
+/// Regions with a 2-D shape and a 1-D one with a spike, moved by copies (no kernel needed), each
+/// with the expected state it will have.
+fn write_grid_archive(path: &Path) -> Result<()> {
+    let file = std::fs::File::create(path)?;
+    let mut w = ArchiveWriter::new(std::io::BufWriter::new(file))?;
+    let (rows, cols) = (120u64, 200u64);
+    let mut src = RegionDecl::new("field_in", rows * cols * 4, DType::F32);
+    src.shape = vec![rows, cols];
+    let mut dst = RegionDecl::new("field", rows * cols * 4, DType::F32);
+    dst.shape = vec![rows, cols];
+    let (src, dst) = (w.add_region(src)?, w.add_region(dst)?);
+    let line = w.add_region(RegionDecl::new("signal", 5000 * 4, DType::F32))?;
+    // Bright where the column is large: left to right, dark to bright.
+    let field: Vec<u8> = (0..rows * cols).flat_map(|i| ((i % cols) as f32 / cols as f32).to_le_bytes()).collect();
+    w.set_initial_bytes(src, &field)?;
+    w.set_expected_bytes(dst, &field, Tolerance::Exact)?;
+    let mut signal: Vec<f32> = (0..5000).map(|i| (i as f32 * 0.01).sin()).collect();
+    signal[4321] = 100.0;
+    let signal: Vec<u8> = signal.iter().flat_map(|v| v.to_le_bytes()).collect();
+    w.set_initial_bytes(line, &signal)?;
+    w.set_expected_bytes(line, &signal, Tolerance::Exact)?;
+    w.copy(CopyOp { src, src_offset: 0, dst, dst_offset: 0, len: rows * cols * 4 })?;
+    w.finish()?;
+    Ok(())
+}
+
+/// A host session's output regions arrive as downsampled previews and are drawn as the page
+/// draws its own data: a heatmap for a 2-D region (its colours follow the data), a line for 1-D
+/// (whose top is a single-element spike that a mean would have lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_session_outputs_draw_as_heatmap_and_line() -> Result<()> {
+    if !browser::available("host_session_outputs_draw_as_heatmap_and_line") {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let seed = dir.path().join("seed");
+    std::fs::create_dir_all(&seed)?;
+    write_grid_archive(&seed.join("field.recap"))?;
+    let web = recap_tests::repo_root().join("web");
+    let host = Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy(), "--seed", &seed.to_string_lossy()]);
+    let id = archives(&host.url).await?.into_iter().find(|a| a.name == "field.recap").map(|a| a.id).expect("seeded");
+
+    let b = Browser::start().await?;
+    b.open(&format!("{}/archives/{id}#replay", host.url)).await?;
+    b.wait_for("#r-device option[value='cpu']", Duration::from_secs(10)).await?;
+    select_value(&b, "#r-device", "cpu").await?;
+    click(&b, "#r-start").await?;
+    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(60)).await?;
+    assert!(b.text("#r-verdict").await?.starts_with("PASS"));
+
+    b.wait_for("[data-out-region='1'] canvas.heatmap", Duration::from_secs(5)).await?;
+    // Left column dark, right column bright, in the picture itself.
+    let px = b
+        .client
+        .execute(
+            "const c = document.querySelector(\"[data-out-region='1'] canvas.heatmap\"); const g = c.getContext('2d'); \
+             const l = g.getImageData(0, 0, 1, 1).data, r = g.getImageData(c.width - 1, 0, 1, 1).data; \
+             return [c.width, c.height, l[0] + l[1] + l[2], r[0] + r[1] + r[2], c.getBoundingClientRect().width / c.getBoundingClientRect().height];",
+            vec![],
+        )
+        .await?;
+    let v: Vec<f64> = serde_json::from_value(px)?;
+    assert!(v[0] > 1.0 && v[1] > 1.0, "a downsampled grid, not one cell: {v:?}");
+    assert!(v[2] < 200.0 && v[3] > 450.0, "dark left, bright right: {v:?}");
+    assert!((v[4] - 200.0 / 120.0).abs() < 0.05, "drawn in the region's proportions: {v:?}");
+    let signal = b.text("[data-out-region='2'] svg.plot").await?;
+    assert!(signal.contains("100"), "the spike tops the line: {signal}");
+    b.wait_for("[data-out-region='2'] svg.plot path.band", Duration::from_secs(1)).await?;
+    b.screenshot("browser-host-previews").await?;
+    b.close().await
 }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use shared::archive::DType;
+use shared::protocol::RegionPreview;
 
 use crate::model::{element_f64, series, Series};
 
@@ -70,7 +71,7 @@ pub fn series_svg(s: &Series, w: u32, h: u32, class: &str) -> String {
 
 /// Line chart of one or more named series over a shared x (iterations), for replay timings.
 pub fn lines_svg(series: &[(&str, &[f64])], w: u32, h: u32, unit: &str) -> String {
-    let (pl, pr, pt, pb) = (56.0, 8.0, 8.0, 18.0);
+    let (pl, pr, pt, pb) = (72.0, 8.0, 8.0, 18.0);
     let (iw, ih) = (w as f64 - pl - pr, h as f64 - pt - pb);
     let mut svg = format!(r#"<svg class="plot lines" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img">"#);
     let all = series.iter().flat_map(|(_, v)| v.iter().copied()).filter(|v| v.is_finite());
@@ -173,22 +174,48 @@ pub fn heatmap(bytes: &[u8], dtype: DType, rows: usize, cols: usize, max_side: u
         sum[p] += v;
         cnt[p] += 1;
     }
+    let cells: Vec<Option<f64>> = (0..w * h).map(|p| (cnt[p] > 0).then(|| sum[p] / cnt[p] as f64)).collect();
+    grid_rgba(&cells, w, h)
+}
+
+/// Colours a row-major grid of cells (`None`: no finite value, drawn magenta) on the ramp from
+/// its smallest to its largest value: `(w, h, rgba, lo, hi)`.
+pub fn grid_rgba(cells: &[Option<f64>], w: usize, h: usize) -> (u32, u32, Vec<u8>, f64, f64) {
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for p in 0..w * h {
-        if cnt[p] > 0 {
-            let v = sum[p] / cnt[p] as f64;
-            sum[p] = v;
-            lo = lo.min(v);
-            hi = hi.max(v);
-        }
+    for v in cells.iter().flatten() {
+        lo = lo.min(*v);
+        hi = hi.max(*v);
     }
     let span = if hi > lo { hi - lo } else { 1.0 };
     let mut rgba = vec![0u8; w * h * 4];
-    for p in 0..w * h {
-        let [r, g, b] = if cnt[p] > 0 { ramp((sum[p] - lo) / span) } else { [255, 0, 255] };
-        rgba[p * 4..p * 4 + 4].copy_from_slice(&[r, g, b, 255]);
+    for (p, px) in rgba.chunks_exact_mut(4).enumerate() {
+        let [r, g, b] = match cells.get(p).copied().flatten() {
+            Some(v) => ramp((v - lo) / span),
+            None => [255, 0, 255],
+        };
+        px.copy_from_slice(&[r, g, b, 255]);
     }
     (w as u32, h as u32, rgba, lo, hi)
+}
+
+/// The min/max band of a host's 1-D region preview, as a [`Series`] for [`series_svg`].
+pub fn preview_series(p: &RegionPreview) -> Series {
+    let finite = |v: &Option<f64>| v.filter(|x| x.is_finite()).unwrap_or(f64::NAN);
+    let lo: Vec<f64> = p.min.iter().map(finite).collect();
+    let hi: Vec<f64> = p.max.iter().map(finite).collect();
+    Series {
+        elements: (p.source_shape[0] * p.source_shape[1]) as usize,
+        min: lo.iter().copied().filter(|v| v.is_finite()).fold(f64::INFINITY, f64::min),
+        max: hi.iter().copied().filter(|v| v.is_finite()).fold(f64::NEG_INFINITY, f64::max),
+        non_finite: 0,
+        lo,
+        hi,
+    }
+}
+
+/// The heatmap of a host's 2-D region preview (bucket means): `(w, h, rgba, lo, hi)`.
+pub fn preview_heatmap(p: &RegionPreview) -> (u32, u32, Vec<u8>, f64, f64) {
+    grid_rgba(&p.mean, p.cols as usize, p.rows as usize)
 }
 
 /// A series straight from region bytes.
@@ -218,5 +245,26 @@ mod tests {
         assert!(svg.contains("class=\"line c0\" d=\"M"));
         assert_eq!(num(1234567.0), "1.23e6");
         assert_eq!(num(0.25), "0.25");
+    }
+
+    #[test]
+    fn host_previews_draw_as_a_band_and_a_heatmap() {
+        // 1-D: 5000 elements with one spike; the band's top is the spike, not a bucket mean.
+        let mut line: Vec<f32> = (0..5000).map(|i| (i as f32 * 0.01).sin()).collect();
+        line[1234] = 100.0;
+        let bytes: Vec<u8> = line.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let p = RegionPreview::of(&bytes, DType::F32, &[5000]).unwrap();
+        let s = preview_series(&p);
+        assert_eq!((s.elements, s.max, s.lo.len()), (5000, 100.0, p.cols as usize));
+        assert!(series_svg(&s, 560, 140, "region").contains(">100</text>"));
+        // 2-D: a ramp along the columns gives dark on the left, bright on the right.
+        let grid: Vec<u8> = (0..200 * 300).flat_map(|i| ((i % 300) as f32).to_le_bytes()).collect();
+        let p = RegionPreview::of(&grid, DType::F32, &[200, 300]).unwrap();
+        let (w, h, px, lo, hi) = preview_heatmap(&p);
+        assert_eq!((w, h), (p.cols, p.rows));
+        assert!(lo < 5.0 && hi > 295.0, "{lo}..{hi}");
+        assert_eq!(&px[0..3], &[68, 1, 84]);
+        let last = (w as usize - 1) * 4;
+        assert_eq!(&px[last..last + 3], &[253, 231, 37]);
     }
 }

@@ -295,16 +295,29 @@ fn redraw() {
                         })
                         .unwrap_or_default()
                 }),
-                None => histogram_svg(&r.histogram, r.min, r.max),
+                // A host session sends a downsampled preview: the same line or heatmap.
+                None => match &r.preview {
+                    Some(p) if p.rows > 1 => super::views::heatmap_canvas(
+                        format!("hm-out-{}", r.region),
+                        {
+                            let (w, h, px, _, _) = plot::preview_heatmap(p);
+                            (w, h, px)
+                        },
+                        (p.source_shape[0], p.source_shape[1]),
+                        &r.name,
+                    ),
+                    Some(p) => plot::series_svg(&plot::preview_series(p), 560, 140, "region"),
+                    None => histogram_svg(&r.histogram, r.min, r.max),
+                },
             };
             let first: Vec<String> = r.first.iter().map(|x| x.map(plot::num).unwrap_or_else(|| "NaN".into())).collect();
             let _ = write!(
                 regions_html,
-                r#"<div class="region-card" data-out-region="{}"><h5><span class="mono">{}</span> {verdict} <span class="muted">{} {:?} · {} elements</span></h5>{plot_html}<div class="stats mono">min {} · max {} · mean {}{}</div><div class="stats mono first">[{}{}]</div></div>"#,
+                r#"<div class="region-card" data-out-region="{}"><h5><span class="mono">{}</span> {verdict} <span class="muted">{} {}{} elements</span></h5>{plot_html}<div class="stats mono">min {} · max {} · mean {}{}</div><div class="stats mono first">[{}{}]</div></div>"#,
                 r.region,
                 esc(&r.name),
                 esc(&r.dtype),
-                r.shape,
+                if r.shape.len() > 1 { format!("{:?} · ", r.shape) } else { String::new() },
                 r.count,
                 r.min.map(plot::num).unwrap_or("–".into()),
                 r.max.map(plot::num).unwrap_or("–".into()),

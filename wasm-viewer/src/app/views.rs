@@ -257,18 +257,24 @@ pub fn data_chart(bytes: &[u8], r: &RegionView, label: &str, with_stats: bool) -
     if let Some((rows, cols)) = grid_shape(r) {
         let (w, h, px, _, _) = plot::heatmap(bytes, r.dtype, rows, cols, 512);
         let id = format!("hm-{}-{}", r.id, label.len());
-        let scale = (360.0 / w.max(h) as f64).max(1.0);
-        let html = format!(
-            r#"<canvas class="heatmap" id="{id}" width="{w}" height="{h}" style="width:{}px;height:{}px" aria-label="{} heatmap {rows}×{cols}"></canvas>{stats}"#,
-            (w as f64 * scale) as u32,
-            (h as f64 * scale) as u32,
-            esc(label)
-        );
-        PENDING.with(|p| p.borrow_mut().push((id, w, h, px)));
-        html
+        format!("{}{stats}", heatmap_canvas(id, (w, h, px), (rows as u64, cols as u64), label))
     } else {
         format!("{}{stats}", plot::series_svg(&s, 560, 140, "region"))
     }
+}
+
+/// A canvas for heatmap pixels `(w, h, rgba)` of a `rows`×`cols` source, at most 360 px on its
+/// longer side in the source's proportions; painted by [`draw_pending_heatmaps`] once inserted.
+pub fn heatmap_canvas(id: String, (w, h, px): (u32, u32, Vec<u8>), (rows, cols): (u64, u64), label: &str) -> String {
+    let scale = 360.0 / rows.max(cols).max(1) as f64;
+    let html = format!(
+        r#"<canvas class="heatmap" id="{id}" width="{w}" height="{h}" style="width:{}px;height:{}px" aria-label="{} heatmap {rows}×{cols}"></canvas>"#,
+        ((cols as f64 * scale) as u32).max(8),
+        ((rows as f64 * scale) as u32).max(8),
+        esc(label)
+    );
+    PENDING.with(|p| p.borrow_mut().push((id, w, h, px)));
+    html
 }
 
 /// Paints heatmaps whose canvases were just inserted.
