@@ -153,8 +153,20 @@ pub fn op_row(a: &Archive, id: u32) -> OpRow {
             row.kernel = a.kernel(l.kernel).name.to_string();
             row.dims = format!("{} × {}", dim3(l.grid), dim3(l.block));
             row.shared = if l.shared_bytes == 0 { String::new() } else { l.shared_bytes.to_string() };
-            let n = l.relocs.len();
-            row.detail = format!("{} param bytes, {n} pointer{}", l.params.len(), if n == 1 { "" } else { "s" });
+            // The regions a launch can reach are those its parameters point into (it may read
+            // or write any of them: the kernel's code decides).
+            let mut regions: Vec<&str> = Vec::new();
+            for r in a.relocs(l.relocs.clone()) {
+                let name = region_name(a, r.target);
+                if !regions.contains(&name) {
+                    regions.push(name);
+                }
+            }
+            row.detail = if regions.is_empty() {
+                format!("{} param bytes, no pointers", l.params.len())
+            } else {
+                format!("↔ {} · {} param bytes", regions.join(", "), l.params.len())
+            };
         }
         Op::Copy(c) => {
             row.detail = format!(
@@ -396,6 +408,7 @@ mod tests {
         assert_eq!(op_depths(a), vec![0, 1, 0]);
         let r = op_row(a, 1);
         assert_eq!((r.kind, r.kernel.as_str(), r.dims.as_str()), ("launch", "scale", "4 × 16"));
+        assert!(r.detail.starts_with("↔ x ·"), "the region the launch points into: {}", r.detail);
         assert!(op_row(a, 0).detail.contains("flag+0"), "{:?}", op_row(a, 0));
         let f = OpFilter { kind: String::new(), kernel: "SCA".into() };
         assert_eq!(f.apply(a), vec![1]);

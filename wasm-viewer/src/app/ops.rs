@@ -43,7 +43,7 @@ pub fn render() {
   </div>
   <div class="split">
     <div class="table ops">
-      <div class="row head"><span>#</span><span>kind</span><span>kernel</span><span>grid × block</span><span>shared</span><span>detail</span></div>
+      <div class="row head"><span>#</span><span>kind</span><span>kernel</span><span>grid × block</span><span>shared</span><span>regions (↔ read or written) · detail</span></div>
       <div class="tbody" id="ops-scroll" tabindex="0" role="grid" aria-label="ops">
         <div id="ops-spacer"><div id="ops-rows"></div></div>
       </div>
