@@ -82,14 +82,20 @@ async fn parse_bench(b: &Browser, base: &str, file: &str) -> Result<(f64, f64, f
     Ok((best, median(&mut times), median(&mut open), ops))
 }
 
-/// Opening a big archive from disk as a user does (file input): the page's own marks give the
-/// parse time and the time from the start of parsing to the frame that shows the op table.
-async fn local_open_bench(b: &Browser, base: &str, file: &Path, ops: u32) -> Result<(f64, f64)> {
+/// Opens `file` through the page's file input and waits for its op table of `ops` rows.
+async fn open_from_disk(b: &Browser, base: &str, file: &Path, ops: u32) -> Result<()> {
     b.open(base).await?;
     b.choose_file("#file-input", file).await?;
     b.wait_for("#ops-rows .row", Duration::from_secs(120)).await?;
     let count = b.text("#ops-count").await?;
     anyhow::ensure!(count == format!("{ops} ops"), "the table shows {count}");
+    Ok(())
+}
+
+/// Opening a big archive from disk as a user does (file input): the page's own marks give the
+/// parse time and the time from the start of parsing to the frame that shows the op table.
+async fn local_open_bench(b: &Browser, base: &str, file: &Path, ops: u32) -> Result<(f64, f64)> {
+    open_from_disk(b, base, file, ops).await?;
     let v = b
         .client
         .execute_async(
@@ -114,11 +120,7 @@ get();"#,
 ///    `scrollTop` through the table's scroll handler (dispatched synchronously) to a forced layout
 ///    of the new rows.
 async fn scroll_bench(b: &Browser, base: &str, file: &Path, ops: u32) -> Result<serde_json::Value> {
-    b.open(base).await?;
-    b.choose_file("#file-input", file).await?;
-    b.wait_for("#ops-rows .row", Duration::from_secs(60)).await?;
-    let count = b.text("#ops-count").await?;
-    anyhow::ensure!(count == format!("{ops} ops"), "the table shows {count}");
+    open_from_disk(b, base, file, ops).await?;
     let v = b
         .client
         .execute_async(
