@@ -6,6 +6,7 @@ use std::io::Cursor;
 use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use recap::cuda::sample_kernels::SampleKernels;
 use recap::cuda::{locate_fault, CudaError, CudaReplay, Device, Mode, OpenError, ReplayOptions};
 use recap_tests::{corpus_cases, recap_bin};
 use shared::archive::*;
@@ -34,110 +35,9 @@ fn opts(mode: Mode) -> ReplayOptions {
     ReplayOptions { mode, ..Default::default() }
 }
 
-/// Test kernels, hand-written PTX so the tests need no toolkit.
-const PTX: &str = r#".version 7.8
-.target sm_60
-.address_size 64
-
-.visible .entry count_down(.param .u64 counter, .param .u64 acc)
-{
-    .reg .pred %p;
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<3>;
-    mov.u32 %r1, %tid.x;
-    setp.ne.u32 %p, %r1, 0;
-    @%p bra DONE;
-    ld.param.u64 %rd1, [counter];
-    ld.param.u64 %rd2, [acc];
-    ld.global.u32 %r2, [%rd1];
-    sub.u32 %r2, %r2, 1;
-    st.global.u32 [%rd1], %r2;
-    ld.global.u32 %r3, [%rd2];
-    add.u32 %r3, %r3, 1;
-    st.global.u32 [%rd2], %r3;
-DONE:
-    ret;
-}
-
-.visible .entry stamp_spin(.param .u64 out, .param .u64 ns)
-{
-    .reg .pred %p, %q;
-    .reg .b32 %r1;
-    .reg .b64 %rd<6>;
-    mov.u32 %r1, %tid.x;
-    setp.ne.u32 %p, %r1, 0;
-    @%p bra DONE;
-    ld.param.u64 %rd1, [out];
-    ld.param.u64 %rd2, [ns];
-    mov.u64 %rd3, %globaltimer;
-SPIN:
-    mov.u64 %rd4, %globaltimer;
-    sub.u64 %rd5, %rd4, %rd3;
-    setp.lt.u64 %q, %rd5, %rd2;
-    @%q bra SPIN;
-    st.global.u64 [%rd1], %rd3;
-    st.global.u64 [%rd1+8], %rd4;
-DONE:
-    ret;
-}
-
-.visible .entry add_u32(.param .u64 x, .param .u32 n, .param .u32 v)
-{
-    .reg .pred %p;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    mov.u32 %r1, %tid.x;
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mad.lo.u32 %r4, %r2, %r3, %r1;
-    ld.param.u32 %r5, [n];
-    setp.ge.u32 %p, %r4, %r5;
-    @%p bra DONE;
-    ld.param.u64 %rd1, [x];
-    mul.wide.u32 %rd2, %r4, 4;
-    add.u64 %rd3, %rd1, %rd2;
-    ld.global.u32 %r6, [%rd3];
-    ld.param.u32 %r7, [v];
-    add.u32 %r6, %r6, %r7;
-    st.global.u32 [%rd3], %r6;
-DONE:
-    ret;
-}
-
-.visible .entry poke(.param .u64 addr, .param .u32 v)
-{
-    .reg .b32 %r1;
-    .reg .b64 %rd1;
-    ld.param.u64 %rd1, [addr];
-    ld.param.u32 %r1, [v];
-    st.global.u32 [%rd1], %r1;
-    ret;
-}
-"#;
-
-fn ptr(name: &str, offset: u32) -> ParamDecl {
-    ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Pointer }
-}
-fn val(name: &str, offset: u32, size: u32) -> ParamDecl {
-    ParamDecl { name: name.into(), offset, size, align: size, kind: ParamKind::Value }
-}
-
-struct Kernels {
-    count_down: KernelId,
-    stamp_spin: KernelId,
-    add_u32: KernelId,
-    poke: KernelId,
-}
-
-fn writer() -> (ArchiveWriter<Cursor<Vec<u8>>>, Kernels) {
+fn writer() -> (ArchiveWriter<Cursor<Vec<u8>>>, SampleKernels) {
     let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
-    let m = w.add_module("tests", PTX).unwrap();
-    let k = Kernels {
-        count_down: w.add_kernel(m, "count_down", vec![ptr("counter", 0), ptr("acc", 8)]).unwrap(),
-        stamp_spin: w.add_kernel(m, "stamp_spin", vec![ptr("out", 0), val("ns", 8, 8)]).unwrap(),
-        add_u32: w.add_kernel(m, "add_u32", vec![ptr("x", 0), val("n", 8, 4), val("v", 12, 4)]).unwrap(),
-        poke: w.add_kernel(m, "poke", vec![val("addr", 0, 8), val("v", 8, 4)]).unwrap(),
-    };
+    let k = SampleKernels::add(&mut w, "tests").unwrap();
     (w, k)
 }
 
@@ -202,6 +102,17 @@ pub(crate) fn import_case(case: &std::path::Path, dir: &std::path::Path) -> std:
     out
 }
 
+/// Imports every public corpus case with `recap import-case` and hands each to `f` with its name.
+fn for_each_imported_case(mut f: impl FnMut(&str, &std::path::Path)) {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = corpus_cases();
+    assert!(cases.len() >= 16, "expected the 16 public cases, found {}", cases.len());
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        f(&name, &import_case(case, dir.path()));
+    }
+}
+
 fn replay_cli(file: &std::path::Path, extra: &[&str]) -> (bool, String, String) {
     let mut args: Vec<&std::ffi::OsStr> = vec!["replay".as_ref(), file.as_os_str()];
     args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
@@ -234,13 +145,8 @@ fn the_cli_says_when_there_is_no_driver_or_device_in_one_line() {
 fn the_cli_replays_every_corpus_case_with_check_in_both_modes() {
     let _g = serial();
     let Some(_dev) = gpu("the_cli_replays_every_corpus_case_with_check_in_both_modes") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let cases = corpus_cases();
-    assert!(cases.len() >= 16, "expected the 16 public cases, found {}", cases.len());
     let mut failures = Vec::new();
-    for case in &cases {
-        let name = case.file_name().unwrap().to_string_lossy().to_string();
-        let file = import_case(case, dir.path());
+    for_each_imported_case(|name, file| {
         for (mode, how) in [("graph", "one graph of"), ("stream", "op by op on a stream")] {
             let (ok, stdout, stderr) = replay_cli(&file, &["--device", "cuda", "--mode", mode, "--iterations", "2", "--check"]);
             let summary = stdout.lines().find(|l| l.contains("regions pass")).unwrap_or("no check summary").to_string();
@@ -250,7 +156,7 @@ fn the_cli_replays_every_corpus_case_with_check_in_both_modes() {
                 failures.push(format!("{name} --mode {mode}:\n{stdout}{stderr}"));
             }
         }
-    }
+    });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -279,22 +185,9 @@ fn the_cli_names_the_faulting_op_and_exits_non_zero() {
 fn every_corpus_case_passes_check_in_both_modes() {
     let _g = serial();
     let Some(dev) = gpu("every_corpus_case_passes_check_in_both_modes") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let cases = corpus_cases();
-    assert!(cases.len() >= 16, "expected the 16 public cases, found {}", cases.len());
     let mut failures = Vec::new();
-    for case in &cases {
-        let name = case.file_name().unwrap().to_string_lossy().to_string();
-        let out = dir.path().join(format!("{name}.recap"));
-        let import = Command::new(recap_bin())
-            .args(["import-case"])
-            .arg(case)
-            .args(["--ptx", "sm_90", "-o"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(import.status.success(), "import {name}: {}", String::from_utf8_lossy(&import.stderr));
-        let bytes = std::fs::read(&out).unwrap();
+    for_each_imported_case(|name, file| {
+        let bytes = std::fs::read(file).unwrap();
         let archive = Archive::open(&bytes).unwrap();
         // Library kernels (the default) in both modes, and graph nodes from module functions.
         let variants = [opts(Mode::Graph), opts(Mode::Stream), ReplayOptions { module_functions: true, ..opts(Mode::Graph) }];
@@ -313,7 +206,7 @@ fn every_corpus_case_passes_check_in_both_modes() {
                 failures.push(format!("{name} {mode}: {}", c.line()));
             }
         }
-    }
+    });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -329,6 +222,44 @@ fn count_down_archive(start: u32, max_iterations: u32) -> Vec<u8> {
     w.finish().unwrap().into_inner()
 }
 
+/// counter = 10; while (counter) { x += 1 (64 threads); spin 20 us, then counter -= 1, acc += 1 }:
+/// the body's last kernel writes the condition late, so a condition read too early runs one
+/// iteration too many.
+fn slow_writer_archive(start: u32) -> Vec<u8> {
+    let (mut w, k) = writer();
+    let counter = w.add_region(RegionDecl::new("counter", 4, DType::U32)).unwrap();
+    let acc = w.add_region(RegionDecl::new("acc", 4, DType::U32)).unwrap();
+    let x = w.add_region(RegionDecl::new("x", 64 * 4, DType::U32)).unwrap();
+    w.set_initial_bytes(counter, &start.to_le_bytes()).unwrap();
+    w.begin_while(Condition { region: counter, offset: 0, max_iterations: 0 }).unwrap();
+    w.launch(launch(k.add_u32, 1, 64, add_params(64, 1), &[(0, x)])).unwrap();
+    let mut p = vec![0u8; 24];
+    p[16..24].copy_from_slice(&20_000u64.to_le_bytes());
+    w.launch(launch(k.slow_count_down, 1, 32, p, &[(0, counter), (8, acc)])).unwrap();
+    w.end_body().unwrap();
+    w.finish().unwrap().into_inner()
+}
+
+#[test]
+fn a_while_body_that_writes_its_condition_late_stops_on_time() {
+    let _g = serial();
+    let Some(dev) = gpu("a_while_body_that_writes_its_condition_late_stops_on_time") else { return };
+    let bytes = slow_writer_archive(10);
+    let archive = Archive::open(&bytes).unwrap();
+    let variants = [opts(Mode::Graph), ReplayOptions { plain_condition_edges: true, ..opts(Mode::Graph) }, opts(Mode::Stream)];
+    for options in variants {
+        let mut r = CudaReplay::load(&dev, &archive, options).unwrap();
+        for round in 0..3 {
+            r.write_region(0, 0, &10u32.to_le_bytes()).unwrap();
+            r.write_region(1, 0, &0u32.to_le_bytes()).unwrap();
+            r.replay().unwrap();
+            let got = (u32s(&r.read_region(1).unwrap())[0], u32s(&r.read_region(0).unwrap())[0]);
+            assert_eq!(got, (10, 0), "{options:?}, round {round}: (acc, counter)");
+        }
+        println!("slow writer, {options:?}: 10 iterations exactly, {} programmatic edges", r.programmatic_edges());
+    }
+}
+
 #[test]
 fn while_loop_runs_until_its_condition_clears() {
     let _g = serial();
@@ -339,7 +270,11 @@ fn while_loop_runs_until_its_condition_clears() {
         for mode in MODES {
             let mut r = CudaReplay::load(&dev, &archive, opts(mode)).unwrap();
             if start == 10 && max == 0 {
-                println!("while, {mode:?}: (libraries, modules) loaded: {:?}", r.code_kinds());
+                println!(
+                    "while, {mode:?}: (libraries, modules) loaded: {:?}, programmatic edges: {}",
+                    r.code_kinds(),
+                    r.programmatic_edges()
+                );
             }
             r.replay().unwrap();
             let got = (u32s(&r.read_region(1).unwrap())[0], u32s(&r.read_region(0).unwrap())[0]);

@@ -10,102 +10,24 @@ use std::time::{Duration, Instant};
 
 use shared::archive::*;
 
+use cudarc::driver::sys;
+
+use super::driver::{call, Code, Func};
+use super::sample_kernels::SampleKernels;
 use super::{CudaError, CudaReplay, Device, Mode, ReplayOptions};
-
-/// The benchmark kernels (PTX, the same work as the floor's CUDA C kernels).
-const PTX: &str = r#".version 7.8
-.target sm_60
-.address_size 64
-
-.visible .entry inc(.param .u64 x, .param .u32 n)
-{
-    .reg .pred %p;
-    .reg .b32 %r<6>;
-    .reg .f32 %f;
-    .reg .b64 %rd<4>;
-    mov.u32 %r1, %tid.x;
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mad.lo.u32 %r4, %r2, %r3, %r1;
-    ld.param.u32 %r5, [n];
-    setp.ge.u32 %p, %r4, %r5;
-    @%p bra DONE;
-    ld.param.u64 %rd1, [x];
-    mul.wide.u32 %rd2, %r4, 4;
-    add.u64 %rd3, %rd1, %rd2;
-    ld.global.f32 %f, [%rd3];
-    add.f32 %f, %f, 0f3F800000;
-    st.global.f32 [%rd3], %f;
-DONE:
-    ret;
-}
-
-.visible .entry dec_only(.param .u64 counter, .param .u64 x)
-{
-    .reg .pred %p;
-    .reg .b32 %r<3>;
-    .reg .f32 %f;
-    .reg .b64 %rd<3>;
-    mov.u32 %r1, %tid.x;
-    setp.ne.u32 %p, %r1, 0;
-    @%p bra DONE;
-    ld.param.u64 %rd1, [counter];
-    ld.param.u64 %rd2, [x];
-    ld.global.f32 %f, [%rd2];
-    add.f32 %f, %f, 0f3F800000;
-    st.global.f32 [%rd2], %f;
-    ld.global.u32 %r2, [%rd1];
-    sub.u32 %r2, %r2, 1;
-    st.global.u32 [%rd1], %r2;
-DONE:
-    ret;
-}
-
-.visible .entry spin(.param .u64 x, .param .u64 ns)
-{
-    .reg .pred %p, %q;
-    .reg .b32 %r1;
-    .reg .f32 %f;
-    .reg .b64 %rd<6>;
-    mov.u32 %r1, %tid.x;
-    setp.ne.u32 %p, %r1, 0;
-    @%p bra DONE;
-    ld.param.u64 %rd1, [x];
-    ld.param.u64 %rd2, [ns];
-    mov.u64 %rd3, %globaltimer;
-SPIN:
-    mov.u64 %rd4, %globaltimer;
-    sub.u64 %rd5, %rd4, %rd3;
-    setp.lt.u64 %q, %rd5, %rd2;
-    @%q bra SPIN;
-    ld.global.f32 %f, [%rd1];
-    add.f32 %f, %f, 0f3F800000;
-    st.global.f32 [%rd1], %f;
-DONE:
-    ret;
-}
-"#;
 
 const ELEMS: u32 = 256;
 
 struct Builder {
     w: ArchiveWriter<Cursor<Vec<u8>>>,
-    inc: KernelId,
-    dec_only: KernelId,
-    spin: KernelId,
+    k: SampleKernels,
 }
 
 impl Builder {
     fn new() -> Self {
         let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).expect("in-memory writer");
-        let m = w.add_module("bench", PTX).expect("module");
-        let p = |name: &str, offset, size, kind| ParamDecl { name: name.into(), offset, size, align: size, kind };
-        let inc = w.add_kernel(m, "inc", vec![p("x", 0, 8, ParamKind::Pointer), p("n", 8, 4, ParamKind::Value)]).expect("kernel");
-        let dec_only = w
-            .add_kernel(m, "dec_only", vec![p("counter", 0, 8, ParamKind::Pointer), p("x", 8, 8, ParamKind::Pointer)])
-            .expect("kernel");
-        let spin = w.add_kernel(m, "spin", vec![p("x", 0, 8, ParamKind::Pointer), p("ns", 8, 8, ParamKind::Value)]).expect("kernel");
-        Builder { w, inc, dec_only, spin }
+        let k = SampleKernels::add(&mut w, "bench").expect("sample kernels");
+        Builder { w, k }
     }
 
     fn region(&mut self, name: &str, bytes: u64) -> RegionId {
@@ -117,7 +39,7 @@ impl Builder {
         params[8..12].copy_from_slice(&ELEMS.to_le_bytes());
         let relocs = vec![Reloc { offset: 0, target: x, target_offset: 0 }];
         self.w
-            .launch(LaunchDecl { kernel: self.inc, grid: [1, 1, 1], block: [ELEMS, 1, 1], shared_bytes: 0, params, relocs })
+            .launch(LaunchDecl { kernel: self.k.inc, grid: [1, 1, 1], block: [ELEMS, 1, 1], shared_bytes: 0, params, relocs })
             .expect("launch");
     }
 
@@ -126,7 +48,7 @@ impl Builder {
         params[8..16].copy_from_slice(&ns.to_le_bytes());
         let relocs = vec![Reloc { offset: 0, target: x, target_offset: 0 }];
         self.w
-            .launch(LaunchDecl { kernel: self.spin, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, params, relocs })
+            .launch(LaunchDecl { kernel: self.k.stamp_spin, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, params, relocs })
             .expect("launch");
     }
 
@@ -162,17 +84,17 @@ pub fn chains_archive(chains: usize, len: usize, spin_ns: u64) -> Vec<u8> {
     b.finish()
 }
 
-/// `while (counter) { x[0] += 1; counter -= 1 }`: one kernel per iteration, as in the floor.
+/// `while (counter) { counter -= 1; acc += 1 }`: one kernel per iteration, as in the floor.
 pub fn while_archive() -> Vec<u8> {
     let mut b = Builder::new();
     let counter = b.w.add_region(RegionDecl::new("counter", 4, DType::U32)).expect("region");
-    let x = b.region("x", 4);
+    let x = b.w.add_region(RegionDecl::new("acc", 4, DType::U32)).expect("region");
     b.w.begin_while(Condition { region: counter, offset: 0, max_iterations: 0 }).expect("while");
     let relocs = vec![
         Reloc { offset: 0, target: counter, target_offset: 0 },
         Reloc { offset: 8, target: x, target_offset: 0 },
     ];
-    b.w.launch(LaunchDecl { kernel: b.dec_only, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, params: vec![0; 16], relocs })
+    b.w.launch(LaunchDecl { kernel: b.k.count_down, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, params: vec![0; 16], relocs })
         .expect("launch");
     b.w.end_body().expect("end");
     b.finish()
@@ -229,6 +151,73 @@ pub fn chain_archive_with(outside: &OutsideKernel, with_cubin: bool, n: usize) -
     Ok(w.finish().map_err(bad)?.into_inner())
 }
 
+/// Diagnostic: an `n`-node chain of `inc` built and timed with raw driver calls only (its own
+/// stream, buffer and module, explicit kernel nodes sharing one parameter block), the way a C++
+/// program would: what recap's own replay path adds, if anything. `x`: a buffer to use instead
+/// of a fresh one.
+fn raw_chain_per_node(device: &Arc<Device>, n: usize, reps: usize, x: Option<u64>) -> Result<f64, CudaError> {
+    device.bind()?;
+    let mut stream = std::ptr::null_mut();
+    call!(cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32))?;
+    let mut own_x = 0;
+    let mut x = match x {
+        Some(x) => x,
+        None => {
+            call!(cuMemAlloc_v2(&mut own_x, ELEMS as usize * 4))?;
+            call!(cuMemsetD8_v2(own_x, 0, ELEMS as usize * 4))?;
+            own_x
+        }
+    };
+    let mut image = super::sample_kernels::PTX.as_bytes().to_vec();
+    image.push(0);
+    let code = Code::load(&image, false).map_err(|(e, log)| CudaError::Jit { module: "raw".into(), error: e, log })?;
+    let func: Func = code.get(c"inc")?;
+    let mut count = ELEMS;
+    let mut args = [&mut x as *mut u64 as *mut std::ffi::c_void, &mut count as *mut u32 as *mut std::ffi::c_void];
+    let mut graph = std::ptr::null_mut();
+    call!(cuGraphCreate(&mut graph, 0))?;
+    let mut prev: Option<sys::CUgraphNode> = None;
+    for _ in 0..n {
+        let p = sys::CUDA_KERNEL_NODE_PARAMS {
+            func: if func.kernel.is_null() { func.function } else { std::ptr::null_mut() },
+            gridDimX: 1,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: ELEMS,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            kernelParams: args.as_mut_ptr(),
+            extra: std::ptr::null_mut(),
+            kern: func.kernel,
+            ctx: if func.kernel.is_null() { std::ptr::null_mut() } else { device.context() },
+        };
+        let mut node = std::ptr::null_mut();
+        let deps = prev.as_slice();
+        call!(cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), &p))?;
+        prev = Some(node);
+    }
+    let mut exec = std::ptr::null_mut();
+    call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0))?;
+    let mut t = Vec::new();
+    for i in 0..reps + 3 {
+        let a = Instant::now();
+        call!(cuGraphLaunch(exec, stream))?;
+        call!(cuStreamSynchronize(stream))?;
+        if i >= 3 {
+            t.push(us(a.elapsed()) / n as f64);
+        }
+    }
+    call!(cuGraphExecDestroy(exec))?;
+    call!(cuGraphDestroy(graph))?;
+    code.unload();
+    if own_x != 0 {
+        call!(cuMemFree_v2(own_x))?;
+    }
+    call!(cuStreamDestroy_v2(stream))?;
+    Ok(median(t))
+}
+
 fn time_per_node(r: &mut CudaReplay, n: usize, reps: usize) -> Result<f64, CudaError> {
     for _ in 0..3 {
         r.launch()?;
@@ -262,6 +251,7 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKern
     let graph = ReplayOptions { mode: Mode::Graph, ..Default::default() };
     let stream = ReplayOptions { mode: Mode::Stream, ..Default::default() };
 
+
     // Chains: per-node replay time and the host cost of one replay call.
     for n in [1usize, 10, 100, 1000, 10000] {
         let bytes = chain_archive(n);
@@ -283,6 +273,8 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKern
         }
         put(format!("chain {n}: graph replay per node"), median(per_node), "us");
         if n == 1000 {
+            // The same chain from raw driver calls on a buffer of their own (diagnostic).
+            put(format!("chain {n}: raw driver calls, per node"), raw_chain_per_node(device, n, reps, None)?, "us");
             // The same graph with module CUfunctions instead of library CUkernels (diagnostic).
             let modules = ReplayOptions { module_functions: true, ..graph };
             let mut m = CudaReplay::load(device, &archive, modules)?;
@@ -349,14 +341,19 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKern
         let bytes = while_archive();
         let archive = Archive::open(&bytes)?;
         let modules = ReplayOptions { module_functions: true, ..graph };
+        let plain = ReplayOptions { plain_condition_edges: true, ..graph };
         for (mode, label) in [
             (graph, "conditional WHILE node"),
+            (plain, "conditional WHILE node, plain edges to the condition kernel"),
             (modules, "conditional WHILE node, module CUfunctions"),
             (stream, "host loop reading the flag"),
         ] {
             let mut r = CudaReplay::load(device, &archive, mode)?;
             let (libraries, modules) = r.code_kinds();
-            println!("while, {label}: {libraries} libraries, {modules} modules loaded");
+            println!(
+                "while, {label}: {libraries} libraries, {modules} modules loaded, {} programmatic edges",
+                r.programmatic_edges()
+            );
             for k in [10u32, 100, 1000, 10000] {
                 let mut per = Vec::new();
                 for rep in 0..reps.min(9) + 1 {

@@ -24,9 +24,20 @@ pub fn fill_grid(n: u64) -> u32 {
 /// with `first != 0` the counter restarts at 0 (before a loop or an if), otherwise it counts one
 /// finished iteration; the handle is set to `word != 0 && (max_iterations == 0 || counter < max_iterations)`.
 /// A module of its own: a driver without conditional nodes cannot resolve the extern.
-pub const CONDITION_MODULE: &str = r#".version 7.8
-.target sm_60
-.address_size 64
+pub const CONDITION_MODULE: &str = concat!(".version 7.8\n.target sm_60\n", condition_kernel!(""));
+
+/// The same kernel for a WHILE body's tail that depends on the body through programmatic edges
+/// (sm_90 and newer): the driver may launch it while the body's last kernels finish, and
+/// `griddepcontrol.wait` holds it until their writes are visible, which hides one launch latency
+/// per iteration.
+pub const CONDITION_MODULE_PROGRAMMATIC: &str =
+    concat!(".version 7.8\n.target sm_90\n", condition_kernel!("    griddepcontrol.wait;\n"));
+
+/// The condition kernel's text after the `.target` line, with `$wait` as its first instruction.
+macro_rules! condition_kernel {
+    ($wait:literal) => {
+        concat!(
+            r#".address_size 64
 
 .extern .func cudaGraphSetConditional(.param .b64 handle, .param .b32 value);
 
@@ -40,7 +51,9 @@ pub const CONDITION_MODULE: &str = r#".version 7.8
     .reg .pred %first, %go, %bounded, %under;
     .reg .b32 %w, %n, %max, %f, %v;
     .reg .b64 %h, %pw, %pcount;
-    ld.param.u64 %h, [handle];
+"#,
+            $wait,
+            r#"    ld.param.u64 %h, [handle];
     ld.param.u64 %pw, [word];
     ld.param.u64 %pcount, [counter];
     ld.param.u32 %max, [max_iterations];
@@ -65,7 +78,11 @@ pub const CONDITION_MODULE: &str = r#".version 7.8
     }
     ret;
 }
-"#;
+"#
+        )
+    };
+}
+use condition_kernel;
 
 /// The fill kernels.
 pub const FILL_MODULE: &str = r#".version 7.8
@@ -135,3 +152,20 @@ DONE:
     ret;
 }
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_condition_modules_differ_only_in_target_and_wait() {
+        for (text, target, waits) in [(CONDITION_MODULE, "sm_60", false), (CONDITION_MODULE_PROGRAMMATIC, "sm_90", true)] {
+            assert!(text.contains(&format!(".target {target}\n")), "{text}");
+            assert_eq!(text.contains("griddepcontrol.wait;"), waits, "{text}");
+            assert!(text.contains(".visible .entry recap_set_condition("), "{text}");
+        }
+        let plain = CONDITION_MODULE.replace("sm_60", "sm_90");
+        let waiting = CONDITION_MODULE_PROGRAMMATIC.replace("    griddepcontrol.wait;\n", "");
+        assert_eq!(plain, waiting);
+    }
+}

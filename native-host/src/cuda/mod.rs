@@ -30,6 +30,7 @@ pub mod driver;
 pub mod kernels;
 pub mod probe;
 pub mod replay;
+pub mod sample_kernels;
 
 pub use driver::{driver, Device, DriverError, DriverInfo, OpenError};
 pub use replay::{locate_fault, ArchiveReplay, CudaError, CudaReplay, LoadTimes, Mode, OpTime, ReplayOptions};

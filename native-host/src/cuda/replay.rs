@@ -48,6 +48,9 @@ pub struct ReplayOptions {
     /// Load code as modules and give graph nodes context-bound `CUfunction`s instead of the
     /// library `CUkernel`s the CUDA runtime uses (for comparison).
     pub module_functions: bool,
+    /// Join a WHILE body's kernels to recap's condition kernel with ordinary edges even where
+    /// programmatic edges are available (for comparison).
+    pub plain_condition_edges: bool,
 }
 
 /// Above this many changed launches, parameter changes go through one `cuGraphExecUpdate`
@@ -285,6 +288,10 @@ pub struct CudaReplay {
     warnings: Vec<String>,
     poisoned: bool,
     load_times: LoadTimes,
+    /// Whether WHILE bodies join recap's condition kernel through programmatic edges (sm_90 and
+    /// driver 12.3 or newer), and how many such edges the graph has.
+    programmatic: bool,
+    programmatic_edges: usize,
 }
 
 // SAFETY: every handle is used only with the device's context made current on the calling thread
@@ -344,6 +351,8 @@ impl CudaReplay {
             warnings: Vec::new(),
             poisoned: false,
             load_times: LoadTimes::default(),
+            programmatic: !options.plain_condition_edges && device.sm >= 90 && device.driver.version >= 12030,
+            programmatic_edges: 0,
         };
         let result = me.load_inner(archive);
         match result {
@@ -410,7 +419,8 @@ impl CudaReplay {
         self.fill_u64 = get_function(fills, kernels::FILL_U64)?;
         self.fill_bytes = get_function(fills, kernels::FILL_BYTES)?;
         if has_control && self.mode == Mode::Graph {
-            let m = own(kernels::CONDITION_MODULE, "recap condition kernel")?;
+            let text = if self.programmatic { kernels::CONDITION_MODULE_PROGRAMMATIC } else { kernels::CONDITION_MODULE };
+            let m = own(text, "recap condition kernel")?;
             self.modules.push(m);
             self.set_condition = Some(get_function(m, kernels::SET_CONDITION)?);
         }
@@ -497,11 +507,20 @@ impl CudaReplay {
 
         if self.mode == Mode::Graph {
             let clock = std::time::Instant::now();
-            let (graph, kernel_nodes, node_count, edge_count) = self.build_graph()?;
+            let (mut graph, mut kernel_nodes, mut node_count, mut edge_count) = self.build_graph()?;
             self.load_times.build = clock.elapsed();
             let clock = std::time::Instant::now();
             let mut exec = std::ptr::null_mut();
-            let r = call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0));
+            let mut r = call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0));
+            if r.is_err() && self.programmatic_edges > 0 {
+                // A driver that takes programmatic edges but cannot instantiate them in a
+                // conditional body: ordinary edges do the same work, one launch latency slower.
+                call!(cuGraphDestroy(graph)).ok();
+                self.programmatic = false;
+                self.programmatic_edges = 0;
+                (graph, kernel_nodes, node_count, edge_count) = self.build_graph()?;
+                r = call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0));
+            }
             if let Err(e) = r {
                 call!(cuGraphDestroy(graph)).ok();
                 return Err(e.into());
@@ -954,6 +973,11 @@ impl CudaReplay {
         (libraries, self.modules.len() - libraries)
     }
 
+    /// Programmatic edges in the graph (from WHILE bodies to recap's condition kernel).
+    pub fn programmatic_edges(&self) -> usize {
+        self.programmatic_edges
+    }
+
     /// One-line warnings about how the replay had to be carried out.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
@@ -1035,6 +1059,39 @@ impl GraphBuilder<'_> {
         call!(cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), &p))?;
         self.count(deps);
         Ok(node)
+    }
+
+    /// Adds recap's condition kernel after a WHILE body's `writers`: through programmatic edges
+    /// from kernel nodes where the device has them (the kernel waits for their writes with
+    /// `griddepcontrol.wait`), through ordinary edges otherwise.
+    fn add_tail(&mut self, graph: CUgraph, tail: &mut KernelStep, writers: &[CUgraphNode]) -> Result<(), CudaError> {
+        let is_kernel = |n: CUgraphNode| {
+            let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+            call!(cuGraphNodeGetType(n, &mut t)).is_ok() && t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL
+        };
+        let (programmatic, plain): (Vec<CUgraphNode>, Vec<CUgraphNode>) =
+            writers.iter().partition(|&&n| self.me.programmatic && is_kernel(n));
+        let node = self.add_kernel(graph, tail, &plain)?;
+        if programmatic.is_empty() {
+            return Ok(());
+        }
+        let edge = sys::CUgraphEdgeData {
+            from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,
+            to_port: 0,
+            type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
+            reserved: [0; 5],
+        };
+        let to = vec![node; programmatic.len()];
+        let data = vec![edge; programmatic.len()];
+        let added =
+            call!(cuGraphAddDependencies_v2(graph, programmatic.as_ptr(), to.as_ptr(), data.as_ptr(), programmatic.len()));
+        if added.is_ok() {
+            self.me.programmatic_edges += programmatic.len();
+        } else {
+            call!(cuGraphAddDependencies(graph, programmatic.as_ptr(), to.as_ptr(), programmatic.len()))?;
+        }
+        self.edges += programmatic.len();
+        Ok(())
     }
 
     fn add_op(&mut self, graph: CUgraph, op: OpId, deps: &[CUgraphNode]) -> Result<Option<CUgraphNode>, CudaError> {
@@ -1147,7 +1204,7 @@ impl GraphBuilder<'_> {
                     };
                     let mut tail =
                         Args::default().u64(handle).u64(cond).u64(counter).u32(max_iterations).u32(0).launch(set, 1, 1);
-                    self.add_kernel(body_graph, &mut tail, &writers)?;
+                    self.add_tail(body_graph, &mut tail, &writers)?;
                 }
                 node
             }
