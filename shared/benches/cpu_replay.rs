@@ -331,6 +331,10 @@ fn main() {
     if wants("dispatch") {
         bench_dispatch(1, engine);
     }
+    let kernels = ["saxpy", "matmul_tiled", "nbody_accel", "mandelbrot", "softmax_rows"];
+    if !kernels.iter().any(|k| wants(k)) && !wants("kernels") {
+        return;
+    }
     for case in cases() {
         if wants("kernels") || wants(case.name) {
             bench_kernel(&case, threads, engine, dump.as_ref());

@@ -133,12 +133,12 @@ const CHECK_EVERY: u64 = 4096;
 const MAX_CALL_DEPTH: usize = 256;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct Mask([u64; MAX_WORDS]);
+struct Mask<const MW: usize>([u64; MW]);
 
-impl Mask {
-    const EMPTY: Mask = Mask([0; MAX_WORDS]);
-    fn first(n: usize) -> Mask {
-        let mut m = Mask::EMPTY;
+impl<const MW: usize> Mask<MW> {
+    const EMPTY: Self = Mask([0; MW]);
+    fn first(n: usize) -> Self {
+        let mut m = Self::EMPTY;
         for (w, word) in m.0.iter_mut().enumerate() {
             let lo = w * 64;
             if n >= lo + 64 {
@@ -150,32 +150,32 @@ impl Mask {
         m
     }
     #[inline]
-    fn and(self, o: Mask) -> Mask {
+    fn and(self, o: Self) -> Self {
         let mut r = self;
-        for i in 0..MAX_WORDS {
+        for i in 0..MW {
             r.0[i] &= o.0[i];
         }
         r
     }
     #[inline]
-    fn andnot(self, o: Mask) -> Mask {
+    fn andnot(self, o: Self) -> Self {
         let mut r = self;
-        for i in 0..MAX_WORDS {
+        for i in 0..MW {
             r.0[i] &= !o.0[i];
         }
         r
     }
     #[inline]
-    fn or(self, o: Mask) -> Mask {
+    fn or(self, o: Self) -> Self {
         let mut r = self;
-        for i in 0..MAX_WORDS {
+        for i in 0..MW {
             r.0[i] |= o.0[i];
         }
         r
     }
     /// Equality over the first `nwords` words (the rest are zero in every mask of a block).
     #[inline]
-    fn same(&self, o: &Mask, nwords: usize) -> bool {
+    fn same(&self, o: &Self, nwords: usize) -> bool {
         let mut diff = 0;
         for i in 0..nwords {
             diff |= self.0[i] ^ o.0[i];
@@ -224,19 +224,19 @@ impl Mask {
 }
 
 #[derive(Clone, Copy)]
-struct SimtEntry {
+struct SimtEntry<const MW: usize> {
     pc: u32,
     rpc: u32,
-    mask: Mask,
+    mask: Mask<MW>,
 }
 
-struct Frame {
+struct Frame<const MW: usize> {
     func: u32,
     reg_base: usize,
     local_base: u32,
     simt_base: usize,
-    done: Mask,
-    call_mask: Mask,
+    done: Mask<MW>,
+    call_mask: Mask<MW>,
     call: Option<(u32, usize)>,
 }
 
@@ -259,7 +259,7 @@ struct Ctx<'a> {
 /// Buffers a worker needs, kept per OS thread between launches so that a launch allocates nothing
 /// once the buffers have grown to its size.
 #[derive(Default)]
-struct Scratch {
+struct Scratch<const MW: usize> {
     regs: Vec<u64>,
     out: Vec<u64>,
     out2: Vec<u64>,
@@ -267,31 +267,52 @@ struct Scratch {
     local: Vec<u8>,
     tid: [Vec<u32>; 3],
     tid_dims: [u32; 3],
-    frames: Vec<Frame>,
-    simt: Vec<SimtEntry>,
+    frames: Vec<Frame<MW>>,
+    simt: Vec<SimtEntry<MW>>,
 }
 
 thread_local! {
-    static SCRATCH: std::cell::RefCell<Vec<Scratch>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// One set of buffers per mask width.
+    static SCRATCH: std::cell::RefCell<(Scratch<1>, Scratch<16>)> = std::cell::RefCell::default();
 }
 
+/// Runs `f` on this thread's buffers for mask width `MW`, or on fresh ones if they are in use.
+fn with_scratch<const MW: usize, T>(f: impl FnOnce(&mut Scratch<MW>) -> T) -> T {
+    let mut f = Some(f);
+    let kept = SCRATCH
+        .try_with(|s| {
+            let mut s = s.try_borrow_mut().ok()?;
+            let (one, wide) = &mut *s;
+            let any: &mut dyn std::any::Any = if MW == 1 { one } else { wide };
+            let sc = any.downcast_mut::<Scratch<MW>>()?;
+            let r = f.take()?(sc);
+            // A huge one-off launch should not pin its memory for the rest of the thread's life.
+            if sc.regs.capacity() + sc.local.capacity() / 8 >= 1 << 24 {
+                *sc = Scratch::default();
+            }
+            Some(r)
+        })
+        .ok()
+        .flatten();
+    match (kept, f) {
+        (Some(r), _) => r,
+        (None, Some(f)) => f(&mut Scratch::default()),
+        (None, None) => unreachable!("the closure ran and returned"),
+    }
+}
+
+
 /// Per-thread (OS thread) state reused across the blocks it runs.
-struct Worker<'a> {
+struct Worker<'a, const MW: usize> {
     ctx: &'a Ctx<'a>,
     n: usize,
     nwords: usize,
-    all: Mask,
-    regs: Vec<u64>,
-    out: Vec<u64>,
-    out2: Vec<u64>,
-    shared: Vec<u8>,
-    local: Vec<u8>,
-    tid: [Vec<u32>; 3],
-    tid_dims: [u32; 3],
+    all: Mask<MW>,
+    /// Registers, shared and local memory, SIMT stack: borrowed, not owned, so that starting a
+    /// launch moves nothing.
+    b: &'a mut Scratch<MW>,
     ctaid: [u32; 3],
-    frames: Vec<Frame>,
-    simt: Vec<SimtEntry>,
-    exited: Mask,
+    exited: Mask<MW>,
     count: u64,
     flushed: u64,
     next_check: u64,
@@ -334,7 +355,7 @@ fn space_name(s: Space) -> &'static str {
     }
 }
 
-/// Runs `entry` of `module` over the grid.
+/// Runs `entry` of `module` over the grid: [`LaunchPlan::new`] then [`LaunchPlan::launch`].
 pub fn launch(
     module: &Module,
     entry: &str,
@@ -343,102 +364,190 @@ pub fn launch(
     mem: &Memory,
     opts: &ExecOptions,
 ) -> Result<LaunchStats, ExecError> {
-    let e = module
-        .entry(entry)
-        .ok_or_else(|| ExecError::NoSuchKernel(entry.to_string()))?;
-    let bad = |reason: String| ExecError::BadLaunch {
-        kernel: entry.to_string(),
-        reason,
-    };
-    let threads: u64 = dims.block.iter().map(|&d| d as u64).product();
-    if dims.block.contains(&0) || dims.grid.contains(&0) {
-        return Err(bad(format!(
-            "empty grid {:?} or block {:?}",
-            dims.grid, dims.block
-        )));
+    LaunchPlan::new(module, entry, dims)?.launch(module, params, mem, opts)
+}
+
+/// A kernel and launch shape checked once (entry resolved, grid, block and shared memory within
+/// limits), so that launching it again costs only the work of the launch itself.
+#[derive(Clone)]
+pub struct LaunchPlan {
+    module: u64,
+    entry: u32,
+    func: u32,
+    dims: LaunchDims,
+    shared_size: u32,
+    params_size: u32,
+    nblocks: u64,
+    threads: u64,
+    /// The kernel's native code (or `None` where it needs the interpreter), looked up in the
+    /// module's cache at the first launch with [`Engine::Jit`] and kept here for the next ones.
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    native: std::sync::OnceLock<Option<Arc<jit::JitKernel>>>,
+}
+
+impl std::fmt::Debug for LaunchPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchPlan")
+            .field("entry", &self.entry)
+            .field("dims", &self.dims)
+            .field("shared_size", &self.shared_size)
+            .finish_non_exhaustive()
     }
-    if threads > MAX_THREADS || dims.block[2] > 64 {
-        return Err(bad(format!(
-            "block {:?} has more than {MAX_THREADS} threads or z above 64",
-            dims.block
-        )));
+}
+
+impl LaunchPlan {
+    pub fn new(module: &Module, entry: &str, dims: &LaunchDims) -> Result<LaunchPlan, ExecError> {
+        let index = module
+            .entries
+            .iter()
+            .position(|e| e.name == entry)
+            .ok_or_else(|| ExecError::NoSuchKernel(entry.to_string()))?;
+        let e = &module.entries[index];
+        let bad = |reason: String| ExecError::BadLaunch {
+            kernel: entry.to_string(),
+            reason,
+        };
+        let threads: u64 = dims.block.iter().map(|&d| d as u64).product();
+        if dims.block.contains(&0) || dims.grid.contains(&0) {
+            return Err(bad(format!(
+                "empty grid {:?} or block {:?}",
+                dims.grid, dims.block
+            )));
+        }
+        if threads > MAX_THREADS || dims.block[2] > 64 {
+            return Err(bad(format!(
+                "block {:?} has more than {MAX_THREADS} threads or z above 64",
+                dims.block
+            )));
+        }
+        if dims.grid[1] > 65535 || dims.grid[2] > 65535 || dims.grid[0] > i32::MAX as u32 {
+            return Err(bad(format!(
+                "grid {:?} exceeds the limits of a launch",
+                dims.grid
+            )));
+        }
+        let shared_size = module.dynamic_shared_base as u64 + dims.dynamic_shared as u64;
+        if dims.dynamic_shared > 0 && shared_size > MAX_SHARED_BYTES
+            || module.static_shared as u64 > MAX_SHARED_BYTES
+        {
+            return Err(bad(format!(
+                "{} bytes of shared memory per block ({} static + {} dynamic) exceed the {MAX_SHARED_BYTES} byte limit",
+                shared_size, module.static_shared, dims.dynamic_shared
+            )));
+        }
+        let shared_size = if dims.dynamic_shared > 0 {
+            shared_size
+        } else {
+            module.static_shared as u64
+        };
+        Ok(LaunchPlan {
+            module: module.id,
+            entry: index as u32,
+            func: e.func,
+            dims: *dims,
+            shared_size: shared_size as u32,
+            params_size: e.params_size,
+            nblocks: dims.grid.iter().map(|&d| d as u64).product(),
+            threads,
+            #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+            native: std::sync::OnceLock::new(),
+        })
     }
-    if dims.grid[1] > 65535 || dims.grid[2] > 65535 || dims.grid[0] > i32::MAX as u32 {
-        return Err(bad(format!(
-            "grid {:?} exceeds the limits of a launch",
-            dims.grid
-        )));
+
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    fn native(&self, module: &Module) -> Option<&jit::JitKernel> {
+        self.native
+            .get_or_init(|| {
+                let func = &module.funcs[self.func as usize];
+                module.jit.kernel(self.func, func, self.params_size)
+            })
+            .as_deref()
     }
-    if (params.len() as u64) < e.params_size as u64 {
-        return Err(bad(format!(
-            "{} bytes of parameters given, the kernel takes {}",
-            params.len(),
-            e.params_size
-        )));
+
+    /// The kernel's entry name.
+    pub fn kernel<'m>(&self, module: &'m Module) -> Option<&'m str> {
+        (module.id == self.module).then(|| module.entries[self.entry as usize].name.as_str())
     }
-    let shared_size = module.dynamic_shared_base as u64 + dims.dynamic_shared as u64;
-    if dims.dynamic_shared > 0 && shared_size > MAX_SHARED_BYTES
-        || module.static_shared as u64 > MAX_SHARED_BYTES
-    {
-        return Err(bad(format!(
-            "{} bytes of shared memory per block ({} static + {} dynamic) exceed the {MAX_SHARED_BYTES} byte limit",
-            shared_size, module.static_shared, dims.dynamic_shared
-        )));
+
+    pub fn dims(&self) -> &LaunchDims {
+        &self.dims
     }
-    let shared_size = if dims.dynamic_shared > 0 {
-        shared_size
-    } else {
-        module.static_shared as u64
-    };
-    let func = &module.funcs[e.func as usize];
+
+    /// Runs the planned kernel over its grid. `module` must be the one the plan was made for.
+    pub fn launch(
+        &self,
+        module: &Module,
+        params: &[u8],
+        mem: &Memory,
+        opts: &ExecOptions,
+    ) -> Result<LaunchStats, ExecError> {
+        let Some(entry) = self.kernel(module) else {
+            return Err(ExecError::BadLaunch {
+                kernel: module.entries.get(self.entry as usize).map_or("?", |e| e.name.as_str()).to_string(),
+                reason: "the launch plan was made for another module".to_string(),
+            });
+        };
+        if (params.len() as u64) < self.params_size as u64 {
+            return Err(ExecError::BadLaunch {
+                kernel: entry.to_string(),
+                reason: format!(
+                    "{} bytes of parameters given, the kernel takes {}",
+                    params.len(),
+                    self.params_size
+                ),
+            });
+        }
+        run_grid(self, module, entry, params, mem, opts)
+    }
+}
+
+fn run_grid(
+    plan: &LaunchPlan,
+    module: &Module,
+    entry: &str,
+    params: &[u8],
+    mem: &Memory,
+    opts: &ExecOptions,
+) -> Result<LaunchStats, ExecError> {
+    let func = &module.funcs[plan.func as usize];
     let ctx = Ctx {
         module,
         kernel: entry,
-        entry: e.func,
-        dims: *dims,
+        entry: plan.func,
+        dims: plan.dims,
         params,
         mem,
-        shared_size: shared_size as usize,
+        shared_size: plan.shared_size as usize,
         stack: func.stack_size as usize,
         budget: opts.instruction_budget,
         used: AtomicU64::new(0),
         cancel: opts.cancel.as_deref(),
         abort: AtomicBool::new(false),
     };
-    let nblocks = dims.grid.iter().map(|&d| d as u64).product::<u64>();
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
-    let native = match opts.engine {
-        Engine::Jit => module.jit.kernel(e.func, func, e.params_size),
-        Engine::Interpreter => None,
-    };
-    // Returns (instructions issued to blocks, thread-instructions).
-    let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
-        let mut w = Worker::new(&ctx);
-        #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
-        if let Some(k) = &native {
-            let mut js = jit::Scratch::default();
-            js.prepare(mem);
-            let mut total = 0u64;
-            for b in range {
-                match k.run_block(&mut w, &mut js, b) {
-                    Ok(c) => total += c,
-                    Err(s) => {
-                        ctx.abort.store(true, Ordering::Relaxed);
-                        return Err(w.dress(s, b));
-                    }
-                }
-            }
-            return Ok((total / threads, total));
+    if opts.engine == Engine::Jit {
+        if let Some(k) = plan.native(module) {
+            return run_native(&ctx, plan, k, mem, opts);
         }
-        for b in range {
-            if let Err(s) = w.run_block(b) {
-                ctx.abort.store(true, Ordering::Relaxed);
-                return Err(w.dress(s, b));
-            }
-        }
-        w.flush();
-        Ok((w.count, w.count * threads))
-    };
+    }
+    // Blocks of one or two warps run with one-word lane masks: a launch of a small block then
+    // copies and combines a single word per mask operation instead of sixteen.
+    if plan.threads <= 64 {
+        run_blocks::<1>(&ctx, plan, opts)
+    } else {
+        run_blocks::<MAX_WORDS>(&ctx, plan, opts)
+    }
+}
+
+/// Runs blocks over `run_range`, on rayon's workers where the launch allows; sums the
+/// (issued instructions, thread-instructions) of every range.
+fn over_blocks(
+    plan: &LaunchPlan,
+    opts: &ExecOptions,
+    run_range: impl Fn(std::ops::Range<u64>) -> Result<(u64, u64), ExecError> + Sync,
+    jit: bool,
+) -> Result<LaunchStats, ExecError> {
+    let nblocks = plan.nblocks;
     let mut instructions = 0u64;
     let mut thread_instructions = 0u64;
     #[cfg(feature = "parallel")]
@@ -464,7 +573,7 @@ pub fn launch(
                 .map(|c| c * per..((c + 1) * per).min(nblocks))
                 .collect();
             let results: Vec<Result<(u64, u64), ExecError>> =
-                ranges.into_par_iter().map(run_range).collect();
+                ranges.into_par_iter().map(&run_range).collect();
             let mut first_err = None;
             for r in results {
                 match r {
@@ -488,10 +597,6 @@ pub fn launch(
             }
         }
     }
-    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
-    let jit = native.is_some();
-    #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
-    let jit = false;
     Ok(LaunchStats {
         blocks: nblocks,
         instructions,
@@ -500,29 +605,59 @@ pub fn launch(
     })
 }
 
-impl Drop for Worker<'_> {
-    fn drop(&mut self) {
-        let sc = Scratch {
-            regs: std::mem::take(&mut self.regs),
-            out: std::mem::take(&mut self.out),
-            out2: std::mem::take(&mut self.out2),
-            shared: std::mem::take(&mut self.shared),
-            local: std::mem::take(&mut self.local),
-            tid: std::mem::take(&mut self.tid),
-            tid_dims: self.tid_dims,
-            frames: std::mem::take(&mut self.frames),
-            simt: std::mem::take(&mut self.simt),
-        };
-        // Keep a few per thread; a huge one-off launch does not pin its memory forever.
-        if sc.regs.capacity() + sc.local.capacity() / 8 < 1 << 24 {
-            SCRATCH.with(|s| {
-                let mut v = s.borrow_mut();
-                if v.len() < 2 {
-                    v.push(sc);
+fn run_blocks<const MW: usize>(
+    ctx: &Ctx,
+    plan: &LaunchPlan,
+    opts: &ExecOptions,
+) -> Result<LaunchStats, ExecError> {
+    let threads = plan.threads;
+    let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
+        with_scratch::<MW, _>(|scratch| {
+            let mut w = Worker::<MW>::new(ctx, scratch);
+            for b in range {
+                if let Err(s) = w.run_block(b) {
+                    ctx.abort.store(true, Ordering::Relaxed);
+                    return Err(w.dress(s, b));
                 }
-            });
-        }
-    }
+            }
+            // The shared count only serves budget checks of workers still running.
+            if ctx.budget.is_some() {
+                w.flush();
+            }
+            Ok((w.count, w.count * threads))
+        })
+    };
+    over_blocks(plan, opts, run_range, false)
+}
+
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+fn run_native(
+    ctx: &Ctx,
+    plan: &LaunchPlan,
+    k: &jit::JitKernel,
+    mem: &Memory,
+    opts: &ExecOptions,
+) -> Result<LaunchStats, ExecError> {
+    let threads = plan.threads;
+    let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
+        with_scratch::<MAX_WORDS, _>(|scratch| {
+            let mut w = Worker::<MAX_WORDS>::new(ctx, scratch);
+            let mut js = jit::Scratch::default();
+            js.prepare(mem);
+            let mut total = 0u64;
+            for b in range {
+                match k.run_block(&mut w, &mut js, b) {
+                    Ok(c) => total += c,
+                    Err(s) => {
+                        ctx.abort.store(true, Ordering::Relaxed);
+                        return Err(w.dress(s, b));
+                    }
+                }
+            }
+            Ok((total / threads, total))
+        })
+    };
+    over_blocks(plan, opts, run_range, true)
 }
 
 /// Picks a monomorphic lane loop for the common compare types.
@@ -672,7 +807,15 @@ fn tern(
 }
 
 #[inline]
-fn commit(regs: &mut [u64], d: usize, out: &[u64], n: usize, m: &Mask, full: bool, nwords: usize) {
+fn commit<const MW: usize>(
+    regs: &mut [u64],
+    d: usize,
+    out: &[u64],
+    n: usize,
+    m: &Mask<MW>,
+    full: bool,
+    nwords: usize,
+) {
     if full {
         regs[d..d + n].copy_from_slice(&out[..n]);
         return;
@@ -702,60 +845,51 @@ fn w_mask(w: W) -> u64 {
     mask_bits(w.bits())
 }
 
-impl<'a> Worker<'a> {
-    fn new(ctx: &'a Ctx<'a>) -> Worker<'a> {
-        let mut sc = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+impl<'a, const MW: usize> Worker<'a, MW> {
+    fn new(ctx: &'a Ctx<'a>, b: &'a mut Scratch<MW>) -> Self {
         let [bx, by, bz] = ctx.dims.block;
         let n = (bx * by * bz) as usize;
-        if sc.tid_dims != ctx.dims.block || sc.tid[0].len() != n {
-            for t in &mut sc.tid {
+        if b.tid_dims != ctx.dims.block || b.tid[0].len() != n {
+            for t in &mut b.tid {
                 t.clear();
             }
             for z in 0..bz {
                 for y in 0..by {
                     for x in 0..bx {
-                        sc.tid[0].push(x);
-                        sc.tid[1].push(y);
-                        sc.tid[2].push(z);
+                        b.tid[0].push(x);
+                        b.tid[1].push(y);
+                        b.tid[2].push(z);
                     }
                 }
             }
-            sc.tid_dims = ctx.dims.block;
+            b.tid_dims = ctx.dims.block;
         }
         // Pad scratch to whole 64-lane words so masked copies never slice past the end.
         let padded = n.div_ceil(64) * 64;
-        if sc.out.len() < padded {
-            sc.out.resize(padded, 0);
-            sc.out2.resize(padded, 0);
+        if b.out.len() < padded {
+            b.out.resize(padded, 0);
+            b.out2.resize(padded, 0);
         }
         // Shared memory is zeroed per block; registers and local memory are zeroed per launch so that
         // nothing of an earlier launch can be read back.
-        if sc.shared.len() != ctx.shared_size {
-            sc.shared.resize(ctx.shared_size, 0);
+        if b.shared.len() != ctx.shared_size {
+            b.shared.resize(ctx.shared_size, 0);
         }
         let local = ctx.stack * n;
-        if !sc.local.is_empty() || local > 0 {
-            sc.local.clear();
-            sc.local.resize(local, 0);
+        if !b.local.is_empty() || local > 0 {
+            b.local.clear();
+            b.local.resize(local, 0);
         }
-        sc.regs.clear();
-        sc.frames.clear();
-        sc.simt.clear();
+        b.regs.clear();
+        b.frames.clear();
+        b.simt.clear();
         Worker {
             ctx,
             n,
             nwords: n.div_ceil(64),
             all: Mask::first(n),
-            regs: sc.regs,
-            out: sc.out,
-            out2: sc.out2,
-            shared: sc.shared,
-            local: sc.local,
-            tid: sc.tid,
-            tid_dims: sc.tid_dims,
+            b,
             ctaid: [0; 3],
-            frames: sc.frames,
-            simt: sc.simt,
             exited: Mask::EMPTY,
             count: 0,
             flushed: 0,
@@ -766,7 +900,7 @@ impl<'a> Worker<'a> {
 
     fn thread_of(&self, lane: usize) -> [u32; 3] {
         if lane < self.n {
-            [self.tid[0][lane], self.tid[1][lane], self.tid[2][lane]]
+            [self.b.tid[0][lane], self.b.tid[1][lane], self.b.tid[2][lane]]
         } else {
             [0; 3]
         }
@@ -853,13 +987,13 @@ impl<'a> Worker<'a> {
         let dims = self.ctx.dims;
         for &(r, s) in &f.sregs {
             let o = (base + r as usize) * n;
-            let dst = &mut self.regs[o..o + n];
+            let dst = &mut self.b.regs[o..o + n];
             let uniform = |v: u32| v as u64;
             match s {
                 Sreg::Ctaid(d) => dst.fill(uniform(self.ctaid[d as usize])),
                 _ if only_block => {}
                 Sreg::Tid(d) => {
-                    for (x, t) in dst.iter_mut().zip(&self.tid[d as usize]) {
+                    for (x, t) in dst.iter_mut().zip(&self.b.tid[d as usize]) {
                         *x = *t as u64;
                     }
                 }
@@ -906,23 +1040,28 @@ impl<'a> Worker<'a> {
     fn enter(&mut self, f: &Function, base: usize) {
         let n = self.n;
         let need = (base + f.nregs as usize) * n;
-        if self.regs.len() < need {
-            self.regs.resize(need, 0);
+        if self.b.regs.len() < need {
+            self.b.regs.resize(need, 0);
         }
         for &(r, v) in &f.consts {
             let o = (base + r as usize) * n;
-            self.regs[o..o + n].fill(v);
+            self.b.regs[o..o + n].fill(v);
         }
         self.fill_sregs(f, base, false);
     }
 
     fn run_block(&mut self, b: u64) -> Res<()> {
         let g = self.ctx.dims.grid;
-        self.ctaid = [
-            (b % g[0] as u64) as u32,
-            ((b / g[0] as u64) % g[1] as u64) as u32,
-            (b / (g[0] as u64 * g[1] as u64)) as u32,
-        ];
+        // A 64-bit division costs tens of cycles: 1-D grids (the common case) need none.
+        self.ctaid = if g[1] == 1 && g[2] == 1 {
+            [b as u32, 0, 0]
+        } else {
+            [
+                (b % g[0] as u64) as u32,
+                ((b / g[0] as u64) % g[1] as u64) as u32,
+                (b / (g[0] as u64 * g[1] as u64)) as u32,
+            ]
+        };
         let module = self.ctx.module;
         let f = &module.funcs[self.ctx.entry as usize];
         if !self.entry_ready {
@@ -931,13 +1070,13 @@ impl<'a> Worker<'a> {
         } else {
             self.fill_sregs(f, 0, true);
         }
-        if !self.shared.is_empty() {
-            self.shared.fill(0);
+        if !self.b.shared.is_empty() {
+            self.b.shared.fill(0);
         }
         self.exited = Mask::EMPTY;
-        self.frames.clear();
-        self.simt.clear();
-        self.frames.push(Frame {
+        self.b.frames.clear();
+        self.b.simt.clear();
+        self.b.frames.push(Frame {
             func: self.ctx.entry,
             reg_base: 0,
             local_base: 0,
@@ -946,7 +1085,7 @@ impl<'a> Worker<'a> {
             call_mask: self.all,
             call: None,
         });
-        self.simt.push(SimtEntry {
+        self.b.simt.push(SimtEntry {
             pc: 0,
             rpc: u32::MAX,
             mask: self.all,
@@ -954,11 +1093,11 @@ impl<'a> Worker<'a> {
         self.run()
     }
 
-    fn pred_mask(&self, rb: usize, p: R, neg: bool, within: Mask) -> Mask {
+    fn pred_mask(&self, rb: usize, p: R, neg: bool, within: Mask<MW>) -> Mask<MW> {
         let n = self.n;
         let o = (rb + p as usize) * n;
-        let regs = &self.regs[o..o + n];
-        let mut m = Mask::EMPTY;
+        let regs = &self.b.regs[o..o + n];
+        let mut m = Mask::<MW>::EMPTY;
         for w in 0..self.nwords {
             let lo = w * 64;
             let hi = (lo + 64).min(n);
@@ -975,24 +1114,25 @@ impl<'a> Worker<'a> {
         let module = self.ctx.module;
         let n = self.n;
         'frame: loop {
-            let fi = self.frames.len() - 1;
+            let fi = self.b.frames.len() - 1;
             let (func_idx, rb, lb, sb) = {
-                let fr = &self.frames[fi];
+                let fr = &self.b.frames[fi];
                 (fr.func, fr.reg_base, fr.local_base as usize, fr.simt_base)
             };
             let func = &module.funcs[func_idx as usize];
             let insts = &func.insts[..];
             'entry: loop {
-                if self.simt.len() == sb {
+                if self.b.simt.len() == sb {
                     if fi == 0 {
                         return Ok(());
                     }
-                    let fr = self.frames.pop().expect("frame");
+                    let fr = self.b.frames.pop().expect("frame");
                     let (_, caller_lb) = fr.call.expect("call");
                     let back = fr.call_mask.andnot(self.exited);
                     let callee = func;
                     let _ = callee;
                     if let Some(Inst::Call { rets, .. }) = self
+                        .b
                         .frames
                         .last()
                         .map(|c| &module.funcs[c.func as usize])
@@ -1004,22 +1144,22 @@ impl<'a> Worker<'a> {
                             for r in rets {
                                 let s = l * stride + fr.local_base as usize + r.callee as usize;
                                 let d = l * stride + caller_lb + r.caller as usize;
-                                self.local.copy_within(s..s + r.size as usize, d);
+                                self.b.local.copy_within(s..s + r.size as usize, d);
                             }
                         });
                     }
                     continue 'frame;
                 }
-                let top = *self.simt.last().expect("entry");
-                let done = self.frames[fi].done.or(self.exited);
+                let top = *self.b.simt.last().expect("entry");
+                let done = self.b.frames[fi].done.or(self.exited);
                 let mut mask = top.mask.andnot(done);
                 if mask.is_empty() || top.pc == top.rpc {
-                    self.simt.pop();
+                    self.b.simt.pop();
                     continue 'entry;
                 }
                 if top.pc as usize >= insts.len() {
-                    self.frames[fi].done = self.frames[fi].done.or(mask);
-                    self.simt.pop();
+                    self.b.frames[fi].done = self.b.frames[fi].done.or(mask);
+                    self.b.simt.pop();
                     continue 'entry;
                 }
                 let mut pc = top.pc as usize;
@@ -1049,7 +1189,7 @@ impl<'a> Worker<'a> {
                                 pc = t;
                             } else {
                                 let r = *reconv;
-                                let mut groups: [(u32, Mask); 2] =
+                                let mut groups: [(u32, Mask<MW>); 2] =
                                     [(t as u32, em), (pc as u32 + 1, not_taken)];
                                 let mut k = 0;
                                 for i in 0..2 {
@@ -1058,11 +1198,11 @@ impl<'a> Worker<'a> {
                                         k += 1;
                                     }
                                 }
-                                let top = self.simt.last_mut().expect("entry");
+                                let top = self.b.simt.last_mut().expect("entry");
                                 if top.rpc == r {
                                     match k {
                                         0 => {
-                                            self.simt.pop();
+                                            self.b.simt.pop();
                                         }
                                         1 => {
                                             *top = SimtEntry {
@@ -1077,7 +1217,7 @@ impl<'a> Worker<'a> {
                                                 rpc: r,
                                                 mask: groups[1].1,
                                             };
-                                            self.simt.push(SimtEntry {
+                                            self.b.simt.push(SimtEntry {
                                                 pc: groups[0].0,
                                                 rpc: r,
                                                 mask: groups[0].1,
@@ -1087,7 +1227,7 @@ impl<'a> Worker<'a> {
                                 } else {
                                     top.pc = r;
                                     for g in groups[..k].iter().rev() {
-                                        self.simt.push(SimtEntry {
+                                        self.b.simt.push(SimtEntry {
                                             pc: g.0,
                                             rpc: r,
                                             mask: g.1,
@@ -1102,11 +1242,11 @@ impl<'a> Worker<'a> {
                                 if fi == 0 || matches!(ins.inst, Inst::Exit) {
                                     self.exited = self.exited.or(em);
                                 } else {
-                                    self.frames[fi].done = self.frames[fi].done.or(em);
+                                    self.b.frames[fi].done = self.b.frames[fi].done.or(em);
                                 }
                                 mask = mask.andnot(em);
                                 if mask.is_empty() {
-                                    self.simt.pop();
+                                    self.b.simt.pop();
                                     continue 'entry;
                                 }
                                 full = false;
@@ -1136,13 +1276,13 @@ impl<'a> Worker<'a> {
                             if em.is_empty() {
                                 pc += 1;
                             } else {
-                                if self.frames.len() >= MAX_CALL_DEPTH {
+                                if self.b.frames.len() >= MAX_CALL_DEPTH {
                                     return Err(Stop::Trap {
                                         lane: 0,
                                         line: ins.line,
                                     });
                                 }
-                                self.simt.last_mut().expect("entry").pc = pc as u32 + 1;
+                                self.b.simt.last_mut().expect("entry").pc = pc as u32 + 1;
                                 let callee = &module.funcs[*callee_idx as usize];
                                 let new_rb = rb + func.nregs as usize;
                                 let new_lb = lb + func.frame_size as usize;
@@ -1151,12 +1291,12 @@ impl<'a> Worker<'a> {
                                     for a in args {
                                         let s = l * stride + lb + a.caller as usize;
                                         let d = l * stride + new_lb + a.callee as usize;
-                                        self.local.copy_within(s..s + a.size as usize, d);
+                                        self.b.local.copy_within(s..s + a.size as usize, d);
                                     }
                                 });
                                 self.enter(callee, new_rb);
-                                let simt_base = self.simt.len();
-                                self.frames.push(Frame {
+                                let simt_base = self.b.simt.len();
+                                self.b.frames.push(Frame {
                                     func: *callee_idx,
                                     reg_base: new_rb,
                                     local_base: new_lb as u32,
@@ -1165,7 +1305,7 @@ impl<'a> Worker<'a> {
                                     call_mask: em,
                                     call: Some((pc as u32, lb)),
                                 });
-                                self.simt.push(SimtEntry {
+                                self.b.simt.push(SimtEntry {
                                     pc: 0,
                                     rpc: u32::MAX,
                                     mask: em,
@@ -1189,7 +1329,7 @@ impl<'a> Worker<'a> {
                                         BarRed::Or => (!pm.is_empty()) as u64,
                                     };
                                     let o = (rb + *d as usize) * n;
-                                    em.for_each(self.nwords, |l| self.regs[o + l] = v);
+                                    em.for_each(self.nwords, |l| self.b.regs[o + l] = v);
                                 }
                                 let _ = arrive;
                             }
@@ -1203,7 +1343,7 @@ impl<'a> Worker<'a> {
                         }
                     }
                     if pc == rpc {
-                        self.simt.pop();
+                        self.b.simt.pop();
                         continue 'entry;
                     }
                 }
@@ -1215,7 +1355,7 @@ impl<'a> Worker<'a> {
         &self,
         fi: usize,
         func: &Function,
-        em: Mask,
+        em: Mask<MW>,
         count: Option<R>,
         rb: usize,
         line: u32,
@@ -1227,17 +1367,17 @@ impl<'a> Worker<'a> {
         }
         if let Some(c) = count {
             // Named barriers with a thread count: the arriving threads must make up the count.
-            let want = self.regs[(rb + c as usize) * self.n] as u32;
+            let want = self.b.regs[(rb + c as usize) * self.n] as u32;
             if want > 0 && em.count().div_ceil(32) * 32 >= want {
                 return Ok(());
             }
         }
         // Lanes parked where every path exits without a barrier will never arrive: on a GPU the
         // barrier completes once they exit, so they do not count.
-        let fr = &self.frames[fi];
+        let fr = &self.b.frames[fi];
         missing = missing.andnot(fr.done);
-        let top = self.simt.len() - 1;
-        for e in self.simt[fr.simt_base..top].iter().rev() {
+        let top = self.b.simt.len() - 1;
+        for e in self.b.simt[fr.simt_base..top].iter().rev() {
             let hit = missing.and(e.mask);
             if hit.is_empty() {
                 continue;
@@ -1258,7 +1398,7 @@ impl<'a> Worker<'a> {
     #[inline]
     fn address(&self, addr: &Addr, rb: usize, lb: usize, l: usize) -> u64 {
         match addr.base {
-            Base::Reg(r) => self.regs[(rb + r as usize) * self.n + l].wrapping_add(addr.off as u64),
+            Base::Reg(r) => self.b.regs[(rb + r as usize) * self.n + l].wrapping_add(addr.off as u64),
             Base::Abs => addr.off as u64,
             Base::Frame => (lb as u64).wrapping_add(addr.off as u64),
         }
@@ -1295,7 +1435,7 @@ impl<'a> Worker<'a> {
             }
             Space::Shared => {
                 if a.checked_add(sz)
-                    .is_none_or(|e| e > self.shared.len() as u64)
+                    .is_none_or(|e| e > self.b.shared.len() as u64)
                 {
                     return Err((Fault::OutOfBounds, sp));
                 }
@@ -1303,7 +1443,7 @@ impl<'a> Worker<'a> {
                     return Err((Fault::Misaligned, sp));
                 }
                 Ok(read_le(
-                    &self.shared[a as usize..a as usize + size as usize],
+                    &self.b.shared[a as usize..a as usize + size as usize],
                 ))
             }
             Space::Local => {
@@ -1312,7 +1452,7 @@ impl<'a> Worker<'a> {
                     return Err((Fault::OutOfBounds, sp));
                 }
                 let o = l * stride as usize + a as usize;
-                Ok(read_le(&self.local[o..o + size as usize]))
+                Ok(read_le(&self.b.local[o..o + size as usize]))
             }
             Space::KParam => {
                 let p = self.ctx.params;
@@ -1344,14 +1484,14 @@ impl<'a> Worker<'a> {
             }
             Space::Shared => {
                 if a.checked_add(sz)
-                    .is_none_or(|e| e > self.shared.len() as u64)
+                    .is_none_or(|e| e > self.b.shared.len() as u64)
                 {
                     return Err((Fault::OutOfBounds, sp));
                 }
                 if a & (sz - 1) != 0 {
                     return Err((Fault::Misaligned, sp));
                 }
-                write_le(&mut self.shared[a as usize..a as usize + size as usize], v);
+                write_le(&mut self.b.shared[a as usize..a as usize + size as usize], v);
                 Ok(())
             }
             Space::Local => {
@@ -1360,7 +1500,7 @@ impl<'a> Worker<'a> {
                     return Err((Fault::OutOfBounds, sp));
                 }
                 let o = l * stride as usize + a as usize;
-                write_le(&mut self.local[o..o + size as usize], v);
+                write_le(&mut self.b.local[o..o + size as usize], v);
                 Ok(())
             }
             Space::KParam | Space::Generic => Err((Fault::ReadOnly, sp)),
@@ -1396,15 +1536,15 @@ impl<'a> Worker<'a> {
             }
             Space::Shared | Space::Local => {
                 let (buf, o, lim) = if sp == Space::Shared {
-                    let lim = self.shared.len() as u64;
-                    (&mut self.shared, a, lim)
+                    let lim = self.b.shared.len() as u64;
+                    (&mut self.b.shared, a, lim)
                 } else {
                     let stride = self.ctx.stack as u64;
                     let o = l as u64 * stride + a;
                     if a.checked_add(sz).is_none_or(|e| e > stride) {
                         return Err((Fault::OutOfBounds, sp));
                     }
-                    (&mut self.local, o, u64::MAX)
+                    (&mut self.b.local, o, u64::MAX)
                 };
                 if a.checked_add(sz).is_none_or(|e| e > lim) {
                     return Err((Fault::OutOfBounds, sp));
@@ -1434,7 +1574,7 @@ impl<'a> Worker<'a> {
         addr: &Addr,
         rb: usize,
         lb: usize,
-        em: Mask,
+        em: Mask<MW>,
         line: u32,
     ) -> Res<()> {
         let n = self.n;
@@ -1443,7 +1583,7 @@ impl<'a> Worker<'a> {
         let sz = size as u64;
         let (base, fixed) = lane_base(addr, rb, lb, n);
         let off = addr.off as u64;
-        let regs = &mut self.regs;
+        let regs = &mut self.b.regs;
         let fail = |lane: usize, addr: u64, fault: Fault| Stop::Mem {
             lane,
             addr,
@@ -1461,7 +1601,7 @@ impl<'a> Worker<'a> {
             }
         };
         if space == Space::Shared {
-            let sh = &self.shared;
+            let sh = &self.b.shared;
             if let (Some(o), 4, true) = (base, size, em.same(&self.all, self.nwords)) {
                 // The matmul-style inner loop: every lane loads a word of shared memory.
                 let lim = sh.len() as u64;
@@ -1514,7 +1654,7 @@ impl<'a> Worker<'a> {
         addr: &Addr,
         rb: usize,
         lb: usize,
-        em: Mask,
+        em: Mask<MW>,
         line: u32,
     ) -> Res<()> {
         let n = self.n;
@@ -1522,7 +1662,7 @@ impl<'a> Worker<'a> {
         let sz = size as u64;
         let (base, fixed) = lane_base(addr, rb, lb, n);
         let off = addr.off as u64;
-        let regs = &self.regs;
+        let regs = &self.b.regs;
         let fail = |lane: usize, addr: u64, fault: Fault| Stop::Mem {
             lane,
             addr,
@@ -1533,7 +1673,7 @@ impl<'a> Worker<'a> {
             line,
         };
         if space == Space::Shared {
-            let sh = &mut self.shared;
+            let sh = &mut self.b.shared;
             return em.try_each(self.nwords, |l| {
                 let a = match base {
                     Some(o) => regs[o + l].wrapping_add(off),
@@ -1562,7 +1702,7 @@ impl<'a> Worker<'a> {
         inst: &Inst,
         rb: usize,
         lb: usize,
-        em: Mask,
+        em: Mask<MW>,
         full: bool,
         line: u32,
     ) -> Res<()> {
@@ -1574,22 +1714,22 @@ impl<'a> Worker<'a> {
         macro_rules! un {
             ($d:expr, $a:expr, $f:expr) => {{
                 if full {
-                    let c = std::cell::Cell::from_mut(&mut self.regs[..]).as_slice_of_cells();
+                    let c = std::cell::Cell::from_mut(&mut self.b.regs[..]).as_slice_of_cells();
                     let (dd, aa) = (&c[ro($d)..ro($d) + n], &c[ro($a)..ro($a) + n]);
                     let f = as_un($f);
                     for (o, x) in dd.iter().zip(aa) {
                         o.set(f(x.get()));
                     }
                 } else {
-                    un(&self.regs, &mut self.out, n, ro($a), $f);
-                    commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+                    un(&self.b.regs, &mut self.b.out, n, ro($a), $f);
+                    commit(&mut self.b.regs, ro($d), &self.b.out, n, &em, full, nw);
                 }
             }};
         }
         macro_rules! bin {
             ($d:expr, $a:expr, $b:expr, $f:expr) => {{
                 if full {
-                    let c = std::cell::Cell::from_mut(&mut self.regs[..]).as_slice_of_cells();
+                    let c = std::cell::Cell::from_mut(&mut self.b.regs[..]).as_slice_of_cells();
                     let (dd, aa, bb) = (
                         &c[ro($d)..ro($d) + n],
                         &c[ro($a)..ro($a) + n],
@@ -1600,15 +1740,15 @@ impl<'a> Worker<'a> {
                         o.set(f(x.get(), y.get()));
                     }
                 } else {
-                    bin(&self.regs, &mut self.out, n, ro($a), ro($b), $f);
-                    commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+                    bin(&self.b.regs, &mut self.b.out, n, ro($a), ro($b), $f);
+                    commit(&mut self.b.regs, ro($d), &self.b.out, n, &em, full, nw);
                 }
             }};
         }
         macro_rules! tern {
             ($d:expr, $a:expr, $b:expr, $c:expr, $f:expr) => {{
                 if full {
-                    let c = std::cell::Cell::from_mut(&mut self.regs[..]).as_slice_of_cells();
+                    let c = std::cell::Cell::from_mut(&mut self.b.regs[..]).as_slice_of_cells();
                     let (dd, aa, bb, cc) = (
                         &c[ro($d)..ro($d) + n],
                         &c[ro($a)..ro($a) + n],
@@ -1620,8 +1760,8 @@ impl<'a> Worker<'a> {
                         o.set(f(x.get(), y.get(), z.get()));
                     }
                 } else {
-                    tern(&self.regs, &mut self.out, n, ro($a), ro($b), ro($c), $f);
-                    commit(&mut self.regs, ro($d), &self.out, n, &em, full, nw);
+                    tern(&self.b.regs, &mut self.b.out, n, ro($a), ro($b), ro($c), $f);
+                    commit(&mut self.b.regs, ro($d), &self.b.out, n, &em, full, nw);
                 }
             }};
         }
@@ -1640,15 +1780,15 @@ impl<'a> Worker<'a> {
                 let bits = w.bits() as u64;
                 let (po, lo) = (ro(pos), ro(len));
                 for l in 0..n {
-                    self.out[l] = bfi(
+                    self.b.out[l] = bfi(
                         bits,
-                        self.regs[ro(f) + l],
-                        self.regs[ro(b) + l],
-                        self.regs[po + l],
-                        self.regs[lo + l],
+                        self.b.regs[ro(f) + l],
+                        self.b.regs[ro(b) + l],
+                        self.b.regs[po + l],
+                        self.b.regs[lo + l],
                     );
                 }
-                commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
+                commit(&mut self.b.regs, ro(d), &self.b.out, n, &em, full, nw);
             }
             Inst::Setp {
                 ty,
@@ -1662,26 +1802,26 @@ impl<'a> Worker<'a> {
             } => {
                 macro_rules! run {
                     ($f:expr) => {
-                        bin(&self.regs, &mut self.out, n, ro(a), ro(b), $f)
+                        bin(&self.b.regs, &mut self.b.out, n, ro(a), ro(b), $f)
                     };
                 }
                 with_compare!(ty, cmp, ftz, run);
                 if let Some((op, c, neg)) = comb {
                     let co = ro(c);
                     for l in 0..n {
-                        let cv = (self.regs[co + l] & 1) ^ neg as u64;
-                        let t = self.out[l];
-                        self.out[l] = boolop(op, t, cv);
-                        self.out2[l] = boolop(op, t ^ 1, cv);
+                        let cv = (self.b.regs[co + l] & 1) ^ neg as u64;
+                        let t = self.b.out[l];
+                        self.b.out[l] = boolop(op, t, cv);
+                        self.b.out2[l] = boolop(op, t ^ 1, cv);
                     }
                 } else if dn.is_some() {
                     for l in 0..n {
-                        self.out2[l] = self.out[l] ^ 1;
+                        self.b.out2[l] = self.b.out[l] ^ 1;
                     }
                 }
-                commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
+                commit(&mut self.b.regs, ro(d), &self.b.out, n, &em, full, nw);
                 if let Some(q) = dn {
-                    commit(&mut self.regs, ro(q), &self.out2, n, &em, full, nw);
+                    commit(&mut self.b.regs, ro(q), &self.b.out2, n, &em, full, nw);
                 }
             }
             Inst::Set {
@@ -1694,30 +1834,30 @@ impl<'a> Worker<'a> {
                 b,
                 comb,
             } => {
-                bin(&self.regs, &mut self.out, n, ro(a), ro(b), |x, y| {
+                bin(&self.b.regs, &mut self.b.out, n, ro(a), ro(b), |x, y| {
                     compare(ty, cmp, ftz, x, y) as u64
                 });
                 if let Some((op, c, neg)) = comb {
                     let co = ro(c);
                     for l in 0..n {
-                        let cv = (self.regs[co + l] & 1) ^ neg as u64;
-                        self.out[l] = boolop(op, self.out[l], cv);
+                        let cv = (self.b.regs[co + l] & 1) ^ neg as u64;
+                        self.b.out[l] = boolop(op, self.b.out[l], cv);
                     }
                 }
                 for l in 0..n {
-                    self.out[l] = match (self.out[l] != 0, float_result) {
+                    self.b.out[l] = match (self.b.out[l] != 0, float_result) {
                         (true, true) => 1.0f32.to_bits() as u64,
                         (false, true) => 0,
                         (true, false) => 0xFFFF_FFFF,
                         (false, false) => 0,
                     };
                 }
-                commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
+                commit(&mut self.b.regs, ro(d), &self.b.out, n, &em, full, nw);
             }
             Inst::FrameAddr { d, off } => {
                 let v = lb as u64 + off as u64;
                 let o = ro(d);
-                em.for_each(nw, |l| self.regs[o + l] = v);
+                em.for_each(nw, |l| self.b.regs[o + l] = v);
             }
             Inst::Cvta {
                 to_generic,
@@ -1783,7 +1923,7 @@ impl<'a> Worker<'a> {
                         } else {
                             v
                         };
-                        self.regs[ro(dk) + l] = v & dmask;
+                        self.b.regs[ro(dk) + l] = v & dmask;
                     }
                     Ok(())
                 })?;
@@ -1800,7 +1940,7 @@ impl<'a> Worker<'a> {
                     let a = self.address(&addr, rb, lb, l);
                     for (k, &s) in srcs.iter().enumerate().take(cnt as usize) {
                         let ea = a.wrapping_add((k * size as usize) as u64);
-                        let v = self.regs[ro(s) + l] & vm;
+                        let v = self.b.regs[ro(s) + l] & vm;
                         self.store(space, ea, size, v, l)
                             .map_err(|(fault, sp)| Stop::Mem {
                                 lane: l,
@@ -1827,8 +1967,8 @@ impl<'a> Worker<'a> {
             } => {
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
-                    let bv = self.regs[ro(b) + l];
-                    let cv = self.regs[ro(c) + l];
+                    let bv = self.b.regs[ro(b) + l];
+                    let cv = self.b.regs[ro(c) + l];
                     let old =
                         self.atomic(space, a, op, size, f, bv, cv, l)
                             .map_err(|(fault, sp)| Stop::Mem {
@@ -1841,7 +1981,7 @@ impl<'a> Worker<'a> {
                                 line,
                             })?;
                     if let Some(d) = d {
-                        self.regs[ro(d) + l] = old;
+                        self.b.regs[ro(d) + l] = old;
                     }
                     Ok(())
                 })?;
@@ -1858,8 +1998,8 @@ impl<'a> Worker<'a> {
                 em.for_each(nw, |l| {
                     let lane = (l & 31) as u32;
                     let base = l & !31;
-                    let bval = self.regs[bo + l] as u32 & 31;
-                    let cv = self.regs[co + l] as u32;
+                    let bval = self.b.regs[bo + l] as u32 & 31;
+                    let cv = self.b.regs[co + l] as u32;
                     let cval = cv & 31;
                     let seg = (cv >> 8) & 31;
                     let max_lane = (lane & seg) | (cval & !seg);
@@ -1884,12 +2024,12 @@ impl<'a> Worker<'a> {
                     };
                     let src = if ok { base + j as usize } else { l };
                     let src = if src < n { src } else { l };
-                    self.out[l] = self.regs[ao + src] & 0xFFFF_FFFF;
-                    self.out2[l] = ok as u64;
+                    self.b.out[l] = self.b.regs[ao + src] & 0xFFFF_FFFF;
+                    self.b.out2[l] = ok as u64;
                 });
-                commit(&mut self.regs, ro(d), &self.out, n, &em, full, nw);
+                commit(&mut self.b.regs, ro(d), &self.b.out, n, &em, full, nw);
                 if let Some(p) = p {
-                    commit(&mut self.regs, ro(p), &self.out2, n, &em, full, nw);
+                    commit(&mut self.b.regs, ro(p), &self.b.out2, n, &em, full, nw);
                 }
             }
             Inst::Vote { mode, d, a, neg } => {
@@ -1909,14 +2049,14 @@ impl<'a> Worker<'a> {
                     };
                     for k in 0..32 {
                         if act >> k & 1 != 0 {
-                            self.regs[o + w * 32 + k] = v;
+                            self.b.regs[o + w * 32 + k] = v;
                         }
                     }
                 }
             }
             Inst::Activemask { d } => {
                 let o = ro(d);
-                em.for_each(nw, |l| self.regs[o + l] = em.warp(l >> 5) as u64);
+                em.for_each(nw, |l| self.b.regs[o + l] = em.warp(l >> 5) as u64);
             }
             Inst::Redux { op, d, a } => {
                 let (ao, o) = (ro(a), ro(d));
@@ -1927,7 +2067,7 @@ impl<'a> Worker<'a> {
                     }
                     let lanes = (0..32)
                         .filter(|k| act >> k & 1 != 0)
-                        .map(|k| self.regs[ao + w * 32 + k] as u32);
+                        .map(|k| self.b.regs[ao + w * 32 + k] as u32);
                     let v = match op {
                         ReduxOp::Add => lanes.fold(0u32, |x, y| x.wrapping_add(y)),
                         ReduxOp::MinU => lanes.min().unwrap_or(0),
@@ -1940,7 +2080,7 @@ impl<'a> Worker<'a> {
                     };
                     for k in 0..32 {
                         if act >> k & 1 != 0 {
-                            self.regs[o + w * 32 + k] = v as u64;
+                            self.b.regs[o + w * 32 + k] = v as u64;
                         }
                     }
                 }
@@ -1952,7 +2092,7 @@ impl<'a> Worker<'a> {
                     self.count & 0xFFFF_FFFF
                 };
                 let o = ro(d);
-                em.for_each(nw, |l| self.regs[o + l] = v);
+                em.for_each(nw, |l| self.b.regs[o + l] = v);
             }
             Inst::Nop | Inst::WarpSync => {}
             Inst::Bra { .. }

@@ -291,6 +291,7 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
         });
     }
     Ok(Module {
+        id: super::next_module_id(),
         funcs,
         entries,
         vars: var_regions,

@@ -28,7 +28,7 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-pub use exec::{launch, Engine, ExecError, ExecOptions, LaunchDims, LaunchStats};
+pub use exec::{launch, Engine, ExecError, ExecOptions, LaunchDims, LaunchPlan, LaunchStats};
 pub use lower::{MAX_LOCAL_BYTES, MAX_SHARED_BYTES};
 pub use memory::{MemError, Memory};
 
@@ -86,6 +86,8 @@ impl Entry {
 /// long as the loaded module) at addresses of their own window, so kernels can take their
 /// addresses and every launch of the module sees the same storage.
 pub struct Module {
+    /// Unique per parsed module, so that a [`LaunchPlan`] cannot be used with another module.
+    id: u64,
     funcs: Vec<lower::Function>,
     entries: Vec<Entry>,
     vars: Vec<memory::Region>,
@@ -111,6 +113,11 @@ impl std::fmt::Debug for Module {
             .field("static_shared", &self.static_shared)
             .finish()
     }
+}
+
+fn next_module_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Module {

@@ -138,7 +138,8 @@ impl Step {
 struct PreparedLaunch {
     module: usize,
     entry: String,
-    dims: ptx::LaunchDims,
+    /// Entry, grid, block and shared memory checked once against the module.
+    plan: ptx::LaunchPlan,
     /// Parameter bytes with persistent regions' addresses already in place.
     params: Vec<u8>,
     /// Relocations into scratch regions, patched at every launch.
@@ -267,10 +268,13 @@ impl<'a> CpuReplay<'a> {
                             None => scratch_relocs.push(r),
                         }
                     }
+                    let dims = ptx::LaunchDims { grid: l.grid, block: l.block, dynamic_shared: l.shared_bytes };
+                    let plan = ptx::LaunchPlan::new(&self.modules[module], k.name, &dims)
+                        .map_err(|error| ReplayError::Exec { op: id, kernel: k.name.to_string(), error })?;
                     self.launches.push(PreparedLaunch {
                         module,
                         entry: k.name.to_string(),
-                        dims: ptx::LaunchDims { grid: l.grid, block: l.block, dynamic_shared: l.shared_bytes },
+                        plan,
                         params,
                         scratch_relocs,
                     });
@@ -458,7 +462,7 @@ impl<'a> CpuReplay<'a> {
     }
 
     /// Runs every op once, in order, through loops and conditionals.
-    pub fn run_iteration(&mut self, observer: &mut dyn ReplayObserver) -> Result<IterationStats, ReplayError> {
+    pub fn run_iteration<O: ReplayObserver + ?Sized>(&mut self, observer: &mut O) -> Result<IterationStats, ReplayError> {
         let mut stats = IterationStats::default();
         let mut frames: Vec<Frame> = Vec::new();
         let mut pc = 0usize;
@@ -595,7 +599,9 @@ impl<'a> CpuReplay<'a> {
         };
         self.exec.instruction_budget = budget;
         let module = &self.modules[l.module];
-        let done = ptx::launch(module, &l.entry, &l.dims, params, &self.memory, &self.exec)
+        let done = l
+            .plan
+            .launch(module, params, &self.memory, &self.exec)
             .map_err(|error| ReplayError::Exec { op: pc as OpId, kernel: l.entry.clone(), error })?;
         stats.instructions += done.thread_instructions;
         Ok(())

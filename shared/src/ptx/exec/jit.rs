@@ -47,7 +47,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variab
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::Module as _;
 
-use super::{compare, sx, Res, Stop, Worker};
+use super::{compare, sx, Res, Stop, Worker, MAX_WORDS};
 use crate::ptx::ir::*;
 use crate::ptx::lower::Function;
 use crate::ptx::math::*;
@@ -95,7 +95,7 @@ struct JitCtx {
 
 /// The Rust side of a call, reached by the slow-path helpers.
 struct Rt<'w, 'a> {
-    w: &'w mut Worker<'a>,
+    w: &'w mut Worker<'a, MAX_WORDS>,
     stop: Option<Stop>,
 }
 
@@ -1711,7 +1711,7 @@ impl Scratch {
 
 impl JitKernel {
     /// Runs block `b` on worker `w`; returns the thread-instructions executed.
-    pub(super) fn run_block(&self, w: &mut Worker<'_>, js: &mut Scratch, b: u64) -> Res<u64> {
+    pub(super) fn run_block(&self, w: &mut Worker<'_, MAX_WORDS>, js: &mut Scratch, b: u64) -> Res<u64> {
         let ctx = w.ctx;
         let g = ctx.dims.grid;
         w.ctaid = [
@@ -1725,8 +1725,8 @@ impl JitKernel {
         if ctx.abort.load(Ordering::Relaxed) {
             return Err(Stop::Aborted);
         }
-        if !w.shared.is_empty() {
-            w.shared.fill(0);
+        if !w.b.shared.is_empty() {
+            w.b.shared.fill(0);
         }
         let n = w.n;
         js.state.clear();
@@ -1745,9 +1745,9 @@ impl JitKernel {
             let mut jc = JitCtx {
                 table: js.table.as_ptr(),
                 table_len: js.table.len() as u64,
-                shared: w.shared.as_mut_ptr(),
-                shared_len: w.shared.len() as u64,
-                shared_lim: [1u64, 2, 4, 8].map(|sz| (w.shared.len() as u64 + 1).saturating_sub(sz)),
+                shared: w.b.shared.as_mut_ptr(),
+                shared_len: w.b.shared.len() as u64,
+                shared_lim: [1u64, 2, 4, 8].map(|sz| (w.b.shared.len() as u64 + 1).saturating_sub(sz)),
                 params: ctx.params.as_ptr(),
                 spill: js.spill.as_mut_ptr(),
                 state: js.state.as_mut_ptr(),
