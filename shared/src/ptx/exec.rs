@@ -269,6 +269,8 @@ struct Scratch<const MW: usize> {
     tid_dims: [u32; 3],
     frames: Vec<Frame<MW>>,
     simt: Vec<SimtEntry<MW>>,
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    jit: jit::Scratch,
 }
 
 thread_local! {
@@ -641,20 +643,24 @@ fn run_native(
     let threads = plan.threads;
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
         with_scratch::<MAX_WORDS, _>(|scratch| {
-            let mut w = Worker::<MAX_WORDS>::new(ctx, scratch);
-            let mut js = jit::Scratch::default();
+            // The native code's buffers live beside the interpreter's and are reused the same way.
+            let mut js = std::mem::take(&mut scratch.jit);
             js.prepare(mem);
+            let mut w = Worker::<MAX_WORDS>::new(ctx, scratch);
             let mut total = 0u64;
+            let mut result = Ok(());
             for b in range {
                 match k.run_block(&mut w, &mut js, b) {
                     Ok(c) => total += c,
                     Err(s) => {
                         ctx.abort.store(true, Ordering::Relaxed);
-                        return Err(w.dress(s, b));
+                        result = Err(w.dress(s, b));
+                        break;
                     }
                 }
             }
-            Ok((total / threads, total))
+            w.b.jit = js;
+            result.map(|()| (total / threads, total))
         })
     };
     over_blocks(plan, opts, run_range, true)

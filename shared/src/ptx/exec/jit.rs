@@ -1714,11 +1714,16 @@ impl JitKernel {
     pub(super) fn run_block(&self, w: &mut Worker<'_, MAX_WORDS>, js: &mut Scratch, b: u64) -> Res<u64> {
         let ctx = w.ctx;
         let g = ctx.dims.grid;
-        w.ctaid = [
-            (b % g[0] as u64) as u32,
-            ((b / g[0] as u64) % g[1] as u64) as u32,
-            (b / (g[0] as u64 * g[1] as u64)) as u32,
-        ];
+        // A 64-bit division costs tens of cycles: 1-D grids (the common case) need none.
+        w.ctaid = if g[1] == 1 && g[2] == 1 {
+            [b as u32, 0, 0]
+        } else {
+            [
+                (b % g[0] as u64) as u32,
+                ((b / g[0] as u64) % g[1] as u64) as u32,
+                (b / (g[0] as u64 * g[1] as u64)) as u32,
+            ]
+        };
         if ctx.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
             return Err(Stop::Cancelled);
         }
