@@ -269,25 +269,30 @@ struct Scratch<const MW: usize> {
     tid_dims: [u32; 3],
     frames: Vec<Frame<MW>>,
     simt: Vec<SimtEntry<MW>>,
-    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
-    jit: jit::Scratch,
 }
 
+/// Buffers of native code, kept beside the interpreter's (a separate borrow, so that a launch
+/// moves nothing in or out of them).
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+type NativeScratch = jit::Scratch;
+#[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
+type NativeScratch = ();
+
 thread_local! {
-    /// One set of buffers per mask width.
-    static SCRATCH: std::cell::RefCell<(Scratch<1>, Scratch<16>)> = std::cell::RefCell::default();
+    /// One set of buffers per mask width, and native code's.
+    static SCRATCH: std::cell::RefCell<(Scratch<1>, Scratch<16>, NativeScratch)> = std::cell::RefCell::default();
 }
 
 /// Runs `f` on this thread's buffers for mask width `MW`, or on fresh ones if they are in use.
-fn with_scratch<const MW: usize, T>(f: impl FnOnce(&mut Scratch<MW>) -> T) -> T {
+fn with_scratch<const MW: usize, T>(f: impl FnOnce(&mut Scratch<MW>, &mut NativeScratch) -> T) -> T {
     let mut f = Some(f);
     let kept = SCRATCH
         .try_with(|s| {
             let mut s = s.try_borrow_mut().ok()?;
-            let (one, wide) = &mut *s;
+            let (one, wide, native) = &mut *s;
             let any: &mut dyn std::any::Any = if MW == 1 { one } else { wide };
             let sc = any.downcast_mut::<Scratch<MW>>()?;
-            let r = f.take()?(sc);
+            let r = f.take()?(sc, native);
             // A huge one-off launch should not pin its memory for the rest of the thread's life.
             if sc.regs.capacity() + sc.local.capacity() / 8 >= 1 << 24 {
                 *sc = Scratch::default();
@@ -298,11 +303,54 @@ fn with_scratch<const MW: usize, T>(f: impl FnOnce(&mut Scratch<MW>) -> T) -> T 
         .flatten();
     match (kept, f) {
         (Some(r), _) => r,
-        (None, Some(f)) => f(&mut Scratch::default()),
+        (None, Some(f)) => f(&mut Scratch::default(), &mut NativeScratch::default()),
         (None, None) => unreachable!("the closure ran and returned"),
     }
 }
 
+
+/// One thread's checked memory access, whatever the worker's mask width: what native code's slow
+/// path needs from a worker.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+trait ThreadAccess {
+    fn load(&self, space: Space, a: u64, size: u8, l: usize) -> Result<u64, (Fault, Space)>;
+    fn store(&mut self, space: Space, a: u64, size: u8, v: u64, l: usize) -> Result<(), (Fault, Space)>;
+    #[allow(clippy::too_many_arguments)]
+    fn atomic(
+        &mut self,
+        space: Space,
+        a: u64,
+        op: AtomOp,
+        size: u8,
+        f: Option<F>,
+        b: u64,
+        c: u64,
+        l: usize,
+    ) -> Result<u64, (Fault, Space)>;
+}
+
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+impl<const MW: usize> ThreadAccess for Worker<'_, MW> {
+    fn load(&self, space: Space, a: u64, size: u8, l: usize) -> Result<u64, (Fault, Space)> {
+        Worker::load(self, space, a, size, l)
+    }
+    fn store(&mut self, space: Space, a: u64, size: u8, v: u64, l: usize) -> Result<(), (Fault, Space)> {
+        Worker::store(self, space, a, size, v, l)
+    }
+    fn atomic(
+        &mut self,
+        space: Space,
+        a: u64,
+        op: AtomOp,
+        size: u8,
+        f: Option<F>,
+        b: u64,
+        c: u64,
+        l: usize,
+    ) -> Result<u64, (Fault, Space)> {
+        Worker::atomic(self, space, a, op, size, f, b, c, l)
+    }
+}
 
 /// Per-thread (OS thread) state reused across the blocks it runs.
 struct Worker<'a, const MW: usize> {
@@ -543,6 +591,7 @@ fn run_grid(
 
 /// Runs blocks over `run_range`, on rayon's workers where the launch allows; sums the
 /// (issued instructions, thread-instructions) of every range.
+#[cfg_attr(not(feature = "parallel"), allow(unused_variables))]
 fn over_blocks(
     plan: &LaunchPlan,
     opts: &ExecOptions,
@@ -614,20 +663,27 @@ fn run_blocks<const MW: usize>(
 ) -> Result<LaunchStats, ExecError> {
     let threads = plan.threads;
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
-        with_scratch::<MW, _>(|scratch| {
+        // The error leaves through `failed`, as in `run_native`.
+        let mut failed = None;
+        let count = with_scratch::<MW, _>(|scratch, _| {
             let mut w = Worker::<MW>::new(ctx, scratch);
             for b in range {
                 if let Err(s) = w.run_block(b) {
                     ctx.abort.store(true, Ordering::Relaxed);
-                    return Err(w.dress(s, b));
+                    failed = Some(w.dress(s, b));
+                    return 0;
                 }
             }
             // The shared count only serves budget checks of workers still running.
             if ctx.budget.is_some() {
                 w.flush();
             }
-            Ok((w.count, w.count * threads))
-        })
+            w.count
+        });
+        match failed {
+            None => Ok((count, count * threads)),
+            Some(e) => Err(e),
+        }
     };
     over_blocks(plan, opts, run_range, false)
 }
@@ -640,28 +696,49 @@ fn run_native(
     mem: &Memory,
     opts: &ExecOptions,
 ) -> Result<LaunchStats, ExecError> {
+    // Native code uses no lane masks, but its slow path runs on a worker: a one-word worker is
+    // cheaper to set up for the small blocks where setup matters.
+    if plan.threads <= 64 {
+        run_native_blocks::<1>(ctx, plan, k, mem, opts)
+    } else {
+        run_native_blocks::<MAX_WORDS>(ctx, plan, k, mem, opts)
+    }
+}
+
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+fn run_native_blocks<const MW: usize>(
+    ctx: &Ctx,
+    plan: &LaunchPlan,
+    k: &jit::JitKernel,
+    mem: &Memory,
+    opts: &ExecOptions,
+) -> Result<LaunchStats, ExecError> {
     let threads = plan.threads;
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
-        with_scratch::<MAX_WORDS, _>(|scratch| {
-            // The native code's buffers live beside the interpreter's and are reused the same way.
-            let mut js = std::mem::take(&mut scratch.jit);
+        // The error leaves through `failed` so that the scratch closure returns two words in
+        // registers: a large result moved through memory right after being written stalls.
+        let mut failed = None;
+        let total = with_scratch::<MW, _>(|scratch, js| {
             js.prepare(mem);
-            let mut w = Worker::<MAX_WORDS>::new(ctx, scratch);
+            let mut w = Worker::<MW>::new(ctx, scratch);
             let mut total = 0u64;
-            let mut result = Ok(());
             for b in range {
-                match k.run_block(&mut w, &mut js, b) {
+                match k.run_block(&mut w, js, b) {
                     Ok(c) => total += c,
                     Err(s) => {
                         ctx.abort.store(true, Ordering::Relaxed);
-                        result = Err(w.dress(s, b));
+                        failed = Some(w.dress(s, b));
                         break;
                     }
                 }
             }
-            w.b.jit = js;
-            result.map(|()| (total / threads, total))
-        })
+            total
+        });
+        match failed {
+            // A division is a good share of a one-thread launch: skip the common trivial one.
+            None => Ok((if threads == 1 { total } else { total / threads }, total)),
+            Some(e) => Err(e),
+        }
     };
     over_blocks(plan, opts, run_range, true)
 }

@@ -597,7 +597,11 @@ impl<'a> CpuReplay<'a> {
             Some(b) => Some(b - stats.instructions),
             None => None,
         };
-        self.exec.instruction_budget = budget;
+        // Rewritten only when it changes: a fresh write read back at once by the launch stalls
+        // store forwarding, a measurable share of a small launch.
+        if self.exec.instruction_budget != budget {
+            self.exec.instruction_budget = budget;
+        }
         let module = &self.modules[l.module];
         let done = l
             .plan

@@ -47,7 +47,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variab
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::Module as _;
 
-use super::{compare, sx, Res, Stop, Worker, MAX_WORDS};
+use super::{compare, sx, Res, Stop, ThreadAccess, Worker};
 use crate::ptx::ir::*;
 use crate::ptx::lower::Function;
 use crate::ptx::math::*;
@@ -94,8 +94,8 @@ struct JitCtx {
 }
 
 /// The Rust side of a call, reached by the slow-path helpers.
-struct Rt<'w, 'a> {
-    w: &'w mut Worker<'a, MAX_WORDS>,
+struct Rt<'w> {
+    w: &'w mut dyn ThreadAccess,
     stop: Option<Stop>,
 }
 
@@ -1643,7 +1643,7 @@ extern "C" fn h_mem(ctx: *mut JitCtx, ins: *const Instr, thread: u64, addr: u64,
     // SAFETY: `ctx` is the context of the running call and `rt` points to that call's `Rt`, which
     // the caller does not touch until the call returns; `ins` as in `h_un`.
     let (ctx, ins) = unsafe { (&mut *ctx, &*ins) };
-    let rt = unsafe { &mut *(ctx.rt as *mut Rt<'_, '_>) };
+    let rt = unsafe { &mut *(ctx.rt as *mut Rt<'_>) };
     let l = thread as usize;
     let (res, size, write) = match ins.inst {
         Inst::Ld { space, size, .. } => (rt.w.load(space, addr, size, l), size, false),
@@ -1711,19 +1711,22 @@ impl Scratch {
 
 impl JitKernel {
     /// Runs block `b` on worker `w`; returns the thread-instructions executed.
-    pub(super) fn run_block(&self, w: &mut Worker<'_, MAX_WORDS>, js: &mut Scratch, b: u64) -> Res<u64> {
+    pub(super) fn run_block<const MW: usize>(&self, w: &mut Worker<'_, MW>, js: &mut Scratch, b: u64) -> Res<u64> {
         let ctx = w.ctx;
         let g = ctx.dims.grid;
         // A 64-bit division costs tens of cycles: 1-D grids (the common case) need none.
-        w.ctaid = if g[1] == 1 && g[2] == 1 {
-            [b as u32, 0, 0]
+        let ctaid: [u64; 3] = if g[1] == 1 && g[2] == 1 {
+            [b, 0, 0]
         } else {
             [
-                (b % g[0] as u64) as u32,
-                ((b / g[0] as u64) % g[1] as u64) as u32,
-                (b / (g[0] as u64 * g[1] as u64)) as u32,
+                b % g[0] as u64,
+                (b / g[0] as u64) % g[1] as u64,
+                b / (g[0] as u64 * g[1] as u64),
             ]
         };
+        // The native context takes the 64-bit values computed here rather than reading back
+        // `w.ctaid`: a wide load of narrow stores just made stalls store forwarding.
+        w.ctaid = ctaid.map(|v| v as u32);
         if ctx.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
             return Err(Stop::Cancelled);
         }
@@ -1765,20 +1768,24 @@ impl JitKernel {
                 n: n as u64,
                 ntid: dims.block.map(|v| v as u64),
                 nctaid: dims.grid.map(|v| v as u64),
-                ctaid: w.ctaid.map(|v| v as u64),
+                ctaid,
                 fault: 0,
                 stop_thread: 0,
                 stop_pc: 0,
                 rt: std::ptr::null_mut(),
             };
             let mut rt = Rt { w: &mut *w, stop: None };
-            jc.rt = &mut rt as *mut Rt<'_, '_> as *mut c_void;
+            jc.rt = &mut rt as *mut Rt<'_> as *mut c_void;
             // SAFETY: the code was compiled from this kernel for this signature; every pointer in
             // `jc` is valid for the call (see the module docs for what the code may touch).
             let status = unsafe { (self.entry)(&mut jc, seg) };
             let stop = rt.stop.take();
             total += jc.count;
-            ctx.used.fetch_add(jc.count, Ordering::Relaxed);
+            // The shared count only serves budget checks (as in the interpreter); without a
+            // budget a locked add per block would be most of a small launch's cost.
+            if ctx.budget.is_some() {
+                ctx.used.fetch_add(jc.count, Ordering::Relaxed);
+            }
             match status {
                 ST_DONE => {}
                 ST_FAULT => return Err(stop.unwrap_or(Stop::Aborted)),
