@@ -1,14 +1,18 @@
-"""Compares the replay's output regions with the native build's: the two ran the same work."""
+"""Compares the replay's output regions with the native build's: the two ran the same work.
+
+compare.py REPLAY_DIR [NATIVE_DIR]: NAME.bin in the first against NAME.native.bin in the second
+(default: the same directory)."""
 
 import struct
 import sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
+native_dir = Path(sys.argv[2]) if len(sys.argv) > 2 else out
 for replay in sorted(out.glob("*.bin")):
     if replay.name.endswith(".native.bin"):
         continue
-    native = replay.with_name(replay.stem + ".native.bin")
+    native = native_dir / (replay.stem + ".native.bin")
     if not native.exists():
         continue
     fmt = "i" if replay.stem == "mandelbrot" else "f"
