@@ -309,46 +309,28 @@ fn with_scratch<const MW: usize, T>(f: impl FnOnce(&mut Scratch<MW>, &mut Native
 }
 
 
-/// One thread's checked memory access, whatever the worker's mask width: what native code's slow
-/// path needs from a worker.
+/// What native code's slow path needs from a worker, whatever its mask width: one thread's
+/// checked load, store or atomic.
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 trait ThreadAccess {
-    fn load(&self, space: Space, a: u64, size: u8, l: usize) -> Result<u64, (Fault, Space)>;
-    fn store(&mut self, space: Space, a: u64, size: u8, v: u64, l: usize) -> Result<(), (Fault, Space)>;
-    #[allow(clippy::too_many_arguments)]
-    fn atomic(
-        &mut self,
-        space: Space,
-        a: u64,
-        op: AtomOp,
-        size: u8,
-        f: Option<F>,
-        b: u64,
-        c: u64,
-        l: usize,
-    ) -> Result<u64, (Fault, Space)>;
+    /// Runs `inst` for thread `l` at `addr` (`b`, `c`: the value operands); `None` if `inst`
+    /// does not access memory. Gives the result, the access size and whether it writes.
+    fn access(&mut self, inst: &Inst, addr: u64, b: u64, c: u64, l: usize) -> Option<(Result<u64, (Fault, Space)>, u8, bool)>;
 }
 
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 impl<const MW: usize> ThreadAccess for Worker<'_, MW> {
-    fn load(&self, space: Space, a: u64, size: u8, l: usize) -> Result<u64, (Fault, Space)> {
-        Worker::load(self, space, a, size, l)
-    }
-    fn store(&mut self, space: Space, a: u64, size: u8, v: u64, l: usize) -> Result<(), (Fault, Space)> {
-        Worker::store(self, space, a, size, v, l)
-    }
-    fn atomic(
-        &mut self,
-        space: Space,
-        a: u64,
-        op: AtomOp,
-        size: u8,
-        f: Option<F>,
-        b: u64,
-        c: u64,
-        l: usize,
-    ) -> Result<u64, (Fault, Space)> {
-        Worker::atomic(self, space, a, op, size, f, b, c, l)
+    fn access(&mut self, inst: &Inst, addr: u64, b: u64, c: u64, l: usize) -> Option<(Result<u64, (Fault, Space)>, u8, bool)> {
+        Some(match *inst {
+            Inst::Ld { space, size, .. } => (self.load(space, addr, size, l), size, false),
+            Inst::St { space, size, .. } => (
+                self.store(space, addr, size, b & mask_bits(size as u32 * 8), l).map(|_| 0),
+                size,
+                true,
+            ),
+            Inst::Atom { space, op, size, f, .. } => (self.atomic(space, addr, op, size, f, b, c, l), size, true),
+            _ => return None,
+        })
     }
 }
 
@@ -577,7 +559,13 @@ fn run_grid(
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     if opts.engine == Engine::Jit {
         if let Some(k) = plan.native(module) {
-            return run_native(&ctx, plan, k, mem, opts);
+            // Native code uses no lane masks, but its slow path runs on a worker: a one-word
+            // worker is cheaper to set up for the small blocks where setup matters.
+            return if plan.threads <= 64 {
+                run_native::<1>(&ctx, plan, k, mem, opts)
+            } else {
+                run_native::<MAX_WORDS>(&ctx, plan, k, mem, opts)
+            };
         }
     }
     // Blocks of one or two warps run with one-word lane masks: a launch of a small block then
@@ -656,6 +644,44 @@ fn over_blocks(
     })
 }
 
+/// Runs the blocks of `range` on this OS thread's worker: `block` runs one and returns the
+/// thread-instructions it counted itself (native code does; the interpreter counts in the worker).
+/// Gives that sum and the worker's own count of issued instructions.
+fn run_range_on<const MW: usize>(
+    ctx: &Ctx,
+    range: std::ops::Range<u64>,
+    prepare: impl FnOnce(&mut NativeScratch),
+    mut block: impl FnMut(&mut Worker<'_, MW>, &mut NativeScratch, u64) -> Res<u64>,
+) -> Result<(u64, u64), ExecError> {
+    // The error leaves through `failed` so that the scratch closure returns two words in
+    // registers: a large result moved through memory right after being written stalls.
+    let mut failed = None;
+    let counts = with_scratch::<MW, _>(|scratch, native| {
+        prepare(native);
+        let mut w = Worker::<MW>::new(ctx, scratch);
+        let mut total = 0u64;
+        for b in range {
+            match block(&mut w, native, b) {
+                Ok(c) => total += c,
+                Err(s) => {
+                    ctx.abort.store(true, Ordering::Relaxed);
+                    failed = Some(w.dress(s, b));
+                    break;
+                }
+            }
+        }
+        // The shared count only serves budget checks of workers still running.
+        if ctx.budget.is_some() {
+            w.flush();
+        }
+        (total, w.count)
+    });
+    match failed {
+        None => Ok(counts),
+        Some(e) => Err(e),
+    }
+}
+
 fn run_blocks<const MW: usize>(
     ctx: &Ctx,
     plan: &LaunchPlan,
@@ -663,50 +689,14 @@ fn run_blocks<const MW: usize>(
 ) -> Result<LaunchStats, ExecError> {
     let threads = plan.threads;
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
-        // The error leaves through `failed`, as in `run_native`.
-        let mut failed = None;
-        let count = with_scratch::<MW, _>(|scratch, _| {
-            let mut w = Worker::<MW>::new(ctx, scratch);
-            for b in range {
-                if let Err(s) = w.run_block(b) {
-                    ctx.abort.store(true, Ordering::Relaxed);
-                    failed = Some(w.dress(s, b));
-                    return 0;
-                }
-            }
-            // The shared count only serves budget checks of workers still running.
-            if ctx.budget.is_some() {
-                w.flush();
-            }
-            w.count
-        });
-        match failed {
-            None => Ok((count, count * threads)),
-            Some(e) => Err(e),
-        }
+        let (_, count) = run_range_on::<MW>(ctx, range, |_| {}, |w, _, b| w.run_block(b).map(|()| 0))?;
+        Ok((count, count * threads))
     };
     over_blocks(plan, opts, run_range, false)
 }
 
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
-fn run_native(
-    ctx: &Ctx,
-    plan: &LaunchPlan,
-    k: &jit::JitKernel,
-    mem: &Memory,
-    opts: &ExecOptions,
-) -> Result<LaunchStats, ExecError> {
-    // Native code uses no lane masks, but its slow path runs on a worker: a one-word worker is
-    // cheaper to set up for the small blocks where setup matters.
-    if plan.threads <= 64 {
-        run_native_blocks::<1>(ctx, plan, k, mem, opts)
-    } else {
-        run_native_blocks::<MAX_WORDS>(ctx, plan, k, mem, opts)
-    }
-}
-
-#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
-fn run_native_blocks<const MW: usize>(
+fn run_native<const MW: usize>(
     ctx: &Ctx,
     plan: &LaunchPlan,
     k: &jit::JitKernel,
@@ -715,30 +705,9 @@ fn run_native_blocks<const MW: usize>(
 ) -> Result<LaunchStats, ExecError> {
     let threads = plan.threads;
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
-        // The error leaves through `failed` so that the scratch closure returns two words in
-        // registers: a large result moved through memory right after being written stalls.
-        let mut failed = None;
-        let total = with_scratch::<MW, _>(|scratch, js| {
-            js.prepare(mem);
-            let mut w = Worker::<MW>::new(ctx, scratch);
-            let mut total = 0u64;
-            for b in range {
-                match k.run_block(&mut w, js, b) {
-                    Ok(c) => total += c,
-                    Err(s) => {
-                        ctx.abort.store(true, Ordering::Relaxed);
-                        failed = Some(w.dress(s, b));
-                        break;
-                    }
-                }
-            }
-            total
-        });
-        match failed {
-            // A division is a good share of a one-thread launch: skip the common trivial one.
-            None => Ok((if threads == 1 { total } else { total / threads }, total)),
-            Some(e) => Err(e),
-        }
+        let (total, _) = run_range_on::<MW>(ctx, range, |js| js.prepare(mem), |w, js, b| k.run_block(w, js, b))?;
+        // A division is a good share of a one-thread launch: skip the common trivial one.
+        Ok((if threads == 1 { total } else { total / threads }, total))
     };
     over_blocks(plan, opts, run_range, true)
 }

@@ -1645,18 +1645,8 @@ extern "C" fn h_mem(ctx: *mut JitCtx, ins: *const Instr, thread: u64, addr: u64,
     let (ctx, ins) = unsafe { (&mut *ctx, &*ins) };
     let rt = unsafe { &mut *(ctx.rt as *mut Rt<'_>) };
     let l = thread as usize;
-    let (res, size, write) = match ins.inst {
-        Inst::Ld { space, size, .. } => (rt.w.load(space, addr, size, l), size, false),
-        Inst::St { space, size, .. } => (
-            rt.w.store(space, addr, size, b & mask_bits(size as u32 * 8), l)
-                .map(|_| 0),
-            size,
-            true,
-        ),
-        Inst::Atom {
-            space, op, size, f, ..
-        } => (rt.w.atomic(space, addr, op, size, f, b, c, l), size, true),
-        _ => return 0,
+    let Some((res, size, write)) = rt.w.access(&ins.inst, addr, b, c, l) else {
+        return 0;
     };
     match res {
         Ok(v) => v,
