@@ -107,11 +107,11 @@ fn ptx_of(case: &str) -> String {
 
 /// The sizes here are the ones `bench/native/kernels.cpp` runs by default.
 fn cases() -> Vec<Case> {
-    let saxpy_n = 1 << 24;
-    let (mm, mn, mk) = (384, 384, 384);
-    let bodies = 2048;
-    let (mw, mh, miter) = (512, 384, 256);
-    let (rows, cols) = (4096, 1024);
+    let saxpy_n = 1 << 25;
+    let (mm, mn, mk) = (512, 512, 512);
+    let bodies = 4096;
+    let (mw, mh, miter) = (1024, 768, 256);
+    let (rows, cols) = (16384, 1024);
     vec![
         Case {
             name: "saxpy",
