@@ -466,3 +466,68 @@ fn the_instruction_budget_spans_the_whole_iteration() {
     assert!(done > 0 && done < 200, "{done} launches ran");
     assert!(err.to_string().contains("budget"), "{err}");
 }
+
+/// Stores `%tid.x` at `p[%tid.x]` (u32), from every thread.
+const STORE_TID: &str = r#"
+.version 7.0
+.target sm_50
+.address_size 64
+
+.visible .entry store_tid(
+	.param .u64 store_tid_param_0
+)
+{
+	.reg .b32 	%r<2>;
+	.reg .b64 	%rd<5>;
+
+	ld.param.u64 	%rd1, [store_tid_param_0];
+	cvta.to.global.u64 	%rd2, %rd1;
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 4;
+	add.s64 	%rd4, %rd2, %rd3;
+	st.global.u32 	[%rd4], %r1;
+	ret;
+}
+"#;
+
+#[test]
+fn faults_name_the_same_thread_and_address_on_both_engines_for_small_and_large_blocks() {
+    // Native code really runs this kernel (else the comparison below would be the interpreter twice).
+    let module = ptx::Module::parse(STORE_TID).unwrap();
+    let mut memory = ptx::Memory::new();
+    let base = memory.add_region(4 * 128, 4).unwrap();
+    let dims = ptx::LaunchDims { grid: [1, 1, 1], block: [128, 1, 1], dynamic_shared: 0 };
+    let stats = ptx::launch(&module, "store_tid", &dims, &base.to_le_bytes(), &memory, &ptx::ExecOptions::default()).unwrap();
+    assert!(stats.jit, "the kernel ran on the interpreter");
+
+    // Blocks of up to 64 threads and larger ones take different worker shapes in both engines.
+    for threads in [32u32, 128] {
+        let mut w = writer();
+        let m = w.add_module("store_tid", STORE_TID).unwrap();
+        let p = ParamDecl { name: "store_tid_param_0".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer };
+        let k = w.add_kernel(m, "store_tid", vec![p]).unwrap();
+        let out = region(&mut w, "out", &[0; 5]);
+        w.launch(LaunchDecl { grid: [2, 1, 1], block: [threads, 1, 1], ..launch_on(k, out) }).unwrap();
+        let bytes = finish(w);
+        let archive = Archive::open(&bytes).unwrap();
+        let errors: Vec<ReplayError> = [ptx::Engine::Jit, ptx::Engine::Interpreter]
+            .into_iter()
+            .map(|engine| {
+                let options = ReplayOptions { threads: 1, engine, ..ReplayOptions::default() };
+                let mut replay = CpuReplay::new(&archive, options).unwrap();
+                replay.run_iteration(&mut NoObserver).err().expect("the store past the region faults")
+            })
+            .collect();
+        for err in &errors {
+            match err {
+                ReplayError::Exec { error: ptx::ExecError::Memory { block, thread, addr, size, .. }, .. } => {
+                    assert_eq!((*block, *thread, *size), ([0, 0, 0], [5, 0, 0], 4), "{err}");
+                    // Regions start at a multiple of 2^36: the first byte past a 20-byte region.
+                    assert_eq!(addr & ((1 << 36) - 1), 20, "{err}");
+                }
+                other => panic!("expected a memory fault, got {other}"),
+            }
+        }
+        assert_eq!(errors[0].to_string(), errors[1].to_string());
+    }
+}
