@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use recap::cuda::sample_kernels::SampleKernels;
-use recap::cuda::{locate_fault, CudaError, CudaReplay, Device, Mode, OpenError, ReplayOptions};
+use recap::cuda::{locate_fault, CudaError, CudaReplay, Device, LoopLimit, Mode, OpenError, ReplayOptions};
 use recap_tests::{corpus_cases, recap_bin};
 use shared::archive::*;
 
@@ -182,6 +182,29 @@ fn the_cli_names_the_faulting_op_and_exits_non_zero() {
 }
 
 #[test]
+fn the_cli_warns_when_a_loop_stops_at_its_limit() {
+    let _g = serial();
+    let Some(_dev) = gpu("the_cli_warns_when_a_loop_stops_at_its_limit") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let limited = dir.path().join("limited.recap");
+    std::fs::write(&limited, count_down_archive(10, 4)).unwrap();
+    let within = dir.path().join("within.recap");
+    std::fs::write(&within, count_down_archive(3, 4)).unwrap();
+    let line = "op 0 (while counter[0]) stopped at its limit of 4 iterations with its condition still set";
+    for mode in ["graph", "stream"] {
+        let (ok, stdout, stderr) = replay_cli(&limited, &["--device", "cuda", "--mode", mode, "--iterations", "2"]);
+        println!("--mode {mode}: {}", stderr.trim_end());
+        assert!(ok, "{stdout}{stderr}");
+        for i in [1, 2] {
+            assert!(stderr.contains(&format!("warning: iteration {i}: {line}\n")), "{mode}: {stderr}");
+        }
+        let (ok, stdout, stderr) = replay_cli(&within, &["--device", "cuda", "--mode", mode, "--iterations", "2"]);
+        assert!(ok && stdout.contains("iteration 2: "), "{stdout}{stderr}");
+        assert!(!stderr.contains("stopped at its limit"), "{mode}: {stderr}");
+    }
+}
+
+#[test]
 fn every_corpus_case_passes_check_in_both_modes() {
     let _g = serial();
     let Some(dev) = gpu("every_corpus_case_passes_check_in_both_modes") else { return };
@@ -279,11 +302,29 @@ fn while_loop_runs_until_its_condition_clears() {
             r.replay().unwrap();
             let got = (u32s(&r.read_region(1).unwrap())[0], u32s(&r.read_region(0).unwrap())[0]);
             assert_eq!(got, (want_acc, want_counter), "start {start} max {max} {mode:?}");
-            // A second replay continues from the state the first left.
+            // Only a loop its limit stopped with the counter still set is reported.
+            let limited = max != 0 && start > max;
+            let want: Vec<LoopLimit> = if limited {
+                vec![LoopLimit { op: 0, label: "while counter[0]".into(), limit: max, times: 1 }]
+            } else {
+                Vec::new()
+            };
+            assert_eq!(r.loop_limits().unwrap(), want, "start {start} max {max} {mode:?}");
+            // A second replay continues from the state the first left; 3 passes end on their own.
             r.write_region(0, 0, &3u32.to_le_bytes()).unwrap();
             r.replay().unwrap();
             let acc = u32s(&r.read_region(1).unwrap())[0];
             assert_eq!(acc, want_acc + if max == 0 { 3 } else { 3.min(max) }, "second replay, {mode:?}");
+            assert_eq!(r.loop_limits().unwrap(), want, "second replay, start {start} max {max} {mode:?}");
+            if limited {
+                // Stopped by the limit again: counted twice.
+                r.write_region(0, 0, &(max + 5).to_le_bytes()).unwrap();
+                r.replay().unwrap();
+                let twice = r.loop_limits().unwrap();
+                assert_eq!(twice.len(), 1, "{mode:?}");
+                assert_eq!(twice[0].times, 2, "{mode:?}");
+                println!("while start {start} max {max}, {mode:?}: {}", twice[0].message());
+            }
         }
         println!("while start {start} max {max}: acc {want_acc} in both modes");
     }

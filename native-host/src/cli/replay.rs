@@ -129,6 +129,10 @@ pub trait ReplayBackend {
     fn iteration_detail(&mut self) -> Option<String> {
         None
     }
+    /// Warnings about what the last iteration did (a loop stopped by its limit), one line each.
+    fn iteration_warnings(&mut self) -> anyhow::Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }
 
 struct CpuBackend<'a>(CpuReplay<'a>);
@@ -151,6 +155,8 @@ struct CudaBackend<'a> {
     ops: u64,
     launches: u64,
     last_device_time: Duration,
+    /// Loop-limit stops reported so far, by op (the replay counts them since it was loaded).
+    limits_reported: std::collections::HashMap<shared::archive::OpId, u64>,
 }
 
 impl ReplayBackend for CudaBackend<'_> {
@@ -167,6 +173,17 @@ impl ReplayBackend for CudaBackend<'_> {
     }
     fn warnings(&mut self) -> Vec<String> {
         self.replay.replay().warnings().to_vec()
+    }
+    fn iteration_warnings(&mut self) -> anyhow::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for mut limit in self.replay.replay().loop_limits()? {
+            let before = self.limits_reported.insert(limit.op, limit.times).unwrap_or(0);
+            if limit.times > before {
+                limit.times -= before;
+                out.push(limit.message());
+            }
+        }
+        Ok(out)
     }
     fn iteration_detail(&mut self) -> Option<String> {
         let r = self.replay.replay();
@@ -217,7 +234,7 @@ pub fn open_backend<'a>(
             let options = recap::cuda::ReplayOptions { mode, ..Default::default() };
             let replay = recap::cuda::ArchiveReplay::open(bytes, ordinal as usize, options)?;
             let launches = archive.ops().filter(|op| matches!(op, shared::archive::Op::Launch(_))).count() as u64;
-            Ok(Box::new(CudaBackend { replay, ops: archive.op_count() as u64, launches, last_device_time: Duration::ZERO }))
+            Ok(Box::new(CudaBackend { replay, ops: archive.op_count() as u64, launches, last_device_time: Duration::ZERO, limits_reported: Default::default() }))
         }
     }
 }
@@ -328,6 +345,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => iteration_line(i, elapsed, &stats),
         };
         progress.println(line);
+        for w in backend.iteration_warnings()? {
+            progress.bar.suspend(|| eprintln!("warning: iteration {}: {w}", i + 1));
+        }
         times.push(elapsed);
     }
     progress.bar.finish_and_clear();

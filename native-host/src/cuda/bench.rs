@@ -152,13 +152,12 @@ pub fn chain_archive_with(outside: &OutsideKernel, with_cubin: bool, n: usize) -
 }
 
 /// Diagnostic: an `n`-node chain of `inc` built and timed with raw driver calls only (its own
-/// stream, buffer and module, explicit kernel nodes sharing one parameter block), the way a C++
+/// buffer and module, the device's stream, explicit kernel nodes sharing one parameter block), the way a C++
 /// program would: what recap's own replay path adds, if anything. `x`: a buffer to use instead
 /// of a fresh one.
 fn raw_chain_per_node(device: &Arc<Device>, n: usize, reps: usize, x: Option<u64>) -> Result<f64, CudaError> {
     device.bind()?;
-    let mut stream = std::ptr::null_mut();
-    call!(cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32))?;
+    let stream = device.stream();
     let mut own_x = 0;
     let mut x = match x {
         Some(x) => x,
@@ -214,8 +213,50 @@ fn raw_chain_per_node(device: &Arc<Device>, n: usize, reps: usize, x: Option<u64
     if own_x != 0 {
         call!(cuMemFree_v2(own_x))?;
     }
-    call!(cuStreamDestroy_v2(stream))?;
     Ok(median(t))
+}
+
+/// Launches `inc` once on a stream other than the device's, the way a program with a stream per
+/// task would. Afterwards the driver launches every graph kernel node in this context more slowly
+/// (see [`Device::stream`]); nothing undoes that, so the benchmark does it last.
+fn launch_on_a_second_stream(device: &Arc<Device>) -> Result<(), CudaError> {
+    device.bind()?;
+    let mut stream = std::ptr::null_mut();
+    call!(cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32))?;
+    let mut x = 0;
+    call!(cuMemAlloc_v2(&mut x, ELEMS as usize * 4))?;
+    let mut image = super::sample_kernels::PTX.as_bytes().to_vec();
+    image.push(0);
+    let code = Code::load(&image, false).map_err(|(e, log)| CudaError::Jit { module: "second stream".into(), error: e, log })?;
+    let func = code.get(c"inc")?;
+    let mut count = ELEMS;
+    let mut args = [&mut x as *mut u64 as *mut std::ffi::c_void, &mut count as *mut u32 as *mut std::ffi::c_void];
+    call!(cuLaunchKernel(func.function, 1, 1, 1, ELEMS, 1, 1, 0, stream, args.as_mut_ptr(), std::ptr::null_mut()))?;
+    call!(cuStreamSynchronize(stream))?;
+    code.unload();
+    call!(cuMemFree_v2(x))?;
+    call!(cuStreamDestroy_v2(stream))?;
+    Ok(())
+}
+
+/// Median per-iteration time of the WHILE archive counting down from `k`, over `reps` replays.
+fn while_per_iteration(r: &mut CudaReplay, k: u32, reps: usize) -> Result<f64, CudaError> {
+    let mut per = Vec::new();
+    for rep in 0..reps + 1 {
+        r.write_region(0, 0, &k.to_le_bytes())?;
+        let a = Instant::now();
+        r.launch()?;
+        r.synchronize()?;
+        let t = us(a.elapsed()) / k as f64;
+        let left = u32::from_le_bytes(r.read_region(0)?[..4].try_into().expect("4 bytes"));
+        if left != 0 {
+            return Err(CudaError::Invalid(format!("while loop left the counter at {left}")));
+        }
+        if rep > 0 {
+            per.push(t);
+        }
+    }
+    Ok(median(per))
 }
 
 fn time_per_node(r: &mut CudaReplay, n: usize, reps: usize) -> Result<f64, CudaError> {
@@ -355,22 +396,7 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKern
                 r.programmatic_edges()
             );
             for k in [10u32, 100, 1000, 10000] {
-                let mut per = Vec::new();
-                for rep in 0..reps.min(9) + 1 {
-                    r.write_region(0, 0, &k.to_le_bytes())?;
-                    let a = Instant::now();
-                    r.launch()?;
-                    r.synchronize()?;
-                    let t = us(a.elapsed()) / k as f64;
-                    let left = u32::from_le_bytes(r.read_region(0)?[..4].try_into().expect("4 bytes"));
-                    if left != 0 {
-                        return Err(CudaError::Invalid(format!("while loop left the counter at {left}")));
-                    }
-                    if rep > 0 {
-                        per.push(t);
-                    }
-                }
-                put(format!("while {k}: {label}, per iteration"), median(per), "us");
+                put(format!("while {k}: {label}, per iteration"), while_per_iteration(&mut r, k, reps.min(9))?, "us");
             }
         }
     }
@@ -419,6 +445,24 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKern
         }
         put("update one kernel node's parameters".into(), median(t), "us");
         r.replay()?;
+    }
+
+    // The same chain and loop once a kernel has run on a second stream of the context: what
+    // recap's one stream per device avoids.
+    {
+        launch_on_a_second_stream(device)?;
+        let bytes = chain_archive(1000);
+        let archive = Archive::open(&bytes)?;
+        let mut r = CudaReplay::load(device, &archive, graph)?;
+        put("chain 1000 after a kernel on a second stream: per node".into(), time_per_node(&mut r, 1000, reps)?, "us");
+        let bytes = while_archive();
+        let archive = Archive::open(&bytes)?;
+        let mut r = CudaReplay::load(device, &archive, graph)?;
+        put(
+            "while 10000 after a kernel on a second stream: per iteration".into(),
+            while_per_iteration(&mut r, 10000, reps.min(9))?,
+            "us",
+        );
     }
     Ok(out)
 }

@@ -162,12 +162,14 @@ pub(crate) struct Handle<T>(pub T);
 unsafe impl<T> Send for Handle<T> {}
 unsafe impl<T> Sync for Handle<T> {}
 
-/// A context recap works in, and whether it is the device's primary context or one of its own.
+/// A context recap works in, whether it is the device's primary context or one of its own, and
+/// the one stream every replay in it runs on.
 #[derive(Clone, Copy, Debug)]
 struct Ctx {
     handle: sys::CUcontext,
     /// Made with `cuCtxCreate` (destroyed on recovery) rather than retained as the primary context.
     owned: bool,
+    stream: sys::CUstream,
 }
 
 /// Makes a working context: the primary context if it is usable, else a context of recap's own
@@ -181,10 +183,15 @@ fn fresh_context(dev: sys::CUdevice) -> Result<Ctx, DriverError> {
         call!(cuMemFree_v2(p))?;
         call!(cuCtxSynchronize())
     };
+    let stream = || -> Result<sys::CUstream, DriverError> {
+        let mut s = std::ptr::null_mut();
+        call!(cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32))?;
+        Ok(s)
+    };
     let mut primary = std::ptr::null_mut();
     let retained = call!(cuDevicePrimaryCtxRetain(&mut primary, dev));
-    let first_error = match retained.and_then(|_| probe(primary)) {
-        Ok(()) => return Ok(Ctx { handle: primary, owned: false }),
+    let first_error = match retained.and_then(|_| probe(primary)).and_then(|_| stream()) {
+        Ok(stream) => return Ok(Ctx { handle: primary, owned: false, stream }),
         Err(e) => e,
     };
     if !primary.is_null() {
@@ -197,8 +204,8 @@ fn fresh_context(dev: sys::CUdevice) -> Result<Ctx, DriverError> {
         ..first_error.clone()
     };
     call!(cuCtxCreate_v2(&mut own, 0, dev)).map_err(both)?;
-    match probe(own) {
-        Ok(()) => Ok(Ctx { handle: own, owned: true }),
+    match probe(own).and_then(|_| stream()) {
+        Ok(stream) => Ok(Ctx { handle: own, owned: true, stream }),
         Err(e) => {
             call!(cuCtxDestroy_v2(own)).ok();
             Err(both(e))
@@ -283,6 +290,18 @@ impl Device {
         self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0.handle
     }
 
+    /// The stream every replay on this device launches on.
+    ///
+    /// One per context, not one per replay: once kernels have been launched (`cuLaunchKernel`) on
+    /// a second stream of a context, every graph kernel node launched in that context afterwards
+    /// takes longer, for good (an H100 with driver 580: 1.13 instead of 0.95 us per node of a
+    /// 1000-node chain, `bench/cuda/launch_modes.cpp`). Graph launches on several streams do not
+    /// do this, kernel launches on one stream do not either. The price: replays on one device
+    /// from several threads run one after another on the GPU.
+    pub(crate) fn stream(&self) -> sys::CUstream {
+        self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0.stream
+    }
+
     /// What each recovery did so far (for logs and notes).
     pub fn recoveries(&self) -> Vec<String> {
         self.recoveries.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -339,8 +358,9 @@ impl Device {
 impl Drop for Device {
     fn drop(&mut self) {
         let ctx = self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0;
-        // SAFETY: releases the one reference this value holds.
+        // SAFETY: destroys the stream this value made and releases the one context reference it holds.
         unsafe {
+            sys::cuStreamDestroy_v2(ctx.stream);
             if ctx.owned {
                 sys::cuCtxDestroy_v2(ctx.handle);
             } else {

@@ -23,6 +23,8 @@ pub fn fill_grid(n: u64) -> u32 {
 /// `recap_set_condition(handle, word, counter, max_iterations, first)`:
 /// with `first != 0` the counter restarts at 0 (before a loop or an if), otherwise it counts one
 /// finished iteration; the handle is set to `word != 0 && (max_iterations == 0 || counter < max_iterations)`.
+/// When the limit is what stops the loop (`word != 0`, `counter >= max_iterations`), the u32 after
+/// the counter goes up by one: the host reads it to say so, since nothing else would.
 /// A module of its own: a driver without conditional nodes cannot resolve the extern.
 pub const CONDITION_MODULE: &str = concat!(".version 7.8\n.target sm_60\n", condition_kernel!(""));
 
@@ -48,8 +50,8 @@ macro_rules! condition_kernel {
     .param .u32 max_iterations,
     .param .u32 first)
 {
-    .reg .pred %first, %go, %bounded, %under;
-    .reg .b32 %w, %n, %max, %f, %v;
+    .reg .pred %first, %go, %bounded, %under, %limited;
+    .reg .b32 %w, %n, %max, %f, %v, %one;
     .reg .b64 %h, %pw, %pcount;
 "#,
             $wait,
@@ -68,6 +70,11 @@ macro_rules! condition_kernel {
     setp.ne.u32 %bounded, %max, 0;
     setp.lt.u32 %under, %n, %max;
     @%bounded and.pred %go, %go, %under;
+    setp.ne.u32 %limited, %w, 0;
+    and.pred %limited, %limited, %bounded;
+    @%limited setp.ge.u32 %limited, %n, %max;
+    mov.u32 %one, 1;
+    @%limited red.global.add.u32 [%pcount+4], %one;
     selp.u32 %v, 1, 0, %go;
     {
         .param .b64 p0;

@@ -292,10 +292,55 @@ pub struct CudaReplay {
     /// driver 12.3 or newer), and how many such edges the graph has.
     programmatic: bool,
     programmatic_edges: usize,
+    /// Times a host-driven loop (stream mode) was stopped by its limit, by op.
+    host_limit_hits: HashMap<OpId, u64>,
+}
+
+/// What a loop does after `done` passes, its condition word reading `word`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    Run,
+    Done,
+    /// The condition still asks for a pass, but `max_iterations` passes are done.
+    Limited,
+}
+
+fn next_pass(done: u32, max_iterations: u32, word: u32) -> Pass {
+    match (word, max_iterations) {
+        (0, _) => Pass::Done,
+        (_, 0) => Pass::Run,
+        (_, max) if done >= max => Pass::Limited,
+        _ => Pass::Run,
+    }
+}
+
+/// A WHILE loop that its `max_iterations` stopped while its condition still asked for more
+/// passes: the replay went on with whatever state that pass left.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoopLimit {
+    pub op: OpId,
+    /// `while counter[0]`.
+    pub label: String,
+    pub limit: u32,
+    /// How many times, counted since the archive was loaded.
+    pub times: u64,
+}
+
+impl LoopLimit {
+    /// One line for a report: `op 3 (while counter[0]) stopped at its limit of 4 iterations with
+    /// its condition still set`, with the count when it happened more than once.
+    pub fn message(&self) -> String {
+        let times = if self.times > 1 { format!(" ({} times)", self.times) } else { String::new() };
+        format!(
+            "op {} ({}) stopped at its limit of {} iterations with its condition still set{times}",
+            self.op, self.label, self.limit
+        )
+    }
 }
 
 // SAFETY: every handle is used only with the device's context made current on the calling thread
-// (each public method binds it first), and `&mut self` serialises use of the stream.
+// (each public method binds it first); the device's stream is shared, and the driver takes work
+// on one stream from several threads.
 unsafe impl Send for CudaReplay {}
 
 fn label_of(archive: &Archive, id: OpId) -> String {
@@ -353,6 +398,7 @@ impl CudaReplay {
             load_times: LoadTimes::default(),
             programmatic: !options.plain_condition_edges && device.sm >= 90 && device.driver.version >= 12030,
             programmatic_edges: 0,
+            host_limit_hits: HashMap::new(),
         };
         let result = me.load_inner(archive);
         match result {
@@ -437,11 +483,10 @@ impl CudaReplay {
             self.regions.push(RegionAlloc { base, addr, size: r.size });
         }
         let control_ops = archive.ops().filter(|op| matches!(op, Op::While { .. } | Op::If { .. })).count();
-        call!(cuMemAlloc_v2(&mut self.control, control_ops.max(1) * 4))?;
-        call!(cuMemsetD8_v2(self.control, 0, control_ops.max(1) * 4))?;
-        let mut stream = std::ptr::null_mut();
-        call!(cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32))?;
-        self.stream = stream;
+        // Per while/if: its pass counter, and how many times its limit stopped it.
+        call!(cuMemAlloc_v2(&mut self.control, control_ops.max(1) * 8))?;
+        call!(cuMemsetD8_v2(self.control, 0, control_ops.max(1) * 8))?;
+        self.stream = self.device.stream();
         for ev in [&mut self.start, &mut self.end] {
             call!(cuEventCreate(ev, sys::CUevent_flags::CU_EVENT_DEFAULT as u32))?;
         }
@@ -490,7 +535,7 @@ impl CudaReplay {
                 Op::While { cond, .. } | Op::If { cond, .. } => {
                     let kind = if matches!(archive.op(id), Op::While { .. }) { Control::While } else { Control::If };
                     self.bodies.insert(id, archive.body(id));
-                    let counter = self.control + next_counter * 4;
+                    let counter = self.control + next_counter * 8;
                     next_counter += 1;
                     Step::Control {
                         kind,
@@ -688,15 +733,17 @@ impl CudaReplay {
                     if kind == Control::If && done == 1 {
                         break;
                     }
-                    if max_iterations != 0 && done >= max_iterations {
-                        break;
-                    }
                     let mut word = 0u32;
                     call!(cuStreamSynchronize(stream)).map_err(|e| self.op_error(op, e))?;
                     call!(cuMemcpyDtoH_v2(&mut word as *mut u32 as *mut c_void, cond, 4))
                         .map_err(|e| self.op_error(op, e))?;
-                    if word == 0 {
-                        break;
+                    match next_pass(done, max_iterations, word) {
+                        Pass::Run => {}
+                        Pass::Done => break,
+                        Pass::Limited => {
+                            *self.host_limit_hits.entry(op).or_default() += 1;
+                            break;
+                        }
                     }
                     self.run_ops(&body)?;
                     done += 1;
@@ -978,6 +1025,37 @@ impl CudaReplay {
         self.programmatic_edges
     }
 
+    /// Every WHILE loop whose `max_iterations` stopped it with its condition still set, in any
+    /// replay since the archive was loaded (with how many times). Waits for the device.
+    pub fn loop_limits(&mut self) -> Result<Vec<LoopLimit>, CudaError> {
+        self.ready()?;
+        let mut out = Vec::new();
+        let mut device_counts: Option<Vec<u32>> = None;
+        for (i, step) in self.steps.iter().enumerate() {
+            let Step::Control { kind: Control::While, counter, max_iterations, .. } = *step else { continue };
+            if max_iterations == 0 {
+                continue;
+            }
+            let op = i as OpId;
+            let mut times = self.host_limit_hits.get(&op).copied().unwrap_or(0);
+            if self.graph.is_some() {
+                if device_counts.is_none() {
+                    let control_ops = self.steps.iter().filter(|s| matches!(s, Step::Control { .. })).count().max(1);
+                    let mut buf = vec![0u32; control_ops * 2];
+                    call!(cuStreamSynchronize(self.stream))?;
+                    call!(cuMemcpyDtoH_v2(buf.as_mut_ptr() as *mut c_void, self.control, buf.len() * 4))?;
+                    device_counts = Some(buf);
+                }
+                let index = ((counter - self.control) / 4) as usize + 1;
+                times += device_counts.as_ref().map_or(0, |c| c[index] as u64);
+            }
+            if times > 0 {
+                out.push(LoopLimit { op, label: self.labels[i].clone(), limit: max_iterations, times });
+            }
+        }
+        Ok(out)
+    }
+
     /// One-line warnings about how the replay had to be carried out.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
@@ -1232,9 +1310,6 @@ impl Drop for CudaReplay {
                     sys::cuEventDestroy_v2(ev);
                 }
             }
-            if !self.stream.is_null() {
-                sys::cuStreamDestroy_v2(self.stream);
-            }
             for r in &self.regions {
                 sys::cuMemFree_v2(r.base);
             }
@@ -1331,5 +1406,32 @@ impl<'a> ArchiveReplay<'a> {
     /// The loaded replay, for bindings, parameter updates and timings.
     pub fn replay(&mut self) -> &mut CudaReplay {
         &mut self.replay
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_runs_while_its_word_is_set_and_its_limit_is_named_when_it_stops_it() {
+        // Unbounded: the word alone decides.
+        assert_eq!(next_pass(0, 0, 1), Pass::Run);
+        assert_eq!(next_pass(1_000_000, 0, 7), Pass::Run);
+        assert_eq!(next_pass(3, 0, 0), Pass::Done);
+        // Bounded: below the limit as unbounded; at it, a set word is a loop the limit stopped.
+        assert_eq!(next_pass(3, 4, 1), Pass::Run);
+        assert_eq!(next_pass(4, 4, 1), Pass::Limited);
+        assert_eq!(next_pass(4, 4, 0), Pass::Done);
+        assert_eq!(next_pass(0, 1, u32::MAX), Pass::Run);
+        assert_eq!(next_pass(1, 1, u32::MAX), Pass::Limited);
+    }
+
+    #[test]
+    fn a_loop_limit_reads_as_one_line_naming_op_and_limit() {
+        let once = LoopLimit { op: 3, label: "while counter[0]".into(), limit: 4, times: 1 };
+        assert_eq!(once.message(), "op 3 (while counter[0]) stopped at its limit of 4 iterations with its condition still set");
+        let twice = LoopLimit { times: 2, ..once };
+        assert!(twice.message().ends_with("still set (2 times)"), "{}", twice.message());
     }
 }
