@@ -19,6 +19,8 @@
 //   while1, while2, while3                  time WHILE loops: one kernel that sets the condition
 //                                           (the floor's shape); recap's body + condition kernel
 //                                           with a plain edge; the same with a programmatic edge
+//   while4                                  while3 with cuGraphUpload before its first launch
+//   whileplace                              while3 with its three words at 24 other addresses
 // Finding (an H100, driver 580): only kernel launches (cuLaunchKernel) on a second stream change
 // it, e.g. `s1 s1` or `stream s1`; `s1main s1main` and every graph-only sequence do not.
 // Build: g++ -O2 launch_modes.cpp -I/usr/local/cuda/include -L/usr/local/cuda/lib64/stubs -lcuda
@@ -100,7 +102,7 @@ static void report(const char* after) {
 // A WHILE loop counting `counter` down from K. shape 1: one kernel per iteration that decrements
 // and sets the handle itself (the floor's); shape 2/3: recap's count_down body, then recap's
 // condition kernel (3: joined by a programmatic edge, the sm_90 module).
-static void time_while(int shape) {
+static void time_while(int shape, CUdeviceptr at = 0, unsigned gap = 0) {
   static CUmodule one = nullptr, cond = nullptr, condp = nullptr;
   static CUlibrary sample = nullptr;
   if (!sample) sample = load_library("sample.ptx");
@@ -108,8 +110,10 @@ static void time_while(int shape) {
   CUfunction set = nullptr, one_fn = nullptr;
   if (shape == 1) { if (!one) one = load_module("one.ptx"); DK(cuModuleGetFunction(&one_fn, one, "count_down_set")); }
   if (shape == 2) { if (!cond) cond = load_module("cond.ptx"); DK(cuModuleGetFunction(&set, cond, "recap_set_condition")); }
-  if (shape == 3) { if (!condp) condp = load_module("condp.ptx"); DK(cuModuleGetFunction(&set, condp, "recap_set_condition")); }
-  CUdeviceptr counter, acc, count; DK(cuMemAlloc(&counter, 4)); DK(cuMemAlloc(&acc, 4)); DK(cuMemAlloc(&count, 4));
+  if (shape >= 3) { if (!condp) condp = load_module("condp.ptx"); DK(cuModuleGetFunction(&set, condp, "recap_set_condition")); }
+  CUdeviceptr counter, acc, count;
+  if (at) { counter = at; acc = at + gap; count = at + 2 * gap; }
+  else { DK(cuMemAlloc(&counter, 4)); DK(cuMemAlloc(&acc, 4)); DK(cuMemAlloc(&count, 4)); }
   DK(cuMemsetD8(acc, 0, 4));
   CUgraph g; DK(cuGraphCreate(&g, 0));
   CUgraphConditionalHandle h;
@@ -142,7 +146,7 @@ static void time_while(int shape) {
     CUDA_KERNEL_NODE_PARAMS p = kparams(body, body_args, 32); CUgraphNode kn; DK(cuGraphAddKernelNode(&kn, bg, nullptr, 0, &p));
     CUDA_KERNEL_NODE_PARAMS q = kparams(set, tail_args, 1); CUgraphNode tn;
     if (shape == 2) {
-      DK(cuGraphAddKernelNode(&tn, bg, &kn, 1, &q));
+      DK(cuGraphAddKernelNode(&tn, bg, &kn, 1, &q));  // plain edge
     } else {
       DK(cuGraphAddKernelNode(&tn, bg, nullptr, 0, &q));
       CUgraphEdgeData e; memset(&e, 0, sizeof e);
@@ -151,7 +155,9 @@ static void time_while(int shape) {
     }
   }
   CUgraphExec ge; DK(cuGraphInstantiate(&ge, g, 0));
-  for (unsigned K : {10u, 10000u}) {
+  if (shape == 4) { DK(cuGraphUpload(ge, s)); DK(cuStreamSynchronize(s)); }
+  std::vector<unsigned> ks = at ? std::vector<unsigned>{10000u} : std::vector<unsigned>{10u, 10000u};
+  for (unsigned K : ks) {
     std::vector<double> t;
     for (int r = 0; r < 6; r++) {
       DK(cuMemcpyHtoD(counter, &K, 4));
@@ -160,8 +166,9 @@ static void time_while(int shape) {
       if (left != 0) { printf("while shape %d left %u\n", shape, left); exit(1); }
       if (r > 0) t.push_back(dt);
     }
-    const char* names[] = {"", "one kernel sets the condition (floor's shape)", "body + condition kernel, plain edge", "body + condition kernel, programmatic edge"};
-    printf("  while K=%-5u %-48s %.3f us/iter\n", K, names[shape], median(t));
+    const char* names[] = {"", "one kernel sets the condition (floor's shape)", "body + condition kernel, plain edge", "body + condition kernel, programmatic edge", "the same, uploaded before its first launch"};
+    if (at) printf("  while K=%-5u %-48s %.3f us/iter (counter, acc, count at +0x%llx, %u bytes apart)\n", K, names[shape], median(t), (unsigned long long)(at & 0xfffff), gap);
+    else printf("  while K=%-5u %-48s %.3f us/iter\n", K, names[shape], median(t));
   }
   DK(cuGraphExecDestroy(ge)); DK(cuGraphDestroy(g));
 }
@@ -247,6 +254,14 @@ int main(int argc, char** argv) {
     else if (st == "while1") time_while(1);
     else if (st == "while2") time_while(2);
     else if (st == "while3") time_while(3);
+    else if (st == "while4") time_while(4);
+    else if (st == "whileplace") {
+      // The same loop with its three words at other places of one 2 MiB allocation.
+      CUdeviceptr big; DK(cuMemAlloc(&big, 2 << 20));
+      unsigned offsets[] = {0, 0x400, 0x1000, 0x3300, 0x8000, 0x10a00, 0x40000, 0x77700};
+      unsigned gaps[] = {4, 256, 4096};
+      for (unsigned o : offsets) for (unsigned g : gaps) { DK(cuMemsetD8(big + o, 0, 3 * g)); time_while(3, big + o, g); }
+    }
     else if (st == "newstream") DK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     else if (st == "ctxsync") DK(cuCtxSynchronize());
     else if (st.rfind("sleep", 0) == 0) { auto until = clk::now() + std::chrono::milliseconds(atoi(st.c_str() + 5)); while (clk::now() < until) {} }

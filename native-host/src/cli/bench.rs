@@ -35,12 +35,16 @@ pub enum What {
         /// `nvcc -cubin` of the same kernel for this GPU, to time the chain with it too.
         #[arg(long, requires = "ptx")]
         cubin: Option<PathBuf>,
+        /// Run only these parts, comma-separated (a part alone in a fresh process shows what a
+        /// one-archive replay sees).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<recap::cuda::bench::Section>,
     },
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
-        What::Cuda { device, reps, json, ptx, kernel, cubin } => {
+        What::Cuda { device, reps, json, ptx, kernel, cubin, only } => {
             let Some(ordinal) = recap::cuda::parse_device(&device) else {
                 bail!("unknown device {device:?}: expected cuda or cuda:N");
             };
@@ -58,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 entry,
                 cubin: cubin.as_deref().map(|c| (dev.sm, c)),
             });
-            let figures = recap::cuda::bench::run(&dev, reps, outside).context("CUDA benchmark")?;
+            let figures = recap::cuda::bench::run(&dev, reps, outside, &only).context("CUDA benchmark")?;
             if let Some(path) = json {
                 let rows: Vec<serde_json::Value> = figures
                     .iter()

@@ -216,9 +216,10 @@ fn raw_chain_per_node(device: &Arc<Device>, n: usize, reps: usize, x: Option<u64
     Ok(median(t))
 }
 
-/// Launches `inc` once on a stream other than the device's, the way a program with a stream per
-/// task would. Afterwards the driver launches every graph kernel node in this context more slowly
-/// (see [`Device::stream`]); nothing undoes that, so the benchmark does it last.
+/// Launches `inc` on a stream other than the device's, 26 times, each between two timing events,
+/// the way a replay with a stream of its own did. Afterwards the driver launches every graph
+/// kernel node in this context more slowly (see [`Device::stream`]); nothing undoes that, so the
+/// benchmark does it last.
 fn launch_on_a_second_stream(device: &Arc<Device>) -> Result<(), CudaError> {
     device.bind()?;
     let mut stream = std::ptr::null_mut();
@@ -231,8 +232,17 @@ fn launch_on_a_second_stream(device: &Arc<Device>) -> Result<(), CudaError> {
     let func = code.get(c"inc")?;
     let mut count = ELEMS;
     let mut args = [&mut x as *mut u64 as *mut std::ffi::c_void, &mut count as *mut u32 as *mut std::ffi::c_void];
-    call!(cuLaunchKernel(func.function, 1, 1, 1, ELEMS, 1, 1, 0, stream, args.as_mut_ptr(), std::ptr::null_mut()))?;
-    call!(cuStreamSynchronize(stream))?;
+    let (mut start, mut end) = (std::ptr::null_mut(), std::ptr::null_mut());
+    call!(cuEventCreate(&mut start, sys::CUevent_flags::CU_EVENT_DEFAULT as u32))?;
+    call!(cuEventCreate(&mut end, sys::CUevent_flags::CU_EVENT_DEFAULT as u32))?;
+    for _ in 0..26 {
+        call!(cuEventRecord(start, stream))?;
+        call!(cuLaunchKernel(func.function, 1, 1, 1, ELEMS, 1, 1, 0, stream, args.as_mut_ptr(), std::ptr::null_mut()))?;
+        call!(cuEventRecord(end, stream))?;
+        call!(cuStreamSynchronize(stream))?;
+    }
+    call!(cuEventDestroy_v2(start))?;
+    call!(cuEventDestroy_v2(end))?;
     code.unload();
     call!(cuMemFree_v2(x))?;
     call!(cuStreamDestroy_v2(stream))?;
@@ -274,9 +284,33 @@ fn time_per_node(r: &mut CudaReplay, n: usize, reps: usize) -> Result<f64, CudaE
     Ok(median(t))
 }
 
-/// Runs every benchmark on `device`, printing a line per figure as it goes. `outside_kernel`:
-/// PTX text and the entry name of a `(float*, int)` kernel to run a 1000-node chain of as well.
-pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKernel>) -> Result<Vec<Figure>, CudaError> {
+/// A part of the benchmark, to run alone in a fresh process (what a one-archive replay sees).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Section {
+    /// Chains of 1 to 10,000 nodes: per node, per replay call, stream mode.
+    Chain,
+    /// Archive load to ready-to-launch at 1000 nodes.
+    Load,
+    /// WHILE loops: conditional node (three ways) and the host loop.
+    While,
+    /// Eight independent chains: the DAG against the same ops chained.
+    Dag,
+    /// Changing one launch's parameters in the instantiated graph.
+    Update,
+    /// The 1000-node chain and the WHILE loop after a kernel ran on a second stream.
+    SecondStream,
+}
+
+/// Runs the benchmarks on `device` (all, or only the parts in `only`, in the usual order),
+/// printing a line per figure as it goes. `outside_kernel`: PTX text and the entry name of a `(float*, int)` kernel to run a
+/// 1000-node chain of as well.
+pub fn run(
+    device: &Arc<Device>,
+    reps: usize,
+    outside_kernel: Option<OutsideKernel>,
+    only: &[Section],
+) -> Result<Vec<Figure>, CudaError> {
+    let wanted = |s: Section| only.is_empty() || only.contains(&s);
     let reps = reps.max(3);
     let mut out = Vec::new();
     let mut put = |name: String, value: f64, unit: &'static str| {
@@ -294,7 +328,7 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKern
 
 
     // Chains: per-node replay time and the host cost of one replay call.
-    for n in [1usize, 10, 100, 1000, 10000] {
+    for n in [1usize, 10, 100, 1000, 10000].into_iter().filter(|_| wanted(Section::Chain)) {
         let bytes = chain_archive(n);
         let archive = Archive::open(&bytes)?;
         let mut r = CudaReplay::load(device, &archive, graph)?;
@@ -358,27 +392,10 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKern
         }
     }
 
-    // Archive load to ready-to-launch (open, modules, regions, graph, instantiate, upload) at 1000 nodes.
-    {
-        let bytes = chain_archive(1000);
-        let (mut total, mut inst) = (Vec::new(), Vec::new());
-        let mut first = None;
-        for _ in 0..reps.min(15) {
-            let a = Instant::now();
-            let archive = Archive::open(&bytes)?;
-            let r = CudaReplay::load(device, &archive, graph)?;
-            let t = us(a.elapsed());
-            first.get_or_insert(t);
-            total.push(t);
-            inst.push(us(r.load_times().instantiate));
-        }
-        put("load 1000 nodes: first load (PTX JIT or its cache)".into(), first.unwrap_or(0.0), "us");
-        put("load 1000 nodes: archive to ready-to-launch".into(), median(total), "us");
-        put("load 1000 nodes: of which instantiate".into(), median(inst), "us");
-    }
-
     // WHILE: per iteration, a conditional node vs the host loop (stream mode reads the flag back).
-    {
+    // Before the load figures: fifteen loads and drops of a 1000-node archive leave the context
+    // running conditional loops about 0.3 us per iteration slower (`--only load,while`).
+    if wanted(Section::While) {
         let bytes = while_archive();
         let archive = Archive::open(&bytes)?;
         let modules = ReplayOptions { module_functions: true, ..graph };
@@ -401,8 +418,27 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKern
         }
     }
 
+    // Archive load to ready-to-launch (open, modules, regions, graph, instantiate, upload) at 1000 nodes.
+    if wanted(Section::Load) {
+        let bytes = chain_archive(1000);
+        let (mut total, mut inst) = (Vec::new(), Vec::new());
+        let mut first = None;
+        for _ in 0..reps.min(15) {
+            let a = Instant::now();
+            let archive = Archive::open(&bytes)?;
+            let r = CudaReplay::load(device, &archive, graph)?;
+            let t = us(a.elapsed());
+            first.get_or_insert(t);
+            total.push(t);
+            inst.push(us(r.load_times().instantiate));
+        }
+        put("load 1000 nodes: first load (PTX JIT or its cache)".into(), first.unwrap_or(0.0), "us");
+        put("load 1000 nodes: archive to ready-to-launch".into(), median(total), "us");
+        put("load 1000 nodes: of which instantiate".into(), median(inst), "us");
+    }
+
     // Independent chains: the plan's DAG against the same ops chained one after another.
-    for spin_ns in [0u64, 5_000] {
+    for spin_ns in [0u64, 5_000].into_iter().filter(|_| wanted(Section::Dag)) {
         let bytes = chains_archive(8, 100, spin_ns);
         let archive = Archive::open(&bytes)?;
         let kernel = if spin_ns == 0 { "tiny kernels".to_string() } else { format!("{} us kernels", spin_ns / 1000) };
@@ -430,7 +466,7 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKern
     }
 
     // Changing one launch's parameters in the instantiated graph.
-    {
+    if wanted(Section::Update) {
         let bytes = chain_archive(1);
         let archive = Archive::open(&bytes)?;
         let mut r = CudaReplay::load(device, &archive, graph)?;
@@ -449,7 +485,7 @@ pub fn run(device: &Arc<Device>, reps: usize, outside_kernel: Option<OutsideKern
 
     // The same chain and loop once a kernel has run on a second stream of the context: what
     // recap's one stream per device avoids.
-    {
+    if wanted(Section::SecondStream) {
         launch_on_a_second_stream(device)?;
         let bytes = chain_archive(1000);
         let archive = Archive::open(&bytes)?;

@@ -21,8 +21,9 @@ pub fn fill_grid(n: u64) -> u32 {
 }
 
 /// `recap_set_condition(handle, word, counter, max_iterations, first)`:
-/// with `first != 0` the counter restarts at 0 (before a loop or an if), otherwise it counts one
-/// finished iteration; the handle is set to `word != 0 && (max_iterations == 0 || counter < max_iterations)`.
+/// for a bounded loop, with `first != 0` the counter restarts at 0 (before a loop or an if),
+/// otherwise it counts one finished iteration (an unbounded loop never touches it); the handle is
+/// set to `word != 0 && (max_iterations == 0 || counter < max_iterations)`.
 /// When the limit is what stops the loop (`word != 0`, `counter >= max_iterations`), the u32 after
 /// the counter goes up by one: the host reads it to say so, since nothing else would.
 /// A module of its own: a driver without conditional nodes cannot resolve the extern.
@@ -61,20 +62,21 @@ macro_rules! condition_kernel {
     ld.param.u32 %max, [max_iterations];
     ld.param.u32 %f, [first];
     ld.volatile.global.u32 %w, [%pw];
+    setp.ne.u32 %go, %w, 0;
+    setp.ne.u32 %bounded, %max, 0;
+    @!%bounded bra SET;
     setp.ne.u32 %first, %f, 0;
     mov.u32 %n, 0;
     @!%first ld.volatile.global.u32 %n, [%pcount];
     @!%first add.u32 %n, %n, 1;
     st.volatile.global.u32 [%pcount], %n;
-    setp.ne.u32 %go, %w, 0;
-    setp.ne.u32 %bounded, %max, 0;
     setp.lt.u32 %under, %n, %max;
-    @%bounded and.pred %go, %go, %under;
+    and.pred %go, %go, %under;
     setp.ne.u32 %limited, %w, 0;
-    and.pred %limited, %limited, %bounded;
     @%limited setp.ge.u32 %limited, %n, %max;
     mov.u32 %one, 1;
     @%limited red.global.add.u32 [%pcount+4], %one;
+SET:
     selp.u32 %v, 1, 0, %go;
     {
         .param .b64 p0;
