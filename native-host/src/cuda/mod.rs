@@ -6,7 +6,10 @@
 //! the plan finds a data hazard, so independent work runs as parallel branches, and the archive's
 //! while/if ops become conditional graph nodes whose handle is set by a small PTX kernel recap
 //! generates. The graph is instantiated once and launched per replay; new inputs are copies into
-//! the bound regions and new launch parameters are exec updates, never a rebuild.
+//! the bound regions and new launch parameters are exec updates, never a rebuild. Every replay on
+//! a device runs on that device's one stream: once kernels have been launched on a second stream
+//! of a context, the driver launches every graph kernel node in it about 0.18 us slower for the
+//! rest of its life (see [`Device`]'s stream and `bench/cuda/launch_modes.cpp`).
 //!
 //! Layers, lowest first:
 //! - [`driver`]: the driver library loaded at run time (the binary starts without CUDA), checked
