@@ -182,8 +182,13 @@ pub struct Event {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum SessionMessage {
-    /// The session's state changed.
-    State { state: SessionState },
+    /// The session's state changed; `note` says why when the host itself moved it (a session
+    /// queued again because the host stopped or restarted).
+    State {
+        state: SessionState,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
     /// The session waits for its device; `position` 0 means it is next.
     Queue { position: u32 },
     /// Replay began: what is being replayed where.
@@ -207,6 +212,11 @@ pub enum SessionMessage {
 }
 
 impl SessionMessage {
+    /// A state change without a note.
+    pub fn state(state: SessionState) -> SessionMessage {
+        SessionMessage::State { state, note: None }
+    }
+
     /// The state this message moves the session to, if any.
     pub fn terminal_state(&self) -> Option<SessionState> {
         match self {

@@ -542,3 +542,96 @@ async fn cuda_sessions_run_in_workers_and_survive_a_gpu_fault() {
     assert_eq!(again.last().unwrap()["check"]["passed"], true, "{again:#?}");
     println!("{test}: the next session on cuda:0 passed its check");
 }
+
+/// One launch of a kernel that never returns: a session on it runs until cancelled or stopped.
+fn spin_archive() -> Vec<u8> {
+    use shared::archive::LaunchDecl;
+    let ptx = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry spin()\n{\n$L_top:\n\tbra.uni $L_top;\n}\n";
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let m = w.add_module("spin", ptx).unwrap();
+    let k = w.add_kernel(m, "spin", vec![]).unwrap();
+    w.launch(LaunchDecl { kernel: k, grid: [1, 1, 1], block: [1, 1, 1], shared_bytes: 0, params: vec![], relocs: vec![] }).unwrap();
+    w.finish().unwrap().into_inner()
+}
+
+/// A region bound as input `x` (zeros unless bound), whose first word a memset sets to 7; its
+/// expected bytes are `1, 2, 3, 4` with that memset applied, so the check passes only when the
+/// session was given `x = 1, 2, 3, 4`.
+fn bound_archive() -> (Vec<u8>, String) {
+    use base64::Engine as _;
+    let given: Vec<u8> = [1u32, 2, 3, 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut expected = given.clone();
+    expected[..4].copy_from_slice(&7u32.to_le_bytes());
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let r = w.add_region(RegionDecl::new("x", 16, DType::U32)).unwrap();
+    w.set_initial_bytes(r, &[0u8; 16]).unwrap();
+    w.set_expected_bytes(r, &expected, shared::archive::Tolerance::Exact).unwrap();
+    w.add_binding("x", r, shared::archive::Direction::In).unwrap();
+    w.memset(MemsetOp { region: r, offset: 0, len: 4, width: 4, pattern: 7 }).unwrap();
+    (w.finish().unwrap().into_inner(), base64::engine::general_purpose::STANDARD.encode(&given))
+}
+
+async fn wait_for_state(client: &reqwest::Client, server: &Server, id: &str, want: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, info) = get_json(client, &format!("{}/api/sessions/{id}", server.url)).await;
+        if info["state"] == want {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "session {id} never reached {want}: {info}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_sessions_run_after_a_restart_and_a_session_cut_off_by_kill_9_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let client = reqwest::Client::new();
+    let server = Server::start(&data, &[]);
+    let (_, spin) = upload(&client, &server.url, "spin", spin_archive()).await;
+    let (bytes, given) = bound_archive();
+    let (_, bound) = upload(&client, &server.url, "bound", bytes).await;
+    // The CPU runs one session at a time: the two checked sessions wait behind the endless one.
+    let long = new_session(&client, &server.url, serde_json::json!({"archive": spin["id"], "check": false})).await;
+    let long_id = long["id"].as_str().unwrap().to_string();
+    wait_for_state(&client, &server, &long_id, "running").await;
+    let with = new_session(&client, &server.url, serde_json::json!({"archive": bound["id"], "bindings": {"x": given}})).await;
+    let without = new_session(&client, &server.url, serde_json::json!({"archive": bound["id"]})).await;
+    assert!(server.stop(), "the host exits cleanly on SIGTERM");
+
+    // A clean stop leaves all three queued, the interrupted one first again.
+    let server = Server::start(&data, &[]);
+    let (_, list) = get_json(&client, &format!("{}/api/sessions", server.url)).await;
+    assert!(list.as_array().unwrap().iter().all(|s| s["state"] == "queued" || s["state"] == "running"), "{list}");
+    wait_for_state(&client, &server, &long_id, "running").await;
+    let (_, info) = get_json(&client, &format!("{}/api/sessions/{}", server.url, with["id"].as_str().unwrap())).await;
+    assert_eq!(info["state"], "queued", "{info}");
+    let late = new_session(&client, &server.url, serde_json::json!({"archive": bound["id"], "bindings": {"x": given}})).await;
+    server.kill9();
+
+    // After a kill the session that was running is failed with the reason; the queued ones run.
+    let server = Server::start(&data, &[]);
+    let ws = |s: &Value| server.ws(&format!("/api/sessions/{}/ws", s["id"].as_str().unwrap()));
+    let long_stream = collect_stream(&ws(&long)).await;
+    let notes: Vec<&str> = long_stream.iter().filter_map(|m| m["note"].as_str()).collect();
+    assert!(notes.iter().any(|n| n.contains("interrupted and runs again")), "{long_stream:#?}");
+    let last = long_stream.last().unwrap();
+    assert_eq!(last["type"], "failed", "{long_stream:#?}");
+    assert!(last["error"].as_str().unwrap().contains("stopped while this session was running"), "{last}");
+    for (i, m) in long_stream.iter().enumerate() {
+        assert_eq!(m["seq"].as_u64(), Some(i as u64), "{long_stream:#?}");
+    }
+    for (session, passed) in [(&with, true), (&without, false), (&late, true)] {
+        let stream = collect_stream(&ws(session)).await;
+        let last = stream.last().unwrap();
+        assert_eq!(last["type"], "finished", "{stream:#?}");
+        assert_eq!(last["check"]["passed"], passed, "{stream:#?}");
+        assert!(stream.iter().any(|m| m["type"] == "state" && m["note"].as_str().is_some_and(|n| n.contains("queued again"))), "{stream:#?}");
+        for (i, m) in stream.iter().enumerate() {
+            assert_eq!(m["seq"].as_u64(), Some(i as u64), "{stream:#?}");
+        }
+    }
+    let (_, info) = get_json(&client, &format!("{}/api/sessions/{}", server.url, with["id"].as_str().unwrap())).await;
+    assert_eq!((&info["state"], &info["passed"]), (&Value::from("finished"), &Value::from(true)), "{info}");
+}

@@ -38,7 +38,7 @@ impl SessionView {
 
     pub fn apply_message(&mut self, m: &SessionMessage) {
         match m {
-            SessionMessage::State { state } => self.state = Some(*state),
+            SessionMessage::State { state, .. } => self.state = Some(*state),
             SessionMessage::Queue { position } => self.queue_position = Some(*position),
             SessionMessage::Started { device, iterations, .. } => {
                 self.device = device.clone();

@@ -109,6 +109,14 @@ struct Log {
     ended: bool,
 }
 
+impl Log {
+    /// A log that continues one kept in the index.
+    fn resume(events: Vec<Event>) -> Log {
+        let lines = events.iter().map(|e| Arc::from(serde_json::to_string(e).expect("events serialise"))).collect();
+        Log { lines, events, ended: false }
+    }
+}
+
 /// A session that is queued or running (or has just ended and is being written down).
 pub struct Live {
     info: Mutex<SessionInfo>,
@@ -121,6 +129,19 @@ pub struct Live {
 }
 
 impl Live {
+    fn new(info: SessionInfo, control_hash: String, bindings: Vec<(String, Vec<u8>)>, log: Log) -> Live {
+        let len = log.lines.len();
+        Live {
+            info: Mutex::new(info),
+            log: Mutex::new(log),
+            len: watch::Sender::new(len),
+            cancel: Arc::new(AtomicBool::new(false)),
+            control_hash,
+            bindings,
+            queue_position: AtomicU32::new(u32::MAX),
+        }
+    }
+
     fn push(&self, message: SessionMessage) {
         let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         if log.ended {
@@ -211,16 +232,24 @@ pub struct Sessions {
     stopping: AtomicBool,
 }
 
-/// What the host records for a session it could not finish because it stopped.
-const STOPPED: &str = "the host stopped before the session finished";
+/// Why a session that was running when the host was killed or crashed is failed after a restart.
+/// It is not run again by itself: it may be what brought the host down (a GPU hang, the memory
+/// it took), and re-running it unattended at every start could keep the host down.
+const INTERRUPTED: &str = "the host stopped while this session was running (it was killed or crashed, not shut \
+down cleanly); its results are lost: start a new session to run it again";
+
+/// What viewers are told when a clean shutdown leaves a session for the next start.
+const STOPPING_QUEUED: &str = "the host is stopping: this session stays queued and runs when the host starts again";
+const STOPPING_RUNNING: &str =
+    "the host is stopping: this session was interrupted and runs again from the start when the host starts again";
+/// What a session left queued says when the host has started again.
+const RESUMED: &str = "the host started again: this session is queued again";
 
 impl Sessions {
-    /// Starts the workers of each engine's device. Sessions left unfinished by a previous run of
-    /// the host are marked failed.
+    /// Starts the workers of each engine's device. Sessions a previous run of the host left queued
+    /// (a clean shutdown also leaves the running ones queued) are queued again, oldest first; one
+    /// still recorded as running was cut off by a kill or a crash and is marked failed.
     pub fn start(store: Arc<Store>, engines: Vec<Arc<dyn Engine>>) -> Result<Arc<Sessions>, StoreError> {
-        for id in store.index.fail_unfinished(STOPPED, &now_rfc3339())? {
-            tracing::warn!(session = id, "marked failed: the host stopped while it was queued or running");
-        }
         let devices = engines
             .into_iter()
             .map(|engine| {
@@ -229,12 +258,46 @@ impl Sessions {
             .collect::<Vec<_>>();
         let sessions =
             Arc::new(Sessions { store, devices, live: Default::default(), stopping: AtomicBool::new(false) });
+        for record in sessions.store.index.unfinished()? {
+            sessions.resume(record)?;
+        }
         for device in &sessions.devices {
+            device.announce_positions();
             for _ in 0..device.engine.concurrency().max(1) {
                 tokio::spawn(Arc::clone(&sessions).worker(Arc::clone(device)));
             }
         }
         Ok(sessions)
+    }
+
+    /// Queues again (or fails) a session found unfinished in the index at start.
+    fn resume(&self, record: SessionRecord) -> Result<(), StoreError> {
+        let SessionRecord { mut info, control_hash } = record;
+        let mut log = Log::resume(self.store.index.events(&info.id)?);
+        let device = self.devices.iter().find(|d| d.engine.id() == info.device);
+        let failure = match (info.state, device) {
+            (SessionState::Running, _) => Some(INTERRUPTED.to_string()),
+            (_, None) => Some(format!("device {} is not on this host since its restart", info.device)),
+            _ => None,
+        };
+        if let Some(error) = failure {
+            tracing::warn!(session = info.id, "marked failed at start: {error}");
+            info.state = SessionState::Failed;
+            info.ended_at = Some(now_rfc3339());
+            info.error = Some(error.clone());
+            for message in [SessionMessage::state(SessionState::Failed), SessionMessage::Failed { error }] {
+                log.events.push(Event { seq: log.events.len() as u64, time_us: now_us(), message });
+            }
+            return self.store.index.save_session(&info, &log.events);
+        }
+        let device = device.expect("checked above");
+        let bindings = self.store.index.bindings(&info.id)?;
+        tracing::info!(session = info.id, device = info.device, "queued again");
+        let live = Arc::new(Live::new(info.clone(), control_hash, bindings, log));
+        live.push(SessionMessage::State { state: SessionState::Queued, note: Some(RESUMED.into()) });
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(info.id, Arc::clone(&live));
+        device.queue.lock().unwrap_or_else(|e| e.into_inner()).push_back(live);
+        Ok(())
     }
 
     pub fn devices(&self) -> Vec<DeviceInfo> {
@@ -280,17 +343,10 @@ impl Sessions {
             passed: None,
             error: None,
         };
-        self.store.index.put_session(&SessionRecord { info: info.clone(), control_hash: key_hash(&control) })?;
-        let live = Arc::new(Live {
-            info: Mutex::new(info.clone()),
-            log: Default::default(),
-            len: watch::Sender::new(0),
-            cancel: Arc::new(AtomicBool::new(false)),
-            control_hash: key_hash(&control),
-            bindings,
-            queue_position: AtomicU32::new(u32::MAX),
-        });
-        live.push(SessionMessage::State { state: SessionState::Queued });
+        let record = SessionRecord { info: info.clone(), control_hash: key_hash(&control) };
+        self.store.index.put_session(&record, &bindings)?;
+        let live = Arc::new(Live::new(info.clone(), record.control_hash, bindings, Log::default()));
+        live.push(SessionMessage::state(SessionState::Queued));
         self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(info.id.clone(), Arc::clone(&live));
         device.queue.lock().unwrap_or_else(|e| e.into_inner()).push_back(live);
         device.announce_positions();
@@ -402,25 +458,63 @@ impl Sessions {
         }
     }
 
-    /// Stops taking sessions, ends queued ones and cancels running ones; waits for those to end.
+    /// Stops taking sessions and leaves every unfinished one for the next start: queued ones stay
+    /// queued, running ones are cancelled and queued again (they run from the start). Waits until
+    /// every session is written down.
     pub async fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
-        let all: Vec<Arc<Live>> = self.live.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
-        for live in &all {
-            live.cancel.store(true, Ordering::SeqCst);
-            self.dequeue(live, SessionMessage::Failed { error: STOPPED.into() });
-        }
         for device in &self.devices {
+            let queued: Vec<Arc<Live>> = device.queue.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+            for live in queued {
+                self.suspend(&live, false);
+            }
             device.wake.notify_waiters();
+        }
+        let running: Vec<Arc<Live>> = self.live.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        for live in &running {
+            live.cancel.store(true, Ordering::SeqCst);
         }
         while !self.live.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
 
+    /// Writes a session down as queued for the next start and lets it leave memory. The log kept is
+    /// its queue history (for one that was running, what came before it started), then a state
+    /// message saying why; viewers still connected see that message before the host closes.
+    fn suspend(&self, live: &Live, was_running: bool) {
+        let note = if was_running { STOPPING_RUNNING } else { STOPPING_QUEUED };
+        let message = SessionMessage::State { state: SessionState::Queued, note: Some(note.into()) };
+        let info = {
+            let mut info = live.info.lock().unwrap_or_else(|e| e.into_inner());
+            info.state = SessionState::Queued;
+            info.clone()
+        };
+        let mut kept: Vec<Event> = {
+            let log = live.log.lock().unwrap_or_else(|e| e.into_inner());
+            let began = log
+                .events
+                .iter()
+                .position(|e| matches!(e.message, SessionMessage::State { state: SessionState::Running, .. }))
+                .unwrap_or(log.events.len());
+            log.events[..began].to_vec()
+        };
+        kept.push(Event { seq: kept.len() as u64, time_us: now_us(), message: message.clone() });
+        live.push(message);
+        if let Err(e) = self.store.index.save_session(&info, &kept) {
+            tracing::error!(session = info.id, "recording the session for the next start: {e}");
+        }
+        tracing::info!(session = info.id, was_running, "left queued for the next start");
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&info.id);
+    }
+
     async fn worker(self: Arc<Self>, device: Arc<Device>) {
         loop {
-            let next = device.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let next = if self.stopping.load(Ordering::SeqCst) {
+                None
+            } else {
+                device.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+            };
             let Some(live) = next else {
                 if self.stopping.load(Ordering::SeqCst) {
                     return;
@@ -447,12 +541,11 @@ impl Sessions {
     fn run(&self, engine: Arc<dyn Engine>, live: Arc<Live>) {
         let id = live.info().id;
         if live.cancel.load(Ordering::SeqCst) {
-            let message = if self.stopping.load(Ordering::SeqCst) {
-                SessionMessage::Failed { error: STOPPED.into() }
+            if self.stopping.load(Ordering::SeqCst) {
+                self.suspend(&live, false);
             } else {
-                SessionMessage::Cancelled
-            };
-            self.end(&id, &live, message);
+                self.end(&id, &live, SessionMessage::Cancelled);
+            }
             return;
         }
         self.set_state(&live, SessionState::Running);
@@ -462,7 +555,8 @@ impl Sessions {
         let message = match outcome {
             Ok(check) => SessionMessage::Finished { check, total_ms },
             Err(RunError::Cancelled) if self.stopping.load(Ordering::SeqCst) => {
-                SessionMessage::Failed { error: STOPPED.into() }
+                self.suspend(&live, true);
+                return;
             }
             Err(RunError::Cancelled) => SessionMessage::Cancelled,
             Err(RunError::Failed(error)) => SessionMessage::Failed { error },
@@ -504,7 +598,7 @@ impl Sessions {
             info.state = state;
             info.clone()
         };
-        live.push(SessionMessage::State { state });
+        live.push(SessionMessage::state(state));
         if let Err(e) = self.store.index.update_session(&info) {
             tracing::error!(session = info.id, "recording the session's state: {e}");
         }
@@ -524,10 +618,10 @@ impl Sessions {
             }
             info.clone()
         };
-        live.push(SessionMessage::State { state });
+        live.push(SessionMessage::state(state));
         live.push(message);
         let events = live.log.lock().unwrap_or_else(|e| e.into_inner()).events.clone();
-        if let Err(e) = self.store.index.append_events(id, &events).and_then(|_| self.store.index.update_session(&info)) {
+        if let Err(e) = self.store.index.save_session(&info, &events) {
             tracing::error!(session = id, "recording the session's results: {e}");
         }
         tracing::info!(session = id, state = state.name(), "session ended");

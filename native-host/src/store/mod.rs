@@ -68,17 +68,21 @@ pub trait Index: Send + Sync + 'static {
     fn archives(&self) -> Result<Vec<ArchiveInfo>, StoreError>;
     fn remove_archive(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError>;
 
-    fn put_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
-    /// Records a session's new state and, for a terminal one, its outcome.
+    /// Adds a new session with the bytes of its bindings (kept until it ends).
+    fn put_session(&self, session: &SessionRecord, bindings: &[(String, Vec<u8>)]) -> Result<(), StoreError>;
+    /// The bindings a session was created with (none once it has ended).
+    fn bindings(&self, session: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+    /// Records a session's new state (without touching its log).
     fn update_session(&self, info: &SessionInfo) -> Result<(), StoreError>;
+    /// Records a session's state and outcome together with its whole log, replacing the log kept so
+    /// far; a terminal state also drops its bindings. One transaction.
+    fn save_session(&self, info: &SessionInfo, events: &[Event]) -> Result<(), StoreError>;
     fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
     /// Newest first, at most `limit`.
     fn sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError>;
-    /// Appends events to a session's log.
-    fn append_events(&self, session: &str, events: &[Event]) -> Result<(), StoreError>;
     fn events(&self, session: &str) -> Result<Vec<Event>, StoreError>;
-    /// Marks every session that was queued or running as failed with `error` (after a restart).
-    fn fail_unfinished(&self, error: &str, at: &str) -> Result<Vec<String>, StoreError>;
+    /// Sessions recorded as queued or running, oldest first (what a restarted host finds).
+    fn unfinished(&self) -> Result<Vec<SessionRecord>, StoreError>;
 }
 
 /// The first 128 bits of a blake3 hash (hex): an archive's id.

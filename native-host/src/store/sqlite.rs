@@ -39,6 +39,14 @@ const MIGRATIONS: &[&str] = &[
         json TEXT NOT NULL,
         PRIMARY KEY (session, seq)
     ) WITHOUT ROWID;",
+    // What a queued session needs to run after a restart besides its row: the bytes of its bindings
+    // (dropped once the session ends).
+    "CREATE TABLE session_bindings (
+        session TEXT NOT NULL,
+        name TEXT NOT NULL,
+        bytes BLOB NOT NULL,
+        UNIQUE (session, name)
+    );",
 ];
 
 /// The index of one machine.
@@ -152,9 +160,11 @@ impl Index for SqliteIndex {
         Ok(found)
     }
 
-    fn put_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
+    fn put_session(&self, s: &SessionRecord, bindings: &[(String, Vec<u8>)]) -> Result<(), StoreError> {
         let i = &s.info;
-        self.conn().execute(
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        tx.execute(
             &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
             params![
                 i.id,
@@ -170,7 +180,18 @@ impl Index for SqliteIndex {
                 s.control_hash
             ],
         )?;
+        for (name, bytes) in bindings {
+            tx.execute("INSERT INTO session_bindings (session, name, bytes) VALUES (?1, ?2, ?3)", params![i.id, name, bytes])?;
+        }
+        tx.commit()?;
         Ok(())
+    }
+
+    fn bindings(&self, session: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT name, bytes FROM session_bindings WHERE session = ?1 ORDER BY name")?;
+        let rows = stmt.query_map([session], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?)))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
     fn update_session(&self, i: &SessionInfo) -> Result<(), StoreError> {
@@ -196,15 +217,23 @@ impl Index for SqliteIndex {
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
-    fn append_events(&self, session: &str, events: &[Event]) -> Result<(), StoreError> {
+    fn save_session(&self, info: &SessionInfo, events: &[Event]) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
+        tx.execute("DELETE FROM events WHERE session = ?1", [&info.id])?;
         {
-            let mut stmt = tx.prepare_cached("INSERT OR REPLACE INTO events (session, seq, json) VALUES (?1, ?2, ?3)")?;
+            let mut stmt = tx.prepare_cached("INSERT INTO events (session, seq, json) VALUES (?1, ?2, ?3)")?;
             for e in events {
                 let json = serde_json::to_string(e).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                stmt.execute(params![session, e.seq as i64, json])?;
+                stmt.execute(params![info.id, e.seq as i64, json])?;
             }
+        }
+        tx.execute(
+            "UPDATE sessions SET state = ?2, ended_at = ?3, passed = ?4, error = ?5 WHERE id = ?1",
+            params![info.id, info.state.name(), info.ended_at, info.passed, info.error],
+        )?;
+        if info.state.is_terminal() {
+            tx.execute("DELETE FROM session_bindings WHERE session = ?1", [&info.id])?;
         }
         tx.commit()?;
         Ok(())
@@ -225,15 +254,13 @@ impl Index for SqliteIndex {
         Ok(out)
     }
 
-    fn fail_unfinished(&self, error: &str, at: &str) -> Result<Vec<String>, StoreError> {
+    fn unfinished(&self) -> Result<Vec<SessionRecord>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT id FROM sessions WHERE state IN ('queued', 'running')")?;
-        let ids = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
-        conn.execute(
-            "UPDATE sessions SET state = 'failed', error = ?1, ended_at = ?2 WHERE state IN ('queued', 'running')",
-            params![error, at],
-        )?;
-        Ok(ids)
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE state IN ('queued', 'running') ORDER BY rowid"
+        ))?;
+        let rows = stmt.query_map([], session_row)?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 }
 

@@ -101,7 +101,7 @@ pub async fn run(
     emit: &mut dyn FnMut(SessionMessage),
 ) -> Result<BTreeMap<u32, Vec<u8>>, String> {
     let a = loaded.archive();
-    emit(SessionMessage::State { state: SessionState::Running });
+    emit(SessionMessage::state(SessionState::Running));
     emit(SessionMessage::Started {
         device: "this browser (wasm, 1 thread)".into(),
         iterations,
@@ -143,7 +143,7 @@ pub async fn run(
     } else {
         None
     };
-    emit(SessionMessage::State { state: SessionState::Finished });
+    emit(SessionMessage::state(SessionState::Finished));
     emit(SessionMessage::Finished { check: report, total_ms: now_ms() - t_start });
     Ok(finals)
 }

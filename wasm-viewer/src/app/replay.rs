@@ -600,11 +600,11 @@ fn start_browser(iterations: u32, check: bool) {
             Ok(bytes) => with_state(|s| s.region_bytes = bytes),
             Err(e) if stop.get() => {
                 let _ = e;
-                emit(SessionMessage::State { state: SessionState::Cancelled });
+                emit(SessionMessage::state(SessionState::Cancelled));
                 emit(SessionMessage::Cancelled);
             }
             Err(e) => {
-                emit(SessionMessage::State { state: SessionState::Failed });
+                emit(SessionMessage::state(SessionState::Failed));
                 emit(SessionMessage::Failed { error: e });
             }
         }
