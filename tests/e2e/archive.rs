@@ -829,15 +829,7 @@ fn ptx_that_is_not_utf8_is_refused_by_both_paths() {
 #[test]
 fn the_bounded_path_reads_a_real_file_with_large_blobs() {
     // 24 MiB of incompressible initial data and 8 MiB of zeros as expected data.
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let noise: Vec<u8> = (0..24 << 20)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect();
+    let noise = recap_tests::noise(24 << 20, 1);
     let file = tempfile::tempfile().unwrap();
     let mut w = ArchiveWriter::new(std::io::BufWriter::new(file)).unwrap();
     w.add_module("m", PTX).unwrap();

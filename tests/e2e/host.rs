@@ -12,15 +12,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// A valid archive whose one region holds `len` pseudo-random (incompressible) bytes from `seed`.
 fn archive(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let data: Vec<u8> = (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect();
+    let data = recap_tests::noise(len, seed);
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
     let r = w.add_region(RegionDecl::new("x", len as u64, DType::U8)).unwrap();
     w.set_initial_bytes(r, &data).unwrap();

@@ -86,3 +86,17 @@ fn build_recap(cargo: &Path, profile_dir: &Path) {
     let status = cmd.current_dir(repo_root()).status().expect("running cargo build for the recap binary");
     assert!(status.success(), "cargo build -p recap failed: {status}");
 }
+
+/// `len` incompressible bytes from `seed` (xorshift64, one byte per step): test data that lz4 cannot
+/// shrink, without storing any.
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
