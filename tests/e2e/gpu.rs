@@ -269,7 +269,12 @@ fn a_while_body_that_writes_its_condition_late_stops_on_time() {
     let Some(dev) = gpu("a_while_body_that_writes_its_condition_late_stops_on_time") else { return };
     let bytes = slow_writer_archive(10);
     let archive = Archive::open(&bytes).unwrap();
-    let variants = [opts(Mode::Graph), ReplayOptions { plain_condition_edges: true, ..opts(Mode::Graph) }, opts(Mode::Stream)];
+    let variants = [
+        opts(Mode::Graph),
+        ReplayOptions { plain_condition_edges: true, ..opts(Mode::Graph) },
+        ReplayOptions { launch_order_condition_edges: true, ..opts(Mode::Graph) },
+        opts(Mode::Stream),
+    ];
     for options in variants {
         let mut r = CudaReplay::load(&dev, &archive, options).unwrap();
         for round in 0..3 {

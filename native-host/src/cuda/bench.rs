@@ -400,8 +400,10 @@ pub fn run(
         let archive = Archive::open(&bytes)?;
         let modules = ReplayOptions { module_functions: true, ..graph };
         let plain = ReplayOptions { plain_condition_edges: true, ..graph };
+        let launch_order = ReplayOptions { launch_order_condition_edges: true, ..graph };
         for (mode, label) in [
             (graph, "conditional WHILE node"),
+            (launch_order, "conditional WHILE node, launch-order edges to the condition kernel"),
             (plain, "conditional WHILE node, plain edges to the condition kernel"),
             (modules, "conditional WHILE node, module CUfunctions"),
             (stream, "host loop reading the flag"),

@@ -51,6 +51,12 @@ pub struct ReplayOptions {
     /// Join a WHILE body's kernels to recap's condition kernel with ordinary edges even where
     /// programmatic edges are available (for comparison).
     pub plain_condition_edges: bool,
+    /// Where programmatic edges to the condition kernel start: at the body kernel's launch
+    /// (`CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER`: the condition kernel may start once every block
+    /// of the body kernel has begun) rather than at its completion trigger
+    /// (`CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC`). Either way `griddepcontrol.wait` holds the
+    /// condition kernel until the body's writes are visible; this only moves its launch earlier.
+    pub launch_order_condition_edges: bool,
 }
 
 /// Above this many changed launches, parameter changes go through one `cuGraphExecUpdate`
@@ -291,6 +297,8 @@ pub struct CudaReplay {
     /// Whether WHILE bodies join recap's condition kernel through programmatic edges (sm_90 and
     /// driver 12.3 or newer), and how many such edges the graph has.
     programmatic: bool,
+    /// The kernel-node port programmatic edges leave from (see [`ReplayOptions`]).
+    programmatic_port: u32,
     programmatic_edges: usize,
     /// Times a host-driven loop (stream mode) was stopped by its limit, by op.
     host_limit_hits: HashMap<OpId, u64>,
@@ -397,6 +405,11 @@ impl CudaReplay {
             poisoned: false,
             load_times: LoadTimes::default(),
             programmatic: !options.plain_condition_edges && device.sm >= 90 && device.driver.version >= 12030,
+            programmatic_port: if options.launch_order_condition_edges {
+                sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
+            } else {
+                sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+            },
             programmatic_edges: 0,
             host_limit_hits: HashMap::new(),
         };
@@ -1154,7 +1167,7 @@ impl GraphBuilder<'_> {
             return Ok(());
         }
         let edge = sys::CUgraphEdgeData {
-            from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,
+            from_port: self.me.programmatic_port as u8,
             to_port: 0,
             type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
             reserved: [0; 5],
