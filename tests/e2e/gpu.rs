@@ -272,7 +272,7 @@ fn a_while_body_that_writes_its_condition_late_stops_on_time() {
     let variants = [
         opts(Mode::Graph),
         ReplayOptions { plain_condition_edges: true, ..opts(Mode::Graph) },
-        ReplayOptions { launch_order_condition_edges: true, ..opts(Mode::Graph) },
+        ReplayOptions { trigger_condition_edges: true, ..opts(Mode::Graph) },
         opts(Mode::Stream),
     ];
     for options in variants {

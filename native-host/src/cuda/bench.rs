@@ -154,8 +154,8 @@ pub fn chain_archive_with(outside: &OutsideKernel, with_cubin: bool, n: usize) -
 /// Diagnostic: an `n`-node chain of `inc` built and timed with raw driver calls only (its own
 /// buffer and module, the device's stream, explicit kernel nodes sharing one parameter block), the way a C++
 /// program would: what recap's own replay path adds, if anything. `x`: a buffer to use instead
-/// of a fresh one.
-fn raw_chain_per_node(device: &Arc<Device>, n: usize, reps: usize, x: Option<u64>) -> Result<f64, CudaError> {
+/// of a fresh one. Returns the median time per node and the median host cost of one launch call.
+fn raw_chain_per_node(device: &Arc<Device>, n: usize, reps: usize, x: Option<u64>) -> Result<(f64, f64), CudaError> {
     device.bind()?;
     let stream = device.stream();
     let mut own_x = 0;
@@ -198,13 +198,15 @@ fn raw_chain_per_node(device: &Arc<Device>, n: usize, reps: usize, x: Option<u64
     }
     let mut exec = std::ptr::null_mut();
     call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0))?;
-    let mut t = Vec::new();
+    let (mut t, mut call) = (Vec::new(), Vec::new());
     for i in 0..reps + 3 {
         let a = Instant::now();
         call!(cuGraphLaunch(exec, stream))?;
+        let m = Instant::now();
         call!(cuStreamSynchronize(stream))?;
         if i >= 3 {
             t.push(us(a.elapsed()) / n as f64);
+            call.push(us(m - a));
         }
     }
     call!(cuGraphExecDestroy(exec))?;
@@ -213,7 +215,7 @@ fn raw_chain_per_node(device: &Arc<Device>, n: usize, reps: usize, x: Option<u64
     if own_x != 0 {
         call!(cuMemFree_v2(own_x))?;
     }
-    Ok(median(t))
+    Ok((median(t), median(call)))
 }
 
 /// Launches `inc` on a stream other than the device's, 26 times, each between two timing events,
@@ -349,7 +351,7 @@ pub fn run(
         put(format!("chain {n}: graph replay per node"), median(per_node), "us");
         if n == 1000 {
             // The same chain from raw driver calls on a buffer of their own (diagnostic).
-            put(format!("chain {n}: raw driver calls, per node"), raw_chain_per_node(device, n, reps, None)?, "us");
+            put(format!("chain {n}: raw driver calls, per node"), raw_chain_per_node(device, n, reps, None)?.0, "us");
             // The same graph with module CUfunctions instead of library CUkernels (diagnostic).
             let modules = ReplayOptions { module_functions: true, ..graph };
             let mut m = CudaReplay::load(device, &archive, modules)?;
@@ -377,6 +379,21 @@ pub fn run(
             }
         }
         put(format!("chain {n}: host cost of one replay call"), median(call), "us");
+        if n == 1 || n == 1000 {
+            // What the launch call costs without recap's checks, on a graph of raw driver calls
+            // (diagnostic), and the part of recap's checks that calls the driver.
+            let (_, raw_call) = raw_chain_per_node(device, n, reps, None)?;
+            put(format!("chain {n}: host cost of one raw cuGraphLaunch"), raw_call, "us");
+            if n == 1 {
+                let mut bind = Vec::new();
+                for _ in 0..reps {
+                    let a = Instant::now();
+                    device.bind()?;
+                    bind.push(us(a.elapsed()));
+                }
+                put("host cost of making the context current".to_string(), median(bind), "us");
+            }
+        }
         if n <= 1000 {
             let mut s = CudaReplay::load(device, &archive, stream)?;
             s.launch()?;
@@ -400,10 +417,10 @@ pub fn run(
         let archive = Archive::open(&bytes)?;
         let modules = ReplayOptions { module_functions: true, ..graph };
         let plain = ReplayOptions { plain_condition_edges: true, ..graph };
-        let launch_order = ReplayOptions { launch_order_condition_edges: true, ..graph };
+        let trigger = ReplayOptions { trigger_condition_edges: true, ..graph };
         for (mode, label) in [
             (graph, "conditional WHILE node"),
-            (launch_order, "conditional WHILE node, launch-order edges to the condition kernel"),
+            (trigger, "conditional WHILE node, edges from the completion trigger"),
             (plain, "conditional WHILE node, plain edges to the condition kernel"),
             (modules, "conditional WHILE node, module CUfunctions"),
             (stream, "host loop reading the flag"),

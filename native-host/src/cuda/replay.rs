@@ -51,12 +51,13 @@ pub struct ReplayOptions {
     /// Join a WHILE body's kernels to recap's condition kernel with ordinary edges even where
     /// programmatic edges are available (for comparison).
     pub plain_condition_edges: bool,
-    /// Where programmatic edges to the condition kernel start: at the body kernel's launch
-    /// (`CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER`: the condition kernel may start once every block
-    /// of the body kernel has begun) rather than at its completion trigger
-    /// (`CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC`). Either way `griddepcontrol.wait` holds the
-    /// condition kernel until the body's writes are visible; this only moves its launch earlier.
-    pub launch_order_condition_edges: bool,
+    /// Start the programmatic edges to the condition kernel at the body kernel's completion
+    /// trigger (`CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC`) instead of at its launch
+    /// (`CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER`, the default: the condition kernel may start once
+    /// every block of the body kernel has begun). Either way `griddepcontrol.wait` holds the
+    /// condition kernel until the body's writes are visible; the launch-order port only lets it
+    /// be scheduled earlier, which is about 0.1 us per iteration faster on an H200 (for comparison).
+    pub trigger_condition_edges: bool,
 }
 
 /// Above this many changed launches, parameter changes go through one `cuGraphExecUpdate`
@@ -405,10 +406,10 @@ impl CudaReplay {
             poisoned: false,
             load_times: LoadTimes::default(),
             programmatic: !options.plain_condition_edges && device.sm >= 90 && device.driver.version >= 12030,
-            programmatic_port: if options.launch_order_condition_edges {
-                sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
-            } else {
+            programmatic_port: if options.trigger_condition_edges {
                 sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+            } else {
+                sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
             },
             programmatic_edges: 0,
             host_limit_hits: HashMap::new(),
