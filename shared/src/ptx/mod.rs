@@ -13,8 +13,10 @@
 //!
 //! Safety: device memory is a set of [`Memory`] regions of 32-bit atomic words, every access is
 //! checked against the region its address selects, shared and local memory are bounds-checked
-//! per access, and there is no `unsafe` code. A hostile kernel can fail (out-of-bounds, budget,
-//! cancellation, divergent barrier, trap) but cannot reach outside its own memory.
+//! per access. The interpreter has no `unsafe` code; the native-code engine (`exec/jit.rs`, native
+//! builds only) runs generated code that checks every address against its region before it touches
+//! it, and its module docs set out why that holds. A hostile kernel can fail (out-of-bounds,
+//! budget, cancellation, divergent barrier, trap) but cannot reach outside its own memory.
 
 #[macro_use]
 mod ops;
