@@ -61,21 +61,38 @@ const ST_FAULT: u32 = 1;
 const ST_TRAP: u32 = 2;
 const ST_LIMIT: u32 = 3;
 
-/// One entry of the region table: index = address >> REGION_SHIFT.
+/// One entry of the region table: index = address >> REGION_SHIFT. Per access size `1 << k`,
+/// `lim[k]` counts the naturally aligned positions that fit (`len >> k`), so one compare of the
+/// offset rotated right by `k` checks bounds and alignment together.
 #[repr(C)]
 struct Slot {
     ptr: *mut u8,
-    len: u64,
+    lim: [u64; 4],
+    _pad: [u64; 3],
+}
+
+const SLOT_SHIFT: i64 = 6;
+const _: () = assert!(std::mem::size_of::<Slot>() == 1 << SLOT_SHIFT);
+
+impl Slot {
+    fn new(ptr: *mut u8, len: u64) -> Slot {
+        Slot {
+            ptr,
+            lim: [0, 1, 2, 3].map(|k| len >> k),
+            _pad: [0; 3],
+        }
+    }
 }
 
 /// What generated code reads and writes; field offsets are baked into the code.
 #[repr(C)]
 struct JitCtx {
     table: *const Slot,
-    table_len: u64,
+    /// The table's last index: a null entry that every address past the table maps to.
+    table_max: u64,
     shared: *mut u8,
     shared_len: u64,
-    /// Per access size 1, 2, 4, 8: offsets below this are in bounds (`len + 1 - size`, or 0).
+    /// As `Slot::lim`, for the block's shared memory.
     shared_lim: [u64; 4],
     params: *const u8,
     spill: *mut u64,
@@ -605,7 +622,7 @@ enum Out {
 struct Hoisted {
     ctx: Value,
     table: Value,
-    table_len: Value,
+    table_max: Value,
     shared: Value,
     shared_lim: [Value; 4],
     params: Value,
@@ -912,7 +929,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.h = Some(Hoisted {
             ctx,
             table: ctx,
-            table_len: ctx,
+            table_max: ctx,
             shared: ctx,
             shared_lim: [ctx; 4],
             params: ctx,
@@ -924,7 +941,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         });
         let i64t = types::I64;
         let table = self.ld_ctx(i64t, offset_of!(JitCtx, table));
-        let table_len = self.ld_ctx(i64t, offset_of!(JitCtx, table_len));
+        let table_max = self.ld_ctx(i64t, offset_of!(JitCtx, table_max));
         let shared = self.ld_ctx(i64t, offset_of!(JitCtx, shared));
         let mut shared_lim = [ctx; 4];
         for (k, l) in shared_lim.iter_mut().enumerate() {
@@ -948,7 +965,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.h = Some(Hoisted {
             ctx,
             table,
-            table_len,
+            table_max,
             shared,
             shared_lim,
             params,
@@ -1314,9 +1331,9 @@ impl<'a, 'b> Tx<'a, 'b> {
                 d,
                 addr,
             } => {
-                let a = self.address(&addr);
+                let (base, off) = self.addr_parts(&addr);
                 for k in 0..n as usize {
-                    let ea = self.b.ins().iadd_imm_s(a, (k * size as usize) as i64);
+                    let at = (base, off.wrapping_add((k * size as usize) as i64));
                     // A float register takes the loaded bits straight into a float register.
                     let fty = match (self.classes[d[k] as usize], size) {
                         (Class::F32, 4) if !sext && dmask >= u32::MAX as u64 => Some(types::F32),
@@ -1324,11 +1341,11 @@ impl<'a, 'b> Tx<'a, 'b> {
                         _ => None,
                     };
                     if let Some(fty) = fty {
-                        let v = self.load(pc, space, size, ea, &addr, k, fty);
+                        let v = self.load(pc, space, size, at, &addr, k, fty);
                         self.b.def_var(self.vars[d[k] as usize], v);
                         continue;
                     }
-                    let v = self.load(pc, space, size, ea, &addr, k, types::I64);
+                    let v = self.load(pc, space, size, at, &addr, k, types::I64);
                     let sbits = size as u32 * 8;
                     let v = if sext && sbits < 64 {
                         let s = self.b.ins().ishl_imm_s(v, (64 - sbits) as i64);
@@ -1347,10 +1364,10 @@ impl<'a, 'b> Tx<'a, 'b> {
                 a: srcs,
                 addr,
             } => {
-                let a = self.address(&addr);
+                let (base, off) = self.addr_parts(&addr);
                 for (k, &s) in srcs.iter().enumerate().take(n as usize) {
-                    let ea = self.b.ins().iadd_imm_s(a, (k * size as usize) as i64);
-                    self.store(pc, space, size, ea, s);
+                    let at = (base, off.wrapping_add((k * size as usize) as i64));
+                    self.store(pc, space, size, at, s);
                 }
             }
             Inst::Atom { d, addr, b, c, .. } => {
@@ -1435,6 +1452,15 @@ impl<'a, 'b> Tx<'a, 'b> {
         }
     }
 
+    /// An address as base value and constant offset (kept apart so that accesses at offsets from
+    /// one base share its region lookup).
+    fn addr_parts(&mut self, a: &Addr) -> (Value, i64) {
+        match a.base {
+            Base::Reg(r) => (self.get(r), a.off),
+            Base::Abs | Base::Frame => (self.iconst(0), a.off),
+        }
+    }
+
     fn address(&mut self, a: &Addr) -> Value {
         match a.base {
             Base::Reg(r) => {
@@ -1472,47 +1498,58 @@ impl<'a, 'b> Tx<'a, 'b> {
         }
     }
 
-    /// A checked pointer for a fast access, branching to `slow` when the checks fail.
-    fn fast_ptr(&mut self, space: Space, size: u8, ea: Value, slow: Block) -> Value {
+    /// A checked pointer for a fast access at `base + off`, branching to `slow` when the checks
+    /// fail. The region entry depends on the base alone (its loads are pure: the index is clamped
+    /// into the table), so accesses around one base share it and loops hoist it; an offset that
+    /// leaves the base's region fails the bounds check and takes the slow path, which resolves
+    /// the full address.
+    fn fast_ptr(&mut self, space: Space, size: u8, base: Value, off: i64, slow: Block) -> Value {
         let h = self.h();
-        let (table, table_len, shared) = (h.table, h.table_len, h.shared);
-        let lim = h.shared_lim[size.trailing_zeros().min(3) as usize];
-        let sz = size as i64;
+        let (table, table_max, shared) = (h.table, h.table_max, h.shared);
+        let k = size.trailing_zeros() as usize;
+        let lim = h.shared_lim[k];
         match space {
             Space::Shared => {
-                let mut ok = self.b.ins().icmp(IntCC::UnsignedLessThan, ea, lim);
-                if size > 1 {
-                    let al = self.b.ins().band_imm_s(ea, sz - 1);
-                    let al = self.b.ins().icmp_imm_s(IntCC::Equal, al, 0);
-                    ok = self.b.ins().band(ok, al);
-                }
+                let ea = self.b.ins().iadd_imm_s(base, off);
+                let idx = if k > 0 {
+                    self.b.ins().rotr_imm_s(ea, k as i64)
+                } else {
+                    ea
+                };
+                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
                 let fast = self.b.create_block();
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
                 self.b.ins().iadd(shared, ea)
             }
             _ => {
-                let slot = self.b.ins().ushr_imm_s(ea, REGION_SHIFT as i64);
-                let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, slot, table_len);
-                let b1 = self.b.create_block();
-                self.b.ins().brif(inb, b1, &[], slow, &[]);
-                self.b.switch_to_block(b1);
-                let so = self.b.ins().ishl_imm_s(slot, 4);
+                let slot = self.b.ins().ushr_imm_s(base, REGION_SHIFT as i64);
+                let slot = self.b.ins().umin(slot, table_max);
+                let so = self.b.ins().ishl_imm_s(slot, SLOT_SHIFT);
                 let ent = self.b.ins().iadd(table, so);
-                let base = self.b.ins().load(types::I64, flags(), ent, 0);
-                let len = self.b.ins().load(types::I64, flags(), ent, 8);
-                let off = self.b.ins().band_imm_s(ea, REGION_OFF_MASK);
-                let end = self.b.ins().iadd_imm_s(off, sz);
-                let mut ok = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
-                if size > 1 {
-                    let al = self.b.ins().band_imm_s(off, sz - 1);
-                    let al = self.b.ins().icmp_imm_s(IntCC::Equal, al, 0);
-                    ok = self.b.ins().band(ok, al);
-                }
+                let pure = MemFlagsData::trusted().with_readonly().with_can_move();
+                let ptr = self
+                    .b
+                    .ins()
+                    .load(types::I64, pure, ent, offset_of!(Slot, ptr) as i32);
+                let lim = self.b.ins().load(
+                    types::I64,
+                    pure,
+                    ent,
+                    (offset_of!(Slot, lim) + 8 * k) as i32,
+                );
+                let o = self.b.ins().band_imm_s(base, REGION_OFF_MASK);
+                let o = self.b.ins().iadd_imm_s(o, off);
+                let idx = if k > 0 {
+                    self.b.ins().rotr_imm_s(o, k as i64)
+                } else {
+                    o
+                };
+                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
                 let fast = self.b.create_block();
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
-                self.b.ins().iadd(base, off)
+                self.b.ins().iadd(ptr, o)
             }
         }
     }
@@ -1524,7 +1561,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         pc: usize,
         space: Space,
         size: u8,
-        ea: Value,
+        at: (Value, i64),
         addr: &Addr,
         k: usize,
         out: Type,
@@ -1553,7 +1590,10 @@ impl<'a, 'b> Tx<'a, 'b> {
                 }
             }
         }
-        if !matches!(space, Space::Global | Space::Shared | Space::Generic) {
+        let ea = self.b.ins().iadd_imm_s(at.0, at.1);
+        if !matches!(space, Space::Global | Space::Shared | Space::Generic)
+            || !matches!(size, 1 | 2 | 4 | 8)
+        {
             let z = self.iconst(0);
             let v = self.slow(pc, ea, z, z);
             return self.bits_as(v, out);
@@ -1561,7 +1601,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         let tmp = self.b.declare_var(out);
         let slow = self.b.create_block();
         let join = self.b.create_block();
-        let p = self.fast_ptr(space, size, ea, slow);
+        let p = self.fast_ptr(space, size, at.0, at.1, slow);
         let v = self.b.ins().load(ty, flags(), p, 0);
         let v = if size == 8 || out != types::I64 {
             v
@@ -1592,13 +1632,16 @@ impl<'a, 'b> Tx<'a, 'b> {
     }
 
     /// Stores the low `size` bytes of register `src`.
-    fn store(&mut self, pc: usize, space: Space, size: u8, ea: Value, src: R) {
+    fn store(&mut self, pc: usize, space: Space, size: u8, at: (Value, i64), src: R) {
         // A float register of the access's size is stored from its float register as it is.
         let direct = matches!(
             (self.classes[src as usize], size),
             (Class::F32, 4) | (Class::F64, 8)
         ) && self.consts[src as usize].is_none();
-        if !matches!(space, Space::Global | Space::Shared | Space::Generic) {
+        let ea = self.b.ins().iadd_imm_s(at.0, at.1);
+        if !matches!(space, Space::Global | Space::Shared | Space::Generic)
+            || !matches!(size, 1 | 2 | 4 | 8)
+        {
             let v = self.get(src);
             let v = self.mask(v, mask_bits(size as u32 * 8));
             let z = self.iconst(0);
@@ -1607,7 +1650,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         }
         let slow = self.b.create_block();
         let join = self.b.create_block();
-        let p = self.fast_ptr(space, size, ea, slow);
+        let p = self.fast_ptr(space, size, at.0, at.1, slow);
         let x = if direct {
             self.b.use_var(self.vars[src as usize])
         } else {
@@ -2134,19 +2177,14 @@ unsafe impl Send for Scratch {}
 impl Scratch {
     pub(crate) fn prepare(&mut self, mem: &Memory) {
         self.table.clear();
-        self.table.push(Slot {
-            ptr: std::ptr::null_mut(),
-            len: 0,
-        });
+        self.table.push(Slot::new(std::ptr::null_mut(), 0));
         for r in mem.slot_regions() {
             self.table.push(match r {
-                Some((ptr, len)) => Slot { ptr, len },
-                None => Slot {
-                    ptr: std::ptr::null_mut(),
-                    len: 0,
-                },
+                Some((ptr, len)) => Slot::new(ptr, len),
+                None => Slot::new(std::ptr::null_mut(), 0),
             });
         }
+        self.table.push(Slot::new(std::ptr::null_mut(), 0));
     }
 }
 
@@ -2193,10 +2231,10 @@ impl JitKernel {
             let dims = ctx.dims;
             let mut jc = JitCtx {
                 table: js.table.as_ptr(),
-                table_len: js.table.len() as u64,
+                table_max: js.table.len() as u64 - 1,
                 shared: w.b.shared.as_mut_ptr(),
                 shared_len: w.b.shared.len() as u64,
-                shared_lim: [1u64, 2, 4, 8].map(|sz| (w.b.shared.len() as u64 + 1).saturating_sub(sz)),
+                shared_lim: [0, 1, 2, 3].map(|k| w.b.shared.len() as u64 >> k),
                 params: ctx.params.as_ptr(),
                 spill: js.spill.as_mut_ptr(),
                 state: js.state.as_mut_ptr(),
