@@ -39,6 +39,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{
     types, AbiParam, Block, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value,
 };
@@ -60,21 +61,38 @@ const ST_FAULT: u32 = 1;
 const ST_TRAP: u32 = 2;
 const ST_LIMIT: u32 = 3;
 
-/// One entry of the region table: index = address >> REGION_SHIFT.
+/// One entry of the region table: index = address >> REGION_SHIFT. Per access size `1 << k`,
+/// `lim[k]` counts the naturally aligned positions that fit (`len >> k`), so one compare of the
+/// offset rotated right by `k` checks bounds and alignment together.
 #[repr(C)]
 struct Slot {
     ptr: *mut u8,
-    len: u64,
+    lim: [u64; 4],
+    _pad: [u64; 3],
+}
+
+const SLOT_SHIFT: i64 = 6;
+const _: () = assert!(std::mem::size_of::<Slot>() == 1 << SLOT_SHIFT);
+
+impl Slot {
+    fn new(ptr: *mut u8, len: u64) -> Slot {
+        Slot {
+            ptr,
+            lim: [0, 1, 2, 3].map(|k| len >> k),
+            _pad: [0; 3],
+        }
+    }
 }
 
 /// What generated code reads and writes; field offsets are baked into the code.
 #[repr(C)]
 struct JitCtx {
     table: *const Slot,
-    table_len: u64,
+    /// The table's last index: a null entry that every address past the table maps to.
+    table_max: u64,
     shared: *mut u8,
     shared_len: u64,
-    /// Per access size 1, 2, 4, 8: offsets below this are in bounds (`len + 1 - size`, or 0).
+    /// As `Slot::lim`, for the block's shared memory.
     shared_lim: [u64; 4],
     params: *const u8,
     spill: *mut u64,
@@ -376,12 +394,235 @@ fn live_in(f: &Function) -> (Vec<u64>, usize) {
     (live, words)
 }
 
+/// How a register lives in generated code. Float registers kept as Cranelift floats skip a move
+/// between general and vector registers at every use; conversions at the boundaries are exact
+/// bit casts, so the class only decides speed, never bits.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Class {
+    Int,
+    /// Every value the register can hold fits in 32 bits (so it is exactly an `f32` bit pattern).
+    F32,
+    F64,
+}
+
+const PLAIN_F: FFlags = FFlags {
+    ftz: false,
+    sat: false,
+};
+
+/// The float format an instruction computes in natively (inline, in float registers), if any.
+fn float_op(inst: &Inst) -> Option<F> {
+    let f = match *inst {
+        Inst::Bin { op, .. } => match op {
+            BinOp::FAdd(F::F32, Rnd::Rn, PLAIN_F)
+            | BinOp::FSub(F::F32, Rnd::Rn, PLAIN_F)
+            | BinOp::FMul(F::F32, Rnd::Rn, PLAIN_F)
+            | BinOp::FDiv(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false)
+            | BinOp::FMin(F::F32, false, false)
+            | BinOp::FMax(F::F32, false, false) => F::F32,
+            BinOp::FAdd(F::F64, Rnd::Rn, _)
+            | BinOp::FSub(F::F64, Rnd::Rn, _)
+            | BinOp::FMul(F::F64, Rnd::Rn, _) => F::F64,
+            _ => return None,
+        },
+        Inst::Tern { op, .. } => match op {
+            TernOp::Fma(F::F32, Rnd::Rn, PLAIN_F) => F::F32,
+            TernOp::Fma(F::F64, Rnd::Rn, PLAIN_F) => F::F64,
+            _ => return None,
+        },
+        Inst::Un { op, .. } => match op {
+            UnOp::FRcp(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false)
+            | UnOp::FSqrt(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false)
+            | UnOp::FRsqrt(F::F32, false)
+            | UnOp::FEx2(F::F32, false)
+            | UnOp::FNeg(F::F32, false)
+            | UnOp::FAbs(F::F32, false) => F::F32,
+            UnOp::FNeg(F::F64, _) | UnOp::FAbs(F::F64, _) => F::F64,
+            _ => return None,
+        },
+        Inst::Setp {
+            ty: CmpTy::F(F::F32),
+            ftz: false,
+            ..
+        }
+        | Inst::Set {
+            ty: CmpTy::F(F::F32),
+            ftz: false,
+            ..
+        } => F::F32,
+        Inst::Setp {
+            ty: CmpTy::F(F::F64),
+            ..
+        }
+        | Inst::Set {
+            ty: CmpTy::F(F::F64),
+            ..
+        } => F::F64,
+        _ => return None,
+    };
+    Some(f)
+}
+
+/// Whether every value `ins` can write to `d` fits in 32 bits, given which registers do (`fits`).
+/// Conservative: anything not known to is taken not to.
+fn def_fits32(ins: &Inst, fits: &[bool], consts: &[Option<u64>]) -> bool {
+    let src = |r: R| match consts[r as usize] {
+        Some(v) => v <= u32::MAX as u64,
+        None => fits[r as usize],
+    };
+    const M32: u64 = u32::MAX as u64;
+    match *ins {
+        Inst::Un { op, a, .. } => match op {
+            UnOp::Mov(m) => m <= M32 || src(a),
+            UnOp::Extract(_, m) | UnOp::Not(m) => m <= M32,
+            UnOp::Neg(W::W32) | UnOp::PredNot => true,
+            UnOp::Cvt(c) => matches!(
+                (c.from, c.to, c.rnd, c.sat),
+                (Ty::U32, Ty::U64, _, false)
+                    | (
+                        Ty::U64 | Ty::S64 | Ty::B64,
+                        Ty::U32 | Ty::S32 | Ty::B32,
+                        _,
+                        false
+                    )
+                    | (Ty::S32 | Ty::U32, Ty::F32, Some(Rnd::Rn) | None, false)
+            ),
+            _ => float_op(ins) == Some(F::F32),
+        },
+        Inst::Bin { op, a, b, .. } => match op {
+            BinOp::Add(W::W32)
+            | BinOp::Sub(W::W32)
+            | BinOp::MulLo(W::W32)
+            | BinOp::MulHiU(W::W32)
+            | BinOp::MulHiS(W::W32)
+            | BinOp::MinU(W::W32)
+            | BinOp::MaxU(W::W32)
+            | BinOp::MinS(W::W32)
+            | BinOp::MaxS(W::W32)
+            | BinOp::Shl(W::W32)
+            | BinOp::ShrU(W::W32)
+            | BinOp::ShrS(W::W32) => true,
+            BinOp::And
+            | BinOp::Or
+            | BinOp::Xor
+            | BinOp::PredAnd
+            | BinOp::PredOr
+            | BinOp::PredXor => src(a) && src(b),
+            _ => float_op(ins) == Some(F::F32),
+        },
+        Inst::Tern { op, a, b, .. } => match op {
+            TernOp::MadLo(W::W32) => true,
+            TernOp::Selp => src(a) && src(b),
+            _ => float_op(ins) == Some(F::F32),
+        },
+        Inst::Setp { .. } | Inst::Set { .. } | Inst::FrameAddr { .. } => true,
+        Inst::Ld {
+            size, sext, dmask, ..
+        } => (size <= 4 && !sext) || dmask <= M32,
+        Inst::Cvta { dmask, .. } => dmask <= M32,
+        // The exchange writes a 32-bit value and a 0/1 predicate.
+        Inst::Shfl { .. } => true,
+        _ => false,
+    }
+}
+
+/// Registers an instruction reads and writes, leaving its guard aside.
+fn operands(ins: &Instr) -> (Vec<R>, Vec<R>) {
+    uses_defs(&Instr {
+        guard: None,
+        inst: ins.inst.clone(),
+        line: ins.line,
+    })
+}
+
+/// Picks each register's class: a float class where the register meets float arithmetic and no
+/// integer arithmetic or addressing, and (for f32) every value it can hold fits in 32 bits.
+fn reg_classes(f: &Function, consts: &[Option<u64>]) -> Vec<Class> {
+    let n = f.nregs as usize;
+    let all_defs: Vec<Vec<R>> = f.insts.iter().map(|i| operands(i).1).collect();
+    let mut fits = vec![true; n];
+    for &(r, _) in &f.sregs {
+        fits[r as usize] = false;
+    }
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (ins, ds) in f.insts.iter().zip(&all_defs) {
+            for &d in ds {
+                if fits[d as usize] && !def_fits32(&ins.inst, &fits, consts) {
+                    fits[d as usize] = false;
+                    changed = true;
+                }
+            }
+        }
+    }
+    // Touches: [f32, f64, int].
+    let mut touch = vec![[0u32; 3]; n];
+    for ins in &f.insts {
+        let (u, d) = operands(ins);
+        let mut regs: Vec<R> = u.iter().chain(&d).copied().collect();
+        if let Some(fo) = float_op(&ins.inst) {
+            // A compare's float operands are a and b; its predicates are integers.
+            let fl: Vec<R> = match ins.inst {
+                Inst::Setp { a, b, .. } | Inst::Set { a, b, .. } => vec![a, b],
+                _ => regs.clone(),
+            };
+            regs.retain(|r| !fl.contains(r));
+            let k = if fo == F::F32 { 0 } else { 1 };
+            fl.iter().for_each(|&r| touch[r as usize][k] += 1);
+            regs.iter().for_each(|&r| touch[r as usize][2] += 1);
+        } else {
+            match &ins.inst {
+                // Moves, selects, loads and stores carry any class without conversion.
+                Inst::Un {
+                    op: UnOp::Mov(_), ..
+                } => {}
+                Inst::Tern {
+                    op: TernOp::Selp,
+                    c,
+                    ..
+                } => touch[*c as usize][2] += 1,
+                Inst::Ld { addr, .. } | Inst::St { addr, .. } => {
+                    if let Base::Reg(r) = addr.base {
+                        touch[r as usize][2] += 1;
+                    }
+                }
+                _ => regs.iter().for_each(|&r| touch[r as usize][2] += 1),
+            }
+        }
+        if let Some((p, _)) = ins.guard {
+            touch[p as usize][2] += 1;
+        }
+    }
+    (0..n)
+        .map(|r| {
+            let [t32, t64, ti] = touch[r];
+            if consts[r].is_some() || ti > 0 || f.sregs.iter().any(|s| s.0 as usize == r) {
+                Class::Int
+            } else if t32 > 0 && t64 == 0 && fits[r] {
+                Class::F32
+            } else if t64 > 0 && t32 == 0 {
+                Class::F64
+            } else {
+                Class::Int
+            }
+        })
+        .collect()
+}
+
 const REGION_OFF_MASK: i64 = (1i64 << REGION_SHIFT) - 1;
+
+/// A result in the domain it was computed in.
+enum Out {
+    I(Value),
+    F32(Value),
+    F64(Value),
+}
 
 struct Hoisted {
     ctx: Value,
     table: Value,
-    table_len: Value,
+    table_max: Value,
     shared: Value,
     shared_lim: [Value; 4],
     params: Value,
@@ -397,6 +638,7 @@ struct Tx<'a, 'b> {
     f: &'a Function,
     params_size: u32,
     vars: Vec<Variable>,
+    classes: Vec<Class>,
     consts: Vec<Option<u64>>,
     blocks: Vec<Option<Block>>,
     h: Option<Hoisted>,
@@ -408,6 +650,7 @@ struct Tx<'a, 'b> {
     fault_exit: Option<Block>,
     limit_exit: Option<Block>,
     sig_n: [Option<SigRef>; 7],
+    sig_ff: Option<SigRef>,
     call_conv: cranelift_codegen::isa::CallConv,
     insts: &'a mut Vec<Box<Instr>>,
     bar_lines: Vec<u32>,
@@ -428,11 +671,21 @@ impl<'a, 'b> Tx<'a, 'b> {
         call_conv: cranelift_codegen::isa::CallConv,
         insts: &'a mut Vec<Box<Instr>>,
     ) -> Tx<'a, 'b> {
-        let vars = (0..f.nregs).map(|_| b.declare_var(types::I64)).collect();
         let mut consts = vec![None; f.nregs as usize];
         for &(r, v) in &f.consts {
             consts[r as usize] = Some(v);
         }
+        let classes = reg_classes(f, &consts);
+        let vars = classes
+            .iter()
+            .map(|c| {
+                b.declare_var(match c {
+                    Class::Int => types::I64,
+                    Class::F32 => types::F32,
+                    Class::F64 => types::F64,
+                })
+            })
+            .collect();
         let cnt = b.declare_var(types::I64);
         let t = b.declare_var(types::I64);
         let tid = [
@@ -445,6 +698,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             f,
             params_size,
             vars,
+            classes,
             consts,
             blocks: vec![None; f.insts.len() + 1],
             h: None,
@@ -456,6 +710,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             fault_exit: None,
             limit_exit: None,
             sig_n: [None; 7],
+            sig_ff: None,
             call_conv,
             insts,
             bar_lines: Vec::new(),
@@ -477,15 +732,100 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.b.ins().iconst(types::I64, v as i64)
     }
 
-    fn get(&mut self, r: R) -> Value {
-        match self.consts[r as usize] {
-            Some(v) => self.iconst(v),
-            None => self.b.use_var(self.vars[r as usize]),
+    fn var_ty(&self, r: R) -> Type {
+        match self.classes[r as usize] {
+            Class::Int => types::I64,
+            Class::F32 => types::F32,
+            Class::F64 => types::F64,
         }
     }
 
+    /// A register's 64 bits.
+    fn get(&mut self, r: R) -> Value {
+        if let Some(v) = self.consts[r as usize] {
+            return self.iconst(v);
+        }
+        let v = self.b.use_var(self.vars[r as usize]);
+        match self.classes[r as usize] {
+            Class::Int => v,
+            Class::F32 => {
+                let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), v);
+                self.zx(i)
+            }
+            Class::F64 => self.b.ins().bitcast(types::I64, MemFlagsData::new(), v),
+        }
+    }
+
+    /// A register's low 32 bits as an f32.
+    fn get_f32(&mut self, r: R) -> Value {
+        if let Some(v) = self.consts[r as usize] {
+            return self.b.ins().f32const(Ieee32::with_bits(v as u32));
+        }
+        match self.classes[r as usize] {
+            Class::F32 => self.b.use_var(self.vars[r as usize]),
+            _ => {
+                let v = self.get(r);
+                self.f32_of(v)
+            }
+        }
+    }
+
+    fn get_f64(&mut self, r: R) -> Value {
+        if let Some(v) = self.consts[r as usize] {
+            return self.b.ins().f64const(Ieee64::with_bits(v));
+        }
+        match self.classes[r as usize] {
+            Class::F64 => self.b.use_var(self.vars[r as usize]),
+            _ => {
+                let v = self.get(r);
+                self.f64_of(v)
+            }
+        }
+    }
+
+    /// Writes 64 bits; an f32-class register only ever receives values that fit in 32 bits
+    /// (`reg_classes`), so dropping the high half loses nothing.
     fn set(&mut self, r: R, v: Value) {
+        let v = match self.classes[r as usize] {
+            Class::Int => v,
+            Class::F32 => self.f32_of(v),
+            Class::F64 => self.f64_of(v),
+        };
         self.b.def_var(self.vars[r as usize], v);
+    }
+
+    /// Writes an f32 as its bits, zero-extended.
+    fn set_f32(&mut self, r: R, x: Value) {
+        if self.classes[r as usize] == Class::F32 {
+            self.b.def_var(self.vars[r as usize], x);
+        } else {
+            let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), x);
+            let i = self.zx(i);
+            self.set(r, i);
+        }
+    }
+
+    fn set_f64(&mut self, r: R, x: Value) {
+        if self.classes[r as usize] == Class::F64 {
+            self.b.def_var(self.vars[r as usize], x);
+        } else {
+            let i = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
+            self.set(r, i);
+        }
+    }
+
+    /// PTX's canonical NaN for a NaN result. A select of floats becomes a branch over a move, so
+    /// the check stays off the value's dependency chain.
+    fn canon32(&mut self, x: Value) -> Value {
+        let isnan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+        let nan = self.b.ins().f32const(Ieee32::with_bits(NAN32));
+        self.b.ins().select(isnan, nan, x)
+    }
+
+    fn canon64(&mut self, x: Value) -> Value {
+        let isnan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+        let nan = self.b.ins().f64const(Ieee64::with_bits(NAN64));
+        self.b.ins().select(isnan, nan, x)
     }
 
     fn flush_count(&mut self) {
@@ -543,21 +883,6 @@ impl<'a, 'b> Tx<'a, 'b> {
     fn f64_of(&mut self, v: Value) -> Value {
         self.b.ins().bitcast(types::F64, MemFlagsData::new(), v)
     }
-    /// f32 result with PTX's canonical NaN.
-    fn bits32(&mut self, x: Value) -> Value {
-        let isnan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
-        let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), x);
-        let nan = self.b.ins().iconst(types::I32, NAN32 as i64);
-        let r = self.b.ins().select(isnan, nan, i);
-        self.zx(r)
-    }
-    fn bits64(&mut self, x: Value) -> Value {
-        let isnan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
-        let i = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
-        let nan = self.iconst(NAN64);
-        self.b.ins().select(isnan, nan, i)
-    }
-
     fn build(&mut self) -> Result<(), String> {
         let f = self.f;
         let n_insts = f.insts.len();
@@ -604,7 +929,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.h = Some(Hoisted {
             ctx,
             table: ctx,
-            table_len: ctx,
+            table_max: ctx,
             shared: ctx,
             shared_lim: [ctx; 4],
             params: ctx,
@@ -616,7 +941,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         });
         let i64t = types::I64;
         let table = self.ld_ctx(i64t, offset_of!(JitCtx, table));
-        let table_len = self.ld_ctx(i64t, offset_of!(JitCtx, table_len));
+        let table_max = self.ld_ctx(i64t, offset_of!(JitCtx, table_max));
         let shared = self.ld_ctx(i64t, offset_of!(JitCtx, shared));
         let mut shared_lim = [ctx; 4];
         for (k, l) in shared_lim.iter_mut().enumerate() {
@@ -640,7 +965,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.h = Some(Hoisted {
             ctx,
             table,
-            table_len,
+            table_max,
             shared,
             shared_lim,
             params,
@@ -716,8 +1041,9 @@ impl<'a, 'b> Tx<'a, 'b> {
             self.b.switch_to_block(rb);
             let base = self.spill_base();
             for r in self.keep[&pc].clone() {
-                let v = self.b.ins().load(types::I64, flags(), base, (r * 8) as i32);
-                self.set(r, v);
+                let ty = self.var_ty(r);
+                let v = self.b.ins().load(ty, flags(), base, (r * 8) as i32);
+                self.b.def_var(self.vars[r as usize], v);
             }
             self.b.ins().jump(self.blocks[pc + 1].expect("block after barrier"), &[]);
         }
@@ -887,16 +1213,16 @@ impl<'a, 'b> Tx<'a, 'b> {
     fn body(&mut self, pc: usize, ins: &Instr) -> Result<bool, String> {
         match ins.inst {
             Inst::Un { op, d, a } => {
-                let v = self.un(pc, op, a);
-                self.set(d, v);
+                let v = self.un(pc, op, d, a);
+                self.put(d, v);
             }
             Inst::Bin { op, d, a, b } => {
                 let v = self.bin(pc, op, a, b);
-                self.set(d, v);
+                self.put(d, v);
             }
             Inst::Tern { op, d, a, b, c } => {
-                let v = self.tern(pc, op, a, b, c);
-                self.set(d, v);
+                let v = self.tern(pc, op, d, a, b, c);
+                self.put(d, v);
             }
             Inst::Bfi {
                 w,
@@ -1005,10 +1331,21 @@ impl<'a, 'b> Tx<'a, 'b> {
                 d,
                 addr,
             } => {
-                let a = self.address(&addr);
+                let (base, off) = self.addr_parts(&addr);
                 for k in 0..n as usize {
-                    let ea = self.b.ins().iadd_imm_s(a, (k * size as usize) as i64);
-                    let v = self.load(pc, space, size, ea, &addr, k);
+                    let at = (base, off.wrapping_add((k * size as usize) as i64));
+                    // A float register takes the loaded bits straight into a float register.
+                    let fty = match (self.classes[d[k] as usize], size) {
+                        (Class::F32, 4) if !sext && dmask >= u32::MAX as u64 => Some(types::F32),
+                        (Class::F64, 8) if dmask == u64::MAX => Some(types::F64),
+                        _ => None,
+                    };
+                    if let Some(fty) = fty {
+                        let v = self.load(pc, space, size, at, &addr, k, fty);
+                        self.b.def_var(self.vars[d[k] as usize], v);
+                        continue;
+                    }
+                    let v = self.load(pc, space, size, at, &addr, k, types::I64);
                     let sbits = size as u32 * 8;
                     let v = if sext && sbits < 64 {
                         let s = self.b.ins().ishl_imm_s(v, (64 - sbits) as i64);
@@ -1027,12 +1364,10 @@ impl<'a, 'b> Tx<'a, 'b> {
                 a: srcs,
                 addr,
             } => {
-                let a = self.address(&addr);
+                let (base, off) = self.addr_parts(&addr);
                 for (k, &s) in srcs.iter().enumerate().take(n as usize) {
-                    let ea = self.b.ins().iadd_imm_s(a, (k * size as usize) as i64);
-                    let v = self.get(s);
-                    let v = self.mask(v, mask_bits(size as u32 * 8));
-                    self.store(pc, space, size, ea, v);
+                    let at = (base, off.wrapping_add((k * size as usize) as i64));
+                    self.store(pc, space, size, at, s);
                 }
             }
             Inst::Atom { d, addr, b, c, .. } => {
@@ -1093,6 +1428,14 @@ impl<'a, 'b> Tx<'a, 'b> {
         Ok(true)
     }
 
+    fn put(&mut self, d: R, v: Out) {
+        match v {
+            Out::I(v) => self.set(d, v),
+            Out::F32(x) => self.set_f32(d, x),
+            Out::F64(x) => self.set_f64(d, x),
+        }
+    }
+
     fn mask(&mut self, v: Value, m: u64) -> Value {
         if m == u64::MAX {
             v
@@ -1106,6 +1449,15 @@ impl<'a, 'b> Tx<'a, 'b> {
             BoolOp::And => self.b.ins().band(a, b),
             BoolOp::Or => self.b.ins().bor(a, b),
             BoolOp::Xor => self.b.ins().bxor(a, b),
+        }
+    }
+
+    /// An address as base value and constant offset (kept apart so that accesses at offsets from
+    /// one base share its region lookup).
+    fn addr_parts(&mut self, a: &Addr) -> (Value, i64) {
+        match a.base {
+            Base::Reg(r) => (self.get(r), a.off),
+            Base::Abs | Base::Frame => (self.iconst(0), a.off),
         }
     }
 
@@ -1146,104 +1498,174 @@ impl<'a, 'b> Tx<'a, 'b> {
         }
     }
 
-    /// A checked pointer for a fast access, branching to `slow` when the checks fail.
-    fn fast_ptr(&mut self, space: Space, size: u8, ea: Value, slow: Block) -> Value {
+    /// A checked pointer for a fast access at `base + off`, branching to `slow` when the checks
+    /// fail. The region entry depends on the base alone (its loads are pure: the index is clamped
+    /// into the table), so accesses around one base share it and loops hoist it; an offset that
+    /// leaves the base's region fails the bounds check and takes the slow path, which resolves
+    /// the full address.
+    fn fast_ptr(&mut self, space: Space, size: u8, base: Value, off: i64, slow: Block) -> Value {
         let h = self.h();
-        let (table, table_len, shared) = (h.table, h.table_len, h.shared);
-        let lim = h.shared_lim[size.trailing_zeros().min(3) as usize];
-        let sz = size as i64;
+        let (table, table_max, shared) = (h.table, h.table_max, h.shared);
+        let k = size.trailing_zeros() as usize;
+        let lim = h.shared_lim[k];
         match space {
             Space::Shared => {
-                let mut ok = self.b.ins().icmp(IntCC::UnsignedLessThan, ea, lim);
-                if size > 1 {
-                    let al = self.b.ins().band_imm_s(ea, sz - 1);
-                    let al = self.b.ins().icmp_imm_s(IntCC::Equal, al, 0);
-                    ok = self.b.ins().band(ok, al);
-                }
+                let ea = self.b.ins().iadd_imm_s(base, off);
+                let idx = if k > 0 {
+                    self.b.ins().rotr_imm_s(ea, k as i64)
+                } else {
+                    ea
+                };
+                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
                 let fast = self.b.create_block();
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
                 self.b.ins().iadd(shared, ea)
             }
             _ => {
-                let slot = self.b.ins().ushr_imm_s(ea, REGION_SHIFT as i64);
-                let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, slot, table_len);
-                let b1 = self.b.create_block();
-                self.b.ins().brif(inb, b1, &[], slow, &[]);
-                self.b.switch_to_block(b1);
-                let so = self.b.ins().ishl_imm_s(slot, 4);
+                let slot = self.b.ins().ushr_imm_s(base, REGION_SHIFT as i64);
+                let slot = self.b.ins().umin(slot, table_max);
+                let so = self.b.ins().ishl_imm_s(slot, SLOT_SHIFT);
                 let ent = self.b.ins().iadd(table, so);
-                let base = self.b.ins().load(types::I64, flags(), ent, 0);
-                let len = self.b.ins().load(types::I64, flags(), ent, 8);
-                let off = self.b.ins().band_imm_s(ea, REGION_OFF_MASK);
-                let end = self.b.ins().iadd_imm_s(off, sz);
-                let mut ok = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
-                if size > 1 {
-                    let al = self.b.ins().band_imm_s(off, sz - 1);
-                    let al = self.b.ins().icmp_imm_s(IntCC::Equal, al, 0);
-                    ok = self.b.ins().band(ok, al);
-                }
+                let pure = MemFlagsData::trusted().with_readonly().with_can_move();
+                let ptr = self
+                    .b
+                    .ins()
+                    .load(types::I64, pure, ent, offset_of!(Slot, ptr) as i32);
+                let lim = self.b.ins().load(
+                    types::I64,
+                    pure,
+                    ent,
+                    (offset_of!(Slot, lim) + 8 * k) as i32,
+                );
+                let o = self.b.ins().band_imm_s(base, REGION_OFF_MASK);
+                let o = self.b.ins().iadd_imm_s(o, off);
+                let idx = if k > 0 {
+                    self.b.ins().rotr_imm_s(o, k as i64)
+                } else {
+                    o
+                };
+                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
                 let fast = self.b.create_block();
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
-                self.b.ins().iadd(base, off)
+                self.b.ins().iadd(ptr, o)
             }
         }
     }
 
-    fn load(&mut self, pc: usize, space: Space, size: u8, ea: Value, addr: &Addr, k: usize) -> Value {
-        let ty = Self::mem_ty(size);
+    /// Loads `size` bytes as `out`: zero-extended to I64, or as a float of the same size.
+    #[allow(clippy::too_many_arguments)]
+    fn load(
+        &mut self,
+        pc: usize,
+        space: Space,
+        size: u8,
+        at: (Value, i64),
+        addr: &Addr,
+        k: usize,
+        out: Type,
+    ) -> Value {
+        let ty = if out == types::I64 {
+            Self::mem_ty(size)
+        } else {
+            out
+        };
         if space == Space::KParam {
             if let Base::Abs = addr.base {
                 let off = addr.off as u64 + (k as u64) * size as u64;
                 if addr.off >= 0 && off + size as u64 <= self.params_size as u64 {
                     let params = self.h().params;
-                    let v = self
-                        .b
-                        .ins()
-                        .load(ty, MemFlagsData::new().with_notrap(), params, off as i32);
-                    return if size == 8 { v } else { self.zx(v) };
+                    let v = self.b.ins().load(
+                        ty,
+                        MemFlagsData::new().with_notrap(),
+                        params,
+                        off as i32,
+                    );
+                    return if size == 8 || out != types::I64 {
+                        v
+                    } else {
+                        self.zx(v)
+                    };
                 }
             }
         }
-        if !matches!(space, Space::Global | Space::Shared | Space::Generic) {
+        let ea = self.b.ins().iadd_imm_s(at.0, at.1);
+        if !matches!(space, Space::Global | Space::Shared | Space::Generic)
+            || !matches!(size, 1 | 2 | 4 | 8)
+        {
             let z = self.iconst(0);
-            return self.slow(pc, ea, z, z);
+            let v = self.slow(pc, ea, z, z);
+            return self.bits_as(v, out);
         }
-        let tmp = self.b.declare_var(types::I64);
+        let tmp = self.b.declare_var(out);
         let slow = self.b.create_block();
         let join = self.b.create_block();
-        let p = self.fast_ptr(space, size, ea, slow);
+        let p = self.fast_ptr(space, size, at.0, at.1, slow);
         let v = self.b.ins().load(ty, flags(), p, 0);
-        let v = if size == 8 { v } else { self.zx(v) };
+        let v = if size == 8 || out != types::I64 {
+            v
+        } else {
+            self.zx(v)
+        };
         self.b.def_var(tmp, v);
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(slow);
         let z = self.iconst(0);
         let v = self.slow(pc, ea, z, z);
+        let v = self.bits_as(v, out);
         self.b.def_var(tmp, v);
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(join);
         self.b.use_var(tmp)
     }
 
-    fn store(&mut self, pc: usize, space: Space, size: u8, ea: Value, v: Value) {
-        if !matches!(space, Space::Global | Space::Shared | Space::Generic) {
+    /// An I64 of a loaded value's bits as `out` (the slow path's result).
+    fn bits_as(&mut self, v: Value, out: Type) -> Value {
+        if out == types::F32 {
+            self.f32_of(v)
+        } else if out == types::F64 {
+            self.f64_of(v)
+        } else {
+            v
+        }
+    }
+
+    /// Stores the low `size` bytes of register `src`.
+    fn store(&mut self, pc: usize, space: Space, size: u8, at: (Value, i64), src: R) {
+        // A float register of the access's size is stored from its float register as it is.
+        let direct = matches!(
+            (self.classes[src as usize], size),
+            (Class::F32, 4) | (Class::F64, 8)
+        ) && self.consts[src as usize].is_none();
+        let ea = self.b.ins().iadd_imm_s(at.0, at.1);
+        if !matches!(space, Space::Global | Space::Shared | Space::Generic)
+            || !matches!(size, 1 | 2 | 4 | 8)
+        {
+            let v = self.get(src);
+            let v = self.mask(v, mask_bits(size as u32 * 8));
             let z = self.iconst(0);
             self.slow(pc, ea, v, z);
             return;
         }
         let slow = self.b.create_block();
         let join = self.b.create_block();
-        let p = self.fast_ptr(space, size, ea, slow);
-        let x = if size == 8 {
-            v
+        let p = self.fast_ptr(space, size, at.0, at.1, slow);
+        let x = if direct {
+            self.b.use_var(self.vars[src as usize])
         } else {
-            self.b.ins().ireduce(Self::mem_ty(size), v)
+            let v = self.get(src);
+            if size == 8 {
+                v
+            } else {
+                self.b.ins().ireduce(Self::mem_ty(size), v)
+            }
         };
         self.b.ins().store(flags(), x, p, 0);
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(slow);
+        let v = self.get(src);
+        let v = self.mask(v, mask_bits(size as u32 * 8));
         let z = self.iconst(0);
         self.slow(pc, ea, v, z);
         self.b.ins().jump(join, &[]);
@@ -1252,7 +1674,6 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     /// A compare as 0/1 in 64 bits.
     fn compare(&mut self, pc: usize, ty: CmpTy, cmp: Cmp, ftz: bool, a: R, b: R) -> Value {
-        let (x, y) = (self.get(a), self.get(b));
         let icc = |signed: bool| -> Option<IntCC> {
             Some(match (cmp, signed) {
                 (Cmp::Eq, _) => IntCC::Equal,
@@ -1289,22 +1710,25 @@ impl<'a, 'b> Tx<'a, 'b> {
         let c = match ty {
             CmpTy::U(W::W32) | CmpTy::S(W::W32) | CmpTy::B(W::W32) if icc(matches!(ty, CmpTy::S(_))).is_some() && (matches!(ty, CmpTy::U(_) | CmpTy::S(_)) || matches!(cmp, Cmp::Eq | Cmp::Ne)) => {
                 let cc = icc(matches!(ty, CmpTy::S(_))).expect("int compare");
+                let (x, y) = (self.get(a), self.get(b));
                 let (x, y) = (self.lo32(x), self.lo32(y));
                 self.b.ins().icmp(cc, x, y)
             }
             CmpTy::U(W::W64) | CmpTy::S(W::W64) | CmpTy::B(W::W64) if icc(matches!(ty, CmpTy::S(_))).is_some() && (matches!(ty, CmpTy::U(_) | CmpTy::S(_)) || matches!(cmp, Cmp::Eq | Cmp::Ne)) => {
                 let cc = icc(matches!(ty, CmpTy::S(_))).expect("int compare");
+                let (x, y) = (self.get(a), self.get(b));
                 self.b.ins().icmp(cc, x, y)
             }
             CmpTy::F(F::F32) if !ftz => {
-                let (x, y) = (self.f32_of(x), self.f32_of(y));
+                let (x, y) = (self.get_f32(a), self.get_f32(b));
                 self.b.ins().fcmp(fcc(), x, y)
             }
             CmpTy::F(F::F64) => {
-                let (x, y) = (self.f64_of(x), self.f64_of(y));
+                let (x, y) = (self.get_f64(a), self.get_f64(b));
                 self.b.ins().fcmp(fcc(), x, y)
             }
             _ => {
+                let (x, y) = (self.get(a), self.get(b));
                 let ip = self.inst_ptr(pc);
                 return self.call(h_cmp as *const () as usize, &[ip, x, y]);
             }
@@ -1312,9 +1736,76 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.zx(c)
     }
 
-    fn un(&mut self, pc: usize, op: UnOp, a: R) -> Value {
-        let x = self.get(a);
+    fn un(&mut self, pc: usize, op: UnOp, d: R, a: R) -> Out {
+        let dc = self.classes[d as usize];
         match op {
+            UnOp::Mov(m) if dc == Class::F32 && m >= u32::MAX as u64 => {
+                return Out::F32(self.get_f32(a))
+            }
+            UnOp::Mov(u64::MAX) if dc == Class::F64 => return Out::F64(self.get_f64(a)),
+            UnOp::FNeg(F::F32, false) => {
+                let v = self.get_f32(a);
+                return Out::F32(self.b.ins().fneg(v));
+            }
+            UnOp::FAbs(F::F32, false) => {
+                let v = self.get_f32(a);
+                return Out::F32(self.b.ins().fabs(v));
+            }
+            UnOp::FNeg(F::F64, _) => {
+                let v = self.get_f64(a);
+                return Out::F64(self.b.ins().fneg(v));
+            }
+            UnOp::FAbs(F::F64, _) => {
+                let v = self.get_f64(a);
+                return Out::F64(self.b.ins().fabs(v));
+            }
+            UnOp::FRcp(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => {
+                let v = self.get_f32(a);
+                let one = self.b.ins().f32const(1.0);
+                let r = self.b.ins().fdiv(one, v);
+                return Out::F32(self.canon32(r));
+            }
+            UnOp::FSqrt(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => {
+                let v = self.get_f32(a);
+                let r = self.b.ins().sqrt(v);
+                return Out::F32(self.canon32(r));
+            }
+            UnOp::FRsqrt(F::F32, false) => {
+                // As the interpreter: the reciprocal square root in f64, rounded once to f32.
+                let v = self.get_f32(a);
+                let w = self.b.ins().fpromote(types::F64, v);
+                let sq = self.b.ins().sqrt(w);
+                let one = self.b.ins().f64const(1.0);
+                let q = self.b.ins().fdiv(one, sq);
+                let r = self.b.ins().fdemote(types::F32, q);
+                return Out::F32(self.canon32(r));
+            }
+            UnOp::FEx2(F::F32, false) => {
+                let v = self.get_f32(a);
+                let sig = self.sig_f32();
+                let callee = self.iconst(h_ex2 as *const () as u64);
+                let c = self.b.ins().call_indirect(sig, callee, &[v]);
+                let bits = self.b.inst_results(c)[0];
+                return Out::F32(self.b.ins().bitcast(types::F32, MemFlagsData::new(), bits));
+            }
+            UnOp::Cvt(c)
+                if matches!(
+                    (c.from, c.to, c.rnd, c.sat),
+                    (Ty::S32 | Ty::U32, Ty::F32, Some(Rnd::Rn) | None, false)
+                ) =>
+            {
+                let x = self.get(a);
+                let v = self.lo32(x);
+                return Out::F32(if c.from == Ty::S32 {
+                    self.b.ins().fcvt_from_sint(types::F32, v)
+                } else {
+                    self.b.ins().fcvt_from_uint(types::F32, v)
+                });
+            }
+            _ => {}
+        }
+        let x = self.get(a);
+        Out::I(match op {
             UnOp::Mov(m) => self.mask(x, m),
             UnOp::Extract(sh, m) => {
                 let v = self.b.ins().ushr_imm_s(x, sh as i64);
@@ -1334,34 +1825,6 @@ impl<'a, 'b> Tx<'a, 'b> {
                 self.zx(v)
             }
             UnOp::Neg(W::W64) => self.b.ins().ineg(x),
-            UnOp::FNeg(F::F32, false) => {
-                let v = self.b.ins().bxor_imm_s(x, 0x8000_0000);
-                self.b.ins().band_imm_s(v, 0xFFFF_FFFF)
-            }
-            UnOp::FNeg(F::F64, _) => self.b.ins().bxor_imm_s(x, i64::MIN),
-            UnOp::FAbs(F::F32, false) => self.b.ins().band_imm_s(x, 0x7FFF_FFFF),
-            UnOp::FAbs(F::F64, _) => self.b.ins().band_imm_s(x, i64::MAX),
-            UnOp::FRcp(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => {
-                let v = self.f32_of(x);
-                let one = self.b.ins().f32const(1.0);
-                let r = self.b.ins().fdiv(one, v);
-                self.bits32(r)
-            }
-            UnOp::FSqrt(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => {
-                let v = self.f32_of(x);
-                let r = self.b.ins().sqrt(v);
-                self.bits32(r)
-            }
-            UnOp::FRsqrt(F::F32, false) => {
-                // As the interpreter: the reciprocal square root in f64, rounded once to f32.
-                let v = self.f32_of(x);
-                let w = self.b.ins().fpromote(types::F64, v);
-                let sq = self.b.ins().sqrt(w);
-                let one = self.b.ins().f64const(1.0);
-                let q = self.b.ins().fdiv(one, sq);
-                let r = self.b.ins().fdemote(types::F32, q);
-                self.bits32(r)
-            }
             UnOp::Cvt(c) => match (c.from, c.to, c.rnd, c.sat, c.ftz) {
                 (Ty::S32, Ty::S64, _, false, _) => {
                     let v = self.lo32(x);
@@ -1371,22 +1834,23 @@ impl<'a, 'b> Tx<'a, 'b> {
                 | (Ty::U64 | Ty::S64 | Ty::B64, Ty::U32 | Ty::S32 | Ty::B32, _, false, _) => {
                     self.b.ins().band_imm_s(x, 0xFFFF_FFFF)
                 }
-                (Ty::S32, Ty::F32, Some(Rnd::Rn) | None, false, _) => {
-                    let v = self.lo32(x);
-                    let f = self.b.ins().fcvt_from_sint(types::F32, v);
-                    let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), f);
-                    self.zx(i)
-                }
-                (Ty::U32, Ty::F32, Some(Rnd::Rn) | None, false, _) => {
-                    let v = self.lo32(x);
-                    let f = self.b.ins().fcvt_from_uint(types::F32, v);
-                    let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), f);
-                    self.zx(i)
-                }
                 _ => self.helper_un(pc, x),
             },
             _ => self.helper_un(pc, x),
+        })
+    }
+
+    /// Signature of a helper from f32 to its 32 result bits.
+    fn sig_f32(&mut self) -> SigRef {
+        if let Some(s) = self.sig_ff {
+            return s;
         }
+        let mut s = Signature::new(self.call_conv);
+        s.params.push(AbiParam::new(types::F32));
+        s.returns.push(AbiParam::new(types::I32));
+        let r = self.b.import_signature(s);
+        self.sig_ff = Some(r);
+        r
     }
 
     fn helper_un(&mut self, pc: usize, x: Value) -> Value {
@@ -1394,12 +1858,47 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.call(h_un as *const () as usize, &[ip, x])
     }
 
-    fn bin(&mut self, pc: usize, op: BinOp, a: R, b: R) -> Value {
+    fn bin(&mut self, pc: usize, op: BinOp, a: R, b: R) -> Out {
+        macro_rules! f32op {
+            ($m:ident) => {{
+                let (p, q) = (self.get_f32(a), self.get_f32(b));
+                let v = self.b.ins().$m(p, q);
+                return Out::F32(self.canon32(v));
+            }};
+        }
+        macro_rules! f64op {
+            ($m:ident) => {{
+                let (p, q) = (self.get_f64(a), self.get_f64(b));
+                let v = self.b.ins().$m(p, q);
+                return Out::F64(self.canon64(v));
+            }};
+        }
+        match op {
+            BinOp::FAdd(F::F32, Rnd::Rn, PLAIN_F) => f32op!(fadd),
+            BinOp::FSub(F::F32, Rnd::Rn, PLAIN_F) => f32op!(fsub),
+            BinOp::FMul(F::F32, Rnd::Rn, PLAIN_F) => f32op!(fmul),
+            BinOp::FDiv(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => f32op!(fdiv),
+            BinOp::FMin(F::F32, false, false) | BinOp::FMax(F::F32, false, false) => {
+                // PTX min/max: a NaN operand yields the other one; Cranelift's min/max order -0
+                // below +0 as PTX does.
+                let (p, q) = (self.get_f32(a), self.get_f32(b));
+                let m = if matches!(op, BinOp::FMax(..)) {
+                    self.b.ins().fmax(p, q)
+                } else {
+                    self.b.ins().fmin(p, q)
+                };
+                let qn = self.b.ins().fcmp(FloatCC::Unordered, q, q);
+                let r = self.b.ins().select(qn, p, m);
+                let pn = self.b.ins().fcmp(FloatCC::Unordered, p, p);
+                let r = self.b.ins().select(pn, q, r);
+                return Out::F32(self.canon32(r));
+            }
+            BinOp::FAdd(F::F64, Rnd::Rn, _) => f64op!(fadd),
+            BinOp::FSub(F::F64, Rnd::Rn, _) => f64op!(fsub),
+            BinOp::FMul(F::F64, Rnd::Rn, _) => f64op!(fmul),
+            _ => {}
+        }
         let (x, y) = (self.get(a), self.get(b));
-        const PLAIN: FFlags = FFlags {
-            ftz: false,
-            sat: false,
-        };
         macro_rules! i32op {
             ($m:ident) => {{
                 let (p, q) = (self.lo32(x), self.lo32(y));
@@ -1407,21 +1906,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 self.zx(v)
             }};
         }
-        macro_rules! f32op {
-            ($m:ident) => {{
-                let (p, q) = (self.f32_of(x), self.f32_of(y));
-                let v = self.b.ins().$m(p, q);
-                self.bits32(v)
-            }};
-        }
-        macro_rules! f64op {
-            ($m:ident) => {{
-                let (p, q) = (self.f64_of(x), self.f64_of(y));
-                let v = self.b.ins().$m(p, q);
-                self.bits64(v)
-            }};
-        }
-        match op {
+        Out::I(match op {
             BinOp::Add(W::W32) => i32op!(iadd),
             BinOp::Sub(W::W32) => i32op!(isub),
             BinOp::MulLo(W::W32) => i32op!(imul),
@@ -1507,13 +1992,6 @@ impl<'a, 'b> Tx<'a, 'b> {
                     }
                 }
             }
-            BinOp::FAdd(F::F32, Rnd::Rn, PLAIN) => f32op!(fadd),
-            BinOp::FSub(F::F32, Rnd::Rn, PLAIN) => f32op!(fsub),
-            BinOp::FMul(F::F32, Rnd::Rn, PLAIN) => f32op!(fmul),
-            BinOp::FDiv(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => f32op!(fdiv),
-            BinOp::FAdd(F::F64, Rnd::Rn, _) => f64op!(fadd),
-            BinOp::FSub(F::F64, Rnd::Rn, _) => f64op!(fsub),
-            BinOp::FMul(F::F64, Rnd::Rn, _) => f64op!(fmul),
             BinOp::Pack(sh) => {
                 let s = self.b.ins().ishl_imm_s(y, sh as i64);
                 self.b.ins().bor(x, s)
@@ -1522,16 +2000,37 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let ip = self.inst_ptr(pc);
                 self.call(h_bin as *const () as usize, &[ip, x, y])
             }
-        }
+        })
     }
 
-    fn tern(&mut self, pc: usize, op: TernOp, a: R, b: R, c: R) -> Value {
-        let (x, y, z) = (self.get(a), self.get(b), self.get(c));
-        const PLAIN: FFlags = FFlags {
-            ftz: false,
-            sat: false,
-        };
+    fn tern(&mut self, pc: usize, op: TernOp, d: R, a: R, b: R, c: R) -> Out {
         match op {
+            TernOp::Fma(F::F32, Rnd::Rn, PLAIN_F) => {
+                let (p, q, r) = (self.get_f32(a), self.get_f32(b), self.get_f32(c));
+                let v = self.b.ins().fma(p, q, r);
+                return Out::F32(self.canon32(v));
+            }
+            TernOp::Fma(F::F64, Rnd::Rn, PLAIN_F) => {
+                let (p, q, r) = (self.get_f64(a), self.get_f64(b), self.get_f64(c));
+                let v = self.b.ins().fma(p, q, r);
+                return Out::F64(self.canon64(v));
+            }
+            // The chosen operand's bits are the result: select in the destination's domain.
+            TernOp::Selp if self.classes[d as usize] != Class::Int => {
+                let z = self.get(c);
+                let bit = self.b.ins().band_imm_s(z, 1);
+                return if self.classes[d as usize] == Class::F32 {
+                    let (x, y) = (self.get_f32(a), self.get_f32(b));
+                    Out::F32(self.b.ins().select(bit, x, y))
+                } else {
+                    let (x, y) = (self.get_f64(a), self.get_f64(b));
+                    Out::F64(self.b.ins().select(bit, x, y))
+                };
+            }
+            _ => {}
+        }
+        let (x, y, z) = (self.get(a), self.get(b), self.get(c));
+        Out::I(match op {
             TernOp::MadLo(W::W32) => {
                 let (p, q, r) = (self.lo32(x), self.lo32(y), self.lo32(z));
                 let m = self.b.ins().imul(p, q);
@@ -1552,16 +2051,6 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let m = self.b.ins().imul(p, q);
                 self.b.ins().iadd(m, z)
             }
-            TernOp::Fma(F::F32, Rnd::Rn, PLAIN) => {
-                let (p, q, r) = (self.f32_of(x), self.f32_of(y), self.f32_of(z));
-                let v = self.b.ins().fma(p, q, r);
-                self.bits32(v)
-            }
-            TernOp::Fma(F::F64, Rnd::Rn, PLAIN) => {
-                let (p, q, r) = (self.f64_of(x), self.f64_of(y), self.f64_of(z));
-                let v = self.b.ins().fma(p, q, r);
-                self.bits64(v)
-            }
             TernOp::Selp => {
                 let bit = self.b.ins().band_imm_s(z, 1);
                 self.b.ins().select(bit, x, y)
@@ -1570,7 +2059,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let ip = self.inst_ptr(pc);
                 self.call(h_tern as *const () as usize, &[ip, x, y, z])
             }
-        }
+        })
     }
 }
 
@@ -1634,6 +2123,11 @@ extern "C" fn h_cmp(ins: *const Instr, x: u64, y: u64) -> u64 {
     }
 }
 
+/// `ex2.approx.f32` without `.ftz`, exactly as the interpreter computes it.
+extern "C" fn h_ex2(x: f32) -> u32 {
+    b32(ex2(x)) as u32
+}
+
 extern "C" fn h_bfi(bits: u64, fv: u64, b: u64, pos: u64, len: u64) -> u64 {
     super::bfi(bits, fv, b, pos, len)
 }
@@ -1683,19 +2177,14 @@ unsafe impl Send for Scratch {}
 impl Scratch {
     pub(crate) fn prepare(&mut self, mem: &Memory) {
         self.table.clear();
-        self.table.push(Slot {
-            ptr: std::ptr::null_mut(),
-            len: 0,
-        });
+        self.table.push(Slot::new(std::ptr::null_mut(), 0));
         for r in mem.slot_regions() {
             self.table.push(match r {
-                Some((ptr, len)) => Slot { ptr, len },
-                None => Slot {
-                    ptr: std::ptr::null_mut(),
-                    len: 0,
-                },
+                Some((ptr, len)) => Slot::new(ptr, len),
+                None => Slot::new(std::ptr::null_mut(), 0),
             });
         }
+        self.table.push(Slot::new(std::ptr::null_mut(), 0));
     }
 }
 
@@ -1742,10 +2231,10 @@ impl JitKernel {
             let dims = ctx.dims;
             let mut jc = JitCtx {
                 table: js.table.as_ptr(),
-                table_len: js.table.len() as u64,
+                table_max: js.table.len() as u64 - 1,
                 shared: w.b.shared.as_mut_ptr(),
                 shared_len: w.b.shared.len() as u64,
-                shared_lim: [1u64, 2, 4, 8].map(|sz| (w.b.shared.len() as u64 + 1).saturating_sub(sz)),
+                shared_lim: [0, 1, 2, 3].map(|k| w.b.shared.len() as u64 >> k),
                 params: ctx.params.as_ptr(),
                 spill: js.spill.as_mut_ptr(),
                 state: js.state.as_mut_ptr(),

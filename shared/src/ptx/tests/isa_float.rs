@@ -212,6 +212,56 @@ fn nan_and_infinity_rules() {
     assert_eq!(f64::from_bits(r.rd), -2.0);
 }
 
+/// Float registers carry any bit pattern unchanged through moves, selects, sign operations, loads
+/// and stores, also around a loop; only arithmetic makes a NaN canonical.
+#[test]
+fn float_registers_keep_their_bits() {
+    let payload = 0x7FC0_0123u32;
+    let snan = 0xFF80_0001u32;
+    let body = "mov.f32 %f4, %f1; setp.eq.u32 %p2, %r3, 0; selp.f32 %f10, %f4, %f2, %p2; \
+        neg.f32 %f5, %f4; abs.f32 %f6, %f5; mov.b32 %r10, %f5; mov.b32 %r11, %f6; \
+        mov.f64 %fd4, %fd1; neg.f64 %fd5, %fd4; abs.f64 %fd10, %fd5; \
+        max.f32 %f7, %f4, %f2; min.f32 %f8, %f2, %f4; add.f32 %f9, %f7, %f8; mov.b32 %r12, %f9; \
+        cvt.u64.u32 %rd10, %r12;";
+    let r = rows(
+        body,
+        &[
+            [payload as u64, 2.0f32.to_bits() as u64, 0],
+            [snan as u64, (-0.0f32).to_bits() as u64, 0],
+            [0x7FF0_0000_0000_0042, 1, 1],
+            [(-0.0f32).to_bits() as u64, 0, 0],
+        ],
+    );
+    assert_eq!(bits(r[0].f), payload);
+    assert_eq!(r[0].r, payload ^ 0x8000_0000);
+    assert_eq!(r[0].r11, payload & 0x7FFF_FFFF);
+    assert_eq!(r[0].rd, 4.0f32.to_bits() as u64, "min and max skip one NaN");
+    assert_eq!(bits(r[1].f), snan);
+    assert_eq!(r[1].rd, 0x8000_0000, "-0 + -0");
+    assert_eq!(bits(r[2].f), 1, "selp picks b");
+    assert_eq!(
+        r[2].fd.to_bits(),
+        0x7FF0_0000_0000_0042,
+        "an f64 NaN payload survives neg and abs"
+    );
+    assert_eq!(r[3].rd, 0, "max(-0, +0) + min(+0, -0) = +0 + -0");
+    let looped = "mov.f32 %f4, 0f00000000; mov.u32 %r4, 0;
+$Lx:
+    fma.rn.f32 %f4, %f4, %f2, %f1; add.u32 %r4, %r4, 1; setp.lt.u32 %p3, %r4, 5; @%p3 bra $Lx;
+    mov.f32 %f10, %f4; mov.b32 %r10, %f4;";
+    let r = rows(
+        looped,
+        &[
+            [1.5f32.to_bits() as u64, 0.5f32.to_bits() as u64, 0],
+            [payload as u64, 0.5f32.to_bits() as u64, 0],
+            [f32::INFINITY.to_bits() as u64, 0, 0],
+        ],
+    );
+    assert_eq!(r[0].f, 2.90625);
+    assert_eq!(r[1].r, NAN_CANON);
+    assert_eq!(r[2].r, NAN_CANON, "inf * 0 + inf on the second pass");
+}
+
 #[test]
 fn float_compare_ordered_and_unordered() {
     let cases = [
