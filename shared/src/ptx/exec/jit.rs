@@ -61,27 +61,20 @@ const ST_FAULT: u32 = 1;
 const ST_TRAP: u32 = 2;
 const ST_LIMIT: u32 = 3;
 
-/// One entry of the region table: index = address >> REGION_SHIFT. Per access size `1 << k`,
-/// `lim[k]` counts the naturally aligned positions that fit (`len >> k`), so one compare of the
-/// offset rotated right by `k` checks bounds and alignment together.
+/// One entry of the region table: index = address >> REGION_SHIFT. Kept to two words because the
+/// table is rebuilt for every launch: the per-size limit (`len >> log2(size)`, the count of
+/// naturally aligned positions that fit) is one shift in the generated code, which hoists it.
 #[repr(C)]
 struct Slot {
     ptr: *mut u8,
-    lim: [u64; 4],
-    _pad: [u64; 3],
+    len: u64,
 }
 
-const SLOT_SHIFT: i64 = 6;
+const SLOT_SHIFT: i64 = 4;
 const _: () = assert!(std::mem::size_of::<Slot>() == 1 << SLOT_SHIFT);
 
 impl Slot {
-    fn new(ptr: *mut u8, len: u64) -> Slot {
-        Slot {
-            ptr,
-            lim: [0, 1, 2, 3].map(|k| len >> k),
-            _pad: [0; 3],
-        }
-    }
+    const EMPTY: Slot = Slot { ptr: std::ptr::null_mut(), len: 0 };
 }
 
 /// What generated code reads and writes; field offsets are baked into the code.
@@ -92,7 +85,7 @@ struct JitCtx {
     table_max: u64,
     shared: *mut u8,
     shared_len: u64,
-    /// As `Slot::lim`, for the block's shared memory.
+    /// Per access size `1 << k`: `len >> k` for the block's shared memory (see [`Slot`]).
     shared_lim: [u64; 4],
     params: *const u8,
     spill: *mut u64,
@@ -1532,12 +1525,8 @@ impl<'a, 'b> Tx<'a, 'b> {
                     .b
                     .ins()
                     .load(types::I64, pure, ent, offset_of!(Slot, ptr) as i32);
-                let lim = self.b.ins().load(
-                    types::I64,
-                    pure,
-                    ent,
-                    (offset_of!(Slot, lim) + 8 * k) as i32,
-                );
+                let len = self.b.ins().load(types::I64, pure, ent, offset_of!(Slot, len) as i32);
+                let lim = if k > 0 { self.b.ins().ushr_imm_s(len, k as i64) } else { len };
                 let o = self.b.ins().band_imm_s(base, REGION_OFF_MASK);
                 let o = self.b.ins().iadd_imm_s(o, off);
                 let idx = if k > 0 {
@@ -2175,16 +2164,15 @@ pub(crate) struct Scratch {
 unsafe impl Send for Scratch {}
 
 impl Scratch {
+    #[inline]
     pub(crate) fn prepare(&mut self, mem: &Memory) {
         self.table.clear();
-        self.table.push(Slot::new(std::ptr::null_mut(), 0));
-        for r in mem.slot_regions() {
-            self.table.push(match r {
-                Some((ptr, len)) => Slot::new(ptr, len),
-                None => Slot::new(std::ptr::null_mut(), 0),
-            });
-        }
-        self.table.push(Slot::new(std::ptr::null_mut(), 0));
+        self.table.push(Slot::EMPTY);
+        self.table.extend(mem.slot_regions().map(|r| match r {
+            Some((ptr, len)) => Slot { ptr, len },
+            None => Slot::EMPTY,
+        }));
+        self.table.push(Slot::EMPTY);
     }
 }
 
