@@ -2,16 +2,19 @@
 //!
 //! # Shape
 //! A kernel becomes one native function `run(ctx, segment) -> status` that runs every thread of a
-//! block, one after another, from a resume point to the next `bar.sync` (or to its exit). PTX
-//! registers are Cranelift variables (SSA values the register allocator keeps in machine
-//! registers); a thread that reaches a barrier stores its registers in a per-thread spill area and
-//! the next call (the next segment) reloads them and resumes after that barrier. Code between
-//! barriers is thus a plain loop over the block's threads, which is what a CPU runs fastest.
+//! block, one after another, from a resume point to the next boundary (`bar.sync` or
+//! `shfl.sync`) or to its exit. PTX registers are Cranelift variables (SSA values the register
+//! allocator keeps in machine registers); a thread that reaches a boundary stores its registers in
+//! a per-thread spill area and the next segment reloads them and resumes after it. Code between
+//! boundaries is thus a plain loop over the block's threads, which is what a CPU runs fastest.
+//! When every live thread waits at the same boundary the code goes on with the next segment
+//! itself; a shuffle first exchanges the values across each warp (`exchange`), exactly as the
+//! interpreter does for lanes in lockstep.
 //!
 //! Whether a kernel runs here is decided when it is first launched, before any thread runs: a
-//! kernel that needs lanes in lockstep (warp shuffles, votes, `redux`, `activemask`,
-//! `bar.warp.sync`), named or counted barriers, calls, `%clock` or a barrier under a guard runs on
-//! the interpreter instead. Arithmetic that is not inlined calls back into the interpreter's own
+//! kernel that needs lanes in lockstep (votes, `redux`, `activemask`, `bar.warp.sync`, a shuffle
+//! under a guard or where threads of a warp may be on different paths), named or counted
+//! barriers, calls, `%clock` or a barrier under a guard runs on the interpreter instead. Arithmetic that is not inlined calls back into the interpreter's own
 //! per-lane semantics (`ops.rs`), so both engines compute the same bits.
 //!
 //! # Safety
@@ -137,8 +140,37 @@ pub(crate) struct JitKernel {
     /// Instructions the code hands to the helpers by address.
     _insts: Vec<Box<Instr>>,
     nregs: usize,
-    bar_lines: Vec<u32>,
+    /// What the code and the runtime know of each boundary (the code holds its address).
+    meta: Box<Meta>,
     lines: Vec<u32>,
+}
+
+/// A shuffle operand: its register, or its value when it is a constant.
+#[derive(Clone, Copy)]
+struct Src {
+    reg: R,
+    konst: Option<u64>,
+}
+
+#[derive(Clone, Copy)]
+struct ShflInfo {
+    mode: ShflMode,
+    d: R,
+    p: Option<R>,
+    a: Src,
+    b: Src,
+    c: Src,
+}
+
+/// Boundary `k` (segment `k + 1` resumes after it): a barrier or a shuffle.
+struct Boundary {
+    line: u32,
+    shfl: Option<ShflInfo>,
+}
+
+struct Meta {
+    nregs: usize,
+    bounds: Vec<Boundary>,
 }
 
 /// Per-module cache: function index -> compiled kernel, or `None` when it runs on the interpreter.
@@ -165,7 +197,8 @@ impl Cache {
 pub(crate) fn unsupported(f: &Function) -> Option<String> {
     for ins in &f.insts {
         let why = match &ins.inst {
-            Inst::Shfl { .. } => "shfl",
+            Inst::Shfl { .. } if ins.guard.is_some() => "a guarded shfl",
+            Inst::Shfl { .. } => continue,
             Inst::Vote { .. } => "vote",
             Inst::Activemask { .. } => "activemask",
             Inst::Redux { .. } => "redux",
@@ -183,6 +216,9 @@ pub(crate) fn unsupported(f: &Function) -> Option<String> {
         };
         return Some(format!("`{why}` at line {}", ins.line));
     }
+    if let Some(line) = divergent_boundary(f) {
+        return Some(format!("a shuffle kernel with a shuffle or barrier under divergent control flow (line {line})"));
+    }
     for (_, s) in &f.sregs {
         if matches!(
             s,
@@ -198,6 +234,57 @@ pub(crate) fn unsupported(f: &Function) -> Option<String> {
         }
     }
     None
+}
+
+/// In a kernel with shuffles: the line of a shuffle or barrier that some path from a conditional
+/// branch reaches before the branch's reconvergence point. Elsewhere every live thread of a warp
+/// reaches each boundary together, in the same order as lanes in lockstep do, so running threads
+/// one after another up to it and exchanging there gives the interpreter's values; threads that
+/// have exited take part as the interpreter's inactive lanes do (with their registers at exit).
+fn divergent_boundary(f: &Function) -> Option<u32> {
+    let n = f.insts.len();
+    if !f.insts.iter().any(|i| matches!(i.inst, Inst::Shfl { .. })) {
+        return None;
+    }
+    let succs = |pc: usize| -> Vec<usize> {
+        let ins = &f.insts[pc];
+        match ins.inst {
+            Inst::Bra { target, .. } => {
+                let mut v = vec![(target as usize).min(n)];
+                if ins.guard.is_some() {
+                    v.push(pc + 1);
+                }
+                v
+            }
+            Inst::Ret | Inst::Exit | Inst::Trap if ins.guard.is_none() => vec![],
+            _ => vec![pc + 1],
+        }
+    };
+    let mut inside = vec![false; n + 1];
+    for (pc, ins) in f.insts.iter().enumerate() {
+        let Inst::Bra { reconv, .. } = ins.inst else {
+            continue;
+        };
+        if ins.guard.is_none() {
+            continue;
+        }
+        let stop = (reconv as usize).min(n);
+        let mut seen = vec![false; n + 1];
+        let mut work = succs(pc);
+        while let Some(q) = work.pop() {
+            if q == stop || q >= n || seen[q] {
+                continue;
+            }
+            seen[q] = true;
+            inside[q] = true;
+            work.extend(succs(q));
+        }
+    }
+    f.insts
+        .iter()
+        .enumerate()
+        .find(|(pc, i)| inside[*pc] && matches!(i.inst, Inst::Shfl { .. } | Inst::Bar { .. }))
+        .map(|(_, i)| i.line)
 }
 
 fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
@@ -227,15 +314,18 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
     let frontend = module.target_config();
     let mut fctx = FunctionBuilderContext::new();
     let mut insts = Vec::new();
-    let (bar_lines, nregs) = {
+    let nregs = f.nregs as usize;
+    let mut meta = Box::new(Meta {
+        nregs,
+        bounds: Vec::new(),
+    });
+    {
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let mut tx = Tx::new(b, f, params_size, call_conv, &mut insts);
+        let mut tx = Tx::new(b, f, params_size, call_conv, &mut insts, &mut meta);
         tx.build()?;
-        let bl = std::mem::take(&mut tx.bar_lines);
         tx.b.seal_all_blocks();
         tx.b.finalize(frontend);
-        (bl, f.nregs as usize)
-    };
+    }
     module
         .define_function(id, &mut ctx)
         .map_err(|e| format!("{e:?}"))?;
@@ -249,7 +339,7 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
         _code: Code(Some(module)),
         _insts: insts,
         nregs,
-        bar_lines,
+        meta,
         lines: f.insts.iter().map(|i| i.line).collect(),
     })
 }
@@ -646,10 +736,13 @@ struct Tx<'a, 'b> {
     sig_ff: Option<SigRef>,
     call_conv: cranelift_codegen::isa::CallConv,
     insts: &'a mut Vec<Box<Instr>>,
-    bar_lines: Vec<u32>,
+    meta: &'a mut Meta,
     bar_index: HashMap<usize, u32>,
-    /// Per barrier pc: the registers live after it (the only ones a thread keeps across it).
+    /// Per boundary pc: the registers live after it (the only ones a thread keeps across it).
     keep: HashMap<usize, Vec<R>>,
+    /// Registers shuffles read from other threads, which a thread leaves in its spill area when
+    /// it exits (an exited lane still serves its last value).
+    shfl_srcs: Vec<R>,
 }
 
 fn flags() -> MemFlagsData {
@@ -663,6 +756,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         params_size: u32,
         call_conv: cranelift_codegen::isa::CallConv,
         insts: &'a mut Vec<Box<Instr>>,
+        meta: &'a mut Meta,
     ) -> Tx<'a, 'b> {
         let mut consts = vec![None; f.nregs as usize];
         for &(r, v) in &f.consts {
@@ -706,9 +800,10 @@ impl<'a, 'b> Tx<'a, 'b> {
             sig_ff: None,
             call_conv,
             insts,
-            bar_lines: Vec::new(),
+            meta,
             bar_index: HashMap::new(),
             keep: HashMap::new(),
+            shfl_srcs: Vec::new(),
         }
     }
 
@@ -888,13 +983,34 @@ impl<'a, 'b> Tx<'a, 'b> {
                     leader[(target as usize).min(n_insts)] = true;
                     leader[pc + 1] = true;
                 }
-                Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } => leader[pc + 1] = true,
+                Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Shfl { .. } => {
+                    leader[pc + 1] = true
+                }
                 _ => {}
             }
-            if let Inst::Bar { .. } = ins.inst {
-                self.bar_index.insert(pc, self.bar_lines.len() as u32);
-                self.bar_lines.push(ins.line);
-            }
+            let src = |r: R| Src {
+                reg: r,
+                konst: self.consts[r as usize],
+            };
+            let shfl = match ins.inst {
+                Inst::Bar { .. } => None,
+                Inst::Shfl { mode, d, p, a, b, c } => {
+                    if self.consts[a as usize].is_none() && !self.shfl_srcs.contains(&a) {
+                        self.shfl_srcs.push(a);
+                    }
+                    Some(ShflInfo {
+                        mode,
+                        d,
+                        p,
+                        a: src(a),
+                        b: src(b),
+                        c: src(c),
+                    })
+                }
+                _ => continue,
+            };
+            self.bar_index.insert(pc, self.meta.bounds.len() as u32);
+            self.meta.bounds.push(Boundary { line: ins.line, shfl });
         }
         if !self.bar_index.is_empty() {
             let (live, words) = live_in(f);
@@ -918,7 +1034,9 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
         let ctx = self.b.block_params(entry)[0];
-        let seg = self.b.block_params(entry)[1];
+        let seg0 = self.b.block_params(entry)[1];
+        let seg = self.b.declare_var(types::I32);
+        self.b.def_var(seg, seg0);
         self.h = Some(Hoisted {
             ctx,
             table: ctx,
@@ -977,6 +1095,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         let head = self.b.create_block();
         let next = self.b.create_block();
         let finish = self.b.create_block();
+        let done = self.b.create_block();
         let fault_exit = self.b.create_block();
         let limit_exit = self.b.create_block();
         self.next_thread = Some(next);
@@ -1029,7 +1148,8 @@ impl<'a, 'b> Tx<'a, 'b> {
             sw.set_entry(k as u128 + 1, rb);
             resumes.push((rb, pc));
         }
-        sw.emit(&mut self.b, seg, finish);
+        let segv = self.b.use_var(seg);
+        sw.emit(&mut self.b, segv, done);
         for (rb, pc) in resumes {
             self.b.switch_to_block(rb);
             let base = self.spill_base();
@@ -1063,7 +1183,29 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.b.def_var(self.tid[2], z2);
         self.b.ins().jump(head, &[]);
 
-        for (blk, code) in [(finish, ST_DONE), (fault_exit, ST_FAULT), (limit_exit, ST_LIMIT)] {
+        // finish: every thread reached a boundary or exited. When all live ones wait at the same
+        // boundary, go on with the next segment here (after a shuffle's exchange); otherwise the
+        // caller sorts it out (all exited, or threads at different barriers).
+        self.b.switch_to_block(finish);
+        if self.meta.bounds.is_empty() {
+            self.b.ins().jump(done, &[]);
+        } else {
+            let mp = &*self.meta as *const Meta as u64;
+            let mp = self.iconst(mp);
+            let r = self.call(h_boundary as *const () as usize, &[ctx, mp]);
+            let again = self.b.create_block();
+            self.b.ins().brif(r, again, &[], done, &[]);
+            self.b.switch_to_block(again);
+            let r32 = self.lo32(r);
+            self.b.def_var(seg, r32);
+            let zero = self.iconst(0);
+            self.b.def_var(self.t, zero);
+            for d in 0..3 {
+                self.b.def_var(self.tid[d], zero);
+            }
+            self.b.ins().jump(head, &[]);
+        }
+        for (blk, code) in [(done, ST_DONE), (fault_exit, ST_FAULT), (limit_exit, ST_LIMIT)] {
             self.b.switch_to_block(blk);
             self.ret(code);
         }
@@ -1130,6 +1272,13 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     fn thread_exit(&mut self) {
         self.flush_count();
+        if !self.shfl_srcs.is_empty() {
+            let base = self.spill_base();
+            for r in self.shfl_srcs.clone() {
+                let v = self.get(r);
+                self.b.ins().store(flags(), v, base, (r * 8) as i32);
+            }
+        }
         self.set_state(EXITED);
         let next = self.next_thread.expect("next");
         self.b.ins().jump(next, &[]);
@@ -1395,13 +1544,22 @@ impl<'a, 'b> Tx<'a, 'b> {
                 self.b.ins().return_(&[r]);
                 return Ok(false);
             }
-            Inst::Bar { .. } => {
+            Inst::Bar { .. } | Inst::Shfl { .. } => {
                 self.flush_count();
                 let k = self.bar_index[&pc];
                 let base = self.spill_base();
                 for r in self.keep[&pc].clone() {
                     let v = self.b.use_var(self.vars[r as usize]);
                     self.b.ins().store(flags(), v, base, (r * 8) as i32);
+                }
+                // The exchange reads a shuffle's operands as 64-bit words from the spill area.
+                if let Inst::Shfl { a, b, c, .. } = ins.inst {
+                    for r in [a, b, c] {
+                        if self.consts[r as usize].is_none() {
+                            let v = self.get(r);
+                            self.b.ins().store(flags(), v, base, (r * 8) as i32);
+                        }
+                    }
                 }
                 self.set_state(k + 1);
                 let next = self.next_thread.expect("next");
@@ -1410,7 +1568,6 @@ impl<'a, 'b> Tx<'a, 'b> {
             }
             Inst::Nop => {}
             Inst::Bra { .. }
-            | Inst::Shfl { .. }
             | Inst::Vote { .. }
             | Inst::Activemask { .. }
             | Inst::Redux { .. }
@@ -2149,6 +2306,99 @@ extern "C" fn h_mem(ctx: *mut JitCtx, ins: *const Instr, thread: u64, addr: u64,
     }
 }
 
+/// The boundary state every live thread waits at (`None`: all exited), or the lower boundary index
+/// of two that differ.
+fn waiting(state: &[u32]) -> Result<Option<u32>, u32> {
+    let mut at = None;
+    for &s in state {
+        if s == EXITED {
+            continue;
+        }
+        match at {
+            None => at = Some(s),
+            Some(a) if a != s => return Err(a.min(s) - 1),
+            _ => {}
+        }
+    }
+    Ok(at)
+}
+
+/// Performs shuffle `s - 1` (if that boundary is one) for the threads waiting after it, with the
+/// interpreter's rule for every lane: the source lane from mode, `b` and `c`, its `a` (a lane past
+/// the block, or out of the segment, reads its own), the predicate whether the source was in range.
+fn exchange(meta: &Meta, s: u32, state: &[u32], spill: &mut [u64]) {
+    let Some(sh) = meta.bounds.get(s as usize - 1).and_then(|b| b.shfl) else {
+        return;
+    };
+    let n = state.len();
+    let nr = meta.nregs;
+    let read = |spill: &[u64], l: usize, x: Src| x.konst.unwrap_or_else(|| spill[l * nr + x.reg as usize]);
+    let mut out = Vec::with_capacity(n);
+    for l in 0..n {
+        if state[l] == EXITED {
+            out.push((0, 0));
+            continue;
+        }
+        let lane = (l & 31) as u32;
+        let base = l & !31;
+        let bval = read(spill, l, sh.b) as u32 & 31;
+        let cv = read(spill, l, sh.c) as u32;
+        let cval = cv & 31;
+        let seg = (cv >> 8) & 31;
+        let max_lane = (lane & seg) | (cval & !seg);
+        let min_lane = lane & seg;
+        let (j, ok) = match sh.mode {
+            ShflMode::Up => {
+                let j = lane as i32 - bval as i32;
+                (j, j >= max_lane as i32)
+            }
+            ShflMode::Down => {
+                let j = (lane + bval) as i32;
+                (j, j <= max_lane as i32)
+            }
+            ShflMode::Bfly => {
+                let j = (lane ^ bval) as i32;
+                (j, j <= max_lane as i32)
+            }
+            ShflMode::Idx => {
+                let j = (min_lane | (bval & !seg)) as i32;
+                (j, j <= max_lane as i32)
+            }
+        };
+        let src = if ok { base + j as usize } else { l };
+        let src = if src < n { src } else { l };
+        out.push((read(spill, src, sh.a) & 0xFFFF_FFFF, ok as u64));
+    }
+    for (l, (v, ok)) in out.into_iter().enumerate() {
+        if state[l] == EXITED {
+            continue;
+        }
+        spill[l * nr + sh.d as usize] = v;
+        if let Some(p) = sh.p {
+            spill[l * nr + p as usize] = ok;
+        }
+    }
+}
+
+/// At the end of a pass over the threads: the segment to run next when every live thread waits at
+/// the same boundary (after its exchange), or 0 to return to the caller.
+extern "C" fn h_boundary(ctx: *mut JitCtx, meta: *const Meta) -> u64 {
+    // SAFETY: `ctx` is the context of the running call, whose `state` holds `n` entries and whose
+    // spill area `n * nregs` words while the kernel has boundaries (`run_block`); `meta` is owned
+    // by the calling kernel.
+    let (ctx, meta) = unsafe { (&mut *ctx, &*meta) };
+    let n = ctx.n as usize;
+    let state = unsafe { std::slice::from_raw_parts(ctx.state, n) };
+    match waiting(state) {
+        Ok(Some(s)) => {
+            let spill = unsafe { std::slice::from_raw_parts_mut(ctx.spill, n * meta.nregs) };
+            exchange(meta, s, state, spill);
+            s as u64
+        }
+        _ => 0,
+    }
+}
+
 static NEVER: u8 = 0;
 
 /// Buffers of a worker that runs compiled kernels.
@@ -2206,7 +2456,7 @@ impl JitKernel {
         let n = w.n;
         js.state.clear();
         js.state.resize(n, 0);
-        if !self.bar_lines.is_empty() && js.spill.len() < n * self.nregs {
+        if !self.meta.bounds.is_empty() && js.spill.len() < n * self.nregs {
             js.spill.resize(n * self.nregs, 0);
         }
         let mut total = 0u64;
@@ -2272,24 +2522,17 @@ impl JitKernel {
                     return Err(Stop::Budget);
                 }
             }
-            let mut at = None;
-            for &s in &js.state {
-                if s == EXITED {
-                    continue;
+            match waiting(&js.state) {
+                Ok(None) => return Ok(total),
+                Ok(Some(s)) => {
+                    exchange(&self.meta, s, &js.state, &mut js.spill);
+                    seg = s;
                 }
-                match at {
-                    None => at = Some(s),
-                    Some(a) if a != s => {
-                        return Err(Stop::Barrier {
-                            line: self.bar_lines[(a.min(s) - 1) as usize],
-                        })
-                    }
-                    _ => {}
+                Err(k) => {
+                    return Err(Stop::Barrier {
+                        line: self.meta.bounds[k as usize].line,
+                    })
                 }
-            }
-            match at {
-                None => return Ok(total),
-                Some(s) => seg = s,
             }
         }
     }

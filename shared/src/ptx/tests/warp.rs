@@ -216,3 +216,101 @@ SKIP:
         assert_eq!((w[2 * l], w[2 * l + 1]), (sum, min), "lane {l}");
     }
 }
+
+/// Whether native code takes kernel `k` (builds without a code generator take nothing).
+fn native(ptx: &str) -> bool {
+    let m = crate::ptx::Module::parse(ptx).unwrap();
+    crate::ptx::exec::jit_support(&m, m.entry("k").unwrap()).is_ok()
+}
+
+#[test]
+fn shuffles_read_exited_lanes_and_past_a_partial_warp() {
+    // Every third thread exits before the shuffles; the others read exited lanes (their values
+    // at exit), lanes past the block (their own) and a per-lane source index.
+    let n = 45usize;
+    let ptx = format!(
+        "{HEAD}
+.visible .entry k(.param .u64 out)
+{{
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mad.lo.s32 %r2, %r1, 3, 1;
+    mov.u32 %r3, 1000;
+    mul.lo.s32 %r5, %r1, 7;
+    and.b32 %r5, %r5, 31;
+    rem.u32 %r6, %r1, 3;
+    setp.eq.u32 %p2, %r6, 0;
+    @%p2 ret;
+    shfl.sync.idx.b32 %r3|%p1, %r2, %r5, 31, -1;
+    shfl.sync.down.b32 %r7|%p3, %r3, 5, 31, -1;
+    add.s32 %r3, %r3, %r7;
+    shfl.sync.bfly.b32 %r8, %r3, 16, 31, -1;
+    add.s32 %r3, %r3, %r8;
+    selp.u32 %r4, 1, 0, %p3;
+    mul.wide.u32 %rd2, %r1, 8;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.v2.u32 [%rd3], {{%r3, %r4}};
+    ret;
+}}"
+    );
+    if cfg!(all(feature = "jit", not(target_arch = "wasm32"))) {
+        assert!(native(&ptx), "shuffles outside divergent code run as native code");
+    }
+    let out = run_kernel(&ptx, "k", [1, 1, 1], [n as u32, 1, 1], &[vec![0; n * 8]], &[]).unwrap();
+    let w = words(&out[0]);
+    let exited = |l: usize| l % 3 == 0;
+    let own = |l: usize, s: usize| if s < n { s } else { l };
+    let idx: Vec<u32> = (0..n)
+        .map(|l| if exited(l) { 1000 } else { val(own(l, (l & !31) + (l * 7 & 31))) })
+        .collect();
+    let down_ok = |l: usize| (l & 31) + 5 <= 31;
+    let sum: Vec<u32> = (0..n)
+        .map(|l| {
+            if exited(l) {
+                1000
+            } else {
+                idx[l] + idx[if down_ok(l) { own(l, l + 5) } else { l }]
+            }
+        })
+        .collect();
+    for l in 0..n {
+        let expect = if exited(l) {
+            (0, 0)
+        } else {
+            (sum[l] + sum[own(l, (l & !31) + ((l & 31) ^ 16))], down_ok(l) as u32)
+        };
+        assert_eq!((w[2 * l], w[2 * l + 1]), expect, "lane {l}");
+    }
+}
+
+#[test]
+fn a_shuffle_under_divergent_control_flow_stays_on_the_interpreter() {
+    let ptx = format!(
+        "{HEAD}
+.visible .entry k(.param .u64 out)
+{{
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r3, %r1;
+    setp.lt.u32 %p2, %r1, 16;
+    @%p2 bra $L1;
+    shfl.sync.bfly.b32 %r3, %r1, 1, 31, -1;
+$L1:
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    ret;
+}}"
+    );
+    assert!(!native(&ptx));
+    let out = run_kernel(&ptx, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 128]], &[]).unwrap();
+    let w = words(&out[0]);
+    assert_eq!(w[3], 3);
+    assert_eq!(w[20], 21);
+}
