@@ -2048,34 +2048,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             } => {
                 let (ao, bo, co) = (ro(a), ro(b), ro(c));
                 em.for_each(nw, |l| {
-                    let lane = (l & 31) as u32;
-                    let base = l & !31;
-                    let bval = self.b.regs[bo + l] as u32 & 31;
-                    let cv = self.b.regs[co + l] as u32;
-                    let cval = cv & 31;
-                    let seg = (cv >> 8) & 31;
-                    let max_lane = (lane & seg) | (cval & !seg);
-                    let min_lane = lane & seg;
-                    let (j, ok) = match mode {
-                        ShflMode::Up => {
-                            let j = lane as i32 - bval as i32;
-                            (j, j >= max_lane as i32)
-                        }
-                        ShflMode::Down => {
-                            let j = (lane + bval) as i32;
-                            (j, j <= max_lane as i32)
-                        }
-                        ShflMode::Bfly => {
-                            let j = (lane ^ bval) as i32;
-                            (j, j <= max_lane as i32)
-                        }
-                        ShflMode::Idx => {
-                            let j = (min_lane | (bval & !seg)) as i32;
-                            (j, j <= max_lane as i32)
-                        }
-                    };
-                    let src = if ok { base + j as usize } else { l };
-                    let src = if src < n { src } else { l };
+                    let (src, ok) = shfl_source(mode, l, self.b.regs[bo + l], self.b.regs[co + l], n);
                     self.b.out[l] = self.b.regs[ao + src] & 0xFFFF_FFFF;
                     self.b.out2[l] = ok as u64;
                 });
@@ -2340,4 +2313,38 @@ fn atom_new(op: AtomOp, size: u8, f: Option<F>, old: u64, b: u64, c: u64) -> u64
             }
         }
     }
+}
+
+/// The lane whose `a` thread `l` of an `n`-thread block reads in `shfl.sync` with operands `b` and
+/// `c`, and whether that lane is in range (the predicate). Out of range, or past the block, a lane
+/// reads its own value. Shared by both engines so that they agree bit for bit.
+pub(crate) fn shfl_source(mode: ShflMode, l: usize, b: u64, c: u64, n: usize) -> (usize, bool) {
+    let lane = (l & 31) as u32;
+    let base = l & !31;
+    let bval = b as u32 & 31;
+    let cv = c as u32;
+    let cval = cv & 31;
+    let seg = (cv >> 8) & 31;
+    let max_lane = (lane & seg) | (cval & !seg);
+    let min_lane = lane & seg;
+    let (j, ok) = match mode {
+        ShflMode::Up => {
+            let j = lane as i32 - bval as i32;
+            (j, j >= max_lane as i32)
+        }
+        ShflMode::Down => {
+            let j = (lane + bval) as i32;
+            (j, j <= max_lane as i32)
+        }
+        ShflMode::Bfly => {
+            let j = (lane ^ bval) as i32;
+            (j, j <= max_lane as i32)
+        }
+        ShflMode::Idx => {
+            let j = (min_lane | (bval & !seg)) as i32;
+            (j, j <= max_lane as i32)
+        }
+    };
+    let src = if ok { base + j as usize } else { l };
+    (if src < n { src } else { l }, ok)
 }

@@ -51,7 +51,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variab
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::Module as _;
 
-use super::{compare, sx, Res, Stop, ThreadAccess, Worker};
+use super::{compare, shfl_source, sx, Res, Stop, ThreadAccess, Worker};
 use crate::ptx::ir::*;
 use crate::ptx::lower::Function;
 use crate::ptx::math::*;
@@ -2339,34 +2339,7 @@ fn exchange(meta: &Meta, s: u32, state: &[u32], spill: &mut [u64]) {
             out.push((0, 0));
             continue;
         }
-        let lane = (l & 31) as u32;
-        let base = l & !31;
-        let bval = read(spill, l, sh.b) as u32 & 31;
-        let cv = read(spill, l, sh.c) as u32;
-        let cval = cv & 31;
-        let seg = (cv >> 8) & 31;
-        let max_lane = (lane & seg) | (cval & !seg);
-        let min_lane = lane & seg;
-        let (j, ok) = match sh.mode {
-            ShflMode::Up => {
-                let j = lane as i32 - bval as i32;
-                (j, j >= max_lane as i32)
-            }
-            ShflMode::Down => {
-                let j = (lane + bval) as i32;
-                (j, j <= max_lane as i32)
-            }
-            ShflMode::Bfly => {
-                let j = (lane ^ bval) as i32;
-                (j, j <= max_lane as i32)
-            }
-            ShflMode::Idx => {
-                let j = (min_lane | (bval & !seg)) as i32;
-                (j, j <= max_lane as i32)
-            }
-        };
-        let src = if ok { base + j as usize } else { l };
-        let src = if src < n { src } else { l };
+        let (src, ok) = shfl_source(sh.mode, l, read(spill, l, sh.b), read(spill, l, sh.c), n);
         out.push((read(spill, src, sh.a) & 0xFFFF_FFFF, ok as u64));
     }
     for (l, (v, ok)) in out.into_iter().enumerate() {
