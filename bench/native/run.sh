@@ -6,7 +6,7 @@ set -e
 cd "$(dirname "$0")/../.."
 THREADS=${THREADS:-2}
 ENGINES=${ENGINES:-jit interp}
-CORPUS=${RECAP_CORPUS:-../shared/corpus}
+CORPUS=${RECAP_CORPUS:-tests/corpus}
 OUT=$(pwd)/target/bench-cpu
 mkdir -p "$OUT"
 g++ -O3 -march=x86-64-v3 -fopenmp -I "$CORPUS/nvcc" -o "$OUT/native" bench/native/kernels.cpp

@@ -2,7 +2,7 @@
 //!
 //! `cargo bench -p recap-shared --bench cpu_replay -- [dispatch|kernels|NAME...] [--threads N] [--engine jit|interp]
 //! [--dump DIR]` prints one line per measurement. The archives are built in memory from the
-//! corpus PTX (`RECAP_CORPUS`, default `../shared/corpus`), so what runs is exactly the replay
+//! corpus PTX (`RECAP_CORPUS`, default `tests/corpus`), so what runs is exactly the replay
 //! path (`CpuReplay::run_iteration`) over real nvcc output. `--dump DIR` writes each kernel's
 //! output region to `DIR/NAME.bin` so the native build of the same CUDA C can be compared with it
 //! (`bench/native/run.sh` does both).
@@ -23,7 +23,7 @@ fn corpus() -> PathBuf {
     // cargo runs benches in the package folder; the default is relative to the repository root.
     let cwd = std::env::current_dir().unwrap();
     let root = cwd.ancestors().find(|d| d.join("native-host").is_dir() && d.join("shared").is_dir()).unwrap_or(&cwd);
-    root.join("../shared/corpus")
+    root.join("tests/corpus")
 }
 
 /// A kernel argument, in parameter order.

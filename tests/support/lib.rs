@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The corpus of real cases: `RECAP_CORPUS`, or `../shared/corpus` relative to the repository root.
+/// The corpus of real cases: `RECAP_CORPUS`, or `tests/corpus` in the repository.
 pub fn corpus_dir() -> PathBuf {
     match std::env::var_os("RECAP_CORPUS") {
         Some(dir) => PathBuf::from(dir),
-        None => repo_root().join("../shared/corpus"),
+        None => repo_root().join("tests/corpus"),
     }
 }
 

@@ -86,7 +86,7 @@ fn build_wasm(root: &Path, release: bool) -> Result<()> {
 }
 
 fn corpus_dir(root: &Path) -> PathBuf {
-    std::env::var_os("RECAP_CORPUS").map(PathBuf::from).unwrap_or_else(|| root.join("../shared/corpus"))
+    std::env::var_os("RECAP_CORPUS").map(PathBuf::from).unwrap_or_else(|| root.join("tests/corpus"))
 }
 
 /// Every case folder of the corpus (`nvcc/saxpy`, `triton/tr_add`, ...).

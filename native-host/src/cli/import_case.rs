@@ -8,7 +8,7 @@ use recap::import::{import_case, PtxArch};
 /// Turn a corpus case folder (case.json, PTX, *.in.bin, *.out.bin) into a .recap archive
 #[derive(clap::Args)]
 pub struct Args {
-    /// The case folder, e.g. ../shared/corpus/nvcc/saxpy
+    /// The case folder, e.g. tests/corpus/nvcc/saxpy
     pub dir: PathBuf,
     /// Which PTX file of the case to import: sm_75 or sm_90
     #[arg(long, default_value = "sm_90")]

@@ -19,7 +19,7 @@ fn corpus_dir() -> Option<PathBuf> {
                 .find(|d| d.join("shared").is_dir() && d.join("native-host").is_dir())
                 .unwrap_or(&cwd)
                 .to_path_buf();
-            root.join("../shared/corpus")
+            root.join("tests/corpus")
         }
     };
     if dir.is_dir() {
