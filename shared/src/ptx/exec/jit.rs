@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{
-    types, AbiParam, Block, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value,
+    types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variable};
@@ -105,6 +105,8 @@ struct JitCtx {
     stop_thread: u64,
     stop_pc: u64,
     rt: *mut c_void,
+    /// The value a slow-path access returns (its trampoline has no return value).
+    slow_value: u64,
 }
 
 /// The Rust side of a call, reached by the slow-path helpers.
@@ -309,8 +311,10 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
     let id = module
         .declare_function(&f.name, cranelift_module::Linkage::Export, &sig)
         .map_err(|e| e.to_string())?;
+    let slow_mem = define_slow_mem(&mut module, call_conv)?;
     let mut ctx = module.make_context();
     ctx.func.signature = sig;
+    let slow_mem = module.declare_func_in_func(slow_mem, &mut ctx.func);
     let frontend = module.target_config();
     let mut fctx = FunctionBuilderContext::new();
     let mut insts = Vec::new();
@@ -321,7 +325,7 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
     });
     {
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let mut tx = Tx::new(b, f, params_size, call_conv, &mut insts, &mut meta);
+        let mut tx = Tx::new(b, f, params_size, call_conv, slow_mem, &mut insts, &mut meta);
         tx.build()?;
         tx.b.seal_all_blocks();
         tx.b.finalize(frontend);
@@ -342,6 +346,54 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
         meta,
         lines: f.insts.iter().map(|i| i.line).collect(),
     })
+}
+
+/// Defines the trampoline through which generated code reaches [`h_mem`], the checked access
+/// behind every fast path that fails its check. It follows the `preserve_all` convention: the
+/// kernel's registers survive the call, so values live across an access need not be kept on the
+/// stack for the rare case where the slow path runs (with plain calls, the register allocator
+/// spilled most of a kernel's hot values around these cold calls). The result goes through
+/// `JitCtx::slow_value`, as `preserve_all` returns nothing.
+fn define_slow_mem(
+    module: &mut JITModule,
+    call_conv: cranelift_codegen::isa::CallConv,
+) -> Result<cranelift_module::FuncId, String> {
+    let mut sig = Signature::new(cranelift_codegen::isa::CallConv::PreserveAll);
+    let mut inner = Signature::new(call_conv);
+    for _ in 0..6 {
+        sig.params.push(AbiParam::new(types::I64));
+        inner.params.push(AbiParam::new(types::I64));
+    }
+    inner.returns.push(AbiParam::new(types::I64));
+    let id = module
+        .declare_function("recap_slow_mem", cranelift_module::Linkage::Local, &sig)
+        .map_err(|e| e.to_string())?;
+    let frontend = module.target_config();
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    let mut fctx = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let blk = b.create_block();
+        b.append_block_params_for_function_params(blk);
+        b.switch_to_block(blk);
+        let args = b.block_params(blk).to_vec();
+        let inner = b.import_signature(inner);
+        let callee = b
+            .ins()
+            .iconst(types::I64, h_mem as *const () as usize as i64);
+        let c = b.ins().call_indirect(inner, callee, &args);
+        let v = b.inst_results(c)[0];
+        b.ins()
+            .store(flags(), v, args[0], offset_of!(JitCtx, slow_value) as i32);
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(frontend);
+    }
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| format!("{e:?}"))?;
+    Ok(id)
 }
 
 /// Registers an instruction reads and writes (a guarded write does not end a value's life).
@@ -480,6 +532,84 @@ fn live_in(f: &Function) -> (Vec<u64>, usize) {
 /// How a register lives in generated code. Float registers kept as Cranelift floats skip a move
 /// between general and vector registers at every use; conversions at the boundaries are exact
 /// bit casts, so the class only decides speed, never bits.
+/// Per register, the kernel parameter (its byte offset) that the register is a pointer into, as
+/// far as a chain of single definitions shows: `ld.param.u64`, then any of `mov`, `cvta.to.global`
+/// and 64-bit `add`/`sub` of an offset. Accesses through such a register take their region entry
+/// from the parameter, which is the same for every thread of the launch, so the lookup leaves the
+/// thread loop. This is only a hint: the access is still checked against the entry it got, and an
+/// address outside that region takes the checked slow path, so a wrong guess costs speed, never
+/// correctness.
+fn param_roots(f: &Function, params_size: u32) -> Vec<Option<u32>> {
+    let n = f.nregs as usize;
+    let mut defs = vec![0u32; n];
+    let mut def_at = vec![usize::MAX; n];
+    for (pc, ins) in f.insts.iter().enumerate() {
+        let (_, ds) = operands(ins);
+        for d in ds {
+            let d = d as usize;
+            // A guarded definition may leave the old value: it counts as a second one.
+            defs[d] += if ins.guard.is_some() { 2 } else { 1 };
+            def_at[d] = pc;
+        }
+    }
+    let mut roots = vec![None; n];
+    // Chains are short; a bounded number of passes settles them (and cycles stay unrooted).
+    for _ in 0..8 {
+        let mut changed = false;
+        for r in 0..n {
+            if roots[r].is_some() || defs[r] != 1 {
+                continue;
+            }
+            let root_of = |x: R| roots[x as usize];
+            let root = match f.insts[def_at[r]].inst {
+                Inst::Ld {
+                    space: Space::KParam,
+                    size: 8,
+                    n: 1,
+                    addr:
+                        Addr {
+                            base: Base::Abs,
+                            off,
+                        },
+                    ..
+                } if off >= 0 && off as u64 + 8 <= params_size as u64 => Some(off as u32),
+                Inst::Un {
+                    op: UnOp::Mov(m),
+                    a,
+                    ..
+                } if m == u64::MAX => root_of(a),
+                Inst::Cvta {
+                    to_generic: false,
+                    space: Space::Global,
+                    a,
+                    dmask,
+                    ..
+                } if dmask == u64::MAX => root_of(a),
+                Inst::Bin {
+                    op: BinOp::Add(W::W64),
+                    a,
+                    b,
+                    ..
+                } => root_of(a).or(root_of(b)),
+                Inst::Bin {
+                    op: BinOp::Sub(W::W64),
+                    a,
+                    ..
+                } => root_of(a),
+                _ => None,
+            };
+            if root.is_some() {
+                roots[r] = root;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    roots
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Class {
     Int,
@@ -716,6 +846,17 @@ struct Hoisted {
     abort: Value,
 }
 
+/// A pointer parameter's region entry, computed once per call before the thread loop (Cranelift
+/// does not hoist these loads out of the thread loop by itself).
+struct RootEntry {
+    /// Where the region's bytes are.
+    ptr: Value,
+    /// The device address the region starts at.
+    start: Value,
+    /// Per access size `1 << k`: the count of aligned positions (see [`Slot`]).
+    lim: [Option<Value>; 4],
+}
+
 struct Tx<'a, 'b> {
     b: FunctionBuilder<'b>,
     f: &'a Function,
@@ -723,6 +864,9 @@ struct Tx<'a, 'b> {
     vars: Vec<Variable>,
     classes: Vec<Class>,
     consts: Vec<Option<u64>>,
+    /// See [`param_roots`].
+    roots: Vec<Option<u32>>,
+    root_entries: HashMap<u32, RootEntry>,
     blocks: Vec<Option<Block>>,
     h: Option<Hoisted>,
     cnt: Variable,
@@ -735,6 +879,8 @@ struct Tx<'a, 'b> {
     sig_n: [Option<SigRef>; 7],
     sig_ff: Option<SigRef>,
     call_conv: cranelift_codegen::isa::CallConv,
+    /// The `preserve_all` trampoline to [`h_mem`] (see [`define_slow_mem`]).
+    slow_mem: FuncRef,
     insts: &'a mut Vec<Box<Instr>>,
     meta: &'a mut Meta,
     bar_index: HashMap<usize, u32>,
@@ -755,6 +901,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         f: &'a Function,
         params_size: u32,
         call_conv: cranelift_codegen::isa::CallConv,
+        slow_mem: FuncRef,
         insts: &'a mut Vec<Box<Instr>>,
         meta: &'a mut Meta,
     ) -> Tx<'a, 'b> {
@@ -787,6 +934,8 @@ impl<'a, 'b> Tx<'a, 'b> {
             vars,
             classes,
             consts,
+            roots: param_roots(f, params_size),
+            root_entries: HashMap::new(),
             blocks: vec![None; f.insts.len() + 1],
             h: None,
             cnt,
@@ -799,6 +948,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             sig_n: [None; 7],
             sig_ff: None,
             call_conv,
+            slow_mem,
             insts,
             meta,
             bar_index: HashMap::new(),
@@ -1086,6 +1236,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             cancel,
             abort,
         });
+        self.hoist_root_entries();
         let zero = self.iconst(0);
         self.b.def_var(self.cnt, zero);
         self.b.def_var(self.t, zero);
@@ -1108,15 +1259,20 @@ impl<'a, 'b> Tx<'a, 'b> {
         let t = self.b.use_var(self.t);
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t, n);
         let live = self.b.create_block();
-        let check_state = self.b.create_block();
-        self.b.ins().brif(more, check_state, &[], finish, &[]);
-        self.b.switch_to_block(check_state);
-        let so = self.b.ins().ishl_imm_s(t, 2);
-        let sa = self.b.ins().iadd(state, so);
-        let st = self.b.ins().load(types::I32, flags(), sa, 0);
-        let ex = self.b.ins().iconst(types::I32, EXITED as i64);
-        let exited = self.b.ins().icmp(IntCC::Equal, st, ex);
-        self.b.ins().brif(exited, next, &[], live, &[]);
+        if self.meta.bounds.is_empty() {
+            // Without boundaries every thread runs once from the top to its exit: no state.
+            self.b.ins().brif(more, live, &[], finish, &[]);
+        } else {
+            let check_state = self.b.create_block();
+            self.b.ins().brif(more, check_state, &[], finish, &[]);
+            self.b.switch_to_block(check_state);
+            let so = self.b.ins().ishl_imm_s(t, 2);
+            let sa = self.b.ins().iadd(state, so);
+            let st = self.b.ins().load(types::I32, flags(), sa, 0);
+            let ex = self.b.ins().iconst(types::I32, EXITED as i64);
+            let exited = self.b.ins().icmp(IntCC::Equal, st, ex);
+            self.b.ins().brif(exited, next, &[], live, &[]);
+        }
         self.b.switch_to_block(live);
         // Special registers of this thread.
         for &(r, s) in &f.sregs {
@@ -1279,7 +1435,9 @@ impl<'a, 'b> Tx<'a, 'b> {
                 self.b.ins().store(flags(), v, base, (r * 8) as i32);
             }
         }
-        self.set_state(EXITED);
+        if !self.meta.bounds.is_empty() {
+            self.set_state(EXITED);
+        }
         let next = self.next_thread.expect("next");
         self.b.ins().jump(next, &[]);
     }
@@ -1509,7 +1667,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let (base, off) = self.addr_parts(&addr);
                 for (k, &s) in srcs.iter().enumerate().take(n as usize) {
                     let at = (base, off.wrapping_add((k * size as usize) as i64));
-                    self.store(pc, space, size, at, s);
+                    self.store(pc, space, size, at, &addr, s);
                 }
             }
             Inst::Atom { d, addr, b, c, .. } => {
@@ -1622,13 +1780,79 @@ impl<'a, 'b> Tx<'a, 'b> {
         }
     }
 
+    /// Looks up, in the entry block, the region entry of every pointer parameter that global
+    /// accesses derive from (see [`param_roots`]).
+    fn hoist_root_entries(&mut self) {
+        let mut need: Vec<(u32, usize)> = Vec::new();
+        for ins in &self.f.insts {
+            let (space, size, addr) = match ins.inst {
+                Inst::Ld {
+                    space, size, addr, ..
+                }
+                | Inst::St {
+                    space, size, addr, ..
+                } => (space, size, addr),
+                _ => continue,
+            };
+            if !matches!(space, Space::Global | Space::Generic) || !matches!(size, 1 | 2 | 4 | 8) {
+                continue;
+            }
+            if let Some(p) = self.root_of(&addr) {
+                need.push((p, size.trailing_zeros() as usize));
+            }
+        }
+        need.sort_unstable();
+        need.dedup();
+        let (table, table_max, params) = {
+            let h = self.h();
+            (h.table, h.table_max, h.params)
+        };
+        // Plain loads on purpose: marked pure, they would be placed again at each use, inside the
+        // thread loop, which Cranelift does not hoist them out of.
+        let pinned = flags();
+        for (p, k) in need {
+            if !self.root_entries.contains_key(&p) {
+                let key = self.b.ins().load(types::I64, pinned, params, p as i32);
+                let slot = self.b.ins().ushr_imm_s(key, REGION_SHIFT as i64);
+                let slot = self.b.ins().umin(slot, table_max);
+                let so = self.b.ins().ishl_imm_s(slot, SLOT_SHIFT);
+                let ent = self.b.ins().iadd(table, so);
+                let ptr = self
+                    .b
+                    .ins()
+                    .load(types::I64, pinned, ent, offset_of!(Slot, ptr) as i32);
+                let len = self
+                    .b
+                    .ins()
+                    .load(types::I64, pinned, ent, offset_of!(Slot, len) as i32);
+                let start = self.b.ins().band_imm_s(key, !REGION_OFF_MASK);
+                let mut lim = [None; 4];
+                lim[0] = Some(len);
+                self.root_entries.insert(p, RootEntry { ptr, start, lim });
+            }
+            let e = self.root_entries.get_mut(&p).expect("just inserted");
+            if e.lim[k].is_none() {
+                let len = e.lim[0].expect("length");
+                e.lim[k] = Some(self.b.ins().ushr_imm_s(len, k as i64));
+            }
+        }
+    }
+
+    fn root_of(&self, a: &Addr) -> Option<u32> {
+        match a.base {
+            Base::Reg(r) => self.roots[r as usize],
+            Base::Abs | Base::Frame => None,
+        }
+    }
+
     /// The interpreter's checked access for instruction `pc` (load, store or atomic); leaves the
     /// call when it reports a fault.
     fn slow(&mut self, pc: usize, ea: Value, b: Value, c: Value) -> Value {
         let ctx = self.h().ctx;
         let ip = self.inst_ptr(pc);
         let t = self.b.use_var(self.t);
-        let v = self.call(h_mem as *const () as usize, &[ctx, ip, t, ea, b, c]);
+        self.b.ins().call(self.slow_mem, &[ctx, ip, t, ea, b, c]);
+        let v = self.ld_ctx(types::I64, offset_of!(JitCtx, slow_value));
         let fault = self.ld_ctx(types::I64, offset_of!(JitCtx, fault));
         let ok = self.b.create_block();
         let fe = self.fault_exit.expect("fault exit");
@@ -1653,7 +1877,14 @@ impl<'a, 'b> Tx<'a, 'b> {
     /// into the table), so accesses around one base share it and loops hoist it; an offset that
     /// leaves the base's region fails the bounds check and takes the slow path, which resolves
     /// the full address.
-    fn fast_ptr(&mut self, space: Space, size: u8, base: Value, off: i64, slow: Block) -> Value {
+    fn fast_ptr(
+        &mut self,
+        space: Space,
+        size: u8,
+        (base, off): (Value, i64),
+        root: Option<u32>,
+        slow: Block,
+    ) -> Value {
         let h = self.h();
         let (table, table_max, shared) = (h.table, h.table_max, h.shared);
         let k = size.trailing_zeros() as usize;
@@ -1671,6 +1902,26 @@ impl<'a, 'b> Tx<'a, 'b> {
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
                 self.b.ins().iadd(shared, ea)
+            }
+            _ if root.is_some_and(|p| self.root_entries.contains_key(&p)) => {
+                // The entry of the parameter the base derives from, looked up once per call.
+                // The offset from the start of that region: for a base in another region it
+                // is at least 2^36, past any region's length, so the check below sends it to
+                // the slow path.
+                let e = &self.root_entries[&root.expect("root")];
+                let (ptr, start, lim) = (e.ptr, e.start, e.lim[k].expect("limit for this size"));
+                let ea = self.b.ins().iadd_imm_s(base, off);
+                let o = self.b.ins().isub(ea, start);
+                let idx = if k > 0 {
+                    self.b.ins().rotr_imm_s(o, k as i64)
+                } else {
+                    o
+                };
+                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
+                let fast = self.b.create_block();
+                self.b.ins().brif(ok, fast, &[], slow, &[]);
+                self.b.switch_to_block(fast);
+                self.b.ins().iadd(ptr, o)
             }
             _ => {
                 let slot = self.b.ins().ushr_imm_s(base, REGION_SHIFT as i64);
@@ -1722,9 +1973,11 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let off = addr.off as u64 + (k as u64) * size as u64;
                 if addr.off >= 0 && off + size as u64 <= self.params_size as u64 {
                     let params = self.h().params;
+                    // The parameter buffer is immutable during a launch, so these loads may move
+                    // out of the thread loop.
                     let v = self.b.ins().load(
                         ty,
-                        MemFlagsData::new().with_notrap(),
+                        MemFlagsData::new().with_notrap().with_readonly().with_can_move(),
                         params,
                         off as i32,
                     );
@@ -1747,7 +2000,8 @@ impl<'a, 'b> Tx<'a, 'b> {
         let tmp = self.b.declare_var(out);
         let slow = self.b.create_block();
         let join = self.b.create_block();
-        let p = self.fast_ptr(space, size, at.0, at.1, slow);
+        let root = self.root_of(addr);
+        let p = self.fast_ptr(space, size, at, root, slow);
         let v = self.b.ins().load(ty, flags(), p, 0);
         let v = if size == 8 || out != types::I64 {
             v
@@ -1778,7 +2032,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     }
 
     /// Stores the low `size` bytes of register `src`.
-    fn store(&mut self, pc: usize, space: Space, size: u8, at: (Value, i64), src: R) {
+    fn store(&mut self, pc: usize, space: Space, size: u8, at: (Value, i64), addr: &Addr, src: R) {
         // A float register of the access's size is stored from its float register as it is.
         let direct = matches!(
             (self.classes[src as usize], size),
@@ -1796,7 +2050,8 @@ impl<'a, 'b> Tx<'a, 'b> {
         }
         let slow = self.b.create_block();
         let join = self.b.create_block();
-        let p = self.fast_ptr(space, size, at.0, at.1, slow);
+        let root = self.root_of(addr);
+        let p = self.fast_ptr(space, size, at, root, slow);
         let x = if direct {
             self.b.use_var(self.vars[src as usize])
         } else {
@@ -2427,8 +2682,12 @@ impl JitKernel {
             w.b.shared.fill(0);
         }
         let n = w.n;
+        // A kernel without boundaries keeps no thread state (see `Tx::build`).
+        let stateful = !self.meta.bounds.is_empty();
         js.state.clear();
-        js.state.resize(n, 0);
+        if stateful {
+            js.state.resize(n, 0);
+        }
         if !self.meta.bounds.is_empty() && js.spill.len() < n * self.nregs {
             js.spill.resize(n * self.nregs, 0);
         }
@@ -2463,6 +2722,7 @@ impl JitKernel {
                 stop_thread: 0,
                 stop_pc: 0,
                 rt: std::ptr::null_mut(),
+                slow_value: 0,
             };
             let mut rt = Rt { w: &mut *w, stop: None };
             jc.rt = &mut rt as *mut Rt<'_> as *mut c_void;
@@ -2477,6 +2737,7 @@ impl JitKernel {
                 ctx.used.fetch_add(jc.count, Ordering::Relaxed);
             }
             match status {
+                ST_DONE if !stateful => return Ok(total),
                 ST_DONE => {}
                 ST_FAULT => return Err(stop.unwrap_or(Stop::Aborted)),
                 ST_TRAP => {
@@ -2508,5 +2769,45 @@ impl JitKernel {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::param_roots;
+    use crate::ptx::ir::{Addr, Base, Inst, Space};
+    use crate::ptx::Module;
+
+    /// The global accesses of nvcc's saxpy (through `cvta.to.global`, `mul.wide` and `add.s64`)
+    /// and of the pointer-arithmetic test kernel all trace back to their pointer parameters.
+    #[test]
+    fn global_accesses_trace_back_to_their_pointer_parameters() {
+        let saxpy = include_str!("../../../../tests/corpus/nvcc/saxpy/kernel.sm_90.ptx");
+        let m = Module::parse(saxpy).unwrap();
+        let e = m.entry("saxpy").unwrap();
+        let f = &m.funcs[e.func as usize];
+        let roots = param_roots(f, e.params_size());
+        let mut seen = Vec::new();
+        for ins in &f.insts {
+            if let Inst::Ld {
+                space: Space::Global,
+                addr: Addr {
+                    base: Base::Reg(r), ..
+                },
+                ..
+            }
+            | Inst::St {
+                space: Space::Global,
+                addr: Addr {
+                    base: Base::Reg(r), ..
+                },
+                ..
+            } = ins.inst
+            {
+                seen.push(roots[r as usize]);
+            }
+        }
+        // x at byte 8, y at byte 16: load x, load y, store y.
+        assert_eq!(seen, [Some(8), Some(16), Some(16)]);
     }
 }

@@ -1,5 +1,6 @@
 //! The host side of device memory.
 
+use super::run_kernel;
 use crate::ptx::*;
 
 #[test]
@@ -42,4 +43,69 @@ fn regions_are_checked_filled_copied_and_freed() {
         Err(MemError::TooLarge { .. })
     ));
     assert!(mem.add_region(8, 3).is_err());
+}
+
+/// Native code looks up the region of an access through the kernel parameter its address derives
+/// from. An address computed from one parameter that lands in another parameter's region, or in
+/// none, must still reach that region or fault, exactly as the interpreter does.
+#[test]
+fn a_pointer_derived_from_one_parameter_may_reach_another_region() {
+    let ptx = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 a, .param .u64 b, .param .u64 delta)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<12>;
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [b];
+    ld.param.u64 %rd5, [delta];
+    cvta.to.global.u64 %rd6, %rd1;
+    sub.s64 %rd3, %rd2, %rd1;
+    add.s64 %rd4, %rd6, %rd3;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd7, %r1, 4;
+    add.s64 %rd8, %rd4, %rd7;
+    ld.global.u32 %r2, [%rd8];
+    add.s32 %r3, %r2, 100;
+    st.global.u32 [%rd8], %r3;
+    add.s64 %rd9, %rd6, %rd7;
+    st.global.u32 [%rd9], %r1;
+    add.s64 %rd10, %rd9, %rd5;
+    ld.global.u32 %r4, [%rd10];
+    ret;
+}";
+    let b: Vec<u8> = (0..8u32).flat_map(|v| (v * 3).to_le_bytes()).collect();
+    let out = run_kernel(
+        ptx,
+        "k",
+        [1, 1, 1],
+        [8, 1, 1],
+        &[vec![0; 32], b],
+        &0u64.to_le_bytes(),
+    )
+    .unwrap();
+    let words = |v: &[u8]| -> Vec<u32> {
+        v.chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    assert_eq!(words(&out[0]), (0..8).collect::<Vec<u32>>());
+    assert_eq!(
+        words(&out[1]),
+        (0..8).map(|v| v * 3 + 100).collect::<Vec<u32>>()
+    );
+    // The same pointer pushed one region further lands in no region: a fault on both engines.
+    let err = run_kernel(
+        ptx,
+        "k",
+        [1, 1, 1],
+        [8, 1, 1],
+        &[vec![0; 32], vec![0; 32]],
+        &(1u64 << 37).to_le_bytes(),
+    )
+    .unwrap_err();
+    assert!(err.contains("out-of-bounds read"), "{err}");
+    assert!(err.contains("thread [0, 0, 0]"), "{err}");
 }
