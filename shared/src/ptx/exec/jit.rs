@@ -676,6 +676,34 @@ fn float_op(inst: &Inst) -> Option<F> {
     Some(f)
 }
 
+/// Per register: whether every instruction that reads it is an inline float operation that gives
+/// PTX's canonical NaN whatever NaN it reads (arithmetic, min/max, compares). The bits of a NaN
+/// such a register holds can never show, so the operations that write it skip canonicalising
+/// their result: in a chain of float arithmetic only the last link pays for it.
+fn nan_blind(f: &Function) -> Vec<bool> {
+    let mut blind = vec![true; f.nregs as usize];
+    for ins in &f.insts {
+        let canonical_reader = float_op(&ins.inst).is_some()
+            && !matches!(
+                ins.inst,
+                // Sign operations keep a NaN's bits; the exponential is a library call.
+                Inst::Un {
+                    op: UnOp::FNeg(..) | UnOp::FAbs(..) | UnOp::FEx2(..),
+                    ..
+                }
+            );
+        if !canonical_reader {
+            for u in operands(ins).0 {
+                blind[u as usize] = false;
+            }
+        }
+        if let Some((p, _)) = ins.guard {
+            blind[p as usize] = false;
+        }
+    }
+    blind
+}
+
 /// Whether every value `ins` can write to `d` fits in 32 bits, given which registers do (`fits`).
 /// Conservative: anything not known to is taken not to.
 fn def_fits32(ins: &Inst, fits: &[bool], consts: &[Option<u64>]) -> bool {
@@ -866,6 +894,10 @@ struct Tx<'a, 'b> {
     consts: Vec<Option<u64>>,
     /// See [`param_roots`].
     roots: Vec<Option<u32>>,
+    /// See [`nan_blind`].
+    nan_blind: Vec<bool>,
+    /// Whether the instruction being emitted writes a NaN-blind register.
+    dst_nan_blind: bool,
     root_entries: HashMap<u32, RootEntry>,
     blocks: Vec<Option<Block>>,
     h: Option<Hoisted>,
@@ -935,6 +967,8 @@ impl<'a, 'b> Tx<'a, 'b> {
             classes,
             consts,
             roots: param_roots(f, params_size),
+            nan_blind: nan_blind(f),
+            dst_nan_blind: false,
             root_entries: HashMap::new(),
             blocks: vec![None; f.insts.len() + 1],
             h: None,
@@ -1055,12 +1089,18 @@ impl<'a, 'b> Tx<'a, 'b> {
     /// PTX's canonical NaN for a NaN result. A select of floats becomes a branch over a move, so
     /// the check stays off the value's dependency chain.
     fn canon32(&mut self, x: Value) -> Value {
+        if self.dst_nan_blind {
+            return x;
+        }
         let isnan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
         let nan = self.b.ins().f32const(Ieee32::with_bits(NAN32));
         self.b.ins().select(isnan, nan, x)
     }
 
     fn canon64(&mut self, x: Value) -> Value {
+        if self.dst_nan_blind {
+            return x;
+        }
         let isnan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
         let nan = self.b.ins().f64const(Ieee64::with_bits(NAN64));
         self.b.ins().select(isnan, nan, x)
@@ -1513,15 +1553,21 @@ impl<'a, 'b> Tx<'a, 'b> {
     fn body(&mut self, pc: usize, ins: &Instr) -> Result<bool, String> {
         match ins.inst {
             Inst::Un { op, d, a } => {
+                self.dst_nan_blind = self.nan_blind[d as usize];
                 let v = self.un(pc, op, d, a);
+                self.dst_nan_blind = false;
                 self.put(d, v);
             }
             Inst::Bin { op, d, a, b } => {
+                self.dst_nan_blind = self.nan_blind[d as usize];
                 let v = self.bin(pc, op, a, b);
+                self.dst_nan_blind = false;
                 self.put(d, v);
             }
             Inst::Tern { op, d, a, b, c } => {
+                self.dst_nan_blind = self.nan_blind[d as usize];
                 let v = self.tern(pc, op, d, a, b, c);
+                self.dst_nan_blind = false;
                 self.put(d, v);
             }
             Inst::Bfi {

@@ -528,3 +528,38 @@ fn half_precision_conversions_and_arithmetic() {
     let r = onef("cvt.rn.f16x2.f32 %r10, %f1, %f2;", 2.0, 1.0, 0.0);
     assert_eq!(r.r, 0x4000_3C00, "first source goes to the upper half");
 }
+
+/// Native code skips canonicalising a NaN that only float arithmetic reads (the reader makes it
+/// canonical). Whatever reaches a store, a move, `neg`, `abs`, `max` or a compare must still see
+/// PTX's NaN rules: the stored bits are the interpreter's.
+#[test]
+fn a_nan_flowing_through_arithmetic_is_canonical_wherever_it_shows() {
+    let payload = 0x7FC0_0123u64;
+    let body = "
+    add.f32 %f4, %f1, %f2;
+    mul.f32 %f5, %f4, %f2;
+    fma.rn.f32 %f6, %f5, %f2, %f3;
+    sub.f32 %f7, %f6, %f3;
+    mov.b32 %r10, %f7;
+    add.f32 %f8, %f1, %f3;
+    neg.f32 %f10, %f8;
+    add.f32 %f9, %f1, %f2;
+    max.f32 %f11, %f9, %f3;
+    mov.b32 %r11, %f11;
+    add.f32 %f12, %f1, %f2;
+    setp.nan.f32 %p1, %f12, %f12;
+    add.f64 %fd4, %fd1, %fd2;
+    mul.f64 %fd10, %fd4, %fd2;";
+    let r = rows(
+        body,
+        &[
+            [payload, 2.0f32.to_bits() as u64, 1.0f32.to_bits() as u64],
+            [0xFFF8_0000_0000_0123, 0x4000_0000_0000_0000, 0],
+        ],
+    );
+    assert_eq!(r[0].r, NAN_CANON, "a NaN through four operations");
+    assert_eq!(bits(r[0].f), NAN_CANON | 0x8000_0000, "neg of an arithmetic NaN");
+    assert_eq!(r[0].r11, 1.0f32.to_bits(), "max skips the NaN");
+    assert!(r[0].p, "a compare sees the NaN");
+    assert_eq!(r[1].fd.to_bits(), 0x7FFF_FFFF_FFFF_FFFF, "f64 arithmetic NaN is canonical");
+}
