@@ -529,9 +529,77 @@ fn live_in(f: &Function) -> (Vec<u64>, usize) {
     (live, words)
 }
 
-/// How a register lives in generated code. Float registers kept as Cranelift floats skip a move
-/// between general and vector registers at every use; conversions at the boundaries are exact
-/// bit casts, so the class only decides speed, never bits.
+/// Per boundary pc: which of the registers kept across it (`keep`) already hold their current
+/// value in the thread's spill area when the thread gets there, because they were reloaded from
+/// it when the segment began and no instruction since then wrote them. Those need no store.
+/// A forward analysis over instructions: a segment that starts after boundary `k` begins with
+/// `keep[k]` clean, the kernel's start with nothing clean, a write makes a register dirty, and
+/// where paths meet only what is clean on all of them stays clean.
+fn clean_at_boundaries(f: &Function, keep: &HashMap<usize, Vec<R>>) -> HashMap<usize, Vec<R>> {
+    let n = f.insts.len();
+    let words = (f.nregs as usize).div_ceil(64).max(1);
+    let set_of = |regs: &[R]| {
+        let mut v = vec![0u64; words];
+        for &r in regs {
+            v[r as usize / 64] |= 1 << (r % 64);
+        }
+        v
+    };
+    let defs: Vec<Vec<R>> = f.insts.iter().map(|i| uses_defs(i).1).collect();
+    // `clean[pc]`: clean on entry to `pc` (all registers until a path reaches it).
+    let mut clean = vec![u64::MAX; (n + 1) * words];
+    clean[..words].fill(0);
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for pc in 0..n {
+            let ins = &f.insts[pc];
+            let out = match keep.get(&pc) {
+                Some(k) => set_of(k),
+                None => {
+                    let mut v = clean[pc * words..(pc + 1) * words].to_vec();
+                    for &r in &defs[pc] {
+                        v[r as usize / 64] &= !(1 << (r % 64));
+                    }
+                    v
+                }
+            };
+            let mut succs = [None, None];
+            match ins.inst {
+                Inst::Bra { target, .. } => {
+                    succs[0] = Some((target as usize).min(n));
+                    if ins.guard.is_some() {
+                        succs[1] = Some(pc + 1);
+                    }
+                }
+                Inst::Ret | Inst::Exit | Inst::Trap if ins.guard.is_none() => {}
+                _ => succs[0] = Some(pc + 1),
+            }
+            for s in succs.into_iter().flatten() {
+                let dst = &mut clean[s * words..(s + 1) * words];
+                for w in 0..words {
+                    let m = dst[w] & out[w];
+                    if m != dst[w] {
+                        dst[w] = m;
+                        changed = true;
+                    }
+                }
+            }
+        }
+    }
+    keep.keys()
+        .map(|&pc| {
+            let c = &clean[pc * words..(pc + 1) * words];
+            let regs = keep[&pc]
+                .iter()
+                .copied()
+                .filter(|&r| c[r as usize / 64] >> (r % 64) & 1 == 1)
+                .collect();
+            (pc, regs)
+        })
+        .collect()
+}
+
 /// Per register, the kernel parameter (its byte offset) that the register is a pointer into, as
 /// far as a chain of single definitions shows: `ld.param.u64`, then any of `mov`, `cvta.to.global`
 /// and 64-bit `add`/`sub` of an offset. Accesses through such a register take their region entry
@@ -610,6 +678,9 @@ fn param_roots(f: &Function, params_size: u32) -> Vec<Option<u32>> {
     roots
 }
 
+/// How a register lives in generated code. Float registers kept as Cranelift floats skip a move
+/// between general and vector registers at every use; conversions at the boundaries are exact
+/// bit casts, so the class only decides speed, never bits.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Class {
     Int,
@@ -918,6 +989,9 @@ struct Tx<'a, 'b> {
     bar_index: HashMap<usize, u32>,
     /// Per boundary pc: the registers live after it (the only ones a thread keeps across it).
     keep: HashMap<usize, Vec<R>>,
+    /// Per boundary pc: the kept registers whose spill slot already holds their value
+    /// (see [`clean_at_boundaries`]).
+    clean: HashMap<usize, Vec<R>>,
     /// Registers shuffles read from other threads, which a thread leaves in its spill area when
     /// it exits (an exited lane still serves its last value).
     shfl_srcs: Vec<R>,
@@ -987,6 +1061,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             meta,
             bar_index: HashMap::new(),
             keep: HashMap::new(),
+            clean: HashMap::new(),
             shfl_srcs: Vec::new(),
         }
     }
@@ -1214,6 +1289,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                     .collect();
                 self.keep.insert(pc, regs);
             }
+            self.clean = clean_at_boundaries(f, &self.keep);
         }
         for (pc, l) in leader.iter().enumerate() {
             if *l {
@@ -1753,6 +1829,9 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let k = self.bar_index[&pc];
                 let base = self.spill_base();
                 for r in self.keep[&pc].clone() {
+                    if self.clean[&pc].contains(&r) {
+                        continue;
+                    }
                     let v = self.b.use_var(self.vars[r as usize]);
                     self.b.ins().store(flags(), v, base, (r * 8) as i32);
                 }

@@ -374,3 +374,56 @@ fn dynamic_shared_memory_and_multi_dimensional_ids() {
     .unwrap_err();
     assert!(err.to_string().contains("out-of-bounds write"), "{err}");
 }
+
+/// Native code stores a register at a barrier only when it may have changed since the thread's
+/// segment began (the spill slot holds it otherwise). Registers kept unchanged across several
+/// barriers, one written on a path that skips it in some iterations, and one written through
+/// shared memory traffic must all come back right.
+#[test]
+fn registers_kept_across_barriers_in_a_loop() {
+    let ptx = format!(
+        "{HEAD}
+.visible .entry k(.param .u64 out)
+{{
+    .reg .pred %p<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<8>;
+    .shared .align 4 .b32 sh[64];
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, 0;
+    mov.u32 %r3, 0;
+    mov.u32 %r5, 7;
+    mul.lo.u32 %r6, %r1, 3;
+    mov.u32 %r7, sh;
+    shl.b32 %r8, %r1, 2;
+    add.u32 %r9, %r7, %r8;
+LOOP:
+    st.shared.u32 [%r9], %r3;
+    bar.sync 0;
+    setp.ne.u32 %p1, %r3, 2;
+    @%p1 bra SKIP;
+    add.u32 %r5, %r5, %r1;
+SKIP:
+    bar.sync 0;
+    add.u32 %r2, %r2, %r5;
+    add.u32 %r2, %r2, %r6;
+    ld.shared.u32 %r10, [%r7];
+    add.u32 %r2, %r2, %r10;
+    bar.sync 0;
+    add.u32 %r3, %r3, 1;
+    setp.lt.u32 %p2, %r3, 4;
+    @%p2 bra LOOP;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r2;
+    ret;
+}}"
+    );
+    let m = Module::parse(&ptx).unwrap();
+    assert!(m.jit_support("k").is_ok(), "the kernel must run as native code");
+    let out = run_kernel(&ptx, "k", [2, 1, 1], [64, 1, 1], &[vec![0; 64 * 4]], &[]).unwrap();
+    // r5: 7, 7, 7 + tid, 7 + tid; r6 = 3 tid four times; sh[0] = i in iteration i.
+    let want: Vec<u32> = (0..64).map(|t| 28 + 2 * t + 12 * t + 6).collect();
+    assert_eq!(words(&out[0]), want);
+}
