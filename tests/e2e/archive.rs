@@ -465,6 +465,7 @@ fn open_err(bytes: &[u8]) -> FormatError {
         Err(e) => e,
     };
     let bounded = validate_reader(&mut std::io::Cursor::new(bytes)).expect_err("the bounded path accepted a damaged archive");
+    assert_eq!(scanned_validate(bytes), Err(bounded.clone()), "the scanned path gives the bounded path's error");
     if Archive::open(bytes).is_err() {
         assert_eq!(bounded, e);
     } else {
@@ -480,6 +481,7 @@ fn assert_paths_agree(bytes: &[u8]) {
         Ok(ArchiveCounts { ops: a.op_count() as u64, kernels: a.kernel_count() as u64, regions: a.region_count() as u64 })
     });
     let bounded = validate_reader(&mut std::io::Cursor::new(bytes));
+    assert_eq!(scanned_validate(bytes), bounded, "the scanned path agrees with the bounded path");
     match (&in_memory, &bounded) {
         (Ok(a), Ok(b)) => assert_eq!(a, b),
         (Err(_), Err(_)) => {}
@@ -488,6 +490,14 @@ fn assert_paths_agree(bytes: &[u8]) {
     if let Err(e) = Archive::open(bytes) {
         assert_eq!(bounded.unwrap_err(), e, "open's refusals are the bounded path's too");
     }
+}
+
+/// The upload's path: the bytes go through `scan` in uneven pieces (as they arrive), then the
+/// file is validated with what the scan found.
+fn scanned_validate(bytes: &[u8]) -> Result<ArchiveCounts, FormatError> {
+    let scanned = scan(std::io::BufReader::with_capacity(7919, bytes)).unwrap();
+    assert_eq!(scanned.len(), bytes.len() as u64);
+    validate_scanned(&mut std::io::Cursor::new(bytes), &scanned)
 }
 
 fn put_u32(bytes: &mut [u8], at: usize, v: u32) {

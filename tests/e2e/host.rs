@@ -169,6 +169,42 @@ async fn invalid_truncated_and_oversized_uploads_leave_nothing_behind() {
     assert_eq!(status, 201);
 }
 
+/// Uploads are checked while they arrive and written in large aligned blocks: damage late in the
+/// blobs (in the last block, just before the tables) is refused with the validator's reason and
+/// leaves nothing behind, and an archive whose length is no multiple of the block size comes back
+/// byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_uploads_are_checked_to_their_last_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let client = reqwest::Client::new();
+    let good = archive((9 << 20) + 12_345, 11);
+    // One region, so the blobs section is its one blob, right after the 64-byte header.
+    let stored = shared::archive::Archive::open(&good).unwrap().regions().next().unwrap().initial.unwrap().stored_len();
+    let blobs_end = 64 + stored as usize;
+    for (what, at) in [("early in the blobs", 100), ("late in the blobs", blobs_end - 10), ("in the tables", good.len() - 100)] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x40;
+        let (status, err) = upload(&client, &server.url, "bad", bad.clone()).await;
+        assert_eq!(status, 400, "{what}: {err}");
+        assert_eq!(err["error"]["code"], "invalid_archive", "{what}: {err}");
+        let want = shared::archive::validate_reader(&mut std::io::Cursor::new(&bad)).unwrap_err().to_string();
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&want), "{what}: {message} does not give the validator's reason: {want}");
+        assert!(files_in(&server.data.join("tmp")).is_empty(), "{what}: {:?}", files_in(&server.data.join("tmp")));
+        assert!(files_in(&server.data.join("blobs")).is_empty(), "{what}");
+    }
+    let (_, list) = get_json(&client, &format!("{}/api/archives", server.url)).await;
+    assert_eq!(list, serde_json::json!([]));
+
+    let (status, a) = upload(&client, &server.url, "good", good.clone()).await;
+    assert_eq!(status, 201, "{a}");
+    assert_eq!(a["hash"], blake3::hash(&good).to_hex().as_str());
+    let raw = client.get(format!("{}/api/archives/{}/raw", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(raw.bytes().await.unwrap().as_ref(), &good[..]);
+    assert!(files_in(&server.data.join("tmp")).is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_bytes_uploaded_concurrently_are_stored_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -257,8 +293,9 @@ async fn kill_9_during_an_upload_leaves_no_partial_archive_and_loses_no_finished
     let (status, a) = upload(&client, &server.url, "kept", kept.clone()).await;
     assert_eq!(status, 201);
 
-    // A second upload sends its first 3 MiB, then stalls until the host is killed.
-    let partial = archive(4 << 20, 8);
+    // A second upload sends its first 6 MiB, then stalls until the host is killed (the host writes
+    // in blocks of 4 MiB, so at least one is on the disk by then).
+    let partial = archive(8 << 20, 8);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
     let body = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
     let url = format!("{}/api/archives?name=partial", server.url);
@@ -266,7 +303,7 @@ async fn kill_9_during_an_upload_leaves_no_partial_archive_and_loses_no_finished
         let client = client.clone();
         async move { client.post(url).body(reqwest::Body::wrap_stream(body)).send().await }
     });
-    tx.send(Ok(partial[..3 << 20].to_vec())).await.unwrap();
+    tx.send(Ok(partial[..6 << 20].to_vec())).await.unwrap();
     let tmp = data.join("tmp");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !files_in(&tmp).iter().any(|f| std::fs::metadata(tmp.join(f)).map(|m| m.len() > 0).unwrap_or(false)) {

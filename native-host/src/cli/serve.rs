@@ -28,6 +28,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    keep_freed_memory();
     init_logging();
     let config = Config {
         addr: args.addr,
@@ -39,6 +41,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(recap::server::serve(config))
+}
+
+/// Lets glibc keep freed memory for reuse instead of handing it back to the kernel at once.
+///
+/// Why: an upload passes socket buffers of about 400 KiB through queues to other threads. With
+/// glibc's defaults, freeing them at the top of a thread's heap returns the pages to the kernel and
+/// the next buffers fault in freshly zeroed ones: about a tenth of the host's CPU time during a
+/// 1 GiB upload. Up to 64 MiB free per heap is now kept before trimming; allocations of 8 MiB and
+/// more still get mappings of their own (so the validator's lazily zeroed skeleton stays lazy).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep_freed_memory() {
+    // SAFETY: mallopt only sets allocator parameters; it runs before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
 }
 
 /// Logs to stderr (stdout carries only the URL), filtered by `RUST_LOG` (default `info`).

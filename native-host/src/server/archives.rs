@@ -20,7 +20,7 @@ pub struct UploadQuery {
 }
 
 /// Chunks in flight between the socket and the writer thread: bounds the memory an upload holds.
-const CHUNKS_IN_FLIGHT: usize = 64;
+const CHUNKS_IN_FLIGHT: usize = 16;
 
 fn check_name(name: Option<String>) -> Result<String, ApiError> {
     let name = name.unwrap_or_else(|| "archive.recap".into());
@@ -84,7 +84,7 @@ pub async fn upload(
     let writer = tokio::task::spawn_blocking(move || -> Result<Incoming, crate::store::StoreError> {
         let mut incoming = incoming;
         while let Some(chunk) = rx.blocking_recv() {
-            incoming.write(&chunk)?;
+            incoming.write(chunk)?;
         }
         Ok(incoming)
     });

@@ -6,9 +6,11 @@
 //! [`Store`] holds the one piece of logic on top: ingesting an upload safely.
 
 mod blobs;
+#[cfg(target_os = "linux")]
+mod direct;
 mod sqlite;
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -96,10 +98,17 @@ pub fn now_rfc3339() -> String {
 }
 
 /// Counts an archive's contents, validating it whole on the way (structure, checksums, every
-/// blob) from a reader, in memory bounded by the archive's tables rather than its size.
-pub fn inspect(file: &std::fs::File) -> Result<(u64, u64, u64), shared::archive::FormatError> {
+/// blob) from a reader, in memory bounded by the archive's tables rather than its size. With the
+/// scan of the bytes as they were written, only what the scan does not vouch for is read.
+pub fn inspect(
+    file: &std::fs::File,
+    scanned: Option<&shared::archive::Scanned>,
+) -> Result<(u64, u64, u64), shared::archive::FormatError> {
     let mut reader = io::BufReader::with_capacity(1 << 20, file);
-    let counts = shared::archive::validate_reader(&mut reader)?;
+    let counts = match scanned {
+        Some(scanned) => shared::archive::validate_scanned(&mut reader, scanned)?,
+        None => shared::archive::validate_reader(&mut reader)?,
+    };
     Ok((counts.ops, counts.kernels, counts.regions))
 }
 
@@ -111,42 +120,97 @@ pub struct Ingested {
     pub created: bool,
 }
 
-/// Bytes an upload gathers before hashing and writing them (both at once, on two threads).
-const INCOMING_BLOCK: usize = 1 << 20;
+/// Chunks queued for the scanning thread: bounds how far it may fall behind (and the memory that
+/// holds).
+const SCAN_QUEUE: usize = 16;
 
-/// An incoming archive being written to a temporary file while its hash is computed.
+/// An incoming archive on its way to a temporary file. Three things happen to every chunk, so that
+/// little is left to do after the last byte: this thread hashes it (the archive's id) and copies it
+/// into the file's write blocks ([`direct`]); a scanning thread ([`shared::archive::scan`]) checks
+/// the blobs in it (the blobs come first in an archive, the tables last).
 pub struct Incoming {
     file: tempfile::NamedTempFile,
-    block: Vec<u8>,
+    out: Output,
     hasher: blake3::Hasher,
     len: u64,
     limit: u64,
+    scan: Option<ScanFeed>,
+}
+
+/// How the bytes reach the file.
+enum Output {
+    /// Large aligned blocks written without the page cache, by background threads.
+    #[cfg(target_os = "linux")]
+    Direct(direct::DirectWriter),
+    /// Plain writes through the page cache.
+    #[cfg(not(target_os = "linux"))]
+    Buffered,
+}
+
+/// The scanning thread and its queue.
+struct ScanFeed {
+    queue: std::sync::mpsc::SyncSender<bytes::Bytes>,
+    thread: std::thread::JoinHandle<io::Result<shared::archive::Scanned>>,
+}
+
+/// The scanning thread's side of the queue, read as one stream.
+struct Queued {
+    queue: std::sync::mpsc::Receiver<bytes::Bytes>,
+    current: bytes::Bytes,
+}
+
+impl io::Read for Queued {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = {
+            let buf = io::BufRead::fill_buf(self)?;
+            let n = buf.len().min(out.len());
+            out[..n].copy_from_slice(&buf[..n]);
+            n
+        };
+        io::BufRead::consume(self, n);
+        Ok(n)
+    }
+}
+
+impl io::BufRead for Queued {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        while self.current.is_empty() {
+            // A closed queue is the end of the stream (the upload ended, or was abandoned).
+            match self.queue.recv() {
+                Ok(chunk) => self.current = chunk,
+                Err(_) => break,
+            }
+        }
+        Ok(&self.current)
+    }
+
+    fn consume(&mut self, n: usize) {
+        bytes::Buf::advance(&mut self.current, n);
+    }
 }
 
 impl Incoming {
-    pub fn write(&mut self, mut chunk: &[u8]) -> Result<(), StoreError> {
+    pub fn write(&mut self, chunk: bytes::Bytes) -> Result<(), StoreError> {
         self.len += chunk.len() as u64;
         if self.len > self.limit {
             return Err(StoreError::TooLarge { limit: self.limit });
         }
-        while !chunk.is_empty() {
-            let take = chunk.len().min(INCOMING_BLOCK - self.block.len());
-            self.block.extend_from_slice(&chunk[..take]);
-            chunk = &chunk[take..];
-            if self.block.len() == INCOMING_BLOCK {
-                self.flush_block()?;
+        // First to the scan (a reference, not a copy), so that it works while this thread does.
+        if let Some(scan) = &self.scan {
+            if scan.queue.send(chunk.clone()).is_err() {
+                // The scan is gone (it cannot fail on the bytes, only panic): validation reads the file.
+                self.scan = None;
             }
         }
-        Ok(())
-    }
-
-    /// Hashes and writes the gathered bytes; hashing (itself on several threads) overlaps the write.
-    fn flush_block(&mut self) -> Result<(), StoreError> {
-        let (block, hasher, file) = (&self.block, &mut self.hasher, self.file.as_file());
-        let (_, written) = rayon::join(|| hasher.update_rayon(block), || (&*file).write_all(block));
-        written.map_err(io_err("writing the upload's temporary file"))?;
-        self.block.clear();
-        Ok(())
+        // On this thread alone: the socket, the scan and the writers keep the other cores busy.
+        self.hasher.update(&chunk);
+        let written = match &mut self.out {
+            #[cfg(target_os = "linux")]
+            Output::Direct(w) => w.write(&chunk),
+            #[cfg(not(target_os = "linux"))]
+            Output::Buffered => io::Write::write_all(&mut self.file, &chunk),
+        };
+        written.map_err(io_err("writing the upload's temporary file"))
     }
 
     pub fn len(&self) -> u64 {
@@ -200,34 +264,68 @@ impl Store {
 
     pub fn begin(&self, limit: u64) -> Result<Incoming, StoreError> {
         let temp = self.blobs.create_temp()?;
+        #[cfg(target_os = "linux")]
+        let out = Output::Direct(
+            direct::DirectWriter::new(temp.path(), temp.as_file()).map_err(io_err("opening the upload's temporary file"))?,
+        );
+        #[cfg(not(target_os = "linux"))]
+        let out = Output::Buffered;
+        let (queue, queued) = std::sync::mpsc::sync_channel(SCAN_QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("upload-scan".into())
+            .spawn(move || shared::archive::scan(Queued { queue: queued, current: bytes::Bytes::new() }))
+            .map_err(io_err("starting the upload's scanning thread"))?;
         Ok(Incoming {
             file: temp,
-            block: Vec::with_capacity(INCOMING_BLOCK),
+            out,
             hasher: blake3::Hasher::new(),
             len: 0,
             limit,
+            scan: Some(ScanFeed { queue, thread }),
         })
     }
 
     /// Flushes, validates and commits an incoming archive; blocking (fsync, a full validation).
     /// On any error the temporary file is removed and nothing is listed.
-    pub fn finish(&self, mut incoming: Incoming, name: &str) -> Result<Ingested, StoreError> {
+    pub fn finish(&self, incoming: Incoming, name: &str) -> Result<Ingested, StoreError> {
         let started = std::time::Instant::now();
-        incoming.flush_block()?;
-        let Incoming { file: temp, hasher, len, .. } = incoming;
+        let Incoming { file: temp, out, hasher, len, scan, .. } = incoming;
+        // Closing the queue ends the scan once it has seen every byte (a scan not waited for, as on
+        // a duplicate below, winds down on its own).
+        let scan = scan.map(|s| {
+            drop(s.queue);
+            s.thread
+        });
+        match out {
+            #[cfg(target_os = "linux")]
+            Output::Direct(w) => w.finish(len),
+            #[cfg(not(target_os = "linux"))]
+            Output::Buffered => Ok(()),
+        }
+        .map_err(io_err("writing the upload's temporary file"))?;
+        let written_ms = started.elapsed().as_millis() as u64;
         let hash = hasher.finalize().to_hex().to_string();
         let id = archive_id(&hash);
         if let Some(existing) = self.index.archive(&id)? {
             return Ok(Ingested { archive: existing, created: false });
         }
-        // The disk writes back while the archive is validated from the page cache.
+        // The disk flushes while the archive is validated.
         let syncing = temp.as_file().try_clone().map_err(io_err("opening the upload's temporary file again"))?;
         let sync = std::thread::spawn(move || syncing.sync_all());
-        let inspected = inspect(temp.as_file());
+        // Without a scan (it panicked, or the upload's writes failed), the whole file is read instead.
+        let scanned = scan.and_then(|t| t.join().ok()?.ok());
+        let scanned_ms = started.elapsed().as_millis() as u64;
+        let inspected = inspect(temp.as_file(), scanned.as_ref());
         let synced = sync.join().unwrap_or_else(|_| Err(io::Error::other("the sync thread panicked")));
         let (ops, kernels, regions) = inspected?;
         synced.map_err(io_err("syncing the uploaded archive"))?;
-        tracing::info!(size = len, took_ms = started.elapsed().as_millis() as u64, "upload validated and synced");
+        tracing::info!(
+            size = len,
+            written_ms,
+            scanned_ms,
+            took_ms = started.elapsed().as_millis() as u64,
+            "upload validated and synced"
+        );
         let archive = ArchiveInfo {
             id,
             name: name.to_string(),
@@ -251,13 +349,14 @@ impl Store {
     pub fn import_file(&self, path: &Path, limit: u64) -> Result<Ingested, StoreError> {
         let mut src = std::fs::File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
         let mut incoming = self.begin(limit)?;
-        let mut buf = vec![0u8; 1 << 20];
         loop {
+            let mut buf = vec![0u8; 1 << 20];
             let n = io::Read::read(&mut src, &mut buf).map_err(io_err(format!("reading {}", path.display())))?;
             if n == 0 {
                 break;
             }
-            incoming.write(&buf[..n])?;
+            buf.truncate(n);
+            incoming.write(buf.into())?;
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         self.finish(incoming, &name)

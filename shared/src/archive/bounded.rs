@@ -8,9 +8,16 @@
 //! written or read, so on systems that hand out zeroed pages lazily (Linux, macOS, Windows) that
 //! range never becomes resident. The blobs section is then read once, in order, in bounded chunks:
 //! each chunk feeds the section checksum and, inside a blob, that blob's streaming decoder.
+//!
+//! A receiver that sees the bytes go by (an upload) can do the blobs' share of that work before the
+//! tables, written last, are known: [`scan`] hashes everything past the header and decodes the
+//! lz4 frames it finds back to back there (where the writer puts the blobs), recording where each
+//! one stopped. [`validate_scanned`] then runs the same checks, taking from the scan what it
+//! vouches for and reading from the file only what it does not (the section's tail past the last
+//! checksum snapshot, and any blob the scan did not decode exactly as its record asks).
 
-use std::collections::BTreeMap;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, BufRead, Read, Seek, SeekFrom};
 
 use super::layout::{SectionKind, *};
 use super::reader::{Archive, FormatError};
@@ -47,10 +54,22 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// archives those accept. Memory: the header, the section table and the table sections (ops,
 /// regions, strings, ...), plus a few 1 MiB buffers; blob bytes are never held whole.
 pub fn validate_reader<R: Read + Seek>(src: &mut R) -> Result<ArchiveCounts, FormatError> {
+    validate(src, None)
+}
+
+/// [`validate_reader`] for a file whose bytes went through [`scan`] as they were written: accepts
+/// and refuses exactly what [`validate_reader`] does, with the same errors, but reads only the
+/// tables and what the scan could not vouch for. A scan of other bytes than the file's length is
+/// ignored (the file is then read whole).
+pub fn validate_scanned<R: Read + Seek>(src: &mut R, scanned: &Scanned) -> Result<ArchiveCounts, FormatError> {
+    validate(src, Some(scanned))
+}
+
+fn validate<R: Read + Seek>(src: &mut R, scanned: Option<&Scanned>) -> Result<ArchiveCounts, FormatError> {
     let len = src.seek(SeekFrom::End(0)).map_err(|e| io_error("finding the length", 0, e))?;
     let skeleton = skeleton(src, len)?;
     let archive = Archive::open(&skeleton)?;
-    check_blobs(&archive, src)?;
+    check_blobs(&archive, src, scanned.filter(|s| s.len == len))?;
     Ok(ArchiveCounts {
         ops: archive.op_count() as u64,
         kernels: archive.kernel_count() as u64,
@@ -105,7 +124,7 @@ struct BlobCheck {
 }
 
 /// Reads the blobs section once: its checksum, and every blob decoding to its declared size.
-fn check_blobs<R: Read + Seek>(archive: &Archive<'_>, src: &mut R) -> Result<(), FormatError> {
+fn check_blobs<R: Read + Seek>(archive: &Archive<'_>, src: &mut R, scanned: Option<&Scanned>) -> Result<(), FormatError> {
     let (section_offset, section_len, want_sum) = archive.blobs_section();
     // Refs with stored bytes are identical or disjoint (checked at open), so keyed by where they
     // are and what they claim, each is decoded once, in file order.
@@ -136,23 +155,44 @@ fn check_blobs<R: Read + Seek>(archive: &Archive<'_>, src: &mut R) -> Result<(),
             first_error = Some(e);
         }
     }
-    src.seek(SeekFrom::Start(section_offset)).map_err(|e| io_error("seeking", section_offset, e))?;
-    let mut section = Hashing { inner: src.take(section_len), hasher: blake3::Hasher::new(), offset: section_offset };
-    let mut at = 0u64;
-    for (&(offset, stored_len, _, _), blob) in blobs.iter().filter(|(k, _)| k.1 > 0) {
-        section.skip(offset - at)?;
-        let mut stored = (&mut section).take(stored_len);
-        let outcome = decode(&mut stored, blob, section_offset + offset);
-        // Whatever the decoder left unread still counts towards the section checksum.
-        let left = stored.limit();
-        section.skip(left)?;
-        if let (Err(e), None) = (outcome, &first_error) {
-            first_error = Some(e);
+    let section_end = section_offset + section_len;
+    let sum = if let Some((scanned, (hashed_to, hasher))) =
+        scanned.and_then(|s| Some((s, s.section_state(section_offset, section_end)?)))
+    {
+        for (&(offset, stored_len, _, codec), blob) in blobs.iter().filter(|(k, _)| k.1 > 0) {
+            let file_offset = section_offset + offset;
+            if scanned.vouches(file_offset, stored_len, codec, blob) {
+                continue;
+            }
+            src.seek(SeekFrom::Start(file_offset)).map_err(|e| io_error("seeking", file_offset, e))?;
+            if let (Err(e), None) = (decode(&mut (&mut *src).take(stored_len), blob, file_offset), &first_error) {
+                first_error = Some(e);
+            }
         }
-        at = offset + stored_len;
-    }
-    section.skip(section_len - at)?;
-    let sum = section.hasher.finalize();
+        // The scan hashed the section up to a snapshot: the rest comes from the file.
+        src.seek(SeekFrom::Start(hashed_to)).map_err(|e| io_error("seeking", hashed_to, e))?;
+        let mut tail = Hashing { inner: (&mut *src).take(section_end - hashed_to), hasher, offset: hashed_to };
+        tail.skip(section_end - hashed_to)?;
+        tail.hasher.finalize()
+    } else {
+        src.seek(SeekFrom::Start(section_offset)).map_err(|e| io_error("seeking", section_offset, e))?;
+        let mut section = Hashing { inner: src.take(section_len), hasher: blake3::Hasher::new(), offset: section_offset };
+        let mut at = 0u64;
+        for (&(offset, stored_len, _, _), blob) in blobs.iter().filter(|(k, _)| k.1 > 0) {
+            section.skip(offset - at)?;
+            let mut stored = (&mut section).take(stored_len);
+            let outcome = decode(&mut stored, blob, section_offset + offset);
+            // Whatever the decoder left unread still counts towards the section checksum.
+            let left = stored.limit();
+            section.skip(left)?;
+            if let (Err(e), None) = (outcome, &first_error) {
+                first_error = Some(e);
+            }
+            at = offset + stored_len;
+        }
+        section.skip(section_len - at)?;
+        section.hasher.finalize()
+    };
     // A checksum mismatch explains any decoding failure, so it is the error reported.
     if sum.as_bytes()[..CHECKSUM_LEN] != want_sum {
         return Err(FormatError {
@@ -241,6 +281,210 @@ fn decode(stored: &mut dyn Read, blob: &BlobCheck, file_offset: u64) -> Result<(
     }
 }
 
+/// Where the writer puts the blobs section (right after the header): where a scan starts hashing
+/// and decoding, before the section table says where the section really is.
+const SCAN_FROM: u64 = HEADER_LEN as u64;
+/// Bytes between two snapshots of the scan's checksum state: at most this much of the section is
+/// hashed again from the file once the section's end is known.
+const SNAPSHOT_EVERY: u64 = 1 << 20;
+/// Snapshots kept (the newest): the tables after the blobs may be this many MiB long before the
+/// scan's checksum is of no use (each snapshot is a couple of KiB).
+const SNAPSHOTS: usize = 256;
+/// Frames a scan records at most (32 bytes each), so a stream of tiny frames cannot grow it.
+const MAX_FRAMES: usize = 1 << 16;
+
+/// What [`scan`] learnt from an archive's bytes on their way to the file, for [`validate_scanned`].
+/// Memory: a few hundred KiB at most, whatever the archive's size.
+pub struct Scanned {
+    /// Bytes scanned: the scan holds only for a file of exactly this length.
+    len: u64,
+    /// `(file offset, state)` of the checksum of the bytes from [`SCAN_FROM`] on, oldest first.
+    snapshots: VecDeque<(u64, blake3::Hasher)>,
+    /// Back-to-back decodes from [`SCAN_FROM`] on, in file order.
+    frames: Vec<Frame>,
+}
+
+/// One decode from `start`: where [`decode`]'s lz4 decoder, started at `start`, stopped, and what it
+/// produced on the way.
+struct Frame {
+    start: u64,
+    end: u64,
+    decoded: u64,
+    /// Whether the decoded bytes are UTF-8 (PTX must be).
+    utf8: bool,
+}
+
+impl Scanned {
+    /// Bytes scanned (the archive's length when the scan saw it all).
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The checksum state of `start..` at the newest snapshot not past `end`, with its offset.
+    fn section_state(&self, start: u64, end: u64) -> Option<(u64, blake3::Hasher)> {
+        if start != SCAN_FROM {
+            return None;
+        }
+        self.snapshots.iter().rev().find(|(at, _)| *at <= end).map(|(at, h)| (*at, h.clone()))
+    }
+
+    /// Whether [`decode`] of these stored bytes is known to succeed without reading them. Only the
+    /// success is taken from the scan: a blob that fails is decoded again from the file, so its error
+    /// is exactly the one [`validate_reader`] gives.
+    fn vouches(&self, file_offset: u64, stored_len: u64, codec: u32, blob: &BlobCheck) -> bool {
+        if codec == CODEC_RAW {
+            // Raw bytes decode to themselves and open checked their length (the file's length is
+            // the scan's, so they can be read); only text needs reading, for its UTF-8.
+            return stored_len == blob.raw_len && blob.ptx_of.is_none();
+        }
+        if codec != CODEC_LZ4_FRAME {
+            return false;
+        }
+        let Ok(i) = self.frames.binary_search_by_key(&file_offset, |f| f.start) else { return false };
+        let f = &self.frames[i];
+        // The decoder stopped inside the stored bytes, so over them alone it reads the same bytes
+        // and stops at the same place.
+        f.end - f.start <= stored_len && f.decoded == blob.raw_len && (blob.ptx_of.is_none() || f.utf8)
+    }
+}
+
+/// The checksum of the bytes from [`SCAN_FROM`] on, with snapshots of its state.
+struct Checksum {
+    /// Bytes seen, from the file's start.
+    at: u64,
+    hasher: blake3::Hasher,
+    snapshots: VecDeque<(u64, blake3::Hasher)>,
+}
+
+impl Checksum {
+    fn absorb(&mut self, mut bytes: &[u8]) {
+        if self.at < SCAN_FROM {
+            let skip = (SCAN_FROM - self.at).min(bytes.len() as u64) as usize;
+            self.at += skip as u64;
+            bytes = &bytes[skip..];
+        }
+        while !bytes.is_empty() {
+            let into = (self.at - SCAN_FROM) % SNAPSHOT_EVERY;
+            if into == 0 {
+                self.snapshot();
+            }
+            let take = (SNAPSHOT_EVERY - into).min(bytes.len() as u64) as usize;
+            self.hasher.update(&bytes[..take]);
+            self.at += take as u64;
+            bytes = &bytes[take..];
+        }
+    }
+
+    fn snapshot(&mut self) {
+        if self.snapshots.back().is_some_and(|s| s.0 == self.at) {
+            return;
+        }
+        if self.snapshots.len() == SNAPSHOTS {
+            self.snapshots.pop_front();
+        }
+        self.snapshots.push_back((self.at, self.hasher.clone()));
+    }
+}
+
+/// The stream being scanned: every byte read through it feeds the checksum.
+struct Tracked<R> {
+    inner: R,
+    sum: Checksum,
+}
+
+impl<R: BufRead> Tracked<R> {
+    fn at_end(&mut self) -> io::Result<bool> {
+        Ok(self.inner.fill_buf()?.is_empty())
+    }
+
+    /// Reads the rest, for the checksum only.
+    fn drain(&mut self) -> io::Result<()> {
+        loop {
+            let buf = self.inner.fill_buf()?;
+            if buf.is_empty() {
+                return Ok(());
+            }
+            self.sum.absorb(buf);
+            let n = buf.len();
+            self.inner.consume(n);
+        }
+    }
+}
+
+impl<R: BufRead> Read for Tracked<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let buf = self.inner.fill_buf()?;
+        let n = buf.len().min(out.len());
+        out[..n].copy_from_slice(&buf[..n]);
+        self.sum.absorb(&buf[..n]);
+        self.inner.consume(n);
+        Ok(n)
+    }
+}
+
+/// Scans an archive's bytes, from its first to its last, as they go by (see the module's notes).
+/// Never fails on what the bytes hold: bytes that do not decode end the decoding, not the scan;
+/// the error is the source's.
+pub fn scan<R: BufRead>(src: R) -> io::Result<Scanned> {
+    let sum = Checksum { at: 0, hasher: blake3::Hasher::new(), snapshots: VecDeque::new() };
+    let mut t = Tracked { inner: src, sum };
+    let mut header = [0u8; HEADER_LEN];
+    let mut frames = Vec::new();
+    if read_full(&mut t, &mut header)? == HEADER_LEN {
+        while frames.len() < MAX_FRAMES && !t.at_end()? {
+            let start = t.sum.at;
+            let mut decoder = lz4_flex::frame::FrameDecoder::new(&mut t);
+            let mut decoded = 0u64;
+            let mut utf8 = Some(Utf8Check::default());
+            let stopped = loop {
+                match decoder.fill_buf() {
+                    Ok([]) => break true,
+                    Ok(out) => {
+                        if utf8.as_mut().is_some_and(|c| c.feed(out, decoded).is_err()) {
+                            utf8 = None;
+                        }
+                        decoded += out.len() as u64;
+                        let n = out.len();
+                        decoder.consume(n);
+                    }
+                    Err(_) => break false,
+                }
+            };
+            drop(decoder);
+            // A stop at the end of the stream may be the truncation of a frame that goes on in the
+            // file, so it vouches for nothing; the writer's tables always follow the blobs anyway.
+            if !stopped || t.sum.at == start || t.at_end()? {
+                break;
+            }
+            let utf8 = utf8.is_some_and(|c| c.finish(decoded).is_ok());
+            frames.push(Frame { start, end: t.sum.at, decoded, utf8 });
+        }
+    }
+    t.drain()?;
+    // The final state too: a section ending with the file needs nothing read again.
+    let mut sum = t.sum;
+    if sum.at >= SCAN_FROM {
+        sum.snapshot();
+    }
+    Ok(Scanned { len: sum.at, snapshots: sum.snapshots, frames })
+}
+
+/// Reads until `out` is full or the source ends; how many bytes were read.
+fn read_full(src: &mut impl Read, out: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < out.len() {
+        match src.read(&mut out[n..])? {
+            0 => break,
+            got => n += got,
+        }
+    }
+    Ok(n)
+}
+
 /// UTF-8 validation across chunk boundaries: a character split between two chunks is carried over.
 #[derive(Default)]
 struct Utf8Check {
@@ -284,6 +528,85 @@ impl Utf8Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::archive::{ArchiveWriter, DType, RegionDecl};
+
+    /// Counts the bytes read through it.
+    struct Counting<R> {
+        inner: R,
+        read: u64,
+    }
+
+    impl<R: Read> Read for Counting<R> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    impl<R: Seek> Seek for Counting<R> {
+        fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+            self.inner.seek(pos)
+        }
+    }
+
+    fn noise(len: usize) -> Vec<u8> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn after_a_scan_only_the_tables_and_the_sections_tail_are_read() {
+        let mut w = ArchiveWriter::new(io::Cursor::new(Vec::new())).unwrap();
+        w.add_module("m", "// some PTX text\n").unwrap();
+        let data = noise(5 << 20);
+        let a = w.add_region(RegionDecl::new("a", data.len() as u64, DType::U8)).unwrap();
+        w.set_initial_bytes(a, &data).unwrap();
+        let b = w.add_region(RegionDecl::new("b", 1 << 20, DType::U8)).unwrap();
+        w.set_initial_bytes(b, &vec![7u8; 1 << 20]).unwrap();
+        let bytes = w.finish().unwrap().into_inner();
+        let whole = validate_reader(&mut io::Cursor::new(&bytes)).unwrap();
+
+        let scanned = scan(io::BufReader::with_capacity(65_536, &bytes[..])).unwrap();
+        assert_eq!(scanned.frames.len(), 3, "every blob decoded on the way");
+        let mut file = Counting { inner: io::Cursor::new(&bytes), read: 0 };
+        assert_eq!(validate_scanned(&mut file, &scanned).unwrap(), whole);
+        let tables = bytes.len() as u64 - scanned.frames[2].end;
+        assert!(file.read <= tables + SNAPSHOT_EVERY, "read {} bytes of {}", file.read, bytes.len());
+
+        // The scan of other bytes than the file's is not used: the file is read whole.
+        let other = scan(&bytes[..bytes.len() - 1]).unwrap();
+        let mut file = Counting { inner: io::Cursor::new(&bytes), read: 0 };
+        assert_eq!(validate_scanned(&mut file, &other).unwrap(), whole);
+        assert!(file.read >= data.len() as u64, "read {} bytes", file.read);
+    }
+
+    #[test]
+    fn a_blob_the_scan_did_not_decode_is_read_from_the_file() {
+        // The PTX is not UTF-8, so the scan does not vouch for it: its error comes from the file.
+        let mut w = ArchiveWriter::new(io::Cursor::new(Vec::new())).unwrap();
+        let r = w.add_region(RegionDecl::new("r", 4096, DType::U8)).unwrap();
+        w.set_initial_bytes(r, &noise(4096)).unwrap();
+        let bytes = w.finish().unwrap().into_inner();
+        let scanned = scan(&bytes[..]).unwrap();
+        assert_eq!(scanned.frames.len(), 1);
+        assert!(!scanned.frames[0].utf8);
+        let blob = BlobCheck { raw_len: 4096, codec: CODEC_LZ4_FRAME, ptx_of: Some("m".into()) };
+        let (start, end) = (scanned.frames[0].start, scanned.frames[0].end);
+        assert!(!scanned.vouches(start, end - start, CODEC_LZ4_FRAME, &blob));
+        let blob = BlobCheck { ptx_of: None, ..blob };
+        assert!(scanned.vouches(start, end - start, CODEC_LZ4_FRAME, &blob));
+        // Stored bytes shorter than where the decoder stopped, or another length: not vouched for.
+        assert!(!scanned.vouches(start, end - start - 1, CODEC_LZ4_FRAME, &blob));
+        assert!(!scanned.vouches(start, end - start, CODEC_LZ4_FRAME, &BlobCheck { raw_len: 4095, ..blob }));
+    }
 
     #[test]
     fn utf8_split_across_chunks_is_accepted_and_bad_bytes_are_located() {

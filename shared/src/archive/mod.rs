@@ -24,7 +24,7 @@ mod reader;
 mod rules;
 mod writer;
 
-pub use bounded::{validate_reader, ArchiveCounts};
+pub use bounded::{scan, validate_reader, validate_scanned, ArchiveCounts, Scanned};
 pub use model::*;
 pub use reader::{Archive, Binding, Blob, Children, FormatError, KernelView, LaunchView, ModuleView, Op, RegionView};
 pub use rules::MAX_NESTING;
