@@ -101,7 +101,10 @@ macro_rules! exec_un {
             UnOp::FRsqrt(F::F32, ftz) => $m!($d, $a, |x| {
                 let v = f32v(x);
                 let v = if ftz { ftz32(v) } else { v };
-                let r = (1.0 / (v as f64).sqrt()) as f32;
+                // A correctly rounded square root, then a correctly rounded reciprocal: within
+                // PTX's bound for `rsqrt.approx.f32` (2^-22.9 relative), short in native code, and
+                // what CUDA C's `1.0f / sqrtf(x)` gives on a CPU.
+                let r = 1.0 / v.sqrt();
                 b32(if ftz { ftz32(r) } else { r })
             }),
             UnOp::FRsqrt(_, _) => $m!($d, $a, |x| b64(1.0 / f64v(x).sqrt())),

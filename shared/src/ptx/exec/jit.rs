@@ -2297,13 +2297,11 @@ impl<'a, 'b> Tx<'a, 'b> {
                 return Out::F32(self.canon32(r));
             }
             UnOp::FRsqrt(F::F32, false) => {
-                // As the interpreter: the reciprocal square root in f64, rounded once to f32.
+                // As the interpreter: an f32 square root, then an f32 reciprocal.
                 let v = self.get_f32(a);
-                let w = self.b.ins().fpromote(types::F64, v);
-                let sq = self.b.ins().sqrt(w);
-                let one = self.b.ins().f64const(1.0);
-                let q = self.b.ins().fdiv(one, sq);
-                let r = self.b.ins().fdemote(types::F32, q);
+                let sq = self.b.ins().sqrt(v);
+                let one = self.b.ins().f32const(1.0);
+                let r = self.b.ins().fdiv(one, sq);
                 return Out::F32(self.canon32(r));
             }
             UnOp::FEx2(F::F32, false) => {

@@ -563,3 +563,32 @@ fn a_nan_flowing_through_arithmetic_is_canonical_wherever_it_shows() {
     assert!(r[0].p, "a compare sees the NaN");
     assert_eq!(r[1].fd.to_bits(), 0x7FFF_FFFF_FFFF_FFFF, "f64 arithmetic NaN is canonical");
 }
+
+/// `rsqrt.approx.f32` is an f32 square root then an f32 reciprocal: PTX allows a relative error
+/// of 2^-22.9, and two correct roundings stay within it over every exponent and many mantissas.
+#[test]
+fn rsqrt_approx_stays_within_the_ptx_bound() {
+    let bound = 2f64.powf(-22.9);
+    let mut inputs = Vec::new();
+    let mut seed = 0x9E37_79B9u32;
+    for e in 1..254u32 {
+        for _ in 0..40 {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            let x = f32::from_bits(e << 23 | (seed & 0x7F_FFFF));
+            inputs.push([x.to_bits() as u64, 0, 0]);
+        }
+    }
+    // One launch per 1024 inputs: the harness runs a thread per input in one block.
+    let rows: Vec<_> = inputs
+        .chunks(1024)
+        .flat_map(|c| rows("rsqrt.approx.f32 %f10, %f1;", c))
+        .collect();
+    for (row, inp) in rows.iter().zip(&inputs) {
+        let x = f32::from_bits(inp[0] as u32) as f64;
+        let exact = 1.0 / x.sqrt();
+        let err = ((row.f as f64) - exact).abs() / exact;
+        assert!(err <= bound, "rsqrt({x}) = {} is off by {err:e}", row.f);
+    }
+}
