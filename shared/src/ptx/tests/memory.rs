@@ -109,3 +109,49 @@ fn a_pointer_derived_from_one_parameter_may_reach_another_region() {
     assert!(err.contains("out-of-bounds read"), "{err}");
     assert!(err.contains("thread [0, 0, 0]"), "{err}");
 }
+
+/// Native code checks a run of shared accesses through one base once, by its lowest and highest
+/// address. When that fails, each access is checked on its own: the ones in bounds still happen
+/// and the first one out of bounds is the fault, as on the interpreter.
+#[test]
+fn a_run_of_shared_accesses_through_one_base_is_checked_as_a_group() {
+    let ptx = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u32 step)
+{
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    .shared .align 4 .b32 sh[16];
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r9, [step];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, sh;
+    mul.lo.u32 %r3, %r1, %r9;
+    add.u32 %r4, %r2, %r3;
+    st.shared.u32 [%r4], %r1;
+    st.shared.u32 [%r4+32], %r1;
+    ld.shared.u32 %r5, [%r4];
+    ld.shared.u32 %r6, [%r4+32];
+    add.u32 %r7, %r5, %r6;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r7;
+    ret;
+}";
+    let words = |v: &[u8]| -> Vec<u32> {
+        v.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+    };
+    let out = run_kernel(ptx, "k", [1, 1, 1], [8, 1, 1], &[vec![0; 32]], &4u32.to_le_bytes()).unwrap();
+    assert_eq!(words(&out[0]), (0..8).map(|t| 2 * t).collect::<Vec<u32>>());
+    // Thread 8's base is in bounds, its +32 is not: the fault is the second store.
+    let err = run_kernel(ptx, "k", [1, 1, 1], [9, 1, 1], &[vec![0; 36]], &4u32.to_le_bytes()).unwrap_err();
+    assert!(err.contains("out-of-bounds write"), "{err}");
+    assert!(err.contains("thread [8, 0, 0]"), "{err}");
+    assert!(err.contains("shared address 0x40 (line 17)"), "{err}");
+    // A misaligned base: the group check fails and the first access faults on its own.
+    let err = run_kernel(ptx, "k", [1, 1, 1], [2, 1, 1], &[vec![0; 8]], &2u32.to_le_bytes()).unwrap_err();
+    assert!(err.contains("misaligned") || err.contains("align"), "{err}");
+    assert!(err.contains("thread [1, 0, 0]"), "{err}");
+}
