@@ -486,6 +486,20 @@ fn uses_defs(ins: &Instr) -> (Vec<R>, Vec<R>) {
 }
 
 /// Registers live before each instruction (bit sets of `words` words per instruction).
+/// Where a thread goes after instruction `pc`: a branch's target (the end, `insts.len()`, at
+/// most) and, unless the branch or the exit is unconditional, the next instruction.
+fn successors(f: &Function, pc: usize) -> [Option<usize>; 2] {
+    let ins = &f.insts[pc];
+    match ins.inst {
+        Inst::Bra { target, .. } => [
+            Some((target as usize).min(f.insts.len())),
+            ins.guard.is_some().then_some(pc + 1),
+        ],
+        Inst::Ret | Inst::Exit | Inst::Trap if ins.guard.is_none() => [None, None],
+        _ => [Some(pc + 1), None],
+    }
+}
+
 fn live_in(f: &Function) -> (Vec<u64>, usize) {
     let n = f.insts.len();
     let words = (f.nregs as usize).div_ceil(64).max(1);
@@ -502,15 +516,8 @@ fn live_in(f: &Function) -> (Vec<u64>, usize) {
                     out[w] |= live[s * words + w];
                 }
             };
-            match f.insts[pc].inst {
-                Inst::Bra { target, .. } => {
-                    succ(target as usize, &mut out);
-                    if f.insts[pc].guard.is_some() {
-                        succ(pc + 1, &mut out);
-                    }
-                }
-                Inst::Ret | Inst::Exit | Inst::Trap if f.insts[pc].guard.is_none() => {}
-                _ => succ(pc + 1, &mut out),
+            for s in successors(f, pc).into_iter().flatten() {
+                succ(s, &mut out);
             }
             let (u, d) = &ud[pc];
             for &r in d {
@@ -553,7 +560,6 @@ fn clean_at_boundaries(f: &Function, keep: &HashMap<usize, Vec<R>>) -> HashMap<u
     while changed {
         changed = false;
         for pc in 0..n {
-            let ins = &f.insts[pc];
             let out = match keep.get(&pc) {
                 Some(k) => set_of(k),
                 None => {
@@ -564,18 +570,7 @@ fn clean_at_boundaries(f: &Function, keep: &HashMap<usize, Vec<R>>) -> HashMap<u
                     v
                 }
             };
-            let mut succs = [None, None];
-            match ins.inst {
-                Inst::Bra { target, .. } => {
-                    succs[0] = Some((target as usize).min(n));
-                    if ins.guard.is_some() {
-                        succs[1] = Some(pc + 1);
-                    }
-                }
-                Inst::Ret | Inst::Exit | Inst::Trap if ins.guard.is_none() => {}
-                _ => succs[0] = Some(pc + 1),
-            }
-            for s in succs.into_iter().flatten() {
+            for s in successors(f, pc).into_iter().flatten() {
                 let dst = &mut clean[s * words..(s + 1) * words];
                 for w in 0..words {
                     let m = dst[w] & out[w];
@@ -1928,28 +1923,14 @@ impl<'a, 'b> Tx<'a, 'b> {
         }
         need.sort_unstable();
         need.dedup();
-        let (table, table_max, params) = {
-            let h = self.h();
-            (h.table, h.table_max, h.params)
-        };
+        let params = self.h().params;
         // Plain loads on purpose: marked pure, they would be placed again at each use, inside the
         // thread loop, which Cranelift does not hoist them out of.
         let pinned = flags();
         for (p, k) in need {
             if !self.root_entries.contains_key(&p) {
                 let key = self.b.ins().load(types::I64, pinned, params, p as i32);
-                let slot = self.b.ins().ushr_imm_s(key, REGION_SHIFT as i64);
-                let slot = self.b.ins().umin(slot, table_max);
-                let so = self.b.ins().ishl_imm_s(slot, SLOT_SHIFT);
-                let ent = self.b.ins().iadd(table, so);
-                let ptr = self
-                    .b
-                    .ins()
-                    .load(types::I64, pinned, ent, offset_of!(Slot, ptr) as i32);
-                let len = self
-                    .b
-                    .ins()
-                    .load(types::I64, pinned, ent, offset_of!(Slot, len) as i32);
+                let (ptr, len) = self.region_entry(key, pinned);
                 let start = self.b.ins().band_imm_s(key, !REGION_OFF_MASK);
                 let mut lim = [None; 4];
                 lim[0] = Some(len);
@@ -2011,22 +1992,13 @@ impl<'a, 'b> Tx<'a, 'b> {
         slow: Block,
     ) -> Value {
         let h = self.h();
-        let (table, table_max, shared) = (h.table, h.table_max, h.shared);
+        let shared = h.shared;
         let k = size.trailing_zeros() as usize;
         let lim = h.shared_lim[k];
         match space {
             Space::Shared => {
                 let ea = self.b.ins().iadd_imm_s(base, off);
-                let idx = if k > 0 {
-                    self.b.ins().rotr_imm_s(ea, k as i64)
-                } else {
-                    ea
-                };
-                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
-                let fast = self.b.create_block();
-                self.b.ins().brif(ok, fast, &[], slow, &[]);
-                self.b.switch_to_block(fast);
-                self.b.ins().iadd(shared, ea)
+                self.checked(shared, ea, k, lim, slow)
             }
             _ if root.is_some_and(|p| self.root_entries.contains_key(&p)) => {
                 // The entry of the parameter the base derives from, looked up once per call.
@@ -2037,43 +2009,46 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let (ptr, start, lim) = (e.ptr, e.start, e.lim[k].expect("limit for this size"));
                 let ea = self.b.ins().iadd_imm_s(base, off);
                 let o = self.b.ins().isub(ea, start);
-                let idx = if k > 0 {
-                    self.b.ins().rotr_imm_s(o, k as i64)
-                } else {
-                    o
-                };
-                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
-                let fast = self.b.create_block();
-                self.b.ins().brif(ok, fast, &[], slow, &[]);
-                self.b.switch_to_block(fast);
-                self.b.ins().iadd(ptr, o)
+                self.checked(ptr, o, k, lim, slow)
             }
             _ => {
-                let slot = self.b.ins().ushr_imm_s(base, REGION_SHIFT as i64);
-                let slot = self.b.ins().umin(slot, table_max);
-                let so = self.b.ins().ishl_imm_s(slot, SLOT_SHIFT);
-                let ent = self.b.ins().iadd(table, so);
                 let pure = MemFlagsData::trusted().with_readonly().with_can_move();
-                let ptr = self
-                    .b
-                    .ins()
-                    .load(types::I64, pure, ent, offset_of!(Slot, ptr) as i32);
-                let len = self.b.ins().load(types::I64, pure, ent, offset_of!(Slot, len) as i32);
+                let (ptr, len) = self.region_entry(base, pure);
                 let lim = if k > 0 { self.b.ins().ushr_imm_s(len, k as i64) } else { len };
                 let o = self.b.ins().band_imm_s(base, REGION_OFF_MASK);
                 let o = self.b.ins().iadd_imm_s(o, off);
-                let idx = if k > 0 {
-                    self.b.ins().rotr_imm_s(o, k as i64)
-                } else {
-                    o
-                };
-                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
-                let fast = self.b.create_block();
-                self.b.ins().brif(ok, fast, &[], slow, &[]);
-                self.b.switch_to_block(fast);
-                self.b.ins().iadd(ptr, o)
+                self.checked(ptr, o, k, lim, slow)
             }
         }
+    }
+
+    /// The region-table entry (host pointer, length) of the region device address `key` falls
+    /// in: slot `key >> REGION_SHIFT`, clamped to the table's last, empty entry.
+    fn region_entry(&mut self, key: Value, mem: MemFlagsData) -> (Value, Value) {
+        let (table, table_max) = (self.h().table, self.h().table_max);
+        let slot = self.b.ins().ushr_imm_s(key, REGION_SHIFT as i64);
+        let slot = self.b.ins().umin(slot, table_max);
+        let so = self.b.ins().ishl_imm_s(slot, SLOT_SHIFT);
+        let ent = self.b.ins().iadd(table, so);
+        let ptr = self.b.ins().load(types::I64, mem, ent, offset_of!(Slot, ptr) as i32);
+        let len = self.b.ins().load(types::I64, mem, ent, offset_of!(Slot, len) as i32);
+        (ptr, len)
+    }
+
+    /// `host + offset` for an access of `1 << k` bytes whose offset is in bounds (`lim` aligned
+    /// positions) and aligned, both in one compare of the rotated offset; otherwise a branch to
+    /// `slow`.
+    fn checked(&mut self, host: Value, offset: Value, k: usize, lim: Value, slow: Block) -> Value {
+        let idx = if k > 0 {
+            self.b.ins().rotr_imm_s(offset, k as i64)
+        } else {
+            offset
+        };
+        let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
+        let fast = self.b.create_block();
+        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        self.b.ins().iadd(host, offset)
     }
 
     /// Loads `size` bytes as `out`: zero-extended to I64, or as a float of the same size.
