@@ -1,6 +1,6 @@
 //! CPU replay benchmarks: launch dispatch and five corpus kernels at sizes that take a while.
 //!
-//! `cargo bench -p recap-shared --bench cpu_replay -- [dispatch|kernels|NAME...] [--threads N] [--engine jit|interp]
+//! `cargo bench -p recap-shared --bench cpu_replay -- [dispatch|kernels|NAME...] [--threads N] [--engine jit|jit-scalar|interp]
 //! [--dump DIR]` prints one line per measurement. The archives are built in memory from the
 //! corpus PTX (`RECAP_CORPUS`, default `tests/corpus`), so what runs is exactly the replay
 //! path (`CpuReplay::run_iteration`) over real nvcc output. `--dump DIR` writes each kernel's
@@ -340,8 +340,9 @@ fn main() {
             "--engine" => {
                 engine = match args.next().as_deref() {
                     Some("jit") => Engine::Jit,
+                    Some("jit-scalar") => Engine::JitScalar,
                     Some("interp") => Engine::Interpreter,
-                    _ => panic!("--engine jit|interp"),
+                    _ => panic!("--engine jit|jit-scalar|interp"),
                 }
             }
             "--dump" => dump = Some(PathBuf::from(args.next().expect("--dump DIR"))),

@@ -89,7 +89,11 @@ pub struct Args {
 /// The CPU engine for kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CpuEngine {
+    /// Native code, groups of four threads in vector lanes where the kernel allows
     Jit,
+    /// Native code, one thread at a time
+    JitScalar,
+    /// The interpreter
     Interp,
 }
 
@@ -97,6 +101,7 @@ impl From<CpuEngine> for shared::ptx::Engine {
     fn from(e: CpuEngine) -> Self {
         match e {
             CpuEngine::Jit => shared::ptx::Engine::Jit,
+            CpuEngine::JitScalar => shared::ptx::Engine::JitScalar,
             CpuEngine::Interp => shared::ptx::Engine::Interpreter,
         }
     }

@@ -42,6 +42,24 @@ pub(crate) fn jit_support(module: &Module, e: &Entry) -> Result<(), String> {
     }
 }
 
+/// Whether kernel `e` of `module` has native code that runs groups of threads in vector lanes
+/// under [`Engine::Jit`], and if not, why not.
+pub(crate) fn lanes_support(module: &Module, e: &Entry) -> Result<(), String> {
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    {
+        let f = &module.funcs[e.func as usize];
+        match module.jit.kernel(e.func, f, e.params_size) {
+            Some(k) => k.lanes(),
+            None => Err("the kernel has no native code".to_string()),
+        }
+    }
+    #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
+    {
+        let _ = (module, e);
+        Err("this build has no code generator".to_string())
+    }
+}
+
 /// Which engine runs a launch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Engine {
@@ -49,6 +67,9 @@ pub enum Engine {
     /// (decided once per kernel, before it runs), the interpreter otherwise.
     #[default]
     Jit,
+    /// Native code as [`Engine::Jit`], but always one thread at a time: never the code that
+    /// runs groups of threads in vector lanes (for comparing the two).
+    JitScalar,
     /// Always the interpreter.
     Interpreter,
 }
@@ -557,7 +578,7 @@ fn run_grid(
         abort: AtomicBool::new(false),
     };
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
-    if opts.engine == Engine::Jit {
+    if matches!(opts.engine, Engine::Jit | Engine::JitScalar) {
         if let Some(k) = plan.native(module) {
             // Native code uses no lane masks, but its slow path runs on a worker: a one-word
             // worker is cheaper to set up for the small blocks where setup matters.
@@ -704,8 +725,9 @@ fn run_native<const MW: usize>(
     opts: &ExecOptions,
 ) -> Result<LaunchStats, ExecError> {
     let threads = plan.threads;
+    let code = k.variant(plan.dims.block, opts.engine == Engine::Jit);
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
-        let (total, _) = run_range_on::<MW>(ctx, range, |js| js.prepare(mem), |w, js, b| k.run_block(w, js, b))?;
+        let (total, _) = run_range_on::<MW>(ctx, range, |js| js.prepare(mem), |w, js, b| k.run_block(code, w, js, b))?;
         // A division is a good share of a one-thread launch: skip the common trivial one.
         Ok((if threads == 1 { total } else { total / threads }, total))
     };

@@ -165,6 +165,16 @@ impl Module {
         exec::jit_support(self, e)
     }
 
+    /// Whether kernel `entry` also has native code that runs groups of consecutive threads in
+    /// vector lanes (used by [`Engine::Jit`] when a block's rows split into whole groups), and
+    /// if not, why not.
+    pub fn lanes_support(&self, entry: &str) -> Result<(), String> {
+        let e = self
+            .entry(entry)
+            .ok_or_else(|| format!("no kernel named `{entry}`"))?;
+        exec::lanes_support(self, e)
+    }
+
     /// Reads a module-scope `.global`/`.const` variable by name.
     pub fn read_variable(&self, name: &str) -> Option<Vec<u8>> {
         let i = self.var_names.iter().position(|n| n == name)?;

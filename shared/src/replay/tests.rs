@@ -510,7 +510,7 @@ fn faults_name_the_same_thread_and_address_on_both_engines_for_small_and_large_b
         w.launch(LaunchDecl { grid: [2, 1, 1], block: [threads, 1, 1], ..launch_on(k, out) }).unwrap();
         let bytes = finish(w);
         let archive = Archive::open(&bytes).unwrap();
-        let errors: Vec<ReplayError> = [ptx::Engine::Jit, ptx::Engine::Interpreter]
+        let errors: Vec<ReplayError> = [ptx::Engine::Jit, ptx::Engine::JitScalar, ptx::Engine::Interpreter]
             .into_iter()
             .map(|engine| {
                 let options = ReplayOptions { threads: 1, engine, ..ReplayOptions::default() };

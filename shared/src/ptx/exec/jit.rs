@@ -52,6 +52,9 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::Module as _;
 
 use super::{compare, shfl_source, sx, Res, Stop, ThreadAccess, Worker};
+use lanes::{LanePlan, LANES};
+
+mod lanes;
 use crate::ptx::ir::*;
 use crate::ptx::lower::Function;
 use crate::ptx::math::*;
@@ -135,16 +138,24 @@ impl Drop for Code {
     }
 }
 
-/// A kernel compiled to native code.
+/// A kernel compiled to native code: code that runs one thread at a time, and where the kernel
+/// suits it, code that runs groups of [`LANES`] threads in vector lanes (see [`lanes`]).
 pub(crate) struct JitKernel {
+    one: Compiled,
+    /// The code for groups of [`LANES`] threads, or why the kernel has none.
+    group: Result<Compiled, String>,
+    nregs: usize,
+    lines: Vec<u32>,
+}
+
+/// One compiled function of a kernel.
+struct Compiled {
     entry: EntryFn,
     _code: Code,
     /// Instructions the code hands to the helpers by address.
     _insts: Vec<Box<Instr>>,
-    nregs: usize,
     /// What the code and the runtime know of each boundary (the code holds its address).
     meta: Box<Meta>,
-    lines: Vec<u32>,
 }
 
 /// A shuffle operand: its register, or its value when it is a constant.
@@ -293,6 +304,30 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
     if let Some(why) = unsupported(f) {
         return Err(why);
     }
+    let one = compile_variant(f, params_size, None)?;
+    // Code for groups is an addition: a kernel it does not suit, or a failure to build it,
+    // leaves the one-thread code alone.
+    let group = LanePlan::new(f).and_then(|plan| {
+        worth_lanes(f, &plan)?;
+        compile_variant(f, params_size, Some(plan))
+    });
+    Ok(JitKernel {
+        one,
+        group,
+        nregs: f.nregs as usize,
+        lines: f.insts.iter().map(|i| i.line).collect(),
+    })
+}
+
+/// Whether lanes pay for a kernel: its loops do vector work. Where the only varying work in its
+/// loops runs lane by lane anyway, one thread at a time is as fast and simpler.
+fn worth_lanes(f: &Function, plan: &LanePlan) -> Result<(), String> {
+    let _ = (f, plan);
+    Ok(())
+}
+
+/// Compiles the one-thread code (`plan: None`) or the code for groups of [`LANES`] threads.
+fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Result<Compiled, String> {
     let mut flags = settings::builder();
     let set = |fl: &mut settings::Builder, k: &str, v: &str| fl.set(k, v).map_err(|e| e.to_string());
     set(&mut flags, "opt_level", "speed")?;
@@ -323,28 +358,35 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
         nregs,
         bounds: Vec::new(),
     });
+    let in_lanes = plan.is_some();
     {
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let mut tx = Tx::new(b, f, params_size, call_conv, slow_mem, &mut insts, &mut meta);
+        let mut tx = Tx::new(b, f, params_size, call_conv, slow_mem, &mut insts, &mut meta, plan);
         tx.build()?;
         tx.b.seal_all_blocks();
         tx.b.finalize(frontend);
     }
+    // A developer's view of what the code generator made of a kernel (both shapes).
+    let dump = std::env::var_os("RECAP_JIT_DUMP").is_some();
+    ctx.set_disasm(dump);
     module
         .define_function(id, &mut ctx)
         .map_err(|e| format!("{e:?}"))?;
+    if dump {
+        if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+            eprintln!("=== {} ({})\n{v}", f.name, if in_lanes { "groups in lanes" } else { "one thread" });
+        }
+    }
     module.finalize_definitions().map_err(|e| e.to_string())?;
     let ptr = module.get_finalized_function(id);
     // SAFETY: `ptr` is the finalized code of a function declared with exactly this signature
     // (pointer, u32) -> u32 in the target's default (C) calling convention.
     let entry: EntryFn = unsafe { std::mem::transmute::<*const u8, EntryFn>(ptr) };
-    Ok(JitKernel {
+    Ok(Compiled {
         entry,
         _code: Code(Some(module)),
         _insts: insts,
-        nregs,
         meta,
-        lines: f.insts.iter().map(|i| i.line).collect(),
     })
 }
 
@@ -684,6 +726,18 @@ enum Class {
     F64,
 }
 
+/// Where a register's value lives in code for a group of threads (see [`lanes`]); in one-thread
+/// code every register is [`Repr::One`].
+#[derive(Clone, Copy)]
+enum Repr {
+    /// One value: the thread's, or the group's when it is the same for every lane.
+    One,
+    /// The lanes' 32-bit values in one vector (`I32X4`, or `F32X4` for an f32 register).
+    Vector(Variable),
+    /// One scalar per lane, of the register's class.
+    PerLane([Variable; LANES]),
+}
+
 const PLAIN_F: FFlags = FFlags {
     ftz: false,
     sat: false,
@@ -844,9 +898,10 @@ fn operands(ins: &Instr) -> (Vec<R>, Vec<R>) {
 
 /// Picks each register's class: a float class where the register meets float arithmetic and no
 /// integer arithmetic or addressing, and (for f32) every value it can hold fits in 32 bits.
-fn reg_classes(f: &Function, consts: &[Option<u64>]) -> Vec<Class> {
+fn reg_classes(f: &Function, consts: &[Option<u64>]) -> (Vec<Class>, Vec<bool>) {
     let n = f.nregs as usize;
     let all_defs: Vec<Vec<R>> = f.insts.iter().map(|i| operands(i).1).collect();
+    // Whether every value the register can hold fits in 32 bits.
     let mut fits = vec![true; n];
     for &(r, _) in &f.sregs {
         fits[r as usize] = false;
@@ -901,7 +956,7 @@ fn reg_classes(f: &Function, consts: &[Option<u64>]) -> Vec<Class> {
             touch[p as usize][2] += 1;
         }
     }
-    (0..n)
+    let classes = (0..n)
         .map(|r| {
             let [t32, t64, ti] = touch[r];
             if consts[r].is_some() || ti > 0 || f.sregs.iter().any(|s| s.0 as usize == r) {
@@ -914,7 +969,8 @@ fn reg_classes(f: &Function, consts: &[Option<u64>]) -> Vec<Class> {
                 Class::Int
             }
         })
-        .collect()
+        .collect();
+    (classes, fits)
 }
 
 const REGION_OFF_MASK: i64 = (1i64 << REGION_SHIFT) - 1;
@@ -949,6 +1005,8 @@ struct RootEntry {
     start: Value,
     /// Per access size `1 << k`: the count of aligned positions (see [`Slot`]).
     lim: [Option<Value>; 4],
+    /// In code for groups: the count of 4-aligned positions where 16 bytes fit.
+    lim16: Option<Value>,
 }
 
 struct Tx<'a, 'b> {
@@ -990,6 +1048,21 @@ struct Tx<'a, 'b> {
     /// Registers shuffles read from other threads, which a thread leaves in its spill area when
     /// it exits (an exited lane still serves its last value).
     shfl_srcs: Vec<R>,
+    /// Threads one pass of the code runs: 1, or [`LANES`] in code for groups.
+    width: usize,
+    /// Code for groups: which registers and instructions vary by lane.
+    plan: Option<LanePlan>,
+    reprs: Vec<Repr>,
+    /// In code for groups, the lane an instruction is being emitted for (`None`: the group).
+    lane: Option<usize>,
+    /// The next instruction the main loop emits (a region emits the code it jumps over).
+    resume_at: usize,
+    /// Why the code cannot be built, found while emitting it.
+    broken: Option<String>,
+    /// Blocks of an open vector access: its lane-by-lane copy and the join.
+    run_blocks: Option<(Block, Block)>,
+    /// Shared memory: the count of 4-aligned positions where 16 bytes fit.
+    shared_lim16: Option<Value>,
 }
 
 fn flags() -> MemFlagsData {
@@ -1005,12 +1078,29 @@ impl<'a, 'b> Tx<'a, 'b> {
         slow_mem: FuncRef,
         insts: &'a mut Vec<Box<Instr>>,
         meta: &'a mut Meta,
+        plan: Option<LanePlan>,
     ) -> Tx<'a, 'b> {
         let mut consts = vec![None; f.nregs as usize];
         for &(r, v) in &f.consts {
             consts[r as usize] = Some(v);
         }
-        let classes = reg_classes(f, &consts);
+        let (classes, fits) = reg_classes(f, &consts);
+        let reprs = (0..f.nregs as usize)
+            .map(|r| match &plan {
+                Some(p) if p.varying[r] && consts[r].is_none() => match classes[r] {
+                    Class::F32 => Repr::Vector(b.declare_var(types::F32X4)),
+                    Class::Int if fits[r] => Repr::Vector(b.declare_var(types::I32X4)),
+                    c => {
+                        let ty = match c {
+                            Class::F64 => types::F64,
+                            _ => types::I64,
+                        };
+                        Repr::PerLane(std::array::from_fn(|_| b.declare_var(ty)))
+                    }
+                },
+                _ => Repr::One,
+            })
+            .collect();
         let vars = classes
             .iter()
             .map(|c| {
@@ -1058,6 +1148,14 @@ impl<'a, 'b> Tx<'a, 'b> {
             keep: HashMap::new(),
             clean: HashMap::new(),
             shfl_srcs: Vec::new(),
+            width: if plan.is_some() { LANES } else { 1 },
+            plan,
+            reprs,
+            lane: None,
+            resume_at: 0,
+            broken: None,
+            run_blocks: None,
+            shared_lim16: None,
         }
     }
 
@@ -1082,12 +1180,81 @@ impl<'a, 'b> Tx<'a, 'b> {
         }
     }
 
+    /// The register's value for the thread (or lane) being emitted, in its class's type (`I64`,
+    /// `F32`, `F64`).
+    fn raw(&mut self, r: R) -> Value {
+        match self.reprs[r as usize] {
+            Repr::One => self.b.use_var(self.vars[r as usize]),
+            Repr::PerLane(vars) => match self.lane {
+                Some(l) => self.b.use_var(vars[l]),
+                None => self.lane_missing(r),
+            },
+            Repr::Vector(var) => match self.lane {
+                Some(l) => {
+                    let v = self.b.use_var(var);
+                    let x = self.b.ins().extractlane(v, l as u8);
+                    if self.classes[r as usize] == Class::F32 {
+                        x
+                    } else {
+                        self.zx(x)
+                    }
+                }
+                None => self.lane_missing(r),
+            },
+        }
+    }
+
+    /// A varying register read where the code for the whole group is emitted: a flaw of the lane
+    /// plan, which fails the compilation (the kernel then runs one thread at a time).
+    fn lane_missing(&mut self, r: R) -> Value {
+        self.broken
+            .get_or_insert_with(|| format!("register {r} read outside lane code"));
+        match self.classes[r as usize] {
+            Class::F32 => self.b.ins().f32const(Ieee32::with_bits(0)),
+            Class::F64 => self.b.ins().f64const(Ieee64::with_bits(0)),
+            Class::Int => self.iconst(0),
+        }
+    }
+
+    /// Writes the register for the lane being emitted, or for every lane.
+    fn def_raw(&mut self, r: R, v: Value) {
+        match self.reprs[r as usize] {
+            Repr::One => self.b.def_var(self.vars[r as usize], v),
+            Repr::PerLane(vars) => match self.lane {
+                Some(l) => self.b.def_var(vars[l], v),
+                None => vars.iter().for_each(|&x| self.b.def_var(x, v)),
+            },
+            Repr::Vector(var) => {
+                let e = if self.classes[r as usize] == Class::F32 {
+                    v
+                } else {
+                    self.lo32(v)
+                };
+                let nv = match self.lane {
+                    Some(l) => {
+                        let cur = self.b.use_var(var);
+                        self.b.ins().insertlane(cur, e, l as u8)
+                    }
+                    None => {
+                        let ty = if self.classes[r as usize] == Class::F32 {
+                            types::F32X4
+                        } else {
+                            types::I32X4
+                        };
+                        self.b.ins().splat(ty, e)
+                    }
+                };
+                self.b.def_var(var, nv);
+            }
+        }
+    }
+
     /// A register's 64 bits.
     fn get(&mut self, r: R) -> Value {
         if let Some(v) = self.consts[r as usize] {
             return self.iconst(v);
         }
-        let v = self.b.use_var(self.vars[r as usize]);
+        let v = self.raw(r);
         match self.classes[r as usize] {
             Class::Int => v,
             Class::F32 => {
@@ -1104,7 +1271,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             return self.b.ins().f32const(Ieee32::with_bits(v as u32));
         }
         match self.classes[r as usize] {
-            Class::F32 => self.b.use_var(self.vars[r as usize]),
+            Class::F32 => self.raw(r),
             _ => {
                 let v = self.get(r);
                 self.f32_of(v)
@@ -1117,7 +1284,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             return self.b.ins().f64const(Ieee64::with_bits(v));
         }
         match self.classes[r as usize] {
-            Class::F64 => self.b.use_var(self.vars[r as usize]),
+            Class::F64 => self.raw(r),
             _ => {
                 let v = self.get(r);
                 self.f64_of(v)
@@ -1133,13 +1300,13 @@ impl<'a, 'b> Tx<'a, 'b> {
             Class::F32 => self.f32_of(v),
             Class::F64 => self.f64_of(v),
         };
-        self.b.def_var(self.vars[r as usize], v);
+        self.def_raw(r, v);
     }
 
     /// Writes an f32 as its bits, zero-extended.
     fn set_f32(&mut self, r: R, x: Value) {
         if self.classes[r as usize] == Class::F32 {
-            self.b.def_var(self.vars[r as usize], x);
+            self.def_raw(r, x);
         } else {
             let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), x);
             let i = self.zx(i);
@@ -1149,7 +1316,7 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     fn set_f64(&mut self, r: R, x: Value) {
         if self.classes[r as usize] == Class::F64 {
-            self.b.def_var(self.vars[r as usize], x);
+            self.def_raw(r, x);
         } else {
             let i = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
             self.set(r, i);
@@ -1348,6 +1515,9 @@ impl<'a, 'b> Tx<'a, 'b> {
             abort,
         });
         self.hoist_root_entries();
+        if self.width > 1 {
+            self.shared_lim16 = Some(self.lim16(shared_lim[2]));
+        }
         let zero = self.iconst(0);
         self.b.def_var(self.cnt, zero);
         self.b.def_var(self.t, zero);
@@ -1387,6 +1557,26 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.b.switch_to_block(live);
         // Special registers of this thread.
         for &(r, s) in &f.sregs {
+            if self.width > 1 && matches!(s, Sreg::Tid(0) | Sreg::LaneId) {
+                // Lane l of a group is thread t + l, at x + l in its row.
+                for l in 0..self.width {
+                    self.lane = Some(l);
+                    let v = match s {
+                        Sreg::LaneId => {
+                            let t = self.b.use_var(self.t);
+                            let tl = self.b.ins().iadd_imm_s(t, l as i64);
+                            self.b.ins().band_imm_s(tl, 31)
+                        }
+                        _ => {
+                            let x = self.b.use_var(self.tid[0]);
+                            self.b.ins().iadd_imm_s(x, l as i64)
+                        }
+                    };
+                    self.set(r, v);
+                }
+                self.lane = None;
+                continue;
+            }
             let v = match s {
                 Sreg::Tid(d) => self.b.use_var(self.tid[d as usize]),
                 Sreg::Ntid(d) => ntid[d as usize],
@@ -1421,6 +1611,10 @@ impl<'a, 'b> Tx<'a, 'b> {
             self.b.switch_to_block(rb);
             let base = self.spill_base();
             for r in self.keep[&pc].clone() {
+                if self.width > 1 {
+                    self.spill_load(base, r);
+                    continue;
+                }
                 let ty = self.var_ty(r);
                 let v = self.b.ins().load(ty, flags(), base, (r * 8) as i32);
                 self.b.def_var(self.vars[r as usize], v);
@@ -1431,12 +1625,12 @@ impl<'a, 'b> Tx<'a, 'b> {
         // next: advance the thread and its (x, y, z) index.
         self.b.switch_to_block(next);
         let t = self.b.use_var(self.t);
-        let t1 = self.b.ins().iadd_imm_s(t, 1);
+        let t1 = self.b.ins().iadd_imm_s(t, self.width as i64);
         self.b.def_var(self.t, t1);
         let x = self.b.use_var(self.tid[0]);
         let y = self.b.use_var(self.tid[1]);
         let z = self.b.use_var(self.tid[2]);
-        let x1 = self.b.ins().iadd_imm_s(x, 1);
+        let x1 = self.b.ins().iadd_imm_s(x, self.width as i64);
         let wx = self.b.ins().icmp(IntCC::Equal, x1, ntid[0]);
         let x2 = self.b.ins().select(wx, zero, x1);
         let wx64 = self.b.ins().uextend(types::I64, wx);
@@ -1480,6 +1674,10 @@ impl<'a, 'b> Tx<'a, 'b> {
         // The body.
         let mut open = false;
         for pc in 0..n_insts {
+            if pc < self.resume_at {
+                // Emitted with the region of a branch that differs between lanes.
+                continue;
+            }
             if let Some(blk) = self.blocks[pc] {
                 if open {
                     self.flush_count();
@@ -1493,7 +1691,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let blk = self.b.create_block();
                 self.b.switch_to_block(blk);
             }
-            self.pending += 1;
+            self.pending += self.width as i64;
             open = self.inst(pc)?;
         }
         if let Some(blk) = self.blocks[n_insts] {
@@ -1508,7 +1706,10 @@ impl<'a, 'b> Tx<'a, 'b> {
             // Falling off the end ends the thread.
             self.thread_exit();
         }
-        Ok(())
+        match self.broken.take() {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
     }
 
     fn ret(&mut self, code: u32) {
@@ -1528,13 +1729,25 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.b.ins().iadd(spill, off)
     }
 
+    /// Sets the state of the thread, or of every thread of the group.
     fn set_state(&mut self, v: u32) {
         let t = self.b.use_var(self.t);
         let so = self.b.ins().ishl_imm_s(t, 2);
         let state = self.h().state;
         let sa = self.b.ins().iadd(state, so);
         let v = self.b.ins().iconst(types::I32, v as i64);
-        self.b.ins().store(flags(), v, sa, 0);
+        for l in 0..self.width {
+            self.b.ins().store(flags(), v, sa, 4 * l as i32);
+        }
+    }
+
+    /// The index of the thread being emitted for: the lane's in code for groups.
+    fn thread_index(&mut self) -> Value {
+        let t = self.b.use_var(self.t);
+        match self.lane {
+            Some(l) if l > 0 => self.b.ins().iadd_imm_s(t, l as i64),
+            _ => t,
+        }
     }
 
     fn thread_exit(&mut self) {
@@ -1582,6 +1795,23 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     /// Emits instruction `pc`; returns whether the current block is still open.
     fn inst(&mut self, pc: usize) -> Result<bool, String> {
+        if let Some(plan) = &self.plan {
+            let ins = &self.f.insts[pc];
+            let varying_branch =
+                matches!(ins.inst, Inst::Bra { .. }) && ins.guard.is_some_and(|(p, _)| plan.varying[p as usize]);
+            if varying_branch {
+                return self.region(pc);
+            }
+            if plan.per_lane(self.f, pc) {
+                return self.lanes_inst(pc);
+            }
+        }
+        self.one_inst(pc)
+    }
+
+    /// Emits instruction `pc` for one thread: the thread of one-thread code, the lane being
+    /// emitted, or the whole group where nothing in it varies by lane.
+    fn one_inst(&mut self, pc: usize) -> Result<bool, String> {
         let ins = self.f.insts[pc].clone();
         match ins.inst {
             Inst::Bra { target, .. } => {
@@ -1759,7 +1989,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                     };
                     if let Some(fty) = fty {
                         let v = self.load(pc, space, size, at, &addr, k, fty);
-                        self.b.def_var(self.vars[d[k] as usize], v);
+                        self.def_raw(d[k], v);
                         continue;
                     }
                     let v = self.load(pc, space, size, at, &addr, k, types::I64);
@@ -1825,6 +2055,10 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let base = self.spill_base();
                 for r in self.keep[&pc].clone() {
                     if self.clean[&pc].contains(&r) {
+                        continue;
+                    }
+                    if self.width > 1 {
+                        self.spill_store(base, r);
                         continue;
                     }
                     let v = self.b.use_var(self.vars[r as usize]);
@@ -1934,12 +2168,17 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let start = self.b.ins().band_imm_s(key, !REGION_OFF_MASK);
                 let mut lim = [None; 4];
                 lim[0] = Some(len);
-                self.root_entries.insert(p, RootEntry { ptr, start, lim });
+                self.root_entries.insert(p, RootEntry { ptr, start, lim, lim16: None });
             }
             let e = self.root_entries.get_mut(&p).expect("just inserted");
             if e.lim[k].is_none() {
                 let len = e.lim[0].expect("length");
                 e.lim[k] = Some(self.b.ins().ushr_imm_s(len, k as i64));
+            }
+            if self.width > 1 && k == 2 && self.root_entries[&p].lim16.is_none() {
+                let l4 = self.root_entries[&p].lim[2].expect("limit for 4 bytes");
+                let l16 = self.lim16(l4);
+                self.root_entries.get_mut(&p).expect("entry").lim16 = Some(l16);
             }
         }
     }
@@ -1956,7 +2195,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     fn slow(&mut self, pc: usize, ea: Value, b: Value, c: Value) -> Value {
         let ctx = self.h().ctx;
         let ip = self.inst_ptr(pc);
-        let t = self.b.use_var(self.t);
+        let t = self.thread_index();
         self.b.ins().call(self.slow_mem, &[ctx, ip, t, ea, b, c]);
         let v = self.ld_ctx(types::I64, offset_of!(JitCtx, slow_value));
         let fault = self.ld_ctx(types::I64, offset_of!(JitCtx, fault));
@@ -2153,7 +2392,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         let root = self.root_of(addr);
         let p = self.fast_ptr(space, size, at, root, slow);
         let x = if direct {
-            self.b.use_var(self.vars[src as usize])
+            self.raw(src)
         } else {
             let v = self.get(src);
             if size == 8 {
@@ -2727,6 +2966,10 @@ extern "C" fn h_boundary(ctx: *mut JitCtx, meta: *const Meta) -> u64 {
 
 static NEVER: u8 = 0;
 
+/// The compiled code a launch runs (see [`JitKernel::variant`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Variant<'k>(&'k Compiled);
+
 /// Buffers of a worker that runs compiled kernels.
 #[derive(Default)]
 pub(crate) struct Scratch {
@@ -2753,8 +2996,24 @@ impl Scratch {
 }
 
 impl JitKernel {
-    /// Runs block `b` on worker `w`; returns the thread-instructions executed.
-    pub(super) fn run_block<const MW: usize>(&self, w: &mut Worker<'_, MW>, js: &mut Scratch, b: u64) -> Res<u64> {
+    /// The code a launch of block shape `block` runs: the code for groups where the kernel has
+    /// it, `lanes` allows it and the rows of a block split into whole groups.
+    pub(super) fn variant(&self, block: [u32; 3], lanes: bool) -> Variant<'_> {
+        match &self.group {
+            Ok(g) if lanes && block[0] as usize % LANES == 0 => Variant(g),
+            _ => Variant(&self.one),
+        }
+    }
+
+    /// Whether the kernel has code for groups of threads, and if not, why not.
+    pub(crate) fn lanes(&self) -> Result<(), String> {
+        self.group.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    /// Runs block `b` on worker `w` with code `v` (from [`JitKernel::variant`]); returns the
+    /// thread-instructions executed.
+    pub(super) fn run_block<const MW: usize>(&self, v: Variant<'_>, w: &mut Worker<'_, MW>, js: &mut Scratch, b: u64) -> Res<u64> {
+        let v = v.0;
         let ctx = w.ctx;
         let g = ctx.dims.grid;
         // A 64-bit division costs tens of cycles: 1-D grids (the common case) need none.
@@ -2781,12 +3040,12 @@ impl JitKernel {
         }
         let n = w.n;
         // A kernel without boundaries keeps no thread state (see `Tx::build`).
-        let stateful = !self.meta.bounds.is_empty();
+        let stateful = !v.meta.bounds.is_empty();
         js.state.clear();
         if stateful {
             js.state.resize(n, 0);
         }
-        if !self.meta.bounds.is_empty() && js.spill.len() < n * self.nregs {
+        if stateful && js.spill.len() < n * self.nregs {
             js.spill.resize(n * self.nregs, 0);
         }
         let mut total = 0u64;
@@ -2826,7 +3085,7 @@ impl JitKernel {
             jc.rt = &mut rt as *mut Rt<'_> as *mut c_void;
             // SAFETY: the code was compiled from this kernel for this signature; every pointer in
             // `jc` is valid for the call (see the module docs for what the code may touch).
-            let status = unsafe { (self.entry)(&mut jc, seg) };
+            let status = unsafe { (v.entry)(&mut jc, seg) };
             let stop = rt.stop.take();
             total += jc.count;
             // The shared count only serves budget checks (as in the interpreter); without a
@@ -2857,12 +3116,12 @@ impl JitKernel {
             match waiting(&js.state) {
                 Ok(None) => return Ok(total),
                 Ok(Some(s)) => {
-                    exchange(&self.meta, s, &js.state, &mut js.spill);
+                    exchange(&v.meta, s, &js.state, &mut js.spill);
                     seg = s;
                 }
                 Err(k) => {
                     return Err(Stop::Barrier {
-                        line: self.meta.bounds[k as usize].line,
+                        line: v.meta.bounds[k as usize].line,
                     })
                 }
             }

@@ -231,23 +231,28 @@ fn every_corpus_case_matches_the_gpu() {
         let float_atomics = text.contains(".add.f32") && (text.contains("atom.") || text.contains("red."));
         for arch in ["sm_75", "sm_90"] {
             let interp = run_case(&case, arch, Engine::Interpreter);
-            let jit = run_case(&case, arch, Engine::Jit);
-            match (interp, jit) {
-                (Some(Ok(a)), Some(Ok(b))) => {
-                    ran += 1;
-                    native += b.native_launches;
-                    for ((name, x), (_, y)) in a.buffers.iter().zip(&b.buffers) {
-                        if x != y && !float_atomics {
-                            let i = (0..x.len()).find(|&i| x[i] != y[i]).unwrap_or(0);
-                            failures.push(format!(
-                                "{} [{arch}] buffer {name}: native code differs from the interpreter at byte {i}",
-                                case.display()
-                            ));
+            for engine in [Engine::Jit, Engine::JitScalar] {
+                let jit = run_case(&case, arch, engine);
+                match (&interp, jit) {
+                    (Some(Ok(a)), Some(Ok(b))) => {
+                        if engine == Engine::Jit {
+                            ran += 1;
+                            native += b.native_launches;
+                        }
+                        for ((name, x), (_, y)) in a.buffers.iter().zip(&b.buffers) {
+                            if x != y && !float_atomics {
+                                let i = (0..x.len()).find(|&i| x[i] != y[i]).unwrap_or(0);
+                                failures.push(format!(
+                                    "{} [{arch}] buffer {name}: {engine:?} differs from the interpreter at byte {i}",
+                                    case.display()
+                                ));
+                            }
                         }
                     }
+                    (Some(Err(e)), _) => failures.push(e.clone()),
+                    (_, Some(Err(e))) => failures.push(e),
+                    _ => {}
                 }
-                (Some(Err(e)), _) | (_, Some(Err(e))) => failures.push(e),
-                _ => {}
             }
         }
     }
@@ -262,4 +267,22 @@ fn every_corpus_case_matches_the_gpu() {
         failures.join("\n")
     );
     assert!(ran >= 29, "only {ran} case runs");
+}
+
+/// The kernels whose threads do the same work on neighbouring data get code for groups of
+/// threads in vector lanes (which `every_corpus_case_matches_the_gpu` then checks against the
+/// interpreter); the others say why not.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+#[test]
+fn tiled_and_elementwise_kernels_run_in_lanes() {
+    let Some(dir) = corpus_dir() else { return };
+    let lanes = |case: &str| {
+        let text = std::fs::read_to_string(dir.join("nvcc").join(case).join("kernel.sm_90.ptx")).unwrap();
+        Module::parse(&text).unwrap().lanes_support(case)
+    };
+    for case in ["matmul_tiled", "transpose_shared", "block_reduce_sum", "laplace2d", "vec_add_f64"] {
+        assert_eq!(lanes(case), Ok(()), "{case}");
+    }
+    let why = lanes("warp_shuffle_sum").unwrap_err();
+    assert!(why.starts_with("a shuffle (line "), "{why}");
 }

@@ -82,18 +82,25 @@ pub(crate) fn rows(body: &str, inputs: &[[u64; 3]]) -> Vec<Row> {
     try_rows(body, inputs).unwrap_or_else(|e| panic!("{e}\n{body}"))
 }
 
-/// Runs on both engines: native code must give the interpreter's bits (or its error).
+/// Runs on every engine: native code, in lanes or one thread at a time, must give the
+/// interpreter's bits (or its error).
 pub(crate) fn try_rows(body: &str, inputs: &[[u64; 3]]) -> Result<Vec<Row>, String> {
     let interp = try_rows_on(body, inputs, Engine::Interpreter);
-    let jit = try_rows_on(body, inputs, Engine::Jit);
-    match (&interp, &jit) {
-        (Ok(a), Ok(b)) => {
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                assert_eq!(x.bytes, y.bytes, "row {i}: native code differs from the interpreter\n{body}");
+    for engine in [Engine::Jit, Engine::JitScalar] {
+        let native = try_rows_on(body, inputs, engine);
+        match (&interp, &native) {
+            (Ok(a), Ok(b)) => {
+                for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                    assert_eq!(x.bytes, y.bytes, "row {i}: {engine:?} differs from the interpreter\n{body}");
+                }
             }
+            (Err(a), Err(b)) => assert_eq!(a, b, "{engine:?} fails differently from the interpreter\n{body}"),
+            _ => panic!(
+                "one engine failed: {interp:?} vs {engine:?} {native:?}\n{body}",
+                interp = interp.as_ref().err(),
+                native = native.as_ref().err()
+            ),
         }
-        (Err(a), Err(b)) => assert_eq!(a, b, "the engines fail differently\n{body}"),
-        _ => panic!("one engine failed: {interp:?} vs {jit:?}\n{body}", interp = interp.as_ref().err(), jit = jit.as_ref().err()),
     }
     interp
 }

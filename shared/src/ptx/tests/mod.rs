@@ -15,7 +15,8 @@ use super::*;
 
 /// Runs `entry` of a PTX text over one buffer per element of `bufs` (their addresses are the
 /// kernel's first parameters, followed by `extra` parameter bytes) and returns the buffers after.
-/// Runs on both engines: native code must leave the interpreter's bytes (or fail the same way).
+/// Runs on every engine: native code, in lanes or one thread at a time, must leave the
+/// interpreter's bytes (or fail the same way).
 pub(crate) fn run_kernel(
     ptx: &str,
     entry: &str,
@@ -25,11 +26,13 @@ pub(crate) fn run_kernel(
     extra: &[u8],
 ) -> Result<Vec<Vec<u8>>, String> {
     let interp = run_kernel_on(ptx, entry, grid, block, bufs, extra, Engine::Interpreter);
-    let jit = run_kernel_on(ptx, entry, grid, block, bufs, extra, Engine::Jit);
-    match (&interp, &jit) {
-        (Ok(a), Ok(b)) => assert!(a == b, "native code differs from the interpreter\n{ptx}"),
-        (Err(a), Err(b)) => assert_eq!(a, b, "the engines fail differently"),
-        _ => panic!("one engine failed: {:?} vs {:?}", interp.as_ref().err(), jit.as_ref().err()),
+    for engine in [Engine::Jit, Engine::JitScalar] {
+        let native = run_kernel_on(ptx, entry, grid, block, bufs, extra, engine);
+        match (&interp, &native) {
+            (Ok(a), Ok(b)) => assert!(a == b, "{engine:?} differs from the interpreter\n{ptx}"),
+            (Err(a), Err(b)) => assert_eq!(a, b, "{engine:?} fails differently from the interpreter"),
+            _ => panic!("one engine failed: {:?} vs {engine:?} {:?}", interp.as_ref().err(), native.as_ref().err()),
+        }
     }
     interp
 }

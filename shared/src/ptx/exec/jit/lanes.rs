@@ -1,0 +1,630 @@
+//! Native code for groups of threads in vector lanes.
+//!
+//! One-thread native code runs a block's threads one after another; a kernel whose threads do
+//! the same work on neighbouring data (a tile of a matrix product, a row of an image) then pays
+//! the thread loop, the spills at barriers and every access's check once per thread, and does
+//! its float arithmetic one lane at a time. This second shape runs [`LANES`] consecutive threads
+//! of a row (`%tid.x` a multiple of [`LANES`] apart, same `%tid.y` and `%tid.z`) together:
+//! - a register whose value can differ between the threads of a group (*varying*: it depends on
+//!   `%tid.x` or `%laneid`, on a per-thread load, or is written under a varying condition) lives
+//!   in a vector (`i32x4`, `f32x4`) when it holds 32 bits, else in one scalar per lane; every
+//!   other register is one scalar for the group, computed once;
+//! - 32-bit float and integer arithmetic, compares and selects on vectors are single vector
+//!   instructions; a 4-byte load or store whose four addresses are consecutive is one checked
+//!   16-byte access, anything else runs lane by lane through the one-thread code;
+//! - a branch whose condition is uniform is an ordinary branch; a varying one must be a forward
+//!   branch over straight-line code (an `if` without loops, barriers or exits inside). There the
+//!   group jumps when all its lanes take the branch, runs the code as vectors when none does, and
+//!   otherwise runs it lane by lane where the branch is not taken.
+//!
+//! Whether a kernel has this shape is decided once, at compile time ([`LanePlan::new`]); a launch
+//! uses it when the block's x dimension is a multiple of [`LANES`]. Every lane-by-lane step is
+//! the one-thread code for that lane's thread, so faults, slow paths and arithmetic are exactly
+//! those of one-thread native code, and the instruction count is the same.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::immediates::Ieee32;
+use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
+
+use super::{flags, uses_defs, Class, Repr, Tx, NAN32, PLAIN_F};
+use crate::ptx::ir::*;
+use crate::ptx::lower::Function;
+
+/// Threads in one group.
+pub(super) const LANES: usize = 4;
+
+/// Which registers vary within a group.
+pub(super) struct LanePlan {
+    pub varying: Vec<bool>,
+}
+
+impl LanePlan {
+    /// The plan, or why the kernel cannot run in lanes.
+    pub fn new(f: &Function) -> Result<LanePlan, String> {
+        let n = f.insts.len();
+        let nregs = f.nregs as usize;
+        let mut varying = vec![false; nregs];
+        for &(r, s) in &f.sregs {
+            if matches!(s, Sreg::Tid(0) | Sreg::LaneId | Sreg::LaneMaskEq | Sreg::LaneMaskLt | Sreg::LaneMaskLe | Sreg::LaneMaskGt | Sreg::LaneMaskGe) {
+                varying[r as usize] = true;
+            }
+        }
+        let ud: Vec<_> = f.insts.iter().map(uses_defs).collect();
+        // Per instruction inside the code a varying forward branch jumps over: that branch's pc.
+        let mut region_of = vec![None; n];
+        loop {
+            region_of.iter_mut().for_each(|r| *r = None);
+            for (pc, ins) in f.insts.iter().enumerate() {
+                let Inst::Bra { target, .. } = ins.inst else {
+                    continue;
+                };
+                let Some((p, _)) = ins.guard else { continue };
+                if !varying[p as usize] {
+                    continue;
+                }
+                let target = target as usize;
+                if target <= pc {
+                    return Err(format!("a loop whose condition differs between threads (line {})", ins.line));
+                }
+                for q in pc + 1..target.min(n) {
+                    if region_of[q].is_some() || is_control(&f.insts[q].inst) {
+                        return Err(format!(
+                            "a branch that differs between threads over more than straight-line code (line {})",
+                            ins.line
+                        ));
+                    }
+                    region_of[q] = Some(pc);
+                }
+            }
+            let mut changed = false;
+            for (pc, ins) in f.insts.iter().enumerate() {
+                let (uses, defs) = &ud[pc];
+                let v = region_of[pc].is_some()
+                    || per_thread(&ins.inst)
+                    || uses.iter().any(|&u| varying[u as usize]);
+                if v {
+                    for &d in defs {
+                        if !varying[d as usize] {
+                            varying[d as usize] = true;
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        for ins in &f.insts {
+            if let Inst::Bra { target, .. } = ins.inst {
+                if (target as usize) < n && region_of[target as usize].is_some() {
+                    return Err(format!("a branch into a conditional region (line {})", ins.line));
+                }
+            }
+            if let Some((p, _)) = ins.guard {
+                if varying[p as usize] && matches!(ins.inst, Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. }) {
+                    return Err(format!("an exit or barrier under a condition that differs between threads (line {})", ins.line));
+                }
+            }
+            if matches!(ins.inst, Inst::Shfl { .. }) {
+                return Err(format!("a shuffle (line {})", ins.line));
+            }
+        }
+        Ok(LanePlan { varying })
+    }
+
+    /// Whether instruction `pc` runs per lane (or as vectors) rather than once for the group.
+    pub fn per_lane(&self, f: &Function, pc: usize) -> bool {
+        let ins = &f.insts[pc];
+        per_thread(&ins.inst) || uses_defs(ins).0.iter().any(|&u| self.varying[u as usize])
+    }
+}
+
+fn is_control(inst: &Inst) -> bool {
+    matches!(
+        inst,
+        Inst::Bra { .. } | Inst::Bar { .. } | Inst::Shfl { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Call { .. }
+    )
+}
+
+/// Instructions whose effect or result belongs to each thread even with equal operands: atomics,
+/// and accesses that may reach a thread's own local memory.
+fn per_thread(inst: &Inst) -> bool {
+    match inst {
+        Inst::Atom { .. } | Inst::Clock { .. } => true,
+        Inst::Ld { space, .. } | Inst::St { space, .. } => {
+            !matches!(space, Space::Global | Space::Shared | Space::Const | Space::KParam)
+        }
+        _ => false,
+    }
+}
+
+fn vflags() -> MemFlagsData {
+    // Not `aligned`: a 16-byte access here is only 4-byte aligned.
+    MemFlagsData::new().with_notrap()
+}
+
+impl Tx<'_, '_> {
+    /// The vector type of a register in a vector.
+    fn vec_ty(&self, r: R) -> Type {
+        if self.classes[r as usize] == Class::F32 {
+            types::F32X4
+        } else {
+            types::I32X4
+        }
+    }
+
+    fn recast(&mut self, v: Value, to: Type) -> Value {
+        if self.b.func.dfg.value_type(v) == to {
+            v
+        } else {
+            self.b.ins().bitcast(to, MemFlagsData::new().with_endianness(Endianness::Little), v)
+        }
+    }
+
+    /// Register `r` as a vector of `ty` (`I32X4` or `F32X4`): a constant or a group value
+    /// broadcast, a vector as it is; `None` for a register kept per lane.
+    pub(super) fn vec_of(&mut self, r: R, ty: Type) -> Option<Value> {
+        if let Some(k) = self.consts[r as usize] {
+            let v = if ty == types::F32X4 {
+                self.b.ins().f32const(Ieee32::with_bits(k as u32))
+            } else {
+                self.b.ins().iconst(types::I32, k as u32 as i64)
+            };
+            return Some(self.b.ins().splat(ty, v));
+        }
+        match self.reprs[r as usize] {
+            Repr::One => {
+                let v = if ty == types::F32X4 {
+                    self.get_f32(r)
+                } else {
+                    let x = self.get(r);
+                    self.lo32(x)
+                };
+                Some(self.b.ins().splat(ty, v))
+            }
+            Repr::Vector(var) => {
+                let v = self.b.use_var(var);
+                Some(self.recast(v, ty))
+            }
+            Repr::PerLane(_) => None,
+        }
+    }
+
+    /// Writes a whole vector to `r`, if `r` is kept in one.
+    fn def_vec(&mut self, r: R, v: Value) -> bool {
+        let Repr::Vector(var) = self.reprs[r as usize] else {
+            return false;
+        };
+        let ty = self.vec_ty(r);
+        let v = self.recast(v, ty);
+        self.b.def_var(var, v);
+        true
+    }
+
+    /// A 0/1 predicate vector as a lane mask (all ones where set).
+    fn mask_of(&mut self, p: Value) -> Value {
+        let ty = self.b.func.dfg.value_type(p);
+        let z = self.b.ins().iconst(ty.lane_type(), 0);
+        let z = self.b.ins().splat(ty, z);
+        self.b.ins().icmp(IntCC::NotEqual, p, z)
+    }
+
+    /// Emits instruction `pc` for every lane of the group: as vector instructions where it has
+    /// a vector form, else once per lane through the one-thread code.
+    pub(super) fn lanes_inst(&mut self, pc: usize) -> Result<bool, String> {
+        if self.f.insts[pc].guard.is_none() && self.vector_inst(pc)? {
+            return Ok(true);
+        }
+        self.each_lane(pc)
+    }
+
+    fn each_lane(&mut self, pc: usize) -> Result<bool, String> {
+        for l in 0..LANES {
+            self.lane = Some(l);
+            let open = self.one_inst(pc)?;
+            if !open {
+                self.lane = None;
+                return Err(format!("a control transfer run per lane (line {})", self.f.insts[pc].line));
+            }
+        }
+        self.lane = None;
+        Ok(true)
+    }
+
+    /// A varying forward branch at `pc` over the straight-line code up to its target.
+    pub(super) fn region(&mut self, pc: usize) -> Result<bool, String> {
+        let ins = self.f.insts[pc].clone();
+        let (Inst::Bra { target, .. }, Some((p, neg))) = (ins.inst, ins.guard) else {
+            return Err(format!("a region without a guarded branch (line {})", ins.line));
+        };
+        let target = target as usize;
+        let Some(pv) = self.vec_of(p, types::I32X4) else {
+            return Err(format!("a branch condition kept per lane (line {})", ins.line));
+        };
+        self.flush_count();
+        let mut taken = self.mask_of(pv);
+        if neg {
+            taken = self.b.ins().bnot(taken);
+        }
+        let all = self.b.ins().vall_true(taken);
+        let any = self.b.ins().vany_true(taken);
+        let tb = self.blocks[target.min(self.f.insts.len())].expect("branch target");
+        let not_all = self.b.create_block();
+        let full = self.b.create_block();
+        let masked = self.b.create_block();
+        self.b.ins().brif(all, tb, &[], not_all, &[]);
+        self.b.switch_to_block(not_all);
+        self.b.ins().brif(any, masked, &[], full, &[]);
+
+        // No lane takes the branch: the code runs for the whole group.
+        self.b.switch_to_block(full);
+        for q in pc + 1..target {
+            self.pending += LANES as i64;
+            if !self.inst(q)? {
+                return Err(format!("control transfer in a region (line {})", self.f.insts[q].line));
+            }
+        }
+        self.flush_count();
+        self.b.ins().jump(tb, &[]);
+
+        // Some lanes take it: the others run the code one lane at a time.
+        self.b.switch_to_block(masked);
+        for q in pc + 1..target {
+            for l in 0..LANES {
+                self.lane = Some(l);
+                let bit = self.b.ins().extractlane(taken, l as u8);
+                let run = self.b.create_block();
+                let skip = self.b.create_block();
+                self.b.ins().brif(bit, skip, &[], run, &[]);
+                self.b.switch_to_block(run);
+                let c = self.b.use_var(self.cnt);
+                let c = self.b.ins().iadd_imm_s(c, 1);
+                self.b.def_var(self.cnt, c);
+                if !self.one_inst(q)? {
+                    self.lane = None;
+                    return Err(format!("control transfer in a region (line {})", self.f.insts[q].line));
+                }
+                self.b.ins().jump(skip, &[]);
+                self.b.switch_to_block(skip);
+            }
+            self.lane = None;
+        }
+        self.b.ins().jump(tb, &[]);
+        // The block the one-thread code would start after the branch is never entered.
+        if let Some(blk) = self.blocks[pc + 1] {
+            self.b.switch_to_block(blk);
+            self.b.ins().jump(tb, &[]);
+        }
+        self.resume_at = target;
+        Ok(false)
+    }
+
+    /// The vector form of instruction `pc`, if it has one and its registers are in vectors.
+    fn vector_inst(&mut self, pc: usize) -> Result<bool, String> {
+        let ins = self.f.insts[pc].clone();
+        let (f4, i4) = (types::F32X4, types::I32X4);
+        match ins.inst {
+            Inst::Bin { op, d, a, b } => {
+                let fop = matches!(
+                    op,
+                    BinOp::FAdd(F::F32, Rnd::Rn, PLAIN_F) | BinOp::FSub(F::F32, Rnd::Rn, PLAIN_F) | BinOp::FMul(F::F32, Rnd::Rn, PLAIN_F)
+                );
+                if fop {
+                    if !matches!(self.reprs[d as usize], Repr::Vector(_)) {
+                        return Ok(false);
+                    }
+                    let (Some(x), Some(y)) = (self.vec_of(a, f4), self.vec_of(b, f4)) else {
+                        return Ok(false);
+                    };
+                    let v = match op {
+                        BinOp::FAdd(..) => self.b.ins().fadd(x, y),
+                        BinOp::FSub(..) => self.b.ins().fsub(x, y),
+                        _ => self.b.ins().fmul(x, y),
+                    };
+                    let v = self.vcanon(d, v);
+                    return Ok(self.def_vec(d, v));
+                }
+                let iop = matches!(
+                    op,
+                    BinOp::Add(W::W32) | BinOp::Sub(W::W32) | BinOp::MulLo(W::W32) | BinOp::And | BinOp::Or | BinOp::Xor
+                        | BinOp::PredAnd | BinOp::PredOr | BinOp::PredXor
+                ) || (matches!(op, BinOp::Shl(W::W32) | BinOp::ShrU(W::W32) | BinOp::ShrS(W::W32))
+                    && self.consts[b as usize].is_some_and(|k| k < 32));
+                if !iop || self.classes[d as usize] != Class::Int || !matches!(self.reprs[d as usize], Repr::Vector(_)) {
+                    return Ok(false);
+                }
+                if let Some(k) = self.consts[b as usize].filter(|_| matches!(op, BinOp::Shl(_) | BinOp::ShrU(_) | BinOp::ShrS(_))) {
+                    let Some(x) = self.vec_of(a, i4) else { return Ok(false) };
+                    let v = match op {
+                        BinOp::Shl(_) => self.b.ins().ishl_imm_s(x, k as i64),
+                        BinOp::ShrU(_) => self.b.ins().ushr_imm_s(x, k as i64),
+                        _ => self.b.ins().sshr_imm_s(x, k as i64),
+                    };
+                    return Ok(self.def_vec(d, v));
+                }
+                let (Some(x), Some(y)) = (self.vec_of(a, i4), self.vec_of(b, i4)) else {
+                    return Ok(false);
+                };
+                let v = match op {
+                    BinOp::Add(_) => self.b.ins().iadd(x, y),
+                    BinOp::Sub(_) => self.b.ins().isub(x, y),
+                    BinOp::MulLo(_) => self.b.ins().imul(x, y),
+                    BinOp::And | BinOp::PredAnd => self.b.ins().band(x, y),
+                    BinOp::Or | BinOp::PredOr => self.b.ins().bor(x, y),
+                    _ => self.b.ins().bxor(x, y),
+                };
+                Ok(self.def_vec(d, v))
+            }
+            Inst::Tern { op, d, a, b, c } => {
+                if !matches!(self.reprs[d as usize], Repr::Vector(_)) {
+                    return Ok(false);
+                }
+                match op {
+                    TernOp::Fma(F::F32, Rnd::Rn, PLAIN_F) => {
+                        let (Some(x), Some(y), Some(z)) = (self.vec_of(a, f4), self.vec_of(b, f4), self.vec_of(c, f4)) else {
+                            return Ok(false);
+                        };
+                        let v = self.b.ins().fma(x, y, z);
+                        let v = self.vcanon(d, v);
+                        Ok(self.def_vec(d, v))
+                    }
+                    TernOp::MadLo(W::W32) => {
+                        let (Some(x), Some(y), Some(z)) = (self.vec_of(a, i4), self.vec_of(b, i4), self.vec_of(c, i4)) else {
+                            return Ok(false);
+                        };
+                        let m = self.b.ins().imul(x, y);
+                        let v = self.b.ins().iadd(m, z);
+                        Ok(self.def_vec(d, v))
+                    }
+                    TernOp::Selp => {
+                        let ty = self.vec_ty(d);
+                        let (Some(x), Some(y), Some(p)) = (self.vec_of(a, ty), self.vec_of(b, ty), self.vec_of(c, i4)) else {
+                            return Ok(false);
+                        };
+                        let m = self.mask_of(p);
+                        let m = self.recast(m, ty);
+                        let v = self.b.ins().bitselect(m, x, y);
+                        Ok(self.def_vec(d, v))
+                    }
+                    _ => Ok(false),
+                }
+            }
+            Inst::Un { op: UnOp::Mov(m), d, a } if m >= u32::MAX as u64 => {
+                let ty = self.vec_ty(d);
+                let Some(x) = self.vec_of(a, ty) else { return Ok(false) };
+                Ok(self.def_vec(d, x))
+            }
+            Inst::Un { op: UnOp::PredNot, d, a } => {
+                let Some(x) = self.vec_of(a, i4) else { return Ok(false) };
+                let one = self.b.ins().iconst(types::I32, 1);
+                let one = self.b.ins().splat(i4, one);
+                let v = self.b.ins().bxor(x, one);
+                Ok(self.def_vec(d, v))
+            }
+            Inst::Setp { ty, cmp, d, dn, a, b, comb, .. } => {
+                let signed = match ty {
+                    CmpTy::S(W::W32) => true,
+                    CmpTy::U(W::W32) => false,
+                    CmpTy::B(W::W32) if matches!(cmp, Cmp::Eq | Cmp::Ne) => false,
+                    _ => return Ok(false),
+                };
+                let cc = match (cmp, signed) {
+                    (Cmp::Eq, _) => IntCC::Equal,
+                    (Cmp::Ne, _) => IntCC::NotEqual,
+                    (Cmp::Lt, true) => IntCC::SignedLessThan,
+                    (Cmp::Le, true) => IntCC::SignedLessThanOrEqual,
+                    (Cmp::Gt, true) => IntCC::SignedGreaterThan,
+                    (Cmp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
+                    (Cmp::Lt, false) => IntCC::UnsignedLessThan,
+                    (Cmp::Le, false) => IntCC::UnsignedLessThanOrEqual,
+                    (Cmp::Gt, false) => IntCC::UnsignedGreaterThan,
+                    (Cmp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
+                    _ => return Ok(false),
+                };
+                if [Some(d), dn].into_iter().flatten().any(|r| !matches!(self.reprs[r as usize], Repr::Vector(_))) {
+                    return Ok(false);
+                }
+                let (Some(x), Some(y)) = (self.vec_of(a, i4), self.vec_of(b, i4)) else {
+                    return Ok(false);
+                };
+                let one = self.b.ins().iconst(types::I32, 1);
+                let one = self.b.ins().splat(i4, one);
+                let m = self.b.ins().icmp(cc, x, y);
+                let t = self.b.ins().band(m, one);
+                let cv = match comb {
+                    Some((_, c, neg)) => {
+                        let Some(cv) = self.vec_of(c, i4) else { return Ok(false) };
+                        let cv = self.b.ins().band(cv, one);
+                        Some(if neg { self.b.ins().bxor(cv, one) } else { cv })
+                    }
+                    None => None,
+                };
+                let combine = |tx: &mut Self, v: Value| match (comb, cv) {
+                    (Some((op, _, _)), Some(cv)) => match op {
+                        BoolOp::And => tx.b.ins().band(v, cv),
+                        BoolOp::Or => tx.b.ins().bor(v, cv),
+                        BoolOp::Xor => tx.b.ins().bxor(v, cv),
+                    },
+                    _ => v,
+                };
+                let r = combine(self, t);
+                self.def_vec(d, r);
+                if let Some(q) = dn {
+                    let tn = self.b.ins().bxor(t, one);
+                    let r2 = combine(self, tn);
+                    self.def_vec(q, r2);
+                }
+                Ok(true)
+            }
+            Inst::Ld { space: space @ (Space::Shared | Space::Global), size: 4, sext: false, dmask, n: 1, d, addr } if dmask >= u32::MAX as u64 => {
+                if !matches!(self.reprs[d[0] as usize], Repr::Vector(_)) {
+                    return Ok(false);
+                }
+                let ty = self.vec_ty(d[0]);
+                let Some(p) = self.run_ptr(pc, space, &addr)? else { return Ok(false) };
+                let v = self.b.ins().load(ty, vflags(), p, 0);
+                self.def_vec(d[0], v);
+                self.end_run(pc)
+            }
+            Inst::St { space: space @ (Space::Shared | Space::Global), size: 4, n: 1, a: srcs, addr } => {
+                let ty = if self.classes[srcs[0] as usize] == Class::F32 { f4 } else { i4 };
+                if matches!(self.reprs[srcs[0] as usize], Repr::PerLane(_)) {
+                    return Ok(false);
+                }
+                let Some(p) = self.run_ptr(pc, space, &addr)? else { return Ok(false) };
+                let v = self.vec_of(srcs[0], ty).expect("a vector or group value");
+                self.b.ins().store(vflags(), v, p, 0);
+                self.end_run(pc)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// A result's NaNs as PTX's canonical NaN (unless only float arithmetic reads it).
+    fn vcanon(&mut self, d: R, v: Value) -> Value {
+        if self.nan_blind[d as usize] {
+            return v;
+        }
+        let isnan = self.b.ins().fcmp(cranelift_codegen::ir::condcodes::FloatCC::Unordered, v, v);
+        let isnan = self.recast(isnan, types::F32X4);
+        let nan = self.b.ins().f32const(Ieee32::with_bits(NAN32));
+        let nan = self.b.ins().splat(types::F32X4, nan);
+        self.b.ins().bitselect(isnan, nan, v)
+    }
+
+    /// For a 4-byte access whose base varies by lane: a checked host pointer to the 16 bytes the
+    /// four lanes touch when their addresses are consecutive; otherwise the code branches to a
+    /// lane-by-lane copy of the instruction (see [`Tx::end_run`]). `None` when the address is one
+    /// value for the group (such accesses are not vector accesses).
+    fn run_ptr(&mut self, pc: usize, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
+        let Base::Reg(base) = addr.base else { return Ok(None) };
+        let lanes: Vec<Value> = match self.reprs[base as usize] {
+            Repr::One => return Ok(None),
+            Repr::Vector(var) => {
+                let v = self.b.use_var(var);
+                (0..LANES)
+                    .map(|l| {
+                        let x = self.b.ins().extractlane(v, l as u8);
+                        self.zx(x)
+                    })
+                    .collect()
+            }
+            Repr::PerLane(vars) => vars.iter().map(|&v| self.b.use_var(v)).collect(),
+        };
+        let e0 = self.b.ins().iadd_imm_s(lanes[0], addr.off);
+        let base0 = lanes[0];
+        let mut ok = None;
+        for (l, &x) in lanes.iter().enumerate().skip(1) {
+            let dx = self.b.ins().isub(x, base0);
+            let c = self.b.ins().icmp_imm_s(IntCC::Equal, dx, 4 * l as i64);
+            ok = Some(match ok {
+                None => c,
+                Some(o) => self.b.ins().band(o, c),
+            });
+        }
+        let fallback = self.b.create_block();
+        let join = self.b.create_block();
+        self.run_blocks = Some((fallback, join));
+        let check = self.b.create_block();
+        self.b.ins().brif(ok.expect("lanes"), check, &[], fallback, &[]);
+        self.b.switch_to_block(check);
+        let p = match space {
+            Space::Shared => {
+                let (shared, lim) = (self.h().shared, self.run_lim_shared());
+                self.checked(shared, e0, 2, lim, fallback)
+            }
+            _ => {
+                let root = self.root_of(addr).filter(|p| self.root_entries.contains_key(p));
+                let (ptr, o, lim) = match root {
+                    Some(p) => {
+                        let e = &self.root_entries[&p];
+                        let (ptr, start, lim16) = (e.ptr, e.start, e.lim16);
+                        let o = self.b.ins().isub(e0, start);
+                        (ptr, o, lim16.expect("16-byte limit of a root entry"))
+                    }
+                    None => {
+                        let pure = MemFlagsData::trusted().with_readonly().with_can_move();
+                        let (ptr, len) = self.region_entry(base0, pure);
+                        let l4 = self.b.ins().ushr_imm_s(len, 2);
+                        let lim = self.lim16(l4);
+                        let o = self.b.ins().band_imm_s(base0, super::REGION_OFF_MASK);
+                        let o = self.b.ins().iadd_imm_s(o, addr.off);
+                        (ptr, o, lim)
+                    }
+                };
+                self.checked(ptr, o, 2, lim, fallback)
+            }
+        };
+        let _ = pc;
+        Ok(Some(p))
+    }
+
+    /// Closes a vector access begun by [`Tx::run_ptr`]: the lane-by-lane copy, then both join.
+    fn end_run(&mut self, pc: usize) -> Result<bool, String> {
+        let (fallback, join) = self.run_blocks.take().expect("an open vector access");
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(fallback);
+        self.each_lane(pc)?;
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(join);
+        Ok(true)
+    }
+
+    /// The count of 4-aligned positions where 16 bytes fit, from the count where 4 bytes fit.
+    pub(super) fn lim16(&mut self, l4: Value) -> Value {
+        let big = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, l4, 3);
+        let less = self.b.ins().iadd_imm_s(l4, -3);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.ins().select(big, less, zero)
+    }
+
+    fn run_lim_shared(&mut self) -> Value {
+        self.shared_lim16.expect("shared limit for 16 bytes")
+    }
+
+    /// Stores register `r` in the group's spill area at `base`: 32 bytes per register, a vector
+    /// as 16 bytes, a per-lane register as four words, a group register as one.
+    pub(super) fn spill_store(&mut self, base: Value, r: R) {
+        let off = (r as usize * 32) as i32;
+        match self.reprs[r as usize] {
+            Repr::One => {
+                let v = self.b.use_var(self.vars[r as usize]);
+                self.b.ins().store(flags(), v, base, off);
+            }
+            Repr::Vector(var) => {
+                let v = self.b.use_var(var);
+                self.b.ins().store(vflags(), v, base, off);
+            }
+            Repr::PerLane(vars) => {
+                for (l, var) in vars.iter().enumerate() {
+                    let v = self.b.use_var(*var);
+                    self.b.ins().store(flags(), v, base, off + 8 * l as i32);
+                }
+            }
+        }
+    }
+
+    pub(super) fn spill_load(&mut self, base: Value, r: R) {
+        let off = (r as usize * 32) as i32;
+        match self.reprs[r as usize] {
+            Repr::One => {
+                let ty = self.var_ty(r);
+                let v = self.b.ins().load(ty, flags(), base, off);
+                self.b.def_var(self.vars[r as usize], v);
+            }
+            Repr::Vector(var) => {
+                let ty = self.vec_ty(r);
+                let v = self.b.ins().load(ty, vflags(), base, off);
+                self.b.def_var(var, v);
+            }
+            Repr::PerLane(vars) => {
+                let ty = self.var_ty(r);
+                for (l, var) in vars.iter().enumerate() {
+                    let v = self.b.ins().load(ty, flags(), base, off + 8 * l as i32);
+                    self.b.def_var(*var, v);
+                }
+            }
+        }
+    }
+}
