@@ -1060,7 +1060,9 @@ struct Tx<'a, 'b> {
     /// Why the code cannot be built, found while emitting it.
     broken: Option<String>,
     /// Blocks of an open vector access: its lane-by-lane copy and the join.
-    run_blocks: Option<(Block, Block)>,
+    /// An open vector access (see `Tx::run_ptr`): its lane-by-lane block, the join, and the
+    /// four lanes' addresses.
+    run_blocks: Option<(Block, Block, [Value; 4])>,
     /// Shared memory: the count of 4-aligned positions where 16 bytes fit.
     shared_lim16: Option<Value>,
 }

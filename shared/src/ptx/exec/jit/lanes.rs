@@ -462,20 +462,26 @@ impl Tx<'_, '_> {
                     return Ok(false);
                 }
                 let ty = self.vec_ty(d[0]);
-                let Some(p) = self.run_ptr(pc, space, &addr)? else { return Ok(false) };
+                let Some(p) = self.run_ptr(space, &addr)? else { return Ok(false) };
                 let v = self.b.ins().load(ty, vflags(), p, 0);
                 self.def_vec(d[0], v);
-                self.end_run(pc)
+                self.end_run(pc, addr.off, None)
             }
             Inst::St { space: space @ (Space::Shared | Space::Global), size: 4, n: 1, a: srcs, addr } => {
                 let ty = if self.classes[srcs[0] as usize] == Class::F32 { f4 } else { i4 };
                 if matches!(self.reprs[srcs[0] as usize], Repr::PerLane(_)) {
                     return Ok(false);
                 }
-                let Some(p) = self.run_ptr(pc, space, &addr)? else { return Ok(false) };
+                if matches!(addr.base, Base::Reg(r) if matches!(self.reprs[r as usize], Repr::One)) {
+                    return Ok(false);
+                }
+                // Made before the check: the lane-by-lane path stores it too.
                 let v = self.vec_of(srcs[0], ty).expect("a vector or group value");
+                let bits = self.recast(v, i4);
+                let Some(p) = self.run_ptr(space, &addr)? else { return Ok(false) };
                 self.b.ins().store(vflags(), v, p, 0);
-                self.end_run(pc)
+                let v = bits;
+                self.end_run(pc, addr.off, Some(v))
             }
             _ => Ok(false),
         }
@@ -497,7 +503,7 @@ impl Tx<'_, '_> {
     /// four lanes touch when their addresses are consecutive; otherwise the code branches to a
     /// lane-by-lane copy of the instruction (see [`Tx::end_run`]). `None` when the address is one
     /// value for the group (such accesses are not vector accesses).
-    fn run_ptr(&mut self, pc: usize, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
+    fn run_ptr(&mut self, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
         let Base::Reg(base) = addr.base else { return Ok(None) };
         let lanes: Vec<Value> = match self.reprs[base as usize] {
             Repr::One => return Ok(None),
@@ -525,7 +531,8 @@ impl Tx<'_, '_> {
         }
         let fallback = self.b.create_block();
         let join = self.b.create_block();
-        self.run_blocks = Some((fallback, join));
+        self.run_blocks = Some((fallback, join, [lanes[0], lanes[1], lanes[2], lanes[3]]));
+        self.b.set_cold_block(fallback);
         let check = self.b.create_block();
         self.b.ins().brif(ok.expect("lanes"), check, &[], fallback, &[]);
         self.b.switch_to_block(check);
@@ -556,16 +563,44 @@ impl Tx<'_, '_> {
                 self.checked(ptr, o, 2, lim, fallback)
             }
         };
-        let _ = pc;
         Ok(Some(p))
     }
 
-    /// Closes a vector access begun by [`Tx::run_ptr`]: the lane-by-lane copy, then both join.
-    fn end_run(&mut self, pc: usize) -> Result<bool, String> {
-        let (fallback, join) = self.run_blocks.take().expect("an open vector access");
+    /// Closes a vector access begun by [`Tx::run_ptr`]. Where the fast check fails, each lane
+    /// in order takes the checked access of one-thread code's slow path (a call that keeps the
+    /// kernel's registers, so the fast path pays nothing for it): the same values, the same
+    /// fault at the same lane. `stored` is the vector a store wrote; a load's destination is
+    /// rebuilt from the lanes.
+    fn end_run(&mut self, pc: usize, off: i64, stored: Option<Value>) -> Result<bool, String> {
+        let (fallback, join, lanes) = self.run_blocks.take().expect("an open vector access");
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(fallback);
-        self.each_lane(pc)?;
+        let z = self.iconst(0);
+        let mut loaded = None;
+        for (l, &base) in lanes.iter().enumerate() {
+            self.lane = Some(l);
+            let ea = self.b.ins().iadd_imm_s(base, off);
+            match stored {
+                Some(v) => {
+                    let x = self.b.ins().extractlane(v, l as u8);
+                    let x = self.zx(x);
+                    self.slow(pc, ea, x, z);
+                }
+                None => {
+                    let x = self.slow(pc, ea, z, z);
+                    let x = self.lo32(x);
+                    loaded = Some(match loaded {
+                        None => self.b.ins().splat(types::I32X4, x),
+                        Some(v) => self.b.ins().insertlane(v, x, l as u8),
+                    });
+                }
+            }
+        }
+        self.lane = None;
+        if let (Some(v), Inst::Ld { d, .. }) = (loaded, &self.f.insts[pc].inst) {
+            let d = d[0];
+            self.def_vec(d, v);
+        }
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(join);
         Ok(true)
