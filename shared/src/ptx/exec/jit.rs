@@ -52,7 +52,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::Module as _;
 
 use super::{compare, shfl_source, sx, Res, Stop, ThreadAccess, Worker};
-use lanes::{LanePlan, LANES};
+use lanes::{LanePlan, LANES, PARTS};
 
 mod lanes;
 use crate::ptx::ir::*;
@@ -732,8 +732,9 @@ enum Class {
 enum Repr {
     /// One value: the thread's, or the group's when it is the same for every lane.
     One,
-    /// The lanes' 32-bit values in one vector (`I32X4`, or `F32X4` for an f32 register).
-    Vector(Variable),
+    /// The lanes' 32-bit values in vectors of four (`I32X4`, or `F32X4` for an f32 register):
+    /// lane `l` is lane `l % 4` of part `l / 4`.
+    Vector([Variable; PARTS]),
     /// One scalar per lane, of the register's class.
     PerLane([Variable; LANES]),
 }
@@ -1005,8 +1006,9 @@ struct RootEntry {
     start: Value,
     /// Per access size `1 << k`: the count of aligned positions (see [`Slot`]).
     lim: [Option<Value>; 4],
-    /// In code for groups: the count of 4-aligned positions where 16 bytes fit.
-    lim16: Option<Value>,
+    /// In code for groups: the count of 4-aligned positions where a 4-byte access of every
+    /// lane (`4 * LANES` bytes) fits.
+    lim_run: Option<Value>,
 }
 
 struct Tx<'a, 'b> {
@@ -1059,12 +1061,11 @@ struct Tx<'a, 'b> {
     resume_at: usize,
     /// Why the code cannot be built, found while emitting it.
     broken: Option<String>,
-    /// Blocks of an open vector access: its lane-by-lane copy and the join.
     /// An open vector access (see `Tx::run_ptr`): its lane-by-lane block, the join, and the
-    /// four lanes' addresses.
-    run_blocks: Option<(Block, Block, [Value; 4])>,
+    /// lanes' addresses.
+    run_blocks: Option<(Block, Block, [Value; LANES])>,
     /// Shared memory: the count of 4-aligned positions where 16 bytes fit.
-    shared_lim16: Option<Value>,
+    shared_lim_run: Option<Value>,
 }
 
 fn flags() -> MemFlagsData {
@@ -1090,8 +1091,8 @@ impl<'a, 'b> Tx<'a, 'b> {
         let reprs = (0..f.nregs as usize)
             .map(|r| match &plan {
                 Some(p) if p.varying[r] && consts[r].is_none() => match classes[r] {
-                    Class::F32 => Repr::Vector(b.declare_var(types::F32X4)),
-                    Class::Int if fits[r] => Repr::Vector(b.declare_var(types::I32X4)),
+                    Class::F32 => Repr::Vector(std::array::from_fn(|_| b.declare_var(types::F32X4))),
+                    Class::Int if fits[r] => Repr::Vector(std::array::from_fn(|_| b.declare_var(types::I32X4))),
                     c => {
                         let ty = match c {
                             Class::F64 => types::F64,
@@ -1157,7 +1158,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             resume_at: 0,
             broken: None,
             run_blocks: None,
-            shared_lim16: None,
+            shared_lim_run: None,
         }
     }
 
@@ -1191,10 +1192,10 @@ impl<'a, 'b> Tx<'a, 'b> {
                 Some(l) => self.b.use_var(vars[l]),
                 None => self.lane_missing(r),
             },
-            Repr::Vector(var) => match self.lane {
+            Repr::Vector(vars) => match self.lane {
                 Some(l) => {
-                    let v = self.b.use_var(var);
-                    let x = self.b.ins().extractlane(v, l as u8);
+                    let v = self.b.use_var(vars[l / 4]);
+                    let x = self.b.ins().extractlane(v, (l % 4) as u8);
                     if self.classes[r as usize] == Class::F32 {
                         x
                     } else {
@@ -1226,16 +1227,17 @@ impl<'a, 'b> Tx<'a, 'b> {
                 Some(l) => self.b.def_var(vars[l], v),
                 None => vars.iter().for_each(|&x| self.b.def_var(x, v)),
             },
-            Repr::Vector(var) => {
+            Repr::Vector(vars) => {
                 let e = if self.classes[r as usize] == Class::F32 {
                     v
                 } else {
                     self.lo32(v)
                 };
-                let nv = match self.lane {
+                match self.lane {
                     Some(l) => {
-                        let cur = self.b.use_var(var);
-                        self.b.ins().insertlane(cur, e, l as u8)
+                        let cur = self.b.use_var(vars[l / 4]);
+                        let nv = self.b.ins().insertlane(cur, e, (l % 4) as u8);
+                        self.b.def_var(vars[l / 4], nv);
                     }
                     None => {
                         let ty = if self.classes[r as usize] == Class::F32 {
@@ -1243,10 +1245,10 @@ impl<'a, 'b> Tx<'a, 'b> {
                         } else {
                             types::I32X4
                         };
-                        self.b.ins().splat(ty, e)
+                        let nv = self.b.ins().splat(ty, e);
+                        vars.iter().for_each(|&x| self.b.def_var(x, nv));
                     }
-                };
-                self.b.def_var(var, nv);
+                }
             }
         }
     }
@@ -1518,7 +1520,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         });
         self.hoist_root_entries();
         if self.width > 1 {
-            self.shared_lim16 = Some(self.lim16(shared_lim[2]));
+            self.shared_lim_run = Some(self.lim_run(shared_lim[2]));
         }
         let zero = self.iconst(0);
         self.b.def_var(self.cnt, zero);
@@ -2170,17 +2172,17 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let start = self.b.ins().band_imm_s(key, !REGION_OFF_MASK);
                 let mut lim = [None; 4];
                 lim[0] = Some(len);
-                self.root_entries.insert(p, RootEntry { ptr, start, lim, lim16: None });
+                self.root_entries.insert(p, RootEntry { ptr, start, lim, lim_run: None });
             }
             let e = self.root_entries.get_mut(&p).expect("just inserted");
             if e.lim[k].is_none() {
                 let len = e.lim[0].expect("length");
                 e.lim[k] = Some(self.b.ins().ushr_imm_s(len, k as i64));
             }
-            if self.width > 1 && k == 2 && self.root_entries[&p].lim16.is_none() {
+            if self.width > 1 && k == 2 && self.root_entries[&p].lim_run.is_none() {
                 let l4 = self.root_entries[&p].lim[2].expect("limit for 4 bytes");
-                let l16 = self.lim16(l4);
-                self.root_entries.get_mut(&p).expect("entry").lim16 = Some(l16);
+                let l = self.lim_run(l4);
+                self.root_entries.get_mut(&p).expect("entry").lim_run = Some(l);
             }
         }
     }

@@ -30,8 +30,14 @@ use super::{flags, uses_defs, Class, Repr, Tx, NAN32, PLAIN_F};
 use crate::ptx::ir::*;
 use crate::ptx::lower::Function;
 
+/// Vectors of four 32-bit lanes a varying 32-bit register takes.
+pub(super) const PARTS: usize = 2;
+
 /// Threads in one group.
-pub(super) const LANES: usize = 4;
+pub(super) const LANES: usize = 4 * PARTS;
+
+/// A varying 32-bit register's value: its lanes, four per vector.
+type Vecs = [Value; PARTS];
 
 /// Which registers vary within a group.
 pub(super) struct LanePlan {
@@ -145,7 +151,7 @@ fn vflags() -> MemFlagsData {
 }
 
 impl Tx<'_, '_> {
-    /// The vector type of a register in a vector.
+    /// The vector type of a register in vectors.
     fn vec_ty(&self, r: R) -> Type {
         if self.classes[r as usize] == Class::F32 {
             types::F32X4
@@ -162,16 +168,26 @@ impl Tx<'_, '_> {
         }
     }
 
-    /// Register `r` as a vector of `ty` (`I32X4` or `F32X4`): a constant or a group value
-    /// broadcast, a vector as it is; `None` for a register kept per lane.
-    pub(super) fn vec_of(&mut self, r: R, ty: Type) -> Option<Value> {
+    fn recast_all(&mut self, v: Vecs, to: Type) -> Vecs {
+        v.map(|x| self.recast(x, to))
+    }
+
+    fn splat_i32(&mut self, k: i64) -> Value {
+        let x = self.b.ins().iconst(types::I32, k);
+        self.b.ins().splat(types::I32X4, x)
+    }
+
+    /// Register `r` as vectors of `ty` (`I32X4` or `F32X4`): a constant or a group value
+    /// broadcast, vectors as they are; `None` for a register kept per lane.
+    pub(super) fn vec_of(&mut self, r: R, ty: Type) -> Option<Vecs> {
         if let Some(k) = self.consts[r as usize] {
             let v = if ty == types::F32X4 {
                 self.b.ins().f32const(Ieee32::with_bits(k as u32))
             } else {
                 self.b.ins().iconst(types::I32, k as u32 as i64)
             };
-            return Some(self.b.ins().splat(ty, v));
+            let v = self.b.ins().splat(ty, v);
+            return Some([v; PARTS]);
         }
         match self.reprs[r as usize] {
             Repr::One => {
@@ -181,24 +197,27 @@ impl Tx<'_, '_> {
                     let x = self.get(r);
                     self.lo32(x)
                 };
-                Some(self.b.ins().splat(ty, v))
+                let v = self.b.ins().splat(ty, v);
+                Some([v; PARTS])
             }
-            Repr::Vector(var) => {
-                let v = self.b.use_var(var);
-                Some(self.recast(v, ty))
+            Repr::Vector(vars) => {
+                let v = vars.map(|var| self.b.use_var(var));
+                Some(self.recast_all(v, ty))
             }
             Repr::PerLane(_) => None,
         }
     }
 
-    /// Writes a whole vector to `r`, if `r` is kept in one.
-    fn def_vec(&mut self, r: R, v: Value) -> bool {
-        let Repr::Vector(var) = self.reprs[r as usize] else {
+    /// Writes whole vectors to `r`, if `r` is kept in vectors.
+    fn def_vec(&mut self, r: R, v: Vecs) -> bool {
+        let Repr::Vector(vars) = self.reprs[r as usize] else {
             return false;
         };
         let ty = self.vec_ty(r);
-        let v = self.recast(v, ty);
-        self.b.def_var(var, v);
+        for (var, x) in vars.into_iter().zip(v) {
+            let x = self.recast(x, ty);
+            self.b.def_var(var, x);
+        }
         true
     }
 
@@ -243,12 +262,21 @@ impl Tx<'_, '_> {
             return Err(format!("a branch condition kept per lane (line {})", ins.line));
         };
         self.flush_count();
-        let mut taken = self.mask_of(pv);
-        if neg {
-            taken = self.b.ins().bnot(taken);
+        let taken = pv.map(|x| {
+            let m = self.mask_of(x);
+            if neg {
+                self.b.ins().bnot(m)
+            } else {
+                m
+            }
+        });
+        let (mut both, mut either) = (taken[0], taken[0]);
+        for &m in &taken[1..] {
+            both = self.b.ins().band(both, m);
+            either = self.b.ins().bor(either, m);
         }
-        let all = self.b.ins().vall_true(taken);
-        let any = self.b.ins().vany_true(taken);
+        let all = self.b.ins().vall_true(both);
+        let any = self.b.ins().vany_true(either);
         let tb = self.blocks[target.min(self.f.insts.len())].expect("branch target");
         let not_all = self.b.create_block();
         let full = self.b.create_block();
@@ -273,7 +301,7 @@ impl Tx<'_, '_> {
         for q in pc + 1..target {
             for l in 0..LANES {
                 self.lane = Some(l);
-                let bit = self.b.ins().extractlane(taken, l as u8);
+                let bit = self.b.ins().extractlane(taken[l / 4], (l % 4) as u8);
                 let run = self.b.create_block();
                 let skip = self.b.create_block();
                 self.b.ins().brif(bit, skip, &[], run, &[]);
@@ -304,6 +332,7 @@ impl Tx<'_, '_> {
     fn vector_inst(&mut self, pc: usize) -> Result<bool, String> {
         let ins = self.f.insts[pc].clone();
         let (f4, i4) = (types::F32X4, types::I32X4);
+        let in_vectors = |tx: &Self, r: R| matches!(tx.reprs[r as usize], Repr::Vector(_));
         match ins.inst {
             Inst::Bin { op, d, a, b } => {
                 let fop = matches!(
@@ -311,17 +340,17 @@ impl Tx<'_, '_> {
                     BinOp::FAdd(F::F32, Rnd::Rn, PLAIN_F) | BinOp::FSub(F::F32, Rnd::Rn, PLAIN_F) | BinOp::FMul(F::F32, Rnd::Rn, PLAIN_F)
                 );
                 if fop {
-                    if !matches!(self.reprs[d as usize], Repr::Vector(_)) {
+                    if !in_vectors(self, d) {
                         return Ok(false);
                     }
                     let (Some(x), Some(y)) = (self.vec_of(a, f4), self.vec_of(b, f4)) else {
                         return Ok(false);
                     };
-                    let v = match op {
-                        BinOp::FAdd(..) => self.b.ins().fadd(x, y),
-                        BinOp::FSub(..) => self.b.ins().fsub(x, y),
-                        _ => self.b.ins().fmul(x, y),
-                    };
+                    let v = std::array::from_fn(|p| match op {
+                        BinOp::FAdd(..) => self.b.ins().fadd(x[p], y[p]),
+                        BinOp::FSub(..) => self.b.ins().fsub(x[p], y[p]),
+                        _ => self.b.ins().fmul(x[p], y[p]),
+                    });
                     let v = self.vcanon(d, v);
                     return Ok(self.def_vec(d, v));
                 }
@@ -331,33 +360,36 @@ impl Tx<'_, '_> {
                         | BinOp::PredAnd | BinOp::PredOr | BinOp::PredXor
                 ) || (matches!(op, BinOp::Shl(W::W32) | BinOp::ShrU(W::W32) | BinOp::ShrS(W::W32))
                     && self.consts[b as usize].is_some_and(|k| k < 32));
-                if !iop || self.classes[d as usize] != Class::Int || !matches!(self.reprs[d as usize], Repr::Vector(_)) {
+                if !iop || self.classes[d as usize] != Class::Int || !in_vectors(self, d) {
                     return Ok(false);
                 }
                 if let Some(k) = self.consts[b as usize].filter(|_| matches!(op, BinOp::Shl(_) | BinOp::ShrU(_) | BinOp::ShrS(_))) {
                     let Some(x) = self.vec_of(a, i4) else { return Ok(false) };
-                    let v = match op {
+                    let v = x.map(|x| match op {
                         BinOp::Shl(_) => self.b.ins().ishl_imm_s(x, k as i64),
                         BinOp::ShrU(_) => self.b.ins().ushr_imm_s(x, k as i64),
                         _ => self.b.ins().sshr_imm_s(x, k as i64),
-                    };
+                    });
                     return Ok(self.def_vec(d, v));
                 }
                 let (Some(x), Some(y)) = (self.vec_of(a, i4), self.vec_of(b, i4)) else {
                     return Ok(false);
                 };
-                let v = match op {
-                    BinOp::Add(_) => self.b.ins().iadd(x, y),
-                    BinOp::Sub(_) => self.b.ins().isub(x, y),
-                    BinOp::MulLo(_) => self.b.ins().imul(x, y),
-                    BinOp::And | BinOp::PredAnd => self.b.ins().band(x, y),
-                    BinOp::Or | BinOp::PredOr => self.b.ins().bor(x, y),
-                    _ => self.b.ins().bxor(x, y),
-                };
+                let v = std::array::from_fn(|p| {
+                    let (x, y) = (x[p], y[p]);
+                    match op {
+                        BinOp::Add(_) => self.b.ins().iadd(x, y),
+                        BinOp::Sub(_) => self.b.ins().isub(x, y),
+                        BinOp::MulLo(_) => self.b.ins().imul(x, y),
+                        BinOp::And | BinOp::PredAnd => self.b.ins().band(x, y),
+                        BinOp::Or | BinOp::PredOr => self.b.ins().bor(x, y),
+                        _ => self.b.ins().bxor(x, y),
+                    }
+                });
                 Ok(self.def_vec(d, v))
             }
             Inst::Tern { op, d, a, b, c } => {
-                if !matches!(self.reprs[d as usize], Repr::Vector(_)) {
+                if !in_vectors(self, d) {
                     return Ok(false);
                 }
                 match op {
@@ -365,7 +397,7 @@ impl Tx<'_, '_> {
                         let (Some(x), Some(y), Some(z)) = (self.vec_of(a, f4), self.vec_of(b, f4), self.vec_of(c, f4)) else {
                             return Ok(false);
                         };
-                        let v = self.b.ins().fma(x, y, z);
+                        let v = std::array::from_fn(|p| self.b.ins().fma(x[p], y[p], z[p]));
                         let v = self.vcanon(d, v);
                         Ok(self.def_vec(d, v))
                     }
@@ -373,18 +405,22 @@ impl Tx<'_, '_> {
                         let (Some(x), Some(y), Some(z)) = (self.vec_of(a, i4), self.vec_of(b, i4), self.vec_of(c, i4)) else {
                             return Ok(false);
                         };
-                        let m = self.b.ins().imul(x, y);
-                        let v = self.b.ins().iadd(m, z);
+                        let v = std::array::from_fn(|p| {
+                            let m = self.b.ins().imul(x[p], y[p]);
+                            self.b.ins().iadd(m, z[p])
+                        });
                         Ok(self.def_vec(d, v))
                     }
                     TernOp::Selp => {
                         let ty = self.vec_ty(d);
-                        let (Some(x), Some(y), Some(p)) = (self.vec_of(a, ty), self.vec_of(b, ty), self.vec_of(c, i4)) else {
+                        let (Some(x), Some(y), Some(c)) = (self.vec_of(a, ty), self.vec_of(b, ty), self.vec_of(c, i4)) else {
                             return Ok(false);
                         };
-                        let m = self.mask_of(p);
-                        let m = self.recast(m, ty);
-                        let v = self.b.ins().bitselect(m, x, y);
+                        let v = std::array::from_fn(|p| {
+                            let m = self.mask_of(c[p]);
+                            let m = self.recast(m, ty);
+                            self.b.ins().bitselect(m, x[p], y[p])
+                        });
                         Ok(self.def_vec(d, v))
                     }
                     _ => Ok(false),
@@ -397,9 +433,8 @@ impl Tx<'_, '_> {
             }
             Inst::Un { op: UnOp::PredNot, d, a } => {
                 let Some(x) = self.vec_of(a, i4) else { return Ok(false) };
-                let one = self.b.ins().iconst(types::I32, 1);
-                let one = self.b.ins().splat(i4, one);
-                let v = self.b.ins().bxor(x, one);
+                let one = self.splat_i32(1);
+                let v = x.map(|x| self.b.ins().bxor(x, one));
                 Ok(self.def_vec(d, v))
             }
             Inst::Setp { ty, cmp, d, dn, a, b, comb, .. } => {
@@ -422,48 +457,58 @@ impl Tx<'_, '_> {
                     (Cmp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
                     _ => return Ok(false),
                 };
-                if [Some(d), dn].into_iter().flatten().any(|r| !matches!(self.reprs[r as usize], Repr::Vector(_))) {
+                if [Some(d), dn].into_iter().flatten().any(|r| !in_vectors(self, r)) {
                     return Ok(false);
                 }
                 let (Some(x), Some(y)) = (self.vec_of(a, i4), self.vec_of(b, i4)) else {
                     return Ok(false);
                 };
-                let one = self.b.ins().iconst(types::I32, 1);
-                let one = self.b.ins().splat(i4, one);
-                let m = self.b.ins().icmp(cc, x, y);
-                let t = self.b.ins().band(m, one);
                 let cv = match comb {
-                    Some((_, c, neg)) => {
-                        let Some(cv) = self.vec_of(c, i4) else { return Ok(false) };
-                        let cv = self.b.ins().band(cv, one);
-                        Some(if neg { self.b.ins().bxor(cv, one) } else { cv })
-                    }
+                    Some((_, c, _)) => match self.vec_of(c, i4) {
+                        Some(cv) => Some(cv),
+                        None => return Ok(false),
+                    },
                     None => None,
                 };
-                let combine = |tx: &mut Self, v: Value| match (comb, cv) {
-                    (Some((op, _, _)), Some(cv)) => match op {
-                        BoolOp::And => tx.b.ins().band(v, cv),
-                        BoolOp::Or => tx.b.ins().bor(v, cv),
-                        BoolOp::Xor => tx.b.ins().bxor(v, cv),
-                    },
-                    _ => v,
-                };
-                let r = combine(self, t);
-                self.def_vec(d, r);
+                let one = self.splat_i32(1);
+                let mut out = [[one; PARTS]; 2];
+                for p in 0..PARTS {
+                    let m = self.b.ins().icmp(cc, x[p], y[p]);
+                    let t = self.b.ins().band(m, one);
+                    let c = match (comb, cv) {
+                        (Some((_, _, neg)), Some(cv)) => {
+                            let c = self.b.ins().band(cv[p], one);
+                            Some(if neg { self.b.ins().bxor(c, one) } else { c })
+                        }
+                        _ => None,
+                    };
+                    let combine = |tx: &mut Self, v: Value| match (comb, c) {
+                        (Some((op, _, _)), Some(c)) => match op {
+                            BoolOp::And => tx.b.ins().band(v, c),
+                            BoolOp::Or => tx.b.ins().bor(v, c),
+                            BoolOp::Xor => tx.b.ins().bxor(v, c),
+                        },
+                        _ => v,
+                    };
+                    out[0][p] = combine(self, t);
+                    if dn.is_some() {
+                        let tn = self.b.ins().bxor(t, one);
+                        out[1][p] = combine(self, tn);
+                    }
+                }
+                self.def_vec(d, out[0]);
                 if let Some(q) = dn {
-                    let tn = self.b.ins().bxor(t, one);
-                    let r2 = combine(self, tn);
-                    self.def_vec(q, r2);
+                    self.def_vec(q, out[1]);
                 }
                 Ok(true)
             }
             Inst::Ld { space: space @ (Space::Shared | Space::Global), size: 4, sext: false, dmask, n: 1, d, addr } if dmask >= u32::MAX as u64 => {
-                if !matches!(self.reprs[d[0] as usize], Repr::Vector(_)) {
+                if !in_vectors(self, d[0]) {
                     return Ok(false);
                 }
                 let ty = self.vec_ty(d[0]);
-                let Some(p) = self.run_ptr(space, &addr)? else { return Ok(false) };
-                let v = self.b.ins().load(ty, vflags(), p, 0);
+                let Some(ptr) = self.run_ptr(space, &addr)? else { return Ok(false) };
+                let v = std::array::from_fn(|p| self.b.ins().load(ty, vflags(), ptr, 16 * p as i32));
                 self.def_vec(d[0], v);
                 self.end_run(pc, addr.off, None)
             }
@@ -476,69 +521,92 @@ impl Tx<'_, '_> {
                     return Ok(false);
                 }
                 // Made before the check: the lane-by-lane path stores it too.
-                let v = self.vec_of(srcs[0], ty).expect("a vector or group value");
-                let bits = self.recast(v, i4);
-                let Some(p) = self.run_ptr(space, &addr)? else { return Ok(false) };
-                self.b.ins().store(vflags(), v, p, 0);
-                let v = bits;
-                self.end_run(pc, addr.off, Some(v))
+                let v = self.vec_of(srcs[0], ty).expect("vectors or a group value");
+                let bits = self.recast_all(v, i4);
+                let Some(ptr) = self.run_ptr(space, &addr)? else { return Ok(false) };
+                for (p, x) in v.into_iter().enumerate() {
+                    self.b.ins().store(vflags(), x, ptr, 16 * p as i32);
+                }
+                self.end_run(pc, addr.off, Some(bits))
             }
             _ => Ok(false),
         }
     }
 
     /// A result's NaNs as PTX's canonical NaN (unless only float arithmetic reads it).
-    fn vcanon(&mut self, d: R, v: Value) -> Value {
+    fn vcanon(&mut self, d: R, v: Vecs) -> Vecs {
         if self.nan_blind[d as usize] {
             return v;
         }
-        let isnan = self.b.ins().fcmp(cranelift_codegen::ir::condcodes::FloatCC::Unordered, v, v);
-        let isnan = self.recast(isnan, types::F32X4);
         let nan = self.b.ins().f32const(Ieee32::with_bits(NAN32));
         let nan = self.b.ins().splat(types::F32X4, nan);
-        self.b.ins().bitselect(isnan, nan, v)
+        v.map(|v| {
+            let isnan = self.b.ins().fcmp(cranelift_codegen::ir::condcodes::FloatCC::Unordered, v, v);
+            let isnan = self.recast(isnan, types::F32X4);
+            self.b.ins().bitselect(isnan, nan, v)
+        })
     }
 
-    /// For a 4-byte access whose base varies by lane: a checked host pointer to the 16 bytes the
-    /// four lanes touch when their addresses are consecutive; otherwise the code branches to a
-    /// lane-by-lane copy of the instruction (see [`Tx::end_run`]). `None` when the address is one
-    /// value for the group (such accesses are not vector accesses).
+    /// For a 4-byte access whose base varies by lane: a checked host pointer to the `4 * LANES`
+    /// bytes the lanes touch when their addresses are consecutive; otherwise the code branches
+    /// to a lane-by-lane copy of the access (see [`Tx::end_run`]). `None` when the address is
+    /// one value for the group (such accesses are not vector accesses).
     fn run_ptr(&mut self, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
         let Base::Reg(base) = addr.base else { return Ok(None) };
-        let lanes: Vec<Value> = match self.reprs[base as usize] {
+        let (lanes, consecutive) = match self.reprs[base as usize] {
             Repr::One => return Ok(None),
-            Repr::Vector(var) => {
-                let v = self.b.use_var(var);
-                (0..LANES)
+            Repr::Vector(vars) => {
+                // Lane l at 4 * l past lane 0, as 32-bit differences: one compare per part. An
+                // address that wraps past 2^32 between lanes cannot pass the bounds check below
+                // (no shared window or region is that close to 2^32 in a 32-bit address).
+                let parts = vars.map(|var| self.b.use_var(var));
+                let lanes: Vec<Value> = (0..LANES)
                     .map(|l| {
-                        let x = self.b.ins().extractlane(v, l as u8);
+                        let x = self.b.ins().extractlane(parts[l / 4], (l % 4) as u8);
                         self.zx(x)
                     })
-                    .collect()
+                    .collect();
+                let first = self.b.ins().extractlane(parts[0], 0);
+                let first = self.b.ins().splat(types::I32X4, first);
+                let mut all = None;
+                for (p, &v) in parts.iter().enumerate() {
+                    let want = self.lane_offsets(p);
+                    let dx = self.b.ins().isub(v, first);
+                    let eq = self.b.ins().icmp(IntCC::Equal, dx, want);
+                    all = Some(match all {
+                        None => eq,
+                        Some(a) => self.b.ins().band(a, eq),
+                    });
+                }
+                let ok = self.b.ins().vall_true(all.expect("parts"));
+                (lanes, ok)
             }
-            Repr::PerLane(vars) => vars.iter().map(|&v| self.b.use_var(v)).collect(),
+            Repr::PerLane(vars) => {
+                let lanes: Vec<Value> = vars.iter().map(|&v| self.b.use_var(v)).collect();
+                let mut ok = None;
+                for (l, &x) in lanes.iter().enumerate().skip(1) {
+                    let dx = self.b.ins().isub(x, lanes[0]);
+                    let c = self.b.ins().icmp_imm_s(IntCC::Equal, dx, 4 * l as i64);
+                    ok = Some(match ok {
+                        None => c,
+                        Some(o) => self.b.ins().band(o, c),
+                    });
+                }
+                (lanes, ok.expect("lanes"))
+            }
         };
         let e0 = self.b.ins().iadd_imm_s(lanes[0], addr.off);
         let base0 = lanes[0];
-        let mut ok = None;
-        for (l, &x) in lanes.iter().enumerate().skip(1) {
-            let dx = self.b.ins().isub(x, base0);
-            let c = self.b.ins().icmp_imm_s(IntCC::Equal, dx, 4 * l as i64);
-            ok = Some(match ok {
-                None => c,
-                Some(o) => self.b.ins().band(o, c),
-            });
-        }
         let fallback = self.b.create_block();
         let join = self.b.create_block();
-        self.run_blocks = Some((fallback, join, [lanes[0], lanes[1], lanes[2], lanes[3]]));
+        self.run_blocks = Some((fallback, join, std::array::from_fn(|l| lanes[l])));
         self.b.set_cold_block(fallback);
         let check = self.b.create_block();
-        self.b.ins().brif(ok.expect("lanes"), check, &[], fallback, &[]);
+        self.b.ins().brif(consecutive, check, &[], fallback, &[]);
         self.b.switch_to_block(check);
         let p = match space {
             Space::Shared => {
-                let (shared, lim) = (self.h().shared, self.run_lim_shared());
+                let (shared, lim) = (self.h().shared, self.shared_lim_run.expect("shared limit for a run"));
                 self.checked(shared, e0, 2, lim, fallback)
             }
             _ => {
@@ -546,15 +614,15 @@ impl Tx<'_, '_> {
                 let (ptr, o, lim) = match root {
                     Some(p) => {
                         let e = &self.root_entries[&p];
-                        let (ptr, start, lim16) = (e.ptr, e.start, e.lim16);
+                        let (ptr, start, lim_run) = (e.ptr, e.start, e.lim_run);
                         let o = self.b.ins().isub(e0, start);
-                        (ptr, o, lim16.expect("16-byte limit of a root entry"))
+                        (ptr, o, lim_run.expect("run limit of a root entry"))
                     }
                     None => {
                         let pure = MemFlagsData::trusted().with_readonly().with_can_move();
                         let (ptr, len) = self.region_entry(base0, pure);
                         let l4 = self.b.ins().ushr_imm_s(len, 2);
-                        let lim = self.lim16(l4);
+                        let lim = self.lim_run(l4);
                         let o = self.b.ins().band_imm_s(base0, super::REGION_OFF_MASK);
                         let o = self.b.ins().iadd_imm_s(o, addr.off);
                         (ptr, o, lim)
@@ -566,70 +634,77 @@ impl Tx<'_, '_> {
         Ok(Some(p))
     }
 
+    /// `[4 * l for the four lanes l of part p]` as an `I32X4` constant.
+    fn lane_offsets(&mut self, p: usize) -> Value {
+        let bytes: Vec<u8> = (0..4u32).flat_map(|i| (4 * (4 * p as u32 + i)).to_le_bytes()).collect();
+        let c = self.b.func.dfg.constants.insert(bytes.into());
+        self.b.ins().vconst(types::I32X4, c)
+    }
+
     /// Closes a vector access begun by [`Tx::run_ptr`]. Where the fast check fails, each lane
     /// in order takes the checked access of one-thread code's slow path (a call that keeps the
     /// kernel's registers, so the fast path pays nothing for it): the same values, the same
-    /// fault at the same lane. `stored` is the vector a store wrote; a load's destination is
-    /// rebuilt from the lanes.
-    fn end_run(&mut self, pc: usize, off: i64, stored: Option<Value>) -> Result<bool, String> {
+    /// fault at the same lane. `stored` holds the vectors a store wrote; a load's destination
+    /// is rebuilt from the lanes.
+    fn end_run(&mut self, pc: usize, off: i64, stored: Option<Vecs>) -> Result<bool, String> {
         let (fallback, join, lanes) = self.run_blocks.take().expect("an open vector access");
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(fallback);
         let z = self.iconst(0);
-        let mut loaded = None;
+        let zero = self.splat_i32(0);
+        let mut loaded = [zero; PARTS];
         for (l, &base) in lanes.iter().enumerate() {
             self.lane = Some(l);
             let ea = self.b.ins().iadd_imm_s(base, off);
+            let (p, i) = (l / 4, (l % 4) as u8);
             match stored {
                 Some(v) => {
-                    let x = self.b.ins().extractlane(v, l as u8);
+                    let x = self.b.ins().extractlane(v[p], i);
                     let x = self.zx(x);
                     self.slow(pc, ea, x, z);
                 }
                 None => {
                     let x = self.slow(pc, ea, z, z);
                     let x = self.lo32(x);
-                    loaded = Some(match loaded {
-                        None => self.b.ins().splat(types::I32X4, x),
-                        Some(v) => self.b.ins().insertlane(v, x, l as u8),
-                    });
+                    loaded[p] = self.b.ins().insertlane(loaded[p], x, i);
                 }
             }
         }
         self.lane = None;
-        if let (Some(v), Inst::Ld { d, .. }) = (loaded, &self.f.insts[pc].inst) {
+        if let (None, Inst::Ld { d, .. }) = (stored, &self.f.insts[pc].inst) {
             let d = d[0];
-            self.def_vec(d, v);
+            self.def_vec(d, loaded);
         }
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(join);
         Ok(true)
     }
 
-    /// The count of 4-aligned positions where 16 bytes fit, from the count where 4 bytes fit.
-    pub(super) fn lim16(&mut self, l4: Value) -> Value {
-        let big = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, l4, 3);
-        let less = self.b.ins().iadd_imm_s(l4, -3);
+    /// The count of 4-aligned positions where a run of `4 * LANES` bytes fits, from the count
+    /// where 4 bytes fit.
+    pub(super) fn lim_run(&mut self, l4: Value) -> Value {
+        let k = LANES as i64 - 1;
+        let big = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, l4, k);
+        let less = self.b.ins().iadd_imm_s(l4, -k);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.b.ins().select(big, less, zero)
     }
 
-    fn run_lim_shared(&mut self) -> Value {
-        self.shared_lim16.expect("shared limit for 16 bytes")
-    }
-
-    /// Stores register `r` in the group's spill area at `base`: 32 bytes per register, a vector
-    /// as 16 bytes, a per-lane register as four words, a group register as one.
+    /// Stores register `r` in the group's spill area at `base`: `8 * LANES` bytes per register,
+    /// a vector part as 16 bytes, a per-lane register as one word per lane, a group register as
+    /// one word.
     pub(super) fn spill_store(&mut self, base: Value, r: R) {
-        let off = (r as usize * 32) as i32;
+        let off = (r as usize * 8 * LANES) as i32;
         match self.reprs[r as usize] {
             Repr::One => {
                 let v = self.b.use_var(self.vars[r as usize]);
                 self.b.ins().store(flags(), v, base, off);
             }
-            Repr::Vector(var) => {
-                let v = self.b.use_var(var);
-                self.b.ins().store(vflags(), v, base, off);
+            Repr::Vector(vars) => {
+                for (p, var) in vars.into_iter().enumerate() {
+                    let v = self.b.use_var(var);
+                    self.b.ins().store(vflags(), v, base, off + 16 * p as i32);
+                }
             }
             Repr::PerLane(vars) => {
                 for (l, var) in vars.iter().enumerate() {
@@ -641,17 +716,19 @@ impl Tx<'_, '_> {
     }
 
     pub(super) fn spill_load(&mut self, base: Value, r: R) {
-        let off = (r as usize * 32) as i32;
+        let off = (r as usize * 8 * LANES) as i32;
         match self.reprs[r as usize] {
             Repr::One => {
                 let ty = self.var_ty(r);
                 let v = self.b.ins().load(ty, flags(), base, off);
                 self.b.def_var(self.vars[r as usize], v);
             }
-            Repr::Vector(var) => {
+            Repr::Vector(vars) => {
                 let ty = self.vec_ty(r);
-                let v = self.b.ins().load(ty, vflags(), base, off);
-                self.b.def_var(var, v);
+                for (p, var) in vars.into_iter().enumerate() {
+                    let v = self.b.ins().load(ty, vflags(), base, off + 16 * p as i32);
+                    self.b.def_var(var, v);
+                }
             }
             Repr::PerLane(vars) => {
                 let ty = self.var_ty(r);
