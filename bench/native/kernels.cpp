@@ -146,7 +146,7 @@ static void report(const char* name, const std::string& size, Timing ms, const v
 int main(int argc, char** argv) {
   const char* dump = argc > 1 ? argv[1] : nullptr;
   {
-    const int n = 1 << 25;
+    const int n = 1 << 26;
     auto x = floats(n, 1), y0 = floats(n, 2), y = y0;
     // Each timed run updates y once more; only the last run's output is compared, after a reset.
     Timing ms = median_ms([&] { launch(dim3(n / 256), dim3(256), [&] { saxpy(n, 2.5f, x.data(), y.data()); }); });
@@ -155,14 +155,14 @@ int main(int argc, char** argv) {
     report("saxpy", "n=" + std::to_string(n), ms, y.data(), n * 4, false, dump);
   }
   {
-    const int M = 512, N = 512, K = 512;
+    const int M = 1024, N = 1024, K = 1024;
     auto A = floats(M * K, 3), B = floats(K * N, 4);
     std::vector<float> C(M * N);
     Timing ms = median_ms([&] { matmul_tiled_split(A.data(), B.data(), C.data(), M, N, K, dim3(N / T, M / T)); });
     report("matmul_tiled", "M=N=K=" + std::to_string(M), ms, C.data(), C.size() * 4, false, dump);
   }
   {
-    const int n = 4096;
+    const int n = 8192;
     auto bodies = floats(n * 4, 5);
     std::vector<float> ax(n), ay(n), az(n);
     Timing ms = median_ms([&] {
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
     report("nbody_accel", "n=" + std::to_string(n), ms, ax.data(), n * 4, false, dump);
   }
   {
-    const int w = 1024, h = 768, max_iter = 256;
+    const int w = 2048, h = 1536, max_iter = 256;
     std::vector<int> iters(w * h);
     Timing ms = median_ms(
         [&] { launch(dim3(w / 32, h / 8), dim3(32, 8), [&] { mandelbrot(iters.data(), w, h, max_iter, -2.0f, -1.0f, 2.5f / w); }); });

@@ -5,7 +5,7 @@
 set -e
 cd "$(dirname "$0")/../.."
 THREADS=${THREADS:-2}
-ENGINES=${ENGINES:-jit interp}
+ENGINES=${ENGINES:-jit jit-scalar interp}
 CORPUS=${RECAP_CORPUS:-tests/corpus}
 OUT=$(pwd)/target/bench-cpu
 mkdir -p "$OUT"

@@ -107,10 +107,10 @@ fn ptx_of(case: &str) -> String {
 
 /// The sizes here are the ones `bench/native/kernels.cpp` runs by default.
 fn cases() -> Vec<Case> {
-    let saxpy_n = 1 << 25;
-    let (mm, mn, mk) = (512, 512, 512);
-    let bodies = 4096;
-    let (mw, mh, miter) = (1024, 768, 256);
+    let saxpy_n = 1 << 26;
+    let (mm, mn, mk) = (1024, 1024, 1024);
+    let bodies = 8192;
+    let (mw, mh, miter) = (2048, 1536, 256);
     let (rows, cols) = (16384, 1024);
     vec![
         Case {
