@@ -7,6 +7,7 @@ mod harness;
 mod hostile;
 mod isa_float;
 mod isa_int;
+mod lanes;
 mod memory;
 mod numerics;
 mod warp;

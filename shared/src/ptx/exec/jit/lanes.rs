@@ -3,15 +3,20 @@
 //! One-thread native code runs a block's threads one after another; a kernel whose threads do
 //! the same work on neighbouring data (a tile of a matrix product, a row of an image) then pays
 //! the thread loop, the spills at barriers and every access's check once per thread, and does
-//! its float arithmetic one lane at a time. This second shape runs [`LANES`] consecutive threads
-//! of a row (`%tid.x` a multiple of [`LANES`] apart, same `%tid.y` and `%tid.z`) together:
+//! its float arithmetic one lane at a time, in one long dependency chain per thread. This second
+//! shape runs [`LANES`] consecutive threads of a row (`%tid.x` a multiple of [`LANES`] apart, same
+//! `%tid.y` and `%tid.z`) together:
 //! - a register whose value can differ between the threads of a group (*varying*: it depends on
 //!   `%tid.x` or `%laneid`, on a per-thread load, or is written under a varying condition) lives
-//!   in a vector (`i32x4`, `f32x4`) when it holds 32 bits, else in one scalar per lane; every
-//!   other register is one scalar for the group, computed once;
-//! - 32-bit float and integer arithmetic, compares and selects on vectors are single vector
-//!   instructions; a 4-byte load or store whose four addresses are consecutive is one checked
-//!   16-byte access, anything else runs lane by lane through the one-thread code;
+//!   in [`PARTS`] vectors of four lanes (`i32x4`, `f32x4`) when it holds 32 bits, else in one
+//!   scalar per lane; every other register is one scalar for the group, computed once;
+//! - 32-bit float and integer arithmetic, compares and selects on vectors are vector
+//!   instructions, one per part: the parts' dependency chains are independent, so the core
+//!   overlaps them (Cranelift's vectors are 128 bits wide; two of them stand in for one AVX
+//!   register and hide an fma's latency, four spill);
+//! - a 4-byte load or store whose lanes' addresses are consecutive is one checked access of
+//!   `4 * LANES` bytes; otherwise each lane takes one-thread code's checked slow path in order,
+//!   so values and faults are those of one-thread code;
 //! - a branch whose condition is uniform is an ordinary branch; a varying one must be a forward
 //!   branch over straight-line code (an `if` without loops, barriers or exits inside). There the
 //!   group jumps when all its lanes take the branch, runs the code as vectors when none does, and

@@ -1,0 +1,166 @@
+//! Native code for groups of threads in vector lanes: every test runs through `run_kernel`, which
+//! compares the interpreter, native code in lanes and one-thread native code byte for byte (or
+//! error for error), and checks first that the kernel really has code for groups.
+
+use super::run_kernel;
+use crate::ptx::Module;
+
+fn words(v: &[u8]) -> Vec<u32> {
+    v.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn floats(v: &[u8]) -> Vec<f32> {
+    v.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn bytes_of<T: Copy>(v: &[T], f: impl Fn(T) -> [u8; 4]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+
+fn assert_lanes(ptx: &str) {
+    let m = Module::parse(ptx).unwrap();
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    assert_eq!(m.lanes_support("k"), Ok(()), "the kernel must have code for groups");
+    #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
+    assert!(m.lanes_support("k").is_err());
+}
+
+/// `out[i] = a * x[i] + y[i]` with `i = ctaid.x * ntid.x + tid.x`, and an `if (i < n)` guard
+/// that skips straight-line code: a region whose groups can split.
+const AXPY: &str = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u64 x, .param .u64 y, .param .f32 a, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .f32 %f<6>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<10>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [x];
+    ld.param.u64 %rd3, [y];
+    ld.param.f32 %f1, [a];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra DONE;
+    mul.wide.u32 %rd4, %r5, 4;
+    add.s64 %rd5, %rd2, %rd4;
+    add.s64 %rd6, %rd3, %rd4;
+    add.s64 %rd7, %rd1, %rd4;
+    ld.global.f32 %f2, [%rd5];
+    ld.global.f32 %f3, [%rd6];
+    fma.rn.f32 %f4, %f1, %f2, %f3;
+    st.global.f32 [%rd7], %f4;
+DONE:
+    ret;
+}";
+
+fn axpy_params(a: f32, n: u32) -> Vec<u8> {
+    let mut p = a.to_le_bytes().to_vec();
+    p.extend_from_slice(&n.to_le_bytes());
+    p
+}
+
+#[test]
+fn a_group_split_by_a_bounds_guard_runs_its_live_lanes_one_by_one() {
+    assert_lanes(AXPY);
+    let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.5 - 7.0).collect();
+    let y: Vec<f32> = (0..64).map(|i| 1.0 / (i as f32 + 1.0)).collect();
+    let bufs = [vec![0xAB; 256], bytes_of(&x, f32::to_le_bytes), bytes_of(&y, f32::to_le_bytes)];
+    // 37 live threads: the group of threads 32..39 is split at 37, and the last three groups
+    // take the branch together.
+    let out = run_kernel(AXPY, "k", [2, 1, 1], [32, 1, 1], &bufs, &axpy_params(1.5, 37)).unwrap();
+    let got = floats(&out[0]);
+    for i in 0..64 {
+        if i < 37 {
+            assert_eq!(got[i].to_bits(), 1.5f32.mul_add(x[i], y[i]).to_bits(), "element {i}");
+        } else {
+            assert_eq!(out[0][4 * i..4 * i + 4], [0xAB; 4], "element {i} is past n");
+        }
+    }
+}
+
+#[test]
+fn a_vector_store_that_leaves_its_region_faults_at_the_first_lane_outside() {
+    assert_lanes(AXPY);
+    let bufs = [vec![0; 4 * 21], vec![0; 256], vec![0; 256]];
+    // Threads 16..23 form one group; thread 21 is the first past the 21-float output.
+    let err = run_kernel(AXPY, "k", [1, 1, 1], [64, 1, 1], &bufs, &axpy_params(2.0, 64)).unwrap_err();
+    assert!(err.contains("out-of-bounds write"), "{err}");
+    assert!(err.contains("thread [21, 0, 0]"), "{err}");
+}
+
+#[test]
+fn a_block_whose_rows_do_not_split_into_groups_runs_one_thread_at_a_time() {
+    let x: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let bufs = [vec![0; 48], bytes_of(&x, f32::to_le_bytes), bytes_of(&x, f32::to_le_bytes)];
+    let out = run_kernel(AXPY, "k", [1, 1, 1], [12, 1, 1], &bufs, &axpy_params(3.0, 12)).unwrap();
+    assert_eq!(floats(&out[0]), x.iter().map(|v| 4.0 * v).collect::<Vec<f32>>());
+}
+
+/// Reverses each block's 32 words through shared memory: vector stores and loads at
+/// consecutive addresses, a barrier between them (registers in vectors and 64-bit registers per
+/// lane are spilled and restored), and a read at a stride that is not consecutive.
+const REVERSE: &str = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u64 inp, .param .u32 stride)
+{
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<8>;
+    .shared .align 4 .b32 sh[64];
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [inp];
+    ld.param.u32 %r9, [stride];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mad.lo.s32 %r4, %r2, %r3, %r1;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    ld.global.u32 %r5, [%rd4];
+    mov.u32 %r6, sh;
+    shl.b32 %r7, %r1, 2;
+    add.u32 %r8, %r6, %r7;
+    st.shared.u32 [%r8], %r5;
+    bar.sync 0;
+    sub.u32 %r10, %r3, 1;
+    sub.u32 %r11, %r10, %r1;
+    shl.b32 %r12, %r11, 2;
+    add.u32 %r13, %r6, %r12;
+    ld.shared.u32 %r14, [%r13];
+    mul.lo.u32 %r15, %r1, %r9;
+    add.u32 %r15, %r6, %r15;
+    ld.shared.u32 %r15, [%r15];
+    xor.b32 %r14, %r14, %r15;
+    add.s64 %rd5, %rd1, %rd3;
+    st.global.u32 [%rd5], %r14;
+    ret;
+}";
+
+#[test]
+fn values_cross_a_barrier_in_vectors_and_strided_reads_go_lane_by_lane() {
+    assert_lanes(REVERSE);
+    let inp: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    let bufs = [vec![0; 256], bytes_of(&inp, u32::to_le_bytes)];
+    // A stride of 8 bytes: lane reads two words apart, never consecutive (and in bounds).
+    let out = run_kernel(REVERSE, "k", [2, 1, 1], [32, 1, 1], &bufs, &8u32.to_le_bytes()).unwrap();
+    let got = words(&out[0]);
+    for b in 0..2 {
+        for t in 0..32 {
+            let reversed = inp[b * 32 + 31 - t];
+            // Words 32..63 of the shared array are never written: they read as zero.
+            let strided = if 2 * t < 32 { inp[b * 32 + 2 * t] } else { 0 };
+            assert_eq!(got[b * 32 + t], reversed ^ strided, "block {b} thread {t}");
+        }
+    }
+    // A stride of 2 bytes: lane 1 reads a misaligned word, the first fault of the block.
+    let err = run_kernel(REVERSE, "k", [2, 1, 1], [32, 1, 1], &bufs, &2u32.to_le_bytes()).unwrap_err();
+    assert!(err.contains("thread [1, 0, 0]"), "{err}");
+}
