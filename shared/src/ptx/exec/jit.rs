@@ -307,23 +307,13 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
     let one = compile_variant(f, params_size, None)?;
     // Code for groups is an addition: a kernel it does not suit, or a failure to build it,
     // leaves the one-thread code alone.
-    let group = LanePlan::new(f).and_then(|plan| {
-        worth_lanes(f, &plan)?;
-        compile_variant(f, params_size, Some(plan))
-    });
+    let group = LanePlan::new(f).and_then(|plan| compile_variant(f, params_size, Some(plan)));
     Ok(JitKernel {
         one,
         group,
         nregs: f.nregs as usize,
         lines: f.insts.iter().map(|i| i.line).collect(),
     })
-}
-
-/// Whether lanes pay for a kernel: its loops do vector work. Where the only varying work in its
-/// loops runs lane by lane anyway, one thread at a time is as fast and simpler.
-fn worth_lanes(f: &Function, plan: &LanePlan) -> Result<(), String> {
-    let _ = (f, plan);
-    Ok(())
 }
 
 /// Compiles the one-thread code (`plan: None`) or the code for groups of [`LANES`] threads.
@@ -358,7 +348,6 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
         nregs,
         bounds: Vec::new(),
     });
-    let in_lanes = plan.is_some();
     {
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let mut tx = Tx::new(b, f, params_size, call_conv, slow_mem, &mut insts, &mut meta, plan);
@@ -366,17 +355,9 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
         tx.b.seal_all_blocks();
         tx.b.finalize(frontend);
     }
-    // A developer's view of what the code generator made of a kernel (both shapes).
-    let dump = std::env::var_os("RECAP_JIT_DUMP").is_some();
-    ctx.set_disasm(dump);
     module
         .define_function(id, &mut ctx)
         .map_err(|e| format!("{e:?}"))?;
-    if dump {
-        if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
-            eprintln!("=== {} ({})\n{v}", f.name, if in_lanes { "groups in lanes" } else { "one thread" });
-        }
-    }
     module.finalize_definitions().map_err(|e| e.to_string())?;
     let ptr = module.get_finalized_function(id);
     // SAFETY: `ptr` is the finalized code of a function declared with exactly this signature
