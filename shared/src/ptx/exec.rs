@@ -49,7 +49,7 @@ pub(crate) fn lanes_support(module: &Module, e: &Entry) -> Result<(), String> {
     {
         let f = &module.funcs[e.func as usize];
         match module.jit.kernel(e.func, f, e.params_size) {
-            Some(k) => k.lanes(),
+            Some(k) => k.lanes(f),
             None => Err("the kernel has no native code".to_string()),
         }
     }
@@ -725,7 +725,7 @@ fn run_native<const MW: usize>(
     opts: &ExecOptions,
 ) -> Result<LaunchStats, ExecError> {
     let threads = plan.threads;
-    let code = k.variant(plan.dims.block, opts.engine == Engine::Jit);
+    let code = k.variant(&ctx.module.funcs[plan.func as usize], plan.dims.block, opts.engine == Engine::Jit);
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
         let (total, _) = run_range_on::<MW>(ctx, range, |js| js.prepare(mem), |w, js, b| k.run_block(code, w, js, b))?;
         // A division is a good share of a one-thread launch: skip the common trivial one.

@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::mem::offset_of;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
@@ -142,8 +142,10 @@ impl Drop for Code {
 /// suits it, code that runs groups of [`LANES`] threads in vector lanes (see [`lanes`]).
 pub(crate) struct JitKernel {
     one: Compiled,
-    /// The code for groups of [`LANES`] threads, or why the kernel has none.
-    group: Result<Compiled, String>,
+    /// The code for groups of [`LANES`] threads, or why the kernel has none: compiled on the
+    /// first launch that can use it.
+    group: OnceLock<Result<Compiled, String>>,
+    params_size: u32,
     nregs: usize,
     lines: Vec<u32>,
 }
@@ -305,15 +307,22 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
         return Err(why);
     }
     let one = compile_variant(f, params_size, None)?;
-    // Code for groups is an addition: a kernel it does not suit, or a failure to build it,
-    // leaves the one-thread code alone.
-    let group = LanePlan::new(f).and_then(|plan| compile_variant(f, params_size, Some(plan)));
     Ok(JitKernel {
         one,
-        group,
+        group: OnceLock::new(),
+        params_size,
         nregs: f.nregs as usize,
         lines: f.insts.iter().map(|i| i.line).collect(),
     })
+}
+
+/// Code for groups is an addition: a kernel it does not suit, or a failure to build it (an error
+/// or a panic in the code generator), leaves the one-thread code alone.
+fn compile_group(f: &Function, params_size: u32) -> Result<Compiled, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        LanePlan::new(f).and_then(|plan| compile_variant(f, params_size, Some(plan)))
+    }))
+    .unwrap_or_else(|_| Err("the code generator failed on the code for groups".to_string()))
 }
 
 /// Compiles the one-thread code (`plan: None`) or the code for groups of [`LANES`] threads.
@@ -2981,18 +2990,25 @@ impl Scratch {
 }
 
 impl JitKernel {
-    /// The code a launch of block shape `block` runs: the code for groups where the kernel has
-    /// it, `lanes` allows it and the rows of a block split into whole groups.
-    pub(super) fn variant(&self, block: [u32; 3], lanes: bool) -> Variant<'_> {
-        match &self.group {
-            Ok(g) if lanes && block[0] as usize % LANES == 0 => Variant(g),
-            _ => Variant(&self.one),
+    /// The code a launch of block shape `block` runs: the code for groups where `lanes` allows
+    /// it, the rows of a block split into whole groups and the kernel (`f`, the function this
+    /// kernel was compiled from) has that shape.
+    pub(super) fn variant(&self, f: &Function, block: [u32; 3], lanes: bool) -> Variant<'_> {
+        if lanes && block[0] as usize % LANES == 0 {
+            if let Ok(g) = self.group(f) {
+                return Variant(g);
+            }
         }
+        Variant(&self.one)
+    }
+
+    fn group(&self, f: &Function) -> &Result<Compiled, String> {
+        self.group.get_or_init(|| compile_group(f, self.params_size))
     }
 
     /// Whether the kernel has code for groups of threads, and if not, why not.
-    pub(crate) fn lanes(&self) -> Result<(), String> {
-        self.group.as_ref().map(|_| ()).map_err(Clone::clone)
+    pub(crate) fn lanes(&self, f: &Function) -> Result<(), String> {
+        self.group(f).as_ref().map(|_| ()).map_err(Clone::clone)
     }
 
     /// Runs block `b` on worker `w` with code `v` (from [`JitKernel::variant`]); returns the
