@@ -52,7 +52,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::Module as _;
 
 use super::{compare, shfl_source, sx, Res, Stop, ThreadAccess, Worker};
-use lanes::{LanePlan, LANES, PARTS};
+use lanes::{LanePlan, Step, LANES, PARTS};
 
 mod lanes;
 use crate::ptx::ir::*;
@@ -729,6 +729,29 @@ enum Repr {
     PerLane([Variable; LANES]),
 }
 
+/// Each register's representation: in code for groups (`plan`), a varying register lives in
+/// vectors when it holds 32 bits and per lane otherwise; every other register is one value.
+/// `var` declares a variable of a type.
+fn reprs_for(
+    plan: Option<&LanePlan>,
+    classes: &[Class],
+    fits: &[bool],
+    consts: &[Option<u64>],
+    mut var: impl FnMut(Type) -> Variable,
+) -> Vec<Repr> {
+    (0..classes.len())
+        .map(|r| match plan {
+            Some(p) if p.varying[r] && consts[r].is_none() => match classes[r] {
+                Class::F32 => Repr::Vector(std::array::from_fn(|_| var(types::F32X4))),
+                Class::Int if fits[r] => Repr::Vector(std::array::from_fn(|_| var(types::I32X4))),
+                Class::F64 => Repr::PerLane(std::array::from_fn(|_| var(types::F64))),
+                _ => Repr::PerLane(std::array::from_fn(|_| var(types::I64))),
+            },
+            _ => Repr::One,
+        })
+        .collect()
+}
+
 const PLAIN_F: FFlags = FFlags {
     ftz: false,
     sat: false,
@@ -1045,6 +1068,8 @@ struct Tx<'a, 'b> {
     /// Code for groups: which registers and instructions vary by lane.
     plan: Option<LanePlan>,
     reprs: Vec<Repr>,
+    /// In code for groups: how each register steps from lane to lane.
+    steps: Vec<Step>,
     /// In code for groups, the lane an instruction is being emitted for (`None`: the group).
     lane: Option<usize>,
     /// The next instruction the main loop emits (a region emits the code it jumps over).
@@ -1078,22 +1103,11 @@ impl<'a, 'b> Tx<'a, 'b> {
             consts[r as usize] = Some(v);
         }
         let (classes, fits) = reg_classes(f, &consts);
-        let reprs = (0..f.nregs as usize)
-            .map(|r| match &plan {
-                Some(p) if p.varying[r] && consts[r].is_none() => match classes[r] {
-                    Class::F32 => Repr::Vector(std::array::from_fn(|_| b.declare_var(types::F32X4))),
-                    Class::Int if fits[r] => Repr::Vector(std::array::from_fn(|_| b.declare_var(types::I32X4))),
-                    c => {
-                        let ty = match c {
-                            Class::F64 => types::F64,
-                            _ => types::I64,
-                        };
-                        Repr::PerLane(std::array::from_fn(|_| b.declare_var(ty)))
-                    }
-                },
-                _ => Repr::One,
-            })
-            .collect();
+        let reprs = reprs_for(plan.as_ref(), &classes, &fits, &consts, |ty| b.declare_var(ty));
+        let steps = match &plan {
+            Some(p) => lanes::lane_steps(f, p, &reprs, &classes, &consts),
+            None => Vec::new(),
+        };
         let vars = classes
             .iter()
             .map(|c| {
@@ -1144,6 +1158,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             width: if plan.is_some() { LANES } else { 1 },
             plan,
             reprs,
+            steps,
             lane: None,
             resume_at: 0,
             broken: None,

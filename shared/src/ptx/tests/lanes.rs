@@ -164,3 +164,45 @@ fn values_cross_a_barrier_in_vectors_and_strided_reads_go_lane_by_lane() {
     let err = run_kernel(REVERSE, "k", [2, 1, 1], [32, 1, 1], &bufs, &2u32.to_le_bytes()).unwrap_err();
     assert!(err.contains("thread [1, 0, 0]"), "{err}");
 }
+
+/// `out + 4 * zext(tid.x + k) + adj`: consecutive lanes, unless `tid.x + k` wraps past 2^32
+/// inside a group, where the lanes after the wrap land 16 GiB away.
+const WRAP: &str = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u32 k, .param .u64 adj)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r3, [k];
+    ld.param.u64 %rd5, [adj];
+    mov.u32 %r1, %tid.x;
+    add.u32 %r2, %r1, %r3;
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    add.s64 %rd4, %rd3, %rd5;
+    st.global.u32 [%rd4], %r1;
+    ret;
+}";
+
+fn wrap_params(k: u32, adj: i64) -> Vec<u8> {
+    let mut p = k.to_le_bytes().to_vec();
+    p.extend_from_slice(&[0; 4]);
+    p.extend_from_slice(&adj.to_le_bytes());
+    p
+}
+
+#[test]
+fn an_index_that_wraps_inside_a_group_is_not_taken_for_consecutive() {
+    assert_lanes(WRAP);
+    let out = run_kernel(WRAP, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &wrap_params(0, 0)).unwrap();
+    assert_eq!(words(&out[0]), (0..16).collect::<Vec<u32>>());
+    // Threads 0..3 store to out[0..3]; thread 4's index wraps to 0, 16 GiB below `out`. The
+    // first and last lanes' addresses lie 32 bytes apart in the region, but the lanes between
+    // them do not.
+    let k = u32::MAX - 3;
+    let err = run_kernel(WRAP, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &wrap_params(k, -4 * k as i64)).unwrap_err();
+    assert!(err.contains("thread [4, 0, 0]"), "{err}");
+}

@@ -47,6 +47,9 @@ type Vecs = [Value; PARTS];
 /// Which registers vary within a group.
 pub(super) struct LanePlan {
     pub varying: Vec<bool>,
+    /// Per instruction: whether it lies in code a varying branch jumps over (it runs for some
+    /// lanes of a group only).
+    pub in_region: Vec<bool>,
 }
 
 impl LanePlan {
@@ -121,7 +124,7 @@ impl LanePlan {
                 return Err(format!("a shuffle (line {})", ins.line));
             }
         }
-        Ok(LanePlan { varying })
+        Ok(LanePlan { varying, in_region: region_of.iter().map(Option::is_some).collect() })
     }
 
     /// Whether instruction `pc` runs per lane (or as vectors) rather than once for the group.
@@ -153,6 +156,212 @@ fn per_thread(inst: &Inst) -> bool {
 fn vflags() -> MemFlagsData {
     // Not `aligned`: a 16-byte access here is only 4-byte aligned.
     MemFlagsData::new().with_notrap()
+}
+
+/// How a register's value steps from one lane of a group to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// No definition seen yet (the optimistic start of the analysis).
+    Unset,
+    /// Lane `l` holds lane 0's value plus `l * stride`, exactly in the register's width. With
+    /// `wrap`, a 64-bit value made by widening a 32-bit one (`mul.wide`, a zero or sign
+    /// extension): exact unless that 32-bit value wrapped between two lanes of the group, which
+    /// would show as a difference between the first and last lane other than `(LANES - 1) *
+    /// stride`.
+    Affine { stride: i64, wrap: bool },
+    /// Anything else.
+    Unknown,
+}
+
+impl Step {
+    const UNIFORM: Step = Step::Affine { stride: 0, wrap: false };
+
+    fn affine(stride: i64, wrap: bool) -> Step {
+        // A stride of 0 is a value the lanes share, whatever it was widened from.
+        Step::Affine { stride, wrap: wrap && stride != 0 }
+    }
+
+    fn meet(self, other: Step) -> Step {
+        match (self, other) {
+            (Step::Unset, x) | (x, Step::Unset) => x,
+            (a, b) if a == b => a,
+            _ => Step::Unknown,
+        }
+    }
+}
+
+/// The register widths the step analysis tells apart (from the registers' representations).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Width {
+    /// One value for the group.
+    Uniform,
+    /// A varying 32-bit integer in vectors.
+    V32,
+    /// A varying 64-bit integer, one per lane.
+    P64,
+    /// A varying float.
+    Float,
+}
+
+/// Per register, how its lanes step ([`Step`]): a flow-insensitive fixpoint over every
+/// definition, so that an access through a base known to step by its size is a vector access
+/// without comparing the lanes' addresses. Definitions under a guard or inside a region, and
+/// every operation but integer add, subtract, multiply by a constant, shift left by a constant,
+/// copies and widenings, give [`Step::Unknown`]. A register some path reads before writing it
+/// holds the same zero in every lane, which counts as a definition.
+pub(super) fn lane_steps(f: &Function, plan: &LanePlan, reprs: &[Repr], classes: &[Class], consts: &[Option<u64>]) -> Vec<Step> {
+    let n = reprs.len();
+    let width = |r: R| match (reprs[r as usize], classes[r as usize]) {
+        (Repr::One, _) => Width::Uniform,
+        (Repr::Vector(_), Class::Int) => Width::V32,
+        (Repr::PerLane(_), Class::Int) => Width::P64,
+        _ => Width::Float,
+    };
+    let mut steps: Vec<Step> = (0..n as R)
+        .map(|r| if width(r) == Width::Uniform { Step::UNIFORM } else { Step::Unset })
+        .collect();
+    // Special registers are written before the first instruction; any other register live there
+    // is read before it is written.
+    let (live, _) = super::live_in(f);
+    let mut special = vec![false; n];
+    f.sregs.iter().for_each(|&(r, _)| special[r as usize] = true);
+    for r in 0..n {
+        if live[r / 64] >> (r % 64) & 1 == 1 && !special[r] {
+            steps[r] = steps[r].meet(Step::UNIFORM);
+        }
+    }
+    for &(r, s) in &f.sregs {
+        let step = match s {
+            Sreg::Tid(0) | Sreg::LaneId => Step::affine(1, false),
+            Sreg::LaneMaskEq | Sreg::LaneMaskLt | Sreg::LaneMaskLe | Sreg::LaneMaskGt | Sreg::LaneMaskGe => Step::Unknown,
+            _ => Step::UNIFORM,
+        };
+        steps[r as usize] = steps[r as usize].meet(step);
+    }
+    loop {
+        let mut changed = false;
+        for (pc, ins) in f.insts.iter().enumerate() {
+            for d in super::uses_defs(ins).1 {
+                let wd = width(d);
+                if wd == Width::Uniform {
+                    continue;
+                }
+                let step = if ins.guard.is_some() || plan.in_region[pc] || wd == Width::Float {
+                    Step::Unknown
+                } else {
+                    def_step(&ins.inst, wd, &steps, &width, consts)
+                };
+                let m = steps[d as usize].meet(step);
+                if m != steps[d as usize] {
+                    steps[d as usize] = m;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return steps;
+        }
+    }
+}
+
+/// The step of `d`, of width `wd`, as instruction `inst` defines it.
+fn def_step(inst: &Inst, wd: Width, steps: &[Step], width: &dyn Fn(R) -> Width, consts: &[Option<u64>]) -> Step {
+    // An operand's step where its width suits a result of width `w` (a group value suits any).
+    let operand = |r: R, w: Width| -> Option<(i64, bool)> {
+        if consts[r as usize].is_some() || width(r) == Width::Uniform {
+            return Some((0, false));
+        }
+        let zero_extended = w == Width::P64 && width(r) == Width::V32;
+        if width(r) != w && !zero_extended {
+            return None;
+        }
+        match steps[r as usize] {
+            // A 32-bit register read as 64 bits is zero-extended: a widening.
+            Step::Affine { stride, wrap } => Some((stride, wrap || (zero_extended && stride != 0))),
+            _ => None,
+        }
+    };
+    let unset = |r: R| steps[r as usize] == Step::Unset && consts[r as usize].is_none() && width(r) != Width::Uniform;
+    let same_width = |w: W| matches!((w, wd), (W::W32, Width::V32) | (W::W64, Width::P64));
+    let konst = |r: R| consts[r as usize].map(|k| if wd == Width::V32 { k as u32 as i32 as i64 } else { k as i64 });
+    let sum = |a: Option<(i64, bool)>, b: Option<(i64, bool)>, neg: bool| match (a, b) {
+        (Some((sa, wa)), Some((sb, wb))) if !(wa && wb) => {
+            Step::affine(if neg { sa.wrapping_sub(sb) } else { sa.wrapping_add(sb) }, wa || wb)
+        }
+        _ => Step::Unknown,
+    };
+    let product = |a: R, b: R, w: Width| -> Option<(i64, bool)> {
+        match (konst(a), konst(b)) {
+            (_, Some(c)) => operand(a, w).map(|(s, x)| (s.wrapping_mul(c), x)),
+            (Some(c), _) => operand(b, w).map(|(s, x)| (s.wrapping_mul(c), x)),
+            _ => match (operand(a, w), operand(b, w)) {
+                (Some((0, _)), Some((0, _))) => Some((0, false)),
+                _ => None,
+            },
+        }
+    };
+    let widened = |a: R, c: i64| match operand(a, Width::V32) {
+        Some((s, _)) => Step::affine(s.wrapping_mul(c), true),
+        None => Step::Unknown,
+    };
+    let step = match *inst {
+        Inst::Bin { op, a, b, .. } => match op {
+            BinOp::Add(w) if same_width(w) => sum(operand(a, wd), operand(b, wd), false),
+            BinOp::Sub(w) if same_width(w) => sum(operand(a, wd), operand(b, wd), true),
+            BinOp::MulLo(w) if same_width(w) => match product(a, b, wd) {
+                Some((s, x)) => Step::affine(s, x),
+                None => Step::Unknown,
+            },
+            BinOp::Shl(w) if same_width(w) => match (operand(a, wd), consts[b as usize]) {
+                (Some((s, x)), Some(k)) if k < if wd == Width::V32 { 32 } else { 64 } => Step::affine(s.wrapping_shl(k as u32), x),
+                _ => Step::Unknown,
+            },
+            BinOp::MulWideU(W::W32) | BinOp::MulWideS(W::W32) if wd == Width::P64 => match (konst(a), konst(b)) {
+                (_, Some(c)) => widened(a, c),
+                (Some(c), _) => widened(b, c),
+                _ => Step::Unknown,
+            },
+            _ => Step::Unknown,
+        },
+        Inst::Tern { op: TernOp::MadLo(w), a, b, c, .. } if same_width(w) => sum(product(a, b, wd), operand(c, wd), false),
+        Inst::Un { op: UnOp::Mov(m), a, .. } => match (wd, width(a)) {
+            (Width::P64, Width::V32) if m == u32::MAX as u64 => widened(a, 1),
+            // The low half of a 64-bit value that steps evenly steps evenly, wrapped or not
+            // (a wrap changes only the high half).
+            (Width::V32, Width::P64) if m == u32::MAX as u64 => match steps[a as usize] {
+                Step::Affine { stride, .. } => Step::affine(stride, false),
+                _ => Step::Unknown,
+            },
+            (Width::V32, _) if m >= u32::MAX as u64 => operand(a, wd).map_or(Step::Unknown, |(s, x)| Step::affine(s, x)),
+            (Width::P64, _) if m == u64::MAX => operand(a, wd).map_or(Step::Unknown, |(s, x)| Step::affine(s, x)),
+            _ => Step::Unknown,
+        },
+        Inst::Un { op: UnOp::Cvt(c), a, .. }
+            if matches!(c.from, Ty::U32 | Ty::S32 | Ty::B32)
+                && matches!(c.to, Ty::U64 | Ty::S64 | Ty::B64)
+                && !c.sat
+                && c.rnd.is_none() =>
+        {
+            match wd {
+                // A zero extension kept in 32 bits (the register's upper half is known zero).
+                Width::V32 => operand(a, wd).map_or(Step::Unknown, |(s, x)| Step::affine(s, x)),
+                _ => widened(a, 1),
+            }
+        }
+        _ => Step::Unknown,
+    };
+    // An operand still unset leaves the result unset (it is revisited once the operand is known).
+    let pending = match *inst {
+        Inst::Bin { a, b, .. } => unset(a) || unset(b),
+        Inst::Tern { a, b, c, .. } => unset(a) || unset(b) || unset(c),
+        Inst::Un { a, .. } => unset(a),
+        _ => false,
+    };
+    if pending && step == Step::Unknown {
+        Step::Unset
+    } else {
+        step
+    }
 }
 
 impl Tx<'_, '_> {
@@ -558,8 +767,33 @@ impl Tx<'_, '_> {
     /// one value for the group (such accesses are not vector accesses).
     fn run_ptr(&mut self, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
         let Base::Reg(base) = addr.base else { return Ok(None) };
+        let step = self.steps[base as usize];
         let (lanes, consecutive) = match self.reprs[base as usize] {
             Repr::One => return Ok(None),
+            // Known to step by 4: consecutive without a look at the lanes (a 32-bit base that
+            // wraps past 2^32 fails the bounds check below, as in the comparison that follows).
+            Repr::Vector(vars) if step == Step::affine(4, false) => {
+                let parts = vars.map(|var| self.b.use_var(var));
+                let lanes: Vec<Value> = (0..LANES)
+                    .map(|l| {
+                        let x = self.b.ins().extractlane(parts[l / 4], (l % 4) as u8);
+                        self.zx(x)
+                    })
+                    .collect();
+                let yes = self.b.ins().iconst(types::I8, 1);
+                (lanes, yes)
+            }
+            Repr::PerLane(vars) if matches!(step, Step::Affine { stride: 4, .. }) => {
+                let lanes: Vec<Value> = vars.iter().map(|&v| self.b.use_var(v)).collect();
+                let ok = if step == Step::affine(4, true) {
+                    // One wrap of the widened value would show between the first and last lane.
+                    let span = self.b.ins().isub(lanes[LANES - 1], lanes[0]);
+                    self.b.ins().icmp_imm_s(IntCC::Equal, span, 4 * (LANES as i64 - 1))
+                } else {
+                    self.b.ins().iconst(types::I8, 1)
+                };
+                (lanes, ok)
+            }
             Repr::Vector(vars) => {
                 // Lane l at 4 * l past lane 0, as 32-bit differences: one compare per part. An
                 // address that wraps past 2^32 between lanes cannot pass the bounds check below
@@ -743,5 +977,79 @@ impl Tx<'_, '_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cranelift_frontend::Variable;
+
+    use super::*;
+    use crate::ptx::Module;
+
+    /// The steps of the base registers of the kernel's 4-byte stores, in program order.
+    fn store_base_steps(ptx: &str) -> Vec<Step> {
+        let m = Module::parse(ptx).unwrap();
+        let f = &m.funcs[m.entry("k").unwrap().func as usize];
+        let plan = LanePlan::new(f).unwrap();
+        let mut consts = vec![None; f.nregs as usize];
+        for &(r, v) in &f.consts {
+            consts[r as usize] = Some(v);
+        }
+        let (classes, fits) = super::super::reg_classes(f, &consts);
+        let reprs = super::super::reprs_for(Some(&plan), &classes, &fits, &consts, |_| Variable::from_u32(0));
+        let steps = lane_steps(f, &plan, &reprs, &classes, &consts);
+        f.insts
+            .iter()
+            .filter_map(|i| match i.inst {
+                Inst::St { size: 4, addr: Addr { base: Base::Reg(r), .. }, .. } => Some(steps[r as usize]),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn kernel(body: &str) -> String {
+        format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 out)\n{{\n\
+             .reg .pred %p<4>;\n.reg .b32 %r<16>;\n.reg .b64 %rd<16>;\n.shared .align 4 .b32 sh[64];\n\
+             ld.param.u64 %rd1, [out];\nmov.u32 %r1, %tid.x;\nmov.u32 %r3, sh;\n{body}\nret;\n}}"
+        )
+    }
+
+    #[test]
+    fn addresses_built_from_the_thread_index_step_by_their_scale() {
+        let steps = store_base_steps(&kernel(
+            "mul.wide.u32 %rd2, %r1, 4;\nadd.s64 %rd3, %rd1, %rd2;\nst.global.u32 [%rd3], %r1;\n\
+             shl.b32 %r2, %r1, 2;\nadd.u32 %r4, %r3, %r2;\nst.shared.u32 [%r4], %r1;\n\
+             mad.lo.s32 %r5, %r1, 8, %r3;\nst.shared.u32 [%r5], %r1;\n\
+             mul.lo.u32 %r6, %r1, %r1;\nadd.u32 %r7, %r3, %r6;\nst.shared.u32 [%r7], %r1;\n\
+             cvt.u64.u32 %rd4, %r2;\nadd.s64 %rd5, %rd1, %rd4;\nst.global.u32 [%rd5], %r1;",
+        ));
+        assert_eq!(
+            steps,
+            [
+                Step::Affine { stride: 4, wrap: true },
+                Step::Affine { stride: 4, wrap: false },
+                Step::Affine { stride: 8, wrap: false },
+                Step::Unknown,
+                Step::Affine { stride: 4, wrap: true },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_register_with_two_different_steps_has_none() {
+        // %r4 steps by 4 where it is made and by 5 after the add: the analysis sees both.
+        let steps = store_base_steps(&kernel(
+            "shl.b32 %r2, %r1, 2;\nadd.u32 %r4, %r3, %r2;\nst.shared.u32 [%r4], %r1;\n\
+             add.u32 %r4, %r4, %r1;\nst.shared.u32 [%r4], %r1;",
+        ));
+        assert_eq!(steps, [Step::Unknown, Step::Unknown]);
+        // Written under a condition that differs between lanes: no step either.
+        let steps = store_base_steps(&kernel(
+            "shl.b32 %r2, %r1, 2;\nadd.u32 %r4, %r3, %r2;\nsetp.lt.u32 %p1, %r1, 3;\n\
+             @%p1 add.u32 %r4, %r3, 4;\nst.shared.u32 [%r4], %r1;",
+        ));
+        assert_eq!(steps, [Step::Unknown]);
     }
 }
