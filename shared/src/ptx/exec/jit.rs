@@ -186,6 +186,9 @@ struct Boundary {
 struct Meta {
     nregs: usize,
     bounds: Vec<Boundary>,
+    /// Threads one pass of the code runs (1, or [`LANES`]): the threads of a group always share
+    /// their state, so the runtime reads one state per group.
+    width: usize,
 }
 
 /// Per-module cache: function index -> compiled kernel, or `None` when it runs on the interpreter.
@@ -356,6 +359,7 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
     let mut meta = Box::new(Meta {
         nregs,
         bounds: Vec::new(),
+        width: if plan.is_some() { LANES } else { 1 },
     });
     {
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
@@ -1738,16 +1742,15 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.b.ins().iadd(spill, off)
     }
 
-    /// Sets the state of the thread, or of every thread of the group.
+    /// Sets the state of the thread, or of the group: the threads of a group share one state,
+    /// kept at its first thread (the code and the runtime read no other).
     fn set_state(&mut self, v: u32) {
         let t = self.b.use_var(self.t);
         let so = self.b.ins().ishl_imm_s(t, 2);
         let state = self.h().state;
         let sa = self.b.ins().iadd(state, so);
         let v = self.b.ins().iconst(types::I32, v as i64);
-        for l in 0..self.width {
-            self.b.ins().store(flags(), v, sa, 4 * l as i32);
-        }
+        self.b.ins().store(flags(), v, sa, 0);
     }
 
     /// The index of the thread being emitted for: the lane's in code for groups.
@@ -2909,9 +2912,15 @@ extern "C" fn h_mem(ctx: *mut JitCtx, ins: *const Instr, thread: u64, addr: u64,
 
 /// The boundary state every live thread waits at (`None`: all exited), or the lower boundary index
 /// of two that differ.
-fn waiting(state: &[u32]) -> Result<Option<u32>, u32> {
+fn waiting(state: &[u32], width: usize) -> Result<Option<u32>, u32> {
+    // The common case, every thread at one boundary: a single pass, one state per group.
+    if let Some(&first) = state.first() {
+        if first != EXITED && state.iter().step_by(width).all(|&s| s == first) {
+            return Ok(Some(first));
+        }
+    }
     let mut at = None;
-    for &s in state {
+    for &s in state.iter().step_by(width) {
         if s == EXITED {
             continue;
         }
@@ -2963,7 +2972,7 @@ extern "C" fn h_boundary(ctx: *mut JitCtx, meta: *const Meta) -> u64 {
     let (ctx, meta) = unsafe { (&mut *ctx, &*meta) };
     let n = ctx.n as usize;
     let state = unsafe { std::slice::from_raw_parts(ctx.state, n) };
-    match waiting(state) {
+    match waiting(state, meta.width) {
         Ok(Some(s)) => {
             let spill = unsafe { std::slice::from_raw_parts_mut(ctx.spill, n * meta.nregs) };
             exchange(meta, s, state, spill);
@@ -3129,7 +3138,7 @@ impl JitKernel {
                     return Err(Stop::Budget);
                 }
             }
-            match waiting(&js.state) {
+            match waiting(&js.state, v.meta.width) {
                 Ok(None) => return Ok(total),
                 Ok(Some(s)) => {
                     exchange(&v.meta, s, &js.state, &mut js.spill);
