@@ -144,21 +144,25 @@ fn an_infinite_loop_is_stopped_by_the_budget() {
         block: [32, 1, 1],
         dynamic_shared: 0,
     };
-    let opts = ExecOptions {
-        instruction_budget: Some(5_000_000),
-        ..Default::default()
-    };
-    let err = launch(&m, "k", &dims, &[], &mem, &opts).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            ExecError::Budget {
-                budget: 5_000_000,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    // Native code runs this block of 32 in groups of threads; the budget holds on every engine.
+    for engine in [Engine::Jit, Engine::JitScalar, Engine::Interpreter] {
+        let opts = ExecOptions {
+            instruction_budget: Some(5_000_000),
+            engine,
+            ..Default::default()
+        };
+        let err = launch(&m, "k", &dims, &[], &mem, &opts).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ExecError::Budget {
+                    budget: 5_000_000,
+                    ..
+                }
+            ),
+            "{engine:?}: {err}"
+        );
+    }
 }
 
 #[test]
@@ -170,21 +174,24 @@ fn an_infinite_loop_is_stopped_by_the_cancel_flag() {
         block: [32, 1, 1],
         dynamic_shared: 0,
     };
-    let flag = Arc::new(AtomicBool::new(false));
-    let setter = {
-        let f = flag.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            f.store(true, std::sync::atomic::Ordering::Relaxed);
-        })
-    };
-    let opts = ExecOptions {
-        cancel: Some(flag),
-        ..Default::default()
-    };
-    let err = launch(&m, "k", &dims, &[], &mem, &opts).unwrap_err();
-    setter.join().unwrap();
-    assert!(matches!(err, ExecError::Cancelled { .. }), "{err}");
+    for engine in [Engine::Jit, Engine::JitScalar, Engine::Interpreter] {
+        let flag = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let f = flag.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                f.store(true, std::sync::atomic::Ordering::Relaxed);
+            })
+        };
+        let opts = ExecOptions {
+            cancel: Some(flag),
+            engine,
+            ..Default::default()
+        };
+        let err = launch(&m, "k", &dims, &[], &mem, &opts).unwrap_err();
+        setter.join().unwrap();
+        assert!(matches!(err, ExecError::Cancelled { .. }), "{engine:?}: {err}");
+    }
 }
 
 #[test]
