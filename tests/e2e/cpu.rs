@@ -184,6 +184,23 @@ fn iterations_restart_from_the_initial_state_and_report_each_time() {
 }
 
 #[test]
+fn each_iteration_says_which_engine_ran_its_launches() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = import(&corpus_dir().join("nvcc/matmul_tiled"), "sm_90", dir.path());
+    let path = archive.to_str().unwrap();
+    for (engine, want) in [
+        ("jit", "1 launches (1 native code, 1 of them in SIMD lanes, 0 interpreted)"),
+        ("jit-scalar", "1 launches (1 native code, 0 of them in SIMD lanes, 0 interpreted)"),
+        ("interp", "1 launches (0 native code, 0 of them in SIMD lanes, 1 interpreted)"),
+    ] {
+        let o = recap(&["replay", path, "--device", "cpu", "--check", "--engine", engine]);
+        let (stdout, stderr) = text(&o);
+        assert!(o.status.success(), "{engine}: {stdout}{stderr}");
+        assert!(stdout.contains(want), "{engine}: {stdout}");
+    }
+}
+
+#[test]
 fn cuda_options_are_refused_for_the_cpu_and_bad_devices_named() {
     let dir = tempfile::tempdir().unwrap();
     let archive = import(&corpus_dir().join("nvcc/saxpy"), "sm_90", dir.path());

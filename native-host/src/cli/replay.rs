@@ -388,8 +388,18 @@ fn iteration_line(i: u32, elapsed: Duration, stats: &IterationStats) -> String {
     } else {
         String::new()
     };
+    // Which engine ran the launches: what a GPU engineer checks first when a replay is slow.
+    let engines = if stats.launches > 0 {
+        let interpreted = stats.launches - stats.native_launches;
+        format!(
+            " ({} native code, {} of them in SIMD lanes, {interpreted} interpreted)",
+            stats.native_launches, stats.lane_launches
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "iteration {}: {} ({} ops, {} launches, {} instructions{per_launch})",
+        "iteration {}: {} ({} ops, {} launches{engines}, {} instructions{per_launch})",
         i + 1,
         fmt_duration(elapsed),
         stats.ops,

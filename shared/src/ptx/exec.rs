@@ -107,6 +107,8 @@ pub struct LaunchStats {
     pub thread_instructions: u64,
     /// Whether the launch ran as native code.
     pub jit: bool,
+    /// Whether native code ran the launch's threads in groups, in vector lanes.
+    pub lanes: bool,
 }
 
 /// Why a launch stopped.
@@ -662,6 +664,7 @@ fn over_blocks(
         instructions,
         thread_instructions,
         jit,
+        lanes: false,
     })
 }
 
@@ -731,7 +734,8 @@ fn run_native<const MW: usize>(
         // A division is a good share of a one-thread launch: skip the common trivial one.
         Ok((if threads == 1 { total } else { total / threads }, total))
     };
-    over_blocks(plan, opts, run_range, true)
+    let stats = over_blocks(plan, opts, run_range, true)?;
+    Ok(LaunchStats { lanes: code.in_lanes(), ..stats })
 }
 
 /// Picks a monomorphic lane loop for the common compare types.

@@ -106,6 +106,12 @@ pub struct IterationStats {
     pub instructions: u64,
     /// Passes through while bodies.
     pub loop_iterations: u64,
+    /// Launches that ran as native code (the rest ran on the interpreter).
+    #[serde(default)]
+    pub native_launches: u64,
+    /// Of those, launches whose threads ran in groups, in vector lanes.
+    #[serde(default)]
+    pub lane_launches: u64,
 }
 
 /// An op decoded once, with everything it needs at hand.
@@ -608,6 +614,8 @@ impl<'a> CpuReplay<'a> {
             .launch(module, params, &self.memory, &self.exec)
             .map_err(|error| ReplayError::Exec { op: pc as OpId, kernel: l.entry.clone(), error })?;
         stats.instructions += done.thread_instructions;
+        stats.native_launches += done.jit as u64;
+        stats.lane_launches += done.lanes as u64;
         Ok(())
     }
 }

@@ -531,3 +531,30 @@ fn faults_name_the_same_thread_and_address_on_both_engines_for_small_and_large_b
         assert_eq!(errors[0].to_string(), errors[1].to_string());
     }
 }
+
+#[test]
+fn iteration_stats_say_which_engine_ran_each_launch() {
+    let mut w = writer();
+    let m = w.add_module("store_tid", STORE_TID).unwrap();
+    let p = ParamDecl { name: "store_tid_param_0".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer };
+    let k = w.add_kernel(m, "store_tid", vec![p]).unwrap();
+    let out = region(&mut w, "out", &[0; 64]);
+    // Rows of 32 threads split into groups; rows of 12 do not.
+    w.launch(LaunchDecl { grid: [1, 1, 1], block: [32, 1, 1], ..launch_on(k, out) }).unwrap();
+    w.launch(LaunchDecl { grid: [1, 1, 1], block: [12, 1, 1], ..launch_on(k, out) }).unwrap();
+    let bytes = finish(w);
+    let archive = Archive::open(&bytes).unwrap();
+    let native = cfg!(all(feature = "jit", not(target_arch = "wasm32")));
+    for (engine, want_native, want_lanes) in [
+        (ptx::Engine::Jit, 2, 1),
+        (ptx::Engine::JitScalar, 2, 0),
+        (ptx::Engine::Interpreter, 0, 0),
+    ] {
+        let options = ReplayOptions { threads: 1, engine, ..ReplayOptions::default() };
+        let mut replay = CpuReplay::new(&archive, options).unwrap();
+        let stats = replay.run_iteration(&mut NoObserver).unwrap();
+        let (want_native, want_lanes) = if native { (want_native, want_lanes) } else { (0, 0) };
+        assert_eq!(stats.launches, 2, "{engine:?}");
+        assert_eq!((stats.native_launches, stats.lane_launches), (want_native, want_lanes), "{engine:?}");
+    }
+}

@@ -2988,6 +2988,13 @@ static NEVER: u8 = 0;
 #[derive(Clone, Copy)]
 pub(crate) struct Variant<'k>(&'k Compiled);
 
+impl Variant<'_> {
+    /// Whether this is the code for groups of threads in vector lanes.
+    pub(crate) fn in_lanes(self) -> bool {
+        self.0.meta.width > 1
+    }
+}
+
 /// Buffers of a worker that runs compiled kernels.
 #[derive(Default)]
 pub(crate) struct Scratch {
