@@ -733,6 +733,24 @@ enum Repr {
     PerLane([Variable; LANES]),
 }
 
+/// The integer condition of PTX compare `cmp` (signed or not), if it has one (the unordered
+/// forms are float-only).
+fn int_cc(cmp: Cmp, signed: bool) -> Option<IntCC> {
+    Some(match (cmp, signed) {
+        (Cmp::Eq, _) => IntCC::Equal,
+        (Cmp::Ne, _) => IntCC::NotEqual,
+        (Cmp::Lt, true) => IntCC::SignedLessThan,
+        (Cmp::Le, true) => IntCC::SignedLessThanOrEqual,
+        (Cmp::Gt, true) => IntCC::SignedGreaterThan,
+        (Cmp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
+        (Cmp::Lt, false) => IntCC::UnsignedLessThan,
+        (Cmp::Le, false) => IntCC::UnsignedLessThanOrEqual,
+        (Cmp::Gt, false) => IntCC::UnsignedGreaterThan,
+        (Cmp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
+        _ => return None,
+    })
+}
+
 /// Each register's representation: in code for groups (`plan`), a varying register lives in
 /// vectors when it holds 32 bits and per lane otherwise; every other register is one value.
 /// `var` declares a variable of a type.
@@ -2426,21 +2444,7 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     /// A compare as 0/1 in 64 bits.
     fn compare(&mut self, pc: usize, ty: CmpTy, cmp: Cmp, ftz: bool, a: R, b: R) -> Value {
-        let icc = |signed: bool| -> Option<IntCC> {
-            Some(match (cmp, signed) {
-                (Cmp::Eq, _) => IntCC::Equal,
-                (Cmp::Ne, _) => IntCC::NotEqual,
-                (Cmp::Lt, true) => IntCC::SignedLessThan,
-                (Cmp::Le, true) => IntCC::SignedLessThanOrEqual,
-                (Cmp::Gt, true) => IntCC::SignedGreaterThan,
-                (Cmp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
-                (Cmp::Lt, false) => IntCC::UnsignedLessThan,
-                (Cmp::Le, false) => IntCC::UnsignedLessThanOrEqual,
-                (Cmp::Gt, false) => IntCC::UnsignedGreaterThan,
-                (Cmp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
-                _ => return None,
-            })
-        };
+        let icc = |signed: bool| int_cc(cmp, signed);
         let fcc = || -> FloatCC {
             match cmp {
                 Cmp::Eq => FloatCC::Equal,

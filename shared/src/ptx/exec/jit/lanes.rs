@@ -658,19 +658,7 @@ impl Tx<'_, '_> {
                     CmpTy::B(W::W32) if matches!(cmp, Cmp::Eq | Cmp::Ne) => false,
                     _ => return Ok(false),
                 };
-                let cc = match (cmp, signed) {
-                    (Cmp::Eq, _) => IntCC::Equal,
-                    (Cmp::Ne, _) => IntCC::NotEqual,
-                    (Cmp::Lt, true) => IntCC::SignedLessThan,
-                    (Cmp::Le, true) => IntCC::SignedLessThanOrEqual,
-                    (Cmp::Gt, true) => IntCC::SignedGreaterThan,
-                    (Cmp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
-                    (Cmp::Lt, false) => IntCC::UnsignedLessThan,
-                    (Cmp::Le, false) => IntCC::UnsignedLessThanOrEqual,
-                    (Cmp::Gt, false) => IntCC::UnsignedGreaterThan,
-                    (Cmp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
-                    _ => return Ok(false),
-                };
+                let Some(cc) = super::int_cc(cmp, signed) else { return Ok(false) };
                 if [Some(d), dn].into_iter().flatten().any(|r| !in_vectors(self, r)) {
                     return Ok(false);
                 }
@@ -770,34 +758,7 @@ impl Tx<'_, '_> {
         let step = self.steps[base as usize];
         let (lanes, consecutive) = match self.reprs[base as usize] {
             Repr::One => return Ok(None),
-            // Known to step by 4: consecutive without a look at the lanes (a 32-bit base that
-            // wraps past 2^32 fails the bounds check below, as in the comparison that follows).
-            Repr::Vector(vars) if step == Step::affine(4, false) => {
-                let parts = vars.map(|var| self.b.use_var(var));
-                let lanes: Vec<Value> = (0..LANES)
-                    .map(|l| {
-                        let x = self.b.ins().extractlane(parts[l / 4], (l % 4) as u8);
-                        self.zx(x)
-                    })
-                    .collect();
-                let yes = self.b.ins().iconst(types::I8, 1);
-                (lanes, yes)
-            }
-            Repr::PerLane(vars) if matches!(step, Step::Affine { stride: 4, .. }) => {
-                let lanes: Vec<Value> = vars.iter().map(|&v| self.b.use_var(v)).collect();
-                let ok = if step == Step::affine(4, true) {
-                    // One wrap of the widened value would show between the first and last lane.
-                    let span = self.b.ins().isub(lanes[LANES - 1], lanes[0]);
-                    self.b.ins().icmp_imm_s(IntCC::Equal, span, 4 * (LANES as i64 - 1))
-                } else {
-                    self.b.ins().iconst(types::I8, 1)
-                };
-                (lanes, ok)
-            }
             Repr::Vector(vars) => {
-                // Lane l at 4 * l past lane 0, as 32-bit differences: one compare per part. An
-                // address that wraps past 2^32 between lanes cannot pass the bounds check below
-                // (no shared window or region is that close to 2^32 in a 32-bit address).
                 let parts = vars.map(|var| self.b.use_var(var));
                 let lanes: Vec<Value> = (0..LANES)
                     .map(|l| {
@@ -805,33 +766,52 @@ impl Tx<'_, '_> {
                         self.zx(x)
                     })
                     .collect();
-                let first = self.b.ins().extractlane(parts[0], 0);
-                let first = self.b.ins().splat(types::I32X4, first);
-                let mut all = None;
-                for (p, &v) in parts.iter().enumerate() {
-                    let want = self.lane_offsets(p);
-                    let dx = self.b.ins().isub(v, first);
-                    let eq = self.b.ins().icmp(IntCC::Equal, dx, want);
-                    all = Some(match all {
-                        None => eq,
-                        Some(a) => self.b.ins().band(a, eq),
-                    });
-                }
-                let ok = self.b.ins().vall_true(all.expect("parts"));
+                // Known to step by 4 (the step analysis), or else lane l at 4 * l past lane 0 as
+                // 32-bit differences, one compare per part. Either way an address that wraps
+                // past 2^32 between lanes cannot pass the bounds check below (no shared window
+                // or region is that close to 2^32 in a 32-bit address).
+                let ok = if step == Step::affine(4, false) {
+                    self.b.ins().iconst(types::I8, 1)
+                } else {
+                    let first = self.b.ins().extractlane(parts[0], 0);
+                    let first = self.b.ins().splat(types::I32X4, first);
+                    let mut all = None;
+                    for (p, &v) in parts.iter().enumerate() {
+                        let want = self.lane_offsets(p);
+                        let dx = self.b.ins().isub(v, first);
+                        let eq = self.b.ins().icmp(IntCC::Equal, dx, want);
+                        all = Some(match all {
+                            None => eq,
+                            Some(a) => self.b.ins().band(a, eq),
+                        });
+                    }
+                    self.b.ins().vall_true(all.expect("parts"))
+                };
                 (lanes, ok)
             }
             Repr::PerLane(vars) => {
                 let lanes: Vec<Value> = vars.iter().map(|&v| self.b.use_var(v)).collect();
-                let mut ok = None;
-                for (l, &x) in lanes.iter().enumerate().skip(1) {
-                    let dx = self.b.ins().isub(x, lanes[0]);
-                    let c = self.b.ins().icmp_imm_s(IntCC::Equal, dx, 4 * l as i64);
-                    ok = Some(match ok {
-                        None => c,
-                        Some(o) => self.b.ins().band(o, c),
-                    });
-                }
-                (lanes, ok.expect("lanes"))
+                let ok = match step {
+                    Step::Affine { stride: 4, wrap: false } => self.b.ins().iconst(types::I8, 1),
+                    Step::Affine { stride: 4, wrap: true } => {
+                        // One wrap of the widened value would show between the first and last lane.
+                        let span = self.b.ins().isub(lanes[LANES - 1], lanes[0]);
+                        self.b.ins().icmp_imm_s(IntCC::Equal, span, 4 * (LANES as i64 - 1))
+                    }
+                    _ => {
+                        let mut ok = None;
+                        for (l, &x) in lanes.iter().enumerate().skip(1) {
+                            let dx = self.b.ins().isub(x, lanes[0]);
+                            let c = self.b.ins().icmp_imm_s(IntCC::Equal, dx, 4 * l as i64);
+                            ok = Some(match ok {
+                                None => c,
+                                Some(o) => self.b.ins().band(o, c),
+                            });
+                        }
+                        ok.expect("lanes")
+                    }
+                };
+                (lanes, ok)
             }
         };
         let e0 = self.b.ins().iadd_imm_s(lanes[0], addr.off);
