@@ -81,7 +81,8 @@ pub struct Args {
     /// CUDA submission mode (default graph); the CPU always replays op by op.
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
-    /// CPU engine: native code where a kernel allows it (jit), or always the interpreter (interp).
+    /// CPU engine: native code where a kernel allows it (jit), native code one thread at a time
+    /// (jit-scalar), or always the interpreter (interp).
     #[arg(long, value_enum, default_value = "jit")]
     pub engine: CpuEngine,
 }
@@ -89,7 +90,7 @@ pub struct Args {
 /// The CPU engine for kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CpuEngine {
-    /// Native code, groups of four threads in vector lanes where the kernel allows
+    /// Native code, groups of eight threads in vector lanes where the kernel allows
     Jit,
     /// Native code, one thread at a time
     JitScalar,

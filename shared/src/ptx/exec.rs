@@ -28,17 +28,12 @@ pub(crate) struct JitCache;
 pub(crate) fn jit_support(module: &Module, e: &Entry) -> Result<(), String> {
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     {
-        let f = &module.funcs[e.func as usize];
-        match module.jit.kernel(e.func, f, e.params_size) {
-            Some(_) => Ok(()),
-            None => Err(jit::unsupported(f)
-                .unwrap_or_else(|| "the code generator rejected it".to_string())),
-        }
+        native_kernel(module, e).map(|_| ())
     }
     #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
     {
         let _ = (module, e);
-        Err("this build has no code generator".to_string())
+        Err(NO_CODE_GENERATOR.to_string())
     }
 }
 
@@ -47,16 +42,26 @@ pub(crate) fn jit_support(module: &Module, e: &Entry) -> Result<(), String> {
 pub(crate) fn lanes_support(module: &Module, e: &Entry) -> Result<(), String> {
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     {
-        let f = &module.funcs[e.func as usize];
-        match module.jit.kernel(e.func, f, e.params_size) {
-            Some(k) => k.lanes(f),
-            None => Err("the kernel has no native code".to_string()),
-        }
+        let (f, k) = native_kernel(module, e)?;
+        k.lanes(f)
     }
     #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
     {
         let _ = (module, e);
-        Err("this build has no code generator".to_string())
+        Err(NO_CODE_GENERATOR.to_string())
+    }
+}
+
+#[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
+const NO_CODE_GENERATOR: &str = "this build has no code generator";
+
+/// Kernel `e`'s native code and the function it is compiled from, or why it has no native code.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+fn native_kernel<'m>(module: &'m Module, e: &Entry) -> Result<(&'m Function, Arc<jit::JitKernel>), String> {
+    let f = &module.funcs[e.func as usize];
+    match module.jit.kernel(e.func, f, e.params_size) {
+        Some(k) => Ok((f, k)),
+        None => Err(jit::unsupported(f).unwrap_or_else(|| "the code generator rejected it".to_string())),
     }
 }
 

@@ -1085,8 +1085,6 @@ struct Tx<'a, 'b> {
     /// Registers shuffles read from other threads, which a thread leaves in its spill area when
     /// it exits (an exited lane still serves its last value).
     shfl_srcs: Vec<R>,
-    /// Threads one pass of the code runs: 1, or [`LANES`] in code for groups.
-    width: usize,
     /// Code for groups: which registers and instructions vary by lane.
     plan: Option<LanePlan>,
     reprs: Vec<Repr>,
@@ -1101,7 +1099,8 @@ struct Tx<'a, 'b> {
     /// An open vector access (see `Tx::run_ptr`): its lane-by-lane block, the join, and the
     /// lanes' addresses.
     run_blocks: Option<(Block, Block, [Value; LANES])>,
-    /// Shared memory: the count of 4-aligned positions where 16 bytes fit.
+    /// In code for groups, shared memory: the count of 4-aligned positions where a 4-byte
+    /// access of every lane (`4 * LANES` bytes) fits.
     shared_lim_run: Option<Value>,
 }
 
@@ -1177,7 +1176,6 @@ impl<'a, 'b> Tx<'a, 'b> {
             keep: HashMap::new(),
             clean: HashMap::new(),
             shfl_srcs: Vec::new(),
-            width: if plan.is_some() { LANES } else { 1 },
             plan,
             reprs,
             steps,
@@ -1267,11 +1265,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                         self.b.def_var(vars[l / 4], nv);
                     }
                     None => {
-                        let ty = if self.classes[r as usize] == Class::F32 {
-                            types::F32X4
-                        } else {
-                            types::I32X4
-                        };
+                        let ty = self.vec_ty(r);
                         let nv = self.b.ins().splat(ty, e);
                         vars.iter().for_each(|&x| self.b.def_var(x, nv));
                     }
@@ -1546,7 +1540,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             abort,
         });
         self.hoist_root_entries();
-        if self.width > 1 {
+        if self.meta.width > 1 {
             self.shared_lim_run = Some(self.lim_run(shared_lim[2]));
         }
         let zero = self.iconst(0);
@@ -1588,9 +1582,9 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.b.switch_to_block(live);
         // Special registers of this thread.
         for &(r, s) in &f.sregs {
-            if self.width > 1 && matches!(s, Sreg::Tid(0) | Sreg::LaneId) {
+            if self.meta.width > 1 && matches!(s, Sreg::Tid(0) | Sreg::LaneId) {
                 // Lane l of a group is thread t + l, at x + l in its row.
-                for l in 0..self.width {
+                for l in 0..self.meta.width {
                     self.lane = Some(l);
                     let v = match s {
                         Sreg::LaneId => {
@@ -1642,7 +1636,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             self.b.switch_to_block(rb);
             let base = self.spill_base();
             for r in self.keep[&pc].clone() {
-                if self.width > 1 {
+                if self.meta.width > 1 {
                     self.spill_load(base, r);
                     continue;
                 }
@@ -1656,12 +1650,12 @@ impl<'a, 'b> Tx<'a, 'b> {
         // next: advance the thread and its (x, y, z) index.
         self.b.switch_to_block(next);
         let t = self.b.use_var(self.t);
-        let t1 = self.b.ins().iadd_imm_s(t, self.width as i64);
+        let t1 = self.b.ins().iadd_imm_s(t, self.meta.width as i64);
         self.b.def_var(self.t, t1);
         let x = self.b.use_var(self.tid[0]);
         let y = self.b.use_var(self.tid[1]);
         let z = self.b.use_var(self.tid[2]);
-        let x1 = self.b.ins().iadd_imm_s(x, self.width as i64);
+        let x1 = self.b.ins().iadd_imm_s(x, self.meta.width as i64);
         let wx = self.b.ins().icmp(IntCC::Equal, x1, ntid[0]);
         let x2 = self.b.ins().select(wx, zero, x1);
         let wx64 = self.b.ins().uextend(types::I64, wx);
@@ -1722,7 +1716,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let blk = self.b.create_block();
                 self.b.switch_to_block(blk);
             }
-            self.pending += self.width as i64;
+            self.pending += self.meta.width as i64;
             open = self.inst(pc)?;
         }
         if let Some(blk) = self.blocks[n_insts] {
@@ -2087,7 +2081,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                     if self.clean[&pc].contains(&r) {
                         continue;
                     }
-                    if self.width > 1 {
+                    if self.meta.width > 1 {
                         self.spill_store(base, r);
                         continue;
                     }
@@ -2205,7 +2199,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let len = e.lim[0].expect("length");
                 e.lim[k] = Some(self.b.ins().ushr_imm_s(len, k as i64));
             }
-            if self.width > 1 && k == 2 && self.root_entries[&p].lim_run.is_none() {
+            if self.meta.width > 1 && k == 2 && self.root_entries[&p].lim_run.is_none() {
                 let l4 = self.root_entries[&p].lim[2].expect("limit for 4 bytes");
                 let l = self.lim_run(l4);
                 self.root_entries.get_mut(&p).expect("entry").lim_run = Some(l);

@@ -64,10 +64,10 @@ impl LanePlan {
             }
         }
         let ud: Vec<_> = f.insts.iter().map(uses_defs).collect();
-        // Per instruction inside the code a varying forward branch jumps over: that branch's pc.
-        let mut region_of = vec![None; n];
+        // Per instruction: whether it is inside the code a varying forward branch jumps over.
+        let mut in_region = vec![false; n];
         loop {
-            region_of.iter_mut().for_each(|r| *r = None);
+            in_region.fill(false);
             for (pc, ins) in f.insts.iter().enumerate() {
                 let Inst::Bra { target, .. } = ins.inst else {
                     continue;
@@ -81,19 +81,19 @@ impl LanePlan {
                     return Err(format!("a loop whose condition differs between threads (line {})", ins.line));
                 }
                 for q in pc + 1..target.min(n) {
-                    if region_of[q].is_some() || is_control(&f.insts[q].inst) {
+                    if in_region[q] || is_control(&f.insts[q].inst) {
                         return Err(format!(
                             "a branch that differs between threads over more than straight-line code (line {})",
                             ins.line
                         ));
                     }
-                    region_of[q] = Some(pc);
+                    in_region[q] = true;
                 }
             }
             let mut changed = false;
             for (pc, ins) in f.insts.iter().enumerate() {
                 let (uses, defs) = &ud[pc];
-                let v = region_of[pc].is_some()
+                let v = in_region[pc]
                     || per_thread(&ins.inst)
                     || uses.iter().any(|&u| varying[u as usize]);
                 if v {
@@ -111,7 +111,7 @@ impl LanePlan {
         }
         for ins in &f.insts {
             if let Inst::Bra { target, .. } = ins.inst {
-                if (target as usize) < n && region_of[target as usize].is_some() {
+                if (target as usize) < n && in_region[target as usize] {
                     return Err(format!("a branch into a conditional region (line {})", ins.line));
                 }
             }
@@ -124,7 +124,7 @@ impl LanePlan {
                 return Err(format!("a shuffle (line {})", ins.line));
             }
         }
-        Ok(LanePlan { varying, in_region: region_of.iter().map(Option::is_some).collect() })
+        Ok(LanePlan { varying, in_region })
     }
 
     /// Whether instruction `pc` runs per lane (or as vectors) rather than once for the group.
@@ -366,7 +366,7 @@ fn def_step(inst: &Inst, wd: Width, steps: &[Step], width: &dyn Fn(R) -> Width, 
 
 impl Tx<'_, '_> {
     /// The vector type of a register in vectors.
-    fn vec_ty(&self, r: R) -> Type {
+    pub(super) fn vec_ty(&self, r: R) -> Type {
         if self.classes[r as usize] == Class::F32 {
             types::F32X4
         } else {
