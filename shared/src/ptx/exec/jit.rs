@@ -356,6 +356,7 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
     let mut fctx = FunctionBuilderContext::new();
     let mut insts = Vec::new();
     let nregs = f.nregs as usize;
+    let plan_is_some = plan.is_some();
     let mut meta = Box::new(Meta {
         nregs,
         bounds: Vec::new(),
@@ -368,11 +369,22 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
         tx.b.seal_all_blocks();
         tx.b.finalize(frontend);
     }
+    // A folder to write the generated code to, for reading it or matching a profile against it.
+    let dump = std::env::var_os("RECAP_JIT_DUMP").map(std::path::PathBuf::from);
+    ctx.set_disasm(dump.is_some());
     module
         .define_function(id, &mut ctx)
         .map_err(|e| format!("{e:?}"))?;
+    let listing = dump.as_ref().and_then(|_| ctx.compiled_code()).map(|c| (c.code_buffer().to_vec(), c.vcode.clone().unwrap_or_default()));
     module.finalize_definitions().map_err(|e| e.to_string())?;
     let ptr = module.get_finalized_function(id);
+    if let (Some(dir), Some((code, text))) = (dump, listing) {
+        // Best effort: a folder that cannot be written loses the listing, never the kernel.
+        let name = format!("{}.{}", f.name, if plan_is_some { "group" } else { "one" });
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(format!("{name}.bin")), code);
+        let _ = std::fs::write(dir.join(format!("{name}.s")), format!("; loaded at {ptr:p}\n{text}"));
+    }
     // SAFETY: `ptr` is the finalized code of a function declared with exactly this signature
     // (pointer, u32) -> u32 in the target's default (C) calling convention.
     let entry: EntryFn = unsafe { std::mem::transmute::<*const u8, EntryFn>(ptr) };
@@ -627,6 +639,43 @@ fn clean_at_boundaries(f: &Function, keep: &HashMap<usize, Vec<R>>) -> HashMap<u
                 .filter(|&r| c[r as usize / 64] >> (r % 64) & 1 == 1)
                 .collect();
             (pc, regs)
+        })
+        .collect()
+}
+
+/// Per boundary pc: the kept registers (`keep`) that the segment after it needs in machine
+/// registers, so that its resume point reloads only those: the ones an instruction reachable
+/// before the next boundaries reads, the ones such a boundary stores (kept there and not clean,
+/// see [`clean_at_boundaries`]), and `always` (read when a thread exits). A register the
+/// segment neither reads nor stores keeps its value in the spill area untouched.
+fn reloaded_at_boundaries(
+    f: &Function,
+    keep: &HashMap<usize, Vec<R>>,
+    clean: &HashMap<usize, Vec<R>>,
+    always: &[R],
+) -> HashMap<usize, Vec<R>> {
+    let n = f.insts.len();
+    let uses: Vec<Vec<R>> = f.insts.iter().map(|i| uses_defs(i).0).collect();
+    keep.keys()
+        .map(|&k| {
+            let mut needed = vec![false; f.nregs as usize];
+            always.iter().for_each(|&r| needed[r as usize] = true);
+            let mut seen = vec![false; n + 1];
+            let mut todo = vec![k + 1];
+            while let Some(q) = todo.pop() {
+                if q >= n || std::mem::replace(&mut seen[q], true) {
+                    continue;
+                }
+                uses[q].iter().for_each(|&r| needed[r as usize] = true);
+                if let Some(kept) = keep.get(&q) {
+                    kept.iter()
+                        .filter(|r| !clean[&q].contains(r))
+                        .for_each(|&r| needed[r as usize] = true);
+                    continue;
+                }
+                todo.extend(successors(f, q).into_iter().flatten());
+            }
+            (k, keep[&k].iter().copied().filter(|&r| needed[r as usize]).collect())
         })
         .collect()
 }
@@ -1082,6 +1131,9 @@ struct Tx<'a, 'b> {
     /// Per boundary pc: the kept registers whose spill slot already holds their value
     /// (see [`clean_at_boundaries`]).
     clean: HashMap<usize, Vec<R>>,
+    /// Per boundary pc: the kept registers its resume point reloads (see
+    /// [`reloaded_at_boundaries`]).
+    reload: HashMap<usize, Vec<R>>,
     /// Registers shuffles read from other threads, which a thread leaves in its spill area when
     /// it exits (an exited lane still serves its last value).
     shfl_srcs: Vec<R>,
@@ -1098,10 +1150,17 @@ struct Tx<'a, 'b> {
     broken: Option<String>,
     /// An open vector access (see `Tx::run_ptr`): its lane-by-lane block, the join, and the
     /// lanes' addresses.
-    run_blocks: Option<(Block, Block, [Value; LANES])>,
+    run_blocks: Option<(Block, Block, lanes::LaneAddrs)>,
     /// In code for groups, shared memory: the count of 4-aligned positions where a 4-byte
     /// access of every lane (`4 * LANES` bytes) fits.
     shared_lim_run: Option<Value>,
+    /// Per instruction: whether its shared-memory accesses are proven in bounds where it is
+    /// being emitted (see `Tx::prechecked_stretch`).
+    prechecked: Vec<bool>,
+    /// In the fast copy of a prechecked stretch: a stack slot that float vector results are
+    /// stored to now and then, and how many results since the last store (see `Tx::anchor`).
+    anchor_slot: Option<cranelift_codegen::ir::StackSlot>,
+    unanchored: Option<usize>,
 }
 
 fn flags() -> MemFlagsData {
@@ -1175,6 +1234,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             bar_index: HashMap::new(),
             keep: HashMap::new(),
             clean: HashMap::new(),
+            reload: HashMap::new(),
             shfl_srcs: Vec::new(),
             plan,
             reprs,
@@ -1184,6 +1244,9 @@ impl<'a, 'b> Tx<'a, 'b> {
             broken: None,
             run_blocks: None,
             shared_lim_run: None,
+            prechecked: vec![false; f.insts.len()],
+            anchor_slot: None,
+            unanchored: None,
         }
     }
 
@@ -1477,6 +1540,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 self.keep.insert(pc, regs);
             }
             self.clean = clean_at_boundaries(f, &self.keep);
+            self.reload = reloaded_at_boundaries(f, &self.keep, &self.clean, &self.shfl_srcs);
         }
         for (pc, l) in leader.iter().enumerate() {
             if *l {
@@ -1584,6 +1648,15 @@ impl<'a, 'b> Tx<'a, 'b> {
         for &(r, s) in &f.sregs {
             if self.meta.width > 1 && matches!(s, Sreg::Tid(0) | Sreg::LaneId) {
                 // Lane l of a group is thread t + l, at x + l in its row.
+                if let Repr::Vector(_) = self.reprs[r as usize] {
+                    let first = match s {
+                        Sreg::LaneId => self.b.use_var(self.t),
+                        _ => self.b.use_var(self.tid[0]),
+                    };
+                    let v = self.lane_indices(first, matches!(s, Sreg::LaneId).then_some(31));
+                    self.def_vec(r, v);
+                    continue;
+                }
                 for l in 0..self.meta.width {
                     self.lane = Some(l);
                     let v = match s {
@@ -1635,7 +1708,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         for (rb, pc) in resumes {
             self.b.switch_to_block(rb);
             let base = self.spill_base();
-            for r in self.keep[&pc].clone() {
+            for r in self.reload[&pc].clone() {
                 if self.meta.width > 1 {
                     self.spill_load(base, r);
                     continue;
@@ -1715,6 +1788,13 @@ impl<'a, 'b> Tx<'a, 'b> {
                 // Unreachable code after a transfer with no label: give it a block anyway.
                 let blk = self.b.create_block();
                 self.b.switch_to_block(blk);
+            }
+            if self.plan.is_some() && self.blocks[pc].is_some() {
+                if let Some(end) = self.prechecked_stretch(pc)? {
+                    self.resume_at = end;
+                    open = true;
+                    continue;
+                }
             }
             self.pending += self.meta.width as i64;
             open = self.inst(pc)?;
@@ -2360,6 +2440,12 @@ impl<'a, 'b> Tx<'a, 'b> {
             let v = self.slow(pc, ea, z, z);
             return self.bits_as(v, out);
         }
+        if self.prechecked[pc] {
+            let shared = self.h().shared;
+            let p = self.b.ins().iadd(shared, ea);
+            let v = self.b.ins().load(ty, flags(), p, 0);
+            return if size == 8 || out != types::I64 { v } else { self.zx(v) };
+        }
         let tmp = self.b.declare_var(out);
         let slow = self.b.create_block();
         let join = self.b.create_block();
@@ -2411,10 +2497,21 @@ impl<'a, 'b> Tx<'a, 'b> {
             self.slow(pc, ea, v, z);
             return;
         }
-        let slow = self.b.create_block();
-        let join = self.b.create_block();
-        let root = self.root_of(addr);
-        let p = self.fast_ptr(space, size, at, root, slow);
+        let (slow, join) = if self.prechecked[pc] {
+            (None, None)
+        } else {
+            (Some(self.b.create_block()), Some(self.b.create_block()))
+        };
+        let p = match slow {
+            Some(slow) => {
+                let root = self.root_of(addr);
+                self.fast_ptr(space, size, at, root, slow)
+            }
+            None => {
+                let shared = self.h().shared;
+                self.b.ins().iadd(shared, ea)
+            }
+        };
         let x = if direct {
             self.raw(src)
         } else {
@@ -2426,6 +2523,9 @@ impl<'a, 'b> Tx<'a, 'b> {
             }
         };
         self.b.ins().store(flags(), x, p, 0);
+        let (Some(slow), Some(join)) = (slow, join) else {
+            return;
+        };
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(slow);
         let v = self.get(src);

@@ -206,3 +206,80 @@ fn an_index_that_wraps_inside_a_group_is_not_taken_for_consecutive() {
     let err = run_kernel(WRAP, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &wrap_params(k, -4 * k as i64)).unwrap_err();
     assert!(err.contains("thread [4, 0, 0]"), "{err}");
 }
+
+/// Straight-line code after a barrier with three shared loads through bases computed before it:
+/// `sh[kk]` and `sh[kk + 1]` (one address for the group) and `sh[tid.x + jj]` (consecutive
+/// lanes). One check at the start of the stretch covers all three; where it fails, the usual
+/// checked code runs and finds the first access out of bounds.
+const STRETCH: &str = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u32 kk, .param .u32 jj)
+{
+    .reg .b32 %r<20>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b32 sh[64];
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r9, [kk];
+    ld.param.u32 %r15, [jj];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r6, sh;
+    shl.b32 %r7, %r1, 2;
+    add.u32 %r8, %r6, %r7;
+    shl.b32 %r10, %r9, 2;
+    add.u32 %r11, %r6, %r10;
+    shl.b32 %r16, %r15, 2;
+    add.u32 %r17, %r8, %r16;
+    mul.lo.u32 %r2, %r1, 2654435761;
+    st.shared.u32 [%r8], %r2;
+    add.u32 %r3, %r2, 12345;
+    st.shared.u32 [%r8+128], %r3;
+    bar.sync 0;
+    ld.shared.u32 %r12, [%r11];
+    ld.shared.u32 %r13, [%r11+4];
+    ld.shared.u32 %r14, [%r17];
+    mad.lo.u32 %r18, %r13, 3, %r12;
+    mad.lo.u32 %r18, %r14, 7, %r18;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r18;
+    ret;
+}";
+
+fn stretch_params(kk: u32, jj: u32) -> Vec<u8> {
+    [kk.to_le_bytes(), jj.to_le_bytes()].concat()
+}
+
+#[test]
+fn one_check_covers_a_stretch_of_shared_loads_up_to_the_last_word() {
+    assert_lanes(STRETCH);
+    let sh: Vec<u32> = (0..32u32)
+        .map(|t| t.wrapping_mul(2654435761))
+        .chain((0..32u32).map(|t| t.wrapping_mul(2654435761).wrapping_add(12345)))
+        .collect();
+    for (kk, jj) in [(5, 0), (62, 32), (0, 17)] {
+        let out = run_kernel(STRETCH, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 128]], &stretch_params(kk, jj)).unwrap();
+        let want: Vec<u32> = (0..32)
+            .map(|t| {
+                let (a, b, c) = (sh[kk as usize], sh[kk as usize + 1], sh[t + jj as usize]);
+                a.wrapping_add(b.wrapping_mul(3)).wrapping_add(c.wrapping_mul(7))
+            })
+            .collect();
+        assert_eq!(words(&out[0]), want, "kk {kk} jj {jj}");
+    }
+}
+
+#[test]
+fn a_stretch_whose_check_fails_faults_where_the_checked_code_does() {
+    assert_lanes(STRETCH);
+    // `sh[kk + 1]` one word past the end: every thread faults there, thread 0 first.
+    let err = run_kernel(STRETCH, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 128]], &stretch_params(63, 0)).unwrap_err();
+    assert!(err.contains("thread [0, 0, 0]"), "{err}");
+    // A group address below the shared window (the index wraps to -1).
+    let err = run_kernel(STRETCH, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 128]], &stretch_params(u32::MAX, 0)).unwrap_err();
+    assert!(err.contains("thread [0, 0, 0]"), "{err}");
+    // Only the last lane of the last group reads past the end.
+    let err = run_kernel(STRETCH, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 128]], &stretch_params(0, 33)).unwrap_err();
+    assert!(err.contains("thread [31, 0, 0]"), "{err}");
+}

@@ -29,7 +29,7 @@
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::immediates::Ieee32;
-use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value};
 
 use super::{flags, uses_defs, Class, Repr, Tx, NAN32, PLAIN_F};
 use crate::ptx::ir::*;
@@ -41,8 +41,21 @@ pub(super) const PARTS: usize = 2;
 /// Threads in one group.
 pub(super) const LANES: usize = 4 * PARTS;
 
+/// How many float vector results of a prechecked stretch share one anchoring store (see
+/// `Tx::anchor`): few enough that the loads they need fit in the 16 vector registers.
+const ANCHOR_EVERY: usize = 2;
+
 /// A varying 32-bit register's value: its lanes, four per vector.
 type Vecs = [Value; PARTS];
+
+/// The base addresses of a vector access's lanes, as the register holds them.
+#[derive(Clone, Copy)]
+pub(super) enum LaneAddrs {
+    /// 32-bit lanes in vectors.
+    Parts(Vecs),
+    /// One I64 per lane.
+    Lanes([Value; LANES]),
+}
 
 /// Which registers vary within a group.
 pub(super) struct LanePlan {
@@ -423,7 +436,7 @@ impl Tx<'_, '_> {
     }
 
     /// Writes whole vectors to `r`, if `r` is kept in vectors.
-    fn def_vec(&mut self, r: R, v: Vecs) -> bool {
+    pub(super) fn def_vec(&mut self, r: R, v: Vecs) -> bool {
         let Repr::Vector(vars) = self.reprs[r as usize] else {
             return false;
         };
@@ -542,6 +555,71 @@ impl Tx<'_, '_> {
         Ok(false)
     }
 
+    /// Emits the straight-line code from `pc0` twice when one set of checks at its start can
+    /// prove two or more of its shared-memory accesses in bounds ([`stretch_checks`]): once with
+    /// those accesses unchecked, for when the checks pass, and once as usual (cold), which finds
+    /// the failing access, in order, exactly as without this. The fast copy is one basic block
+    /// of plain loads and arithmetic, which the code generator schedules and keeps in registers.
+    /// Returns where the main loop goes on, or `None` to emit `pc0` as usual.
+    pub(super) fn prechecked_stretch(&mut self, pc0: usize) -> Result<Option<usize>, String> {
+        let plan = self.plan.as_ref().expect("code for groups");
+        let blocks = &self.blocks;
+        let (end, pcs, checks) = stretch_checks(self.f, plan, pc0, &|q| blocks[q].is_some(), &self.reprs, &self.steps);
+        if pcs.len() < 2 {
+            return Ok(None);
+        }
+        self.flush_count();
+        let mut all = None;
+        for c in checks {
+            let (base, lim) = if c.vector {
+                let Repr::Vector(vars) = self.reprs[c.base as usize] else {
+                    return Err(format!("a vector check of a register not in vectors (line {})", self.f.insts[pc0].line));
+                };
+                let p0 = self.b.use_var(vars[0]);
+                let x = self.b.ins().extractlane(p0, 0);
+                (self.zx(x), self.shared_lim_run.expect("shared limit for a run"))
+            } else {
+                (self.get(c.base), self.h().shared_lim[c.k])
+            };
+            let ends = if c.lo == c.hi { vec![c.lo] } else { vec![c.lo, c.hi] };
+            for off in ends {
+                let e = self.b.ins().iadd_imm_s(base, off);
+                let idx = if c.k > 0 { self.b.ins().rotr_imm_s(e, c.k as i64) } else { e };
+                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
+                all = Some(match all {
+                    None => ok,
+                    Some(a) => self.b.ins().band(a, ok),
+                });
+            }
+        }
+        let fast = self.b.create_block();
+        let checked = self.b.create_block();
+        let join = self.b.create_block();
+        self.b.set_cold_block(checked);
+        self.b.ins().brif(all.expect("checks"), fast, &[], checked, &[]);
+        for (blk, proven) in [(fast, true), (checked, false)] {
+            self.b.switch_to_block(blk);
+            for &q in &pcs {
+                self.prechecked[q] = proven;
+            }
+            self.unanchored = proven.then_some(0);
+            for q in pc0..end {
+                self.pending += self.meta.width as i64;
+                if !self.inst(q)? {
+                    return Err(format!("a control transfer in straight-line code (line {})", self.f.insts[q].line));
+                }
+            }
+            self.unanchored = None;
+            self.flush_count();
+            self.b.ins().jump(join, &[]);
+        }
+        for &q in &pcs {
+            self.prechecked[q] = false;
+        }
+        self.b.switch_to_block(join);
+        Ok(Some(end))
+    }
+
     /// The vector form of instruction `pc`, if it has one and its registers are in vectors.
     fn vector_inst(&mut self, pc: usize) -> Result<bool, String> {
         let ins = self.f.insts[pc].clone();
@@ -566,6 +644,7 @@ impl Tx<'_, '_> {
                         _ => self.b.ins().fmul(x[p], y[p]),
                     });
                     let v = self.vcanon(d, v);
+                    self.anchor(v);
                     return Ok(self.def_vec(d, v));
                 }
                 let iop = matches!(
@@ -613,6 +692,7 @@ impl Tx<'_, '_> {
                         };
                         let v = std::array::from_fn(|p| self.b.ins().fma(x[p], y[p], z[p]));
                         let v = self.vcanon(d, v);
+                        self.anchor(v);
                         Ok(self.def_vec(d, v))
                     }
                     TernOp::MadLo(W::W32) => {
@@ -709,7 +789,7 @@ impl Tx<'_, '_> {
                     return Ok(false);
                 }
                 let ty = self.vec_ty(d[0]);
-                let Some(ptr) = self.run_ptr(space, &addr)? else { return Ok(false) };
+                let Some(ptr) = self.run_ptr(pc, space, &addr)? else { return Ok(false) };
                 let v = std::array::from_fn(|p| self.b.ins().load(ty, vflags(), ptr, 16 * p as i32));
                 self.def_vec(d[0], v);
                 self.end_run(pc, addr.off, None)
@@ -725,13 +805,34 @@ impl Tx<'_, '_> {
                 // Made before the check: the lane-by-lane path stores it too.
                 let v = self.vec_of(srcs[0], ty).expect("vectors or a group value");
                 let bits = self.recast_all(v, i4);
-                let Some(ptr) = self.run_ptr(space, &addr)? else { return Ok(false) };
+                let Some(ptr) = self.run_ptr(pc, space, &addr)? else { return Ok(false) };
                 for (p, x) in v.into_iter().enumerate() {
                     self.b.ins().store(vflags(), x, ptr, 16 * p as i32);
                 }
                 self.end_run(pc, addr.off, Some(bits))
             }
             _ => Ok(false),
+        }
+    }
+
+    /// In the fast copy of a prechecked stretch, stores every [`ANCHOR_EVERY`]-th float vector
+    /// result to a stack slot nobody reads. The code generator places pure arithmetic just before
+    /// its first use by a load, store or branch: left alone, a chain of fmas fed by loads would
+    /// sink below all of the stretch's loads, whose results would then all be live at once and
+    /// spill. The store is such a use; it holds the chain, and the loads it needs, in place.
+    fn anchor(&mut self, v: Vecs) {
+        let Some(n) = self.unanchored else { return };
+        if n + 1 < ANCHOR_EVERY {
+            self.unanchored = Some(n + 1);
+            return;
+        }
+        self.unanchored = Some(0);
+        let slot = *self.anchor_slot.get_or_insert_with(|| {
+            let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 16 * PARTS as u32, 4);
+            self.b.create_sized_stack_slot(data)
+        });
+        for (p, x) in v.into_iter().enumerate() {
+            self.b.ins().stack_store(types::I64, x, slot, 16 * p as i32);
         }
     }
 
@@ -753,19 +854,26 @@ impl Tx<'_, '_> {
     /// bytes the lanes touch when their addresses are consecutive; otherwise the code branches
     /// to a lane-by-lane copy of the access (see [`Tx::end_run`]). `None` when the address is
     /// one value for the group (such accesses are not vector accesses).
-    fn run_ptr(&mut self, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
+    fn run_ptr(&mut self, pc: usize, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
         let Base::Reg(base) = addr.base else { return Ok(None) };
         let step = self.steps[base as usize];
-        let (lanes, consecutive) = match self.reprs[base as usize] {
+        if self.prechecked[pc] {
+            // Proven at the start of the stretch (`Tx::prechecked_stretch`): lanes consecutive
+            // from lane 0, all in bounds.
+            let Repr::Vector(vars) = self.reprs[base as usize] else {
+                return Err("a proven vector access whose base is not in vectors".to_string());
+            };
+            let p0 = self.b.use_var(vars[0]);
+            let x = self.b.ins().extractlane(p0, 0);
+            let x = self.zx(x);
+            let e0 = self.b.ins().iadd_imm_s(x, addr.off);
+            let shared = self.h().shared;
+            return Ok(Some(self.b.ins().iadd(shared, e0)));
+        }
+        let (addrs, consecutive) = match self.reprs[base as usize] {
             Repr::One => return Ok(None),
             Repr::Vector(vars) => {
                 let parts = vars.map(|var| self.b.use_var(var));
-                let lanes: Vec<Value> = (0..LANES)
-                    .map(|l| {
-                        let x = self.b.ins().extractlane(parts[l / 4], (l % 4) as u8);
-                        self.zx(x)
-                    })
-                    .collect();
                 // Known to step by 4 (the step analysis), or else lane l at 4 * l past lane 0 as
                 // 32-bit differences, one compare per part. Either way an address that wraps
                 // past 2^32 between lanes cannot pass the bounds check below (no shared window
@@ -787,10 +895,10 @@ impl Tx<'_, '_> {
                     }
                     self.b.ins().vall_true(all.expect("parts"))
                 };
-                (lanes, ok)
+                (LaneAddrs::Parts(parts), ok)
             }
             Repr::PerLane(vars) => {
-                let lanes: Vec<Value> = vars.iter().map(|&v| self.b.use_var(v)).collect();
+                let lanes: [Value; LANES] = vars.map(|v| self.b.use_var(v));
                 let ok = match step {
                     Step::Affine { stride: 4, wrap: false } => self.b.ins().iconst(types::I8, 1),
                     Step::Affine { stride: 4, wrap: true } => {
@@ -811,14 +919,14 @@ impl Tx<'_, '_> {
                         ok.expect("lanes")
                     }
                 };
-                (lanes, ok)
+                (LaneAddrs::Lanes(lanes), ok)
             }
         };
-        let e0 = self.b.ins().iadd_imm_s(lanes[0], addr.off);
-        let base0 = lanes[0];
+        let base0 = self.lane_addr(addrs, 0);
+        let e0 = self.b.ins().iadd_imm_s(base0, addr.off);
         let fallback = self.b.create_block();
         let join = self.b.create_block();
-        self.run_blocks = Some((fallback, join, std::array::from_fn(|l| lanes[l])));
+        self.run_blocks = Some((fallback, join, addrs));
         self.b.set_cold_block(fallback);
         let check = self.b.create_block();
         self.b.ins().brif(consecutive, check, &[], fallback, &[]);
@@ -853,6 +961,37 @@ impl Tx<'_, '_> {
         Ok(Some(p))
     }
 
+    /// Lane `l`'s base address as an I64. Extracted where it is needed: only lane 0 on the fast
+    /// path, every lane in the cold lane-by-lane copy.
+    fn lane_addr(&mut self, addrs: LaneAddrs, l: usize) -> Value {
+        match addrs {
+            LaneAddrs::Parts(parts) => {
+                let x = self.b.ins().extractlane(parts[l / 4], (l % 4) as u8);
+                self.zx(x)
+            }
+            LaneAddrs::Lanes(lanes) => lanes[l],
+        }
+    }
+
+    /// `first + l` for every lane `l` (as 32-bit lanes, masked with `mask` if given).
+    pub(super) fn lane_indices(&mut self, first: Value, mask: Option<i64>) -> Vecs {
+        let x = self.lo32(first);
+        let x = self.b.ins().splat(types::I32X4, x);
+        std::array::from_fn(|p| {
+            let bytes: Vec<u8> = (0..4u32).flat_map(|i| (4 * p as u32 + i).to_le_bytes()).collect();
+            let c = self.b.func.dfg.constants.insert(bytes.into());
+            let ids = self.b.ins().vconst(types::I32X4, c);
+            let v = self.b.ins().iadd(x, ids);
+            match mask {
+                Some(m) => {
+                    let m = self.splat_i32(m);
+                    self.b.ins().band(v, m)
+                }
+                None => v,
+            }
+        })
+    }
+
     /// `[4 * l for the four lanes l of part p]` as an `I32X4` constant.
     fn lane_offsets(&mut self, p: usize) -> Value {
         let bytes: Vec<u8> = (0..4u32).flat_map(|i| (4 * (4 * p as u32 + i)).to_le_bytes()).collect();
@@ -866,14 +1005,18 @@ impl Tx<'_, '_> {
     /// fault at the same lane. `stored` holds the vectors a store wrote; a load's destination
     /// is rebuilt from the lanes.
     fn end_run(&mut self, pc: usize, off: i64, stored: Option<Vecs>) -> Result<bool, String> {
-        let (fallback, join, lanes) = self.run_blocks.take().expect("an open vector access");
+        if self.prechecked[pc] {
+            return Ok(true);
+        }
+        let (fallback, join, addrs) = self.run_blocks.take().expect("an open vector access");
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(fallback);
         let z = self.iconst(0);
         let zero = self.splat_i32(0);
         let mut loaded = [zero; PARTS];
-        for (l, &base) in lanes.iter().enumerate() {
+        for l in 0..LANES {
             self.lane = Some(l);
+            let base = self.lane_addr(addrs, l);
             let ea = self.b.ins().iadd_imm_s(base, off);
             let (p, i) = (l / 4, (l % 4) as u8);
             match stored {
@@ -958,6 +1101,80 @@ impl Tx<'_, '_> {
             }
         }
     }
+}
+
+/// One bounds check at the start of a stretch of straight-line code that covers several of its
+/// shared-memory accesses: those through `base` (not written before them in the stretch) of
+/// `1 << k` bytes at offsets from `lo` to `hi`, all the same modulo the size. A `vector` check
+/// covers the `4 * LANES` bytes from lane 0's address, which holds for a base that steps by 4
+/// from lane to lane (`Step::affine(4, false)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RangeCheck {
+    base: R,
+    vector: bool,
+    k: usize,
+    lo: i64,
+    hi: i64,
+}
+
+/// The stretch of straight-line code from `pc0` (to the next label or control transfer) whose
+/// shared-memory accesses one set of checks at its start can prove in bounds: its end, the
+/// accesses it proves, and the checks.
+pub(super) fn stretch_checks(
+    f: &Function,
+    plan: &LanePlan,
+    pc0: usize,
+    leader: &dyn Fn(usize) -> bool,
+    reprs: &[Repr],
+    steps: &[Step],
+) -> (usize, Vec<usize>, Vec<RangeCheck>) {
+    let mut written = vec![false; f.nregs as usize];
+    let mut pcs = Vec::new();
+    let mut checks: Vec<RangeCheck> = Vec::new();
+    let mut end = pc0;
+    while end < f.insts.len() && (end == pc0 || !leader(end)) && !is_control(&f.insts[end].inst) && !plan.in_region[end] {
+        end += 1;
+    }
+    for q in pc0..end {
+        let ins = &f.insts[q];
+        let access = match ins.inst {
+            Inst::Ld { space: Space::Shared, size, n, addr, .. } | Inst::St { space: Space::Shared, size, n, addr, .. } => {
+                Some((size, n, addr))
+            }
+            _ => None,
+        };
+        if let Some((size, n, Addr { base: Base::Reg(r), off })) = access {
+            let check = match reprs[r as usize] {
+                _ if written[r as usize] || !matches!(size, 1 | 2 | 4 | 8) => None,
+                Repr::One => {
+                    let last = off.checked_add((n as i64 - 1) * size as i64);
+                    last.map(|hi| RangeCheck { base: r, vector: false, k: size.trailing_zeros() as usize, lo: off, hi })
+                }
+                Repr::Vector(_) if size == 4 && n == 1 && steps[r as usize] == Step::affine(4, false) => {
+                    Some(RangeCheck { base: r, vector: true, k: 2, lo: off, hi: off })
+                }
+                _ => None,
+            };
+            if let Some(c) = check {
+                let size = 1i64 << c.k;
+                let same = checks.iter_mut().find(|o| {
+                    (o.base, o.vector, o.k) == (c.base, c.vector, c.k) && o.lo.rem_euclid(size) == c.lo.rem_euclid(size)
+                });
+                match same {
+                    Some(o) => {
+                        o.lo = o.lo.min(c.lo);
+                        o.hi = o.hi.max(c.hi);
+                    }
+                    None => checks.push(c),
+                }
+                pcs.push(q);
+            }
+        }
+        for d in uses_defs(ins).1 {
+            written[d as usize] = true;
+        }
+    }
+    (end, pcs, checks)
 }
 
 #[cfg(test)]
