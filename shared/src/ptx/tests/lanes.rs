@@ -283,3 +283,44 @@ fn a_stretch_whose_check_fails_faults_where_the_checked_code_does() {
     let err = run_kernel(STRETCH, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 128]], &stretch_params(0, 33)).unwrap_err();
     assert!(err.contains("thread [31, 0, 0]"), "{err}");
 }
+
+/// [`WRAP`] inside an `if (tid.x < n)`: the addresses are computed in code that a varying
+/// branch jumps over, where the steps of registers written there hold only while the whole
+/// group runs it.
+const WRAP_IN_REGION: &str = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u32 k, .param .u64 adj, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r3, [k];
+    ld.param.u64 %rd5, [adj];
+    ld.param.u32 %r4, [n];
+    mov.u32 %r1, %tid.x;
+    setp.ge.u32 %p1, %r1, %r4;
+    @%p1 bra DONE;
+    add.u32 %r2, %r1, %r3;
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    add.s64 %rd4, %rd3, %rd5;
+    st.global.u32 [%rd4], %r1;
+DONE:
+    ret;
+}";
+
+#[test]
+fn steps_written_where_the_whole_group_runs_a_region_still_see_a_wrap() {
+    assert_lanes(WRAP_IN_REGION);
+    let params = |k: u32, adj: i64, n: u32| [wrap_params(k, adj), n.to_le_bytes().to_vec()].concat();
+    let out = run_kernel(WRAP_IN_REGION, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &params(0, 0, 16)).unwrap();
+    assert_eq!(words(&out[0]), (0..16).collect::<Vec<u32>>());
+    let out = run_kernel(WRAP_IN_REGION, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &params(0, 0, 11)).unwrap();
+    assert_eq!(words(&out[0]), (0..16).map(|t| if t < 11 { t } else { 0 }).collect::<Vec<u32>>());
+    let k = u32::MAX - 3;
+    let err = run_kernel(WRAP_IN_REGION, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &params(k, -4 * k as i64, 16)).unwrap_err();
+    assert!(err.contains("thread [4, 0, 0]"), "{err}");
+}

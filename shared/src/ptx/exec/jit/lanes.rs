@@ -224,12 +224,7 @@ enum Width {
 /// holds the same zero in every lane, which counts as a definition.
 pub(super) fn lane_steps(f: &Function, plan: &LanePlan, reprs: &[Repr], classes: &[Class], consts: &[Option<u64>]) -> Vec<Step> {
     let n = reprs.len();
-    let width = |r: R| match (reprs[r as usize], classes[r as usize]) {
-        (Repr::One, _) => Width::Uniform,
-        (Repr::Vector(_), Class::Int) => Width::V32,
-        (Repr::PerLane(_), Class::Int) => Width::P64,
-        _ => Width::Float,
-    };
+    let width = |r: R| width_of(reprs, classes, r);
     let mut steps: Vec<Step> = (0..n as R)
         .map(|r| if width(r) == Width::Uniform { Step::UNIFORM } else { Step::Unset })
         .collect();
@@ -274,6 +269,15 @@ pub(super) fn lane_steps(f: &Function, plan: &LanePlan, reprs: &[Repr], classes:
         if !changed {
             return steps;
         }
+    }
+}
+
+fn width_of(reprs: &[Repr], classes: &[Class], r: R) -> Width {
+    match (reprs[r as usize], classes[r as usize]) {
+        (Repr::One, _) => Width::Uniform,
+        (Repr::Vector(_), Class::Int) => Width::V32,
+        (Repr::PerLane(_), Class::Int) => Width::P64,
+        _ => Width::Float,
     }
 }
 
@@ -512,14 +516,33 @@ impl Tx<'_, '_> {
         self.b.switch_to_block(not_all);
         self.b.ins().brif(any, masked, &[], full, &[]);
 
-        // No lane takes the branch: the code runs for the whole group.
+        // No lane takes the branch: the code runs for the whole group. Every lane runs every
+        // instruction of it in order, so the steps of the registers it writes hold here, for
+        // what it reads later in the region (the kernel-wide analysis cannot count on them: where
+        // the group splits, a lane that skips the code keeps its older value).
         self.b.switch_to_block(full);
+        let kernel_steps = self.steps.clone();
         for q in pc + 1..target {
             self.pending += LANES as i64;
             if !self.inst(q)? {
                 return Err(format!("control transfer in a region (line {})", self.f.insts[q].line));
             }
+            let ins = &self.f.insts[q];
+            for d in uses_defs(ins).1 {
+                let wd = width_of(&self.reprs, &self.classes, d);
+                let step = match wd {
+                    Width::Uniform => continue,
+                    Width::Float => Step::Unknown,
+                    _ if ins.guard.is_some() => Step::Unknown,
+                    _ => {
+                        let (reprs, classes) = (&self.reprs, &self.classes);
+                        def_step(&ins.inst, wd, &self.steps, &|r| width_of(reprs, classes, r), &self.consts)
+                    }
+                };
+                self.steps[d as usize] = if step == Step::Unset { Step::Unknown } else { step };
+            }
         }
+        self.steps = kernel_steps;
         self.flush_count();
         self.b.ins().jump(tb, &[]);
 
