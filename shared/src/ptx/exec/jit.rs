@@ -46,6 +46,7 @@ use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{
     types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value,
 };
+use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -584,13 +585,59 @@ fn live_in(f: &Function) -> (Vec<u64>, usize) {
     (live, words)
 }
 
+/// Per instruction: the registers it writes that go to the spill area right there (written
+/// through), so that no boundary after it has to store them again. Those are registers some
+/// boundary keeps that have exactly one definition, unguarded, outside every loop and outside
+/// code a varying branch jumps over (`in_region`): the values a kernel computes once before its
+/// loops (indices, base addresses, bounds), which every later boundary would otherwise store
+/// again for every thread, because the first pass through a loop comes from the kernel's start,
+/// where nothing is in the spill area yet.
+fn written_through(f: &Function, keep: &HashMap<usize, Vec<R>>, in_region: Option<&[bool]>) -> Vec<Vec<R>> {
+    let n = f.insts.len();
+    let mut kept = vec![false; f.nregs as usize];
+    keep.values().flatten().for_each(|&r| kept[r as usize] = true);
+    let mut def_count = vec![0u32; f.nregs as usize];
+    let defs: Vec<Vec<R>> = f.insts.iter().map(|i| uses_defs(i).1).collect();
+    defs.iter().flatten().for_each(|&r| def_count[r as usize] += 1);
+    let in_loop = |pc: usize| {
+        let mut seen = vec![false; n + 1];
+        let mut todo: Vec<usize> = successors(f, pc).into_iter().flatten().collect();
+        while let Some(q) = todo.pop() {
+            if q == pc {
+                return true;
+            }
+            if q >= n || std::mem::replace(&mut seen[q], true) {
+                continue;
+            }
+            todo.extend(successors(f, q).into_iter().flatten());
+        }
+        false
+    };
+    (0..n)
+        .map(|pc| {
+            let eligible = f.insts[pc].guard.is_none() && !in_region.is_some_and(|r| r[pc]);
+            let regs: Vec<R> = defs[pc]
+                .iter()
+                .copied()
+                .filter(|&r| eligible && kept[r as usize] && def_count[r as usize] == 1)
+                .collect();
+            if regs.is_empty() || in_loop(pc) {
+                Vec::new()
+            } else {
+                regs
+            }
+        })
+        .collect()
+}
+
 /// Per boundary pc: which of the registers kept across it (`keep`) already hold their current
 /// value in the thread's spill area when the thread gets there, because they were reloaded from
-/// it when the segment began and no instruction since then wrote them. Those need no store.
+/// it when the segment began and no instruction since then wrote them, or the instruction that
+/// last wrote them also stored them (`through`, see [`written_through`]). Those need no store.
 /// A forward analysis over instructions: a segment that starts after boundary `k` begins with
-/// `keep[k]` clean, the kernel's start with nothing clean, a write makes a register dirty, and
-/// where paths meet only what is clean on all of them stays clean.
-fn clean_at_boundaries(f: &Function, keep: &HashMap<usize, Vec<R>>) -> HashMap<usize, Vec<R>> {
+/// `keep[k]` clean, the kernel's start with nothing clean, a write makes a register dirty (clean
+/// if written through), and where paths meet only what is clean on all of them stays clean.
+fn clean_at_boundaries(f: &Function, keep: &HashMap<usize, Vec<R>>, through: &[Vec<R>]) -> HashMap<usize, Vec<R>> {
     let n = f.insts.len();
     let words = (f.nregs as usize).div_ceil(64).max(1);
     let set_of = |regs: &[R]| {
@@ -614,6 +661,9 @@ fn clean_at_boundaries(f: &Function, keep: &HashMap<usize, Vec<R>>) -> HashMap<u
                     let mut v = clean[pc * words..(pc + 1) * words].to_vec();
                     for &r in &defs[pc] {
                         v[r as usize / 64] &= !(1 << (r % 64));
+                    }
+                    for &r in &through[pc] {
+                        v[r as usize / 64] |= 1 << (r % 64);
                     }
                     v
                 }
@@ -1134,6 +1184,9 @@ struct Tx<'a, 'b> {
     /// Per boundary pc: the kept registers its resume point reloads (see
     /// [`reloaded_at_boundaries`]).
     reload: HashMap<usize, Vec<R>>,
+    /// Per instruction: the registers it stores to the spill area as it writes them (see
+    /// [`written_through`]).
+    through: Vec<Vec<R>>,
     /// Registers shuffles read from other threads, which a thread leaves in its spill area when
     /// it exits (an exited lane still serves its last value).
     shfl_srcs: Vec<R>,
@@ -1235,6 +1288,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             keep: HashMap::new(),
             clean: HashMap::new(),
             reload: HashMap::new(),
+            through: Vec::new(),
             shfl_srcs: Vec::new(),
             plan,
             reprs,
@@ -1248,6 +1302,19 @@ impl<'a, 'b> Tx<'a, 'b> {
             anchor_slot: None,
             unanchored: None,
         }
+    }
+
+    /// Marks the blocks created since `first` (see [`Tx::block_mark`]) as cold: code that runs
+    /// when a check fails moves out of the way of the code that runs every time.
+    fn cold_since(&mut self, first: usize) {
+        for i in first..self.b.func.dfg.num_blocks() {
+            self.b.set_cold_block(Block::new(i));
+        }
+    }
+
+    /// Where the blocks about to be created start, for [`Tx::cold_since`].
+    fn block_mark(&self) -> usize {
+        self.b.func.dfg.num_blocks()
     }
 
     fn h(&self) -> &Hoisted {
@@ -1539,7 +1606,8 @@ impl<'a, 'b> Tx<'a, 'b> {
                     .collect();
                 self.keep.insert(pc, regs);
             }
-            self.clean = clean_at_boundaries(f, &self.keep);
+            self.through = written_through(f, &self.keep, self.plan.as_ref().map(|p| &p.in_region[..]));
+            self.clean = clean_at_boundaries(f, &self.keep, &self.through);
             self.reload = reloaded_at_boundaries(f, &self.keep, &self.clean, &self.shfl_srcs);
         }
         for (pc, l) in leader.iter().enumerate() {
@@ -1899,6 +1967,27 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     /// Emits instruction `pc`; returns whether the current block is still open.
     fn inst(&mut self, pc: usize) -> Result<bool, String> {
+        let open = self.inst_body(pc)?;
+        if open && self.through.get(pc).is_some_and(|t| !t.is_empty()) {
+            let base = self.spill_base();
+            for r in self.through[pc].clone() {
+                self.spill_one(base, r);
+            }
+        }
+        Ok(open)
+    }
+
+    /// Stores register `r` in the thread's (or group's) spill area at `base`.
+    fn spill_one(&mut self, base: Value, r: R) {
+        if self.meta.width > 1 {
+            self.spill_store(base, r);
+        } else {
+            let v = self.b.use_var(self.vars[r as usize]);
+            self.b.ins().store(flags(), v, base, (r * 8) as i32);
+        }
+    }
+
+    fn inst_body(&mut self, pc: usize) -> Result<bool, String> {
         if let Some(plan) = &self.plan {
             let ins = &self.f.insts[pc];
             let varying_branch =
@@ -2158,15 +2247,9 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let k = self.bar_index[&pc];
                 let base = self.spill_base();
                 for r in self.keep[&pc].clone() {
-                    if self.clean[&pc].contains(&r) {
-                        continue;
+                    if !self.clean[&pc].contains(&r) {
+                        self.spill_one(base, r);
                     }
-                    if self.meta.width > 1 {
-                        self.spill_store(base, r);
-                        continue;
-                    }
-                    let v = self.b.use_var(self.vars[r as usize]);
-                    self.b.ins().store(flags(), v, base, (r * 8) as i32);
                 }
                 // The exchange reads a shuffle's operands as 64-bit words from the spill area.
                 if let Inst::Shfl { a, b, c, .. } = ins.inst {
@@ -2459,12 +2542,15 @@ impl<'a, 'b> Tx<'a, 'b> {
         };
         self.b.def_var(tmp, v);
         self.b.ins().jump(join, &[]);
+        let mark = self.block_mark();
         self.b.switch_to_block(slow);
         let z = self.iconst(0);
         let v = self.slow(pc, ea, z, z);
         let v = self.bits_as(v, out);
         self.b.def_var(tmp, v);
         self.b.ins().jump(join, &[]);
+        self.cold_since(mark);
+        self.b.set_cold_block(slow);
         self.b.switch_to_block(join);
         self.b.use_var(tmp)
     }
@@ -2527,12 +2613,15 @@ impl<'a, 'b> Tx<'a, 'b> {
             return;
         };
         self.b.ins().jump(join, &[]);
+        let mark = self.block_mark();
         self.b.switch_to_block(slow);
         let v = self.get(src);
         let v = self.mask(v, mask_bits(size as u32 * 8));
         let z = self.iconst(0);
         self.slow(pc, ea, v, z);
         self.b.ins().jump(join, &[]);
+        self.cold_since(mark);
+        self.b.set_cold_block(slow);
         self.b.switch_to_block(join);
     }
 

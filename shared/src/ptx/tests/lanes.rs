@@ -324,3 +324,66 @@ fn steps_written_where_the_whole_group_runs_a_region_still_see_a_wrap() {
     let err = run_kernel(WRAP_IN_REGION, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &params(k, -4 * k as i64, 16)).unwrap_err();
     assert!(err.contains("thread [4, 0, 0]"), "{err}");
 }
+
+/// A loop with two barriers per pass, and values computed once before it (written to the spill
+/// area where they are computed, never again at a barrier) next to ones the loop changes.
+const LOOP_AROUND_BARRIERS: &str = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b32 sh[64];
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r9, [n];
+    mov.u32 %r1, %tid.x;
+    mul.lo.u32 %r2, %r1, 7;
+    add.u32 %r3, %r2, 5;
+    mov.u32 %r6, sh;
+    shl.b32 %r7, %r1, 2;
+    add.u32 %r8, %r6, %r7;
+    mov.u32 %r4, 0;
+    mov.u32 %r5, 0;
+LOOP:
+    add.u32 %r3, %r3, %r5;
+    st.shared.u32 [%r8], %r3;
+    bar.sync 0;
+    xor.b32 %r10, %r1, 1;
+    shl.b32 %r10, %r10, 2;
+    add.u32 %r10, %r6, %r10;
+    ld.shared.u32 %r11, [%r10];
+    add.u32 %r4, %r4, %r11;
+    add.u32 %r4, %r4, %r2;
+    bar.sync 0;
+    add.u32 %r5, %r5, 1;
+    setp.lt.u32 %p1, %r5, %r9;
+    @%p1 bra LOOP;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r4;
+    ret;
+}";
+
+#[test]
+fn values_computed_once_before_a_loop_of_barriers_survive_every_pass() {
+    assert_lanes(LOOP_AROUND_BARRIERS);
+    for (threads, n) in [(32u32, 5u32), (12, 3), (64, 1)] {
+        let out = run_kernel(LOOP_AROUND_BARRIERS, "k", [2, 1, 1], [threads, 1, 1], &[vec![0; 4 * threads as usize]], &n.to_le_bytes()).unwrap();
+        let want: Vec<u32> = (0..threads)
+            .map(|t| {
+                let (mut acc, mut mine, mut other) = (0u32, 7 * t + 5, 7 * (t ^ 1) + 5);
+                for i in 0..n {
+                    mine += i;
+                    other += i;
+                    acc = acc.wrapping_add(other).wrapping_add(7 * t);
+                }
+                let _ = mine;
+                acc
+            })
+            .collect();
+        assert_eq!(words(&out[0]), want, "{threads} threads, {n} passes");
+    }
+}

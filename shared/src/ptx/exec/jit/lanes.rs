@@ -546,7 +546,10 @@ impl Tx<'_, '_> {
         self.flush_count();
         self.b.ins().jump(tb, &[]);
 
-        // Some lanes take it: the others run the code one lane at a time.
+        // Some lanes take it: the others run the code one lane at a time (rarely: at the edge
+        // of the data, so out of the way of the code that runs every time).
+        let mark = self.block_mark();
+        self.b.set_cold_block(masked);
         self.b.switch_to_block(masked);
         for q in pc + 1..target {
             for l in 0..LANES {
@@ -569,6 +572,7 @@ impl Tx<'_, '_> {
             self.lane = None;
         }
         self.b.ins().jump(tb, &[]);
+        self.cold_since(mark);
         // The block the one-thread code would start after the branch is never entered.
         if let Some(blk) = self.blocks[pc + 1] {
             self.b.switch_to_block(blk);
@@ -618,9 +622,9 @@ impl Tx<'_, '_> {
         let fast = self.b.create_block();
         let checked = self.b.create_block();
         let join = self.b.create_block();
-        self.b.set_cold_block(checked);
         self.b.ins().brif(all.expect("checks"), fast, &[], checked, &[]);
         for (blk, proven) in [(fast, true), (checked, false)] {
+            let mark = self.block_mark();
             self.b.switch_to_block(blk);
             for &q in &pcs {
                 self.prechecked[q] = proven;
@@ -635,6 +639,10 @@ impl Tx<'_, '_> {
             self.unanchored = None;
             self.flush_count();
             self.b.ins().jump(join, &[]);
+            if !proven {
+                self.cold_since(mark);
+                self.b.set_cold_block(checked);
+            }
         }
         for &q in &pcs {
             self.prechecked[q] = false;
@@ -1033,6 +1041,7 @@ impl Tx<'_, '_> {
         }
         let (fallback, join, addrs) = self.run_blocks.take().expect("an open vector access");
         self.b.ins().jump(join, &[]);
+        let mark = self.block_mark();
         self.b.switch_to_block(fallback);
         let z = self.iconst(0);
         let zero = self.splat_i32(0);
@@ -1061,6 +1070,7 @@ impl Tx<'_, '_> {
             self.def_vec(d, loaded);
         }
         self.b.ins().jump(join, &[]);
+        self.cold_since(mark);
         self.b.switch_to_block(join);
         Ok(true)
     }
