@@ -1187,6 +1187,9 @@ struct Tx<'a, 'b> {
     /// Per instruction: the registers it stores to the spill area as it writes them (see
     /// [`written_through`]).
     through: Vec<Vec<R>>,
+    /// Registers live on entry to each instruction (see [`live_in`]), in code for groups or
+    /// where the kernel has boundaries.
+    live: (Vec<u64>, usize),
     /// Registers shuffles read from other threads, which a thread leaves in its spill area when
     /// it exits (an exited lane still serves its last value).
     shfl_srcs: Vec<R>,
@@ -1289,6 +1292,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             clean: HashMap::new(),
             reload: HashMap::new(),
             through: Vec::new(),
+            live: (Vec::new(), 0),
             shfl_srcs: Vec::new(),
             plan,
             reprs,
@@ -1594,8 +1598,14 @@ impl<'a, 'b> Tx<'a, 'b> {
             self.bar_index.insert(pc, self.meta.bounds.len() as u32);
             self.meta.bounds.push(Boundary { line: ins.line, shfl });
         }
+        if self.plan.is_some() {
+            self.live = live_in(f);
+        }
         if !self.bar_index.is_empty() {
-            let (live, words) = live_in(f);
+            if self.live.0.is_empty() {
+                self.live = live_in(f);
+            }
+            let (live, words) = (&self.live.0, self.live.1);
             for &pc in self.bar_index.keys() {
                 let regs = (0..f.nregs)
                     .filter(|&r| {

@@ -387,3 +387,41 @@ fn values_computed_once_before_a_loop_of_barriers_survive_every_pass() {
         assert_eq!(words(&out[0]), want, "{threads} threads, {n} passes");
     }
 }
+
+/// A conditional region that reads a register written before it and writes registers nobody
+/// reads after it: where the group splits, the lanes that run it still see their older value.
+const UPDATE_IN_REGION: &str = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r4, [n];
+    mov.u32 %r1, %tid.x;
+    mul.lo.u32 %r5, %r1, 3;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r5;
+    setp.ge.u32 %p1, %r1, %r4;
+    @%p1 bra DONE;
+    add.u32 %r5, %r5, 100;
+    mul.wide.u32 %rd4, %r1, 4;
+    add.s64 %rd5, %rd1, %rd4;
+    st.global.u32 [%rd5], %r5;
+DONE:
+    ret;
+}";
+
+#[test]
+fn lanes_that_run_a_split_region_read_the_values_they_had_before_it() {
+    assert_lanes(UPDATE_IN_REGION);
+    for n in [0u32, 5, 8, 13, 16] {
+        let out = run_kernel(UPDATE_IN_REGION, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &n.to_le_bytes()).unwrap();
+        let want: Vec<u32> = (0..16).map(|t| if t < n { 3 * t + 100 } else { 3 * t }).collect();
+        assert_eq!(words(&out[0]), want, "n = {n}");
+    }
+}

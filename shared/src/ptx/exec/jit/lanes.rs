@@ -551,6 +551,7 @@ impl Tx<'_, '_> {
         let mark = self.block_mark();
         self.b.set_cold_block(masked);
         self.b.switch_to_block(masked);
+        self.forget_dead_defs(pc + 1, target);
         for q in pc + 1..target {
             for l in 0..LANES {
                 self.lane = Some(l);
@@ -649,6 +650,43 @@ impl Tx<'_, '_> {
         }
         self.b.switch_to_block(join);
         Ok(Some(end))
+    }
+
+    /// Before code from `from` to `to` runs lane by lane where a group splits: gives the
+    /// registers it writes that nobody reads after `to`, nor before writing them inside it, a
+    /// placeholder value. A lane that skips
+    /// the code keeps its older value of them, which nothing reads; left alone, that older
+    /// value would have to flow in from before the branch, so the code that runs for whole
+    /// groups would compute every lane's value of them (say, each lane's address of an access
+    /// it makes as one vector access) and carry it around the kernel's loop.
+    fn forget_dead_defs(&mut self, from: usize, to: usize) {
+        let (live, words) = (&self.live.0, self.live.1);
+        let dead: Vec<R> = (from..to)
+            .flat_map(|q| uses_defs(&self.f.insts[q]).1)
+            .filter(|&r| {
+                let dead_at = |pc: usize| live[pc * words + r as usize / 64] >> (r % 64) & 1 == 0;
+                dead_at(from) && dead_at(to)
+            })
+            .collect();
+        for r in dead {
+            match self.reprs[r as usize] {
+                Repr::One => {}
+                Repr::Vector(vars) => {
+                    let ty = self.vec_ty(r);
+                    let z = self.splat_i32(0);
+                    let z = self.recast(z, ty);
+                    vars.iter().for_each(|&v| self.b.def_var(v, z));
+                }
+                Repr::PerLane(vars) => {
+                    let z = match self.classes[r as usize] {
+                        Class::F32 => self.b.ins().f32const(Ieee32::with_bits(0)),
+                        Class::F64 => self.b.ins().f64const(cranelift_codegen::ir::immediates::Ieee64::with_bits(0)),
+                        Class::Int => self.b.ins().iconst(types::I64, 0),
+                    };
+                    vars.iter().for_each(|&v| self.b.def_var(v, z));
+                }
+            }
+        }
     }
 
     /// The vector form of instruction `pc`, if it has one and its registers are in vectors.
