@@ -637,7 +637,16 @@ fn written_through(f: &Function, keep: &HashMap<usize, Vec<R>>, in_region: Optio
 /// A forward analysis over instructions: a segment that starts after boundary `k` begins with
 /// `keep[k]` clean, the kernel's start with nothing clean, a write makes a register dirty (clean
 /// if written through), and where paths meet only what is clean on all of them stays clean.
-fn clean_at_boundaries(f: &Function, keep: &HashMap<usize, Vec<R>>, through: &[Vec<R>]) -> HashMap<usize, Vec<R>> {
+/// With `resumed_only`, the paths from the kernel's start are left out: what a segment that
+/// began at a resume point finds clean (the kernel's start is the first pass of every loop, so
+/// counting it would make a loop's barriers store everything computed before the loop again on
+/// every pass).
+fn clean_at_boundaries(
+    f: &Function,
+    keep: &HashMap<usize, Vec<R>>,
+    through: &[Vec<R>],
+    resumed_only: bool,
+) -> HashMap<usize, Vec<R>> {
     let n = f.insts.len();
     let words = (f.nregs as usize).div_ceil(64).max(1);
     let set_of = |regs: &[R]| {
@@ -650,11 +659,19 @@ fn clean_at_boundaries(f: &Function, keep: &HashMap<usize, Vec<R>>, through: &[V
     let defs: Vec<Vec<R>> = f.insts.iter().map(|i| uses_defs(i).1).collect();
     // `clean[pc]`: clean on entry to `pc` (all registers until a path reaches it).
     let mut clean = vec![u64::MAX; (n + 1) * words];
-    clean[..words].fill(0);
+    // Code no path reaches yet says nothing; a boundary always begins a segment after it.
+    let mut reached = vec![false; n + 1];
+    if !resumed_only {
+        clean[..words].fill(0);
+        reached[0] = true;
+    }
     let mut changed = true;
     while changed {
         changed = false;
         for pc in 0..n {
+            if !reached[pc] && !keep.contains_key(&pc) {
+                continue;
+            }
             let out = match keep.get(&pc) {
                 Some(k) => set_of(k),
                 None => {
@@ -669,6 +686,10 @@ fn clean_at_boundaries(f: &Function, keep: &HashMap<usize, Vec<R>>, through: &[V
                 }
             };
             for s in successors(f, pc).into_iter().flatten() {
+                if !reached[s] {
+                    reached[s] = true;
+                    changed = true;
+                }
                 let dst = &mut clean[s * words..(s + 1) * words];
                 for w in 0..words {
                     let m = dst[w] & out[w];
@@ -1181,6 +1202,11 @@ struct Tx<'a, 'b> {
     /// Per boundary pc: the kept registers whose spill slot already holds their value
     /// (see [`clean_at_boundaries`]).
     clean: HashMap<usize, Vec<R>>,
+    /// Per boundary pc: the kept registers clean there in a segment that began at a resume point
+    /// (see [`clean_at_boundaries`]); the others are stored only in the first segment.
+    clean_resumed: HashMap<usize, Vec<R>>,
+    /// Whether the segment being run began at the kernel's start (a boolean variable).
+    first_segment: Option<Variable>,
     /// Per boundary pc: the kept registers its resume point reloads (see
     /// [`reloaded_at_boundaries`]).
     reload: HashMap<usize, Vec<R>>,
@@ -1291,6 +1317,8 @@ impl<'a, 'b> Tx<'a, 'b> {
             keep: HashMap::new(),
             clean: HashMap::new(),
             reload: HashMap::new(),
+            clean_resumed: HashMap::new(),
+            first_segment: None,
             through: Vec::new(),
             live: (Vec::new(), 0),
             shfl_srcs: Vec::new(),
@@ -1617,8 +1645,9 @@ impl<'a, 'b> Tx<'a, 'b> {
                 self.keep.insert(pc, regs);
             }
             self.through = written_through(f, &self.keep, self.plan.as_ref().map(|p| &p.in_region[..]));
-            self.clean = clean_at_boundaries(f, &self.keep, &self.through);
-            self.reload = reloaded_at_boundaries(f, &self.keep, &self.clean, &self.shfl_srcs);
+            self.clean = clean_at_boundaries(f, &self.keep, &self.through, false);
+            self.clean_resumed = clean_at_boundaries(f, &self.keep, &self.through, true);
+            self.reload = reloaded_at_boundaries(f, &self.keep, &self.clean_resumed, &self.shfl_srcs);
         }
         for (pc, l) in leader.iter().enumerate() {
             if *l {
@@ -1722,6 +1751,13 @@ impl<'a, 'b> Tx<'a, 'b> {
             self.b.ins().brif(exited, next, &[], live, &[]);
         }
         self.b.switch_to_block(live);
+        if !self.meta.bounds.is_empty() {
+            let first = self.b.declare_var(types::I8);
+            let segv = self.b.use_var(seg);
+            let is_first = self.b.ins().icmp_imm_s(IntCC::Equal, segv, 0);
+            self.b.def_var(first, is_first);
+            self.first_segment = Some(first);
+        }
         // Special registers of this thread.
         for &(r, s) in &f.sregs {
             if self.meta.width > 1 && matches!(s, Sreg::Tid(0) | Sreg::LaneId) {
@@ -2256,10 +2292,27 @@ impl<'a, 'b> Tx<'a, 'b> {
                 self.flush_count();
                 let k = self.bar_index[&pc];
                 let base = self.spill_base();
+                let mut first_only = Vec::new();
                 for r in self.keep[&pc].clone() {
-                    if !self.clean[&pc].contains(&r) {
+                    if !self.clean_resumed[&pc].contains(&r) {
+                        self.spill_one(base, r);
+                    } else if !self.clean[&pc].contains(&r) {
+                        first_only.push(r);
+                    }
+                }
+                if !first_only.is_empty() {
+                    // Dirty only where the segment began at the kernel's start.
+                    let first = self.first_segment.expect("a kernel with boundaries");
+                    let is_first = self.b.use_var(first);
+                    let store = self.b.create_block();
+                    let done = self.b.create_block();
+                    self.b.ins().brif(is_first, store, &[], done, &[]);
+                    self.b.switch_to_block(store);
+                    for r in first_only {
                         self.spill_one(base, r);
                     }
+                    self.b.ins().jump(done, &[]);
+                    self.b.switch_to_block(done);
                 }
                 // The exchange reads a shuffle's operands as 64-bit words from the spill area.
                 if let Inst::Shfl { a, b, c, .. } = ins.inst {

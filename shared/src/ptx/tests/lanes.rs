@@ -326,7 +326,8 @@ fn steps_written_where_the_whole_group_runs_a_region_still_see_a_wrap() {
 }
 
 /// A loop with two barriers per pass, and values computed once before it (written to the spill
-/// area where they are computed, never again at a barrier) next to ones the loop changes.
+/// area where they are computed, never again at a barrier) next to ones the loop changes; the
+/// sum starts before the loop, so its first pass must store it at the first barrier.
 const LOOP_AROUND_BARRIERS: &str = "
 .version 8.0
 .target sm_90
@@ -345,7 +346,7 @@ const LOOP_AROUND_BARRIERS: &str = "
     mov.u32 %r6, sh;
     shl.b32 %r7, %r1, 2;
     add.u32 %r8, %r6, %r7;
-    mov.u32 %r4, 0;
+    add.u32 %r4, %r2, 1000;
     mov.u32 %r5, 0;
 LOOP:
     add.u32 %r3, %r3, %r5;
@@ -371,10 +372,10 @@ LOOP:
 fn values_computed_once_before_a_loop_of_barriers_survive_every_pass() {
     assert_lanes(LOOP_AROUND_BARRIERS);
     for (threads, n) in [(32u32, 5u32), (12, 3), (64, 1)] {
-        let out = run_kernel(LOOP_AROUND_BARRIERS, "k", [2, 1, 1], [threads, 1, 1], &[vec![0; 4 * threads as usize]], &n.to_le_bytes()).unwrap();
+        let out = run_kernel(LOOP_AROUND_BARRIERS, "k", [5, 1, 1], [threads, 1, 1], &[vec![0; 4 * threads as usize]], &n.to_le_bytes()).unwrap();
         let want: Vec<u32> = (0..threads)
             .map(|t| {
-                let (mut acc, mut mine, mut other) = (0u32, 7 * t + 5, 7 * (t ^ 1) + 5);
+                let (mut acc, mut mine, mut other) = (7 * t + 1000, 7 * t + 5, 7 * (t ^ 1) + 5);
                 for i in 0..n {
                     mine += i;
                     other += i;
