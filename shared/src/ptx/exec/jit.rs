@@ -1836,24 +1836,52 @@ impl<'a, 'b> Tx<'a, 'b> {
 
         // next: advance the thread and its (x, y, z) index.
         self.b.switch_to_block(next);
-        let t = self.b.use_var(self.t);
-        let t1 = self.b.ins().iadd_imm_s(t, self.meta.width as i64);
-        self.b.def_var(self.t, t1);
         let x = self.b.use_var(self.tid[0]);
         let y = self.b.use_var(self.tid[1]);
         let z = self.b.use_var(self.tid[2]);
-        let x1 = self.b.ins().iadd_imm_s(x, self.meta.width as i64);
-        let wx = self.b.ins().icmp(IntCC::Equal, x1, ntid[0]);
-        let x2 = self.b.ins().select(wx, zero, x1);
-        let wx64 = self.b.ins().uextend(types::I64, wx);
-        let y1 = self.b.ins().iadd(y, wx64);
-        let wy = self.b.ins().icmp(IntCC::Equal, y1, ntid[1]);
-        let y2 = self.b.ins().select(wy, zero, y1);
-        let wy64 = self.b.ins().uextend(types::I64, wy);
-        let z2 = self.b.ins().iadd(z, wy64);
-        self.b.def_var(self.tid[0], x2);
-        self.b.def_var(self.tid[1], y2);
-        self.b.def_var(self.tid[2], z2);
+        if self.meta.width == 1 {
+            let t = self.b.use_var(self.t);
+            let t1 = self.b.ins().iadd_imm_s(t, 1);
+            self.b.def_var(self.t, t1);
+            let x1 = self.b.ins().iadd_imm_s(x, 1);
+            let wx = self.b.ins().icmp(IntCC::Equal, x1, ntid[0]);
+            let x2 = self.b.ins().select(wx, zero, x1);
+            let wx64 = self.b.ins().uextend(types::I64, wx);
+            let y1 = self.b.ins().iadd(y, wx64);
+            let wy = self.b.ins().icmp(IntCC::Equal, y1, ntid[1]);
+            let y2 = self.b.ins().select(wy, zero, y1);
+            let wy64 = self.b.ins().uextend(types::I64, wy);
+            let z2 = self.b.ins().iadd(z, wy64);
+            self.b.def_var(self.tid[0], x2);
+            self.b.def_var(self.tid[1], y2);
+            self.b.def_var(self.tid[2], z2);
+        } else {
+            // Groups go down the columns (y fastest, then z, then x): neighbouring groups of a
+            // row usually read the same cache lines of a tile, and the rows of a tile lie in
+            // different lines, so this order starts the core's fetches of a segment's lines one
+            // group after another instead of every other group. Threads between two barriers
+            // are unordered in CUDA, so any order is a valid one.
+            let y1 = self.b.ins().iadd_imm_s(y, 1);
+            let wy = self.b.ins().icmp(IntCC::Equal, y1, ntid[1]);
+            let y2 = self.b.ins().select(wy, zero, y1);
+            let wy64 = self.b.ins().uextend(types::I64, wy);
+            let z1 = self.b.ins().iadd(z, wy64);
+            let wz = self.b.ins().icmp(IntCC::Equal, z1, ntid[2]);
+            let z2 = self.b.ins().select(wz, zero, z1);
+            let step = self.iconst(self.meta.width as u64);
+            let dx = self.b.ins().select(wz, step, zero);
+            let x2 = self.b.ins().iadd(x, dx);
+            let row = self.b.ins().imul(z2, ntid[1]);
+            let row = self.b.ins().iadd(row, y2);
+            let first = self.b.ins().imul(row, ntid[0]);
+            let first = self.b.ins().iadd(first, x2);
+            let end = self.b.ins().icmp(IntCC::Equal, x2, ntid[0]);
+            let t1 = self.b.ins().select(end, n, first);
+            self.b.def_var(self.t, t1);
+            self.b.def_var(self.tid[0], x2);
+            self.b.def_var(self.tid[1], y2);
+            self.b.def_var(self.tid[2], z2);
+        }
         self.b.ins().jump(head, &[]);
 
         // finish: every thread reached a boundary or exited. When all live ones wait at the same
