@@ -90,7 +90,7 @@ pub struct Args {
 /// The CPU engine for kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CpuEngine {
-    /// Native code, groups of eight threads in vector lanes where the kernel allows
+    /// Native code, groups of sixteen threads in vector lanes where the kernel allows
     Jit,
     /// Native code, one thread at a time
     JitScalar,

@@ -72,8 +72,8 @@ fn a_group_split_by_a_bounds_guard_runs_its_live_lanes_one_by_one() {
     let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.5 - 7.0).collect();
     let y: Vec<f32> = (0..64).map(|i| 1.0 / (i as f32 + 1.0)).collect();
     let bufs = [vec![0xAB; 256], bytes_of(&x, f32::to_le_bytes), bytes_of(&y, f32::to_le_bytes)];
-    // 37 live threads: the group of threads 32..39 is split at 37, and the last three groups
-    // take the branch together.
+    // 37 live threads: the group of threads 32..47 is split at 37, and the last group takes the
+    // branch as a whole.
     let out = run_kernel(AXPY, "k", [2, 1, 1], [32, 1, 1], &bufs, &axpy_params(1.5, 37)).unwrap();
     let got = floats(&out[0]);
     for i in 0..64 {
@@ -89,7 +89,7 @@ fn a_group_split_by_a_bounds_guard_runs_its_live_lanes_one_by_one() {
 fn a_vector_store_that_leaves_its_region_faults_at_the_first_lane_outside() {
     assert_lanes(AXPY);
     let bufs = [vec![0; 4 * 21], vec![0; 256], vec![0; 256]];
-    // Threads 16..23 form one group; thread 21 is the first past the 21-float output.
+    // Threads 16..31 form one group; thread 21 is the first past the 21-float output.
     let err = run_kernel(AXPY, "k", [1, 1, 1], [64, 1, 1], &bufs, &axpy_params(2.0, 64)).unwrap_err();
     assert!(err.contains("out-of-bounds write"), "{err}");
     assert!(err.contains("thread [21, 0, 0]"), "{err}");
@@ -199,9 +199,8 @@ fn an_index_that_wraps_inside_a_group_is_not_taken_for_consecutive() {
     assert_lanes(WRAP);
     let out = run_kernel(WRAP, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &wrap_params(0, 0)).unwrap();
     assert_eq!(words(&out[0]), (0..16).collect::<Vec<u32>>());
-    // Threads 0..3 store to out[0..3]; thread 4's index wraps to 0, 16 GiB below `out`. The
-    // first and last lanes' addresses lie 32 bytes apart in the region, but the lanes between
-    // them do not.
+    // Threads 0..3 store to out[0..3]; thread 4's index wraps to 0, 16 GiB below `out`: the
+    // index steps by one from lane to lane, the addresses do not.
     let k = u32::MAX - 3;
     let err = run_kernel(WRAP, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &wrap_params(k, -4 * k as i64)).unwrap_err();
     assert!(err.contains("thread [4, 0, 0]"), "{err}");
