@@ -22,12 +22,17 @@
 //! - a branch whose condition is uniform is an ordinary branch; a varying one must be a forward
 //!   branch over straight-line code (an `if` without loops, barriers or exits inside). There the
 //!   group jumps when all its lanes take the branch, runs the code as vectors when none does, and
-//!   otherwise runs it lane by lane where the branch is not taken.
+//!   otherwise runs it lane by lane where the branch is not taken;
+//! - straight-line code whose shared-memory accesses go through bases computed before it gets one
+//!   range check per base at its start and a copy without the checks ([`Tx::prechecked_stretch`]);
+//! - groups run down the block's columns, `%tid.y` fastest (see `Tx::build`).
 //!
 //! Whether a kernel has this shape is decided once, at compile time ([`LanePlan::new`]); a launch
 //! uses it when the block's x dimension is a multiple of [`LANES`]. Every lane-by-lane step is
-//! the one-thread code for that lane's thread, so faults, slow paths and arithmetic are exactly
-//! those of one-thread native code, and the instruction count is the same.
+//! the one-thread code for that lane's thread, so slow paths and arithmetic are exactly those of
+//! one-thread native code, and the instruction count is the same. Faults are too, except which
+//! one comes first when threads of different rows fault in one segment: the group order differs
+//! from one-thread code's (threads between barriers have no order in CUDA).
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::immediates::Ieee32;
