@@ -1626,13 +1626,10 @@ impl<'a, 'b> Tx<'a, 'b> {
             self.bar_index.insert(pc, self.meta.bounds.len() as u32);
             self.meta.bounds.push(Boundary { line: ins.line, shfl });
         }
-        if self.plan.is_some() {
+        if self.plan.is_some() || !self.bar_index.is_empty() {
             self.live = live_in(f);
         }
         if !self.bar_index.is_empty() {
-            if self.live.0.is_empty() {
-                self.live = live_in(f);
-            }
             let (live, words) = (&self.live.0, self.live.1);
             for &pc in self.bar_index.keys() {
                 let regs = (0..f.nregs)
@@ -1823,13 +1820,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             self.b.switch_to_block(rb);
             let base = self.spill_base();
             for r in self.reload[&pc].clone() {
-                if self.meta.width > 1 {
-                    self.spill_load(base, r);
-                    continue;
-                }
-                let ty = self.var_ty(r);
-                let v = self.b.ins().load(ty, flags(), base, (r * 8) as i32);
-                self.b.def_var(self.vars[r as usize], v);
+                self.spill_load(base, r);
             }
             self.b.ins().jump(self.blocks[pc + 1].expect("block after barrier"), &[]);
         }
@@ -2045,20 +2036,10 @@ impl<'a, 'b> Tx<'a, 'b> {
         if open && self.through.get(pc).is_some_and(|t| !t.is_empty()) {
             let base = self.spill_base();
             for r in self.through[pc].clone() {
-                self.spill_one(base, r);
+                self.spill_store(base, r);
             }
         }
         Ok(open)
-    }
-
-    /// Stores register `r` in the thread's (or group's) spill area at `base`.
-    fn spill_one(&mut self, base: Value, r: R) {
-        if self.meta.width > 1 {
-            self.spill_store(base, r);
-        } else {
-            let v = self.b.use_var(self.vars[r as usize]);
-            self.b.ins().store(flags(), v, base, (r * 8) as i32);
-        }
     }
 
     fn inst_body(&mut self, pc: usize) -> Result<bool, String> {
@@ -2323,7 +2304,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let mut first_only = Vec::new();
                 for r in self.keep[&pc].clone() {
                     if !self.clean_resumed[&pc].contains(&r) {
-                        self.spill_one(base, r);
+                        self.spill_store(base, r);
                     } else if !self.clean[&pc].contains(&r) {
                         first_only.push(r);
                     }
@@ -2337,7 +2318,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                     self.b.ins().brif(is_first, store, &[], done, &[]);
                     self.b.switch_to_block(store);
                     for r in first_only {
-                        self.spill_one(base, r);
+                        self.spill_store(base, r);
                     }
                     self.b.ins().jump(done, &[]);
                     self.b.switch_to_block(done);
@@ -2539,6 +2520,13 @@ impl<'a, 'b> Tx<'a, 'b> {
         }
     }
 
+    /// The host address of shared-memory offset `ea`, for an access proven in bounds at the start
+    /// of its stretch (see `Tx::prechecked_stretch`).
+    fn proven_shared(&mut self, ea: Value) -> Value {
+        let shared = self.h().shared;
+        self.b.ins().iadd(shared, ea)
+    }
+
     /// The region-table entry (host pointer, length) of the region device address `key` falls
     /// in: slot `key >> REGION_SHIFT`, clamped to the table's last, empty entry.
     fn region_entry(&mut self, key: Value, mem: MemFlagsData) -> (Value, Value) {
@@ -2552,16 +2540,22 @@ impl<'a, 'b> Tx<'a, 'b> {
         (ptr, len)
     }
 
-    /// `host + offset` for an access of `1 << k` bytes whose offset is in bounds (`lim` aligned
-    /// positions) and aligned, both in one compare of the rotated offset; otherwise a branch to
-    /// `slow`.
-    fn checked(&mut self, host: Value, offset: Value, k: usize, lim: Value, slow: Block) -> Value {
+    /// Whether an access of `1 << k` bytes at `offset` is in bounds (`lim` aligned positions) and
+    /// aligned: one compare of the rotated offset.
+    fn fits(&mut self, offset: Value, k: usize, lim: Value) -> Value {
         let idx = if k > 0 {
             self.b.ins().rotr_imm_s(offset, k as i64)
         } else {
             offset
         };
-        let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
+        self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim)
+    }
+
+    /// `host + offset` for an access of `1 << k` bytes whose offset is in bounds (`lim` aligned
+    /// positions) and aligned, both in one compare of the rotated offset; otherwise a branch to
+    /// `slow`.
+    fn checked(&mut self, host: Value, offset: Value, k: usize, lim: Value, slow: Block) -> Value {
+        let ok = self.fits(offset, k, lim);
         let fast = self.b.create_block();
         self.b.ins().brif(ok, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
@@ -2615,8 +2609,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             return self.bits_as(v, out);
         }
         if self.prechecked[pc] {
-            let shared = self.h().shared;
-            let p = self.b.ins().iadd(shared, ea);
+            let p = self.proven_shared(ea);
             let v = self.b.ins().load(ty, flags(), p, 0);
             return if size == 8 || out != types::I64 { v } else { self.zx(v) };
         }
@@ -2684,10 +2677,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 let root = self.root_of(addr);
                 self.fast_ptr(space, size, at, root, slow)
             }
-            None => {
-                let shared = self.h().shared;
-                self.b.ins().iadd(shared, ea)
-            }
+            None => self.proven_shared(ea),
         };
         let x = if direct {
             self.raw(src)

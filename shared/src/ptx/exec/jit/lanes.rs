@@ -621,8 +621,7 @@ impl Tx<'_, '_> {
             let ends = if c.lo == c.hi { vec![c.lo] } else { vec![c.lo, c.hi] };
             for off in ends {
                 let e = self.b.ins().iadd_imm_s(base, off);
-                let idx = if c.k > 0 { self.b.ins().rotr_imm_s(e, c.k as i64) } else { e };
-                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim);
+                let ok = self.fits(e, c.k, lim);
                 all = Some(match all {
                     None => ok,
                     Some(a) => self.b.ins().band(a, ok),
@@ -945,8 +944,7 @@ impl Tx<'_, '_> {
             let x = self.b.ins().extractlane(p0, 0);
             let x = self.zx(x);
             let e0 = self.b.ins().iadd_imm_s(x, addr.off);
-            let shared = self.h().shared;
-            return Ok(Some(self.b.ins().iadd(shared, e0)));
+            return Ok(Some(self.proven_shared(e0)));
         }
         let (addrs, consecutive) = match self.reprs[base as usize] {
             Repr::One => return Ok(None),
@@ -963,7 +961,7 @@ impl Tx<'_, '_> {
                     let first = self.b.ins().splat(types::I32X4, first);
                     let mut all = None;
                     for (p, &v) in parts.iter().enumerate() {
-                        let want = self.lane_offsets(p);
+                        let want = self.lane_consts(p, 4);
                         let dx = self.b.ins().isub(v, first);
                         let eq = self.b.ins().icmp(IntCC::Equal, dx, want);
                         all = Some(match all {
@@ -1056,9 +1054,7 @@ impl Tx<'_, '_> {
         let x = self.lo32(first);
         let x = self.b.ins().splat(types::I32X4, x);
         std::array::from_fn(|p| {
-            let bytes: Vec<u8> = (0..4u32).flat_map(|i| (4 * p as u32 + i).to_le_bytes()).collect();
-            let c = self.b.func.dfg.constants.insert(bytes.into());
-            let ids = self.b.ins().vconst(types::I32X4, c);
+            let ids = self.lane_consts(p, 1);
             let v = self.b.ins().iadd(x, ids);
             match mask {
                 Some(m) => {
@@ -1070,9 +1066,9 @@ impl Tx<'_, '_> {
         })
     }
 
-    /// `[4 * l for the four lanes l of part p]` as an `I32X4` constant.
-    fn lane_offsets(&mut self, p: usize) -> Value {
-        let bytes: Vec<u8> = (0..4u32).flat_map(|i| (4 * (4 * p as u32 + i)).to_le_bytes()).collect();
+    /// `[scale * l for the four lanes l of part p]` as an `I32X4` constant.
+    fn lane_consts(&mut self, p: usize, scale: u32) -> Value {
+        let bytes: Vec<u8> = (0..4u32).flat_map(|i| (scale * (4 * p as u32 + i)).to_le_bytes()).collect();
         let c = self.b.func.dfg.constants.insert(bytes.into());
         self.b.ins().vconst(types::I32X4, c)
     }
@@ -1132,11 +1128,11 @@ impl Tx<'_, '_> {
         self.b.ins().select(big, less, zero)
     }
 
-    /// Stores register `r` in the group's spill area at `base`: `8 * LANES` bytes per register,
-    /// a vector part as 16 bytes, a per-lane register as one word per lane, a group register as
-    /// one word.
+    /// Stores register `r` in the spill area at `base` (a thread's, or a group's): `8 * width`
+    /// bytes per register, a vector part as 16 bytes, a per-lane register as one word per lane,
+    /// a register with one value as one word.
     pub(super) fn spill_store(&mut self, base: Value, r: R) {
-        let off = (r as usize * 8 * LANES) as i32;
+        let off = (r as usize * 8 * self.meta.width) as i32;
         match self.reprs[r as usize] {
             Repr::One => {
                 let v = self.b.use_var(self.vars[r as usize]);
@@ -1157,8 +1153,9 @@ impl Tx<'_, '_> {
         }
     }
 
+    /// Loads register `r` from the spill area at `base` (see [`Tx::spill_store`]).
     pub(super) fn spill_load(&mut self, base: Value, r: R) {
-        let off = (r as usize * 8 * LANES) as i32;
+        let off = (r as usize * 8 * self.meta.width) as i32;
         match self.reprs[r as usize] {
             Repr::One => {
                 let ty = self.var_ty(r);
