@@ -64,8 +64,10 @@ pub struct DeviceInfo {
     pub queued: u32,
 }
 
-/// The body of `POST /api/sessions`.
+/// The body of `POST /api/sessions`. Unknown fields are refused: a misspelled setting must not
+/// silently fall back to its default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreateSession {
     /// An archive id.
     pub archive: String,
@@ -81,6 +83,12 @@ pub struct CreateSession {
     /// Replacement initial bytes for named bindings, base64 (standard alphabet, padded).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub bindings: BTreeMap<String, String>,
+    /// Most PTX instructions one iteration may execute on the CPU (default and maximum: the host's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
+    /// Seconds the whole session may run before it is stopped (default and maximum: the host's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<u64>,
 }
 
 fn default_device() -> String {
@@ -165,6 +173,12 @@ pub struct SessionInfo {
     /// The error of a failed session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The instruction budget of one iteration on the CPU, as the host settled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
+    /// The wall-clock limit of the session in seconds, as the host settled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<u64>,
 }
 
 /// One entry of a session's event log: what the WebSocket carries, one JSON text message each.

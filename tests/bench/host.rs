@@ -5,6 +5,9 @@
 //!   sampled from `/proc/PID/status` during the upload.
 //! - `viewers`: 50 WebSocket viewers on one session: every message must reach every viewer; the
 //!   latency of each (receive time minus the host's `time_us` stamp) is reported as p50/p99/max.
+//! - `bursts`: the host's resident memory, sampled every 5 ms, through ten bursts of 200 parallel
+//!   62 KB uploads, then four parallel JSON requests of 240 MB and four of 60 MB: the peak, and
+//!   what is left after each burst once the host is idle again.
 
 use std::io::Read;
 use std::path::Path;
@@ -116,6 +119,7 @@ async fn bench_upload(size_mib: u64) {
     let t = Instant::now();
     let res = reqwest::Client::new()
         .post(format!("{}/api/archives?name=big", server.url))
+        .header("content-type", "application/octet-stream")
         .header("Content-Length", len)
         .body(body)
         .send()
@@ -160,7 +164,7 @@ async fn bench_viewers(viewers: usize, iterations: u32) {
     let r = w.add_region(RegionDecl::new("x", 4096, DType::F32)).unwrap();
     w.memset(MemsetOp { region: r, offset: 0, len: 4096, width: 4, pattern: 0x3f80_0000 }).unwrap();
     let bytes = w.finish().unwrap().into_inner();
-    let a: Value = client.post(format!("{}/api/archives?name=v", server.url)).body(bytes).send().await.unwrap().json().await.unwrap();
+    let a: Value = client.post(format!("{}/api/archives?name=v", server.url)).header("content-type", "application/octet-stream").body(bytes).send().await.unwrap().json().await.unwrap();
 
     // A long session holds the device so that the measured one waits while every viewer connects.
     let session = |iterations: u32| {
@@ -239,6 +243,99 @@ async fn bench_viewers(viewers: usize, iterations: u32) {
     assert!(server.stop());
 }
 
+/// A small valid archive of `len` incompressible bytes (each `seed` gives other bytes, so other ids).
+fn small_archive(len: u64, seed: u64) -> Vec<u8> {
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let r = w.add_region(RegionDecl::new("payload", len, DType::U8)).unwrap();
+    w.set_initial(r, &mut Noise { state: 0x2545_f491_4f6c_dd1d ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15), left: len }).unwrap();
+    w.memset(MemsetOp { region: r, offset: 0, len: 8, width: 8, pattern: 7 }).unwrap();
+    w.finish().unwrap().into_inner()
+}
+
+async fn bench_bursts(rounds: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let pid = server.pid();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (idle, _) = rss(pid);
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(idle));
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        std::thread::spawn(move || {
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                peak.fetch_max(rss(pid).0, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    println!("bursts: idle host RSS {:.1} MiB", mib(idle));
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let mut first_id = None;
+    for round in 0..rounds {
+        let t = Instant::now();
+        let uploads = (0..200u64).map(|i| {
+            let (client, url) = (client.clone(), server.url.clone());
+            let bytes = small_archive(62_000, round * 1000 + i);
+            tokio::spawn(async move {
+                let res = client
+                    .post(format!("{url}/api/archives?name=b"))
+                    .header("content-type", "application/octet-stream")
+                    .body(bytes)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(res.status().as_u16(), 201);
+                res.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string()
+            })
+        });
+        let ids = futures_util::future::join_all(uploads).await;
+        first_id.get_or_insert_with(|| ids[0].as_ref().unwrap().clone());
+        let took = t.elapsed().as_secs_f64();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        println!(
+            "bursts: round {}: 200 uploads of 62 KB in {took:.2}s; peak so far {:.1} MiB, {:.1} MiB a second after",
+            round + 1,
+            mib(peak.load(std::sync::atomic::Ordering::Relaxed)),
+            mib(rss(pid).0)
+        );
+    }
+    let archive = first_id.unwrap();
+    for mb in [240u64, 60] {
+        let t = Instant::now();
+        let requests = (0..4).map(|_| {
+            let (client, url, archive) = (client.clone(), server.url.clone(), archive.clone());
+            tokio::spawn(async move {
+                // A binding of the wrong size: the host must read and parse it all before it can say so.
+                let payload = "A".repeat((mb << 20) as usize);
+                let body = format!("{{\"archive\":\"{archive}\",\"bindings\":{{\"payload\":\"{payload}\"}}}}");
+                drop(payload);
+                let res = client
+                    .post(format!("{url}/api/sessions"))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                res.status().as_u16()
+            })
+        });
+        let statuses: Vec<u16> = futures_util::future::join_all(requests).await.into_iter().map(Result::unwrap).collect();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        println!(
+            "bursts: 4 parallel JSON requests of {mb} MB answered {statuses:?} in {:.2}s; peak so far {:.1} MiB, {:.1} MiB a second after",
+            t.elapsed().as_secs_f64(),
+            mib(peak.load(std::sync::atomic::Ordering::Relaxed)),
+            mib(rss(pid).0)
+        );
+    }
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    sampler.join().unwrap();
+    let (now, hwm) = rss(pid);
+    println!("bursts: peak {:.1} MiB (VmHWM {:.1} MiB), idle after {:.1} MiB", mib(peak.load(std::sync::atomic::Ordering::Relaxed)), mib(hwm), mib(now));
+    assert!(server.stop());
+}
+
 fn arg(args: &[String], name: &str) -> Option<u64> {
     args.windows(2).find(|w| w[0] == name).and_then(|w| w[1].parse().ok())
 }
@@ -246,7 +343,8 @@ fn arg(args: &[String], name: &str) -> Option<u64> {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let which: Vec<&str> = args.iter().map(String::as_str).filter(|a| ["upload", "viewers"].contains(a)).collect();
+    let which: Vec<&str> =
+        args.iter().map(String::as_str).filter(|a| ["upload", "viewers", "bursts"].contains(a)).collect();
     let all = which.is_empty();
     if all || which.contains(&"upload") {
         bench_upload(arg(&args, "--size-mib").unwrap_or(1024)).await;
@@ -254,5 +352,8 @@ async fn main() {
     if all || which.contains(&"viewers") {
         bench_viewers(arg(&args, "--viewers").unwrap_or(50) as usize, arg(&args, "--iterations").unwrap_or(500) as u32)
             .await;
+    }
+    if all || which.contains(&"bursts") {
+        bench_bursts(arg(&args, "--rounds").unwrap_or(10)).await;
     }
 }

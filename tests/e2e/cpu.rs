@@ -357,6 +357,39 @@ fn an_endless_kernel_is_stopped_by_the_budget() {
 }
 
 #[test]
+fn archives_that_declare_too_much_are_refused_before_anything_is_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, regions: &[u64], grid: [u32; 3]| {
+        let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+        let m = w.add_module("spin", &format!("{HEADER}{SPIN}")).unwrap();
+        let k = w.add_kernel(m, "spin", vec![]).unwrap();
+        for (i, &size) in regions.iter().enumerate() {
+            w.add_region(RegionDecl::new(&format!("r{i}"), size, DType::U8)).unwrap();
+        }
+        w.launch(LaunchDecl { kernel: k, grid, block: [1, 1, 1], shared_bytes: 0, params: vec![], relocs: vec![] }).unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, w.finish().unwrap().into_inner()).unwrap();
+        path
+    };
+    let huge = write("huge.recap", &[2 << 30], [1, 1, 1]);
+    assert!(std::fs::metadata(&huge).unwrap().len() < 4096);
+    let err = replay_fails(&huge, &[]);
+    assert!(err.contains("region \"r0\"") && err.contains("2147483648") && err.contains("--max-region-bytes"), "{err}");
+    let err = replay_fails(&huge, &["--max-region-bytes", "4GiB", "--max-total-bytes", "1G"]);
+    assert!(err.contains("all regions together") && err.contains("--max-total-bytes"), "{err}");
+    let err = replay_fails(&write("many.recap", &[64; 10], [1, 1, 1]), &["--max-regions", "8"]);
+    assert!(err.contains("number of regions is 10") && err.contains("--max-regions"), "{err}");
+    // 2^31 - 1 blocks of an endless kernel: refused before the first block, not hung on.
+    let grid = write("grid.recap", &[], [i32::MAX as u32, 1, 1]);
+    for engine in ["jit", "jit-scalar", "interp"] {
+        let err = replay_fails(&grid, &["--engine", engine]);
+        assert!(err.contains("op 0 (launch of spin)") && err.contains("2147483647") && err.contains("--max-grid-blocks"), "{engine}: {err}");
+    }
+    let err = replay_fails(&huge, &["--max-region-bytes", "lots"]);
+    assert!(err.contains("not a byte count"), "{err}");
+}
+
+#[test]
 fn an_endless_kernel_is_stopped_by_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();
     let path = single_kernel_archive(dir.path(), "spin", SPIN, "spin", 0);

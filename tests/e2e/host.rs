@@ -11,7 +11,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 /// A valid archive whose one region holds `len` pseudo-random (incompressible) bytes from `seed`.
-fn archive(len: usize, seed: u64) -> Vec<u8> {
+pub(crate) fn archive(len: usize, seed: u64) -> Vec<u8> {
     let data = recap_tests::noise(len, seed);
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
     let r = w.add_region(RegionDecl::new("x", len as u64, DType::U8)).unwrap();
@@ -28,20 +28,20 @@ fn files_in(dir: &Path) -> Vec<String> {
     names
 }
 
-async fn upload(client: &reqwest::Client, url: &str, name: &str, bytes: Vec<u8>) -> (u16, Value) {
-    let res = client.post(format!("{url}/api/archives?name={name}")).body(bytes).send().await.unwrap();
+pub(crate) async fn upload(client: &reqwest::Client, url: &str, name: &str, bytes: Vec<u8>) -> (u16, Value) {
+    let res = client.post(format!("{url}/api/archives?name={name}")).header("content-type", "application/octet-stream").body(bytes).send().await.unwrap();
     let status = res.status().as_u16();
     (status, res.json().await.unwrap())
 }
 
-async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
+pub(crate) async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
     let res = client.get(url).send().await.unwrap();
     let status = res.status().as_u16();
     (status, res.json().await.unwrap())
 }
 
 /// Every text message of a session's WebSocket until the host closes it.
-async fn collect_stream(ws_url: &str) -> Vec<Value> {
+pub(crate) async fn collect_stream(ws_url: &str) -> Vec<Value> {
     let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.expect("WebSocket opens");
     let mut out = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -57,7 +57,7 @@ async fn collect_stream(ws_url: &str) -> Vec<Value> {
     out
 }
 
-async fn new_session(client: &reqwest::Client, url: &str, body: Value) -> Value {
+pub(crate) async fn new_session(client: &reqwest::Client, url: &str, body: Value) -> Value {
     let res = client.post(format!("{url}/api/sessions")).json(&body).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 201);
     res.json().await.unwrap()
@@ -140,7 +140,7 @@ async fn invalid_truncated_and_oversized_uploads_leave_nothing_behind() {
     // reset connection, even while the client is still sending megabytes.
     let big = archive(4 << 20, 3);
     for round in 0..3 {
-        let res = client.post(format!("{}/api/archives?name=big", server.url)).body(big.clone()).send().await;
+        let res = client.post(format!("{}/api/archives?name=big", server.url)).header("content-type", "application/octet-stream").body(big.clone()).send().await;
         let res = res.unwrap_or_else(|e| panic!("round {round}: declared too large: {e:?}"));
         assert_eq!(res.status().as_u16(), 413);
         assert_eq!(res.headers()["connection"], "close");
@@ -151,6 +151,7 @@ async fn invalid_truncated_and_oversized_uploads_leave_nothing_behind() {
         let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big.chunks(8192).map(|c| Ok(c.to_vec())).collect();
         let res = client
             .post(format!("{}/api/archives?name=big", server.url))
+            .header("content-type", "application/octet-stream")
             .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
             .send()
             .await;
@@ -301,7 +302,7 @@ async fn kill_9_during_an_upload_leaves_no_partial_archive_and_loses_no_finished
     let url = format!("{}/api/archives?name=partial", server.url);
     let pending = tokio::spawn({
         let client = client.clone();
-        async move { client.post(url).body(reqwest::Body::wrap_stream(body)).send().await }
+        async move { client.post(url).header("content-type", "application/octet-stream").body(reqwest::Body::wrap_stream(body)).send().await }
     });
     tx.send(Ok(partial[..6 << 20].to_vec())).await.unwrap();
     let tmp = data.join("tmp");
@@ -323,7 +324,7 @@ async fn kill_9_during_an_upload_leaves_no_partial_archive_and_loses_no_finished
     assert_eq!(raw.bytes().await.unwrap().as_ref(), &kept[..]);
 }
 
-async fn ws_status(url: &str, origin: Option<&str>) -> u16 {
+pub(crate) async fn ws_status(url: &str, origin: Option<&str>) -> u16 {
     let mut req = url.into_client_request().unwrap();
     if let Some(o) = origin {
         req.headers_mut().insert("Origin", o.parse().unwrap());
@@ -353,13 +354,14 @@ async fn the_token_and_the_websocket_origin_are_enforced() {
     assert_eq!(res.status().as_u16(), 200);
     let res = client.get(format!("{list}?token=s3cret-token")).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 200);
-    let res = client.post(format!("{list}?name=x")).body(archive(1000, 9)).send().await.unwrap();
+    let res = client.post(format!("{list}?name=x")).header("content-type", "application/octet-stream").body(archive(1000, 9)).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 401, "uploads need the token too");
     assert_eq!(client.get(&server.url).send().await.unwrap().status().as_u16(), 200, "pages need no token");
 
     let res = client
         .post(format!("{list}?name=x"))
         .bearer_auth("s3cret-token")
+        .header("content-type", "application/octet-stream")
         .body(archive(1000, 9))
         .send()
         .await
@@ -374,7 +376,42 @@ async fn the_token_and_the_websocket_origin_are_enforced() {
         .unwrap();
     let created: Value = res.json().await.unwrap();
     let id = created["id"].as_str().unwrap();
-    assert!(created["url"].as_str().unwrap().contains("token=s3cret-token"), "share links carry the token");
+    let link = created["url"].as_str().unwrap();
+    assert!(!link.contains("s3cret-token"), "share links never carry the access token: {link}");
+    let view = link.split("token=").nth(1).expect("share links carry the view-only token").to_string();
+    assert_eq!(view.len(), 32);
+
+    // The view-only token reads: the session, its archive, its stream.
+    let res = client.get(format!("{}/api/sessions/{id}", server.url)).bearer_auth(&view).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let res = client.get(format!("{}/api/archives/{}/raw?token={view}", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    // ... and nothing else: no upload, no new session, no cancel, no delete.
+    let res = client
+        .post(format!("{list}?name=y"))
+        .bearer_auth(&view)
+        .header("content-type", "application/octet-stream")
+        .body(archive(1000, 10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 403);
+    assert_eq!(res.json::<Value>().await.unwrap()["error"]["code"], "view_only");
+    let res = client
+        .post(format!("{}/api/sessions", server.url))
+        .bearer_auth(&view)
+        .json(&serde_json::json!({"archive": a["id"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 403);
+    let res = client.delete(format!("{list}/{}?token={view}", a["id"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 403);
+    // The scheme is case-insensitive (RFC 7235).
+    let res = client.get(&list).header("Authorization", "bearer s3cret-token").send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let res = client.get(&list).header("Authorization", "BEARER s3cret-token").send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
 
     let ws = server.ws(&format!("/api/sessions/{id}/ws"));
     assert_eq!(ws_status(&ws, None).await, 401);
@@ -382,6 +419,7 @@ async fn the_token_and_the_websocket_origin_are_enforced() {
     assert_eq!(ws_status(&with_token, Some("http://evil.example")).await, 403);
     assert_eq!(ws_status(&with_token, Some(&server.url)).await, 101);
     assert_eq!(ws_status(&with_token, None).await, 101);
+    assert_eq!(ws_status(&format!("{ws}?token={view}"), Some(&server.url)).await, 101, "share links follow the stream");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -510,7 +548,7 @@ fn the_session_worker_reports_bad_jobs_and_a_missing_device_as_one_failed_line()
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a.recap");
     std::fs::write(&file, archive(4096, 1)).unwrap();
-    let job = |ordinal: usize| serde_json::json!({"archive": file, "ordinal": ordinal, "iterations": 1, "check": true, "bindings": []}).to_string();
+    let job = |ordinal: usize| serde_json::json!({"archive": file, "device": {"cuda": ordinal}, "iterations": 1, "check": true, "bindings": []}).to_string();
     let lines = session_worker(&job(99));
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["worker"], "failed");

@@ -6,5 +6,6 @@ mod capture;
 mod cli;
 mod cpu;
 mod gpu;
+mod hardening;
 mod host;
 mod browser;

@@ -2,6 +2,7 @@
 
 pub mod import_case;
 pub mod inspect;
+pub mod limits;
 pub mod replay;
 pub mod validate;
 pub mod serve;

@@ -85,6 +85,8 @@ pub struct Args {
     /// (jit-scalar), or always the interpreter (interp).
     #[arg(long, value_enum, default_value = "jit")]
     pub engine: CpuEngine,
+    #[command(flatten)]
+    pub limits: super::limits::LimitArgs,
 }
 
 /// The CPU engine for kernels.
@@ -117,6 +119,8 @@ pub struct BackendSettings {
     pub mode: Option<Mode>,
     pub cancel: Arc<AtomicBool>,
     pub engine: CpuEngine,
+    /// What the archive may make a CPU replay allocate and launch.
+    pub limits: shared::replay::ReplayLimits,
 }
 
 /// A replay engine on one device, as the command drives it.
@@ -226,6 +230,7 @@ pub fn open_backend<'a>(
                 cancel: Some(settings.cancel.clone()),
                 threads: settings.threads,
                 engine: settings.engine.into(),
+                limits: settings.limits,
             };
             Ok(Box::new(CpuBackend(CpuReplay::new(archive, options)?)))
         }
@@ -318,6 +323,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         mode: args.mode,
         cancel: cancel.clone(),
         engine: args.engine,
+        limits: args.limits.limits(),
     };
     let mut backend = open_backend(args.device, &map[..], &archive, &settings)
         .with_context(|| format!("loading {} for {}", args.file.display(), args.device))?;

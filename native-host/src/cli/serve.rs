@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use recap::server::{Config, DEFAULT_MAX_UPLOAD};
+use recap::sessions::SessionLimits;
 
 /// Start the host: stores archives, runs replays, serves the web viewer.
 #[derive(clap::Args, Debug)]
@@ -25,9 +26,35 @@ pub struct Args {
     /// Largest accepted upload, in bytes.
     #[arg(long, default_value_t = DEFAULT_MAX_UPLOAD)]
     pub max_upload: u64,
+    /// A host name (or NAME:PORT) this host answers to besides its IP addresses and localhost, such
+    /// as the name a reverse proxy or a team's DNS gives it; repeatable. Requests naming any other
+    /// host are refused (DNS rebinding).
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
+    /// An origin (`https://viewer.example:8443`) whose pages may call the API from the browser;
+    /// repeatable. Pages this host serves always may.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+    #[command(flatten)]
+    pub limits: super::limits::LimitArgs,
+    /// Instruction budget of one CPU iteration for sessions that ask for none.
+    #[arg(long, default_value_t = SessionLimits::default().default_budget)]
+    pub default_budget: u64,
+    /// The largest budget a session may ask for.
+    #[arg(long, default_value_t = SessionLimits::default().max_budget)]
+    pub max_budget: u64,
+    /// Seconds a session may run when it asks for no limit of its own.
+    #[arg(long, default_value_t = SessionLimits::default().default_time_limit_s)]
+    pub session_time_limit: u64,
+    /// The longest time limit (seconds) a session may ask for.
+    #[arg(long, default_value_t = SessionLimits::default().max_time_limit_s)]
+    pub max_session_time_limit: u64,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.default_budget > args.max_budget || args.session_time_limit > args.max_session_time_limit {
+        anyhow::bail!("--default-budget and --session-time-limit must not be over --max-budget and --max-session-time-limit");
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     keep_freed_memory();
     init_logging();
@@ -38,33 +65,74 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         web: args.web,
         seed: args.seed,
         max_upload: args.max_upload,
+        allow_hosts: args.allow_hosts,
+        allow_origins: args.allow_origins,
+        session_limits: SessionLimits {
+            replay: args.limits.limits(),
+            default_budget: args.default_budget,
+            max_budget: args.max_budget,
+            default_time_limit_s: args.session_time_limit,
+            max_time_limit_s: args.max_session_time_limit,
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(recap::server::serve(config))
 }
 
-/// Lets glibc keep freed memory for reuse instead of handing it back to the kernel at once.
+/// Lets glibc keep some freed memory for reuse, but not without bound.
 ///
 /// Why: an upload passes socket buffers of about 400 KiB through queues to other threads. With
 /// glibc's defaults, freeing them at the top of a thread's heap returns the pages to the kernel and
 /// the next buffers fault in freshly zeroed ones: about a tenth of the host's CPU time during a
-/// 1 GiB upload. Up to 64 MiB free per heap is now kept before trimming; allocations of 8 MiB and
-/// more still get mappings of their own (so the validator's lazily zeroed skeleton stays lazy).
+/// 1 GiB upload. Up to 16 MiB free per heap is now kept before trimming, in at most four heaps (glibc
+/// would otherwise make up to eight per core, each keeping its own free memory, so the host's
+/// resident memory after a burst of requests would be many times what it needs at rest).
+/// Allocations of 8 MiB and more still get mappings of their own (so the validator's lazily zeroed
+/// skeleton stays lazy).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn keep_freed_memory() {
     // SAFETY: mallopt only sets allocator parameters; it runs before any other thread exists.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 16 << 20);
+        libc::mallopt(libc::M_ARENA_MAX, 4);
     }
 }
 
-/// Logs to stderr (stdout carries only the URL), filtered by `RUST_LOG` (default `info`).
+/// Libraries whose `info` and `debug` records are for their own developers (Cranelift writes each
+/// function's IR): warnings only, unless `RUST_LOG` names them.
+const QUIET_LIBRARIES: &str =
+    "tower_http=warn,cranelift_codegen=warn,cranelift_jit=warn,cranelift_frontend=warn,cranelift_module=warn,regalloc2=warn";
+
+/// The log filter: `RUST_LOG` (default `info`) with [`QUIET_LIBRARIES`] quiet unless it names them.
+fn log_filter(env: Option<&str>) -> String {
+    match env.map(str::trim).filter(|e| !e.is_empty()) {
+        None => format!("info,{QUIET_LIBRARIES}"),
+        Some(e) if e.contains("cranelift") || e.contains("regalloc") || e.contains("tower_http") => e.to_string(),
+        Some(e) => format!("{e},{QUIET_LIBRARIES}"),
+    }
+}
+
+/// Logs to stderr (stdout carries only the URL), filtered by [`log_filter`].
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tower_http=warn"));
+    let env = std::env::var("RUST_LOG").ok();
+    let filter = tracing_subscriber::EnvFilter::try_new(log_filter(env.as_deref()))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(None)));
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-       .with_env_filter(filter).try_init();
+        .with_env_filter(filter)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn library_chatter_stays_quiet_unless_asked_for() {
+        assert!(log_filter(None).starts_with("info,") && log_filter(None).contains("cranelift_codegen=warn"));
+        assert!(log_filter(Some("debug")).starts_with("debug,") && log_filter(Some("debug")).contains("cranelift_jit=warn"));
+        assert_eq!(log_filter(Some("cranelift_codegen=debug")), "cranelift_codegen=debug");
+    }
 }

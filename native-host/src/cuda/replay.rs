@@ -87,6 +87,17 @@ pub enum CudaError {
     Invalid(String),
 }
 
+/// A zeroed host buffer for a region's bytes; its size comes from the archive, so failing to get
+/// it is an error, not an abort.
+fn host_buffer(size: u64, region: &str) -> Result<Vec<u8>, CudaError> {
+    let too_big = || CudaError::Invalid(format!("region {region}: cannot allocate {size} bytes of host memory for it"));
+    let len = usize::try_from(size).map_err(|_| too_big())?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| too_big())?;
+    v.resize(len, 0);
+    Ok(v)
+}
+
 impl CudaError {
     fn driver(&self) -> Option<&DriverError> {
         match self {
@@ -431,6 +442,7 @@ impl CudaReplay {
             self.mode = Mode::Stream;
         }
 
+        archive.verify_blobs()?;
         let clock = std::time::Instant::now();
         // Modules: a cubin built for exactly this GPU if the archive has one, else its PTX.
         let library = !self.options.module_functions;
@@ -609,7 +621,7 @@ impl CudaReplay {
                 _ => {
                     let mut bytes = match &r.initial {
                         Some(b) => b.decode()?,
-                        None => vec![0; r.size as usize],
+                        None => host_buffer(r.size, r.name)?,
                     };
                     if let Some(list) = owned {
                         patch(&mut bytes, list.iter().copied(), &self.regions);
@@ -856,7 +868,7 @@ impl CudaReplay {
         self.ready()?;
         let r = self.region_index(region)?;
         let (addr, size) = (r.addr, r.size as usize);
-        let mut out = vec![0u8; size];
+        let mut out = host_buffer(r.size, &region.to_string())?;
         let res = (|| {
             call!(cuStreamSynchronize(self.stream))?;
             if size > 0 {

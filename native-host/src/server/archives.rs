@@ -10,6 +10,7 @@ use serde::Deserialize;
 use shared::protocol::ArchiveInfo;
 use tower::ServiceExt;
 
+use super::access::require_content_type;
 use super::error::ApiError;
 use super::AppState;
 use crate::store::Incoming;
@@ -65,6 +66,10 @@ pub async fn upload(
     req: Request,
 ) -> Result<Response, ApiError> {
     let started = std::time::Instant::now();
+    if let Err(e) = require_content_type(req.headers(), "application/octet-stream", "POST /api/archives") {
+        drain(req.into_body().into_data_stream());
+        return Err(e);
+    }
     let name = check_name(query.name)?;
     let limit = app.config.max_upload;
     let declared = req
@@ -76,6 +81,7 @@ pub async fn upload(
         drain(req.into_body().into_data_stream());
         return Ok(too_large(limit));
     }
+    let _slot = app.config.uploads.acquire().await.map_err(|_| ApiError::internal("the host is shutting down"))?;
     let store = app.store.clone();
     let incoming = tokio::task::spawn_blocking(move || store.begin(limit)).await??;
 
@@ -141,6 +147,17 @@ pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> Result<
 
 pub async fn raw(State(app): State<AppState>, Path(id): Path<String>, req: Request) -> Result<Response, ApiError> {
     let archive = find(&app, id).await?;
+    // The hash names the bytes: a copy the client holds under it is current.
+    let etag = format!("\"{}\"", archive.hash);
+    if let Some(given) = req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
+        if given.split(',').map(|t| t.trim().trim_start_matches("W/")).any(|t| t == etag || t == "*") {
+            let mut res = StatusCode::NOT_MODIFIED.into_response();
+            if let Ok(v) = HeaderValue::from_str(&etag) {
+                res.headers_mut().insert(header::ETAG, v);
+            }
+            return Ok(res);
+        }
+    }
     let path = app.store.blobs.local_path(&archive.hash);
     // ServeFile answers Range, If-Range and HEAD the way HTTP wants.
     let mut res = tower_http::services::ServeFile::new(path)
@@ -148,16 +165,31 @@ pub async fn raw(State(app): State<AppState>, Path(id): Path<String>, req: Reque
         .await
         .map_err(|e| ApiError::internal(format!("reading archive {}: {e}", archive.id)))?
         .map(Body::new);
-    let file_name: String =
-        archive.name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' }).collect();
-    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")) {
+    if let Ok(v) = HeaderValue::from_str(&content_disposition(&archive.name)) {
         res.headers_mut().insert(header::CONTENT_DISPOSITION, v);
     }
     res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", archive.hash)) {
+    if let Ok(v) = HeaderValue::from_str(&etag) {
         res.headers_mut().insert(header::ETAG, v);
     }
     Ok(res.into_response())
+}
+
+/// `attachment` with the name twice (RFC 6266): `filename` a plain-ASCII fallback without path
+/// separators or quotes, `filename*` the exact name in UTF-8, percent-encoded.
+pub fn content_disposition(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().filter(|b| !b.is_empty() && *b != "." && *b != "..").unwrap_or("archive.recap");
+    let fallback: String =
+        base.chars().map(|c| if c.is_ascii_graphic() && !matches!(c, '"' | '\\' | '%' | ';') { c } else { '_' }).collect();
+    let mut encoded = String::new();
+    for b in base.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            encoded.push(b as char);
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}")
 }
 
 pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
@@ -169,5 +201,24 @@ pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Resu
             Ok(StatusCode::NO_CONTENT)
         }
         None => Err(ApiError::not_found(format!("no archive with id {}", removed.0))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::content_disposition;
+
+    #[test]
+    fn download_names_are_sanitised_and_encoded() {
+        assert_eq!(content_disposition("saxpy.recap"), "attachment; filename=\"saxpy.recap\"; filename*=UTF-8''saxpy.recap");
+        assert_eq!(
+            content_disposition("../../etc/pass\"wd;x.recap"),
+            "attachment; filename=\"pass_wd_x.recap\"; filename*=UTF-8''pass%22wd%3Bx.recap"
+        );
+        assert_eq!(
+            content_disposition("Schrödinger 1.recap"),
+            "attachment; filename=\"Schr_dinger_1.recap\"; filename*=UTF-8''Schr%C3%B6dinger%201.recap"
+        );
+        assert_eq!(content_disposition(".."), "attachment; filename=\"archive.recap\"; filename*=UTF-8''archive.recap");
     }
 }

@@ -32,7 +32,13 @@ pub use sessions::MAX_CLIENT_MESSAGE;
 /// Default upload limit: 4 GiB.
 pub const DEFAULT_MAX_UPLOAD: u64 = 4 << 30;
 /// Largest JSON request body (a session request with base64 bindings).
-pub const MAX_JSON_BODY: usize = 256 << 20;
+pub const MAX_JSON_BODY: usize = 64 << 20;
+/// Uploads streamed to disk at once; later ones wait (their bodies stay in the socket) so that a
+/// burst of uploads cannot grow the host's memory without bound.
+pub const CONCURRENT_UPLOADS: usize = 4;
+/// JSON request bytes held at once, over all requests; a request waits for its share before its
+/// body is read. Parsing and decoding a body takes about three times its size.
+pub const JSON_BYTES_IN_FLIGHT: usize = 64 << 20;
 
 /// How `recap serve` was asked to run.
 #[derive(Clone, Debug)]
@@ -44,6 +50,12 @@ pub struct Config {
     pub web: Option<PathBuf>,
     pub seed: Option<PathBuf>,
     pub max_upload: u64,
+    /// Host names (optionally `NAME:PORT`) this host answers to besides its addresses (`--allow-host`).
+    pub allow_hosts: Vec<String>,
+    /// Origins of pages elsewhere that may call the API (`--allow-origin`).
+    pub allow_origins: Vec<String>,
+    /// What a session may use, and its defaults.
+    pub session_limits: crate::sessions::SessionLimits,
 }
 
 /// What the handlers share.
@@ -58,10 +70,15 @@ pub struct AppState {
 
 /// The settings handlers need, resolved at start.
 pub struct Settings {
-    pub token: Option<String>,
+    /// Token, view token, allowed hosts and origins.
+    pub access: access::Access,
     pub max_upload: u64,
     /// `HOST:PORT` as printed, for links when a request carries no `Host`.
     pub authority: String,
+    /// Permits for uploads in progress ([`CONCURRENT_UPLOADS`]).
+    pub uploads: tokio::sync::Semaphore,
+    /// Permits for JSON request bodies, one per KiB ([`JSON_BYTES_IN_FLIGHT`]).
+    pub json_kib: tokio::sync::Semaphore,
 }
 
 /// The API routes, all behind the token check.
@@ -77,7 +94,9 @@ fn api(state: AppState) -> Router<AppState> {
         .route("/sessions/{id}/ws", get(sessions::websocket))
         .fallback(|| async { ApiError::not_found("no such API endpoint; docs/API.md lists them") })
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
-        .layer(axum::middleware::from_fn_with_state(state, access::require_token))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), access::require_token))
+        .layer(axum::middleware::from_fn_with_state(state, access::cross_origin))
+        .layer(axum::middleware::from_fn(access::json_errors))
 }
 
 /// The whole application: `/api`, the viewer's files, and its client-side routes.
@@ -93,14 +112,26 @@ pub fn router(state: AppState, web_dir: Option<PathBuf>) -> Router {
         }
         None => app = app.fallback(web::not_built),
     }
-    app.layer(tower_http::trace::TraceLayer::new_for_http()).with_state(state)
+    app.layer(axum::middleware::from_fn_with_state(state.clone(), access::check_host))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
 }
 
-/// The engines of this machine: the CPU always, and every CUDA device found.
+/// The engines of this machine: the CPU always, and every CUDA device found, each replaying in
+/// worker processes of this executable (`recap session-worker`) so that no session can take the
+/// host down. Without a known executable path the CPU replays in the host itself.
 pub fn engines() -> Vec<Arc<dyn Engine>> {
-    let mut engines: Vec<Arc<dyn Engine>> = vec![Arc::new(crate::sessions::CpuEngine::new())];
-    engines.extend(crate::sessions::cuda_engines());
-    engines
+    match std::env::current_exe() {
+        Ok(exe) => {
+            let mut engines: Vec<Arc<dyn Engine>> = vec![Arc::new(crate::sessions::WorkerEngine::cpu(&exe))];
+            engines.extend(crate::sessions::cuda_engines(&exe));
+            engines
+        }
+        Err(e) => {
+            tracing::warn!("the path of this executable is unknown ({e}): CPU sessions run inside the host, CUDA sessions are off");
+            vec![Arc::new(crate::sessions::CpuEngine::new())]
+        }
+    }
 }
 
 /// Imports every `*.recap` in `dir` (sorted by name); invalid ones are logged and skipped.
@@ -154,7 +185,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         let (store, dir, limit) = (store.clone(), dir.clone(), config.max_upload);
         tokio::task::spawn_blocking(move || seed(&store, &dir, limit)).await??;
     }
-    let sessions = Sessions::start(store.clone(), engines())?;
+    let sessions = Sessions::start(store.clone(), engines(), config.session_limits.clone())?;
 
     let listener = tokio::net::TcpListener::bind(&config.addr)
         .await
@@ -180,7 +211,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let state = AppState {
         store,
         sessions: sessions.clone(),
-        config: Arc::new(Settings { token, max_upload: config.max_upload, authority: local.to_string() }),
+        config: Arc::new(Settings {
+            access: access::Access::new(local, &config.allow_hosts, &config.allow_origins, token),
+            max_upload: config.max_upload,
+            authority: local.to_string(),
+            uploads: tokio::sync::Semaphore::new(CONCURRENT_UPLOADS),
+            json_kib: tokio::sync::Semaphore::new(JSON_BYTES_IN_FLIGHT >> 10),
+        }),
         shutdown: shutdown.clone(),
     };
     let app = router(state, web_dir);

@@ -8,7 +8,7 @@ use axum::response::Response;
 use axum::Json;
 use shared::protocol::{ClientMessage, CreateSession, DeviceInfo, Reply, SessionCreated, SessionInfo};
 
-use super::access::{check_origin, query_param};
+use super::access::{check_origin, query_param, require_content_type};
 use super::error::ApiError;
 use super::AppState;
 use crate::sessions::Subscription;
@@ -20,24 +20,58 @@ pub async fn devices(State(app): State<AppState>) -> Json<Vec<DeviceInfo>> {
     Json(app.sessions.devices())
 }
 
-pub async fn create(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<(StatusCode, Json<SessionCreated>), ApiError> {
+pub async fn create(State(app): State<AppState>, req: Request) -> Result<(StatusCode, Json<SessionCreated>), ApiError> {
+    let headers = req.headers().clone();
+    require_content_type(&headers, "application/json", "POST /api/sessions")?;
+    let body = read_json_body(&app, req).await?;
     let req: CreateSession = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("session request is not valid JSON for /api/sessions: {e}")))?;
     let sessions = app.sessions.clone();
     let (info, control) = tokio::task::spawn_blocking(move || sessions.create(req)).await??;
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or(&app.config.authority);
-    let url = match &app.config.token {
-        Some(token) => format!("http://{host}/sessions/{}?token={token}", info.id),
+    // The link is passed on: it carries the view-only token, never the access token.
+    let url = match &app.config.access.view_token {
+        Some(view) => format!("http://{host}/sessions/{}?token={view}", info.id),
         None => format!("http://{host}/sessions/{}", info.id),
     };
     let sep = if url.contains('?') { '&' } else { '?' };
     let control_url = format!("{url}{sep}control={control}");
     tracing::info!(session = info.id, archive = info.archive, device = info.device, "session queued");
     Ok((StatusCode::CREATED, Json(SessionCreated { id: info.id, url, control, control_url })))
+}
+
+/// Reads a JSON body once its share of [`super::JSON_BYTES_IN_FLIGHT`] is free: what `Content-Length`
+/// declares, or the largest body allowed when it declares nothing.
+async fn read_json_body(app: &AppState, req: Request) -> Result<Bytes, ApiError> {
+    let limit = super::MAX_JSON_BODY;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(json_too_large(limit));
+    }
+    let kib = (declared.unwrap_or(limit).div_ceil(1024)).max(1) as u32;
+    let _share = app.config.json_kib.acquire_many(kib).await.map_err(|_| ApiError::internal("the host is shutting down"))?;
+    let mut body = req.into_body().into_data_stream();
+    let mut out = bytes::BytesMut::with_capacity(declared.unwrap_or(0));
+    while let Some(chunk) = futures_util::StreamExt::next(&mut body).await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the request body failed: {e}")))?;
+        if out.len() + chunk.len() > limit {
+            return Err(json_too_large(limit));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out.freeze())
+}
+
+fn json_too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+        format!("JSON request bodies are limited to {limit} bytes; put large inputs in the archive itself"),
+    )
 }
 
 pub async fn list(State(app): State<AppState>) -> Result<Json<Vec<SessionInfo>>, ApiError> {
@@ -75,7 +109,7 @@ pub async fn websocket(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
-    check_origin(&headers)?;
+    check_origin(&app.config.access, &headers, "a WebSocket")?;
     let sessions = app.sessions.clone();
     let sub_id = id.clone();
     let subscription = tokio::task::spawn_blocking(move || sessions.subscribe(&sub_id)).await??;

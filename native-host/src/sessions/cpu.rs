@@ -78,7 +78,13 @@ impl Engine for CpuEngine {
                 RunError::Failed(e.to_string())
             }
         };
-        let options = ReplayOptions { cancel: Some(job.cancel.clone()), threads: 0, instruction_budget: None, ..Default::default() };
+        let options = ReplayOptions {
+            cancel: Some(job.cancel.clone()),
+            threads: 0,
+            instruction_budget: job.budget,
+            limits: job.limits,
+            ..Default::default()
+        };
         let mut replay = CpuReplay::new(archive, options).map_err(failed)?;
         let bound: Vec<(u32, &[u8])> = job
             .bindings

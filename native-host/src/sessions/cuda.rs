@@ -1,11 +1,16 @@
-//! CUDA devices: each replays as one instantiated CUDA graph, one session at a time per GPU.
+//! Sessions in worker processes: CUDA devices (each replays as one instantiated CUDA graph, one
+//! session at a time per GPU) and the CPU.
 //!
-//! The key design decision: every CUDA session runs in a worker process of its own (`recap
-//! session-worker`), never in the host. A kernel fault (an illegal address, a trap) leaves the
-//! driver unusable for the rest of the process that made it, so in-process the first faulting
-//! session would take the GPU away from every later one. The worker replays one session and
-//! writes its messages as JSON lines on stdout; the host relays them, kills the worker on cancel,
-//! and a worker that dies leaves the device as usable as before.
+//! The key design decision: every session runs in a worker process of its own (`recap
+//! session-worker`), never in the host. On a GPU, a kernel fault (an illegal address, a trap) leaves
+//! the driver unusable for the rest of the process that made it, so in-process the first faulting
+//! session would take the GPU away from every later one. On the CPU, an archive's regions are
+//! allocated by the process that replays it, so a failed allocation, or memory the kernel's
+//! out-of-memory killer reclaims, ends that process: in the worker it ends the session, not the
+//! host, and the replay's memory goes back to the system when the worker exits. The worker replays
+//! one session and writes its messages as JSON lines on stdout; the host relays them, kills the
+//! worker on cancel (or when its time is up), and a worker that dies leaves the device as usable as
+//! before.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
@@ -19,28 +24,21 @@ use shared::archive::Archive;
 use shared::protocol::{CheckReport, OpTiming, SessionMessage};
 
 use super::report::{check_report, output_regions, summary};
-use super::{Engine, Job, RunError};
+use super::{CpuEngine, Engine, Job, RunError};
 use crate::cuda::{locate_fault, CudaReplay, Device, Mode, ReplayOptions};
 
-/// Every CUDA device the driver reports, each replaying in worker processes; none (and no error)
-/// on a machine without a driver. The host opens each device once to learn its name and lets it go,
-/// so it holds no CUDA context of its own.
-pub fn engines() -> Vec<Arc<dyn Engine>> {
+/// Every CUDA device the driver reports, each replaying in worker processes started from `exe`;
+/// none (and no error) on a machine without a driver. The host opens each device once to learn its
+/// name and lets it go, so it holds no CUDA context of its own.
+pub fn engines(exe: &std::path::Path) -> Vec<Arc<dyn Engine>> {
     let Ok(info) = crate::cuda::driver() else { return Vec::new() };
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => {
-            tracing::warn!("CUDA sessions are off: the path of this executable is unknown: {e}");
-            return Vec::new();
-        }
-    };
     let mut out: Vec<Arc<dyn Engine>> = Vec::new();
     for ordinal in 0..info.device_count {
         match Device::open(ordinal) {
             Ok(device) => out.push(Arc::new(WorkerEngine {
-                ordinal,
+                device: WorkerDevice::Cuda(ordinal),
                 name: format!("{} (sm_{})", device.name, device.sm),
-                exe: exe.clone(),
+                exe: exe.to_path_buf(),
             })),
             Err(e) => tracing::warn!(ordinal, "CUDA device not usable: {e}"),
         }
@@ -48,16 +46,32 @@ pub fn engines() -> Vec<Arc<dyn Engine>> {
     out
 }
 
+/// Where a worker replays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerDevice {
+    /// This machine's CPU cores, on `shared::replay`.
+    Cpu,
+    /// The CUDA device of this ordinal.
+    Cuda(usize),
+}
+
 /// What the host sends a worker on its stdin (one JSON document).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct WorkerJob {
     /// The stored archive file.
     pub archive: PathBuf,
-    pub ordinal: usize,
+    pub device: WorkerDevice,
     pub iterations: u32,
     pub check: bool,
     /// Replacement initial bytes of named bindings, base64.
     pub bindings: Vec<(String, String)>,
+    /// Most PTX instructions one CPU iteration may execute.
+    #[serde(default)]
+    pub budget: Option<u64>,
+    /// What the archive may make a CPU replay allocate and launch (default: the defaults).
+    #[serde(default)]
+    pub limits: shared::replay::ReplayLimits,
 }
 
 /// What a worker writes on its stdout, one JSON document per line.
@@ -72,12 +86,19 @@ pub enum WorkerLine {
     Failed { error: String },
 }
 
-/// Replays the CUDA sessions of one device, each in a worker process.
+/// Replays the sessions of one device, each in a worker process.
 pub struct WorkerEngine {
-    ordinal: usize,
+    device: WorkerDevice,
     name: String,
     /// The `recap` executable to start workers from.
     exe: PathBuf,
+}
+
+impl WorkerEngine {
+    /// The CPU, replaying in workers started from `exe` (the host's own `recap` executable).
+    pub fn cpu(exe: &std::path::Path) -> WorkerEngine {
+        WorkerEngine { device: WorkerDevice::Cpu, name: CpuEngine::new().name(), exe: exe.to_path_buf() }
+    }
 }
 
 /// Bytes of a worker's stderr kept to explain its death.
@@ -85,11 +106,17 @@ const STDERR_TAIL: usize = 4096;
 
 impl Engine for WorkerEngine {
     fn id(&self) -> String {
-        format!("cuda:{}", self.ordinal)
+        match self.device {
+            WorkerDevice::Cpu => "cpu".into(),
+            WorkerDevice::Cuda(ordinal) => format!("cuda:{ordinal}"),
+        }
     }
 
     fn kind(&self) -> &'static str {
-        "cuda"
+        match self.device {
+            WorkerDevice::Cpu => "cpu",
+            WorkerDevice::Cuda(_) => "cuda",
+        }
     }
 
     fn name(&self) -> String {
@@ -101,9 +128,11 @@ impl Engine for WorkerEngine {
         let id = self.id();
         let request = WorkerJob {
             archive: job.archive_path.to_path_buf(),
-            ordinal: self.ordinal,
+            device: self.device,
             iterations: job.iterations,
             check: job.check,
+            budget: job.budget,
+            limits: job.limits,
             bindings: job
                 .bindings
                 .iter()
@@ -227,7 +256,7 @@ fn worker_replay(
             .map_err(|e| failed(format!("binding {name:?} is not valid base64: {e}")))?;
         bindings.push((name, bytes));
     }
-    let device = Device::open(job.ordinal).map_err(|e| failed(e.to_string()))?;
+    // The host ends a worker by killing it: nothing here sets the flag.
     let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let run = Job {
         archive: &archive,
@@ -236,13 +265,22 @@ fn worker_replay(
         check: job.check,
         bindings: &bindings,
         cancel: &cancel,
+        budget: job.budget,
+        limits: job.limits,
     };
     let mut output_error = None;
-    let result = replay_here(&device, &map, &run, &mut |message| {
+    let mut emit = |message| {
         if output_error.is_none() {
             output_error = send(message).err();
         }
-    });
+    };
+    let result = match job.device {
+        WorkerDevice::Cpu => CpuEngine::new().run(&run, &mut emit),
+        WorkerDevice::Cuda(ordinal) => match Device::open(ordinal) {
+            Ok(device) => replay_here(&device, &map, &run, &mut emit),
+            Err(e) => Err(RunError::Failed(e.to_string())),
+        },
+    };
     if let Some(e) = output_error {
         return Err(WorkerError::Output(e));
     }

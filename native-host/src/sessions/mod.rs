@@ -21,12 +21,13 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use shared::archive::Archive;
 use shared::protocol::{CheckReport, DeviceInfo, Event, SessionInfo, SessionMessage, SessionState};
+use shared::replay::ReplayLimits;
 use tokio::sync::{watch, Notify};
 
 use crate::store::{now_rfc3339, SessionRecord, Store, StoreError};
 
 pub use cpu::CpuEngine;
-pub use cuda::{engines as cuda_engines, run_worker, WorkerEngine, WorkerJob, WorkerLine};
+pub use cuda::{engines as cuda_engines, run_worker, WorkerDevice, WorkerEngine, WorkerJob, WorkerLine};
 
 /// What an engine is asked to do.
 pub struct Job<'a> {
@@ -37,9 +38,64 @@ pub struct Job<'a> {
     pub check: bool,
     /// Replacement initial bytes of named bindings (sizes already checked against their regions).
     pub bindings: &'a [(String, Vec<u8>)],
-    /// Set when the session is cancelled or the host shuts down; engines poll it between ops
-    /// and pass it to kernels.
+    /// Set when the session is cancelled, runs out of time or the host shuts down; engines poll
+    /// it between ops and pass it to kernels.
     pub cancel: &'a Arc<AtomicBool>,
+    /// Most PTX instructions one iteration may execute on the CPU.
+    pub budget: Option<u64>,
+    /// What the archive may make a CPU replay allocate and launch.
+    pub limits: ReplayLimits,
+}
+
+/// What a session may use: the host's defaults and the most a request may ask for.
+#[derive(Clone, Debug)]
+pub struct SessionLimits {
+    /// What an archive may make a CPU replay allocate and launch.
+    pub replay: ReplayLimits,
+    /// Instruction budget of one CPU iteration when a request names none.
+    pub default_budget: u64,
+    /// The largest budget a request may ask for.
+    pub max_budget: u64,
+    /// Wall-clock seconds of a session when a request names none.
+    pub default_time_limit_s: u64,
+    /// The longest a request may ask for.
+    pub max_time_limit_s: u64,
+}
+
+impl Default for SessionLimits {
+    /// A budget of 10^11 instructions per iteration (minutes of interpretation, a large matmul
+    /// many times over) and ten minutes of wall clock: an endless kernel cannot hold the CPU for
+    /// long, and real work rarely needs more (a request may ask for up to 10^13 and an hour).
+    fn default() -> Self {
+        SessionLimits {
+            replay: ReplayLimits::default(),
+            default_budget: 100_000_000_000,
+            max_budget: 10_000_000_000_000,
+            default_time_limit_s: 600,
+            max_time_limit_s: 3600,
+        }
+    }
+}
+
+impl SessionLimits {
+    /// The budget and time limit a request gets: its own within the maximums, else the defaults.
+    fn settle(&self, budget: Option<u64>, time_limit_s: Option<u64>) -> Result<(u64, u64), SessionError> {
+        let budget = budget.unwrap_or(self.default_budget);
+        if budget == 0 || budget > self.max_budget {
+            return Err(SessionError::BadRequest(format!(
+                "budget must be between 1 and this host's maximum of {} instructions per iteration, got {budget}",
+                self.max_budget
+            )));
+        }
+        let time = time_limit_s.unwrap_or(self.default_time_limit_s);
+        if time == 0 || time > self.max_time_limit_s {
+            return Err(SessionError::BadRequest(format!(
+                "time_limit_s must be between 1 and this host's maximum of {} seconds, got {time}",
+                self.max_time_limit_s
+            )));
+        }
+        Ok((budget, time))
+    }
 }
 
 /// Why a run did not finish.
@@ -227,6 +283,7 @@ impl Device {
 /// All sessions of this host.
 pub struct Sessions {
     store: Arc<Store>,
+    limits: SessionLimits,
     devices: Vec<Arc<Device>>,
     live: Mutex<HashMap<String, Arc<Live>>>,
     stopping: AtomicBool,
@@ -249,7 +306,11 @@ impl Sessions {
     /// Starts the workers of each engine's device. Sessions a previous run of the host left queued
     /// (a clean shutdown also leaves the running ones queued) are queued again, oldest first; one
     /// still recorded as running was cut off by a kill or a crash and is marked failed.
-    pub fn start(store: Arc<Store>, engines: Vec<Arc<dyn Engine>>) -> Result<Arc<Sessions>, StoreError> {
+    pub fn start(
+        store: Arc<Store>,
+        engines: Vec<Arc<dyn Engine>>,
+        limits: SessionLimits,
+    ) -> Result<Arc<Sessions>, StoreError> {
         let devices = engines
             .into_iter()
             .map(|engine| {
@@ -257,7 +318,7 @@ impl Sessions {
             })
             .collect::<Vec<_>>();
         let sessions =
-            Arc::new(Sessions { store, devices, live: Default::default(), stopping: AtomicBool::new(false) });
+            Arc::new(Sessions { store, limits, devices, live: Default::default(), stopping: AtomicBool::new(false) });
         for record in sessions.store.index.unfinished()? {
             sessions.resume(record)?;
         }
@@ -329,6 +390,7 @@ impl Sessions {
                 req.iterations
             )));
         }
+        let (budget, time_limit_s) = self.limits.settle(req.budget, req.time_limit_s)?;
         let bindings = self.decode_bindings(&archive, &req.bindings)?;
         let control = random_id();
         let info = SessionInfo {
@@ -342,6 +404,8 @@ impl Sessions {
             ended_at: None,
             passed: None,
             error: None,
+            budget: Some(budget),
+            time_limit_s: Some(time_limit_s),
         };
         let record = SessionRecord { info: info.clone(), control_hash: key_hash(&control) };
         self.store.index.put_session(&record, &bindings)?;
@@ -550,9 +614,18 @@ impl Sessions {
         }
         self.set_state(&live, SessionState::Running);
         let started = Instant::now();
+        let time_limit_s = live.info().time_limit_s.unwrap_or(self.limits.default_time_limit_s);
+        let watchdog = Watchdog::start(std::time::Duration::from_secs(time_limit_s), live.cancel.clone());
         let outcome = self.replay(engine.as_ref(), &live);
+        let timed_out = watchdog.stop();
         let total_ms = started.elapsed().as_secs_f64() * 1e3;
         let message = match outcome {
+            Err(_) if timed_out => SessionMessage::Failed {
+                error: format!(
+                    "stopped after {time_limit_s} s: the session's time limit (`time_limit_s`; this host allows at most {} s)",
+                    self.limits.max_time_limit_s
+                ),
+            },
             Ok(check) => SessionMessage::Finished { check, total_ms },
             Err(RunError::Cancelled) if self.stopping.load(Ordering::SeqCst) => {
                 self.suspend(&live, true);
@@ -588,6 +661,8 @@ impl Sessions {
             check: info.check,
             bindings: &live.bindings,
             cancel: &live.cancel,
+            budget: Some(info.budget.unwrap_or(self.limits.default_budget)),
+            limits: self.limits.replay,
         };
         engine.run(&job, &mut |m| live.push(m))
     }
@@ -626,6 +701,35 @@ impl Sessions {
         }
         tracing::info!(session = id, state = state.name(), "session ended");
         self.live.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+    }
+}
+
+/// Sets a session's cancel flag when its time is up, unless stopped first.
+struct Watchdog {
+    stop: std::sync::mpsc::Sender<()>,
+    fired: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Watchdog {
+    fn start(limit: std::time::Duration, cancel: Arc<AtomicBool>) -> Watchdog {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let fired = Arc::new(AtomicBool::new(false));
+        let flag = fired.clone();
+        let thread = std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(limit) {
+                flag.store(true, Ordering::SeqCst);
+                cancel.store(true, Ordering::SeqCst);
+            }
+        });
+        Watchdog { stop, fired, thread }
+    }
+
+    /// Stops watching; whether the time ran out first.
+    fn stop(self) -> bool {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+        self.fired.load(Ordering::SeqCst)
     }
 }
 

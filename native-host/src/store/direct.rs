@@ -30,10 +30,18 @@ const ALIGN: usize = 4096;
 const BLOCK: usize = 4 << 20;
 /// Threads writing blocks, so that one write's latency does not stall the next.
 const WRITERS: usize = 2;
-/// Blocks in all (filling, queued and being written): 16 MiB of memory per upload.
+/// Blocks in all (filling, queued and being written): at most 16 MiB of memory per upload. They
+/// are taken as the upload grows, so a small upload holds one.
 const BLOCKS: usize = 4;
+/// Blocks kept for the next uploads when an upload ends (the rest are freed).
+const POOL_KEEP: usize = 4;
+
+/// Buffers of ended uploads, reused by the next ones: a burst of uploads then touches the same
+/// memory again instead of making the allocator find (and keep) fresh pages for each.
+static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 
 /// A `BLOCK`-byte buffer whose data starts on an `ALIGN` boundary (over-allocated, so no `unsafe`).
+/// Dropping it gives its memory back to [`POOL`].
 struct Aligned {
     buf: Vec<u8>,
     start: usize,
@@ -43,7 +51,8 @@ struct Aligned {
 
 impl Aligned {
     fn new() -> Aligned {
-        let buf = vec![0u8; BLOCK + ALIGN];
+        let pooled = POOL.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let buf = pooled.unwrap_or_else(|| vec![0u8; BLOCK + ALIGN]);
         let start = buf.as_ptr().align_offset(ALIGN);
         Aligned { buf, start, len: 0 }
     }
@@ -70,6 +79,16 @@ impl Aligned {
         let padded = self.len.next_multiple_of(ALIGN);
         self.buf[self.start + self.len..self.start + padded].fill(0);
         self.len = padded;
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < POOL_KEEP {
+            pool.push(buf);
+        }
     }
 }
 
@@ -102,6 +121,8 @@ pub struct DirectWriter {
     queue: Option<SyncSender<(u64, Aligned)>>,
     /// Empty blocks back from the writers.
     free: Receiver<Aligned>,
+    /// Blocks this upload has taken so far (at most [`BLOCKS`]).
+    taken: usize,
     writers: Vec<JoinHandle<io::Result<()>>>,
     file: File,
 }
@@ -118,9 +139,6 @@ impl DirectWriter {
         let target = Arc::new(Target { direct, refused: AtomicBool::new(false), buffered: file.try_clone()? });
         let (queue, full) = sync_channel::<(u64, Aligned)>(BLOCKS);
         let (give_back, free) = sync_channel::<Aligned>(BLOCKS);
-        for _ in 1..BLOCKS {
-            give_back.send(Aligned::new()).expect("the receiver is alive");
-        }
         let full = Arc::new(Mutex::new(full));
         let writers = (0..WRITERS)
             .map(|i| {
@@ -143,6 +161,7 @@ impl DirectWriter {
             offset: 0,
             queue: Some(queue),
             free,
+            taken: 1,
             writers,
             file: file.try_clone()?,
         })
@@ -161,7 +180,17 @@ impl DirectWriter {
 
     /// Hands the current block to the writers and takes an empty one.
     fn send_current(&mut self) -> io::Result<()> {
-        let Ok(empty) = self.free.recv() else { return Err(self.writer_error()) };
+        let empty = match self.free.try_recv() {
+            Ok(block) => block,
+            Err(_) if self.taken < BLOCKS => {
+                self.taken += 1;
+                Aligned::new()
+            }
+            Err(_) => match self.free.recv() {
+                Ok(block) => block,
+                Err(_) => return Err(self.writer_error()),
+            },
+        };
         let full = std::mem::replace(&mut self.current, empty);
         let len = full.len as u64;
         let queue = self.queue.as_ref().expect("only `finish` closes the queue");

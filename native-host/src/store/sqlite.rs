@@ -47,6 +47,9 @@ const MIGRATIONS: &[&str] = &[
         bytes BLOB NOT NULL,
         UNIQUE (session, name)
     );",
+    // The limits a session was settled with, so that one queued across a restart keeps them.
+    "ALTER TABLE sessions ADD COLUMN budget INTEGER;
+    ALTER TABLE sessions ADD COLUMN time_limit_s INTEGER;",
 ];
 
 /// The index of one machine.
@@ -102,7 +105,8 @@ fn archive_row(r: &Row<'_>) -> rusqlite::Result<ArchiveInfo> {
 }
 
 const SESSION_COLUMNS: &str =
-    "id, archive, device, iterations, do_check, state, created_at, ended_at, passed, error, control_hash";
+    "id, archive, device, iterations, do_check, state, created_at, ended_at, passed, error, control_hash, budget, \
+     time_limit_s";
 
 fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     let state: String = r.get(5)?;
@@ -121,6 +125,8 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
             ended_at: r.get(7)?,
             passed: r.get(8)?,
             error: r.get(9)?,
+            budget: r.get::<_, Option<i64>>(11)?.map(|b| b as u64),
+            time_limit_s: r.get::<_, Option<i64>>(12)?.map(|t| t as u64),
         },
         control_hash: r.get(10)?,
     })
@@ -165,7 +171,7 @@ impl Index for SqliteIndex {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.execute(
-            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
             params![
                 i.id,
                 i.archive,
@@ -177,7 +183,9 @@ impl Index for SqliteIndex {
                 i.ended_at,
                 i.passed,
                 i.error,
-                s.control_hash
+                s.control_hash,
+                i.budget.map(|b| b.min(i64::MAX as u64) as i64),
+                i.time_limit_s.map(|t| t.min(i64::MAX as u64) as i64)
             ],
         )?;
         for (name, bytes) in bindings {

@@ -21,8 +21,11 @@ use crate::archive::{Archive, FormatError, Op, OpId, RegionId, Reloc};
 use crate::check::{check_region, RegionCheck};
 use crate::ptx;
 
+mod limits;
 #[cfg(test)]
 mod tests;
+
+pub use limits::{LimitError, ReplayLimits};
 
 /// Limits and resources of a replay.
 #[derive(Clone, Debug, Default)]
@@ -35,6 +38,8 @@ pub struct ReplayOptions {
     pub threads: usize,
     /// Native code or the interpreter for kernels (see [`ptx::Engine`]).
     pub engine: ptx::Engine,
+    /// What the archive may allocate and launch, checked before anything is allocated.
+    pub limits: ReplayLimits,
 }
 
 /// What went wrong, and at which op.
@@ -66,6 +71,8 @@ pub enum ReplayError {
     Region { region: String, reason: String },
     #[error("loading region {region}: {error}")]
     Upload { region: String, error: ptx::MemError },
+    #[error("archive refused: {0}")]
+    Limit(#[from] LimitError),
 }
 
 // The wrapped errors are part of each message rather than `source()`, so that a chain printer
@@ -192,6 +199,8 @@ impl<'a> CpuReplay<'a> {
     /// initial contents. Every problem an archive can have that does not depend on running it is
     /// reported here.
     pub fn new(archive: &Archive<'a>, options: ReplayOptions) -> Result<Self, ReplayError> {
+        options.limits.check(archive)?;
+        archive.verify_blobs()?;
         let mut modules = Vec::with_capacity(archive.module_count());
         for m in archive.modules() {
             let text = m.ptx_text()?;
@@ -426,7 +435,12 @@ impl<'a> CpuReplay<'a> {
             region: r.name.clone(),
             reason: "is scratch and not allocated".to_string(),
         })?;
-        let mut out = vec![0u8; r.size as usize];
+        let mut out = Vec::new();
+        out.try_reserve_exact(r.size as usize).map_err(|_| ReplayError::Region {
+            region: r.name.clone(),
+            reason: format!("cannot allocate {} bytes to read it", r.size),
+        })?;
+        out.resize(r.size as usize, 0);
         self.memory
             .read(base, &mut out)
             .map_err(|error| ReplayError::Upload { region: r.name.clone(), error })?;

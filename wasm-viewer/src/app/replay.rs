@@ -450,7 +450,7 @@ pub fn attach(id: String, control: Option<String>) {
 }
 
 async fn start_host(archive: String, device: String, iterations: u32, check: bool) {
-    let req = CreateSession { archive, device, iterations, check, bindings: Default::default() };
+    let req = CreateSession { archive, device, iterations, check, bindings: Default::default(), budget: None, time_limit_s: None };
     match api::post_json::<SessionCreated>("/api/sessions", &req).await {
         Ok(created) => {
             let path = api::url(&format!("/sessions/{}", created.id));
