@@ -344,6 +344,9 @@ trait ThreadAccess {
     /// Runs `inst` for thread `l` at `addr` (`b`, `c`: the value operands); `None` if `inst`
     /// does not access memory. Gives the result, the access size and whether it writes.
     fn access(&mut self, inst: &Inst, addr: u64, b: u64, c: u64, l: usize) -> Option<(Result<u64, (Fault, Space)>, u8, bool)>;
+    /// The fault of thread `l`'s vector load or store `ins` at `addr` when that is not aligned to
+    /// the whole vector.
+    fn misaligned(&self, ins: &Instr, addr: u64, l: usize) -> Option<Stop>;
 }
 
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
@@ -359,6 +362,15 @@ impl<const MW: usize> ThreadAccess for Worker<'_, MW> {
             Inst::Atom { space, op, size, f, .. } => (self.atomic(space, addr, op, size, f, b, c, l), size, true),
             _ => return None,
         })
+    }
+
+    fn misaligned(&self, ins: &Instr, addr: u64, l: usize) -> Option<Stop> {
+        let (space, size, n, write) = match ins.inst {
+            Inst::Ld { space, size, n, .. } => (space, size, n, false),
+            Inst::St { space, size, n, .. } => (space, size, n, true),
+            _ => return None,
+        };
+        misaligned_vector(space, n, size, addr).map(|whole| self.vector_fault(space, addr, whole, write, l, ins.line))
     }
 }
 
@@ -377,6 +389,8 @@ struct Worker<'a, const MW: usize> {
     flushed: u64,
     next_check: u64,
     entry_ready: bool,
+    /// The fault of the lowest thread that faulted in the current segment (see [`Worker::fault`]).
+    pending: Option<Stop>,
 }
 
 /// A failure inside a block before it is dressed with kernel, block and thread.
@@ -403,6 +417,14 @@ enum Stop {
 }
 
 type Res<T> = Result<T, Stop>;
+
+/// A vector access (`.v2`, `.v4`) must be aligned to its whole size, as on a GPU, where the
+/// elements' own checks see only the element size: the whole size when `addr` is not so aligned.
+/// The parameter buffer is laid out by the declaration, so its vectors are left to that.
+fn misaligned_vector(space: Space, n: u8, size: u8, addr: u64) -> Option<u32> {
+    let whole = n as u64 * size as u64;
+    (n > 1 && space != Space::KParam && addr % whole != 0).then_some(whole as u32)
+}
 
 fn space_name(s: Space) -> &'static str {
     match s {
@@ -735,7 +757,7 @@ fn run_native<const MW: usize>(
     let threads = plan.threads;
     let code = k.variant(&ctx.module.funcs[plan.func as usize], plan.dims.block, opts.engine == Engine::Jit);
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
-        let (total, _) = run_range_on::<MW>(ctx, range, |js| js.prepare(mem), |w, js, b| k.run_block(code, w, js, b))?;
+        let (total, _) = run_range_on::<MW>(ctx, range, |js| js.prepare(mem), |w, js, b| k.run_block_named(code, w, js, b))?;
         // A division is a good share of a one-thread launch: skip the common trivial one.
         Ok((if threads == 1 { total } else { total / threads }, total))
     };
@@ -977,6 +999,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             count: 0,
             flushed: 0,
             next_check: CHECK_EVERY,
+            pending: None,
             entry_ready: false,
         }
     }
@@ -1173,7 +1196,35 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             rpc: u32::MAX,
             mask: self.all,
         });
-        self.run()
+        self.pending = None;
+        self.run()?;
+        self.pending.take().map_or(Ok(()), Err)
+    }
+
+    /// Where several threads fault, the fault reported is the lowest thread's among those that
+    /// fault before the next barrier, shuffle or the block's end: the order in which native code
+    /// runs one thread after another, so that every engine names the same thread and line. In
+    /// lockstep the lanes run each instruction in thread order and stop at the first that
+    /// faults, so the lanes below it have run it and those above have not: the faulting lane is
+    /// set aside (its fault kept if it is the lowest so far), the instruction runs on for the
+    /// lanes above it, and the segment goes on without it. Gives the lanes still to run, if any.
+    fn fault(&mut self, stop: Stop, em: Mask<MW>) -> Res<Mask<MW>> {
+        let lane = match stop {
+            Stop::Mem { lane, .. } | Stop::Trap { lane, .. } => lane,
+            other => return Err(other),
+        };
+        let lower = Mask::first(lane);
+        let this = Mask::first(lane + 1).andnot(lower);
+        self.exited = self.exited.or(this);
+        if !matches!(&self.pending, Some(Stop::Mem { lane: p, .. } | Stop::Trap { lane: p, .. }) if *p < lane) {
+            self.pending = Some(stop);
+        }
+        Ok(em.andnot(lower).andnot(this))
+    }
+
+    /// The fault set aside for the segment now ending, if any.
+    fn segment_end(&mut self) -> Res<()> {
+        self.pending.take().map_or(Ok(()), Err)
     }
 
     fn pred_mask(&self, rb: usize, p: R, neg: bool, within: Mask<MW>) -> Mask<MW> {
@@ -1338,16 +1389,21 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                         }
                         Inst::Trap => {
                             if !em.is_empty() {
+                                // Every active lane traps here; the lowest is the one that counts.
                                 let lane =
                                     em.0.iter()
                                         .enumerate()
                                         .find(|(_, w)| **w != 0)
                                         .map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
                                         .unwrap_or(0);
-                                return Err(Stop::Trap {
-                                    lane,
-                                    line: ins.line,
-                                });
+                                self.fault(Stop::Trap { lane, line: ins.line }, em)?;
+                                self.exited = self.exited.or(em);
+                                mask = mask.andnot(em);
+                                full = false;
+                                if mask.is_empty() {
+                                    self.b.simt.pop();
+                                    continue 'entry;
+                                }
                             }
                             pc += 1;
                         }
@@ -1403,6 +1459,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                             arrive,
                         } => {
                             if !em.is_empty() {
+                                self.segment_end()?;
                                 self.barrier(fi, func, em, *count, rb, ins.line)?;
                                 if let (Some((kind, p, neg)), Some(d)) = (red, d) {
                                     let pm = self.pred_mask(rb, *p, *neg, em);
@@ -1420,7 +1477,26 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                         }
                         inst => {
                             if !em.is_empty() {
-                                self.exec(inst, rb, lb, em, efull, ins.line)?;
+                                if matches!(inst, Inst::Shfl { .. }) {
+                                    self.segment_end()?;
+                                }
+                                let (mut left, mut left_full) = (em, efull);
+                                let mut faulted = false;
+                                while let Err(stop) = self.exec(inst, rb, lb, left, left_full, ins.line) {
+                                    left = self.fault(stop, left)?;
+                                    (left_full, faulted) = (false, true);
+                                    if left.is_empty() {
+                                        break;
+                                    }
+                                }
+                                if faulted {
+                                    mask = mask.andnot(self.exited);
+                                    full = false;
+                                    if mask.is_empty() {
+                                        self.b.simt.pop();
+                                        continue 'entry;
+                                    }
+                                }
                             }
                             pc += 1;
                         }
@@ -1495,6 +1571,19 @@ impl<'a, const MW: usize> Worker<'a, MW> {
 
     /// Resolves a generic address into its state space and the address within it.
     #[inline]
+    /// The fault of thread `l`'s vector access at `addr` that is not aligned to its `whole` size.
+    fn vector_fault(&self, space: Space, addr: u64, whole: u32, write: bool, l: usize, line: u32) -> Stop {
+        Stop::Mem {
+            lane: l,
+            addr,
+            size: whole,
+            space: self.resolve(space, addr).0,
+            fault: Fault::Misaligned,
+            write,
+            line,
+        }
+    }
+
     fn resolve(&self, space: Space, a: u64) -> (Space, u64) {
         if space != Space::Generic {
             return (space, a);
@@ -1988,6 +2077,9 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 let sbits = size as u32 * 8;
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
+                    if let Some(whole) = misaligned_vector(space, cnt, size, a) {
+                        return Err(self.vector_fault(space, a, whole, false, l, line));
+                    }
                     for (k, &dk) in d.iter().enumerate().take(cnt as usize) {
                         let ea = a.wrapping_add((k * size as usize) as u64);
                         let v = self
@@ -2021,6 +2113,9 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 let vm = mask_bits(size as u32 * 8);
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
+                    if let Some(whole) = misaligned_vector(space, cnt, size, a) {
+                        return Err(self.vector_fault(space, a, whole, true, l, line));
+                    }
                     for (k, &s) in srcs.iter().enumerate().take(cnt as usize) {
                         let ea = a.wrapping_add((k * size as usize) as u64);
                         let v = self.b.regs[ro(s) + l] & vm;

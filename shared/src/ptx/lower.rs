@@ -877,8 +877,7 @@ impl<'m> FnLower<'m> {
             }
         }
         let frame = align_up(self.frame, 16);
-        let exit_bound = exit_bound(&self.insts);
-        Ok(Function {
+        let mut func = Function {
             name: f.name.clone(),
             insts: self.insts,
             nregs: self.reg_bits.len() as u32,
@@ -886,8 +885,11 @@ impl<'m> FnLower<'m> {
             sregs: self.sregs.into_iter().map(|(s, r)| (r, s)).collect(),
             frame_size: frame as u32,
             stack_size: 0,
-            exit_bound,
-        })
+            exit_bound: Vec::new(),
+        };
+        define_undefined(&mut func, &self.reg_bits, f.line);
+        func.exit_bound = exit_bound(&func.insts);
+        Ok(func)
     }
 
     fn want(&self, ops: &[Operand], n: usize, op: &str) -> Res<()> {
@@ -2381,6 +2383,54 @@ fn reconvergence(insts: &[Instr]) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Gives every register that some path reads before any write a defined value, zero, by a `mov`
+/// at the function's entry. The hardware leaves such a register's contents undefined; here every
+/// engine must produce the same bytes, and an engine that keeps registers from one thread or block
+/// to the next would otherwise leak one thread's value into another. Compilers rarely leave such
+/// a read, so most functions get no extra instruction.
+fn define_undefined(func: &mut Function, reg_bits: &[u32], line: u32) {
+    let (live, _) = crate::ptx::flow::live_in(func);
+    let mut preset = vec![false; func.nregs as usize];
+    func.consts.iter().for_each(|&(r, _)| preset[r as usize] = true);
+    func.sregs.iter().for_each(|&(r, _)| preset[r as usize] = true);
+    let undefined: Vec<R> = (0..func.nregs)
+        .filter(|&r| live[r as usize / 64] >> (r % 64) & 1 == 1 && !preset[r as usize])
+        .collect();
+    if undefined.is_empty() {
+        return;
+    }
+    let zero = match func.consts.iter().find(|&&(_, v)| v == 0) {
+        Some(&(r, _)) => r,
+        None => {
+            let r = func.nregs;
+            func.nregs += 1;
+            func.consts.push((r, 0));
+            r
+        }
+    };
+    let k = undefined.len() as u32;
+    let mut insts: Vec<Instr> = undefined
+        .iter()
+        .map(|&d| Instr {
+            guard: None,
+            inst: Inst::Un { op: UnOp::Mov(mask_bits(reg_bits[d as usize])), d, a: zero },
+            line,
+        })
+        .collect();
+    insts.extend(std::mem::take(&mut func.insts));
+    for ins in &mut insts {
+        if let Inst::Bra { target, .. } = &mut ins.inst {
+            *target += k;
+        }
+    }
+    for (i, r) in reconvergence(&insts).into_iter().enumerate() {
+        if let Inst::Bra { reconv, .. } = &mut insts[i].inst {
+            *reconv = r;
+        }
+    }
+    func.insts = insts;
 }
 
 fn exit_bound(insts: &[Instr]) -> Vec<bool> {

@@ -21,6 +21,7 @@
 #[macro_use]
 mod ops;
 mod exec;
+mod flow;
 mod ir;
 mod lower;
 mod math;

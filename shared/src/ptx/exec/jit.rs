@@ -33,7 +33,8 @@
 //! mutability; the plain loads and stores emitted here are what relaxed atomic accesses compile
 //! to on x86-64 and AArch64. The spill area, the per-thread state and the context are owned by the
 //! calling worker for the duration of the call. Instruction budget, cancel flag and the launch's
-//! abort flag are checked on every backward branch, so no kernel can run unbounded.
+//! abort flag are checked on every backward branch, and the budget after each block too, so no
+//! launch can run unbounded.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -56,6 +57,7 @@ use super::{compare, shfl_source, sx, Res, Stop, ThreadAccess, Worker};
 use lanes::{LanePlan, Step, LANES, PARTS};
 
 mod lanes;
+use crate::ptx::flow::{live_in, successors, uses_defs};
 use crate::ptx::ir::*;
 use crate::ptx::lower::Function;
 use crate::ptx::math::*;
@@ -67,6 +69,9 @@ const ST_DONE: u32 = 0;
 const ST_FAULT: u32 = 1;
 const ST_TRAP: u32 = 2;
 const ST_LIMIT: u32 = 3;
+/// The `c` operand of a slow-path call for a load or store (which has none) that asks for the
+/// check of a vector access's base alignment alone.
+const VECTOR_BASE: u64 = u64::MAX;
 
 /// One entry of the region table: index = address >> REGION_SHIFT. Kept to two words because the
 /// table is rebuilt for every launch: the per-size limit (`len >> log2(size)`, the count of
@@ -443,146 +448,6 @@ fn define_slow_mem(
         .define_function(id, &mut ctx)
         .map_err(|e| format!("{e:?}"))?;
     Ok(id)
-}
-
-/// Registers an instruction reads and writes (a guarded write does not end a value's life).
-fn uses_defs(ins: &Instr) -> (Vec<R>, Vec<R>) {
-    let mut u = Vec::new();
-    let mut d = Vec::new();
-    if let Some((p, _)) = ins.guard {
-        u.push(p);
-    }
-    let addr = |a: &Addr, u: &mut Vec<R>| {
-        if let Base::Reg(r) = a.base {
-            u.push(r);
-        }
-    };
-    match &ins.inst {
-        Inst::Un { d: x, a, .. } | Inst::Cvta { d: x, a, .. } => {
-            u.push(*a);
-            d.push(*x);
-        }
-        Inst::Bin { d: x, a, b, .. } => {
-            u.extend([*a, *b]);
-            d.push(*x);
-        }
-        Inst::Tern { d: x, a, b, c, .. } => {
-            u.extend([*a, *b, *c]);
-            d.push(*x);
-        }
-        Inst::Bfi { d: x, f, b, pos, len, .. } => {
-            u.extend([*f, *b, *pos, *len]);
-            d.push(*x);
-        }
-        Inst::Setp { d: x, dn, a, b, comb, .. } => {
-            u.extend([*a, *b]);
-            if let Some((_, c, _)) = comb {
-                u.push(*c);
-            }
-            d.push(*x);
-            d.extend(*dn);
-        }
-        Inst::Set { d: x, a, b, comb, .. } => {
-            u.extend([*a, *b]);
-            if let Some((_, c, _)) = comb {
-                u.push(*c);
-            }
-            d.push(*x);
-        }
-        Inst::FrameAddr { d: x, .. } | Inst::Activemask { d: x } | Inst::Clock { d: x, .. } => d.push(*x),
-        Inst::Ld { n, d: ds, addr: a, .. } => {
-            addr(a, &mut u);
-            d.extend(&ds[..*n as usize]);
-        }
-        Inst::St { n, a: srcs, addr: a, .. } => {
-            addr(a, &mut u);
-            u.extend(&srcs[..*n as usize]);
-        }
-        Inst::Atom { d: x, addr: a, b, c, .. } => {
-            addr(a, &mut u);
-            u.extend([*b, *c]);
-            d.extend(*x);
-        }
-        Inst::Bar { count, red, d: x, .. } => {
-            u.extend(*count);
-            if let Some((_, r, _)) = red {
-                u.push(*r);
-            }
-            d.extend(*x);
-        }
-        Inst::Shfl { d: x, p, a, b, c, .. } => {
-            u.extend([*a, *b, *c]);
-            d.push(*x);
-            d.extend(*p);
-        }
-        Inst::Vote { d: x, a, .. } | Inst::Redux { d: x, a, .. } => {
-            u.push(*a);
-            d.push(*x);
-        }
-        Inst::Bra { .. }
-        | Inst::Ret
-        | Inst::Exit
-        | Inst::Trap
-        | Inst::Call { .. }
-        | Inst::Nop
-        | Inst::WarpSync => {}
-    }
-    if ins.guard.is_some() {
-        // A guarded write may not happen: the old value stays live through it.
-        u.extend(d.iter().copied());
-    }
-    (u, d)
-}
-
-/// Registers live before each instruction (bit sets of `words` words per instruction).
-/// Where a thread goes after instruction `pc`: a branch's target (the end, `insts.len()`, at
-/// most) and, unless the branch or the exit is unconditional, the next instruction.
-fn successors(f: &Function, pc: usize) -> [Option<usize>; 2] {
-    let ins = &f.insts[pc];
-    match ins.inst {
-        Inst::Bra { target, .. } => [
-            Some((target as usize).min(f.insts.len())),
-            ins.guard.is_some().then_some(pc + 1),
-        ],
-        Inst::Ret | Inst::Exit | Inst::Trap if ins.guard.is_none() => [None, None],
-        _ => [Some(pc + 1), None],
-    }
-}
-
-fn live_in(f: &Function) -> (Vec<u64>, usize) {
-    let n = f.insts.len();
-    let words = (f.nregs as usize).div_ceil(64).max(1);
-    let ud: Vec<_> = f.insts.iter().map(uses_defs).collect();
-    let mut live = vec![0u64; (n + 1) * words];
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for pc in (0..n).rev() {
-            let mut out = vec![0u64; words];
-            let succ = |s: usize, out: &mut Vec<u64>| {
-                let s = s.min(n);
-                for w in 0..words {
-                    out[w] |= live[s * words + w];
-                }
-            };
-            for s in successors(f, pc).into_iter().flatten() {
-                succ(s, &mut out);
-            }
-            let (u, d) = &ud[pc];
-            for &r in d {
-                out[r as usize / 64] &= !(1u64 << (r % 64));
-            }
-            for &r in u {
-                out[r as usize / 64] |= 1u64 << (r % 64);
-            }
-            let cur = &mut live[pc * words..(pc + 1) * words];
-            if cur != &out[..] {
-                cur.copy_from_slice(&out);
-                changed = true;
-            }
-        }
-    }
-    (live, words)
 }
 
 /// Per instruction: the registers it writes that go to the spill area right there (written
@@ -2227,6 +2092,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 addr,
             } => {
                 let (base, off) = self.addr_parts(&addr);
+                self.vector_alignment(pc, space, n, size, (base, off));
                 for k in 0..n as usize {
                     let at = (base, off.wrapping_add((k * size as usize) as i64));
                     // A float register takes the loaded bits straight into a float register.
@@ -2260,6 +2126,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 addr,
             } => {
                 let (base, off) = self.addr_parts(&addr);
+                self.vector_alignment(pc, space, n, size, (base, off));
                 for (k, &s) in srcs.iter().enumerate().take(n as usize) {
                     let at = (base, off.wrapping_add((k * size as usize) as i64));
                     self.store(pc, space, size, at, &addr, s);
@@ -2465,6 +2332,28 @@ impl<'a, 'b> Tx<'a, 'b> {
         self.b.ins().brif(fault, fe, &[], ok, &[]);
         self.b.switch_to_block(ok);
         v
+    }
+
+    /// A vector access faults unless its base is aligned to the whole vector (the elements' checks
+    /// below see only their own size): one test of the low bits, the fault named by the slow path.
+    fn vector_alignment(&mut self, pc: usize, space: Space, n: u8, size: u8, at: (Value, i64)) {
+        if n < 2 || space == Space::KParam {
+            return;
+        }
+        let ea = self.b.ins().iadd_imm_s(at.0, at.1);
+        let low = self.b.ins().band_imm_s(ea, (n as u64 * size as u64 - 1) as i64);
+        let bad = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.ins().brif(low, bad, &[], ok, &[]);
+        let mark = self.block_mark();
+        self.b.switch_to_block(bad);
+        let z = self.iconst(0);
+        let check = self.iconst(VECTOR_BASE);
+        self.slow(pc, ea, z, check);
+        self.b.ins().jump(ok, &[]);
+        self.cold_since(mark);
+        self.b.set_cold_block(bad);
+        self.b.switch_to_block(ok);
     }
 
     fn mem_ty(size: u8) -> Type {
@@ -3157,6 +3046,13 @@ extern "C" fn h_mem(ctx: *mut JitCtx, ins: *const Instr, thread: u64, addr: u64,
     let (ctx, ins) = unsafe { (&mut *ctx, &*ins) };
     let rt = unsafe { &mut *(ctx.rt as *mut Rt<'_>) };
     let l = thread as usize;
+    if c == VECTOR_BASE && matches!(ins.inst, Inst::Ld { .. } | Inst::St { .. }) {
+        if let Some(stop) = rt.w.misaligned(ins, addr, l) {
+            rt.stop = Some(stop);
+            ctx.fault = 1;
+        }
+        return 0;
+    }
     let Some((res, size, write)) = rt.w.access(&ins.inst, addr, b, c, l) else {
         return 0;
     };
@@ -3310,6 +3206,31 @@ impl JitKernel {
         self.group(f).as_ref().map(|_| ()).map_err(Clone::clone)
     }
 
+    /// [`JitKernel::run_block`], where a fault is named as every engine names it: the lowest
+    /// thread's of its segment (see the interpreter's `Worker::fault`). One-thread code runs the
+    /// threads in that order and stops at the first fault, so it names it by itself; code for
+    /// groups runs sixteen lanes side by side and the rows of a block out of order, so a block it
+    /// stops on runs again as one-thread code, which names the fault. The block's writes before
+    /// the fault stay (the launch has failed either way); should the second run not fault (a
+    /// fault that depended on what the first run wrote), the first run's fault stands.
+    pub(super) fn run_block_named<const MW: usize>(
+        &self,
+        v: Variant<'_>,
+        w: &mut Worker<'_, MW>,
+        js: &mut Scratch,
+        b: u64,
+    ) -> Res<u64> {
+        match self.run_block(v, w, js, b) {
+            Err(first @ (Stop::Mem { .. } | Stop::Trap { .. })) if v.in_lanes() => {
+                match self.run_block(Variant(&self.one), w, js, b) {
+                    Err(again @ (Stop::Mem { .. } | Stop::Trap { .. })) => Err(again),
+                    _ => Err(first),
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Runs block `b` on worker `w` with code `v` (from [`JitKernel::variant`]); returns the
     /// thread-instructions executed.
     pub(super) fn run_block<const MW: usize>(&self, v: Variant<'_>, w: &mut Worker<'_, MW>, js: &mut Scratch, b: u64) -> Res<u64> {
@@ -3389,9 +3310,15 @@ impl JitKernel {
             let stop = rt.stop.take();
             total += jc.count;
             // The shared count only serves budget checks (as in the interpreter); without a
-            // budget a locked add per block would be most of a small launch's cost.
-            if ctx.budget.is_some() {
-                ctx.used.fetch_add(jc.count, Ordering::Relaxed);
+            // budget a locked add per block would be most of a small launch's cost. Code checks the
+            // budget on backward branches only, so a loop-free kernel's blocks are judged here,
+            // after each segment: a launch of millions of short blocks stops as the interpreter's
+            // does.
+            if let Some(bud) = ctx.budget {
+                let used = ctx.used.fetch_add(jc.count, Ordering::Relaxed) + jc.count;
+                if status == ST_DONE && used > bud {
+                    return Err(Stop::Budget);
+                }
             }
             match status {
                 ST_DONE if !stateful => return Ok(total),

@@ -1,5 +1,6 @@
 //! Executor tests: real corpus PTX, and small PTX kernels per instruction family.
 
+mod agreement;
 mod atomics;
 mod control;
 mod corpus;

@@ -30,15 +30,17 @@
 //! Whether a kernel has this shape is decided once, at compile time ([`LanePlan::new`]); a launch
 //! uses it when the block's x dimension is a multiple of [`LANES`]. Every lane-by-lane step is
 //! the one-thread code for that lane's thread, so slow paths and arithmetic are exactly those of
-//! one-thread native code, and the instruction count is the same. Faults are too, except which
-//! one comes first when threads of different rows fault in one segment: the group order differs
-//! from one-thread code's (threads between barriers have no order in CUDA).
+//! one-thread native code, and the instruction count is the same. Which fault comes first where
+//! several threads fault in one segment is not: groups run lanes side by side and rows out of
+//! thread order, so a block this code stops on runs again as one-thread code, which names the
+//! fault every engine names (`JitKernel::run_block_named`).
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::immediates::Ieee32;
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value};
 
-use super::{flags, uses_defs, Class, Repr, Tx, NAN32, PLAIN_F};
+use super::{flags, Class, Repr, Tx, NAN32, PLAIN_F};
+use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
 use crate::ptx::lower::Function;
 
@@ -239,7 +241,7 @@ pub(super) fn lane_steps(f: &Function, plan: &LanePlan, reprs: &[Repr], classes:
         .collect();
     // Special registers are written before the first instruction; any other register live there
     // is read before it is written.
-    let (live, _) = super::live_in(f);
+    let (live, _) = crate::ptx::flow::live_in(f);
     let mut special = vec![false; n];
     f.sregs.iter().for_each(|&(r, _)| special[r as usize] = true);
     for r in 0..n {
@@ -258,7 +260,7 @@ pub(super) fn lane_steps(f: &Function, plan: &LanePlan, reprs: &[Repr], classes:
     loop {
         let mut changed = false;
         for (pc, ins) in f.insts.iter().enumerate() {
-            for d in super::uses_defs(ins).1 {
+            for d in uses_defs(ins).1 {
                 let wd = width(d);
                 if wd == Width::Uniform {
                     continue;
