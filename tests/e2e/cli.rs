@@ -216,3 +216,40 @@ fn inspect_shows_nested_bodies_indented() {
     assert!(shown.contains("cubin sm_90"), "{shown}");
     assert!(shown.contains("pointers inside regions (1)\n  flags+0 -> counts+64"), "{shown}");
 }
+
+/// Damaged data is never reported as numbers: a replay, a check and `inspect` of an archive whose
+/// blobs fail their checksum stop with the section, the offset and the reason.
+#[test]
+fn damaged_data_stops_replay_check_and_inspect_with_section_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = corpus_cases().into_iter().find(|c| c.ends_with("nvcc/saxpy")).expect("the saxpy case");
+    let good = dir.path().join("good.recap");
+    let import = recap(&[&"import-case", &case, &"-o", &good]);
+    assert!(import.status.success(), "{}", text(&import.stderr));
+    let replay = recap(&[&"replay", &good, &"--device", &"cpu", &"--check"]);
+    assert!(replay.status.success(), "{}", text(&replay.stderr));
+
+    let mut bytes = std::fs::read(&good).unwrap();
+    let (off, len) = recap_tests::archive::section(&bytes, shared::archive::SectionKind::Blobs);
+    // A byte in the middle of the region data, the table sections and their checksums untouched:
+    // `open` accepts it, as it leaves the data's checksum to whoever reads the data.
+    bytes[off + len / 2] ^= 0x10;
+    let bad = dir.path().join("bad.recap");
+    std::fs::write(&bad, &bytes).unwrap();
+    assert!(Archive::open(&bytes).is_ok());
+    for args in [
+        vec!["replay", "--device", "cpu", "--check"],
+        vec!["replay", "--device", "cpu", "--engine", "interp"],
+        vec!["inspect"],
+        vec!["validate"],
+    ] {
+        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&args[0], &bad];
+        all.extend(args[1..].iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
+        let r = recap(&all);
+        let err = text(&r.stderr);
+        assert!(!r.status.success(), "{args:?} succeeded on damaged data: {}", text(&r.stdout));
+        assert!(err.contains("blobs") && err.contains("checksum mismatch"), "{args:?}: {err}");
+        assert!(err.contains(&format!("byte {off}")), "{args:?} names the offset: {err}");
+        assert!(!text(&r.stdout).contains("FAIL"), "{args:?} reported numbers: {}", text(&r.stdout));
+    }
+}

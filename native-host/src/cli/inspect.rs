@@ -17,6 +17,9 @@ pub fn run(args: Args) -> Result<()> {
     let map = MappedFile::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
     let archive = Archive::open(&map).with_context(|| format!("{}", args.file.display()))?;
     print!("{}", summary(&archive));
+    // The structure above was checked by `open`; the data it describes is checked here, so a
+    // damaged archive never passes for a good one.
+    archive.verify_blobs().with_context(|| format!("{}", args.file.display()))?;
     Ok(())
 }
 
