@@ -19,6 +19,10 @@ enum Command {
     Inspect(cli::inspect::Args),
     Replay(cli::replay::Args),
     Validate(cli::validate::Args),
+    Extract(cli::extract::Args),
+    Compare(cli::compare::Args),
+    Diff(cli::diff::Args),
+    Trim(cli::trim::Args),
     Serve(cli::serve::Args),
     Bench(cli::bench::Args),
     #[command(hide = true)]
@@ -37,6 +41,16 @@ fn main() -> ExitCode {
         Command::CudaProbe(args) => cli::cuda_probe::run(args),
         Command::SessionWorker(args) => cli::session_worker::run(args),
         Command::Validate(args) => return cli::validate::run(args),
+        Command::Extract(args) => cli::extract::run(args),
+        Command::Trim(args) => cli::trim::run(args),
+        Command::Compare(args) => match cli::compare::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
+        Command::Diff(args) => match cli::diff::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
         Command::Replay(args) => match cli::replay::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

@@ -14,11 +14,15 @@
 //! | [`ptx`] | PTX parser and the CPU executor that runs it a thread block at a time |
 //! | [`check`] | judging final regions against expected bytes under a tolerance; region summaries |
 //! | [`replay`] | op-level CPU replay of an archive over the PTX executor |
+//! | [`compare`] | two replays held side by side, op by op: the first op whose writes differ |
+//! | [`npy`] | numpy's `.npy` files for a region's bytes, written and read |
 //! | [`plan`] | read/write sets of every op, hazards, the op DAG both engines and the viewer use |
 //! | [`protocol`] | the messages the host and the viewer exchange |
 
 pub mod archive;
 pub mod check;
+pub mod compare;
+pub mod npy;
 pub mod plan;
 pub mod ptx;
 pub mod protocol;

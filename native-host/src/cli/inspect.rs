@@ -1,22 +1,35 @@
 //! `recap inspect FILE`: a readable summary of an archive and its op list.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use recap::mapped::MappedFile;
+use serde_json::{json, Value};
 use shared::archive::{Archive, Op, OpId, ParamKind, Tolerance};
 
 /// Print an archive's modules, kernels, regions, bindings, metadata and op list
 #[derive(clap::Args)]
 pub struct Args {
     pub file: PathBuf,
+    /// JSON Lines instead of text: one object per header, module, kernel, region, pointer inside a
+    /// region, binding, metadata entry and op, each with a `type`
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
     let map = MappedFile::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
     let archive = Archive::open(&map).with_context(|| format!("{}", args.file.display()))?;
-    print!("{}", summary(&archive));
+    if args.json {
+        let mut out = std::io::stdout().lock();
+        for record in records(&archive) {
+            writeln!(out, "{record}")?;
+        }
+    } else {
+        print!("{}", summary(&archive));
+    }
     // The structure above was checked by `open`; the data it describes is checked here, so a
     // damaged archive never passes for a good one.
     archive.verify_blobs().with_context(|| format!("{}", args.file.display()))?;
@@ -38,6 +51,90 @@ fn tolerance(t: &Tolerance) -> String {
         Tolerance::Close { rtol, atol } => format!("rtol {rtol:e} atol {atol:e}"),
         Tolerance::MismatchFraction { max_fraction } => format!("at most {max_fraction} of elements differ"),
     }
+}
+
+/// The archive as records, one per entity, in the order of the text report: what `--json` prints
+/// and what `recap diff` compares. A module's PTX is named by its BLAKE3 hash (16 hex digits), so two
+/// archives' modules compare without their text.
+pub fn records(a: &Archive) -> Vec<Value> {
+    let mut out = Vec::new();
+    let (major, minor) = a.version();
+    out.push(json!({
+        "type": "header", "format": format!("{major}.{minor}"), "bytes": a.len(),
+        "modules": a.module_count(), "kernels": a.kernel_count(), "regions": a.region_count(),
+        "bindings": a.binding_count(), "ops": a.op_count(),
+    }));
+    for m in a.modules() {
+        let ptx = m.ptx_text().map(|t| blake3::hash(t.as_bytes()).to_hex()[..16].to_string()).ok();
+        let cubins: Vec<Value> = m.cubins.iter().map(|(sm, c)| json!({"sm": sm, "bytes": c.len()})).collect();
+        out.push(json!({"type": "module", "id": m.id, "name": m.name, "ptx_bytes": m.ptx.len(), "ptx_blake3": ptx, "cubins": cubins}));
+    }
+    for k in a.kernels() {
+        out.push(json!({"type": "kernel", "id": k.id, "name": k.name, "module": k.module, "params": k.params}));
+    }
+    for r in a.regions() {
+        out.push(json!({
+            "type": "region", "id": r.id, "name": r.name, "size": r.size, "dtype": r.dtype.name(), "shape": r.shape,
+            "align": r.align, "scratch": r.scratch, "initial": r.initial.is_some(), "expected": r.expected.is_some(),
+            "tolerance": r.tolerance,
+        }));
+    }
+    for (owner, r) in a.region_relocs() {
+        out.push(json!({
+            "type": "region_pointer", "region": a.region(owner).name, "offset": r.offset,
+            "target": a.region(r.target).name, "target_offset": r.target_offset,
+        }));
+    }
+    for b in a.bindings() {
+        out.push(json!({"type": "binding", "name": b.name, "direction": b.direction.name(), "region": a.region(b.region).name}));
+    }
+    for (k, v) in a.meta() {
+        out.push(json!({"type": "meta", "key": k, "value": v}));
+    }
+    let mut open: Vec<OpId> = Vec::new();
+    for id in 0..a.op_count() as OpId {
+        while open.last() == Some(&id) {
+            open.pop();
+        }
+        let op = a.op(id);
+        let mut rec = json!({"type": "op", "id": id, "kind": op.kind_name(), "depth": open.len(), "label": a.op_label(id)});
+        let fields = match op {
+            Op::Launch(l) => {
+                let relocs: Vec<Value> = a
+                    .relocs(l.relocs.clone())
+                    .map(|r| json!({"offset": r.offset, "target": a.region(r.target).name, "target_offset": r.target_offset}))
+                    .collect();
+                let hex: String = l.params.iter().map(|b| format!("{b:02x}")).collect();
+                json!({
+                    "kernel": a.kernel(l.kernel).name, "grid": l.grid, "block": l.block,
+                    "shared_bytes": l.shared_bytes, "params": hex, "pointers": relocs,
+                })
+            }
+            Op::Copy(c) => json!({
+                "src": a.region(c.src).name, "src_offset": c.src_offset, "dst": a.region(c.dst).name,
+                "dst_offset": c.dst_offset, "len": c.len,
+            }),
+            Op::Memset(m) => json!({
+                "region": a.region(m.region).name, "offset": m.offset, "len": m.len, "width": m.width, "pattern": m.pattern,
+            }),
+            Op::Alloc(r) | Op::Free(r) => json!({"region": a.region(r).name}),
+            Op::While { cond, body_len } | Op::If { cond, body_len } => {
+                if body_len > 0 {
+                    open.push(id + 1 + body_len);
+                }
+                json!({
+                    "region": a.region(cond.region).name, "offset": cond.offset,
+                    "max_iterations": cond.max_iterations, "body_len": body_len,
+                })
+            }
+            Op::Marker(name) => json!({"name": name}),
+        };
+        if let (Some(rec), Value::Object(fields)) = (rec.as_object_mut(), fields) {
+            rec.extend(fields);
+        }
+        out.push(rec);
+    }
+    out
 }
 
 /// The whole report as text (kept separate from printing so it can be tested and reused).

@@ -1,5 +1,8 @@
 //! The `recap` subcommands, one module each; `main.rs` wires them into clap.
 
+pub mod compare;
+pub mod diff;
+pub mod extract;
 pub mod import_case;
 pub mod inspect;
 pub mod limits;
@@ -7,5 +10,7 @@ pub mod replay;
 pub mod validate;
 pub mod serve;
 pub mod bench;
+pub mod data;
 pub mod cuda_probe;
 pub mod session_worker;
+pub mod trim;

@@ -15,9 +15,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use recap::mapped::MappedFile;
-use shared::archive::Archive;
+use recap::sessions::OpTimer;
+use shared::archive::{Archive, Direction, RegionId};
 use shared::check::RegionCheck;
 use shared::replay::{CpuReplay, IterationStats, OpEvent, ReplayObserver, ReplayOptions};
+
+use super::data::{self, InputArg};
 
 /// Where a replay runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +90,19 @@ pub struct Args {
     pub engine: CpuEngine,
     #[command(flatten)]
     pub limits: super::limits::LimitArgs,
+    /// Replace a binding's or region's initial data, NAME=FILE: a .npy whose dtype and shape fit
+    /// the region, or raw bytes of its size (repeatable)
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    pub inputs: Vec<InputArg>,
+    /// After the last iteration, write every output binding's region into DIR as .npy
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<PathBuf>,
+    /// With --dump: write every region, not only the outputs
+    #[arg(long, requires = "dump")]
+    pub dump_all: bool,
+    /// Print one JSON object per line (iterations, per-op times, dumped files, the check) for scripts
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The CPU engine for kernels.
@@ -131,6 +147,11 @@ pub trait ReplayBackend {
     fn run_iteration(&mut self, observer: &mut dyn ReplayObserver) -> anyhow::Result<IterationStats>;
     /// Judges the regions that have an expected state.
     fn check(&mut self) -> anyhow::Result<Vec<RegionCheck>>;
+    /// Replaces a region's contents (for the iteration that follows).
+    fn set_region(&mut self, region: RegionId, bytes: &[u8]) -> anyhow::Result<()>;
+    /// A region's contents now.
+    fn read_region(&mut self, region: RegionId) -> anyhow::Result<Vec<u8>>;
+
     /// One-line notes on how the replay has to be carried out (printed once, before it starts).
     fn warnings(&mut self) -> Vec<String> {
         Vec::new()
@@ -157,6 +178,12 @@ impl ReplayBackend for CpuBackend<'_> {
     fn check(&mut self) -> anyhow::Result<Vec<RegionCheck>> {
         Ok(self.0.check()?)
     }
+    fn set_region(&mut self, region: RegionId, bytes: &[u8]) -> anyhow::Result<()> {
+        Ok(self.0.set_region_bytes(region, bytes)?)
+    }
+    fn read_region(&mut self, region: RegionId) -> anyhow::Result<Vec<u8>> {
+        Ok(self.0.region_bytes(region)?)
+    }
 }
 
 /// A CUDA graph (or stream) replay of the archive on one GPU.
@@ -180,6 +207,12 @@ impl ReplayBackend for CudaBackend<'_> {
     }
     fn check(&mut self) -> anyhow::Result<Vec<RegionCheck>> {
         Ok(self.replay.check()?)
+    }
+    fn set_region(&mut self, region: RegionId, bytes: &[u8]) -> anyhow::Result<()> {
+        Ok(self.replay.replay().write_region(region, 0, bytes)?)
+    }
+    fn read_region(&mut self, region: RegionId) -> anyhow::Result<Vec<u8>> {
+        Ok(self.replay.replay().read_region(region)?)
     }
     fn warnings(&mut self) -> Vec<String> {
         self.replay.replay().warnings().to_vec()
@@ -250,11 +283,13 @@ pub fn open_backend<'a>(
     }
 }
 
-/// A progress bar that appears once a replay has run for a moment, on a terminal only.
+/// A progress bar that appears once a replay has run for a moment, on a terminal only; it also
+/// times the ops where `--json` asks for their times.
 struct Progress {
     bar: indicatif::ProgressBar,
     shown: Arc<AtomicBool>,
     ops_seen: u64,
+    timer: Option<OpTimer>,
 }
 
 const PROGRESS_DELAY: Duration = Duration::from_millis(300);
@@ -279,7 +314,7 @@ impl Progress {
                 }
             });
         }
-        Progress { bar, shown, ops_seen: 0 }
+        Progress { bar, shown, ops_seen: 0, timer: None }
     }
 
     fn println(&self, line: String) {
@@ -292,7 +327,16 @@ impl Progress {
 }
 
 impl ReplayObserver for Progress {
+    fn op_finished(&mut self, event: &OpEvent) {
+        if let Some(t) = &mut self.timer {
+            t.op_finished(event);
+        }
+    }
+
     fn op_started(&mut self, event: &OpEvent) {
+        if let Some(t) = &mut self.timer {
+            t.op_started(event);
+        }
         self.ops_seen += 1;
         // Updating the bar costs more than dispatching a small op: do it now and then.
         if self.ops_seen % 64 == 1 && self.shown.load(Ordering::Relaxed) {
@@ -325,13 +369,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         engine: args.engine,
         limits: args.limits.limits(),
     };
+    // Inputs are read and checked before anything is loaded: a wrong file is one line, at once.
+    let mut inputs = Vec::with_capacity(args.inputs.len());
+    for input in &args.inputs {
+        let region = data::region_named(&archive, &input.name).context("--input")?;
+        inputs.push((region, data::read_input(&archive.region(region), &input.file)?));
+    }
+    if let Some(dir) = &args.dump {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let dumped = dump_regions(&archive, args.dump_all)?;
     let mut backend = open_backend(args.device, &map[..], &archive, &settings)
         .with_context(|| format!("loading {} for {}", args.file.display(), args.device))?;
     for w in backend.warnings() {
         eprintln!("warning: {w}");
     }
+    let emit = |value: serde_json::Value| println!("{value}");
 
     let mut progress = Progress::new(args.iterations);
+    if args.json {
+        progress.timer = Some(OpTimer::default());
+    }
     let mut times = Vec::with_capacity(args.iterations as usize);
     for i in 0..args.iterations {
         if cancel.load(Ordering::Relaxed) {
@@ -340,6 +398,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         if i > 0 {
             backend.reset()?;
+        }
+        for (region, bytes) in &inputs {
+            backend.set_region(*region, bytes)?;
         }
         let start = Instant::now();
         let stats = backend.run_iteration(&mut progress);
@@ -352,11 +413,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         };
         progress.bar.inc(1);
-        let line = match backend.iteration_detail() {
-            Some(detail) => format!("iteration {}: {} ({detail})", i + 1, fmt_duration(elapsed)),
-            None => iteration_line(i, elapsed, &stats),
-        };
-        progress.println(line);
+        if args.json {
+            let ops = progress.timer.as_mut().map(OpTimer::take).unwrap_or_default();
+            emit(serde_json::json!({
+                "type": "iteration", "iteration": i + 1, "time_ms": elapsed.as_secs_f64() * 1e3,
+                "stats": stats, "detail": backend.iteration_detail(),
+            }));
+            if !ops.is_empty() {
+                emit(serde_json::json!({"type": "op_timings", "iteration": i + 1, "ops": ops}));
+            }
+        } else {
+            let line = match backend.iteration_detail() {
+                Some(detail) => format!("iteration {}: {} ({detail})", i + 1, fmt_duration(elapsed)),
+                None => iteration_line(i, elapsed, &stats),
+            };
+            progress.println(line);
+        }
         for w in backend.iteration_warnings()? {
             progress.bar.suspend(|| eprintln!("warning: iteration {}: {w}", i + 1));
         }
@@ -366,27 +438,72 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if times.len() > 1 {
         let mut sorted = times.clone();
         sorted.sort();
-        println!(
-            "{} iterations: median {}, min {}",
-            times.len(),
-            fmt_duration(sorted[sorted.len() / 2]),
-            fmt_duration(sorted[0])
-        );
+        let (median, min) = (sorted[sorted.len() / 2], sorted[0]);
+        if args.json {
+            emit(serde_json::json!({
+                "type": "summary", "iterations": times.len(),
+                "median_ms": median.as_secs_f64() * 1e3, "min_ms": min.as_secs_f64() * 1e3,
+            }));
+        } else {
+            println!("{} iterations: median {}, min {}", times.len(), fmt_duration(median), fmt_duration(min));
+        }
+    }
+    if let Some(dir) = &args.dump {
+        for (region, file) in &dumped {
+            let r = archive.region(*region);
+            let bytes = backend.read_region(*region).with_context(|| format!("reading region {:?} to dump it", r.name))?;
+            let path = dir.join(file);
+            data::write_region(&r, &bytes, &path)?;
+            if args.json {
+                emit(serde_json::json!({"type": "dump", "region": r.name, "file": path}));
+            } else {
+                println!("wrote {} ({} bytes of {})", path.display(), bytes.len(), r.dtype.name());
+            }
+        }
     }
     if !args.check {
         return Ok(ExitCode::SUCCESS);
     }
     let checks = backend.check()?;
-    if checks.is_empty() {
-        println!("no region has an expected state: nothing to check");
-        return Ok(ExitCode::FAILURE);
-    }
-    for c in &checks {
-        println!("{}", c.line());
-    }
     let failed = checks.iter().filter(|c| !c.passed).count();
-    println!("{} of {} regions pass", checks.len() - failed, checks.len());
-    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    if args.json {
+        emit(serde_json::json!({"type": "check", "passed": !checks.is_empty() && failed == 0, "regions": checks}));
+    } else if checks.is_empty() {
+        println!("no region has an expected state: nothing to check");
+    } else {
+        for c in &checks {
+            println!("{}", c.line());
+        }
+        println!("{} of {} regions pass", checks.len() - failed, checks.len());
+    }
+    Ok(if failed == 0 && !checks.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The regions `--dump` writes and their file names: the output bindings' (every region's with
+/// `--dump-all`), each name once.
+fn dump_regions(archive: &Archive, all: bool) -> anyhow::Result<Vec<(RegionId, String)>> {
+    let regions: Vec<RegionId> = if all {
+        archive.regions().map(|r| r.id).collect()
+    } else {
+        let mut outs: Vec<RegionId> = archive
+            .bindings()
+            .filter(|b| matches!(b.direction, Direction::Out | Direction::InOut))
+            .map(|b| b.region)
+            .collect();
+        outs.dedup();
+        outs
+    };
+    let mut taken = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(regions.len());
+    for region in regions {
+        let mut file = data::dump_name(archive.region(region).name);
+        if !taken.insert(file.clone()) {
+            file = format!("{}.{region}.npy", file.trim_end_matches(".npy"));
+            taken.insert(file.clone());
+        }
+        out.push((region, file));
+    }
+    Ok(out)
 }
 
 fn iteration_line(i: u32, elapsed: Duration, stats: &IterationStats) -> String {

@@ -363,19 +363,6 @@ impl LoopLimit {
 // on one stream from several threads.
 unsafe impl Send for CudaReplay {}
 
-fn label_of(archive: &Archive, id: OpId) -> String {
-    let region = |r: RegionId| archive.region(r).name.to_owned();
-    match archive.op(id) {
-        Op::Launch(l) => format!("launch {}", archive.kernel(l.kernel).name),
-        Op::Copy(c) => format!("copy {} -> {}", region(c.src), region(c.dst)),
-        Op::Memset(m) => format!("memset {}", region(m.region)),
-        Op::Alloc(r) => format!("alloc {}", region(r)),
-        Op::Free(r) => format!("free {}", region(r)),
-        Op::While { cond, .. } => format!("while {}[{}]", region(cond.region), cond.offset),
-        Op::If { cond, .. } => format!("if {}[{}]", region(cond.region), cond.offset),
-        Op::Marker(name) => format!("marker {name}"),
-    }
-}
 
 fn patch(bytes: &mut [u8], relocs: impl Iterator<Item = Reloc>, regions: &[RegionAlloc]) {
     for r in relocs {
@@ -522,7 +509,7 @@ impl CudaReplay {
         // Steps.
         let mut next_counter = 0u64;
         for id in 0..archive.op_count() as u32 {
-            self.labels.push(label_of(archive, id));
+            self.labels.push(archive.op_label(id));
             let step = match archive.op(id) {
                 Op::Launch(l) => {
                     let k = archive.kernel(l.kernel);
@@ -710,9 +697,25 @@ impl CudaReplay {
             _ => {
                 self.op_log.clear();
                 let top: Vec<OpId> = self.plan.dags[0].nodes.clone();
-                self.run_ops(&top)
+                self.run_ops(&top, None)
             }
         }
+    }
+
+    /// Replays once op by op (stream mode only), calling `hook` with each op as it finishes (an op
+    /// without a body once it has run, a while/if once its passes are done), in the order the CPU
+    /// replay's `step` gives them: what holding the GPU beside another replay, op by op, needs.
+    pub fn replay_each_op(&mut self, hook: &mut OpHook<'_>) -> Result<(), CudaError> {
+        if self.mode != Mode::Stream {
+            return Err(CudaError::Invalid("an op-by-op replay needs stream mode".into()));
+        }
+        self.ready()?;
+        self.apply_param_changes().map_err(|e| self.fail(e))?;
+        self.op_log.clear();
+        let top: Vec<OpId> = self.plan.dags[0].nodes.clone();
+        let r = self.run_ops(&top, Some(hook));
+        r.map_err(|e| self.fail(e))?;
+        self.synchronize()
     }
 
     /// Waits for everything submitted so far.
@@ -738,14 +741,17 @@ impl CudaReplay {
         r.map_err(|e| self.fail(e))
     }
 
-    fn run_ops(&mut self, ops: &[OpId]) -> Result<(), CudaError> {
+    fn run_ops(&mut self, ops: &[OpId], mut hook: Option<&mut OpHook<'_>>) -> Result<(), CudaError> {
         for &op in ops {
-            self.run_op(op)?;
+            self.run_op(op, hook.as_deref_mut())?;
+            if let Some(hook) = hook.as_deref_mut() {
+                hook(self, op)?;
+            }
         }
         Ok(())
     }
 
-    fn run_op(&mut self, op: OpId) -> Result<(), CudaError> {
+    fn run_op(&mut self, op: OpId, mut hook: Option<&mut OpHook<'_>>) -> Result<(), CudaError> {
         let stream = self.stream;
         let step = self.steps[op as usize].clone();
         let r: Result<(), DriverError> = match step {
@@ -771,7 +777,7 @@ impl CudaReplay {
                             break;
                         }
                     }
-                    self.run_ops(&body)?;
+                    self.run_ops(&body, hook.as_deref_mut())?;
                     done += 1;
                 }
                 Ok(())
@@ -1395,6 +1401,9 @@ pub fn probe_ops(device: &Arc<Device>, archive: &Archive, iterations: u64) -> Re
     }
     Ok(None)
 }
+
+/// Called by [`CudaReplay::replay_each_op`] after each op, with the replay (to read regions).
+pub type OpHook<'h> = dyn FnMut(&mut CudaReplay, OpId) -> Result<(), CudaError> + 'h;
 
 /// One archive file replayed on a GPU the way `recap replay` drives any backend: each iteration
 /// may start from the initial state ([`ArchiveReplay::reset`]), a fault names its op, and

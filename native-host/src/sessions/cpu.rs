@@ -33,9 +33,16 @@ const OP_TIMINGS_EVERY: u32 = 100;
 
 /// Times top-level ops (a while/if includes its body).
 #[derive(Default)]
-struct OpTimer {
+pub struct OpTimer {
     open: Vec<Instant>,
     done: Vec<OpTiming>,
+}
+
+impl OpTimer {
+    /// The timings of the ops finished since the last call.
+    pub fn take(&mut self) -> Vec<OpTiming> {
+        std::mem::take(&mut self.done)
+    }
 }
 
 impl ReplayObserver for OpTimer {

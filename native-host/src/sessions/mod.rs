@@ -26,7 +26,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::store::{now_rfc3339, SessionRecord, Store, StoreError};
 
-pub use cpu::CpuEngine;
+pub use cpu::{CpuEngine, OpTimer};
 pub use cuda::{engines as cuda_engines, run_worker, WorkerDevice, WorkerEngine, WorkerJob, WorkerLine};
 
 /// What an engine is asked to do.

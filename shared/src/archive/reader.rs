@@ -985,6 +985,21 @@ impl<'a> Archive<'a> {
         self.ops.count
     }
 
+    /// A short name for op `id` that a person recognises: `launch saxpy`, `copy a -> b`, ...
+    pub fn op_label(&self, id: OpId) -> String {
+        let region = |r: RegionId| self.region(r).name;
+        match self.op(id) {
+            Op::Launch(l) => format!("launch {}", self.kernel(l.kernel).name),
+            Op::Copy(c) => format!("copy {} -> {}", region(c.src), region(c.dst)),
+            Op::Memset(m) => format!("memset {}", region(m.region)),
+            Op::Alloc(r) => format!("alloc {}", region(r)),
+            Op::Free(r) => format!("free {}", region(r)),
+            Op::While { cond, .. } => format!("while {}[{}]", region(cond.region), cond.offset),
+            Op::If { cond, .. } => format!("if {}[{}]", region(cond.region), cond.offset),
+            Op::Marker(name) => format!("marker {name}"),
+        }
+    }
+
     pub fn op(&self, id: OpId) -> Op<'a> {
         let r = self.ops.rec(id as usize);
         let cond = || Condition { region: u32_at(r, 4), offset: u64_at(r, 16), max_iterations: u32_at(r, 12) };

@@ -175,6 +175,23 @@ struct Frame {
     iterations: u32,
 }
 
+/// Where an iteration stands between two ops (see [`CpuReplay::step`]).
+#[derive(Default)]
+pub struct Cursor {
+    frames: Vec<Frame>,
+    pc: usize,
+    stats: IterationStats,
+    /// Set by [`CpuReplay::run_to`]: stop before this op starts.
+    stop_before: Option<usize>,
+}
+
+impl Cursor {
+    /// Counts of the iteration so far.
+    pub fn stats(&self) -> &IterationStats {
+        &self.stats
+    }
+}
+
 /// A replay of one archive on the CPU: its device memory, its decoded ops and its kernels.
 pub struct CpuReplay<'a> {
     archive: Archive<'a>,
@@ -483,13 +500,34 @@ impl<'a> CpuReplay<'a> {
 
     /// Runs every op once, in order, through loops and conditionals.
     pub fn run_iteration<O: ReplayObserver + ?Sized>(&mut self, observer: &mut O) -> Result<IterationStats, ReplayError> {
-        let mut stats = IterationStats::default();
-        let mut frames: Vec<Frame> = Vec::new();
-        let mut pc = 0usize;
+        let mut cursor = Cursor::default();
+        while self.step(&mut cursor, observer)?.is_some() {}
+        Ok(cursor.stats)
+    }
+
+    /// Runs an iteration on from `cursor` until op `op` is about to start (the first time), and
+    /// stops there; whether it got there (false: the iteration ended first). The state is then the
+    /// state before `op`: what cutting an archive at `op` starts from.
+    pub fn run_to(&mut self, cursor: &mut Cursor, op: OpId) -> Result<bool, ReplayError> {
+        cursor.stop_before = Some(op as usize);
+        let result = (|| {
+            while self.step(cursor, &mut NoObserver)?.is_some() {}
+            Ok(cursor.pc == op as usize && cursor.pc < self.steps.len())
+        })();
+        cursor.stop_before = None;
+        result
+    }
+
+    /// Runs an iteration on from `cursor` (a fresh one starts it) until the next op finishes: an op
+    /// without a body, or a while/if whose body is done (a false condition finishes it at once).
+    /// Gives that op, or `None` once the iteration is over. This is how two replays are held side by
+    /// side, op by op, to find where they part; [`CpuReplay::run_iteration`] is this in a loop.
+    pub fn step<O: ReplayObserver + ?Sized>(&mut self, cursor: &mut Cursor, observer: &mut O) -> Result<Option<OpId>, ReplayError> {
+        let Cursor { frames, pc, stats, stop_before } = cursor;
         loop {
             // Close (or repeat) the bodies that end here, innermost first.
             if let Some(f) = frames.last_mut() {
-                if pc == f.end {
+                if *pc == f.end {
                     let op = f.op;
                     if let Step::While { region, offset, max_iterations, .. } = self.steps[op] {
                         if self.condition(op, region, offset)? {
@@ -501,57 +539,58 @@ impl<'a> CpuReplay<'a> {
                             }
                             f.iterations += 1;
                             stats.loop_iterations += 1;
-                            pc = op + 1;
+                            *pc = op + 1;
                             continue;
                         }
                     }
                     frames.pop();
                     observer.op_finished(&OpEvent { op: op as OpId, kind: self.steps[op].kind(), name: None });
-                    continue;
+                    return Ok(Some(op as OpId));
                 }
             }
-            if pc == self.steps.len() {
-                break;
+            if *pc == self.steps.len() {
+                return Ok(None);
+            }
+            let at = *pc;
+            if *stop_before == Some(at) {
+                return Ok(None);
             }
             if self.cancelled() {
-                return Err(ReplayError::Cancelled { op: pc as OpId, kind: self.steps[pc].kind() });
+                return Err(ReplayError::Cancelled { op: at as OpId, kind: self.steps[at].kind() });
             }
             stats.ops += 1;
-            let kind = self.steps[pc].kind();
-            match self.steps[pc] {
-                Step::While { region, offset, end, .. } | Step::If { region, offset, end } => {
-                    observer.op_started(&OpEvent { op: pc as OpId, kind, name: None });
-                    if self.condition(pc, region, offset)? {
-                        if matches!(self.steps[pc], Step::While { .. }) {
-                            stats.loop_iterations += 1;
-                        }
-                        frames.push(Frame { op: pc, end, iterations: 1 });
-                        pc += 1;
-                    } else {
-                        observer.op_finished(&OpEvent { op: pc as OpId, kind, name: None });
-                        pc = end;
+            let kind = self.steps[at].kind();
+            if let Step::While { region, offset, end, .. } | Step::If { region, offset, end } = self.steps[at] {
+                observer.op_started(&OpEvent { op: at as OpId, kind, name: None });
+                if self.condition(at, region, offset)? {
+                    if matches!(self.steps[at], Step::While { .. }) {
+                        stats.loop_iterations += 1;
                     }
+                    frames.push(Frame { op: at, end, iterations: 1 });
+                    *pc += 1;
                     continue;
                 }
-                _ => {}
+                observer.op_finished(&OpEvent { op: at as OpId, kind, name: None });
+                *pc = end;
+                return Ok(Some(at as OpId));
             }
-            let name = match &self.steps[pc] {
+            let name = match &self.steps[at] {
                 Step::Launch(i) => Some(self.launches[*i].entry.as_str()),
                 Step::Marker(name) => Some(name.as_str()),
                 _ => None,
             };
-            let event = OpEvent { op: pc as OpId, kind, name };
+            let event = OpEvent { op: at as OpId, kind, name };
             observer.op_started(&event);
-            self.run_step(pc, &mut stats)?;
-            let name = match &self.steps[pc] {
+            self.run_step(at, stats)?;
+            let name = match &self.steps[at] {
                 Step::Launch(i) => Some(self.launches[*i].entry.as_str()),
                 Step::Marker(name) => Some(name.as_str()),
                 _ => None,
             };
-            observer.op_finished(&OpEvent { op: pc as OpId, kind, name });
-            pc += 1;
+            observer.op_finished(&OpEvent { op: at as OpId, kind, name });
+            *pc += 1;
+            return Ok(Some(at as OpId));
         }
-        Ok(stats)
     }
 
     fn run_step(&mut self, pc: usize, stats: &mut IterationStats) -> Result<(), ReplayError> {

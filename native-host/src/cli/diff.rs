@@ -1,0 +1,190 @@
+//! `recap diff A B [--json]`: what differs between two archives, in structure (modules by PTX hash,
+//! kernels, regions, bindings, metadata, ops with their launch shapes and parameters) and in data
+//! (every region both have: initial and expected contents, under A's tolerance for the region).
+//!
+//! Structure is compared as the records `recap inspect --json` prints, matched by name (modules,
+//! kernels, regions, bindings, metadata) or by position (ops, pointers inside regions), so the two
+//! commands can never disagree about what an archive holds.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use recap::mapped::MappedFile;
+use serde_json::{json, Value};
+use shared::archive::{Archive, Blob, Tolerance};
+use shared::check::check_region;
+
+use super::inspect::records;
+
+/// Compare two archives' structure and data
+#[derive(clap::Args)]
+pub struct Args {
+    pub a: PathBuf,
+    pub b: PathBuf,
+    /// One JSON object per difference (and a last one with the counts) instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Differences shown per kind in the text report (all of them with --json)
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+}
+
+/// One difference.
+struct Difference {
+    /// `module`, `kernel`, `region`, `binding`, `meta`, `op`, `region_pointer`, `header`, `data`.
+    kind: &'static str,
+    /// What it is about: a name, an op index.
+    key: String,
+    text: String,
+    detail: Value,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let open = |p: &PathBuf| -> Result<MappedFile> { MappedFile::open(p).with_context(|| format!("opening {}", p.display())) };
+    let (ma, mb) = (open(&args.a)?, open(&args.b)?);
+    let a = Archive::open(&ma).with_context(|| format!("reading {}", args.a.display()))?;
+    let b = Archive::open(&mb).with_context(|| format!("reading {}", args.b.display()))?;
+    a.verify_blobs().with_context(|| format!("{}", args.a.display()))?;
+    b.verify_blobs().with_context(|| format!("{}", args.b.display()))?;
+
+    let mut diffs = structure(&records(&a), &records(&b));
+    diffs.extend(data(&a, &b)?);
+    if args.json {
+        for d in &diffs {
+            println!("{}", json!({"kind": d.kind, "key": d.key, "text": d.text, "detail": d.detail}));
+        }
+        println!("{}", json!({"kind": "summary", "differences": diffs.len(), "identical": diffs.is_empty()}));
+    } else {
+        let mut shown: BTreeMap<&str, usize> = BTreeMap::new();
+        for d in &diffs {
+            let n = shown.entry(d.kind).or_default();
+            *n += 1;
+            if *n <= args.limit {
+                println!("{} {}: {}", d.kind, d.key, d.text);
+            }
+        }
+        for (kind, n) in shown.iter().filter(|(_, &n)| n > args.limit) {
+            println!("... and {} more {kind} difference(s)", n - args.limit);
+        }
+        if diffs.is_empty() {
+            println!("{} and {} hold the same work and the same data", args.a.display(), args.b.display());
+        } else {
+            println!("{} difference(s)", diffs.len());
+        }
+    }
+    Ok(if diffs.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The key a record is matched by.
+fn key_of(rec: &Value) -> (String, String) {
+    let t = rec["type"].as_str().unwrap_or_default().to_string();
+    let k = match t.as_str() {
+        "module" | "kernel" | "region" | "binding" => rec["name"].to_string(),
+        "meta" => rec["key"].to_string(),
+        "op" => rec["id"].to_string(),
+        "region_pointer" => format!("{}+{}", rec["region"], rec["offset"]),
+        _ => "archive".to_string(),
+    };
+    (t, k.trim_matches('"').to_string())
+}
+
+fn structure(a: &[Value], b: &[Value]) -> Vec<Difference> {
+    let index = |recs: &[Value]| -> BTreeMap<(String, String), Value> { recs.iter().map(|r| (key_of(r), r.clone())).collect() };
+    let (ia, ib) = (index(a), index(b));
+    let kind = |t: &str| -> &'static str {
+        match t {
+            "module" => "module",
+            "kernel" => "kernel",
+            "region" => "region",
+            "binding" => "binding",
+            "meta" => "meta",
+            "op" => "op",
+            "region_pointer" => "region_pointer",
+            _ => "header",
+        }
+    };
+    let mut out = Vec::new();
+    for ((t, k), ra) in &ia {
+        match ib.get(&(t.clone(), k.clone())) {
+            None => out.push(Difference { kind: kind(t), key: k.clone(), text: "only in A".into(), detail: json!({"a": ra}) }),
+            Some(rb) => {
+                let mut fields = Vec::new();
+                if let (Some(oa), Some(ob)) = (ra.as_object(), rb.as_object()) {
+                    for (f, va) in oa {
+                        // Ids are positions, which other differences already explain; the file size
+                        // follows from everything else.
+                        if matches!(f.as_str(), "id" | "bytes" | "module") && t != "op" || f == "type" {
+                            continue;
+                        }
+                        let vb = ob.get(f).unwrap_or(&Value::Null);
+                        if va != vb {
+                            fields.push((f.clone(), va.clone(), vb.clone()));
+                        }
+                    }
+                }
+                if !fields.is_empty() {
+                    let text = fields.iter().map(|(f, va, vb)| format!("{f} {} -> {}", short(va), short(vb))).collect::<Vec<_>>().join(", ");
+                    let detail = fields.iter().map(|(f, va, vb)| (f.clone(), json!({"a": va, "b": vb}))).collect::<serde_json::Map<_, _>>();
+                    out.push(Difference { kind: kind(t), key: k.clone(), text, detail: Value::Object(detail) });
+                }
+            }
+        }
+    }
+    for ((t, k), rb) in &ib {
+        if !ia.contains_key(&(t.clone(), k.clone())) {
+            out.push(Difference { kind: kind(t), key: k.clone(), text: "only in B".into(), detail: json!({"b": rb}) });
+        }
+    }
+    // Ops in their order, then everything else.
+    out.sort_by_key(|d| (d.kind != "header", d.kind != "op", d.key.parse::<u64>().unwrap_or(u64::MAX)));
+    out
+}
+
+/// A value short enough for one line.
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 60 {
+        format!("{}...", &s[..s.char_indices().take_while(|(i, _)| *i < 57).last().map_or(0, |(i, c)| i + c.len_utf8())])
+    } else {
+        s
+    }
+}
+
+/// Initial and expected contents of every region both archives have with the same size and dtype.
+fn data(a: &Archive, b: &Archive) -> Result<Vec<Difference>> {
+    let mut out = Vec::new();
+    for ra in a.regions() {
+        let Some(rb) = b.region_by_name(ra.name) else { continue };
+        if (ra.size, ra.dtype) != (rb.size, rb.dtype) {
+            continue; // the structure's difference says so
+        }
+        let tolerance = ra.tolerance.unwrap_or(Tolerance::Exact);
+        for (what, xa, xb) in [("initial", ra.initial, rb.initial), ("expected", ra.expected, rb.expected)] {
+            let text = match (xa, xb) {
+                (None, None) => continue,
+                (Some(_), None) => format!("{what} data only in A"),
+                (None, Some(_)) => format!("{what} data only in B"),
+                (Some(x), Some(y)) => {
+                    let (da, db) = (decode(&x, what, ra.name)?, decode(&y, what, ra.name)?);
+                    let check = check_region(ra.id, ra.name, ra.dtype, &db, &da, tolerance);
+                    if check.passed {
+                        continue;
+                    }
+                    let first = check.first_mismatch.map(|(i, got, want)| format!("; first at element {i}: A {want}, B {got}")).unwrap_or_default();
+                    format!(
+                        "{what}: {} of {} elements differ (max abs err {:.3e}{first})",
+                        check.mismatches, check.elements, check.max_abs_err
+                    )
+                }
+            };
+            out.push(Difference { kind: "data", key: ra.name.to_string(), text, detail: json!({"data": what}) });
+        }
+    }
+    Ok(out)
+}
+
+fn decode(blob: &Blob, what: &str, region: &str) -> Result<Vec<u8>> {
+    blob.decode().with_context(|| format!("decoding the {what} data of region {region:?}"))
+}

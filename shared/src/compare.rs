@@ -1,0 +1,213 @@
+//! Two replays of one archive held side by side, op by op: where do their results part?
+//!
+//! The key idea: the plan already knows which regions every op may write, so after each op both
+//! sides are read there and nowhere else, and compared under the region's own tolerance (exact
+//! where the archive names none). The first op whose writes differ is the answer to "which kernel
+//! first differs between these two devices"; inside while/if bodies every pass is compared, and a
+//! pass numbers the op's runs within the iteration. Where the two sides do not even run the same
+//! op next (a loop condition that came out differently), that is reported as the parting.
+//!
+//! The driver is the caller's: [`Comparison::after_op`] takes the op both sides just finished and
+//! a reader for each side, so a CPU replay stepped with `CpuReplay::step` and a CUDA replay calling
+//! back after each op go through the same judgement.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::archive::{Archive, DType, Op, OpId, RegionId, Tolerance};
+use crate::check::{check_region, element, RegionCheck};
+use crate::plan::Plan;
+
+/// Decades of `|a - b|` the difference histogram counts: below 1e-9, then one bucket per power of
+/// ten up to 1e9 and above, and the elements where only one side is NaN or infinite.
+const DECADES: std::ops::RangeInclusive<i32> = -9..=9;
+
+/// Where two replays part on one op.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Divergence {
+    pub op: OpId,
+    /// `launch saxpy`, `copy a -> b`, ...
+    pub label: String,
+    /// Which run of this op within the iteration (1 for the first; more inside loop bodies).
+    pub pass: u64,
+    pub region: String,
+    pub region_id: RegionId,
+    /// The comparison: side B as `got`, side A as `want` (first mismatch, counts, worst errors).
+    pub check: RegionCheck,
+    /// `(bucket, elements)` of the differences over the elements that differ at all: `"< 1e-9"`,
+    /// `"1e-3..1e-2"`, ..., `">= 1e9"`, `"nan/inf"`; only buckets that are not empty.
+    pub histogram: Vec<(String, u64)>,
+}
+
+impl Divergence {
+    /// A few lines for people: the op, the region, the first mismatch, the histogram.
+    pub fn report(&self, a: &str, b: &str) -> String {
+        let mut s = format!(
+            "op {} ({}), pass {}: region {} differs: {}",
+            self.op,
+            self.label,
+            self.pass,
+            self.region,
+            self.check.detail()
+        );
+        if let Some((i, got, want)) = self.check.first_mismatch {
+            s.push_str(&format!("\n  first at element {i}: {a} {want}, {b} {got}"));
+        }
+        if !self.histogram.is_empty() {
+            let buckets: Vec<String> = self.histogram.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+            s.push_str(&format!("\n  |{a} - {b}| over differing elements: {}", buckets.join(", ")));
+        }
+        s
+    }
+}
+
+/// What a comparison found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Ops compared (each pass through a body counts).
+    pub ops: u64,
+    /// Region comparisons made.
+    pub regions: u64,
+    /// Every op whose writes differ, in the order they ran (only the first unless all are asked for).
+    pub divergences: Vec<Divergence>,
+    /// Set when the two sides stopped running the same ops: `(after op, A's next, B's next)`, `None`
+    /// for a side whose iteration was over.
+    pub control: Option<(Option<OpId>, Option<OpId>, Option<OpId>)>,
+}
+
+impl Outcome {
+    pub fn agree(&self) -> bool {
+        self.divergences.is_empty() && self.control.is_none()
+    }
+}
+
+/// The judgement of two replays, fed one finished op at a time.
+pub struct Comparison<'a, 'p> {
+    archive: &'a Archive<'a>,
+    plan: &'p Plan,
+    all: bool,
+    passes: HashMap<OpId, u64>,
+    last: Option<OpId>,
+    outcome: Outcome,
+}
+
+impl<'a, 'p> Comparison<'a, 'p> {
+    /// `all`: keep going past the first op that differs.
+    pub fn new(archive: &'a Archive<'a>, plan: &'p Plan, all: bool) -> Self {
+        Comparison { archive, plan, all, passes: HashMap::new(), last: None, outcome: Outcome::default() }
+    }
+
+    /// Both sides finished their next op: `a` and `b` (`None` once a side's iteration is over).
+    /// Reads the regions the op may write through `read_a` and `read_b` and compares them. Gives
+    /// whether to go on.
+    pub fn after_op<E>(
+        &mut self,
+        a: Option<OpId>,
+        b: Option<OpId>,
+        mut read_a: impl FnMut(RegionId) -> Result<Vec<u8>, E>,
+        mut read_b: impl FnMut(RegionId) -> Result<Vec<u8>, E>,
+    ) -> Result<bool, E> {
+        if a != b {
+            self.outcome.control = Some((self.last, a, b));
+            return Ok(false);
+        }
+        let Some(op) = a else { return Ok(false) };
+        self.last = Some(op);
+        let pass = {
+            let p = self.passes.entry(op).or_default();
+            *p += 1;
+            *p
+        };
+        self.outcome.ops += 1;
+        // A freed region has nothing left to read; a while/if's writes are its body's, compared
+        // op by op as they ran.
+        let mut regions: Vec<RegionId> = match self.archive.op(op) {
+            Op::Free(_) | Op::While { .. } | Op::If { .. } => Vec::new(),
+            _ => self.plan.access[op as usize].writes.iter().map(|s| s.region).collect(),
+        };
+        regions.dedup();
+        let mut parted = false;
+        for region in regions {
+            let r = self.archive.region(region);
+            let (got_a, got_b) = (read_a(region)?, read_b(region)?);
+            self.outcome.regions += 1;
+            let tolerance = r.tolerance.unwrap_or(Tolerance::Exact);
+            let check = check_region(region, r.name, r.dtype, &got_b, &got_a, tolerance);
+            if check.passed {
+                continue;
+            }
+            parted = true;
+            let histogram = histogram(&got_a, &got_b, r.dtype);
+            self.outcome.divergences.push(Divergence {
+                op,
+                label: self.archive.op_label(op),
+                pass,
+                region: r.name.to_string(),
+                region_id: region,
+                check,
+                histogram,
+            });
+        }
+        Ok(!parted || self.all)
+    }
+
+    pub fn finish(self) -> Outcome {
+        self.outcome
+    }
+}
+
+/// Counts of `|a - b|` by decade over the elements whose bytes differ.
+fn histogram(a: &[u8], b: &[u8], dtype: DType) -> Vec<(String, u64)> {
+    if a.len() != b.len() {
+        return Vec::new();
+    }
+    let dtype = if a.len() % dtype.size() == 0 { dtype } else { DType::Bytes };
+    let size = dtype.size();
+    let (lo, hi) = (*DECADES.start(), *DECADES.end());
+    // [below lo, lo..lo+1, ..., hi-1..hi, at or above hi, nan/inf]
+    let mut counts = vec![0u64; (hi - lo) as usize + 3];
+    for i in 0..a.len() / size {
+        if a[i * size..(i + 1) * size] == b[i * size..(i + 1) * size] {
+            continue;
+        }
+        let d = (element(a, dtype, i) - element(b, dtype, i)).abs();
+        let bucket = if !d.is_finite() {
+            counts.len() - 1
+        } else if d < 10f64.powi(lo) {
+            0
+        } else if d >= 10f64.powi(hi) {
+            counts.len() - 2
+        } else {
+            (d.log10().floor() as i32 - lo + 1).clamp(1, hi - lo) as usize
+        };
+        counts[bucket] += 1;
+    }
+    let label = |k: usize| match k {
+        0 => format!("< 1e{lo}"),
+        k if k == counts.len() - 1 => "nan/inf".to_string(),
+        k if k == counts.len() - 2 => format!(">= 1e{hi}"),
+        k => {
+            let e = lo + k as i32 - 1;
+            format!("1e{e}..1e{}", e + 1)
+        }
+    };
+    counts.iter().enumerate().filter(|(_, &n)| n > 0).map(|(k, &n)| (label(k), n)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::histogram;
+    use crate::archive::DType;
+
+    #[test]
+    fn the_histogram_counts_differences_by_decade() {
+        let a: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0, f32::NAN].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let b: Vec<u8> = [1.0f32, 2.5, 3.0 + 1e-6, 40.0, 5.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let h = histogram(&a, &b, DType::F32);
+        assert_eq!(
+            h,
+            vec![("1e-7..1e-6".to_string(), 1), ("1e-1..1e0".to_string(), 1), ("1e1..1e2".to_string(), 1), ("nan/inf".to_string(), 1)]
+        );
+    }
+}
