@@ -16,6 +16,11 @@ wasm:
 fuzz secs="600":
     cargo +nightly fuzz run archive_open -- -max_total_time={{secs}}
 
+# Fuzz planning and CPU replay of archives whose checksums are resealed (needs cargo-fuzz and a nightly toolchain)
+fuzz-replay secs="600":
+    mkdir -p fuzz/corpus/archive_replay
+    cargo +nightly fuzz run archive_replay fuzz/corpus/archive_replay fuzz/seeds/archive_replay -- -max_total_time={{secs}}
+
 # Stage release binaries, test executables and the corpus in .gpu/ for an H100/H200 machine
 gpu-pack:
     ../shared/tools/gpu-pack

@@ -26,6 +26,16 @@ pub mod header {
     pub const CHECKSUM: usize = 48;
 }
 
+/// Section table entry field offsets (entries are [`SECTION_ENTRY_LEN`] bytes).
+pub mod entry {
+    pub const KIND: usize = 0;
+    pub const FLAGS: usize = 4;
+    pub const OFFSET: usize = 8;
+    pub const LEN: usize = 16;
+    /// blake3 over the section's bytes, first 16 bytes.
+    pub const CHECKSUM: usize = 24;
+}
+
 /// Section entry flag: a reader that does not know this kind must refuse the file.
 pub const SECTION_REQUIRED: u32 = 1;
 

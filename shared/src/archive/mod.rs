@@ -21,11 +21,13 @@ mod bounded;
 pub mod layout;
 mod model;
 mod reader;
+mod reseal;
 mod rules;
 mod writer;
 
 pub use bounded::{scan, validate_reader, validate_scanned, ArchiveCounts, Scanned};
 pub use model::*;
 pub use reader::{Archive, Binding, Blob, Children, FormatError, KernelView, LaunchView, ModuleView, Op, RegionView};
+pub use reseal::reseal;
 pub use rules::MAX_NESTING;
 pub use writer::{ArchiveWriter, WriteError};

@@ -20,7 +20,8 @@ pub(crate) fn launch_dims(grid: [u32; 3], block: [u32; 3]) -> Result<(), Broken>
     if block.contains(&0) {
         return Err((20, format!("empty block {block:?}")));
     }
-    if block.iter().map(|&b| b as u64).product::<u64>() > 1024 {
+    // Saturating: three u32 factors overflow u64, and a wrapped product could pass for a small block.
+    if block.iter().fold(1u64, |n, &b| n.saturating_mul(b as u64)) > 1024 {
         return Err((20, format!("block {block:?} has more than 1024 threads")));
     }
     Ok(())
@@ -117,5 +118,18 @@ pub(crate) fn tolerance(t: &Tolerance) -> Result<(), Broken> {
         Ok(())
     } else {
         Err((128, format!("invalid tolerance {t:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_too_large_for_u64_is_refused() {
+        assert!(launch_dims([1; 3], [32, 32, 1]).is_ok());
+        assert!(launch_dims([1; 3], [u32::MAX; 3]).is_err());
+        // 2^64 threads: a wrapping product would call this an empty block.
+        assert!(launch_dims([1; 3], [1 << 22, 1 << 22, 1 << 20]).is_err());
     }
 }
