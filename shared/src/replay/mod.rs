@@ -537,6 +537,7 @@ impl<'a> CpuReplay<'a> {
                             if self.cancelled() {
                                 return Err(ReplayError::Cancelled { op: op as OpId, kind: "while" });
                             }
+                            self.charge_pass(op, stats)?;
                             f.iterations += 1;
                             stats.loop_iterations += 1;
                             *pc = op + 1;
@@ -564,6 +565,7 @@ impl<'a> CpuReplay<'a> {
                 observer.op_started(&OpEvent { op: at as OpId, kind, name: None });
                 if self.condition(at, region, offset)? {
                     if matches!(self.steps[at], Step::While { .. }) {
+                        self.charge_pass(at, stats)?;
                         stats.loop_iterations += 1;
                     }
                     frames.push(Frame { op: at, end, iterations: 1 });
@@ -590,6 +592,17 @@ impl<'a> CpuReplay<'a> {
             observer.op_finished(&OpEvent { op: at as OpId, kind, name });
             *pc += 1;
             return Ok(Some(at as OpId));
+        }
+    }
+
+    /// A pass through a loop body costs the budget one instruction, so that a loop whose body runs
+    /// no kernel (or kernels that stop at once) cannot spin forever under a budget.
+    fn charge_pass(&self, op: usize, stats: &IterationStats) -> Result<(), ReplayError> {
+        match self.options.instruction_budget {
+            Some(b) if stats.instructions.saturating_add(stats.loop_iterations) >= b => {
+                Err(ReplayError::Budget { op: op as OpId, kind: "while", budget: b })
+            }
+            _ => Ok(()),
         }
     }
 

@@ -467,6 +467,27 @@ fn the_instruction_budget_spans_the_whole_iteration() {
     assert!(err.to_string().contains("budget"), "{err}");
 }
 
+#[test]
+fn a_loop_without_kernels_is_stopped_by_the_budget() {
+    // A condition word that nothing clears and no iteration limit: only the budget can end it.
+    let mut w = writer();
+    let flag = region(&mut w, "flag", &[1]);
+    w.begin_while(Condition { region: flag, offset: 0, max_iterations: 0 }).unwrap();
+    w.memset(set_first_word(flag)).unwrap();
+    w.end_body().unwrap();
+    let bytes = finish(w);
+    let archive = Archive::open(&bytes).unwrap();
+    let options = ReplayOptions { instruction_budget: Some(10_000), ..ReplayOptions::default() };
+    let mut replay = CpuReplay::new(&archive, options).unwrap();
+    let err = replay.run_iteration(&mut NoObserver).err().unwrap();
+    assert!(matches!(err, ReplayError::Budget { op: 0, kind: "while", budget: 10_000 }), "{err}");
+}
+
+/// A memset of a region's first word to 1 (what keeps a loop going).
+fn set_first_word(region: RegionId) -> MemsetOp {
+    MemsetOp { region, offset: 0, len: 4, width: 4, pattern: 1 }
+}
+
 /// Stores `%tid.x` at `p[%tid.x]` (u32), from every thread.
 const STORE_TID: &str = r#"
 .version 7.0

@@ -7,7 +7,7 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use shared::protocol::{self as proto, SessionMessage, SessionState};
-use shared::replay::{CpuReplay, OpEvent, ReplayObserver, ReplayOptions};
+use shared::replay::{CpuReplay, OpEvent, ReplayLimits, ReplayObserver, ReplayOptions};
 use wasm_bindgen::JsCast;
 
 use super::dom::{now_ms, window};
@@ -92,6 +92,11 @@ fn region_check(c: &shared::check::RegionCheck) -> proto::RegionCheck {
     }
 }
 
+/// Most PTX instructions (and loop passes) one iteration may take in the page: the interpreter in
+/// wasm runs some 10^8 a second, so an endless kernel or loop stops within a minute or so instead
+/// of freezing the tab, which cannot be interrupted while the replay holds its only thread.
+const BROWSER_BUDGET: u64 = 5_000_000_000;
+
 /// Runs `iterations` replays, reporting through `emit`; returns every region's final bytes.
 pub async fn run(
     loaded: &LoadedArchive,
@@ -110,7 +115,12 @@ pub async fn run(
     });
     yield_to_page().await;
     let t_start = now_ms();
-    let options = ReplayOptions { threads: 1, ..ReplayOptions::default() };
+    let options = ReplayOptions {
+        threads: 1,
+        instruction_budget: Some(BROWSER_BUDGET),
+        limits: ReplayLimits { max_total_bytes: 1 << 30, ..ReplayLimits::DEFAULT },
+        ..ReplayOptions::default()
+    };
     let mut replay = CpuReplay::new(a, options).map_err(|e| e.to_string())?;
     for i in 0..iterations {
         if stop.get() {
