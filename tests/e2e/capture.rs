@@ -48,8 +48,13 @@ fn inputs() -> (Vec<f32>, Vec<f32>, Vec<f32>) {
 
 impl Workload {
     fn new(dev: &Device) -> Result<Workload> {
+        Workload::with_heat(dev, HEAT)
+    }
+
+    /// The workload with another heat kernel's PTX (the same entry and parameters).
+    fn with_heat(dev: &Device, heat_ptx: &str) -> Result<Workload> {
         let basics = dev.load_ptx("basics", BASICS)?;
-        let heat = dev.load_ptx("heat", HEAT)?;
+        let heat = dev.load_ptx("heat", heat_ptx)?;
         let (x, y, u) = inputs();
         let w = Workload {
             axpy: basics.kernel("axpy")?,
@@ -156,6 +161,20 @@ fn assert_close(label: &str, got: &[Vec<u8>], want: &[Vec<u8>], rtol: f32) {
 }
 
 /// Eager, captured, and saved-then-loaded runs of the workload on one device all agree.
+/// The workload captured on `dev` with `heat_ptx` as its heat kernel and saved to `dir/name`: an
+/// archive of every kind of op (a while loop, ifs, alloc/free, copies, fills) with expected states.
+pub(crate) fn saved_workload(dev: &Device, heat_ptx: &str, dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let w = Workload::with_heat(dev, heat_ptx).unwrap();
+    let graph = dev.capture(|d| w.run(d)).unwrap();
+    w.reset(dev).unwrap();
+    let path = dir.join(name);
+    w.save(&graph, &path).unwrap();
+    path
+}
+
+/// The heat kernel's PTX, for [`saved_workload`].
+pub(crate) const HEAT_PTX: &str = HEAT;
+
 fn capture_save_load_matches_eager(dev: &Device) -> (Vec<Vec<u8>>, tempfile::TempDir, std::path::PathBuf) {
     let w = Workload::new(dev).unwrap();
     w.run(dev).unwrap();

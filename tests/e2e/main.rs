@@ -5,6 +5,7 @@ mod capi;
 mod capture;
 mod cli;
 mod cpu;
+mod debugging;
 mod gpu;
 mod hardening;
 mod host;

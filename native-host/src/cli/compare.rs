@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use recap::mapped::MappedFile;
-use shared::archive::{Archive, OpId};
+use shared::archive::{Archive, Op, OpId};
 use shared::compare::{Comparison, Outcome};
 use shared::plan::Plan;
 use shared::ptx::Engine;
@@ -192,20 +192,25 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 /// Whether `b` can be replayed beside `a` op by op: the same ops (kind and kernel name, in order)
-/// over the same regions (name and size, in order).
+/// over regions of the same sizes and types, in order (names may differ: a capture numbers the
+/// buffers nobody named).
 fn same_shape(a: &Archive, b: &Archive) -> Result<()> {
     if a.op_count() != b.op_count() || a.region_count() != b.region_count() {
         bail!("{} ops and {} regions against {} ops and {} regions", b.op_count(), b.region_count(), a.op_count(), a.region_count());
     }
     for (ra, rb) in a.regions().zip(b.regions()) {
-        if (ra.name, ra.size) != (rb.name, rb.size) {
+        if (ra.size, ra.dtype) != (rb.size, rb.dtype) {
             bail!("region {} is {:?} of {} bytes here and {:?} of {} bytes there", ra.id, rb.name, rb.size, ra.name, ra.size);
         }
     }
     for id in 0..a.op_count() as OpId {
-        let (la, lb) = (a.op_label(id), b.op_label(id));
-        if la != lb {
-            bail!("op {id} is {lb} here and {la} there");
+        let (oa, ob) = (a.op(id), b.op(id));
+        let same = match (&oa, &ob) {
+            (Op::Launch(x), Op::Launch(y)) => a.kernel(x.kernel).name == b.kernel(y.kernel).name,
+            _ => oa.kind_name() == ob.kind_name(),
+        };
+        if !same {
+            bail!("op {id} is {} here and {} there", b.op_label(id), a.op_label(id));
         }
     }
     Ok(())

@@ -93,6 +93,15 @@ pub fn run(args: Args) -> Result<()> {
     }
     let parent = parents(&archive);
     for id in first..=last {
+        if let Op::While { body_len, .. } | Op::If { body_len, .. } = archive.op(id) {
+            if id + body_len > last {
+                bail!(
+                    "ops {first}..{last} cross a while/if body (op {id} ({}) ends at op {}): keep whole bodies, or one body with --body",
+                    archive.op_label(id),
+                    id + body_len
+                );
+            }
+        }
         // Every kept op is inside the first one's body level, or inside a while/if that is kept.
         let mut p = parent[id as usize];
         while p.is_some_and(|q| q >= first && q <= last) {

@@ -1,0 +1,266 @@
+//! Finding where results go wrong: data in and out as `.npy` (read back by numpy), `inspect --json`,
+//! `extract`, `compare` naming a deliberately perturbed kernel, `diff`, and `trim` of a multi-op
+//! archive into one that passes its check on every engine; bad inputs give one clear line each.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use recap::Device;
+use recap_tests::{corpus_dir, recap_bin};
+use serde_json::Value;
+
+fn recap<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(recap_bin()).args(args).output().expect("running recap")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs recap and wants it to succeed; its stdout.
+fn ok<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> String {
+    let out = recap(args);
+    assert!(out.status.success(), "recap {args:?} failed: {}{}", text(&out.stdout), text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Runs recap and wants it to fail with exactly one line on stderr; that line.
+fn one_line_error<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> String {
+    let out = recap(args);
+    assert!(!out.status.success(), "recap {args:?} succeeded: {}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "recap {args:?}: {err}");
+    err
+}
+
+fn imported(case: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(format!("{case}.recap"));
+    ok(&[Path::new("import-case").as_os_str(), corpus_dir().join("nvcc").join(case).as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    out
+}
+
+/// numpy, which these tests read and write `.npy` files with (`cargo xtask test` installs it).
+fn python(script: &str) -> String {
+    let out = Command::new("python3").arg("-c").arg(script).output().expect("python3");
+    assert!(out.status.success(), "python3 failed (numpy is needed: pip install numpy): {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+#[test]
+fn npy_files_round_trip_through_numpy() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let saxpy = imported("saxpy", d);
+    // The expected output, extracted, and the output of a replay, dumped: numpy reads both as the
+    // same f32 vector of the region's shape.
+    ok(&[Path::new("extract").as_os_str(), saxpy.as_os_str(), "--expected".as_ref(), "y".as_ref(), "-o".as_ref(), d.join("want.npy").as_os_str()]);
+    let dump = d.join("dump");
+    ok(&[Path::new("replay").as_os_str(), saxpy.as_os_str(), "--dump".as_ref(), dump.as_os_str()]);
+    let seen = python(&format!(
+        "import numpy as np\nw = np.load({:?}); g = np.load({:?}); x = np.load({:?})\n\
+         print(w.dtype, w.shape, g.dtype, g.shape, bool((w == g).all()), x.shape)\n\
+         np.save({:?}, (x * 3).astype(np.float32)); (x * 3).astype(np.float32).tofile({:?})",
+        d.join("want.npy"),
+        dump.join("y.npy"),
+        dump.join("x.npy"),
+        d.join("x3.npy"),
+        d.join("x3.bin"),
+    ));
+    assert_eq!(seen.trim(), "float32 (5000,) float32 (5000,) True (5000,)");
+    // New input data from numpy, as .npy and as raw bytes: the same results either way, and not
+    // the archive's own.
+    let run = |input: &Path, out: &Path| {
+        let arg = format!("x={}", input.display());
+        ok(&[Path::new("replay").as_os_str(), saxpy.as_os_str(), "--input".as_ref(), arg.as_ref(), "--dump".as_ref(), out.as_os_str()]);
+    };
+    run(&d.join("x3.npy"), &d.join("a"));
+    run(&d.join("x3.bin"), &d.join("b"));
+    let same = python(&format!(
+        "import numpy as np\na = np.load({:?}); b = np.load({:?}); w = np.load({:?})\nprint(bool((a == b).all()), bool((a == w).all()))",
+        d.join("a/y.npy"),
+        d.join("b/y.npy"),
+        d.join("want.npy"),
+    ));
+    assert_eq!(same.trim(), "True False");
+}
+
+#[test]
+fn bad_inputs_give_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let saxpy = imported("saxpy", d);
+    python(&format!(
+        "import numpy as np\nnp.save({:?}, np.zeros(5000, np.float64)); np.save({:?}, np.zeros((50, 100), np.float32)); np.save({:?}, np.zeros(10, np.float32))",
+        d.join("f64.npy"),
+        d.join("2d.npy"),
+        d.join("short.npy"),
+    ));
+    std::fs::write(d.join("corrupt.npy"), b"\x93NUMPY\x01\x00\xff\x00{'descr': '<f4'").unwrap();
+    std::fs::write(d.join("short.bin"), [0u8; 12]).unwrap();
+    let replay = |input: String| {
+        one_line_error(&[Path::new("replay").as_os_str(), saxpy.as_os_str(), "--input".as_ref(), input.as_ref()])
+    };
+    let e = replay(format!("x={}", d.join("f64.npy").display()));
+    assert!(e.contains("dtype <f8") && e.contains("\"x\"") && e.contains("<f4"), "{e}");
+    let e = replay(format!("x={}", d.join("2d.npy").display()));
+    assert!(e.contains("shape [50, 100]") && e.contains("[5000]"), "{e}");
+    let e = replay(format!("x={}", d.join("short.npy").display()));
+    assert!(e.contains("shape [10]"), "{e}");
+    let e = replay(format!("x={}", d.join("corrupt.npy").display()));
+    assert!(e.contains("corrupt.npy") && e.contains("not a .npy file"), "{e}");
+    let e = replay(format!("x={}", d.join("short.bin").display()));
+    assert!(e.contains("12 bytes of raw data") && e.contains("20000"), "{e}");
+    let e = replay(format!("nope={}", d.join("short.bin").display()));
+    assert!(e.contains("no binding or region named \"nope\"") && e.contains("bindings: x, y"), "{e}");
+    // clap's own refusal adds a usage hint after its line.
+    let e = text(&recap(&[Path::new("replay").as_os_str(), saxpy.as_os_str(), "--input".as_ref(), "x".as_ref()]).stderr);
+    assert!(e.lines().next().unwrap().contains("expected NAME=FILE"), "{e}");
+    let e = one_line_error(&[Path::new("extract").as_os_str(), saxpy.as_os_str(), "--region".as_ref(), "x".as_ref()]);
+    assert!(e.contains("-o FILE"), "{e}");
+    let e = one_line_error(&[Path::new("trim").as_os_str(), saxpy.as_os_str(), "--ops".as_ref(), "0..5".as_ref(), "-o".as_ref(), d.join("t.recap").as_os_str()]);
+    assert!(e.contains("op 5 does not exist"), "{e}");
+}
+
+#[test]
+fn inspect_json_and_extract_say_what_the_archive_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let matmul = imported("matmul_tiled", d);
+    let lines: Vec<Value> = ok(&[Path::new("inspect").as_os_str(), matmul.as_os_str(), "--json".as_ref()])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert_eq!(lines[0]["type"], "header");
+    let count = |t: &str| lines.iter().filter(|l| l["type"] == t).count() as u64;
+    for t in ["modules", "kernels", "regions", "bindings", "ops"] {
+        assert_eq!(lines[0][t].as_u64().unwrap(), count(&t[..t.len() - 1]), "{t}");
+    }
+    let launch = lines.iter().find(|l| l["type"] == "op").unwrap();
+    assert_eq!(launch["kind"], "launch");
+    assert_eq!(launch["kernel"], "matmul_tiled");
+    assert!(launch["pointers"].as_array().unwrap().len() >= 3, "{launch}");
+
+    let ptx = d.join("k.ptx");
+    ok(&[Path::new("extract").as_os_str(), matmul.as_os_str(), "--ptx".as_ref(), "-o".as_ref(), ptx.as_os_str()]);
+    let want = std::fs::read_to_string(corpus_dir().join("nvcc/matmul_tiled/kernel.sm_90.ptx")).unwrap();
+    assert_eq!(std::fs::read_to_string(&ptx).unwrap(), want);
+    // By kernel name, to stdout.
+    assert_eq!(ok(&[Path::new("extract").as_os_str(), matmul.as_os_str(), "--ptx".as_ref(), "matmul_tiled".as_ref()]), want);
+}
+
+/// The heat kernel with one constant changed: the stencil's centre weight -4 becomes -3.
+fn perturbed_heat() -> String {
+    let perturbed = crate::capture::HEAT_PTX.replacen("0fC0800000", "0fC0400000", 1);
+    assert_ne!(perturbed, crate::capture::HEAT_PTX);
+    perturbed
+}
+
+#[test]
+fn compare_names_the_first_op_a_perturbed_kernel_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cpu = Device::cpu();
+    let good = crate::capture::saved_workload(&cpu, crate::capture::HEAT_PTX, d, "good.recap");
+    let bad = crate::capture::saved_workload(&cpu, &perturbed_heat(), d, "bad.recap");
+
+    // The interpreter and native code agree on every op of the workload, loops and ifs included.
+    let out = ok(&[Path::new("compare").as_os_str(), good.as_os_str(), "--devices".as_ref(), "interp,jit".as_ref()]);
+    assert!(out.contains("interp and jit agree"), "{out}");
+
+    // Against the perturbed capture: the first heat_diffuse launch is named, with its region.
+    let args = [Path::new("compare").as_os_str(), good.as_os_str(), "--against".as_ref(), bad.as_os_str(), "--devices".as_ref(), "jit,interp".as_ref(), "--json".as_ref()];
+    let out = recap(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_str(text(&out.stdout).trim()).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let divergences = report["outcome"]["divergences"].as_array().unwrap();
+    assert_eq!(divergences.len(), 1, "stops at the first: {report}");
+    let first = &divergences[0];
+    assert_eq!(first["label"], "launch heat_diffuse");
+    assert_eq!(first["region"], "heat_v");
+    assert_eq!(first["pass"], 1);
+    let inspect = ok(&[Path::new("inspect").as_os_str(), good.as_os_str(), "--json".as_ref()]);
+    let first_heat = inspect
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["kernel"] == "heat_diffuse")
+        .unwrap();
+    assert_eq!(first["op"], first_heat["id"], "the first heat launch, not a later op");
+    assert!(first["check"]["mismatches"].as_u64().unwrap() > 0);
+    assert!(!first["histogram"].as_array().unwrap().is_empty());
+
+    // --all goes on: every later op that the heat field reaches differs too.
+    let mut all = args.to_vec();
+    all.push("--all".as_ref());
+    let out = recap(&all);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    assert!(report["outcome"]["divergences"].as_array().unwrap().len() > 3, "{report}");
+
+    // The text report names op, kernel, region, element and both values.
+    let out = recap(&args[..args.len() - 1]);
+    let t = text(&out.stdout);
+    assert!(t.contains("launch heat_diffuse") && t.contains("region heat_v differs") && t.contains("first at element"), "{t}");
+
+    // A GPU next to the CPU where one exists (the GPU machine runs this for real).
+    match Device::cuda(0) {
+        Ok(_) => {
+            let out = ok(&[Path::new("compare").as_os_str(), good.as_os_str(), "--devices".as_ref(), "cpu,cuda".as_ref()]);
+            assert!(out.contains("agree"), "{out}");
+        }
+        Err(e) => eprintln!("skipping the cpu,cuda comparison: no CUDA device ({e})"),
+    }
+}
+
+#[test]
+fn diff_reports_structure_and_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cpu = Device::cpu();
+    let good = crate::capture::saved_workload(&cpu, crate::capture::HEAT_PTX, d, "good.recap");
+    let bad = crate::capture::saved_workload(&cpu, &perturbed_heat(), d, "bad.recap");
+    let same = recap(&[Path::new("diff").as_os_str(), good.as_os_str(), good.as_os_str()]);
+    assert!(same.status.success(), "{}", text(&same.stdout));
+    assert!(text(&same.stdout).contains("same work and the same data"));
+    let out = recap(&[Path::new("diff").as_os_str(), good.as_os_str(), bad.as_os_str(), "--json".as_ref()]);
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let module = lines.iter().find(|l| l["kind"] == "module").expect("the heat module differs");
+    assert_eq!(module["key"], "heat");
+    assert!(module["detail"]["ptx_blake3"].is_object(), "{module}");
+    assert_eq!(lines.last().unwrap()["differences"], lines.len() as u64 - 1);
+
+    // Data: a trimmed archive's initial state differs from the original's where ops ran before it.
+    let trimmed = d.join("t.recap");
+    ok(&[Path::new("trim").as_os_str(), good.as_os_str(), "--ops".as_ref(), "1".as_ref(), "-o".as_ref(), trimmed.as_os_str()]);
+    let out = text(&recap(&[Path::new("diff").as_os_str(), good.as_os_str(), trimmed.as_os_str()]).stdout);
+    assert!(out.contains("data y: initial"), "{out}");
+}
+
+#[test]
+fn trimmed_archives_stand_on_their_own_and_pass_their_check_on_every_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = crate::capture::saved_workload(&Device::cpu(), crate::capture::HEAT_PTX, d, "good.recap");
+    let ops: Vec<Value> = ok(&[Path::new("inspect").as_os_str(), good.as_os_str(), "--json".as_ref()])
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["type"] == "op")
+        .collect();
+    let while_op = ops.iter().find(|o| o["kind"] == "while").expect("the workload's loop")["id"].as_u64().unwrap();
+    let body_len = ops[while_op as usize]["body_len"].as_u64().unwrap();
+    let last = ops.len() as u64 - 1;
+    // From the loop (whole) to the end; the loop's body alone; one op in the middle.
+    for (how, arg) in [("--ops", format!("{while_op}..{last}")), ("--body", while_op.to_string()), ("--ops", format!("{}", while_op + body_len + 2))] {
+        let out = d.join(format!("trim-{how}-{arg}.recap").replace("..", "_"));
+        ok(&[Path::new("trim").as_os_str(), good.as_os_str(), how.as_ref(), arg.as_ref(), "-o".as_ref(), out.as_os_str()]);
+        ok(&[Path::new("validate").as_os_str(), out.as_os_str()]);
+        for engine in ["interp", "jit"] {
+            let r = ok(&[Path::new("replay").as_os_str(), out.as_os_str(), "--check".as_ref(), "--engine".as_ref(), engine.as_ref()]);
+            assert!(r.contains("regions pass") && !r.contains("FAIL"), "{how} {arg} on {engine}: {r}");
+        }
+        let meta = ok(&[Path::new("inspect").as_os_str(), out.as_os_str()]);
+        assert!(meta.contains("trimmed_ops"), "{meta}");
+    }
+    // A range that cuts a body in two is refused, naming the body.
+    let e = one_line_error(&[Path::new("trim").as_os_str(), good.as_os_str(), "--ops".as_ref(), format!("{}..{}", while_op, while_op + 1).as_ref(), "-o".as_ref(), d.join("x.recap").as_os_str()]);
+    assert!(e.contains("cross a while/if body") || e.contains("ended before"), "{e}");
+}
