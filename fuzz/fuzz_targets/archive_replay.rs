@@ -21,7 +21,8 @@ fuzz_target!(|data: &[u8]| {
     walk_plan(&Plan::build(&archive));
 
     let options = ReplayOptions {
-        instruction_budget: Some(200_000),
+        // Small enough that an input which spends all of it still runs in a few milliseconds.
+        instruction_budget: Some(20_000),
         cancel: None,
         threads: 1,
         // The interpreter is every engine's reference, and this build has no native code.

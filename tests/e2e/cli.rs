@@ -230,7 +230,7 @@ fn damaged_data_stops_replay_check_and_inspect_with_section_and_offset() {
     assert!(replay.status.success(), "{}", text(&replay.stderr));
 
     let mut bytes = std::fs::read(&good).unwrap();
-    let (off, len) = recap_tests::archive::section(&bytes, shared::archive::SectionKind::Blobs);
+    let (off, len) = recap_tests::archive::section(&bytes, shared::archive::layout::SectionKind::Blobs);
     // A byte in the middle of the region data, the table sections and their checksums untouched:
     // `open` accepts it, as it leaves the data's checksum to whoever reads the data.
     bytes[off + len / 2] ^= 0x10;

@@ -4,7 +4,7 @@
 //! | command | what it does |
 //! |---|---|
 //! | `demo [--addr A]` | builds everything, imports the public corpus as demo archives, starts the host |
-//! | `test` | installs what the tests need (wasm target, Chromium), builds the viewer, runs every test |
+//! | `test` | installs what the tests need (wasm target, Chromium, numpy), builds the viewer, runs every test |
 //! | `wasm [--release]` | builds the wasm viewer into `web/pkg` |
 
 use std::path::{Path, PathBuf};
@@ -152,8 +152,23 @@ fn ensure_chromium() -> Result<()> {
     run(install)
 }
 
+/// numpy, which the tests read and write `.npy` files with: installed from PyPI when missing.
+fn ensure_numpy() -> Result<()> {
+    let has = |py: &str| Command::new(py).args(["-c", "import numpy"]).output().is_ok_and(|o| o.status.success());
+    if has("python3") {
+        return Ok(());
+    }
+    let mut pip = Command::new("python3");
+    pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "numpy"]);
+    if run(pip).is_err() {
+        eprintln!("xtask: numpy could not be installed; the .npy tests will fail");
+    }
+    Ok(())
+}
+
 fn test(root: &Path, extra: &[String]) -> Result<()> {
     ensure_chromium()?;
+    ensure_numpy()?;
     build_wasm(root, true)?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace", "--exclude", "xtask"]).args(extra);
