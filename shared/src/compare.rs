@@ -49,7 +49,8 @@ impl Divergence {
             self.label,
             self.pass,
             self.region,
-            self.check.detail()
+            // The first mismatch follows, with the sides' names.
+            self.check.detail().split("; first at").next().unwrap_or_default()
         );
         if let Some((i, got, want)) = self.check.first_mismatch {
             s.push_str(&format!("\n  first at element {i}: {a} {want}, {b} {got}"));

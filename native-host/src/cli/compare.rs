@@ -186,7 +186,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::json!({"a": a.to_string(), "b": b.to_string(), "agree": outcome.agree(), "outcome": outcome}));
     } else {
-        print!("{}", report(&archive, &outcome, a, b));
+        let name = |side: Side, file: &PathBuf| match &args.against {
+            Some(_) => format!("{side} ({})", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
+            None => side.to_string(),
+        };
+        print!("{}", report(&archive, &outcome, &name(a, &args.file), &name(b, file_b)));
     }
     Ok(if outcome.agree() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
@@ -217,11 +221,10 @@ fn same_shape(a: &Archive, b: &Archive) -> Result<()> {
 }
 
 /// The outcome as text: where the two sides part, or that they agree.
-fn report(archive: &Archive, outcome: &Outcome, a: Side, b: Side) -> String {
-    let (a, b) = (a.to_string(), b.to_string());
+fn report(archive: &Archive, outcome: &Outcome, a: &str, b: &str) -> String {
     let mut s = String::new();
     for d in &outcome.divergences {
-        s.push_str(&d.report(&a, &b));
+        s.push_str(&d.report(a, b));
         s.push('\n');
     }
     if let Some((after, na, nb)) = outcome.control {
