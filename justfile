@@ -21,6 +21,11 @@ fuzz-replay secs="600":
     mkdir -p fuzz/corpus/archive_replay
     cargo +nightly fuzz run archive_replay fuzz/corpus/archive_replay fuzz/seeds/archive_replay -- -max_total_time={{secs}}
 
+# Fuzz the .npy reader that `replay --input` uses (needs cargo-fuzz and a nightly toolchain)
+fuzz-npy secs="600":
+    mkdir -p fuzz/corpus/npy_parse
+    cargo +nightly fuzz run npy_parse fuzz/corpus/npy_parse fuzz/seeds/npy_parse -- -max_total_time={{secs}}
+
 # Stage release binaries, test executables and the corpus in .gpu/ for an H100/H200 machine
 gpu-pack:
     ../shared/tools/gpu-pack
