@@ -358,6 +358,10 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
     let mut ctx = module.make_context();
     ctx.func.signature = sig;
     let slow_mem = module.declare_func_in_func(slow_mem, &mut ctx.func);
+    // Called through its absolute address, not a 32-bit displacement: the two functions may land in
+    // different mappings, and where a process has also mapped a GPU driver's gigabytes of address
+    // space those can lie more than 2 GiB apart, which a displacement cannot reach.
+    ctx.func.dfg.ext_funcs[slow_mem].colocated = false;
     let frontend = module.target_config();
     let mut fctx = FunctionBuilderContext::new();
     let mut insts = Vec::new();
