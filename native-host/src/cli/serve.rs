@@ -57,6 +57,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     keep_freed_memory();
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    trim_when_idle();
     init_logging();
     let config = Config {
         addr: args.addr,
@@ -96,6 +98,31 @@ fn keep_freed_memory() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 16 << 20);
         libc::mallopt(libc::M_ARENA_MAX, 4);
+    }
+}
+
+/// Gives the memory a burst of requests left in glibc's heaps back to the system once the burst is
+/// over: [`keep_freed_memory`] keeps freed memory for the next request of a burst (where returning
+/// and re-faulting pages costs CPU), so after one the host would stay at its peak. Once requests
+/// have ended and none has ended for two seconds, the heaps are trimmed, once per quiet spell.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_when_idle() {
+    const QUIET: std::time::Duration = std::time::Duration::from_secs(2);
+    let spawned = std::thread::Builder::new().name("idle-trim".into()).spawn(|| {
+        let (mut seen, mut trimmed) = (0, 0);
+        loop {
+            std::thread::sleep(QUIET);
+            let now = recap::server::bodies_done();
+            if now == seen && now != trimmed {
+                // SAFETY: malloc_trim only returns free memory of the allocator's heaps.
+                unsafe { libc::malloc_trim(0) };
+                trimmed = now;
+            }
+            seen = now;
+        }
+    });
+    if let Err(e) = spawned {
+        eprintln!("warning: memory will not be returned after bursts of requests: {e}");
     }
 }
 

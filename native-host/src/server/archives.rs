@@ -82,6 +82,7 @@ pub async fn upload(
         return Ok(too_large(limit));
     }
     let _slot = app.config.uploads.acquire().await.map_err(|_| ApiError::internal("the host is shutting down"))?;
+    let _done = super::BodyDone;
     let store = app.store.clone();
     let incoming = tokio::task::spawn_blocking(move || store.begin(limit)).await??;
 

@@ -29,6 +29,24 @@ use crate::store::Store;
 pub use error::ApiError;
 pub use sessions::MAX_CLIENT_MESSAGE;
 
+/// Requests whose bodies the host read (uploads and JSON requests), counted as they end, whatever
+/// their outcome: what `recap serve` watches to give memory back once a burst is over.
+static BODIES_DONE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many requests with bodies have ended since the host started.
+pub fn bodies_done() -> u64 {
+    BODIES_DONE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Counts a request with a body as ended when dropped.
+pub(crate) struct BodyDone;
+
+impl Drop for BodyDone {
+    fn drop(&mut self) {
+        BODIES_DONE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Default upload limit: 4 GiB.
 pub const DEFAULT_MAX_UPLOAD: u64 = 4 << 30;
 /// Largest JSON request body (a session request with base64 bindings).

@@ -54,6 +54,7 @@ async fn read_json_body(app: &AppState, req: Request) -> Result<Bytes, ApiError>
     }
     let kib = (declared.unwrap_or(limit).div_ceil(1024)).max(1) as u32;
     let _share = app.config.json_kib.acquire_many(kib).await.map_err(|_| ApiError::internal("the host is shutting down"))?;
+    let _done = super::BodyDone;
     let mut body = req.into_body().into_data_stream();
     let mut out = bytes::BytesMut::with_capacity(declared.unwrap_or(0));
     while let Some(chunk) = futures_util::StreamExt::next(&mut body).await {
