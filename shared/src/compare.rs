@@ -177,7 +177,7 @@ fn histogram(a: &[u8], b: &[u8], dtype: DType) -> Vec<(String, u64)> {
     if a.len() != b.len() {
         return Vec::new();
     }
-    let dtype = if a.len() % dtype.size() == 0 { dtype } else { DType::Bytes };
+    let dtype = if a.len().is_multiple_of(dtype.size()) { dtype } else { DType::Bytes };
     let size = dtype.size();
     let (lo, hi) = (*DECADES.start(), *DECADES.end());
     // [below lo, lo..lo+1, ..., hi-1..hi, at or above hi, nan/inf]

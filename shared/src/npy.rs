@@ -171,7 +171,7 @@ pub fn check_fit(header: &NpyHeader, name: &str, dtype: DType, size: u64, hints:
     if header.fortran_order && header.shape.iter().filter(|&&d| d > 1).count() > 1 {
         return bad("Fortran-ordered data: save it in C order (`np.ascontiguousarray`)");
     }
-    if header.shape != want && !flat || size % dtype.size() as u64 != 0 {
+    if header.shape != want && !flat || !size.is_multiple_of(dtype.size() as u64) {
         return Err(NpyError::Shape { file: header.shape.clone(), region: name.to_string(), want, count, size: dtype.size() });
     }
     Ok(())

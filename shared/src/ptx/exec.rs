@@ -423,7 +423,7 @@ type Res<T> = Result<T, Stop>;
 /// The parameter buffer is laid out by the declaration, so its vectors are left to that.
 fn misaligned_vector(space: Space, n: u8, size: u8, addr: u64) -> Option<u32> {
     let whole = n as u64 * size as u64;
-    (n > 1 && space != Space::KParam && addr % whole != 0).then_some(whole as u32)
+    (n > 1 && space != Space::KParam && !addr.is_multiple_of(whole)).then_some(whole as u32)
 }
 
 fn space_name(s: Space) -> &'static str {
