@@ -233,6 +233,9 @@ fn diff_reports_structure_and_data() {
     ok(&[Path::new("trim").as_os_str(), good.as_os_str(), "--ops".as_ref(), "1".as_ref(), "-o".as_ref(), trimmed.as_os_str()]);
     let out = text(&recap(&[Path::new("diff").as_os_str(), good.as_os_str(), trimmed.as_os_str()]).stdout);
     assert!(out.contains("data y: initial"), "{out}");
+    // The ops are aligned: op 1 is kept, every other op is only in A, and nothing reads as changed.
+    assert!(out.contains("op 0: only in A: launch axpy") && out.contains("op 2: only in A"), "{out}");
+    assert!(!out.lines().any(|l| l.starts_with("op ") && !l.contains(": only in A: ")), "{out}");
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! (every region both have: initial and expected contents, under A's tolerance for the region).
 //!
 //! Structure is compared as the records `recap inspect --json` prints, matched by name (modules,
-//! kernels, regions, bindings, metadata) or by position (ops, pointers inside regions), so the two
+//! kernels, regions, bindings, metadata), by position (pointers inside regions), or, for ops, by an
+//! alignment of the two op lists, so that an op added in one archive shows as that alone; the two
 //! commands can never disagree about what an archive holds.
 
 use std::collections::BTreeMap;
@@ -49,7 +50,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     a.verify_blobs().with_context(|| format!("{}", args.a.display()))?;
     b.verify_blobs().with_context(|| format!("{}", args.b.display()))?;
 
-    let mut diffs = structure(&records(&a), &records(&b));
+    let (ra, rb) = (records(&a), records(&b));
+    let is_op = |r: &&Value| r["type"] == "op";
+    let (ops_a, rest_a): (Vec<&Value>, Vec<&Value>) = ra.iter().partition(is_op);
+    let (ops_b, rest_b): (Vec<&Value>, Vec<&Value>) = rb.iter().partition(is_op);
+    let mut diffs = ops(&ops_a, &ops_b);
+    diffs.extend(structure(&rest_a.into_iter().cloned().collect::<Vec<_>>(), &rest_b.into_iter().cloned().collect::<Vec<_>>()));
     diffs.extend(data(&a, &b)?);
     if args.json {
         for d in &diffs {
@@ -139,6 +145,81 @@ fn structure(a: &[Value], b: &[Value]) -> Vec<Difference> {
     }
     // Ops in their order, then everything else.
     out.sort_by_key(|d| (d.kind != "header", d.kind != "op", d.key.parse::<u64>().unwrap_or(u64::MAX)));
+    out
+}
+
+/// Above this many op pairs the ops are matched by position instead of aligned (the alignment
+/// takes time and memory in proportion to the pairs).
+const MAX_ALIGNED_PAIRS: usize = 16 << 20;
+
+/// The ops of both archives aligned as a longest common subsequence of what each op is (its kind
+/// and label: `launch saxpy`, `copy a -> b`), so that an op added or removed in one archive shows
+/// as that, not as every later op changed; aligned ops are then compared field by field.
+fn ops(a: &[&Value], b: &[&Value]) -> Vec<Difference> {
+    let sig = |r: &Value| (r["kind"].clone(), r["label"].clone(), r["depth"].clone());
+    let pairs: Vec<(Option<usize>, Option<usize>)> = if a.len().saturating_mul(b.len()) <= MAX_ALIGNED_PAIRS {
+        // lcs[i][j]: the longest common subsequence of a[i..] and b[j..].
+        let (n, m) = (a.len(), b.len());
+        let mut lcs = vec![0u32; (n + 1) * (m + 1)];
+        let at = |i: usize, j: usize| i * (m + 1) + j;
+        for i in (0..n).rev() {
+            for j in (0..m).rev() {
+                lcs[at(i, j)] =
+                    if sig(a[i]) == sig(b[j]) { lcs[at(i + 1, j + 1)] + 1 } else { lcs[at(i + 1, j)].max(lcs[at(i, j + 1)]) };
+            }
+        }
+        let (mut i, mut j, mut out) = (0, 0, Vec::new());
+        while i < n || j < m {
+            if i < n && j < m && sig(a[i]) == sig(b[j]) {
+                out.push((Some(i), Some(j)));
+                (i, j) = (i + 1, j + 1);
+            } else if j == m || (i < n && lcs[at(i + 1, j)] >= lcs[at(i, j + 1)]) {
+                out.push((Some(i), None));
+                i += 1;
+            } else {
+                out.push((None, Some(j)));
+                j += 1;
+            }
+        }
+        out
+    } else {
+        (0..a.len().max(b.len())).map(|k| ((k < a.len()).then_some(k), (k < b.len()).then_some(k))).collect()
+    };
+    let mut out = Vec::new();
+    for (i, j) in pairs {
+        match (i.map(|i| a[i]), j.map(|j| b[j])) {
+            (Some(ra), Some(rb)) => {
+                let key = if ra["id"] == rb["id"] { ra["id"].to_string() } else { format!("{} -> {}", ra["id"], rb["id"]) };
+                let mut fields = Vec::new();
+                if let (Some(oa), Some(ob)) = (ra.as_object(), rb.as_object()) {
+                    for (f, va) in oa.iter().filter(|(f, _)| f.as_str() != "id") {
+                        let vb = ob.get(f).unwrap_or(&Value::Null);
+                        if va != vb {
+                            fields.push((f.clone(), va.clone(), vb.clone()));
+                        }
+                    }
+                }
+                if !fields.is_empty() {
+                    let text = fields.iter().map(|(f, va, vb)| format!("{f} {} -> {}", short(va), short(vb))).collect::<Vec<_>>().join(", ");
+                    let detail = fields.iter().map(|(f, va, vb)| (f.clone(), json!({"a": va, "b": vb}))).collect::<serde_json::Map<_, _>>();
+                    out.push(Difference { kind: "op", key, text, detail: Value::Object(detail) });
+                }
+            }
+            (Some(ra), None) => out.push(Difference {
+                kind: "op",
+                key: ra["id"].to_string(),
+                text: format!("only in A: {}", ra["label"].as_str().unwrap_or_default()),
+                detail: json!({"a": ra}),
+            }),
+            (None, Some(rb)) => out.push(Difference {
+                kind: "op",
+                key: rb["id"].to_string(),
+                text: format!("only in B: {}", rb["label"].as_str().unwrap_or_default()),
+                detail: json!({"b": rb}),
+            }),
+            (None, None) => {}
+        }
+    }
     out
 }
 
