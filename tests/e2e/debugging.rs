@@ -260,6 +260,14 @@ fn trimmed_archives_stand_on_their_own_and_pass_their_check_on_every_engine() {
             let r = ok(&[Path::new("replay").as_os_str(), out.as_os_str(), "--check".as_ref(), "--engine".as_ref(), engine.as_ref()]);
             assert!(r.contains("regions pass") && !r.contains("FAIL"), "{how} {arg} on {engine}: {r}");
         }
+        // On a GPU too, where one exists (the GPU machine runs this for real).
+        match Device::cuda(0) {
+            Ok(_) => {
+                let r = ok(&[Path::new("replay").as_os_str(), out.as_os_str(), "--check".as_ref(), "--device".as_ref(), "cuda".as_ref()]);
+                assert!(r.contains("regions pass") && !r.contains("FAIL"), "{how} {arg} on cuda: {r}");
+            }
+            Err(e) => eprintln!("skipping the trimmed archive's check on cuda: no CUDA device ({e})"),
+        }
         let meta = ok(&[Path::new("inspect").as_os_str(), out.as_os_str()]);
         assert!(meta.contains("trimmed_ops"), "{meta}");
     }
