@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let (ops_a, rest_a): (Vec<&Value>, Vec<&Value>) = ra.iter().partition(is_op);
     let (ops_b, rest_b): (Vec<&Value>, Vec<&Value>) = rb.iter().partition(is_op);
     let mut diffs = ops(&ops_a, &ops_b);
-    diffs.extend(structure(&rest_a.into_iter().cloned().collect::<Vec<_>>(), &rest_b.into_iter().cloned().collect::<Vec<_>>()));
+    diffs.extend(structure(&rest_a, &rest_b));
     diffs.extend(data(&a, &b)?);
     if args.json {
         for d in &diffs {
@@ -89,15 +89,15 @@ fn key_of(rec: &Value) -> (String, String) {
     let k = match t.as_str() {
         "module" | "kernel" | "region" | "binding" => rec["name"].to_string(),
         "meta" => rec["key"].to_string(),
-        "op" => rec["id"].to_string(),
         "region_pointer" => format!("{}+{}", rec["region"], rec["offset"]),
         _ => "archive".to_string(),
     };
     (t, k.trim_matches('"').to_string())
 }
 
-fn structure(a: &[Value], b: &[Value]) -> Vec<Difference> {
-    let index = |recs: &[Value]| -> BTreeMap<(String, String), Value> { recs.iter().map(|r| (key_of(r), r.clone())).collect() };
+/// Everything but the ops, matched by [`key_of`].
+fn structure(a: &[&Value], b: &[&Value]) -> Vec<Difference> {
+    let index = |recs: &[&Value]| -> BTreeMap<(String, String), Value> { recs.iter().map(|r| (key_of(r), (*r).clone())).collect() };
     let (ia, ib) = (index(a), index(b));
     let kind = |t: &str| -> &'static str {
         match t {
@@ -106,7 +106,6 @@ fn structure(a: &[Value], b: &[Value]) -> Vec<Difference> {
             "region" => "region",
             "binding" => "binding",
             "meta" => "meta",
-            "op" => "op",
             "region_pointer" => "region_pointer",
             _ => "header",
         }
@@ -115,25 +114,11 @@ fn structure(a: &[Value], b: &[Value]) -> Vec<Difference> {
     for ((t, k), ra) in &ia {
         match ib.get(&(t.clone(), k.clone())) {
             None => out.push(Difference { kind: kind(t), key: k.clone(), text: "only in A".into(), detail: json!({"a": ra}) }),
+            // Ids are positions, which other differences already explain; the file size follows
+            // from everything else.
             Some(rb) => {
-                let mut fields = Vec::new();
-                if let (Some(oa), Some(ob)) = (ra.as_object(), rb.as_object()) {
-                    for (f, va) in oa {
-                        // Ids are positions, which other differences already explain; the file size
-                        // follows from everything else.
-                        if matches!(f.as_str(), "id" | "bytes" | "module") && t != "op" || f == "type" {
-                            continue;
-                        }
-                        let vb = ob.get(f).unwrap_or(&Value::Null);
-                        if va != vb {
-                            fields.push((f.clone(), va.clone(), vb.clone()));
-                        }
-                    }
-                }
-                if !fields.is_empty() {
-                    let text = fields.iter().map(|(f, va, vb)| format!("{f} {} -> {}", short(va), short(vb))).collect::<Vec<_>>().join(", ");
-                    let detail = fields.iter().map(|(f, va, vb)| (f.clone(), json!({"a": va, "b": vb}))).collect::<serde_json::Map<_, _>>();
-                    out.push(Difference { kind: kind(t), key: k.clone(), text, detail: Value::Object(detail) });
+                if let Some((text, detail)) = field_differences(ra, rb, &["type", "id", "bytes", "module"]) {
+                    out.push(Difference { kind: kind(t), key: k.clone(), text, detail });
                 }
             }
         }
@@ -143,9 +128,27 @@ fn structure(a: &[Value], b: &[Value]) -> Vec<Difference> {
             out.push(Difference { kind: kind(t), key: k.clone(), text: "only in B".into(), detail: json!({"b": rb}) });
         }
     }
-    // Ops in their order, then everything else.
-    out.sort_by_key(|d| (d.kind != "header", d.kind != "op", d.key.parse::<u64>().unwrap_or(u64::MAX)));
+    // The header first, then by key.
+    out.sort_by_key(|d| (d.kind != "header", d.key.parse::<u64>().unwrap_or(u64::MAX)));
     out
+}
+
+/// The fields (other than `skip`) in which two records differ: one line for people, and each
+/// field's two values as JSON; `None` when they agree.
+fn field_differences(ra: &Value, rb: &Value, skip: &[&str]) -> Option<(String, Value)> {
+    let (oa, ob) = (ra.as_object()?, rb.as_object()?);
+    let fields: Vec<(&String, &Value, &Value)> = oa
+        .iter()
+        .filter(|(f, _)| !skip.contains(&f.as_str()))
+        .map(|(f, va)| (f, va, ob.get(f).unwrap_or(&Value::Null)))
+        .filter(|(_, va, vb)| va != vb)
+        .collect();
+    if fields.is_empty() {
+        return None;
+    }
+    let text = fields.iter().map(|(f, va, vb)| format!("{f} {} -> {}", short(va), short(vb))).collect::<Vec<_>>().join(", ");
+    let detail = fields.iter().map(|(f, va, vb)| ((*f).clone(), json!({"a": va, "b": vb}))).collect::<serde_json::Map<_, _>>();
+    Some((text, Value::Object(detail)))
 }
 
 /// Above this many op pairs the ops are matched by position instead of aligned (the alignment
@@ -190,19 +193,8 @@ fn ops(a: &[&Value], b: &[&Value]) -> Vec<Difference> {
         match (i.map(|i| a[i]), j.map(|j| b[j])) {
             (Some(ra), Some(rb)) => {
                 let key = if ra["id"] == rb["id"] { ra["id"].to_string() } else { format!("{} -> {}", ra["id"], rb["id"]) };
-                let mut fields = Vec::new();
-                if let (Some(oa), Some(ob)) = (ra.as_object(), rb.as_object()) {
-                    for (f, va) in oa.iter().filter(|(f, _)| f.as_str() != "id") {
-                        let vb = ob.get(f).unwrap_or(&Value::Null);
-                        if va != vb {
-                            fields.push((f.clone(), va.clone(), vb.clone()));
-                        }
-                    }
-                }
-                if !fields.is_empty() {
-                    let text = fields.iter().map(|(f, va, vb)| format!("{f} {} -> {}", short(va), short(vb))).collect::<Vec<_>>().join(", ");
-                    let detail = fields.iter().map(|(f, va, vb)| (f.clone(), json!({"a": va, "b": vb}))).collect::<serde_json::Map<_, _>>();
-                    out.push(Difference { kind: "op", key, text, detail: Value::Object(detail) });
+                if let Some((text, detail)) = field_differences(ra, rb, &["id"]) {
+                    out.push(Difference { kind: "op", key, text, detail });
                 }
             }
             (Some(ra), None) => out.push(Difference {
