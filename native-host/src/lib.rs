@@ -1,6 +1,7 @@
 //! recap's native side: the CLI, the host, the CPU and CUDA backends and the capture API.
 
 pub mod capture;
+pub mod compare;
 pub mod import;
 pub mod cuda;
 pub mod mapped;

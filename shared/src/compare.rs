@@ -83,6 +83,22 @@ impl Outcome {
     }
 }
 
+/// One op as [`Comparison::after_op`] judged it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judged {
+    pub op: OpId,
+    /// Which run of this op within the iteration (1 for the first).
+    pub pass: u64,
+    pub agree: bool,
+}
+
+/// Both sides' bytes of a region where they part: `divergence` indexes [`Outcome::divergences`].
+pub struct PartedBytes {
+    pub divergence: usize,
+    pub a: Vec<u8>,
+    pub b: Vec<u8>,
+}
+
 /// The judgement of two replays, fed one finished op at a time.
 pub struct Comparison<'a, 'p> {
     archive: &'a Archive<'a>,
@@ -93,6 +109,10 @@ pub struct Comparison<'a, 'p> {
     all: bool,
     passes: HashMap<OpId, u64>,
     last: Option<OpId>,
+    judged: Option<Judged>,
+    /// Whether to keep both sides' bytes of each region where they part (for plots and files).
+    keep_bytes: bool,
+    parted: Vec<PartedBytes>,
     outcome: Outcome,
 }
 
@@ -103,7 +123,36 @@ impl<'a, 'p> Comparison<'a, 'p> {
         for (owner, r) in archive.region_relocs() {
             pointers.entry(owner).or_default().push(r.offset);
         }
-        Comparison { archive, plan, pointers, all, passes: HashMap::new(), last: None, outcome: Outcome::default() }
+        Comparison {
+            archive,
+            plan,
+            pointers,
+            all,
+            passes: HashMap::new(),
+            last: None,
+            judged: None,
+            keep_bytes: false,
+            parted: Vec::new(),
+            outcome: Outcome::default(),
+        }
+    }
+
+    /// Keeps both sides' bytes of every region where they part, for [`Comparison::take_parted`].
+    pub fn keeping_bytes(mut self) -> Self {
+        self.keep_bytes = true;
+        self
+    }
+
+    /// The op the latest [`Comparison::after_op`] judged (`None` when the sides ran different ops
+    /// or both were over).
+    pub fn judged(&self) -> Option<&Judged> {
+        self.judged.as_ref()
+    }
+
+    /// The bytes of the regions where the sides parted since the last call (with
+    /// [`Comparison::keeping_bytes`]).
+    pub fn take_parted(&mut self) -> Vec<PartedBytes> {
+        std::mem::take(&mut self.parted)
     }
 
     /// Both sides finished their next op: `a` and `b` (`None` once a side's iteration is over).
@@ -116,6 +165,7 @@ impl<'a, 'p> Comparison<'a, 'p> {
         mut read_a: impl FnMut(RegionId) -> Result<Vec<u8>, E>,
         mut read_b: impl FnMut(RegionId) -> Result<Vec<u8>, E>,
     ) -> Result<bool, E> {
+        self.judged = None;
         if a != b {
             self.outcome.control = Some((self.last, a, b));
             return Ok(false);
@@ -163,13 +213,33 @@ impl<'a, 'p> Comparison<'a, 'p> {
                 check,
                 histogram,
             });
+            if self.keep_bytes {
+                let divergence = self.outcome.divergences.len() - 1;
+                self.parted.push(PartedBytes { divergence, a: got_a, b: got_b });
+            }
         }
+        self.judged = Some(Judged { op, pass, agree: !parted });
         Ok(!parted || self.all)
+    }
+
+    /// Every op whose writes differ so far.
+    pub fn divergences(&self) -> &[Divergence] {
+        &self.outcome.divergences
     }
 
     pub fn finish(self) -> Outcome {
         self.outcome
     }
+}
+
+/// `a - b` element by element as little-endian f64 (NaN where either side is not a number), for a
+/// plot of where two regions differ; empty when their lengths differ.
+pub fn difference(a: &[u8], b: &[u8], dtype: DType) -> Vec<u8> {
+    if a.len() != b.len() {
+        return Vec::new();
+    }
+    let dtype = if a.len().is_multiple_of(dtype.size()) { dtype } else { DType::Bytes };
+    (0..a.len() / dtype.size()).flat_map(|i| (element(a, dtype, i) - element(b, dtype, i)).to_le_bytes()).collect()
 }
 
 /// Counts of `|a - b|` by decade over the elements whose bytes differ.
@@ -212,8 +282,17 @@ fn histogram(a: &[u8], b: &[u8], dtype: DType) -> Vec<(String, u64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::histogram;
+    use super::{difference, histogram};
     use crate::archive::DType;
+
+    #[test]
+    fn the_difference_is_a_minus_b_as_f64() {
+        let a: Vec<u8> = [1i32, 5, -3].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let b: Vec<u8> = [1i32, 2, 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let d: Vec<f64> = difference(&a, &b, DType::I32).chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(d, [0.0, 3.0, -7.0]);
+        assert!(difference(&a, &b[..4], DType::I32).is_empty());
+    }
 
     #[test]
     fn the_histogram_counts_differences_by_decade() {

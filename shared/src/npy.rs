@@ -89,6 +89,13 @@ pub fn region_shape(dtype: DType, size: u64, hints: &[u64]) -> Vec<u64> {
     }
 }
 
+/// A file name stem for a region or binding name: anything but letters, digits, `-`, `_` and `.`
+/// replaced, and no leading dots, so that any name makes one plain file.
+pub fn file_stem(name: &str) -> String {
+    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    safe.trim_start_matches('.').to_string()
+}
+
 /// The header bytes of a `.npy` file (format 1.0) for `shape` elements of `dtype`; the region's
 /// bytes follow it unchanged (little-endian, C order).
 pub fn header(dtype: DType, shape: &[u64]) -> Vec<u8> {

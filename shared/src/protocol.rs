@@ -89,6 +89,53 @@ pub struct CreateSession {
     /// Seconds the whole session may run before it is stopped (default and maximum: the host's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_s: Option<u64>,
+    /// `replay` (the default) or `compare`: one iteration on `device` and on `compare_with` side by
+    /// side, op by op, judging every op's writes (see [`SessionMessage::Compared`]).
+    #[serde(default, skip_serializing_if = "SessionKind::is_replay")]
+    pub kind: SessionKind,
+    /// The second side of a `compare` session: `cpu`, `interp`, `jit`, `jit-scalar`, `cuda` or
+    /// `cuda:N` (`device` is the first and takes the same names there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare_with: Option<String>,
+    /// A `compare` session goes on past the first op that differs and reports every one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compare_all: bool,
+    /// The second side of a `compare` session replays this archive (an id) instead: another
+    /// capture of the same program, with the same ops over regions of the same sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare_against: Option<String>,
+}
+
+/// What a session does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionKind {
+    /// Replays the archive `iterations` times on one device, timing it and checking the result.
+    #[default]
+    Replay,
+    /// Replays one iteration on two devices side by side and names where their results part.
+    Compare,
+}
+
+impl SessionKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionKind::Replay => "replay",
+            SessionKind::Compare => "compare",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "replay" => Some(SessionKind::Replay),
+            "compare" => Some(SessionKind::Compare),
+            _ => None,
+        }
+    }
+
+    pub fn is_replay(&self) -> bool {
+        *self == SessionKind::Replay
+    }
 }
 
 fn default_device() -> String {
@@ -179,6 +226,18 @@ pub struct SessionInfo {
     /// The wall-clock limit of the session in seconds, as the host settled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_s: Option<u64>,
+    /// `replay` or `compare`; for `compare`, `passed` says whether the two sides agree.
+    #[serde(default, skip_serializing_if = "SessionKind::is_replay")]
+    pub kind: SessionKind,
+    /// The second side of a `compare` session (`device` is the first), as the host names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare_with: Option<String>,
+    /// Whether a `compare` session goes on past the first op that differs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compare_all: bool,
+    /// The archive the second side of a `compare` session replays, when not `archive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare_against: Option<String>,
 }
 
 /// One entry of a session's event log: what the WebSocket carries, one JSON text message each.
@@ -213,6 +272,13 @@ pub enum SessionMessage {
     OpTimings { iteration: u32, ops: Vec<OpTiming> },
     /// Statistics of one region after the last iteration.
     Region { summary: RegionSummary },
+    /// Comparison: ops both sides just finished, in the order they ran, and whether their writes
+    /// agree. Sent in batches; after the first [`MAX_COMPARED_REPORTED`] only ops that differ.
+    Compared { ops: Vec<OpAgreement> },
+    /// Comparison: an op whose writes differ, with both sides' values of the region where they part.
+    Parted { parting: Parting },
+    /// Comparison: the verdict, sent once before `finished`.
+    Compare { verdict: CompareVerdict },
     /// The session completed; `check` is absent when checking was not asked for.
     Finished {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -240,6 +306,78 @@ impl SessionMessage {
             _ => None,
         }
     }
+}
+
+/// Most [`OpAgreement`]s a comparison reports one by one; after those, only ops that differ (the
+/// verdict still counts every op), so a long loop cannot flood the log.
+pub const MAX_COMPARED_REPORTED: u64 = 4096;
+
+/// One op of a comparison: both sides ran it and their writes were compared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpAgreement {
+    /// Index in the archive's op list.
+    pub op: u32,
+    /// Which run of this op within the iteration (1 for the first; more inside loop bodies).
+    pub pass: u64,
+    /// Whether every region the op may write holds the same values on both sides (under the
+    /// region's tolerance, exact where it names none).
+    pub agree: bool,
+}
+
+/// Where the two sides of a comparison part on one op.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Parting {
+    pub op: u32,
+    /// `launch saxpy`, `copy a -> b`, ...
+    pub label: String,
+    pub pass: u64,
+    pub region: u32,
+    pub name: String,
+    /// `f32`, `i32`, `u8`, ...
+    pub dtype: String,
+    /// The region's shape hint, outermost first; empty for 1-D.
+    pub shape: Vec<u64>,
+    /// The first side's values as `want`, the second's as `got`.
+    pub check: RegionCheck,
+    /// `(bucket, elements)`: `|a - b|` by decade over the elements that differ (`"< 1e-9"`,
+    /// `"1e-3..1e-2"`, ..., `"nan/inf"`).
+    pub histogram: Vec<(String, u64)>,
+    /// The first side's values, downsampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a: Option<RegionPreview>,
+    /// The second side's values, downsampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b: Option<RegionPreview>,
+    /// `a - b` element by element, downsampled (`null` where either side is not finite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub difference: Option<RegionPreview>,
+}
+
+/// The outcome of a comparison.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompareVerdict {
+    /// The two sides as the host names them.
+    pub a: String,
+    pub b: String,
+    pub agree: bool,
+    /// Ops compared (each pass through a loop body counts).
+    pub ops: u64,
+    /// Region comparisons made.
+    pub regions: u64,
+    /// Ops whose writes differ.
+    pub differing: u64,
+    /// Set when the two sides stopped running the same ops (a loop condition came out otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<ControlParting>,
+}
+
+/// The two sides ran different ops next; `null` for a side whose iteration was over.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlParting {
+    /// The last op both ran; `null` at the start.
+    pub after: Option<u32>,
+    pub a_next: Option<u32>,
+    pub b_next: Option<u32>,
 }
 
 /// The time of one op (for a `while`/`if`, including its body).

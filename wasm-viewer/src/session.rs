@@ -4,7 +4,31 @@
 
 use std::collections::BTreeMap;
 
-use shared::protocol::{CheckReport, Event, OpTiming, RegionSummary, SessionMessage, SessionState};
+use shared::protocol::{CheckReport, CompareVerdict, Event, OpTiming, Parting, RegionSummary, SessionMessage, SessionState};
+
+/// A comparison as it arrives: per op, how many of its passes were judged and how many differ.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CompareView {
+    /// `op -> (passes judged, passes that differ)`, in op order.
+    pub ops: BTreeMap<u32, (u64, u64)>,
+    /// The ops in the order they were first judged (the order they ran).
+    pub order: Vec<u32>,
+    /// Every parting, in the order they happened.
+    pub partings: Vec<Parting>,
+    pub verdict: Option<CompareVerdict>,
+}
+
+impl CompareView {
+    /// The first op whose writes differ, in the order they ran.
+    pub fn first_divergence(&self) -> Option<u32> {
+        self.partings.first().map(|p| p.op)
+    }
+
+    /// `Some(true)` when every judged pass of `op` agrees, `Some(false)` when one differs.
+    pub fn agrees(&self, op: u32) -> Option<bool> {
+        self.ops.get(&op).map(|&(_, differ)| differ == 0)
+    }
+}
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SessionView {
@@ -22,6 +46,8 @@ pub struct SessionView {
     pub check: Option<CheckReport>,
     pub total_ms: Option<f64>,
     pub error: Option<String>,
+    /// What a comparison session found so far; `None` for a replay.
+    pub compare: Option<CompareView>,
     /// Events seen, to detect gaps (`seq` must be 0, 1, 2, ...).
     pub seen: u64,
     pub gap: bool,
@@ -66,6 +92,23 @@ impl SessionView {
             SessionMessage::Region { summary } => {
                 self.regions.retain(|r| r.region != summary.region);
                 self.regions.push(summary.clone());
+            }
+            SessionMessage::Compared { ops } => {
+                let c = self.compare.get_or_insert_with(Default::default);
+                for a in ops {
+                    let entry = c.ops.entry(a.op).or_insert_with(|| (0, 0));
+                    if entry.0 == 0 {
+                        c.order.push(a.op);
+                    }
+                    entry.0 += 1;
+                    entry.1 += u64::from(!a.agree);
+                }
+            }
+            SessionMessage::Parted { parting } => {
+                self.compare.get_or_insert_with(Default::default).partings.push(parting.clone());
+            }
+            SessionMessage::Compare { verdict } => {
+                self.compare.get_or_insert_with(Default::default).verdict = Some(verdict.clone());
             }
             SessionMessage::Finished { check, total_ms } => {
                 self.check = check.clone();
@@ -122,5 +165,25 @@ mod tests {
         w.apply(&events[0]);
         w.apply(&events[2]);
         assert!(w.gap);
+    }
+
+    #[test]
+    fn a_comparison_counts_passes_per_op_and_finds_the_first_divergence() {
+        let log = r#"[
+{"seq":0,"time_us":1,"type":"compared","ops":[{"op":0,"pass":1,"agree":true},{"op":2,"pass":1,"agree":true}]},
+{"seq":1,"time_us":2,"type":"compared","ops":[{"op":2,"pass":2,"agree":false}]},
+{"seq":2,"time_us":3,"type":"parted","parting":{"op":2,"label":"launch k","pass":2,"region":1,"name":"y","dtype":"f32","shape":[],
+  "check":{"region":1,"name":"y","passed":false,"tolerance":"exact","count":4,"mismatches":1,"detail":"1 of 4 differ"},"histogram":[["1e-1..1e0",1]]}},
+{"seq":3,"time_us":4,"type":"compare","verdict":{"a":"interp","b":"jit","agree":false,"ops":3,"regions":3,"differing":1}}
+]"#;
+        let events: Vec<Event> = serde_json::from_str(log).unwrap();
+        let mut v = SessionView::default();
+        events.iter().for_each(|e| v.apply(e));
+        let c = v.compare.as_ref().unwrap();
+        assert_eq!(c.ops[&2], (2, 1));
+        assert_eq!(c.order, vec![0, 2]);
+        assert_eq!((c.agrees(0), c.agrees(2), c.agrees(1)), (Some(true), Some(false), None));
+        assert_eq!(c.first_divergence(), Some(2));
+        assert!(!c.verdict.as_ref().unwrap().agree);
     }
 }

@@ -8,29 +8,9 @@ use anyhow::{bail, Context, Result};
 use shared::archive::{Archive, RegionId, RegionView};
 use shared::npy;
 
-/// The region a binding or region name names (a binding first: names people chose for the data).
+/// The region a binding or region name names.
 pub fn region_named(archive: &Archive, name: &str) -> Result<RegionId> {
-    if let Some(b) = archive.binding(name) {
-        return Ok(b.region);
-    }
-    if let Some(r) = archive.region_by_name(name) {
-        return Ok(r.id);
-    }
-    let bindings: Vec<&str> = archive.bindings().map(|b| b.name).collect();
-    let regions: Vec<&str> = archive.regions().map(|r| r.name).collect();
-    bail!(
-        "no binding or region named {name:?} (bindings: {}; regions: {})",
-        list(&bindings),
-        list(&regions)
-    )
-}
-
-fn list(names: &[&str]) -> String {
-    match names.len() {
-        0 => "none".into(),
-        n if n > 12 => format!("{}, ... ({n} in all)", names[..12].join(", ")),
-        _ => names.join(", "),
-    }
+    Ok(archive.region_named(name)?)
 }
 
 /// `NAME=FILE` of `--input`.
@@ -89,8 +69,7 @@ pub fn write_region(region: &RegionView, bytes: &[u8], file: &Path) -> Result<()
 /// The file name a dumped region gets in a folder: its name with anything but letters, digits,
 /// `-`, `_` and `.` replaced, so that any name makes one file.
 pub fn dump_name(name: &str) -> String {
-    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    format!("{}.npy", safe.trim_start_matches('.'))
+    format!("{}.npy", npy::file_stem(name))
 }
 
 #[cfg(test)]

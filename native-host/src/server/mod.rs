@@ -8,6 +8,7 @@
 mod access;
 mod archives;
 mod error;
+mod regions;
 mod sessions;
 mod web;
 
@@ -105,11 +106,13 @@ fn api(state: AppState) -> Router<AppState> {
         .route("/archives", post(archives::upload).get(archives::list).layer(DefaultBodyLimit::disable()))
         .route("/archives/{id}", get(archives::get).delete(archives::delete))
         .route("/archives/{id}/raw", get(archives::raw))
+        .route("/archives/{id}/regions/{name}", get(regions::archive_region))
         .route("/devices", get(sessions::devices))
         .route("/sessions", post(sessions::create).get(sessions::list))
         .route("/sessions/{id}", get(sessions::get))
         .route("/sessions/{id}/cancel", post(sessions::cancel))
         .route("/sessions/{id}/ws", get(sessions::websocket))
+        .route("/sessions/{id}/regions/{name}", get(regions::session_region))
         .fallback(|| async { ApiError::not_found("no such API endpoint; docs/API.md lists them") })
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
         .layer(axum::middleware::from_fn_with_state(state.clone(), access::require_token))

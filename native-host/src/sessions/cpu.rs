@@ -7,7 +7,7 @@ use std::time::Instant;
 use shared::protocol::{CheckReport, OpTiming, SessionMessage};
 use shared::replay::{CpuReplay, OpEvent, ReplayError, ReplayObserver, ReplayOptions};
 
-use super::report::{check_report, output_regions, summary};
+use super::report::{check_report, kept_file, output_regions, summary, Keeper};
 use super::{Engine, Job, RunError};
 
 /// Replays on this machine's CPU cores.
@@ -77,6 +77,9 @@ impl Engine for CpuEngine {
     }
 
     fn run(&self, job: &Job<'_>, emit: &mut dyn FnMut(SessionMessage)) -> Result<Option<CheckReport>, RunError> {
+        if let Some(compared) = job.run_compare(emit) {
+            return compared;
+        }
         let archive = job.archive;
         let failed = |e: ReplayError| {
             if job.cancel.load(Ordering::Relaxed) || matches!(e, ReplayError::Cancelled { .. }) {
@@ -117,9 +120,11 @@ impl Engine for CpuEngine {
             }
             emit(SessionMessage::Iteration { index, time_ms });
         }
+        let mut keeper = Keeper::new(job.keep_dir);
         for region in output_regions(archive) {
             let bytes = replay.region_bytes(region).map_err(failed)?;
             emit(summary(archive, region, &bytes));
+            keeper.keep(&kept_file(region, None), &bytes).map_err(|e| RunError::Failed(format!("keeping region {region}: {e}")))?;
         }
         if !job.check {
             return Ok(None);

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use shared::archive::Archive;
 use shared::protocol::{CheckReport, OpTiming, SessionMessage};
 
-use super::report::{check_report, output_regions, summary};
-use super::{CpuEngine, Engine, Job, RunError};
+use super::report::{check_report, kept_file, output_regions, summary, Keeper};
+use super::{CompareSides, CpuEngine, Engine, Job, RunError};
 use crate::cuda::{locate_fault, CudaReplay, Device, Mode, ReplayOptions};
 
 /// Every CUDA device the driver reports, each replaying in worker processes started from `exe`;
@@ -72,6 +72,12 @@ pub struct WorkerJob {
     /// What the archive may make a CPU replay allocate and launch (default: the defaults).
     #[serde(default)]
     pub limits: shared::replay::ReplayLimits,
+    /// Set for a `compare` session.
+    #[serde(default)]
+    pub compare: Option<CompareSides>,
+    /// Where to keep region contents for download.
+    #[serde(default)]
+    pub keep_dir: Option<PathBuf>,
 }
 
 /// What a worker writes on its stdout, one JSON document per line.
@@ -133,6 +139,8 @@ impl Engine for WorkerEngine {
             check: job.check,
             budget: job.budget,
             limits: job.limits,
+            compare: job.compare.cloned(),
+            keep_dir: job.keep_dir.map(|d| d.to_path_buf()),
             bindings: job
                 .bindings
                 .iter()
@@ -267,6 +275,8 @@ fn worker_replay(
         cancel: &cancel,
         budget: job.budget,
         limits: job.limits,
+        compare: job.compare.as_ref(),
+        keep_dir: job.keep_dir.as_deref(),
     };
     let mut output_error = None;
     let mut emit = |message| {
@@ -275,6 +285,7 @@ fn worker_replay(
         }
     };
     let result = match job.device {
+        _ if run.compare.is_some() => run.run_compare(&mut emit).expect("a compare job"),
         WorkerDevice::Cpu => CpuEngine::new().run(&run, &mut emit),
         WorkerDevice::Cuda(ordinal) => match Device::open(ordinal) {
             Ok(device) => replay_here(&device, &map, &run, &mut emit),
@@ -339,9 +350,11 @@ fn replay_here(
         let took = replay.replay().map_err(fault)?;
         emit(SessionMessage::Iteration { index, time_ms: took.as_secs_f64() * 1e3 });
     }
+    let mut keeper = Keeper::new(job.keep_dir);
     for region in output_regions(archive) {
         let bytes = replay.read_region(region).map_err(failed)?;
         emit(summary(archive, region, &bytes));
+        keeper.keep(&kept_file(region, None), &bytes).map_err(|e| failed(format!("keeping region {region}: {e}")))?;
     }
     if !job.check {
         return Ok(None);

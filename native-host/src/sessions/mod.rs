@@ -10,6 +10,7 @@
 //! Engines ([`Engine`]) do the replay itself in a blocking thread; this module only schedules,
 //! records and cancels.
 
+mod compare;
 mod cpu;
 mod cuda;
 mod report;
@@ -20,13 +21,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use shared::archive::Archive;
-use shared::protocol::{CheckReport, DeviceInfo, Event, SessionInfo, SessionMessage, SessionState};
+use shared::protocol::{CheckReport, DeviceInfo, Event, SessionInfo, SessionKind, SessionMessage, SessionState};
 use shared::replay::ReplayLimits;
 use tokio::sync::{watch, Notify};
 
 use crate::store::{now_rfc3339, SessionRecord, Store, StoreError};
 
+pub use compare::CompareSides;
 pub use cpu::{CpuEngine, OpTimer};
+pub use report::{kept_file, KEEP_BYTES};
 pub use cuda::{engines as cuda_engines, run_worker, WorkerDevice, WorkerEngine, WorkerJob, WorkerLine};
 
 /// What an engine is asked to do.
@@ -45,6 +48,17 @@ pub struct Job<'a> {
     pub budget: Option<u64>,
     /// What the archive may make a CPU replay allocate and launch.
     pub limits: ReplayLimits,
+    /// Set for a `compare` session: replay one iteration on both sides instead.
+    pub compare: Option<&'a CompareSides>,
+    /// Where to keep region contents for download ([`report::Keeper`]); nothing is kept without it.
+    pub keep_dir: Option<&'a std::path::Path>,
+}
+
+impl Job<'_> {
+    /// Runs a `compare` job; `None` for a replay, which the engine runs itself.
+    fn run_compare(&self, emit: &mut dyn FnMut(SessionMessage)) -> Option<Result<Option<CheckReport>, RunError>> {
+        self.compare.map(|sides| compare::run(self, sides, emit))
+    }
 }
 
 /// What a session may use: the host's defaults and the most a request may ask for.
@@ -335,7 +349,7 @@ impl Sessions {
     fn resume(&self, record: SessionRecord) -> Result<(), StoreError> {
         let SessionRecord { mut info, control_hash } = record;
         let mut log = Log::resume(self.store.index.events(&info.id)?);
-        let device = self.devices.iter().find(|d| d.engine.id() == info.device);
+        let device = self.queue_device(&info);
         let failure = match (info.state, device) {
             (SessionState::Running, _) => Some(INTERRUPTED.to_string()),
             (_, None) => Some(format!("device {} is not on this host since its restart", info.device)),
@@ -370,6 +384,60 @@ impl Sessions {
         wanted.or_else(|| self.devices.iter().find(|d| d.engine.id() == id))
     }
 
+    /// The device whose queue a session waits in: its device for a replay; for a comparison, the
+    /// GPU of a side that is one (the scarcer of the two), else the CPU.
+    fn queue_device(&self, info: &SessionInfo) -> Option<&Arc<Device>> {
+        match info.kind {
+            SessionKind::Replay => self.device(&info.device),
+            SessionKind::Compare => {
+                let sides = [Some(info.device.as_str()), info.compare_with.as_deref()];
+                match sides.into_iter().flatten().find(|s| s.starts_with("cuda")) {
+                    Some(gpu) => self.device(gpu),
+                    None => self.device("cpu"),
+                }
+            }
+        }
+    }
+
+    /// Whether archive `other` can be replayed op by op beside `archive`.
+    fn check_against(&self, archive: &shared::protocol::ArchiveInfo, other: &str) -> Result<(), SessionError> {
+        let other_info = self.store.index.archive(other)?.ok_or_else(|| SessionError::UnknownArchive(other.to_string()))?;
+        let (map, other_map) = (self.store.map(archive)?, self.store.map(&other_info)?);
+        let parsed = Archive::open(&map).map_err(StoreError::from)?;
+        let other_parsed = Archive::open(&other_map).map_err(StoreError::from)?;
+        crate::compare::same_shape(&parsed, &other_parsed).map_err(|e| {
+            SessionError::BadRequest(format!("archive {other} cannot be compared op by op with archive {}: {e}", archive.id))
+        })
+    }
+
+    /// The sides of a comparison request, as the host names them, checked against its devices.
+    fn compare_sides(&self, req: &shared::protocol::CreateSession) -> Result<(String, String), SessionError> {
+        use crate::compare::Side;
+        let Some(with) = &req.compare_with else {
+            return Err(SessionError::BadRequest(
+                "a compare session names its second device in compare_with (cpu, interp, jit, jit-scalar, cuda or cuda:N)".into(),
+            ));
+        };
+        let mut named = Vec::new();
+        for given in [&req.device, with] {
+            let side: Side = given.parse().map_err(SessionError::BadRequest)?;
+            if let Side::Cuda(n) = side {
+                let id = if given == "cuda" { self.device("cuda").map(|d| d.engine.id()) } else { Some(format!("cuda:{n}")) };
+                match id.filter(|id| self.device(id).is_some()) {
+                    Some(id) => named.push(id),
+                    None => return Err(SessionError::UnknownDevice(given.clone())),
+                }
+            } else {
+                named.push(side.to_string());
+            }
+        }
+        if named.iter().all(|n| n.starts_with("cuda")) {
+            return Err(SessionError::BadRequest(crate::compare::CompareError::TwoGpus.to_string()));
+        }
+        let b = named.pop().expect("two sides");
+        Ok((named.pop().expect("two sides"), b))
+    }
+
     /// Queues a new session; returns its info and its control key.
     pub fn create(
         &self,
@@ -383,7 +451,30 @@ impl Sessions {
             .index
             .archive(&req.archive)?
             .ok_or_else(|| SessionError::UnknownArchive(req.archive.clone()))?;
-        let device = self.device(&req.device).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
+        let (device_name, compare_with) = match req.kind {
+            SessionKind::Replay => {
+                if req.compare_with.is_some() || req.compare_all || req.compare_against.is_some() {
+                    return Err(SessionError::BadRequest(
+                        "compare_with, compare_all and compare_against belong to sessions of kind \"compare\"".into(),
+                    ));
+                }
+                let device = self.device(&req.device).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
+                (device.engine.id(), None)
+            }
+            SessionKind::Compare => {
+                if req.iterations != 1 {
+                    return Err(SessionError::BadRequest(format!(
+                        "a compare session runs one iteration on each side, got iterations {}",
+                        req.iterations
+                    )));
+                }
+                let (a, b) = self.compare_sides(&req)?;
+                if let Some(other) = &req.compare_against {
+                    self.check_against(&archive, other)?;
+                }
+                (a, Some(b))
+            }
+        };
         if req.iterations == 0 || req.iterations > MAX_ITERATIONS {
             return Err(SessionError::BadRequest(format!(
                 "iterations must be between 1 and {MAX_ITERATIONS}, got {}",
@@ -396,9 +487,10 @@ impl Sessions {
         let info = SessionInfo {
             id: random_id(),
             archive: archive.id,
-            device: device.engine.id(),
+            device: device_name,
             iterations: req.iterations,
-            check: req.check,
+            // A comparison judges the two sides against each other, not the expected bytes.
+            check: req.check && req.kind == SessionKind::Replay,
             state: SessionState::Queued,
             created_at: now_rfc3339(),
             ended_at: None,
@@ -406,7 +498,12 @@ impl Sessions {
             error: None,
             budget: Some(budget),
             time_limit_s: Some(time_limit_s),
+            kind: req.kind,
+            compare_with,
+            compare_all: req.compare_all,
+            compare_against: req.compare_against.clone(),
         };
+        let device = self.queue_device(&info).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
         let record = SessionRecord { info: info.clone(), control_hash: key_hash(&control) };
         self.store.index.put_session(&record, &bindings)?;
         let live = Arc::new(Live::new(info.clone(), record.control_hash, bindings, Log::default()));
@@ -654,6 +751,34 @@ impl Sessions {
             regions: parsed.region_count() as u64,
         });
         let path = self.store.blobs.local_path(&archive.hash);
+        let against = match &info.compare_against {
+            Some(other) => {
+                let other = self
+                    .store
+                    .index
+                    .archive(other)
+                    .map_err(|e| RunError::Failed(e.to_string()))?
+                    .ok_or_else(|| RunError::Failed(format!("archive {other} was deleted before the session ran")))?;
+                Some(self.store.blobs.local_path(&other.hash))
+            }
+            None => None,
+        };
+        let compare = (info.kind == SessionKind::Compare).then(|| CompareSides {
+            a: info.device.clone(),
+            b: info.compare_with.clone().unwrap_or_default(),
+            all: info.compare_all,
+            against,
+        });
+        let keep_dir = self.store.session_dir(&info.id);
+        // A session run again after a restart starts with nothing kept.
+        let _ = std::fs::remove_dir_all(&keep_dir);
+        let keep_dir = match std::fs::create_dir_all(&keep_dir) {
+            Ok(()) => Some(keep_dir),
+            Err(e) => {
+                tracing::warn!(session = info.id, "no region contents kept for download: creating {}: {e}", keep_dir.display());
+                None
+            }
+        };
         let job = Job {
             archive: &parsed,
             archive_path: &path,
@@ -663,8 +788,16 @@ impl Sessions {
             cancel: &live.cancel,
             budget: Some(info.budget.unwrap_or(self.limits.default_budget)),
             limits: self.limits.replay,
+            compare: compare.as_ref(),
+            keep_dir: keep_dir.as_deref(),
         };
-        engine.run(&job, &mut |m| live.push(m))
+        let outcome = engine.run(&job, &mut |m| live.push(m));
+        if outcome.is_err() {
+            if let Some(dir) = &keep_dir {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+        outcome
     }
 
     fn set_state(&self, live: &Live, state: SessionState) {
@@ -687,7 +820,15 @@ impl Sessions {
             info.state = state;
             info.ended_at = Some(now_rfc3339());
             match &message {
-                SessionMessage::Finished { check, .. } => info.passed = check.as_ref().map(|c| c.passed),
+                SessionMessage::Finished { check: Some(check), .. } => info.passed = Some(check.passed),
+                SessionMessage::Finished { check: None, .. } => {
+                    // A comparison passes when its two sides agree.
+                    let log = live.log.lock().unwrap_or_else(|e| e.into_inner());
+                    info.passed = log.events.iter().rev().find_map(|e| match &e.message {
+                        SessionMessage::Compare { verdict } => Some(verdict.agree),
+                        _ => None,
+                    });
+                }
                 SessionMessage::Failed { error } => info.error = Some(error.clone()),
                 _ => {}
             }

@@ -1,8 +1,11 @@
 //! Turning replay results (`shared::check`) into protocol messages, the same for every engine.
 
-use shared::archive::{Archive, Direction, RegionId, Tolerance};
+use std::path::{Path, PathBuf};
+
+use shared::archive::{Archive, DType, Direction, RegionId, Tolerance};
 use shared::check::{RegionCheck as Verdict, RegionSummary as Stats};
-use shared::protocol::{CheckReport, Mismatch, RegionCheck, RegionPreview, RegionSummary, SessionMessage};
+use shared::compare::{difference, Divergence};
+use shared::protocol::{CheckReport, Mismatch, Parting, RegionCheck, RegionPreview, RegionSummary, SessionMessage};
 
 /// Most regions summarised per session: a viewer plots a handful, not thousands.
 pub const MAX_SUMMARIES: usize = 64;
@@ -59,25 +62,81 @@ fn tolerance_text(t: &Tolerance) -> String {
     }
 }
 
+fn region_check(v: &Verdict) -> RegionCheck {
+    RegionCheck {
+        region: v.region,
+        name: v.name.clone(),
+        passed: v.passed,
+        tolerance: tolerance_text(&v.tolerance),
+        count: v.elements,
+        mismatches: v.mismatches,
+        max_abs_error: finite(v.max_abs_err),
+        max_rel_error: finite(v.max_rel_err),
+        first_mismatch: v.first_mismatch.map(|(index, got, want)| Mismatch { index, got: finite(got), want: finite(want) }),
+        detail: v.detail(),
+    }
+}
+
 pub fn check_report(verdicts: &[Verdict]) -> CheckReport {
-    let regions: Vec<RegionCheck> = verdicts
-        .iter()
-        .map(|v| RegionCheck {
-            region: v.region,
-            name: v.name.clone(),
-            passed: v.passed,
-            tolerance: tolerance_text(&v.tolerance),
-            count: v.elements,
-            mismatches: v.mismatches,
-            max_abs_error: finite(v.max_abs_err),
-            max_rel_error: finite(v.max_rel_err),
-            first_mismatch: v.first_mismatch.map(|(index, got, want)| Mismatch {
-                index,
-                got: finite(got),
-                want: finite(want),
-            }),
-            detail: v.detail(),
-        })
-        .collect();
+    let regions: Vec<RegionCheck> = verdicts.iter().map(region_check).collect();
     CheckReport { passed: regions.iter().all(|r| r.passed), regions }
+}
+
+/// Where two sides of a comparison part, with both sides' values and their difference drawn.
+pub fn parting(archive: &Archive<'_>, d: &Divergence, a: &[u8], b: &[u8]) -> SessionMessage {
+    let view = archive.region(d.region_id);
+    SessionMessage::Parted {
+        parting: Parting {
+            op: d.op,
+            label: d.label.clone(),
+            pass: d.pass,
+            region: d.region_id,
+            name: d.region.clone(),
+            dtype: view.dtype.name().to_string(),
+            shape: view.shape.clone(),
+            check: region_check(&d.check),
+            histogram: d.histogram.clone(),
+            a: RegionPreview::of(a, view.dtype, &view.shape),
+            b: RegionPreview::of(b, view.dtype, &view.shape),
+            difference: RegionPreview::of(&difference(a, b, view.dtype), DType::F64, &view.shape),
+        },
+    }
+}
+
+/// Most bytes of region contents a session keeps for download.
+pub const KEEP_BYTES: u64 = 256 << 20;
+
+/// Region contents a session keeps for download (`GET /api/sessions/{id}/regions/{name}`): files in
+/// the session's folder, `{region}.bin` for a replay's final state and `a-{region}.bin` /
+/// `b-{region}.bin` for both sides of a comparison where they part. A region that would take the
+/// session past [`KEEP_BYTES`] is not kept.
+pub struct Keeper {
+    dir: Option<PathBuf>,
+    used: u64,
+}
+
+impl Keeper {
+    pub fn new(dir: Option<&Path>) -> Keeper {
+        Keeper { dir: dir.map(Path::to_path_buf), used: 0 }
+    }
+
+    /// Keeps `bytes` as `file`, unless that file exists already, this session keeps nothing or its
+    /// allowance is spent; an error only when the file cannot be written.
+    pub fn keep(&mut self, file: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let Some(dir) = &self.dir else { return Ok(()) };
+        let path = dir.join(file);
+        if path.exists() || self.used + bytes.len() as u64 > KEEP_BYTES {
+            return Ok(());
+        }
+        self.used += bytes.len() as u64;
+        std::fs::write(path, bytes)
+    }
+}
+
+/// The file a session keeps `region` in: `side` is `a` or `b` for a comparison.
+pub fn kept_file(region: RegionId, side: Option<&str>) -> String {
+    match side {
+        Some(side) => format!("{side}-{region}.bin"),
+        None => format!("{region}.bin"),
+    }
 }

@@ -229,6 +229,8 @@ pub struct Store {
     /// Serialises the short commit and delete steps so that a delete never races a commit of the
     /// same bytes (which would leave an index row without its blob).
     commit_lock: std::sync::Mutex<()>,
+    /// `sessions/`: a folder per session with the region contents it keeps for download.
+    sessions_dir: std::path::PathBuf,
 }
 
 impl Store {
@@ -237,7 +239,12 @@ impl Store {
         std::fs::create_dir_all(dir).map_err(io_err(format!("creating data folder {}", dir.display())))?;
         let blobs = FsBlobStore::open(dir)?;
         let index = SqliteIndex::open(&dir.join("index.sqlite"))?;
-        let store = Store { blobs: Arc::new(blobs), index: Arc::new(index), commit_lock: Default::default() };
+        let store = Store {
+            blobs: Arc::new(blobs),
+            index: Arc::new(index),
+            commit_lock: Default::default(),
+            sessions_dir: dir.join("sessions"),
+        };
         store.reconcile()?;
         Ok(store)
     }
@@ -260,6 +267,11 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// The folder of the region contents a session keeps (`sessions/{id}`; the id is 32 hex digits).
+    pub fn session_dir(&self, id: &str) -> std::path::PathBuf {
+        self.sessions_dir.join(id)
     }
 
     pub fn begin(&self, limit: u64) -> Result<Incoming, StoreError> {

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{ArchiveInfo, Event, Index, SessionInfo, SessionRecord, SessionState, StoreError};
+use shared::protocol::SessionKind;
 
 /// Migration `n` (1-based) brings `user_version` from `n - 1` to `n`. Append only; never edit one
 /// that has shipped.
@@ -50,6 +51,11 @@ const MIGRATIONS: &[&str] = &[
     // The limits a session was settled with, so that one queued across a restart keeps them.
     "ALTER TABLE sessions ADD COLUMN budget INTEGER;
     ALTER TABLE sessions ADD COLUMN time_limit_s INTEGER;",
+    // Comparison sessions: what they are and their second side.
+    "ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'replay';
+    ALTER TABLE sessions ADD COLUMN compare_with TEXT;
+    ALTER TABLE sessions ADD COLUMN compare_all INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN compare_against TEXT;",
 ];
 
 /// The index of one machine.
@@ -106,12 +112,16 @@ fn archive_row(r: &Row<'_>) -> rusqlite::Result<ArchiveInfo> {
 
 const SESSION_COLUMNS: &str =
     "id, archive, device, iterations, do_check, state, created_at, ended_at, passed, error, control_hash, budget, \
-     time_limit_s";
+     time_limit_s, kind, compare_with, compare_all, compare_against";
 
 fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     let state: String = r.get(5)?;
     let state = SessionState::from_name(&state).ok_or_else(|| {
         rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, format!("state {state}").into())
+    })?;
+    let kind: String = r.get(13)?;
+    let kind = SessionKind::from_name(&kind).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(13, rusqlite::types::Type::Text, format!("kind {kind}").into())
     })?;
     Ok(SessionRecord {
         info: SessionInfo {
@@ -127,6 +137,10 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
             error: r.get(9)?,
             budget: r.get::<_, Option<i64>>(11)?.map(|b| b as u64),
             time_limit_s: r.get::<_, Option<i64>>(12)?.map(|t| t as u64),
+            kind,
+            compare_with: r.get(14)?,
+            compare_all: r.get(15)?,
+            compare_against: r.get(16)?,
         },
         control_hash: r.get(10)?,
     })
@@ -171,7 +185,7 @@ impl Index for SqliteIndex {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.execute(
-            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
+            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
             params![
                 i.id,
                 i.archive,
@@ -185,7 +199,11 @@ impl Index for SqliteIndex {
                 i.error,
                 s.control_hash,
                 i.budget.map(|b| b.min(i64::MAX as u64) as i64),
-                i.time_limit_s.map(|t| t.min(i64::MAX as u64) as i64)
+                i.time_limit_s.map(|t| t.min(i64::MAX as u64) as i64),
+                i.kind.name(),
+                i.compare_with,
+                i.compare_all,
+                i.compare_against
             ],
         )?;
         for (name, bytes) in bindings {

@@ -13,6 +13,15 @@ use super::layout::{self, SectionKind, *};
 use super::model::*;
 use super::rules;
 
+/// A name that is neither a binding nor a region of the archive; says which names there are.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no binding or region named {name:?} (bindings: {bindings}; regions: {regions})")]
+pub struct UnknownName {
+    pub name: String,
+    bindings: String,
+    regions: String,
+}
+
 /// What is wrong with an archive, and where.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{section} at byte {offset}: {reason}")]
@@ -1116,6 +1125,27 @@ impl<'a> Archive<'a> {
     /// Looks a region up by name.
     pub fn region_by_name(&self, name: &str) -> Option<RegionView<'a>> {
         self.regions().find(|r| r.name == name)
+    }
+
+    /// The region a binding or region name names (a binding first: names people chose for the
+    /// data).
+    pub fn region_named(&self, name: &str) -> Result<RegionId, UnknownName> {
+        if let Some(b) = self.binding(name) {
+            return Ok(b.region);
+        }
+        if let Some(r) = self.region_by_name(name) {
+            return Ok(r.id);
+        }
+        let list = |names: Vec<&str>| match names.len() {
+            0 => "none".to_string(),
+            n if n > 12 => format!("{}, ... ({n} in all)", names[..12].join(", ")),
+            _ => names.join(", "),
+        };
+        Err(UnknownName {
+            name: name.to_string(),
+            bindings: list(self.bindings().map(|b| b.name).collect()),
+            regions: list(self.regions().map(|r| r.name).collect()),
+        })
     }
 
     /// Byte offset of the param-bytes section (for error messages of consumers).

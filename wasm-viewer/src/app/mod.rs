@@ -7,6 +7,7 @@
 
 mod api;
 mod browser_replay;
+mod compare_view;
 mod dom;
 mod graph_view;
 mod ops;

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
-use shared::protocol::{CreateSession, DeviceInfo, Event, SessionCreated, SessionInfo, SessionMessage, SessionState};
+use shared::protocol::{
+    CreateSession, DeviceInfo, Event, SessionCreated, SessionInfo, SessionKind, SessionMessage, SessionState,
+};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
@@ -36,11 +38,15 @@ struct ReplayState {
     devices_error: Option<String>,
     /// The device to pick in the form once the host's devices are known (a shared session's own).
     preferred_device: Option<String>,
+    /// The second side to pick in the form (a shared comparison's own).
+    preferred_compare: Option<String>,
     /// Set to stop a browser replay between iterations.
     stop: Rc<Cell<bool>>,
     /// Which archive this state belongs to (a new archive starts afresh).
     archive_key: usize,
     redraw_pending: bool,
+    /// The op of a comparison whose parting is shown (the first divergence when none was picked).
+    selected_op: Option<u32>,
 }
 
 impl Default for ReplayState {
@@ -53,9 +59,11 @@ impl Default for ReplayState {
             devices: Vec::new(),
             devices_error: None,
             preferred_device: None,
+            preferred_compare: None,
             stop: Rc::new(Cell::new(false)),
             archive_key: 0,
             redraw_pending: false,
+            selected_op: None,
         }
     }
 }
@@ -98,6 +106,7 @@ pub fn render() {
     <label>device <select id="r-device" aria-label="replay device"></select></label>
     <label>iterations <input id="r-iters" type="number" min="1" max="100000" value="10" style="width:80px"></label>
     <label><input id="r-check" type="checkbox" checked> check against expected</label>
+    <label title="replay one iteration on both devices side by side and find the first op whose results differ">compare with <select id="r-compare" aria-label="compare with"></select></label>
     <button class="primary" id="r-start" data-replay="start" title="start (Enter)">Start ▶</button>
     <button id="r-cancel" data-replay="cancel" hidden>Stop</button>
     <span class="state" id="r-state"></span>
@@ -107,6 +116,7 @@ pub fn render() {
   </div>
   {}
   <div class="replay-grid">
+    <section class="wide" id="r-compare-section" hidden><h4>Comparison, op by op</h4><div id="r-compare-view"></div></section>
     <section><h4>Time per iteration</h4><div id="r-iter-chart" class="chart"></div></section>
     <section><h4>Slowest ops, latest iteration</h4><div id="r-op-chart" class="chart"></div></section>
     <section class="wide"><h4>Check against the expected state</h4><div id="r-check-table"></div></section>
@@ -152,6 +162,23 @@ fn fill_devices(is_local: bool) {
         h
     });
     sel.set_inner_html(&html);
+    if let Some(cmp) = by_id("r-compare") {
+        let options = with_state(|s| {
+            let mut h = String::from(r#"<option value="">nothing (replay)</option>"#);
+            for engine in ["interp", "jit", "jit-scalar"] {
+                let _ = write!(h, r#"<option value="{engine}">host CPU: {engine}</option>"#);
+            }
+            for d in s.devices.iter().filter(|d| d.kind == "cuda") {
+                let _ = write!(h, r#"<option value="{}">host: {}</option>"#, esc(&d.id), esc(&d.name));
+            }
+            h
+        });
+        cmp.set_inner_html(&options);
+        if let Some(c) = with_state(|s| s.preferred_compare.clone()) {
+            cmp.clone().unchecked_into::<web_sys::HtmlSelectElement>().set_value(&c);
+        }
+        let _ = cmp.parent_element().map(|l| l.toggle_attribute_with_force("hidden", is_local));
+    }
     let sel: web_sys::HtmlSelectElement = sel.unchecked_into();
     if is_local {
         sel.set_value("browser");
@@ -190,8 +217,21 @@ fn redraw() {
     if by_id("r-state").is_none() {
         return;
     }
-    let (runner, state_html, iter_chart, op_chart, check_html, regions_html, running) = with_state(|s| {
+    let (runner, state_html, iter_chart, op_chart, check_html, regions_html, running, compare_html) = with_state(|s| {
         let v = &s.view;
+        // Kept region contents can be fetched once a host session has finished.
+        let download = match &s.runner {
+            Runner::Host { id, .. } if !id.is_empty() && v.state == Some(SessionState::Finished) => Some(id.clone()),
+            _ => None,
+        };
+        let compare_html = v.compare.as_ref().map(|c| {
+            with_app(|app| {
+                app.open
+                    .as_ref()
+                    .map(|o| super::compare_view::html(c, o.loaded.archive(), s.selected_op, download.as_deref()))
+                    .unwrap_or_default()
+            })
+        });
         let state = v.state.map(|x| x.name()).unwrap_or(if s.runner == Runner::None { "" } else { "starting" });
         let mut st = format!(r#"<span class="badge st-{state}" id="r-state-name">{state}</span>"#);
         if let Some(p) = v.queue_position {
@@ -297,23 +337,20 @@ fn redraw() {
                 }),
                 // A host session sends a downsampled preview: the same line or heatmap.
                 None => match &r.preview {
-                    Some(p) if p.rows > 1 => super::views::heatmap_canvas(
-                        format!("hm-out-{}", r.region),
-                        {
-                            let (w, h, px, _, _) = plot::preview_heatmap(p);
-                            (w, h, px)
-                        },
-                        (p.source_shape[0], p.source_shape[1]),
-                        &r.name,
-                    ),
-                    Some(p) => plot::series_svg(&plot::preview_series(p), 560, 140, "region"),
+                    Some(p) => super::views::preview_plot(&format!("hm-out-{}", r.region), p, &r.name),
                     None => histogram_svg(&r.histogram, r.min, r.max),
                 },
             };
             let first: Vec<String> = r.first.iter().map(|x| x.map(plot::num).unwrap_or_else(|| "NaN".into())).collect();
+            let link = download.as_ref().map_or(String::new(), |id| {
+                format!(
+                    r#" <a class="npy" download href="{}">.npy</a>"#,
+                    esc(&api::url(&format!("/api/sessions/{id}/regions/{}", r.region)))
+                )
+            });
             let _ = write!(
                 regions_html,
-                r#"<div class="region-card" data-out-region="{}"><h5><span class="mono">{}</span> {verdict} <span class="muted">{} {}{} elements</span></h5>{plot_html}<div class="stats mono">min {} · max {} · mean {}{}</div><div class="stats mono first">[{}{}]</div></div>"#,
+                r#"<div class="region-card" data-out-region="{}"><h5><span class="mono">{}</span> {verdict} <span class="muted">{} {}{} elements</span>{link}</h5>{plot_html}<div class="stats mono">min {} · max {} · mean {}{}</div><div class="stats mono first">[{}{}]</div></div>"#,
                 r.region,
                 esc(&r.name),
                 esc(&r.dtype),
@@ -331,8 +368,14 @@ fn redraw() {
             regions_html = r#"<p class="muted">Final region contents arrive when the replay finishes.</p>"#.to_string();
         }
         let running = matches!(v.state, Some(SessionState::Queued) | Some(SessionState::Running)) || (s.runner != Runner::None && v.state.is_none());
-        (s.runner.clone(), st, iter_chart, op_chart, check_html, regions_html, running)
+        (s.runner.clone(), st, iter_chart, op_chart, check_html, regions_html, running, compare_html)
     });
+    if let Some(section) = by_id("r-compare-section") {
+        section.set_hidden(compare_html.is_none());
+    }
+    if let Some(h) = &compare_html {
+        set_html("r-compare-view", h);
+    }
     set_html("r-state", &state_html);
     set_html("r-iter-chart", &iter_chart);
     set_html("r-op-chart", &op_chart);
@@ -408,6 +451,7 @@ pub fn attach(id: String, control: Option<String>) {
         s.runner = Runner::Host { id: id.clone(), control };
         s.view = SessionView::default();
         s.region_bytes.clear();
+        s.selected_op = None;
     });
     let ws = match web_sys::WebSocket::new(&ws_url(&id)) {
         Ok(ws) => ws,
@@ -449,8 +493,23 @@ pub fn attach(id: String, control: Option<String>) {
     schedule_redraw();
 }
 
-async fn start_host(archive: String, device: String, iterations: u32, check: bool) {
-    let req = CreateSession { archive, device, iterations, check, bindings: Default::default(), budget: None, time_limit_s: None };
+async fn start_host(archive: String, device: String, iterations: u32, check: bool, compare_with: Option<String>) {
+    let kind = if compare_with.is_some() { SessionKind::Compare } else { SessionKind::Replay };
+    // A comparison runs one iteration on each side and judges them against each other.
+    let (iterations, check) = if compare_with.is_some() { (1, false) } else { (iterations, check) };
+    let req = CreateSession {
+        archive,
+        device,
+        iterations,
+        check,
+        bindings: Default::default(),
+        budget: None,
+        time_limit_s: None,
+        kind,
+        compare_with,
+        compare_all: false,
+        compare_against: None,
+    };
     match api::post_json::<SessionCreated>("/api/sessions", &req).await {
         Ok(created) => {
             let path = api::url(&format!("/sessions/{}", created.id));
@@ -484,7 +543,12 @@ pub async fn open_session(id: String, generation: u64) {
         .and_then(|p| p.get("control"));
     with_app(|app| app.open.as_mut().map(|o| o.tab = super::Tab::Replay));
     reset_if_other_archive();
-    with_state(|s| s.preferred_device = Some(info.device.clone()));
+    with_state(|s| {
+        // A comparison's first side may be a CPU engine; the form offers the CPU for it.
+        let device = if info.device.starts_with("cuda") { info.device.clone() } else { "cpu".to_string() };
+        s.preferred_device = Some(if info.kind == SessionKind::Compare { device } else { info.device.clone() });
+        s.preferred_compare = info.compare_with.clone();
+    });
     super::render_archive();
     // The form shows what this session ran, so "Start" repeats it.
     if let Some(i) = by_id("r-iters") {
@@ -503,6 +567,9 @@ fn start_clicked() {
         .unwrap_or(1)
         .clamp(1, 100_000);
     let check = by_id("r-check").map(|e| e.unchecked_into::<web_sys::HtmlInputElement>().checked()).unwrap_or(true);
+    let compare_with = by_id("r-compare")
+        .map(|e| e.unchecked_into::<web_sys::HtmlSelectElement>().value())
+        .filter(|v| !v.is_empty() && device != "browser");
     if device.is_empty() {
         return;
     }
@@ -522,9 +589,10 @@ fn start_clicked() {
         s.runner = Runner::Host { id: String::new(), control: None };
         s.view = SessionView::default();
         s.region_bytes.clear();
+        s.selected_op = None;
     });
     redraw();
-    wasm_bindgen_futures::spawn_local(start_host(archive, device, iterations, check));
+    wasm_bindgen_futures::spawn_local(start_host(archive, device, iterations, check, compare_with));
 }
 
 fn cancel_clicked() {
@@ -612,6 +680,19 @@ fn start_browser(iterations: u32, check: bool) {
     });
 }
 
+/// Shows the parting of `op` and scrolls its row and the plots into view.
+fn show_divergence(op: Option<u32>) {
+    let Some(op) = op else { return };
+    with_state(|s| s.selected_op = Some(op));
+    redraw();
+    if let Some(row) = by_id(&format!("cmp-op-{op}")) {
+        row.scroll_into_view_with_bool(false);
+    }
+    if let Some(detail) = by_id("cmp-parting") {
+        detail.scroll_into_view_with_bool(true);
+    }
+}
+
 pub fn wire() {
     let doc: web_sys::EventTarget = document().into();
     listen(&doc, "click", false, |ev| {
@@ -620,8 +701,12 @@ pub fn wire() {
                 Some("start") => start_clicked(),
                 Some("cancel") => cancel_clicked(),
                 Some("share") => share_clicked(),
+                Some("first-divergence") => show_divergence(with_state(|s| s.view.compare.as_ref().and_then(|c| c.first_divergence()))),
                 _ => {}
             }
+        }
+        if let Some(row) = dom::closest_with(&ev, "data-cmp-op") {
+            show_divergence(row.get_attribute("data-cmp-op").and_then(|v| v.parse().ok()));
         }
     });
     listen(&doc, "keydown", false, |ev| {

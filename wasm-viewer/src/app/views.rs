@@ -147,6 +147,10 @@ pub fn render_regions() {
             return Some(r#"<div class="pane"><p class="muted">This archive has no regions.</p></div>"#.to_string());
         }
         let sel = open.selected_region.min(a.region_count() as u32 - 1);
+        let host_id = match &open.source {
+            super::Source::Host { info } => Some(info.id.clone()),
+            _ => None,
+        };
         let mut rows = String::new();
         for r in a.regions() {
             let _ = write!(
@@ -187,7 +191,7 @@ pub fn render_regions() {
             shape_text(&r),
             r.align,
             esc(&tolerance_text(&r)),
-            region_plots(a, &r)
+            region_plots(&r, host_id.as_deref())
         ))
     });
     if let Some(h) = html {
@@ -197,18 +201,24 @@ pub fn render_regions() {
 }
 
 /// Plots for a region's initial and expected data (a canvas placeholder for heatmaps, filled
-/// after the HTML is in the DOM).
-fn region_plots(a: &Archive, r: &RegionView) -> String {
-    let _ = a;
+/// after the HTML is in the DOM), with `.npy` downloads when the archive is on the host
+/// (`archive` is its id).
+fn region_plots(r: &RegionView, archive: Option<&str>) -> String {
     let mut out = String::new();
-    for (label, blob) in [("initial", &r.initial), ("expected after replay", &r.expected)] {
+    for (label, contents, blob) in [("initial", "initial", &r.initial), ("expected after replay", "expected", &r.expected)] {
+        let link = archive.map_or(String::new(), |id| {
+            format!(
+                r#" <a class="npy" data-npy="{contents}" download href="{}">.npy</a>"#,
+                esc(&super::api::url(&format!("/api/archives/{id}/regions/{}?contents={contents}", r.id)))
+            )
+        });
         let Some(blob) = blob else {
             if label == "initial" {
-                let _ = write!(out, r#"<h4>initial</h4><p class="muted">no initial data (zero-filled)</p>"#);
+                let _ = write!(out, r#"<h4>initial{link}</h4><p class="muted">no initial data (zero-filled)</p>"#);
             }
             continue;
         };
-        let _ = write!(out, "<h4>{label}</h4>");
+        let _ = write!(out, "<h4>{label}{link}</h4>");
         // Previews decode at most 64 MiB; larger regions are summarised from their head.
         let limit = 64 << 20;
         let bytes = if blob.len() <= limit {
@@ -260,6 +270,16 @@ pub fn data_chart(bytes: &[u8], r: &RegionView, label: &str, with_stats: bool) -
         format!("{}{stats}", heatmap_canvas(id, (w, h, px), (rows as u64, cols as u64), label))
     } else {
         format!("{}{stats}", plot::series_svg(&s, 560, 140, "region"))
+    }
+}
+
+/// A host's downsampled preview of a region: a heatmap for 2-D, else a min/max line.
+pub fn preview_plot(id: &str, p: &shared::protocol::RegionPreview, label: &str) -> String {
+    if p.rows > 1 {
+        let (w, h, px, _, _) = plot::preview_heatmap(p);
+        heatmap_canvas(id.to_string(), (w, h, px), (p.source_shape[0], p.source_shape[1]), label)
+    } else {
+        plot::series_svg(&plot::preview_series(p), 560, 140, "region")
     }
 }
 

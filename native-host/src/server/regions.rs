@@ -1,0 +1,141 @@
+//! Region contents as numpy `.npy` files: `GET /api/archives/{id}/regions/{name}` (the initial or
+//! the expected state, straight from the archive) and `GET /api/sessions/{id}/regions/{name}` (what
+//! a finished session kept: a replay's final state, both sides of a comparison where they part).
+//!
+//! `{name}` is a binding or region name (a trailing `.npy` may be added), or a region's number.
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use shared::archive::{Archive, RegionId, RegionView};
+use shared::npy;
+use shared::protocol::{SessionKind, SessionState};
+
+use super::archives::content_disposition;
+use super::error::ApiError;
+use super::AppState;
+use crate::sessions::kept_file;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveRegionQuery {
+    /// `initial` (the default) or `expected`.
+    contents: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRegionQuery {
+    /// `a` or `b`: the side of a comparison.
+    side: Option<String>,
+}
+
+/// The region `name` names: a binding or region name, with or without `.npy`, or a number.
+fn region_in(archive: &Archive, name: &str) -> Result<RegionId, ApiError> {
+    let bare = name.strip_suffix(".npy").unwrap_or(name);
+    for candidate in [name, bare] {
+        if let Ok(id) = archive.region_named(candidate) {
+            return Ok(id);
+        }
+    }
+    match bare.parse::<RegionId>() {
+        Ok(id) if (id as usize) < archive.region_count() => Ok(id),
+        _ => Err(ApiError::not_found(archive.region_named(bare).expect_err("looked up above").to_string())),
+    }
+}
+
+/// A `.npy` download of `bytes` as `region` holds them.
+fn npy_file(region: &RegionView, file_name: &str, bytes: &[u8]) -> Response {
+    let shape = npy::region_shape(region.dtype, bytes.len() as u64, &region.shape);
+    let mut body = npy::header(region.dtype, &shape);
+    body.extend_from_slice(bytes);
+    let mut res = (StatusCode::OK, Body::from(body)).into_response();
+    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    if let Ok(v) = HeaderValue::from_str(&content_disposition(file_name)) {
+        res.headers_mut().insert(header::CONTENT_DISPOSITION, v);
+    }
+    res
+}
+
+pub async fn archive_region(
+    State(app): State<AppState>,
+    Path((id, name)): Path<(String, String)>,
+    Query(query): Query<ArchiveRegionQuery>,
+) -> Result<Response, ApiError> {
+    let expected = match query.contents.as_deref() {
+        None | Some("initial") => false,
+        Some("expected") => true,
+        Some(other) => return Err(ApiError::bad_request(format!("contents must be initial or expected, got {other:?}"))),
+    };
+    let store = app.store.clone();
+    tokio::task::spawn_blocking(move || {
+        let info = store.index.archive(&id)?.ok_or_else(|| ApiError::not_found(format!("no archive with id {id}")))?;
+        let map = store.map(&info)?;
+        let archive = Archive::open(&map).map_err(|e| ApiError::internal(format!("archive {id}: {e}")))?;
+        let region = archive.region(region_in(&archive, &name)?);
+        let bytes = match (expected, region.expected, region.initial) {
+            (true, Some(blob), _) | (false, _, Some(blob)) => {
+                blob.decode().map_err(|e| ApiError::internal(format!("archive {id}, region {:?}: {e}", region.name)))?
+            }
+            (true, None, _) => {
+                return Err(ApiError::not_found(format!("region {:?} of archive {id} has no expected state", region.name)))
+            }
+            // A region without initial data starts zeroed, as every replay starts it.
+            (false, _, None) => vec![0; region.size as usize],
+        };
+        let suffix = if expected { "expected" } else { "initial" };
+        Ok(npy_file(&region, &format!("{}.{suffix}.npy", npy::file_stem(region.name)), &bytes))
+    })
+    .await?
+}
+
+pub async fn session_region(
+    State(app): State<AppState>,
+    Path((id, name)): Path<(String, String)>,
+    Query(query): Query<SessionRegionQuery>,
+) -> Result<Response, ApiError> {
+    let info = {
+        let sessions = app.sessions.clone();
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || sessions.info(&id)).await??
+    };
+    if info.state != SessionState::Finished {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_finished",
+            format!("session {id} is {}: region contents are kept once it finishes", info.state.name()),
+        ));
+    }
+    let side = match (info.kind, query.side.as_deref()) {
+        (SessionKind::Replay, None) => None,
+        (SessionKind::Compare, Some(side @ ("a" | "b"))) => Some(side.to_string()),
+        (SessionKind::Replay, Some(_)) => return Err(ApiError::bad_request("side belongs to compare sessions")),
+        (SessionKind::Compare, _) => return Err(ApiError::bad_request("a compare session keeps two sides: add ?side=a or ?side=b")),
+    };
+    let store = app.store.clone();
+    tokio::task::spawn_blocking(move || {
+        let archive_info = store
+            .index
+            .archive(&info.archive)?
+            .ok_or_else(|| ApiError::not_found(format!("archive {} of session {id} was deleted", info.archive)))?;
+        let map = store.map(&archive_info)?;
+        let archive = Archive::open(&map).map_err(|e| ApiError::internal(format!("archive {}: {e}", info.archive)))?;
+        let region = archive.region(region_in(&archive, &name)?);
+        let path = store.session_dir(&id).join(kept_file(region.id, side.as_deref()));
+        let bytes = std::fs::read(&path).map_err(|_| {
+            let what = match &side {
+                Some(side) => format!("side {side} of region {:?} (a comparison keeps the regions where its sides part)", region.name),
+                None => format!("region {:?} (a replay keeps its output regions, {} MiB at most)", region.name, crate::sessions::KEEP_BYTES >> 20),
+            };
+            ApiError::not_found(format!("session {id} did not keep {what}"))
+        })?;
+        let stem = match &side {
+            Some(side) => format!("{}.{side}.npy", npy::file_stem(region.name)),
+            None => format!("{}.npy", npy::file_stem(region.name)),
+        };
+        Ok(npy_file(&region, &stem, &bytes))
+    })
+    .await?
+}
