@@ -275,3 +275,141 @@ fn trimmed_archives_stand_on_their_own_and_pass_their_check_on_every_engine() {
     let e = one_line_error(&[Path::new("trim").as_os_str(), good.as_os_str(), "--ops".as_ref(), format!("{}..{}", while_op, while_op + 1).as_ref(), "-o".as_ref(), d.join("x.recap").as_os_str()]);
     assert!(e.contains("cross a while/if body") || e.contains("ended before"), "{e}");
 }
+
+/// GETs `path` from the host and writes the body to `file`; gives the status.
+async fn download(client: &reqwest::Client, url: &str, file: &Path) -> u16 {
+    let res = client.get(url).send().await.unwrap();
+    let status = res.status().as_u16();
+    std::fs::write(file, res.bytes().await.unwrap()).unwrap();
+    status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_sessions_on_the_host_stream_where_two_sides_part_and_keep_both_as_npy() {
+    use crate::host::{collect_stream, get_json, new_session, upload};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cpu = Device::cpu();
+    let good = crate::capture::saved_workload(&cpu, crate::capture::HEAT_PTX, d, "good.recap");
+    let bad = crate::capture::saved_workload(&cpu, &perturbed_heat(), d, "bad.recap");
+    let server = recap_tests::server::Server::start(&d.join("data"), &[]);
+    let client = reqwest::Client::new();
+    let (_, good_info) = upload(&client, &server.url, "good", std::fs::read(&good).unwrap()).await;
+    let (_, bad_info) = upload(&client, &server.url, "bad", std::fs::read(&bad).unwrap()).await;
+    let (good_id, bad_id) = (good_info["id"].as_str().unwrap(), bad_info["id"].as_str().unwrap());
+    let run = |body: Value| {
+        let (client, server) = (&client, &server);
+        async move {
+            let created = new_session(client, &server.url, body).await;
+            let id = created["id"].as_str().unwrap().to_string();
+            let stream = collect_stream(&server.ws(&format!("/api/sessions/{id}/ws"))).await;
+            assert_eq!(stream.last().unwrap()["type"], "finished", "{stream:#?}");
+            (id, stream)
+        }
+    };
+    let of_type = |stream: &[Value], t: &str| stream.iter().filter(|m| m["type"] == t).cloned().collect::<Vec<_>>();
+
+    // The same archive on the interpreter and on native code: every op agrees.
+    let (id, stream) = run(serde_json::json!({"archive": good_id, "kind": "compare", "device": "interp", "compare_with": "jit"})).await;
+    let judged: Vec<Value> = of_type(&stream, "compared").iter().flat_map(|m| m["ops"].as_array().unwrap().clone()).collect();
+    let verdict = &of_type(&stream, "compare")[0]["verdict"];
+    assert_eq!((verdict["a"].as_str(), verdict["b"].as_str(), verdict["agree"].as_bool()), (Some("interp"), Some("jit"), Some(true)), "{verdict}");
+    assert_eq!(judged.len() as u64, verdict["ops"].as_u64().unwrap(), "every judged op is streamed");
+    assert!(judged.iter().all(|j| j["agree"] == true));
+    assert!(judged.iter().any(|j| j["pass"].as_u64().unwrap() > 1), "loop bodies are judged per pass");
+    assert!(of_type(&stream, "parted").is_empty());
+    let (_, info) = get_json(&client, &format!("{}/api/sessions/{id}", server.url)).await;
+    assert_eq!((info["kind"].as_str(), info["compare_with"].as_str(), info["passed"].as_bool()), (Some("compare"), Some("jit"), Some(true)), "{info}");
+
+    // Side b replays the perturbed capture: the first heat_diffuse launch is where they part.
+    let body = serde_json::json!({"archive": good_id, "kind": "compare", "device": "jit", "compare_with": "interp", "compare_against": bad_id});
+    let (id, stream) = run(body).await;
+    let partings = of_type(&stream, "parted");
+    assert_eq!(partings.len(), 1, "stops at the first: {partings:#?}");
+    let p = &partings[0]["parting"];
+    assert_eq!((p["label"].as_str(), p["name"].as_str(), p["pass"].as_u64()), (Some("launch heat_diffuse"), Some("heat_v"), Some(1)), "{p}");
+    for side in ["a", "b", "difference"] {
+        assert!(p[side]["mean"].as_array().is_some_and(|m| !m.is_empty()), "a plot of {side}: {p}");
+    }
+    let differing: Vec<Value> = of_type(&stream, "compared").iter().flat_map(|m| m["ops"].as_array().unwrap().clone()).filter(|j| j["agree"] == false).collect();
+    assert_eq!(differing.len(), 1);
+    assert_eq!(differing[0]["op"], p["op"]);
+    let verdict = &of_type(&stream, "compare")[0]["verdict"];
+    assert_eq!((verdict["agree"].as_bool(), verdict["differing"].as_u64()), (Some(false), Some(1)), "{verdict}");
+    let (_, info) = get_json(&client, &format!("{}/api/sessions/{id}", server.url)).await;
+    assert_eq!(info["passed"], false, "{info}");
+
+    // Both sides of the parting region download as .npy; numpy finds exactly the mismatches reported.
+    let base = format!("{}/api/sessions/{id}/regions/heat_v", server.url);
+    assert_eq!(download(&client, &format!("{base}?side=a"), &d.join("a.npy")).await, 200);
+    assert_eq!(download(&client, &format!("{base}.npy?side=b"), &d.join("b.npy")).await, 200);
+    let (status, err) = get_json(&client, &base).await;
+    assert_eq!(status, 400, "a comparison keeps two sides: {err}");
+    let counted = python(&format!(
+        "import numpy as np; a = np.load({:?}); b = np.load({:?}); print(a.dtype, a.shape == b.shape, int((a != b).sum()))",
+        d.join("a.npy").to_str().unwrap(),
+        d.join("b.npy").to_str().unwrap()
+    ));
+    assert_eq!(counted.trim(), format!("float32 True {}", p["check"]["mismatches"]), "{p}");
+
+    // A replay keeps its outputs; the archive page serves initial and expected contents.
+    let matmul = imported("matmul_tiled", d);
+    let (_, matmul_info) = upload(&client, &server.url, "matmul", std::fs::read(&matmul).unwrap()).await;
+    let matmul_id = matmul_info["id"].as_str().unwrap();
+    let (id, stream) = run(serde_json::json!({"archive": matmul_id, "device": "cpu"})).await;
+    let inspected = ok(&[Path::new("inspect").as_os_str(), matmul.as_os_str(), "--json".as_ref()]);
+    let with_expected: Vec<String> = inspected
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["type"] == "region" && l["expected"].as_bool() == Some(true))
+        .map(|l| l["name"].as_str().unwrap().to_string())
+        .collect();
+    let region = of_type(&stream, "region")
+        .iter()
+        .map(|m| m["summary"]["name"].as_str().unwrap().to_string())
+        .find(|n| with_expected.contains(n))
+        .unwrap_or_else(|| panic!("an output with an expected state among {with_expected:?}: {inspected}"));
+    let region = region.as_str();
+    assert_eq!(download(&client, &format!("{}/api/sessions/{id}/regions/{region}", server.url), &d.join("final.npy")).await, 200);
+    let archive_url = format!("{}/api/archives/{matmul_id}/regions/{region}", server.url);
+    let status = download(&client, &format!("{archive_url}?contents=expected"), &d.join("expected.npy")).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&std::fs::read(d.join("expected.npy")).unwrap()));
+    assert_eq!(download(&client, &archive_url, &d.join("initial.npy")).await, 200);
+    let extracted = d.join("extracted.npy");
+    ok(&[Path::new("extract").as_os_str(), matmul.as_os_str(), "--region".as_ref(), region.as_ref(), "-o".as_ref(), extracted.as_os_str()]);
+    let same = python(&format!(
+        "import numpy as np; f, e, i, x = (np.load(p) for p in ({:?}, {:?}, {:?}, {:?})); print(np.array_equal(f, e), np.array_equal(i, x), f.size > 0 and bool(np.isfinite(f).all()))",
+        d.join("final.npy").to_str().unwrap(),
+        d.join("expected.npy").to_str().unwrap(),
+        d.join("initial.npy").to_str().unwrap(),
+        extracted.to_str().unwrap()
+    ));
+    assert_eq!(same.trim(), "True True True", "final = expected, initial = extract's");
+
+    // Bad requests: one clear error each, nothing queued.
+    let refused = |body: Value| {
+        let client = &client;
+        let url = format!("{}/api/sessions", server.url);
+        async move {
+            let res = client.post(url).json(&body).send().await.unwrap();
+            let status = res.status().as_u16();
+            (status, res.json::<Value>().await.unwrap()["error"]["message"].as_str().unwrap_or_default().to_string())
+        }
+    };
+    let (status, msg) = refused(serde_json::json!({"archive": good_id, "kind": "compare"})).await;
+    assert!(status == 400 && msg.contains("compare_with"), "{status} {msg}");
+    let (status, msg) = refused(serde_json::json!({"archive": good_id, "compare_with": "jit"})).await;
+    assert!(status == 400 && msg.contains("kind"), "{status} {msg}");
+    let (status, msg) = refused(serde_json::json!({"archive": good_id, "kind": "compare", "compare_with": "tpu"})).await;
+    assert!(status == 400 && msg.contains("tpu"), "{status} {msg}");
+    let (status, msg) = refused(serde_json::json!({"archive": good_id, "kind": "compare", "compare_with": "jit", "iterations": 5})).await;
+    assert!(status == 400 && msg.contains("one iteration"), "{status} {msg}");
+    let other = crate::host::archive(64, 1);
+    let (_, other) = upload(&client, &server.url, "other", other).await;
+    let (status, msg) = refused(serde_json::json!({"archive": good_id, "kind": "compare", "compare_with": "jit", "compare_against": other["id"]})).await;
+    assert!(status == 400 && msg.contains("cannot be compared op by op"), "{status} {msg}");
+    let (status, err) = get_json(&client, &format!("{}/api/archives/{good_id}/regions/nope", server.url)).await;
+    assert!(status == 404 && err["error"]["message"].as_str().unwrap().contains("heat_v"), "names the regions there are: {err}");
+    let (status, err) = get_json(&client, &format!("{archive_url}?contents=final")).await;
+    assert_eq!(status, 400, "{err}");
+}
