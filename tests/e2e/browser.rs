@@ -501,3 +501,80 @@ async fn host_session_outputs_draw_as_heatmap_and_line() -> Result<()> {
     b.screenshot("browser-host-previews").await?;
     b.close().await
 }
+
+/// A comparison session of two captures (the second with one constant of a kernel changed) opened
+/// by its link: the op list marks the op where they part, the button jumps to it, both sides and
+/// their difference are drawn, and both sides download as `.npy`. Then a comparison started from
+/// the form (interp against native code) agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_comparison_shows_where_two_sides_part() -> Result<()> {
+    if !browser::available("a_comparison_shows_where_two_sides_part") {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let d = dir.path();
+    let cpu = recap::Device::cpu();
+    let good = crate::capture::saved_workload(&cpu, crate::capture::HEAT_PTX, d, "good.recap");
+    let bad = crate::capture::saved_workload(&cpu, &crate::debugging::perturbed_heat(), d, "bad.recap");
+    let web = recap_tests::repo_root().join("web");
+    let host = Server::start(&d.join("data"), &["--web", &web.to_string_lossy()]);
+    let client = reqwest::Client::new();
+    let (_, good_info) = crate::host::upload(&client, &host.url, "good", std::fs::read(&good)?).await;
+    let (_, bad_info) = crate::host::upload(&client, &host.url, "bad", std::fs::read(&bad)?).await;
+    let body = serde_json::json!({"archive": good_info["id"], "kind": "compare", "device": "jit", "compare_with": "interp", "compare_against": bad_info["id"]});
+    let created = crate::host::new_session(&client, &host.url, body).await;
+    let id = created["id"].as_str().unwrap();
+
+    let b = Browser::start().await?;
+    b.open(created["url"].as_str().unwrap()).await?;
+    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(60)).await?;
+    let verdict = b.text("#cmp-verdict").await?;
+    assert!(verdict.starts_with("DIFFER") && verdict.contains("jit") && verdict.contains("interp"), "{verdict}");
+    let info: shared::protocol::SessionInfo = reqwest::get(format!("{}/api/sessions/{id}", host.url)).await?.json().await?;
+    assert_eq!(info.passed, Some(false));
+    // The host's own account of where they part, to hold the page to.
+    let events: Vec<serde_json::Value> = crate::host::collect_stream(&host.ws(&format!("/api/sessions/{id}/ws"))).await;
+    let parting = events.iter().find(|e| e["type"] == "parted").expect("a parting")["parting"].clone();
+    let op = parting["op"].as_u64().unwrap();
+    let differing = b.client.find_all(fantoccini::Locator::Css("#cmp-ops .row.differ")).await?;
+    assert_eq!(differing.len(), 1, "one op differs");
+    assert_eq!(differing[0].attr("data-cmp-op").await?, Some(op.to_string()));
+    let agreeing = b.client.find_all(fantoccini::Locator::Css("#cmp-ops .row.agree")).await?;
+    assert!(!agreeing.is_empty(), "the ops before it agree");
+    // Pick another op, then jump back to the first divergence.
+    agreeing[0].click().await?;
+    click(&b, "#cmp-first").await?;
+    wait_attr_eq(&b, "#cmp-parting", "data-parting-op", &op.to_string(), Duration::from_secs(5)).await?;
+    let detail = b.text("#cmp-parting").await?;
+    assert!(detail.contains("launch heat_diffuse") && detail.contains("heat_v"), "{detail}");
+    assert!(b.text("#cmp-first-mismatch").await?.contains(&format!("element {}", parting["check"]["first_mismatch"]["index"])));
+    let plots = b.client.find_all(fantoccini::Locator::Css("#cmp-parting svg.plot path.band")).await?;
+    assert_eq!(plots.len(), 3, "side A, side B and their difference");
+    // The download links fetch both sides as .npy.
+    let sizes = b
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1]; \
+             const links = [...document.querySelectorAll('#cmp-parting a.npy')].map(a => a.href); \
+             Promise.all(links.map(u => fetch(u).then(r => r.ok ? r.arrayBuffer() : Promise.reject(r.status)))) \
+               .then(bs => done(bs.map(b => [String.fromCharCode(...new Uint8Array(b.slice(1, 6))), b.byteLength])), e => done(String(e)));",
+            vec![],
+        )
+        .await?;
+    let sizes: Vec<(String, u64)> = serde_json::from_value(sizes.clone()).map_err(|e| anyhow::anyhow!("{e}: {sizes}"))?;
+    assert_eq!(sizes.len(), 2, "{sizes:?}");
+    assert!(sizes.iter().all(|(magic, n)| magic == "NUMPY" && *n > 4000), "{sizes:?}");
+    b.screenshot("browser-compare-parting").await?;
+
+    // From the form: the archive compared on the host's CPU against the interpreter.
+    b.open(&format!("{}/archives/{}#replay", host.url, good_info["id"].as_str().unwrap())).await?;
+    b.wait_for("#r-device option[value='cpu']", Duration::from_secs(10)).await?;
+    select_value(&b, "#r-device", "cpu").await?;
+    select_value(&b, "#r-compare", "interp").await?;
+    click(&b, "#r-start").await?;
+    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(60)).await?;
+    let verdict = b.text("#cmp-verdict").await?;
+    assert!(verdict.starts_with("AGREE"), "{verdict}");
+    assert!(b.client.find_all(fantoccini::Locator::Css("#cmp-ops .row.differ")).await?.is_empty());
+    b.close().await
+}

@@ -149,7 +149,7 @@ fn inspect_json_and_extract_say_what_the_archive_holds() {
 }
 
 /// The heat kernel with one constant changed: the stencil's centre weight -4 becomes -3.
-fn perturbed_heat() -> String {
+pub(crate) fn perturbed_heat() -> String {
     let perturbed = crate::capture::HEAT_PTX.replacen("0fC0800000", "0fC0400000", 1);
     assert_ne!(perturbed, crate::capture::HEAT_PTX);
     perturbed
