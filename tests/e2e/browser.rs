@@ -545,7 +545,8 @@ async fn a_comparison_shows_where_two_sides_part() -> Result<()> {
     agreeing[0].click().await?;
     click(&b, "#cmp-first").await?;
     wait_attr_eq(&b, "#cmp-parting", "data-parting-op", &op.to_string(), Duration::from_secs(5)).await?;
-    let detail = b.text("#cmp-parting").await?;
+    // (Headings are set in capitals.)
+    let detail = b.text("#cmp-parting").await?.to_lowercase();
     assert!(detail.contains("launch heat_diffuse") && detail.contains("heat_v"), "{detail}");
     assert!(b.text("#cmp-first-mismatch").await?.contains(&format!("element {}", parting["check"]["first_mismatch"]["index"])));
     let plots = b.client.find_all(fantoccini::Locator::Css("#cmp-parting svg.plot path.band")).await?;

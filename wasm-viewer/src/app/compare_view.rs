@@ -88,7 +88,8 @@ fn parting_html(p: &Parting, download: Option<&str>) -> String {
         esc(&p.label),
         p.pass,
         esc(&p.name),
-        esc(&p.check.detail)
+        // The first mismatch follows with the sides' names.
+        esc(p.check.detail.split("; first at").next().unwrap_or_default())
     );
     if let Some(m) = &p.check.first_mismatch {
         let v = |x: Option<f64>| x.map(plot::num).unwrap_or_else(|| "NaN".into());
