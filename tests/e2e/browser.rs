@@ -577,5 +577,12 @@ async fn a_comparison_shows_where_two_sides_part() -> Result<()> {
     let verdict = b.text("#cmp-verdict").await?;
     assert!(verdict.starts_with("AGREE"), "{verdict}");
     assert!(b.client.find_all(fantoccini::Locator::Css("#cmp-ops .row.differ")).await?.is_empty());
+
+    // The archive's Regions tab offers the initial contents as .npy.
+    click(&b, "[data-tab='regions']").await?;
+    let link = b.wait_for("#region-detail a.npy[data-npy='initial']", Duration::from_secs(5)).await?;
+    let href = link.attr("href").await?.unwrap_or_default();
+    let npy = reqwest::get(format!("{}{href}", host.url)).await?.error_for_status()?.bytes().await?;
+    assert_eq!(&npy[1..6], b"NUMPY", "{href}");
     b.close().await
 }
