@@ -59,16 +59,18 @@ impl FromStr for PtxArch {
 /// Why a case could not be imported. Every variant names the file, and the field where there is one.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{path}: {source}")]
-    Json { path: PathBuf, source: serde_json::Error },
+    // The causes are part of the message (fields not named `source`), so a chain printed with
+    // `{:#}` says each once.
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error("{path}: {error}")]
+    Json { path: PathBuf, error: serde_json::Error },
     #[error("{path}: {field}: {reason}")]
     Case { path: PathBuf, field: String, reason: String },
     #[error("{path}: {reason}")]
     Ptx { path: PathBuf, reason: String },
-    #[error("writing {path}: {source}")]
-    Write { path: PathBuf, source: WriteError },
+    #[error("writing {path}: {error}")]
+    Write { path: PathBuf, error: WriteError },
 }
 
 /// What an import produced.
@@ -332,7 +334,7 @@ impl Importer {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ImportError + '_ {
-    move |source| ImportError::Io { path: path.to_path_buf(), source }
+    move |error| ImportError::Io { path: path.to_path_buf(), error }
 }
 
 /// Reads the case in `dir` and writes its archive to `out` (through a temporary file beside it, renamed
@@ -341,7 +343,7 @@ pub fn import_case(dir: &Path, ptx: PtxArch, out: &Path) -> Result<ImportSummary
     let tmp = out.with_extension("recap.partial");
     let file = File::create(&tmp).map_err(io_err(&tmp))?;
     let result = write_case(dir, ptx, BufWriter::new(file), out).and_then(|(summary, w)| {
-        let file = w.into_inner().map_err(|e| ImportError::Io { path: tmp.clone(), source: e.into_error() })?;
+        let file = w.into_inner().map_err(|e| ImportError::Io { path: tmp.clone(), error: e.into_error() })?;
         file.sync_all().map_err(io_err(&tmp))?;
         Ok(summary)
     });
@@ -366,9 +368,9 @@ fn write_case<W: Write + Seek>(
     let case_json = dir.join("case.json");
     let text = std::fs::read_to_string(&case_json).map_err(io_err(&case_json))?;
     let case: CaseFile =
-        serde_json::from_str(&text).map_err(|source| ImportError::Json { path: case_json.clone(), source })?;
+        serde_json::from_str(&text).map_err(|error| ImportError::Json { path: case_json.clone(), error })?;
     let im = Importer { case_json: case_json.clone() };
-    let werr = |source| ImportError::Write { path: out_path.to_path_buf(), source };
+    let werr = |error| ImportError::Write { path: out_path.to_path_buf(), error };
 
     let Some(ptx_file) = case.ptx.get(arch.name()) else {
         let mut have: Vec<&str> = case.ptx.keys().map(String::as_str).collect();

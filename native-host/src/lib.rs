@@ -3,6 +3,7 @@
 pub mod capture;
 pub mod compare;
 pub mod import;
+pub mod import_wrp;
 pub mod cuda;
 pub mod mapped;
 pub mod server;

@@ -16,6 +16,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     ImportCase(cli::import_case::Args),
+    ImportWrp(cli::import_wrp::Args),
     Inspect(cli::inspect::Args),
     Replay(cli::replay::Args),
     Validate(cli::validate::Args),
@@ -35,6 +36,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::ImportCase(args) => cli::import_case::run(args),
+        Command::ImportWrp(args) => cli::import_wrp::run(args),
         Command::Inspect(args) => cli::inspect::run(args),
         Command::Serve(args) => cli::serve::run(args),
         Command::Bench(args) => cli::bench::run(args),

@@ -18,6 +18,7 @@
 //! | [`npy`] | numpy's `.npy` files for a region's bytes, written and read |
 //! | [`plan`] | read/write sets of every op, hazards, the op DAG both engines and the viewer use |
 //! | [`protocol`] | the messages the host and the viewer exchange |
+//! | [`wrp`] | NVIDIA Warp's graph captures (`.wrp`), read into plain data for the importer |
 
 pub mod archive;
 pub mod check;
@@ -27,3 +28,4 @@ pub mod plan;
 pub mod ptx;
 pub mod protocol;
 pub mod replay;
+pub mod wrp;

@@ -63,6 +63,15 @@ pub fn descr(dtype: DType) -> &'static str {
     }
 }
 
+/// The region dtype a file's type string reads as (`bool` as `u8`); `None` for types regions do
+/// not have (complex numbers, strings, records).
+pub fn dtype_of(file: &str) -> Option<DType> {
+    if file.trim_start_matches(['|', '=', '<']) == "b1" {
+        return Some(DType::U8);
+    }
+    DType::ALL.into_iter().filter(|d| !matches!(d, DType::Bytes | DType::Bf16)).find(|&d| fits(file, d))
+}
+
 /// Whether a file's type string can fill a region of `dtype` byte for byte.
 fn fits(file: &str, dtype: DType) -> bool {
     // One-byte types have no byte order: numpy writes `|`, others may write `<` or `=`.
@@ -306,6 +315,15 @@ impl Lexer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn type_strings_name_region_dtypes() {
+        assert_eq!(dtype_of("<f4"), Some(DType::F32));
+        assert_eq!(dtype_of("|u1"), Some(DType::U8));
+        assert_eq!(dtype_of("=i8"), Some(DType::I64));
+        assert_eq!(dtype_of("|b1"), Some(DType::U8));
+        assert_eq!(dtype_of("<c8"), None);
+    }
 
     #[test]
     fn headers_are_what_numpy_writes() {

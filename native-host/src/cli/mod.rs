@@ -4,6 +4,7 @@ pub mod compare;
 pub mod diff;
 pub mod extract;
 pub mod import_case;
+pub mod import_wrp;
 pub mod inspect;
 pub mod limits;
 pub mod replay;

@@ -1,0 +1,205 @@
+//! NVIDIA Warp's graph captures (`wp.capture_save`: a `.wrp` file, format "APIC" version 18, written
+//! by Warp 1.19), read into plain data.
+//!
+//! The key idea: a `.wrp` is a list of memory regions with their contents and a stream of ops over
+//! (region, byte offset) pairs, which is what a recap archive is too; what it does not hold is the
+//! PTX (a CPU capture packages host object files) and any element type (every region is bytes; the
+//! types live in the kernels). So this module only reads the file, checking every length and offset
+//! against the bytes it has, and the importer (`recap import-wrp`) pairs it with PTX and types.
+//!
+//! The layout, field by field, is in docs/FORMAT.md ("Warp captures"). All integers are
+//! little-endian and every record is packed. Nothing here trusts a count or a size from the file:
+//! a record is read only when the bytes are there, and nesting of IF/WHILE bodies is bounded.
+
+mod parse;
+
+pub use parse::parse;
+
+/// The format version this reader knows (Warp 1.19 writes and reads exactly this one).
+pub const FORMAT_VERSION: u32 = 18;
+
+/// IF/WHILE bodies nest at most this deep (Warp's own bound).
+pub const MAX_NESTING: usize = 1024;
+
+/// Why a `.wrp` file cannot be read: where (a byte offset in the file) and what.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} (at byte {offset})")]
+pub struct WrpError {
+    pub offset: u64,
+    pub what: String,
+}
+
+/// The device a capture was made on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureDevice {
+    Cpu,
+    /// A CUDA GPU; its modules were compiled for this architecture (`90` for sm_90).
+    Cuda { arch: u32 },
+}
+
+/// A whole capture.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Capture<'a> {
+    pub device: CaptureDevice,
+    /// The Warp version that wrote it (`1.19.0`).
+    pub producer: String,
+    pub modules: Vec<Module>,
+    pub kernels: Vec<Kernel>,
+    /// Named inputs and outputs: a name and the region it is (a name may appear twice).
+    pub bindings: Vec<(String, u32)>,
+    /// Meshes the capture rebuilds at load; recap has no such thing.
+    pub meshes: u32,
+    /// Handle slots inside region contents that a load remaps (meshes again).
+    pub handle_locations: u32,
+    pub regions: Vec<Region<'a>>,
+    pub ops: Vec<WrpOp<'a>>,
+}
+
+/// A compiled Warp module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Module {
+    /// The module variant's SHA-256 in hex: what kernels and launches name it by.
+    pub hash: String,
+    /// The Python module's name (`__main__`, `my_sim`).
+    pub name: String,
+    /// Its file in `<name>_modules/`: `.o` for a CPU capture, `.ptx` or `.cubin` for CUDA.
+    pub binary_filename: String,
+    /// 0 for a CPU module, else the CUDA architecture it was compiled for.
+    pub target_arch: u32,
+    /// The generated CUDA source beside it, when the capture was saved with `source_fallback`.
+    pub source_filename: String,
+}
+
+/// A kernel of a module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kernel {
+    /// The Python kernel's key (`integrate`).
+    pub key: String,
+    pub module_hash: String,
+    /// The compiled entry points (`integrate_1a2b3c4d_cpu_forward`, `..._cuda_kernel_forward`).
+    pub forward_name: String,
+    /// Empty when the module was built without adjoints.
+    pub backward_name: String,
+    pub forward_smem_bytes: u32,
+    pub backward_smem_bytes: u32,
+    /// The module variant's threads per block (1 for CPU captures).
+    pub block_dim: u32,
+}
+
+/// A memory region: a Warp array's whole allocation, with its contents when the capture kept them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Region<'a> {
+    /// Warp's id (from 1).
+    pub id: u32,
+    pub size: u64,
+    pub initial: Option<&'a [u8]>,
+}
+
+/// An op of the capture's stream, with where it starts in the file (for messages).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WrpOp<'a> {
+    pub offset: u64,
+    pub kind: OpKind<'a>,
+}
+
+/// What an op does. Byte offsets and sizes are within regions; a region is Warp's id.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind<'a> {
+    Launch(Launch<'a>),
+    /// A copy between (or within) regions.
+    Copy { dst: i32, src: i32, dst_offset: u64, src_offset: u64, size: u64 },
+    /// A copy of bytes the file carries into a region.
+    Upload { dst: i32, dst_offset: u64, data: &'a [u8] },
+    /// Every byte of `[offset, offset + size)` set to `value`.
+    Memset { region: i32, value: u8, offset: u64, size: u64 },
+    /// `count` copies of `value` back to back from `offset`.
+    Fill { region: i32, offset: u64, count: u64, value: &'a [u8] },
+    /// A reservation Warp's replay ignores.
+    Alloc { region: i32, size: u64 },
+    /// `then` when the `i32` at (region, offset) is non-zero, else `otherwise`.
+    If { region: i32, offset: u64, then: Vec<WrpOp<'a>>, otherwise: Vec<WrpOp<'a>> },
+    /// `body` while the `i32` at (region, offset) is non-zero (tested before every pass).
+    While { region: i32, offset: u64, body: Vec<WrpOp<'a>> },
+    /// One of Warp's library routines (scans, sorts, reductions, sparse matrices, BVHs), which runs
+    /// no kernel the capture holds.
+    Library { opcode: u32 },
+}
+
+/// A kernel launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch<'a> {
+    /// Launch-bounds shape; the first `ndim` entries are used.
+    pub shape: [u32; 4],
+    pub ndim: u32,
+    /// Threads in all (the launch bounds' `size`).
+    pub size: u64,
+    /// Threads the launcher was asked for.
+    pub dim: u64,
+    /// `0`: no bound on the grid.
+    pub max_blocks: u32,
+    /// Threads per block; 0 on CPU captures (the GPU launcher then takes 256).
+    pub block_dim: u32,
+    pub smem_bytes: u32,
+    /// The entry loops over its threads with a grid stride.
+    pub grid_stride: bool,
+    pub forward: bool,
+    pub kernel_key: String,
+    pub module_hash: String,
+    /// One per kernel argument, in order.
+    pub params: Vec<Param<'a>>,
+    /// The adjoint arguments of a backward launch (empty for forward ones).
+    pub adjoints: Vec<Param<'a>>,
+}
+
+/// One kernel argument: its bytes as the kernel takes them, with the pointers inside them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param<'a> {
+    pub value: &'a [u8],
+    /// The C alignment of the argument's type.
+    pub align: u32,
+    pub pointers: Vec<Pointer>,
+}
+
+/// 8 bytes of an argument that hold a pointer (whatever the file has there is stale).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pointer {
+    /// Where in the argument's bytes.
+    pub at: u32,
+    pub target: PointerTarget,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointerTarget {
+    /// The address of (region, offset).
+    Data { region: i32, offset: u64 },
+    /// A `wp.handle` (a mesh id) the load remaps.
+    Handle,
+    /// A null pointer.
+    Null,
+}
+
+/// The name Warp gives an op type, for messages.
+pub fn opcode_name(opcode: u32) -> &'static str {
+    match opcode {
+        1 => "KERNEL_LAUNCH",
+        2 => "MEMCPY_H2D",
+        3 => "MEMCPY_D2H",
+        4 => "MEMCPY_D2D",
+        5 => "MEMSET",
+        6 => "ALLOC",
+        7 => "IF",
+        8 => "WHILE",
+        9 => "SCAN",
+        10 => "MEMTILE",
+        11 => "SEGMENTED_SORT",
+        12 => "RADIX_SORT",
+        13 => "RUNLENGTH_ENCODE",
+        14 => "BSR_FROM_TRIPLETS",
+        15 => "BSR_TRANSPOSE",
+        16 => "REDUCTION",
+        17 => "BVH_REFIT",
+        18 => "BVH_REBUILD",
+        19 => "HASH_GRID_UPDATE",
+        _ => "unknown",
+    }
+}
