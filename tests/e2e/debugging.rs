@@ -9,23 +9,23 @@ use recap::Device;
 use recap_tests::{corpus_dir, recap_bin};
 use serde_json::Value;
 
-fn recap<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+pub(crate) fn recap<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
     Command::new(recap_bin()).args(args).output().expect("running recap")
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 /// Runs recap and wants it to succeed; its stdout.
-fn ok<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> String {
+pub(crate) fn ok<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> String {
     let out = recap(args);
     assert!(out.status.success(), "recap {args:?} failed: {}{}", text(&out.stdout), text(&out.stderr));
     text(&out.stdout)
 }
 
 /// Runs recap and wants it to fail with exactly one line on stderr; that line.
-fn one_line_error<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> String {
+pub(crate) fn one_line_error<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> String {
     let out = recap(args);
     assert!(!out.status.success(), "recap {args:?} succeeded: {}", text(&out.stdout));
     let err = text(&out.stderr);

@@ -8,5 +8,6 @@ mod cpu;
 mod debugging;
 mod gpu;
 mod hardening;
+mod wrp;
 mod host;
 mod browser;

@@ -1,0 +1,268 @@
+//! NVIDIA Warp captures: the `.wrp` fixtures in `tests/wrp/` (made by Warp 1.19 itself, see
+//! `tests/wrp/generate.py`) read the same as an independent reader reads them, import into
+//! archives that pass their check against Warp's own replay on every CPU engine (and on CUDA where
+//! a GPU is), and what cannot be imported says what and where in one line.
+
+use std::path::{Path, PathBuf};
+
+use recap_tests::repo_root;
+use serde_json::Value;
+use shared::wrp::{self, CaptureDevice, OpKind, PointerTarget, WrpOp};
+
+use crate::debugging::{ok, one_line_error, recap, text};
+
+const CPU_FIXTURES: [&str; 5] = ["saxpy_1k", "multi_ops", "particles", "control_flow", "backward"];
+const CUDA_FIXTURES: [&str; 4] = ["saxpy_1k_cuda_sm90", "multi_ops_cuda_sm90", "particles_cuda_sm90", "control_flow_cuda_sm90"];
+
+fn fixtures() -> PathBuf {
+    repo_root().join("tests/wrp")
+}
+
+/// `--expected NAME=FILE` for every `.out.npy` of a fixture (Warp's replay of the saved file).
+fn expected_args(fixture: &str) -> Vec<String> {
+    let base = fixture.trim_end_matches("_cuda_sm90");
+    let mut args = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures()).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for f in files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        if let Some(binding) = name.strip_prefix(&format!("{base}.")).and_then(|n| n.strip_suffix(".out.npy")) {
+            args.push("--expected".to_string());
+            args.push(format!("{binding}={}", f.display()));
+        }
+    }
+    assert!(!args.is_empty(), "{fixture} has outputs");
+    args
+}
+
+fn import(fixture: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(format!("{fixture}.recap"));
+    let mut args = vec!["import-wrp".to_string(), fixtures().join(format!("{fixture}.wrp")).display().to_string()];
+    args.extend(["-o".to_string(), out.display().to_string()]);
+    if !fixture.ends_with("_cuda_sm90") {
+        args.extend(["--ptx-from".to_string(), fixtures().join("ptx").display().to_string()]);
+    }
+    args.extend(expected_args(fixture));
+    let said = ok(&args);
+    assert!(said.contains("NVIDIA Warp 1.19.0") && said.contains("module "), "{said}");
+    out
+}
+
+#[test]
+fn every_fixture_imports_and_passes_its_check_on_every_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = recap::cuda::Device::open(0).map_err(|e| eprintln!("skipping the CUDA replays of Warp captures: no CUDA device ({e})")).is_ok();
+    for fixture in CPU_FIXTURES.iter().chain(&CUDA_FIXTURES) {
+        let archive = import(fixture, dir.path());
+        let a = archive.display().to_string();
+        for engine in ["interp", "jit", "jit-scalar"] {
+            let said = ok(&["replay", &a, "--device", "cpu", "--engine", engine, "--check"]);
+            assert!(said.contains("regions pass"), "{fixture} on {engine}: {said}");
+        }
+        if gpu {
+            for mode in ["graph", "stream"] {
+                let said = ok(&["replay", &a, "--device", "cuda", "--mode", mode, "--check"]);
+                assert!(said.contains("regions pass"), "{fixture} on CUDA ({mode}): {said}");
+            }
+        }
+    }
+    // Where the PTX came from is recorded.
+    let archive = dir.path().join("saxpy_1k.recap").display().to_string();
+    let meta = ok(&["inspect", &archive]);
+    assert!(meta.contains("wp_wrp_saxpy_4ac8a34.sm90.ptx (--ptx-from)") && meta.contains("Warp 1.19.0"), "{meta}");
+    // A fixture whose else branch runs: the import's flag region steers it, as Warp's replay does.
+    let control = dir.path().join("control_flow.recap").display().to_string();
+    let said = ok(&["inspect", &control]);
+    assert!(said.contains("wrp_else"), "{said}");
+}
+
+/// The op tree as (name, kernel key or "") pairs, depth first.
+fn names(ops: &[WrpOp], out: &mut Vec<(String, String)>) {
+    for op in ops {
+        let (name, key) = match &op.kind {
+            OpKind::Launch(l) => ("KERNEL_LAUNCH", l.kernel_key.clone()),
+            OpKind::Copy { .. } => ("MEMCPY_D2D", String::new()),
+            OpKind::Upload { .. } => ("MEMCPY_H2D", String::new()),
+            OpKind::Memset { .. } => ("MEMSET", String::new()),
+            OpKind::Fill { .. } => ("MEMTILE", String::new()),
+            OpKind::Alloc { .. } => ("ALLOC", String::new()),
+            OpKind::If { .. } => ("IF", String::new()),
+            OpKind::While { .. } => ("WHILE", String::new()),
+            OpKind::Library { opcode } => (wrp::opcode_name(*opcode), String::new()),
+        };
+        out.push((name.to_string(), key));
+        match &op.kind {
+            OpKind::If { then, otherwise, .. } => {
+                names(then, out);
+                names(otherwise, out);
+            }
+            OpKind::While { body, .. } => names(body, out),
+            _ => {}
+        }
+    }
+}
+
+fn json_names(ops: &[Value], out: &mut Vec<(String, String)>) {
+    for op in ops {
+        out.push((op["op"].as_str().unwrap().to_string(), op["kernel_key"].as_str().unwrap_or("").to_string()));
+        for branch in ["branch_a", "branch_b"] {
+            if let Some(b) = op[branch].as_array() {
+                json_names(b, out);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_reader_reads_what_an_independent_reader_reads() {
+    for fixture in CPU_FIXTURES.iter().chain(&CUDA_FIXTURES).chain(&["library_ops"]) {
+        let bytes = std::fs::read(fixtures().join(format!("{fixture}.wrp"))).unwrap();
+        let c = wrp::parse(&bytes).unwrap_or_else(|e| panic!("{fixture}: {e}"));
+        let golden: Value =
+            serde_json::from_str(&std::fs::read_to_string(fixtures().join(format!("{fixture}.expected.json"))).unwrap()).unwrap();
+        let meta = &golden["metadata"];
+        let arch = golden["header"]["target_arch"].as_u64().unwrap() as u32;
+        assert_eq!(c.device, if arch == 0 { CaptureDevice::Cpu } else { CaptureDevice::Cuda { arch } }, "{fixture}");
+        assert_eq!(c.producer, meta["producer_version"].as_str().unwrap());
+        let modules: Vec<(&str, &str)> = c.modules.iter().map(|m| (m.hash.as_str(), m.binary_filename.as_str())).collect();
+        let want: Vec<(&str, &str)> = meta["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["module_hash"].as_str().unwrap(), m["binary_filename"].as_str().unwrap()))
+            .collect();
+        assert_eq!(modules, want, "{fixture}");
+        let kernels: Vec<&str> = c.kernels.iter().map(|k| k.forward_name.as_str()).collect();
+        let want: Vec<&str> = meta["kernels"].as_array().unwrap().iter().map(|k| k["forward_name"].as_str().unwrap()).collect();
+        assert_eq!(kernels, want, "{fixture}");
+        let bindings: Vec<(String, u32)> = meta["bindings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| (b["name"].as_str().unwrap().to_string(), b["region_id"].as_u64().unwrap() as u32))
+            .collect();
+        assert_eq!(c.bindings, bindings, "{fixture}");
+        let regions: Vec<(u32, u64, bool)> = c.regions.iter().map(|r| (r.id, r.size, r.initial.is_some())).collect();
+        let want: Vec<(u32, u64, bool)> = golden["memory"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["region_id"].as_u64().unwrap() as u32, r["size"].as_u64().unwrap(), r["has_initial_data"] == 1))
+            .collect();
+        assert_eq!(regions, want, "{fixture}");
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        names(&c.ops, &mut got);
+        json_names(golden["operations"].as_array().unwrap(), &mut want);
+        assert_eq!(got, want, "{fixture}");
+        // Every launch's pointers, as the other reader decoded them.
+        let mut launches = Vec::new();
+        fn collect<'a>(ops: &'a [WrpOp<'a>], out: &mut Vec<&'a wrp::Launch<'a>>) {
+            for op in ops {
+                match &op.kind {
+                    OpKind::Launch(l) => out.push(l),
+                    OpKind::If { then, otherwise, .. } => {
+                        collect(then, out);
+                        collect(otherwise, out);
+                    }
+                    OpKind::While { body, .. } => collect(body, out),
+                    _ => {}
+                }
+            }
+        }
+        collect(&c.ops, &mut launches);
+        let mut golden_launches = Vec::new();
+        fn collect_json<'a>(ops: &'a [Value], out: &mut Vec<&'a Value>) {
+            for op in ops {
+                if op["op"] == "KERNEL_LAUNCH" {
+                    out.push(op);
+                }
+                for branch in ["branch_a", "branch_b"] {
+                    if let Some(b) = op[branch].as_array() {
+                        collect_json(b, out);
+                    }
+                }
+            }
+        }
+        collect_json(golden["operations"].as_array().unwrap(), &mut golden_launches);
+        assert_eq!(launches.len(), golden_launches.len());
+        for (l, g) in launches.iter().zip(golden_launches) {
+            let pointers: Vec<String> = l
+                .params
+                .iter()
+                .chain(&l.adjoints)
+                .flat_map(|p| &p.pointers)
+                .map(|p| match p.target {
+                    PointerTarget::Data { region, offset } => format!("DATA_PTR {region} {offset}"),
+                    PointerTarget::Null => "NULL -1 0".to_string(),
+                    PointerTarget::Handle => "HANDLE".to_string(),
+                })
+                .collect();
+            let want: Vec<String> = g["relocs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| format!("{} {} {}", r["kind"].as_str().unwrap(), r["region_id"], r["region_offset"]))
+                .collect();
+            assert_eq!(pointers, want, "{fixture}: launch of {}", l.kernel_key);
+            assert_eq!((l.size, l.dim, l.forward), (g["size"].as_u64().unwrap(), g["dim"].as_u64().unwrap(), g["is_forward"] == 1));
+        }
+    }
+}
+
+#[test]
+fn what_cannot_be_imported_says_what_and_where_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = d.join("out.recap").display().to_string();
+    let fx = |f: &str| fixtures().join(f).display().to_string();
+    let ptx = fx("ptx");
+
+    // Warp's library routines have no recap op: named, with the op's place, and nothing written.
+    let err = one_line_error(&["import-wrp", &fx("library_ops.wrp"), "-o", &out, "--ptx-from", &ptx]);
+    assert!(err.contains("op 1") && err.contains("RADIX_SORT") && err.contains("library"), "{err}");
+    assert!(!Path::new(&out).exists(), "nothing written");
+    // A CPU capture packages host object files: the message says how to get PTX.
+    let err = one_line_error(&["import-wrp", &fx("saxpy_1k.wrp"), "-o", &out]);
+    assert!(err.contains("wrp_saxpy") && err.contains("--ptx-from") && err.contains("compile_aot_module"), "{err}");
+    // PTX that does not define the capture's entries.
+    let empty = d.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::copy(fixtures().join("ptx/wp_wrp_multi_a_23fe12c.sm90.ptx"), empty.join("wp_wrp_saxpy_0000000.sm90.ptx")).unwrap();
+    let err = one_line_error(&["import-wrp", &fx("saxpy_1k.wrp"), "-o", &out, "--ptx-from", &empty.display().to_string()]);
+    assert!(err.contains("saxpy_fbc27457_cuda_kernel_forward"), "{err}");
+    // Expected states that do not fit.
+    let err = one_line_error(&["import-wrp", &fx("saxpy_1k.wrp"), "-o", &out, "--ptx-from", &ptx, "--expected", &format!("z={}", fx("saxpy_1k.y.out.npy"))]);
+    assert!(err.contains("no binding named \"z\"") && err.contains("x, y"), "{err}");
+    let err = one_line_error(&["import-wrp", &fx("saxpy_1k.wrp"), "-o", &out, "--ptx-from", &ptx, "--expected", &format!("y={}", fx("multi_ops.m.out.npy"))]);
+    assert!(err.contains("512 bytes") && err.contains("4096"), "{err}");
+
+    // Malformed files: one line naming the problem and the byte, never a panic.
+    let good = std::fs::read(fixtures().join("particles.wrp")).unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = d.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.display().to_string()
+    };
+    let mut magic = good.clone();
+    magic[..4].copy_from_slice(b"PK\x03\x04");
+    let mut version = good.clone();
+    version[4] = 17;
+    let mut offset = good.clone();
+    // The first section's offset, past the end of the file.
+    offset[64 + 8..64 + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+    let cases = [
+        ("magic.wrp", magic, "not a Warp capture"),
+        ("version.wrp", version, "version 17"),
+        ("offset.wrp", offset, "runs past the end"),
+        ("empty.wrp", Vec::new(), "needs"),
+    ];
+    for (name, bytes, want) in cases {
+        let err = one_line_error(&["import-wrp", &write(name, &bytes), "-o", &out, "--ptx-from", &ptx]);
+        assert!(err.contains(want) && err.contains(name), "{name}: {err}");
+    }
+    for cut in (0..good.len()).step_by(97) {
+        let path = write("cut.wrp", &good[..cut]);
+        let o = recap(&["import-wrp", &path, "-o", &out, "--ptx-from", &ptx]);
+        assert_eq!(o.status.code(), Some(1), "truncated at {cut}: {}", text(&o.stderr));
+    }
+}
