@@ -21,6 +21,11 @@ fuzz-replay secs="600":
     mkdir -p fuzz/corpus/archive_replay
     cargo +nightly fuzz run archive_replay fuzz/corpus/archive_replay fuzz/seeds/archive_replay -- -max_total_time={{secs}}
 
+# Fuzz the reader of NVIDIA Warp captures behind `recap import-wrp` (needs cargo-fuzz and a nightly toolchain)
+fuzz-wrp secs="600":
+    mkdir -p fuzz/corpus/wrp_parse
+    cargo +nightly fuzz run wrp_parse fuzz/corpus/wrp_parse fuzz/seeds/wrp_parse -- -max_total_time={{secs}}
+
 # Fuzz the .npy reader that `replay --input` uses (needs cargo-fuzz and a nightly toolchain)
 fuzz-npy secs="600":
     mkdir -p fuzz/corpus/npy_parse
