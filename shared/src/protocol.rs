@@ -45,6 +45,10 @@ pub struct ArchiveInfo {
     pub regions: u64,
     /// RFC 3339, UTC, seconds (`2026-11-22T02:15:00Z`).
     pub uploaded_at: String,
+    /// What the host did with the upload beyond storing it (an NVIDIA Warp capture converted);
+    /// only in the answer to the upload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A device this host can replay on, as `GET /api/devices` lists them.

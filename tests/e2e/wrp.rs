@@ -266,3 +266,98 @@ fn what_cannot_be_imported_says_what_and_where_in_one_line() {
         assert_eq!(o.status.code(), Some(1), "truncated at {cut}: {}", text(&o.stderr));
     }
 }
+
+/// Packs a capture the way a user would send it: `NAME.wrp`, `NAME_modules/`, `ptx/` and
+/// `expected/BINDING.npy`, in a folder inside a zip or a `.tar.gz` (Python's own zipfile and tarfile).
+fn bundle(fixture: &str, dir: &Path, format: &str, with_ptx: bool) -> PathBuf {
+    let out = dir.join(format!("{fixture}.{format}"));
+    let base = fixture.trim_end_matches("_cuda_sm90");
+    let script = format!(
+        r#"
+import glob, os, sys, tarfile, zipfile
+fx, out, fixture, base, fmt, with_ptx = sys.argv[1:7]
+files = [(os.path.join(fx, fixture + ".wrp"), "cap/" + fixture + ".wrp")]
+for f in sorted(glob.glob(os.path.join(fx, fixture + "_modules", "*"))):
+    files.append((f, "cap/" + fixture + "_modules/" + os.path.basename(f)))
+if with_ptx == "1":
+    for f in sorted(glob.glob(os.path.join(fx, "ptx", "*"))):
+        files.append((f, "cap/ptx/" + os.path.basename(f)))
+for f in sorted(glob.glob(os.path.join(fx, base + ".*.out.npy"))):
+    files.append((f, "cap/expected/" + os.path.basename(f)[len(base) + 1:-len(".out.npy")] + ".npy"))
+if fmt == "zip":
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for src, name in files:
+            z.write(src, name)
+else:
+    with tarfile.open(out, "w:gz") as t:
+        for src, name in files:
+            t.add(src, name)
+"#
+    );
+    let status = std::process::Command::new("python3")
+        .args(["-c", &script, &fixtures().display().to_string(), &out.display().to_string(), fixture, base, format])
+        .arg(if with_ptx { "1" } else { "0" })
+        .status()
+        .expect("python3");
+    assert!(status.success());
+    out
+}
+
+async fn post(client: &reqwest::Client, url: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
+    let res = client.post(format!("{url}/api/archives")).header("content-type", content_type).body(body).send().await.unwrap();
+    (res.status().as_u16(), res.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_converts_warp_captures_sent_as_zip_or_tar() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let server = recap_tests::server::Server::start(&d.join("data"), &[]);
+    let client = reqwest::Client::new();
+
+    // A CPU capture with its AOT PTX and Warp's outputs, zipped: converted, stored, and it passes.
+    let zip = bundle("particles", d, "zip", true);
+    let (status, info) = post(&client, &server.url, "application/zip", std::fs::read(&zip).unwrap()).await;
+    assert_eq!(status, 201, "{info}");
+    assert_eq!(info["name"], "particles.recap");
+    let note = info["note"].as_str().unwrap();
+    assert!(note.contains("particles.wrp") && note.contains("30 launch(es)") && note.contains("4 expected state(s)"), "{note}");
+    let body = serde_json::json!({"archive": info["id"], "device": "cpu"});
+    let created = crate::host::new_session(&client, &server.url, body).await;
+    let stream = crate::host::collect_stream(&server.ws(&format!("/api/sessions/{}/ws", created["id"].as_str().unwrap()))).await;
+    let last = stream.last().unwrap();
+    assert_eq!((last["type"].as_str(), last["check"]["passed"].as_bool()), (Some("finished"), Some(true)), "{last}");
+    // Stored like any archive: listed, without the note.
+    let (_, list) = crate::host::get_json(&client, &format!("{}/api/archives", server.url)).await;
+    assert!(list.as_array().unwrap().iter().any(|a| a["id"] == info["id"] && a.get("note").is_none()));
+
+    // A CUDA-flavoured capture packaging its PTX, as .tar.gz.
+    let tgz = bundle("control_flow_cuda_sm90", d, "tar.gz", false);
+    let (status, info) = post(&client, &server.url, "application/gzip", std::fs::read(&tgz).unwrap()).await;
+    assert_eq!(status, 201, "{info}");
+    assert!(info["note"].as_str().unwrap().contains("packaged with the capture"), "{info}");
+
+    // Refusals: one JSON error naming the problem, and nothing stored.
+    let before = crate::host::get_json(&client, &format!("{}/api/archives", server.url)).await.1.as_array().unwrap().len();
+    let no_ptx = bundle("saxpy_1k", d, "zip", false);
+    let (status, err) = post(&client, &server.url, "application/zip", std::fs::read(&no_ptx).unwrap()).await;
+    assert!(status == 422 && err["error"]["message"].as_str().unwrap().contains("--ptx-from"), "{status} {err}");
+    let library = bundle("library_ops", d, "zip", true);
+    let (status, err) = post(&client, &server.url, "application/zip", std::fs::read(&library).unwrap()).await;
+    assert!(status == 422 && err["error"]["message"].as_str().unwrap().contains("RADIX_SORT"), "{status} {err}");
+    let evil = d.join("evil.zip");
+    let script = format!(
+        "import zipfile; z = zipfile.ZipFile({:?}, 'w'); z.writestr('../escape.wrp', b'WRP1'); z.close()",
+        evil.display().to_string()
+    );
+    assert!(std::process::Command::new("python3").args(["-c", &script]).status().unwrap().success());
+    let (status, err) = post(&client, &server.url, "application/zip", std::fs::read(&evil).unwrap()).await;
+    assert!(status == 422 && err["error"]["message"].as_str().unwrap().contains("leaves the bundle"), "{status} {err}");
+    let (status, err) = post(&client, &server.url, "application/zip", b"not a zip at all".to_vec()).await;
+    assert!(status == 422 && err["error"]["message"].as_str().unwrap().contains("not a zip"), "{status} {err}");
+    let (status, err) = post(&client, &server.url, "application/x-tar", std::fs::read(&zip).unwrap()).await;
+    assert_eq!(status, 422, "{err}");
+    let after = crate::host::get_json(&client, &format!("{}/api/archives", server.url)).await.1.as_array().unwrap().len();
+    assert_eq!(before, after, "nothing stored by a refused capture");
+    assert!(!std::fs::read_dir(d.join("data/tmp")).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("work-")), "no scratch left");
+}

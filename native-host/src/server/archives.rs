@@ -66,7 +66,16 @@ pub async fn upload(
     req: Request,
 ) -> Result<Response, ApiError> {
     let started = std::time::Instant::now();
-    if let Err(e) = require_content_type(req.headers(), "application/octet-stream", "POST /api/archives") {
+    let bundle = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::import_wrp::BundleKind::from_content_type);
+    if let Some(kind) = bundle {
+        return upload_bundle(app, query, req, kind).await;
+    }
+    let what = "POST /api/archives (or, for an NVIDIA Warp capture, application/zip, application/x-tar or application/gzip)";
+    if let Err(e) = require_content_type(req.headers(), "application/octet-stream", what) {
         drain(req.into_body().into_data_stream());
         return Err(e);
     }
@@ -128,6 +137,69 @@ pub async fn upload(
         let took_ms = started.elapsed().as_millis() as u64;
         tracing::info!(id = ingested.archive.id, size = ingested.archive.size, took_ms, "archive stored");
     }
+    Ok((status, Json(ingested.archive)).into_response())
+}
+
+/// An NVIDIA Warp capture packed as a zip or tar (`import_wrp::bundle` says what it holds): stored
+/// to a scratch folder, converted with `recap import-wrp`'s importer, and the archive stored as an
+/// upload would be; the answer's `note` says what was converted.
+async fn upload_bundle(
+    app: AppState,
+    query: UploadQuery,
+    req: Request,
+    kind: crate::import_wrp::BundleKind,
+) -> Result<Response, ApiError> {
+    let limit = app.config.max_upload;
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        drain(req.into_body().into_data_stream());
+        return Ok(too_large(limit));
+    }
+    let _slot = app.config.uploads.acquire().await.map_err(|_| ApiError::internal("the host is shutting down"))?;
+    let _done = super::BodyDone;
+    let store = app.store.clone();
+    let work = tokio::task::spawn_blocking(move || store.scratch()).await??;
+    let bundle_path = work.path().join("upload");
+    let mut file = tokio::fs::File::create(&bundle_path)
+        .await
+        .map_err(|e| ApiError::internal(format!("creating {}: {e}", bundle_path.display())))?;
+    let mut body = req.into_body().into_data_stream();
+    let mut received = 0u64;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the upload failed after {received} bytes: {e}")))?;
+        received += chunk.len() as u64;
+        if received > limit {
+            drain(body);
+            return Ok(too_large(limit));
+        }
+        tokio::io::AsyncWriteExt::write_all(&mut file, &chunk)
+            .await
+            .map_err(|e| ApiError::internal(format!("writing {}: {e}", bundle_path.display())))?;
+    }
+    drop(file);
+    let store = app.store.clone();
+    let ingested = tokio::task::spawn_blocking(move || {
+        let out = work.path().join("converted.recap");
+        let (summary, wrp_name) = crate::import_wrp::import_bundle(&bundle_path, kind, work.path(), &out, limit)
+            .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_capture", e.to_string()))?;
+        let name = query.name.clone().unwrap_or_else(|| wrp_name.replace(".wrp", ".recap"));
+        let name = check_name(Some(name))?;
+        let mut ingested = store.import_file(&out, Some(&name), limit)?;
+        let ptx: Vec<String> = summary.modules.iter().map(|(m, from)| format!("{m}: {from}")).collect();
+        ingested.archive.note = Some(format!(
+            "converted from the Warp capture {wrp_name} ({}): {} launch(es), {} op(s), {} region(s), {} expected state(s); PTX of {}",
+            summary.producer,
+            summary.launches,
+            summary.ops,
+            summary.regions,
+            summary.expected,
+            ptx.join("; ")
+        ));
+        Ok::<_, ApiError>(ingested)
+    })
+    .await??;
+    tracing::info!(id = ingested.archive.id, "Warp capture converted and stored");
+    let status = if ingested.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(ingested.archive)).into_response())
 }
 

@@ -164,7 +164,7 @@ fn seed(store: &Store, dir: &std::path::Path, limit: u64) -> anyhow::Result<()> 
         .collect();
     files.sort();
     for path in files {
-        match store.import_file(&path, limit) {
+        match store.import_file(&path, None, limit) {
             Ok(done) if done.created => tracing::info!(id = done.archive.id, path = %path.display(), "seeded"),
             Ok(done) => tracing::debug!(id = done.archive.id, path = %path.display(), "already stored"),
             Err(e) => tracing::warn!(path = %path.display(), "not seeded: {e}"),

@@ -231,6 +231,8 @@ pub struct Store {
     commit_lock: std::sync::Mutex<()>,
     /// `sessions/`: a folder per session with the region contents it keeps for download.
     sessions_dir: std::path::PathBuf,
+    /// `tmp/`: work in progress, on the same file system as the blobs.
+    tmp_dir: std::path::PathBuf,
 }
 
 impl Store {
@@ -244,6 +246,7 @@ impl Store {
             index: Arc::new(index),
             commit_lock: Default::default(),
             sessions_dir: dir.join("sessions"),
+            tmp_dir: dir.join("tmp"),
         };
         store.reconcile()?;
         Ok(store)
@@ -267,6 +270,15 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// A scratch folder under `tmp/`, removed when dropped (and at the next start after a crash).
+    pub fn scratch(&self) -> Result<tempfile::TempDir, StoreError> {
+        std::fs::create_dir_all(&self.tmp_dir).map_err(io_err(format!("creating {}", self.tmp_dir.display())))?;
+        tempfile::Builder::new()
+            .prefix("work-")
+            .tempdir_in(&self.tmp_dir)
+            .map_err(io_err(format!("creating a folder in {}", self.tmp_dir.display())))
     }
 
     /// The folder of the region contents a session keeps (`sessions/{id}`; the id is 32 hex digits).
@@ -347,6 +359,7 @@ impl Store {
             kernels,
             regions,
             uploaded_at: now_rfc3339(),
+            note: None,
         };
         let _guard = self.commit_lock.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(existing) = self.index.archive(&archive.id)? {
@@ -357,8 +370,9 @@ impl Store {
         Ok(Ingested { archive, created: true })
     }
 
-    /// Imports one archive file (for `--seed`), deduplicated like an upload.
-    pub fn import_file(&self, path: &Path, limit: u64) -> Result<Ingested, StoreError> {
+    /// Imports one archive file (for `--seed`, and converted uploads), deduplicated like an upload;
+    /// `name` defaults to the file's.
+    pub fn import_file(&self, path: &Path, name: Option<&str>, limit: u64) -> Result<Ingested, StoreError> {
         let mut src = std::fs::File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
         let mut incoming = self.begin(limit)?;
         loop {
@@ -370,7 +384,7 @@ impl Store {
             buf.truncate(n);
             incoming.write(buf.into())?;
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = name.map(str::to_string).unwrap_or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
         self.finish(incoming, &name)
     }
 

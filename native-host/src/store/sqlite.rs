@@ -107,6 +107,7 @@ fn archive_row(r: &Row<'_>) -> rusqlite::Result<ArchiveInfo> {
         kernels: r.get::<_, i64>(5)? as u64,
         regions: r.get::<_, i64>(6)? as u64,
         uploaded_at: r.get(7)?,
+        note: None,
     })
 }
 
@@ -308,6 +309,7 @@ mod tests {
             kernels: 0,
             regions: 1,
             uploaded_at: "2026-01-01T00:00:00Z".into(),
+            note: None,
         };
         assert!(index.put_archive(&a).unwrap());
         assert!(!index.put_archive(&a).unwrap());

@@ -78,6 +78,21 @@ pub async fn get_bytes(path: &str) -> Result<Vec<u8>, String> {
     Ok(js_sys::Uint8Array::new(&buf).to_vec())
 }
 
+/// The content type an upload of `name` is sent with: an NVIDIA Warp capture packed as a zip or tar
+/// is converted by the host; anything else is an archive.
+pub fn upload_content_type(name: &str) -> &'static str {
+    let name = name.to_ascii_lowercase();
+    if name.ends_with(".zip") {
+        "application/zip"
+    } else if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+        "application/gzip"
+    } else if name.ends_with(".tar") {
+        "application/x-tar"
+    } else {
+        "application/octet-stream"
+    }
+}
+
 /// Uploads `file` to `POST /api/archives?name=`, calling `progress(sent, total)` as bytes leave,
 /// and `done` with the stored archive or the host's error message.
 pub fn upload(
@@ -86,9 +101,14 @@ pub fn upload(
     done: impl FnOnce(Result<shared::protocol::ArchiveInfo, String>) + 'static,
 ) -> Result<(), String> {
     let xhr = web_sys::XmlHttpRequest::new().map_err(|e| format!("{e:?}"))?;
-    let path = format!("/api/archives?name={}", String::from(js_sys::encode_uri_component(&file.name())));
+    let content_type = upload_content_type(&file.name());
+    // A converted capture is named by the host after its .wrp file.
+    let path = match content_type {
+        "application/octet-stream" => format!("/api/archives?name={}", String::from(js_sys::encode_uri_component(&file.name()))),
+        _ => "/api/archives".to_string(),
+    };
     xhr.open("POST", &url(&path)).map_err(|e| format!("{e:?}"))?;
-    let _ = xhr.set_request_header("content-type", "application/octet-stream");
+    let _ = xhr.set_request_header("content-type", content_type);
     let on_progress = Closure::<dyn Fn(web_sys::ProgressEvent)>::new(move |ev: web_sys::ProgressEvent| {
         if ev.length_computable() {
             progress(ev.loaded(), ev.total());

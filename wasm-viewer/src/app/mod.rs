@@ -211,6 +211,7 @@ fn render_home(error: Option<String>) {
     <div class="dropzone" data-drop="upload" id="upload-zone">
       <p class="big">Upload to this host</p>
       <p>Drop a <code>.recap</code> here or <button class="primary" data-action="upload-file">Upload…</button></p>
+      <p class="muted">An NVIDIA Warp capture converts on upload: a <code>.zip</code> or <code>.tar</code> of <code>NAME.wrp</code>, <code>NAME_modules/</code> and, for CPU captures, <code>ptx/</code></p>
       <p class="muted">Stored on the host, listed below, replayable on its devices, shareable by link.</p>
       <div class="upload-progress" id="upload-progress" hidden><progress id="upload-bar" max="1" value="0"></progress><span class="mono" id="upload-text"></span></div>
     </div>
@@ -304,6 +305,10 @@ fn start_upload(file: web_sys::File) {
             Ok(info) => {
                 set_html("upload-text", &format!("stored as {}", esc(&info.id)));
                 navigate(&format!("/archives/{}", info.id));
+                // What the host did with it (a Warp capture converted) stays in the status line.
+                if let Some(note) = &info.note {
+                    set_status(note);
+                }
             }
             Err(e) => {
                 if let Some(p) = by_id("upload-progress") {

@@ -23,6 +23,10 @@
 //! wrote it (`wp_<module>_<hash>.sm<arch>.ptx`, matched by module name and checked to define every
 //! entry the capture launches). The archive's metadata says where each module's PTX came from.
 
+mod bundle;
+
+pub use bundle::{import_bundle, BundleKind};
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -55,6 +59,8 @@ pub enum WrpImportError {
     Expected { name: String, reason: String },
     #[error("writing {path}: {error}")]
     Write { path: PathBuf, error: WriteError },
+    #[error("the bundle: {0}")]
+    Bundle(String),
 }
 
 /// What the import reads besides the `.wrp` file.
