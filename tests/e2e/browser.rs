@@ -586,3 +586,33 @@ async fn a_comparison_shows_where_two_sides_part() -> Result<()> {
     assert_eq!(&npy[1..6], b"NUMPY", "{href}");
     b.close().await
 }
+
+/// An NVIDIA Warp capture zipped with its PTX, uploaded from the page: the host converts it, the
+/// page opens the archive and says what was converted, and a replay on the host passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warp_capture_uploads_from_the_page() -> Result<()> {
+    if !browser::available("a_warp_capture_uploads_from_the_page") {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let zip = crate::wrp::bundle("control_flow", dir.path(), "zip", true);
+    let web = recap_tests::repo_root().join("web");
+    let host = Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy()]);
+    let b = Browser::start().await?;
+    b.open(&host.url).await?;
+    b.choose_file("#upload-input", &zip).await?;
+    b.wait_for("#ops-rows .row", Duration::from_secs(30)).await?;
+    let status = b.client.execute("return document.getElementById('status').textContent", vec![]).await?;
+    let status = status.as_str().unwrap_or_default().to_string();
+    assert!(status.contains("converted from the Warp capture control_flow.wrp"), "{status}");
+    let ops = b.text("#ops-rows").await?;
+    assert!(ops.contains("while") && ops.contains("wrp_else"), "the loop and the else branch's flag: {ops}");
+    click(&b, "[data-tab='replay']").await?;
+    b.wait_for("#r-device option[value='cpu']", Duration::from_secs(10)).await?;
+    select_value(&b, "#r-device", "cpu").await?;
+    click(&b, "#r-start").await?;
+    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(60)).await?;
+    assert!(b.text("#r-verdict").await?.starts_with("PASS"), "Warp's own outputs are matched");
+    b.screenshot("browser-warp-upload").await?;
+    b.close().await
+}

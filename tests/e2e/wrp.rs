@@ -269,7 +269,7 @@ fn what_cannot_be_imported_says_what_and_where_in_one_line() {
 
 /// Packs a capture the way a user would send it: `NAME.wrp`, `NAME_modules/`, `ptx/` and
 /// `expected/BINDING.npy`, in a folder inside a zip or a `.tar.gz` (Python's own zipfile and tarfile).
-fn bundle(fixture: &str, dir: &Path, format: &str, with_ptx: bool) -> PathBuf {
+pub(crate) fn bundle(fixture: &str, dir: &Path, format: &str, with_ptx: bool) -> PathBuf {
     let out = dir.join(format!("{fixture}.{format}"));
     let base = fixture.trim_end_matches("_cuda_sm90");
     let script = format!(

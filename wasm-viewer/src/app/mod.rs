@@ -128,6 +128,11 @@ pub fn start() {
     document().body().map(|b| b.set_attribute("data-ready", "1"));
 }
 
+thread_local! {
+    /// A line for the status bar once the next host archive has loaded.
+    static STATUS_AFTER_LOAD: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
 pub fn set_status(text: &str) {
     set_html("status", &esc(text));
 }
@@ -155,6 +160,9 @@ fn route() {
             wasm_bindgen_futures::spawn_local(async move {
                 if ensure_host_archive(&id, generation).await {
                     render_archive();
+                    if let Some(note) = STATUS_AFTER_LOAD.with(|n| n.borrow_mut().take()) {
+                        set_status(&note);
+                    }
                 }
             });
         }
@@ -304,11 +312,10 @@ fn start_upload(file: web_sys::File) {
         move |result| match result {
             Ok(info) => {
                 set_html("upload-text", &format!("stored as {}", esc(&info.id)));
+                // What the host did with it (a Warp capture converted) goes in the status line once
+                // the archive is on screen.
+                STATUS_AFTER_LOAD.with(|n| *n.borrow_mut() = info.note.clone());
                 navigate(&format!("/archives/{}", info.id));
-                // What the host did with it (a Warp capture converted) stays in the status line.
-                if let Some(note) = &info.note {
-                    set_status(note);
-                }
             }
             Err(e) => {
                 if let Some(p) = by_id("upload-progress") {
