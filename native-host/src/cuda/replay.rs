@@ -419,6 +419,37 @@ impl CudaReplay {
         }
     }
 
+    /// A PTX module whose `.version` is newer than this driver's JIT knows (a producer built with a
+    /// newer CUDA toolkit, such as Warp's bundled compiler) is tried again with the driver's newest
+    /// version in its place, and a warning says so: ptxas then refuses it only if the kernels use
+    /// something that version lacks. `None` when `refused` was for another reason or the retry
+    /// failed too.
+    fn load_with_older_ptx_version(
+        &mut self,
+        module: &str,
+        image: &[u8],
+        library: bool,
+        refused: &CudaError,
+    ) -> Option<(Code, Vec<u8>)> {
+        let CudaError::Jit { error, log, .. } = refused else { return None };
+        if error.code != sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION {
+            return None;
+        }
+        // ptxas says "Unsupported .version 9.4; current version is '9.0'".
+        let supported = log.split("current version is '").nth(1)?.split('\'').next()?.to_string();
+        let text = std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(image)).ok()?;
+        let declared = text.lines().find_map(|l| l.trim().strip_prefix(".version"))?.trim().to_string();
+        let lowered = text.replacen(&format!(".version {declared}"), &format!(".version {supported}"), 1);
+        let mut lowered = lowered.into_bytes();
+        lowered.push(0);
+        let code = Code::load(&lowered, library).ok()?;
+        self.warnings.push(format!(
+            "module {module}: its PTX declares .version {declared}, newer than this driver's {supported}: \
+             loaded as .version {supported} (its kernels use nothing newer)"
+        ));
+        Some((code, lowered))
+    }
+
     fn load_inner(&mut self, archive: &Archive) -> Result<(), CudaError> {
         let has_control = archive.ops().any(|op| matches!(op, Op::While { .. } | Op::If { .. }));
         if self.mode == Mode::Graph && has_control && !self.device.driver.has_conditional_nodes() {
@@ -444,8 +475,16 @@ impl CudaReplay {
                     ptx
                 }
             };
-            let code = Code::load(&image, library)
-                .map_err(|(error, log)| CudaError::Jit { module: m.name.to_owned(), error, log })?;
+            let (code, image) = match Code::load(&image, library) {
+                Ok(code) => (code, image),
+                Err((error, log)) => {
+                    let jit = CudaError::Jit { module: m.name.to_owned(), error, log };
+                    match self.load_with_older_ptx_version(m.name, &image, library, &jit) {
+                        Some(loaded) => loaded,
+                        None => return Err(jit),
+                    }
+                }
+            };
             self.modules.push(code);
             images.push(image);
         }
@@ -453,7 +492,7 @@ impl CudaReplay {
             let name = std::ffi::CString::new(k.name)
                 .map_err(|_| CudaError::Invalid(format!("kernel name {:?} holds a NUL byte", k.name)))?;
             let code = self.modules[k.module as usize];
-            let f = code.get(&name).map_err(|error| {
+            let looked_up = code.get(&name).map_err(|error| {
                 let module = archive.module(k.module).name.to_owned();
                 // A library may compile its PTX only when a kernel is first looked up: a module
                 // load of the same image gives the JIT log.
@@ -465,7 +504,20 @@ impl CudaReplay {
                     }
                     Err(_) => CudaError::Kernel { module, kernel: k.name.to_owned(), error },
                 }
-            })?;
+            });
+            let f = match looked_up {
+                Ok(f) => f,
+                Err(e) => {
+                    let module = archive.module(k.module).name;
+                    let Some((lowered, image)) = self.load_with_older_ptx_version(module, &images[k.module as usize], library, &e)
+                    else {
+                        return Err(e);
+                    };
+                    std::mem::replace(&mut self.modules[k.module as usize], lowered).unload();
+                    images[k.module as usize] = image;
+                    lowered.get(&name).map_err(|error| CudaError::Kernel { module: module.to_owned(), kernel: k.name.to_owned(), error })?
+                }
+            };
             functions.insert(k.id, f);
         }
         let own = |src: &str, what: &str| -> Result<Code, CudaError> {

@@ -176,6 +176,10 @@ async fn upload_bundle(
             .await
             .map_err(|e| ApiError::internal(format!("writing {}: {e}", bundle_path.display())))?;
     }
+    // A tokio file finishes its last write in the background unless flushed.
+    tokio::io::AsyncWriteExt::flush(&mut file)
+        .await
+        .map_err(|e| ApiError::internal(format!("writing {}: {e}", bundle_path.display())))?;
     drop(file);
     let store = app.store.clone();
     let ingested = tokio::task::spawn_blocking(move || {
