@@ -147,7 +147,7 @@ fn the_cli_replays_every_corpus_case_with_check_in_both_modes() {
     let Some(_dev) = gpu("the_cli_replays_every_corpus_case_with_check_in_both_modes") else { return };
     let mut failures = Vec::new();
     for_each_imported_case(|name, file| {
-        for (mode, how) in [("graph", "one graph of"), ("stream", "op by op on a stream")] {
+        for (mode, how) in [("graph", "one graph of"), ("graph-pdl", "one graph of"), ("stream", "op by op on a stream")] {
             let (ok, stdout, stderr) = replay_cli(&file, &["--device", "cuda", "--mode", mode, "--iterations", "2", "--check"]);
             let summary = stdout.lines().find(|l| l.contains("regions pass")).unwrap_or("no check summary").to_string();
             let first = stdout.lines().next().unwrap_or_default().to_string();
@@ -628,5 +628,72 @@ fn stream_mode_reports_per_op_times() {
     for t in &times {
         println!("op {} {}: {:?}", t.op, t.label, t.total);
         assert!(t.total.as_nanos() >= 90_000, "{t:?}");
+    }
+}
+
+/// `ReplayOptions` for programmatic dependent launch.
+fn pdl() -> ReplayOptions {
+    ReplayOptions { pdl: true, ..opts(Mode::Graph) }
+}
+
+/// Ten times: a kernel that spins 20 us before it reads and writes `counter` and `acc`, then one
+/// that does the same at once. A dependent scheduled early that did not wait would read what the
+/// slow one had not yet written.
+fn late_writes_archive(start: u32) -> Vec<u8> {
+    let (mut w, k) = writer();
+    let counter = w.add_region(RegionDecl::new("counter", 4, DType::U32)).unwrap();
+    let acc = w.add_region(RegionDecl::new("acc", 4, DType::U32)).unwrap();
+    w.set_initial_bytes(counter, &start.to_le_bytes()).unwrap();
+    for _ in 0..10 {
+        let mut p = vec![0u8; 24];
+        p[16..24].copy_from_slice(&20_000u64.to_le_bytes());
+        w.launch(launch(k.slow_count_down, 1, 32, p, &[(0, counter), (8, acc)])).unwrap();
+        w.launch(launch(k.count_down, 1, 32, vec![0; 16], &[(0, counter), (8, acc)])).unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+#[test]
+fn programmatic_edges_wait_for_a_late_write() {
+    let _g = serial();
+    let Some(dev) = gpu("programmatic_edges_wait_for_a_late_write") else { return };
+    let bytes = late_writes_archive(100);
+    let archive = Archive::open(&bytes).unwrap();
+    let mut r = CudaReplay::load(&dev, &archive, pdl()).unwrap();
+    if dev.sm < 90 {
+        assert!(r.warnings().iter().any(|w| w.contains("sm_90")), "{:?}", r.warnings());
+        return;
+    }
+    assert_eq!(r.dependent_edges(), 19, "every kernel after the first follows through a programmatic edge");
+    for _ in 0..3 {
+        r.upload_initial(&archive).unwrap();
+        r.replay().unwrap();
+        let (counter, acc) = (u32s(&r.read_region(0).unwrap()), u32s(&r.read_region(1).unwrap()));
+        assert_eq!((counter[0], acc[0]), (80, 20), "every read saw the write before it");
+    }
+}
+
+#[test]
+fn programmatic_edges_hold_with_more_blocks_than_the_gpu_holds_at_once() {
+    let _g = serial();
+    let Some(dev) = gpu("programmatic_edges_hold_with_more_blocks_than_the_gpu_holds_at_once") else { return };
+    // 2^24 u32s, 65,536 blocks of 256 threads per launch: many waves on any GPU.
+    let n: u32 = 1 << 24;
+    let (mut w, k) = writer();
+    let x = w.add_region(RegionDecl::new("x", n as u64 * 4, DType::U32)).unwrap();
+    for v in 1..=6u32 {
+        w.launch(launch(k.add_u32, n / 256, 256, add_params(n, v), &[(0, x)])).unwrap();
+    }
+    let bytes = w.finish().unwrap().into_inner();
+    let archive = Archive::open(&bytes).unwrap();
+    let mut r = CudaReplay::load(&dev, &archive, pdl()).unwrap();
+    if dev.sm >= 90 {
+        assert_eq!(r.dependent_edges(), 5);
+    }
+    for _ in 0..3 {
+        r.upload_initial(&archive).unwrap();
+        r.replay().unwrap();
+        let got = u32s(&r.read_region(x).unwrap());
+        assert!(got.iter().all(|&v| v == 21), "every element saw every add: {:?}", got.iter().find(|&&v| v != 21));
     }
 }

@@ -57,6 +57,9 @@ impl std::fmt::Display for Device {
 pub enum Mode {
     /// One CUDA graph, instantiated once and launched per iteration.
     Graph,
+    /// The graph with programmatic edges between dependent kernels, each waiting for its
+    /// predecessors at entry (sm_90 and newer; plain graph edges elsewhere)
+    GraphPdl,
     /// Every op submitted to a stream one by one.
     Stream,
 }
@@ -231,7 +234,10 @@ impl ReplayBackend for CudaBackend<'_> {
     fn iteration_detail(&mut self) -> Option<String> {
         let r = self.replay.replay();
         let how = match (r.mode(), r.graph_size()) {
-            (recap::cuda::Mode::Graph, Some((nodes, edges))) => format!("one graph of {nodes} nodes, {edges} edges"),
+            (recap::cuda::Mode::Graph, Some((nodes, edges))) => match r.dependent_edges() {
+                0 => format!("one graph of {nodes} nodes, {edges} edges"),
+                p => format!("one graph of {nodes} nodes, {edges} edges ({p} programmatic)"),
+            },
             _ => "op by op on a stream".to_string(),
         };
         Some(format!(
@@ -271,11 +277,12 @@ pub fn open_backend<'a>(
             if settings.budget.is_some() {
                 bail!("--budget applies to --device cpu only: a GPU runs kernels without counting instructions");
             }
-            let mode = match settings.mode.unwrap_or(Mode::Graph) {
-                Mode::Graph => recap::cuda::Mode::Graph,
-                Mode::Stream => recap::cuda::Mode::Stream,
+            let (mode, pdl) = match settings.mode.unwrap_or(Mode::Graph) {
+                Mode::Graph => (recap::cuda::Mode::Graph, false),
+                Mode::GraphPdl => (recap::cuda::Mode::Graph, true),
+                Mode::Stream => (recap::cuda::Mode::Stream, false),
             };
-            let options = recap::cuda::ReplayOptions { mode, ..Default::default() };
+            let options = recap::cuda::ReplayOptions { mode, pdl, ..Default::default() };
             let replay = recap::cuda::ArchiveReplay::open(bytes, ordinal as usize, options)?;
             let launches = archive.ops().filter(|op| matches!(op, shared::archive::Op::Launch(_))).count() as u64;
             Ok(Box::new(CudaBackend { replay, ops: archive.op_count() as u64, launches, last_device_time: Duration::ZERO, limits_reported: Default::default() }))

@@ -301,6 +301,9 @@ pub enum Section {
     Update,
     /// The 1000-node chain and the WHILE loop after a kernel ran on a second stream.
     SecondStream,
+    /// Programmatic dependent launch against plain graph edges: tiny-kernel chains, chains of 1,
+    /// 5 and 20 us kernels, eight independent chains.
+    Pdl,
 }
 
 /// Runs the benchmarks on `device` (all, or only the parts in `only`, in the usual order),
@@ -500,6 +503,34 @@ pub fn run(
         }
         put("update one kernel node's parameters".into(), median(t), "us");
         r.replay()?;
+    }
+
+    // Programmatic dependent launch: the same graphs with each dependent kernel scheduled while
+    // its predecessor runs (and waiting for it on the GPU), against plain edges.
+    if wanted(Section::Pdl) {
+        let pdl = ReplayOptions { pdl: true, ..graph };
+        let pair = |archive: &Archive, n: usize, label: &str, put: &mut dyn FnMut(String, f64, &'static str)| -> Result<(), CudaError> {
+            let mut plain = CudaReplay::load(device, archive, graph)?;
+            let plain_t = time_per_node(&mut plain, n, reps)?;
+            drop(plain);
+            let mut dependent = CudaReplay::load(device, archive, pdl)?;
+            let edges = dependent.dependent_edges();
+            let pdl_t = time_per_node(&mut dependent, n, reps)?;
+            put(format!("{label}: graph per node"), plain_t, "us");
+            put(format!("{label}: graph-pdl per node ({edges} programmatic edges)"), pdl_t, "us");
+            put(format!("{label}: graph-pdl / graph"), pdl_t / plain_t, "x");
+            Ok(())
+        };
+        for n in [100usize, 1000] {
+            let bytes = chain_archive(n);
+            pair(&Archive::open(&bytes)?, n, &format!("pdl chain {n}, tiny kernels"), &mut put)?;
+        }
+        for spin_ns in [1_000u64, 5_000, 20_000] {
+            let bytes = chains_archive(1, 100, spin_ns);
+            pair(&Archive::open(&bytes)?, 100, &format!("pdl chain 100, {} us kernels", spin_ns / 1000), &mut put)?;
+        }
+        let bytes = chains_archive(8, 100, 0);
+        pair(&Archive::open(&bytes)?, 800, "pdl 8 chains x 100, tiny kernels", &mut put)?;
     }
 
     // The same chain and loop once a kernel has run on a second stream of the context: what

@@ -14,7 +14,8 @@
 //! Layers, lowest first:
 //! - [`driver`]: the driver library loaded at run time (the binary starts without CUDA), checked
 //!   raw calls, the device and its primary context, and recovery after a kernel fault;
-//! - [`kernels`]: the PTX recap generates;
+//! - [`kernels`]: the PTX recap generates; [`pdl`]: the rewrite that lets an archive's kernels
+//!   follow each other through programmatic edges (`ReplayOptions::pdl`);
 //! - [`replay`]: [`CudaReplay`], the safe API the CLI, the host's sessions and the capture API use.
 //!
 //! A kernel fault (illegal address, trap) poisons the CUDA context. The replay that hit it fails
@@ -31,6 +32,7 @@
 pub mod bench;
 pub mod driver;
 pub mod kernels;
+pub mod pdl;
 pub mod probe;
 pub mod replay;
 pub mod sample_kernels;

@@ -13,6 +13,7 @@ use shared::plan::{Dag, Plan, Span};
 
 use super::driver::{call, Code, Device, DriverError, Func, OpenError};
 use super::kernels;
+use super::pdl;
 
 /// How the ops are submitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -58,6 +59,11 @@ pub struct ReplayOptions {
     /// condition kernel until the body's writes are visible; the launch-order port only lets it
     /// be scheduled earlier, which is about 0.1 us per iteration faster on an H200 (for comparison).
     pub trigger_condition_edges: bool,
+    /// Graph mode on sm_90 and newer: every kernel of the archive waits for its predecessors at
+    /// entry (`griddepcontrol.wait`, see [`super::pdl`]) and kernel nodes follow kernel nodes
+    /// through programmatic edges, so a dependent kernel is scheduled while its predecessor still
+    /// runs. Elsewhere plain graph edges, with a warning.
+    pub pdl: bool,
 }
 
 /// Above this many changed launches, parameter changes go through one `cuGraphExecUpdate`
@@ -133,6 +139,9 @@ struct KernelStep {
     /// Offset of each parameter in `params`, in declaration order.
     offsets: Vec<usize>,
     relocs: Vec<Reloc>,
+    /// The kernel waits for its predecessors at entry: it may follow kernels through
+    /// programmatic edges.
+    waits: bool,
 }
 
 impl KernelStep {
@@ -196,6 +205,7 @@ impl Args {
             params: self.bytes,
             offsets: self.offsets,
             relocs: Vec::new(),
+            waits: false,
         }
     }
 }
@@ -312,6 +322,10 @@ pub struct CudaReplay {
     /// The kernel-node port programmatic edges leave from (see [`ReplayOptions`]).
     programmatic_port: u32,
     programmatic_edges: usize,
+    /// Whether the archive's kernels follow each other through programmatic edges
+    /// ([`ReplayOptions::pdl`]), and how many such edges the graph has.
+    pdl: bool,
+    dependent_edges: usize,
     /// Times a host-driven loop (stream mode) was stopped by its limit, by op.
     host_limit_hits: HashMap<OpId, u64>,
 }
@@ -410,6 +424,8 @@ impl CudaReplay {
                 sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
             },
             programmatic_edges: 0,
+            pdl: options.pdl,
+            dependent_edges: 0,
             host_limit_hits: HashMap::new(),
         };
         let result = me.load_inner(archive);
@@ -460,21 +476,43 @@ impl CudaReplay {
             self.mode = Mode::Stream;
         }
 
+        if self.pdl && (self.mode != Mode::Graph || self.device.sm < 90 || self.device.driver.version < 12030) {
+            self.warnings.push(format!(
+                "programmatic dependent launch needs graph mode on an sm_90 or newer GPU with CUDA driver 12.3 or newer \
+                 (this is sm_{}, driver {}): plain graph edges",
+                self.device.sm,
+                self.device.driver.version_string()
+            ));
+            self.pdl = false;
+        }
+
         archive.verify_blobs()?;
         let clock = std::time::Instant::now();
-        // Modules: a cubin built for exactly this GPU if the archive has one, else its PTX.
+        // Modules: a cubin built for exactly this GPU if the archive has one, else its PTX (with
+        // a wait at every entry for programmatic dependent launch).
+        let mut module_waits = Vec::new();
         let library = !self.options.module_functions;
         let mut functions: HashMap<KernelId, Func> = HashMap::new();
         let mut images = Vec::new();
         for m in archive.modules() {
-            let image = match m.cubins.iter().find(|(sm, _)| *sm == self.device.sm) {
-                Some((_, cubin)) => cubin.decode()?,
+            let (image, waits) = match m.cubins.iter().find(|(sm, _)| *sm == self.device.sm) {
+                Some((_, cubin)) => (cubin.decode()?, false),
                 None => {
-                    let mut ptx = m.ptx.decode()?;
+                    let ptx = m.ptx.decode()?;
+                    let (mut ptx, waits) = match self.pdl.then(|| std::str::from_utf8(&ptx).map_err(|e| e.to_string()).and_then(pdl::with_entry_waits)) {
+                        None => (ptx, false),
+                        Some(Ok(pdl::Rewritten::Waits(text))) => (text.into_bytes(), true),
+                        Some(Ok(pdl::Rewritten::OwnWaits)) => (ptx, true),
+                        Some(Err(why)) => {
+                            self.warnings.push(format!("module {}: plain edges into its kernels ({why})", m.name));
+                            (ptx, false)
+                        }
+                    };
                     ptx.push(0);
-                    ptx
+                    (ptx, waits)
                 }
             };
+            module_waits.push(waits);
             let (code, image) = match Code::load(&image, library) {
                 Ok(code) => (code, image),
                 Err((error, log)) => {
@@ -585,6 +623,7 @@ impl CudaReplay {
                         params,
                         offsets: k.params.iter().map(|p| p.offset as usize).collect(),
                         relocs,
+                        waits: module_waits[k.module as usize],
                     })
                 }
                 Op::Copy(c) if c.len > 0 => Step::Copy {
@@ -622,12 +661,17 @@ impl CudaReplay {
             let clock = std::time::Instant::now();
             let mut exec = std::ptr::null_mut();
             let mut r = call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0));
-            if r.is_err() && self.programmatic_edges > 0 {
+            if r.is_err() && self.programmatic_edges + self.dependent_edges > 0 {
                 // A driver that takes programmatic edges but cannot instantiate them in a
                 // conditional body: ordinary edges do the same work, one launch latency slower.
                 call!(cuGraphDestroy(graph)).ok();
+                if self.dependent_edges > 0 {
+                    self.warnings.push("the driver could not instantiate programmatic edges between kernels: plain graph edges".into());
+                }
                 self.programmatic = false;
                 self.programmatic_edges = 0;
+                self.pdl = false;
+                self.dependent_edges = 0;
                 (graph, kernel_nodes, node_count, edge_count) = self.build_graph()?;
                 r = call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0));
             }
@@ -1109,6 +1153,11 @@ impl CudaReplay {
         self.programmatic_edges
     }
 
+    /// Programmatic edges between the archive's own kernels ([`ReplayOptions::pdl`]).
+    pub fn dependent_edges(&self) -> usize {
+        self.dependent_edges
+    }
+
     /// Every WHILE loop whose `max_iterations` stopped it with its condition still set, in any
     /// replay since the archive was loaded (with how many times). Waits for the device.
     pub fn loop_limits(&mut self) -> Result<Vec<LoopLimit>, CudaError> {
@@ -1223,19 +1272,12 @@ impl GraphBuilder<'_> {
         Ok(node)
     }
 
-    /// Adds recap's condition kernel after a WHILE body's `writers`: through programmatic edges
-    /// from kernel nodes where the device has them (the kernel waits for their writes with
-    /// `griddepcontrol.wait`), through ordinary edges otherwise.
-    fn add_tail(&mut self, graph: CUgraph, tail: &mut KernelStep, writers: &[CUgraphNode]) -> Result<(), CudaError> {
-        let is_kernel = |n: CUgraphNode| {
-            let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
-            call!(cuGraphNodeGetType(n, &mut t)).is_ok() && t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL
-        };
-        let (programmatic, plain): (Vec<CUgraphNode>, Vec<CUgraphNode>) =
-            writers.iter().partition(|&&n| self.me.programmatic && is_kernel(n));
-        let node = self.add_kernel(graph, tail, &plain)?;
-        if programmatic.is_empty() {
-            return Ok(());
+    /// Joins `to` after `from` through programmatic edges (the kernel `to` waits for their writes
+    /// with `griddepcontrol.wait`), falling back to ordinary edges where the driver refuses them.
+    /// Gives how many programmatic edges were added.
+    fn join_programmatic(&mut self, graph: CUgraph, from: &[CUgraphNode], to: CUgraphNode) -> Result<usize, CudaError> {
+        if from.is_empty() {
+            return Ok(0);
         }
         let edge = sys::CUgraphEdgeData {
             from_port: self.me.programmatic_port as u8,
@@ -1243,16 +1285,35 @@ impl GraphBuilder<'_> {
             type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
             reserved: [0; 5],
         };
-        let to = vec![node; programmatic.len()];
-        let data = vec![edge; programmatic.len()];
-        let added =
-            call!(cuGraphAddDependencies_v2(graph, programmatic.as_ptr(), to.as_ptr(), data.as_ptr(), programmatic.len()));
-        if added.is_ok() {
-            self.me.programmatic_edges += programmatic.len();
-        } else {
-            call!(cuGraphAddDependencies(graph, programmatic.as_ptr(), to.as_ptr(), programmatic.len()))?;
+        let targets = vec![to; from.len()];
+        let data = vec![edge; from.len()];
+        self.edges += from.len();
+        match call!(cuGraphAddDependencies_v2(graph, from.as_ptr(), targets.as_ptr(), data.as_ptr(), from.len())) {
+            Ok(()) => Ok(from.len()),
+            Err(_) => {
+                call!(cuGraphAddDependencies(graph, from.as_ptr(), targets.as_ptr(), from.len()))?;
+                Ok(0)
+            }
         }
-        self.edges += programmatic.len();
+    }
+
+    /// `deps` split into kernel nodes and the rest.
+    fn kernels_and_rest(deps: &[CUgraphNode]) -> (Vec<CUgraphNode>, Vec<CUgraphNode>) {
+        let is_kernel = |n: CUgraphNode| {
+            let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+            call!(cuGraphNodeGetType(n, &mut t)).is_ok() && t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL
+        };
+        deps.iter().partition(|&&n| is_kernel(n))
+    }
+
+    /// Adds recap's condition kernel after a WHILE body's `writers`: through programmatic edges
+    /// from kernel nodes where the device has them (the kernel waits for their writes with
+    /// `griddepcontrol.wait`), through ordinary edges otherwise.
+    fn add_tail(&mut self, graph: CUgraph, tail: &mut KernelStep, writers: &[CUgraphNode]) -> Result<(), CudaError> {
+        let (kernels, rest) = if self.me.programmatic { Self::kernels_and_rest(writers) } else { (Vec::new(), writers.to_vec()) };
+        let node = self.add_kernel(graph, tail, &rest)?;
+        let added = self.join_programmatic(graph, &kernels, node)?;
+        self.me.programmatic_edges += added;
         Ok(())
     }
 
@@ -1260,6 +1321,14 @@ impl GraphBuilder<'_> {
         let ctx = self.me.device.context();
         let step = self.me.steps[op as usize].clone();
         let node = match step {
+            Step::Kernel(mut k) if self.me.pdl && k.waits => {
+                let (kernels, rest) = Self::kernels_and_rest(deps);
+                let node = self.add_kernel(graph, &mut k, &rest)?;
+                let added = self.join_programmatic(graph, &kernels, node)?;
+                self.me.dependent_edges += added;
+                self.kernel_nodes.insert(op, node);
+                node
+            }
             Step::Kernel(mut k) => {
                 let node = self.add_kernel(graph, &mut k, deps)?;
                 self.kernel_nodes.insert(op, node);

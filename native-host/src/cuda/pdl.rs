@@ -1,0 +1,180 @@
+//! Programmatic dependent launch for an archive's own kernels: the PTX rewrite that makes it safe.
+//!
+//! The key idea: a CUDA graph starts a dependent kernel only after its predecessor has completed
+//! and its writes are flushed, one launch latency per edge. A programmatic edge lets the dependent
+//! be scheduled while the predecessor still runs; what keeps that correct is the dependent itself,
+//! which must execute `griddepcontrol.wait` (wait until every prerequisite grid has completed and
+//! its memory is visible) before it touches memory. recap holds the PTX of every kernel it
+//! replays, so it can put that wait first in every entry, before any instruction at all, and then
+//! join kernel nodes with programmatic edges wherever the plan put an ordinary one.
+//!
+//! The wait is a no-op for a grid with no prerequisite grid, so the rewritten PTX runs the same
+//! anywhere. `griddepcontrol` needs PTX ISA 7.8 and an sm_90 target: both are raised where lower
+//! (the code is JIT-compiled for the GPU at hand, which is sm_90 or newer when this is used). PTX
+//! that already says `griddepcontrol` manages its own dependencies and is kept as it is.
+
+/// What the rewrite did to a module.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Rewritten {
+    /// Every entry now waits first: the new text.
+    Waits(String),
+    /// The module already uses `griddepcontrol`; its text is kept, and its entries are taken to
+    /// wait where they need to.
+    OwnWaits,
+}
+
+/// The lowest PTX ISA version with `griddepcontrol`.
+const MIN_VERSION: (u32, u32) = (7, 8);
+/// The lowest target with `griddepcontrol`.
+const MIN_SM: u32 = 90;
+
+/// `ptx` with `griddepcontrol.wait;` as the first instruction of every `.entry`, its `.version`
+/// and `.target` raised where they are too low for it. An error names what could not be parsed.
+pub fn with_entry_waits(ptx: &str) -> Result<Rewritten, String> {
+    if ptx.contains("griddepcontrol") {
+        return Ok(Rewritten::OwnWaits);
+    }
+    let mut out = String::with_capacity(ptx.len() + 256);
+    let mut rest = ptx;
+    let mut entries = 0;
+    while let Some(at) = find_entry(rest) {
+        let body = body_start(&rest[at..]).ok_or_else(|| format!("the .entry at byte {} has no body", ptx.len() - rest.len() + at))?;
+        let insert = first_statement(&rest[at + body..]);
+        let split = at + body + insert;
+        out.push_str(&rest[..split]);
+        out.push_str("\tgriddepcontrol.wait;\n");
+        rest = &rest[split..];
+        entries += 1;
+    }
+    out.push_str(rest);
+    if entries == 0 {
+        return Err("the PTX has no .entry".into());
+    }
+    Ok(Rewritten::Waits(raise_target(&raise_version(&out)?)?))
+}
+
+/// Byte offset of the next `.entry` directive (not inside a comment).
+fn find_entry(text: &str) -> Option<usize> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let code = line.split("//").next().unwrap_or("");
+        if let Some(i) = code.find(".entry") {
+            let after = code[i + ".entry".len()..].chars().next();
+            if after.is_none_or(char::is_whitespace) {
+                return Some(offset + i);
+            }
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// Offset just past the `{` that opens the body of the entry at the start of `text`: after the
+/// parameter list's closing parenthesis (when there is one) and any performance directives.
+fn body_start(text: &str) -> Option<usize> {
+    let mut depth = 0i32;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            '{' if depth == 0 => return Some(i + 1),
+            ';' if depth == 0 => return None, // a declaration without a body
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Offset in `body` (which starts just after `{`) of the first line that is not blank, a comment
+/// or a variable declaration: where the first instruction goes.
+fn first_statement(body: &str) -> usize {
+    let mut offset = 0;
+    let mut first = true;
+    for line in body.split_inclusive('\n') {
+        let t = line.trim();
+        let declaration = [".reg", ".local", ".shared", ".pragma"].iter().any(|d| t.starts_with(d));
+        if !(first || t.is_empty() || t.starts_with("//") || declaration) {
+            return offset;
+        }
+        // The rest of the line with the `{` never holds the first instruction of nvcc's,
+        // Triton's or Warp's PTX; if it does, the wait goes after it, still before the next.
+        first = false;
+        offset += line.len();
+    }
+    offset
+}
+
+fn raise_version(ptx: &str) -> Result<String, String> {
+    let Some(line) = ptx.lines().find(|l| l.trim_start().starts_with(".version")) else {
+        return Err("the PTX has no .version".into());
+    };
+    let declared = line.trim().trim_start_matches(".version").trim();
+    let (major, minor) = declared
+        .split_once('.')
+        .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
+        .ok_or_else(|| format!(".version {declared} is not MAJOR.MINOR"))?;
+    if (major, minor) >= MIN_VERSION {
+        return Ok(ptx.to_string());
+    }
+    Ok(ptx.replacen(line, &format!(".version {}.{}", MIN_VERSION.0, MIN_VERSION.1), 1))
+}
+
+fn raise_target(ptx: &str) -> Result<String, String> {
+    let Some(line) = ptx.lines().find(|l| l.trim_start().starts_with(".target")) else {
+        return Err("the PTX has no .target".into());
+    };
+    let targets = line.trim().trim_start_matches(".target").trim();
+    let sm = targets.split(',').map(str::trim).find_map(|t| t.strip_prefix("sm_"));
+    let Some(sm) = sm else { return Err(format!(".target {targets} names no sm_ architecture")) };
+    let number: u32 = sm.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().map_err(|_| format!(".target sm_{sm}"))?;
+    if number >= MIN_SM {
+        return Ok(ptx.to_string());
+    }
+    let raised = line.replacen(&format!("sm_{sm}"), &format!("sm_{MIN_SM}"), 1);
+    Ok(ptx.replacen(line, &raised, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO: &str = ".version 7.0\n.target sm_75\n.address_size 64\n\n\
+        // .globl a\n.visible .entry a(\n\t.param .u64 a_param_0\n)\n.maxntid 128, 1, 1\n{\n\t.reg .b32 %r<3>;\n\t.reg .b64 %rd<2>;\n\n\
+        \tld.param.u64 %rd1, [a_param_0];\n\tret;\n}\n\
+        .visible .entry b()\n{\n$L__BB0:\n\tret;\n}\n";
+
+    #[test]
+    fn every_entry_waits_before_its_first_instruction() {
+        let Rewritten::Waits(text) = with_entry_waits(TWO).unwrap() else { panic!() };
+        assert_eq!(text.matches("griddepcontrol.wait;").count(), 2);
+        // After the declarations of `a`, before its first instruction.
+        let a = text.find(".entry a(").unwrap();
+        let wait = a + text[a..].find("griddepcontrol.wait").unwrap();
+        assert!(text[a..wait].contains(".reg .b64 %rd<2>;") && !text[a..wait].contains("ld.param"));
+        // `b` begins with a label: the wait goes before it.
+        let b = text.find(".entry b()").unwrap();
+        assert!(text[b..].find("griddepcontrol.wait").unwrap() < text[b..].find("$L__BB0").unwrap());
+        assert!(text.starts_with(".version 7.8\n.target sm_90\n"), "{text}");
+    }
+
+    #[test]
+    fn newer_versions_and_targets_stay_and_own_waits_are_kept() {
+        let ptx = TWO.replace(".version 7.0", ".version 8.5").replace("sm_75", "sm_90a");
+        let Rewritten::Waits(text) = with_entry_waits(&ptx).unwrap() else { panic!() };
+        assert!(text.starts_with(".version 8.5\n.target sm_90a\n"), "{text}");
+        let own = TWO.replace("\tret;\n}\n.visible", "\tgriddepcontrol.launch_dependents;\n\tret;\n}\n.visible");
+        assert_eq!(with_entry_waits(&own).unwrap(), Rewritten::OwnWaits);
+        assert!(with_entry_waits(".version 7.8\n.target sm_90\n").unwrap_err().contains("no .entry"));
+        // A commented-out entry is not one.
+        assert!(with_entry_waits(".version 7.8\n.target sm_90\n// .entry x()\n").is_err());
+    }
+
+    #[test]
+    fn the_sample_kernels_and_recaps_own_kernels_rewrite() {
+        for ptx in [super::super::sample_kernels::PTX, super::super::kernels::FILL_MODULE] {
+            let entries = ptx.matches(".entry").count();
+            let Rewritten::Waits(text) = with_entry_waits(ptx).unwrap() else { panic!() };
+            assert_eq!(text.matches("griddepcontrol.wait;").count(), entries);
+        }
+    }
+}
