@@ -108,7 +108,14 @@ pub struct CreateSession {
     /// capture of the same program, with the same ops over regions of the same sizes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compare_against: Option<String>,
+    /// How a CUDA session submits the ops: `graph` (the default), `graph-pdl` (programmatic edges
+    /// between dependent kernels, sm_90 and newer) or `stream`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_mode: Option<String>,
 }
+
+/// The CUDA submission modes a session may ask for.
+pub const CUDA_MODES: [&str; 3] = ["graph", "graph-pdl", "stream"];
 
 /// What a session does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -242,6 +249,9 @@ pub struct SessionInfo {
     /// The archive the second side of a `compare` session replays, when not `archive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compare_against: Option<String>,
+    /// The CUDA submission mode the session asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_mode: Option<String>,
 }
 
 /// One entry of a session's event log: what the WebSocket carries, one JSON text message each.

@@ -404,6 +404,10 @@ async fn compare_sessions_on_the_host_stream_where_two_sides_part_and_keep_both_
     assert!(status == 400 && msg.contains("tpu"), "{status} {msg}");
     let (status, msg) = refused(serde_json::json!({"archive": good_id, "kind": "compare", "compare_with": "jit", "iterations": 5})).await;
     assert!(status == 400 && msg.contains("one iteration"), "{status} {msg}");
+    let (status, msg) = refused(serde_json::json!({"archive": good_id, "device": "cpu", "cuda_mode": "graph-pdl"})).await;
+    assert!(status == 400 && msg.contains("CUDA device"), "{status} {msg}");
+    let (status, msg) = refused(serde_json::json!({"archive": good_id, "device": "cpu", "cuda_mode": "graphs"})).await;
+    assert!(status == 400 && msg.contains("graph-pdl"), "{status} {msg}");
     let other = crate::host::archive(64, 1);
     let (_, other) = upload(&client, &server.url, "other", other).await;
     let (status, msg) = refused(serde_json::json!({"archive": good_id, "kind": "compare", "compare_with": "jit", "compare_against": other["id"]})).await;

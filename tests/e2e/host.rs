@@ -608,6 +608,14 @@ async fn cuda_sessions_run_in_workers_and_survive_a_gpu_fault() {
     let again = run_session(&client, &server, session(&good), "finished").await;
     assert_eq!(again.last().unwrap()["check"]["passed"], true, "{again:#?}");
     println!("{test}: the next session on cuda:0 passed its check");
+
+    // The other submission modes, as a session setting.
+    for mode in ["graph-pdl", "stream"] {
+        let mut body = session(&good);
+        body["cuda_mode"] = mode.into();
+        let done = run_session(&client, &server, body, "finished").await;
+        assert_eq!(done.last().unwrap()["check"]["passed"], true, "{mode}: {done:#?}");
+    }
 }
 
 /// One launch of a kernel that never returns: a session on it runs until cancelled or stopped.

@@ -509,6 +509,7 @@ pub fn run(
     // its predecessor runs (and waiting for it on the GPU), against plain edges.
     if wanted(Section::Pdl) {
         let pdl = ReplayOptions { pdl: true, ..graph };
+        let from_launch = ReplayOptions { pdl_from_launch: true, ..pdl };
         let pair = |archive: &Archive, n: usize, label: &str, put: &mut dyn FnMut(String, f64, &'static str)| -> Result<(), CudaError> {
             let mut plain = CudaReplay::load(device, archive, graph)?;
             let plain_t = time_per_node(&mut plain, n, reps)?;
@@ -516,8 +517,12 @@ pub fn run(
             let mut dependent = CudaReplay::load(device, archive, pdl)?;
             let edges = dependent.dependent_edges();
             let pdl_t = time_per_node(&mut dependent, n, reps)?;
+            drop(dependent);
+            let mut early = CudaReplay::load(device, archive, from_launch)?;
+            let early_t = time_per_node(&mut early, n, reps)?;
             put(format!("{label}: graph per node"), plain_t, "us");
             put(format!("{label}: graph-pdl per node ({edges} programmatic edges)"), pdl_t, "us");
+            put(format!("{label}: graph-pdl, edges from the launch, per node"), early_t, "us");
             put(format!("{label}: graph-pdl / graph"), pdl_t / plain_t, "x");
             Ok(())
         };

@@ -64,6 +64,11 @@ pub struct ReplayOptions {
     /// through programmatic edges, so a dependent kernel is scheduled while its predecessor still
     /// runs. Elsewhere plain graph edges, with a warning.
     pub pdl: bool,
+    /// With `pdl`: start the programmatic edges between kernels at the predecessor's launch
+    /// (`CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER`: the dependent may be scheduled once every block
+    /// of its predecessor has begun) instead of at its completion trigger (the default, what
+    /// programmatic stream serialization does; for comparison).
+    pub pdl_from_launch: bool,
 }
 
 /// Above this many changed launches, parameter changes go through one `cuGraphExecUpdate`
@@ -1275,12 +1280,12 @@ impl GraphBuilder<'_> {
     /// Joins `to` after `from` through programmatic edges (the kernel `to` waits for their writes
     /// with `griddepcontrol.wait`), falling back to ordinary edges where the driver refuses them.
     /// Gives how many programmatic edges were added.
-    fn join_programmatic(&mut self, graph: CUgraph, from: &[CUgraphNode], to: CUgraphNode) -> Result<usize, CudaError> {
+    fn join_programmatic(&mut self, graph: CUgraph, from: &[CUgraphNode], to: CUgraphNode, port: u32) -> Result<usize, CudaError> {
         if from.is_empty() {
             return Ok(0);
         }
         let edge = sys::CUgraphEdgeData {
-            from_port: self.me.programmatic_port as u8,
+            from_port: port as u8,
             to_port: 0,
             type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
             reserved: [0; 5],
@@ -1312,7 +1317,7 @@ impl GraphBuilder<'_> {
     fn add_tail(&mut self, graph: CUgraph, tail: &mut KernelStep, writers: &[CUgraphNode]) -> Result<(), CudaError> {
         let (kernels, rest) = if self.me.programmatic { Self::kernels_and_rest(writers) } else { (Vec::new(), writers.to_vec()) };
         let node = self.add_kernel(graph, tail, &rest)?;
-        let added = self.join_programmatic(graph, &kernels, node)?;
+        let added = self.join_programmatic(graph, &kernels, node, self.me.programmatic_port)?;
         self.me.programmatic_edges += added;
         Ok(())
     }
@@ -1324,7 +1329,12 @@ impl GraphBuilder<'_> {
             Step::Kernel(mut k) if self.me.pdl && k.waits => {
                 let (kernels, rest) = Self::kernels_and_rest(deps);
                 let node = self.add_kernel(graph, &mut k, &rest)?;
-                let added = self.join_programmatic(graph, &kernels, node)?;
+                let port = if self.me.options.pdl_from_launch {
+                    sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
+                } else {
+                    sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+                };
+                let added = self.join_programmatic(graph, &kernels, node, port)?;
                 self.me.dependent_edges += added;
                 self.kernel_nodes.insert(op, node);
                 node

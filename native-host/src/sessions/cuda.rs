@@ -78,6 +78,9 @@ pub struct WorkerJob {
     /// Where to keep region contents for download.
     #[serde(default)]
     pub keep_dir: Option<PathBuf>,
+    /// A CUDA session's submission mode.
+    #[serde(default)]
+    pub cuda_mode: Option<String>,
 }
 
 /// What a worker writes on its stdout, one JSON document per line.
@@ -141,6 +144,7 @@ impl Engine for WorkerEngine {
             limits: job.limits,
             compare: job.compare.cloned(),
             keep_dir: job.keep_dir.map(|d| d.to_path_buf()),
+            cuda_mode: job.cuda_mode.map(str::to_string),
             bindings: job
                 .bindings
                 .iter()
@@ -277,6 +281,7 @@ fn worker_replay(
         limits: job.limits,
         compare: job.compare.as_ref(),
         keep_dir: job.keep_dir.as_deref(),
+        cuda_mode: job.cuda_mode.as_deref(),
     };
     let mut output_error = None;
     let mut emit = |message| {
@@ -336,7 +341,15 @@ fn replay_here(
     drop(timing);
     emit(SessionMessage::OpTimings { iteration: 0, ops });
 
-    let mut replay = CudaReplay::load(device, archive, ReplayOptions::default()).map_err(failed)?;
+    let options = match job.cuda_mode.unwrap_or("graph") {
+        "stream" => ReplayOptions { mode: Mode::Stream, ..Default::default() },
+        "graph-pdl" => ReplayOptions { pdl: true, ..Default::default() },
+        _ => ReplayOptions::default(),
+    };
+    let mut replay = CudaReplay::load(device, archive, options).map_err(failed)?;
+    for warning in replay.warnings() {
+        tracing::warn!("{warning}");
+    }
     for index in 0..job.iterations {
         if job.cancel.load(Ordering::Relaxed) {
             return Err(RunError::Cancelled);

@@ -52,6 +52,8 @@ pub struct Job<'a> {
     pub compare: Option<&'a CompareSides>,
     /// Where to keep region contents for download ([`report::Keeper`]); nothing is kept without it.
     pub keep_dir: Option<&'a std::path::Path>,
+    /// A CUDA session's submission mode (`shared::protocol::CUDA_MODES`; default `graph`).
+    pub cuda_mode: Option<&'a str>,
 }
 
 impl Job<'_> {
@@ -482,6 +484,17 @@ impl Sessions {
             )));
         }
         let (budget, time_limit_s) = self.limits.settle(req.budget, req.time_limit_s)?;
+        if let Some(mode) = &req.cuda_mode {
+            if !shared::protocol::CUDA_MODES.contains(&mode.as_str()) {
+                return Err(SessionError::BadRequest(format!(
+                    "cuda_mode must be one of {}, got {mode:?}",
+                    shared::protocol::CUDA_MODES.join(", ")
+                )));
+            }
+            if req.kind != SessionKind::Replay || !device_name.starts_with("cuda") {
+                return Err(SessionError::BadRequest("cuda_mode applies to replay sessions on a CUDA device".into()));
+            }
+        }
         let bindings = self.decode_bindings(&archive, &req.bindings)?;
         let control = random_id();
         let info = SessionInfo {
@@ -502,6 +515,7 @@ impl Sessions {
             compare_with,
             compare_all: req.compare_all,
             compare_against: req.compare_against.clone(),
+            cuda_mode: req.cuda_mode.clone(),
         };
         let device = self.queue_device(&info).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
         let record = SessionRecord { info: info.clone(), control_hash: key_hash(&control) };
@@ -790,6 +804,7 @@ impl Sessions {
             limits: self.limits.replay,
             compare: compare.as_ref(),
             keep_dir: keep_dir.as_deref(),
+            cuda_mode: info.cuda_mode.as_deref(),
         };
         let outcome = engine.run(&job, &mut |m| live.push(m));
         if outcome.is_err() {

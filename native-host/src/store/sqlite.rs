@@ -55,7 +55,8 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'replay';
     ALTER TABLE sessions ADD COLUMN compare_with TEXT;
     ALTER TABLE sessions ADD COLUMN compare_all INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE sessions ADD COLUMN compare_against TEXT;",
+    ALTER TABLE sessions ADD COLUMN compare_against TEXT;
+    ALTER TABLE sessions ADD COLUMN cuda_mode TEXT;",
 ];
 
 /// The index of one machine.
@@ -113,7 +114,7 @@ fn archive_row(r: &Row<'_>) -> rusqlite::Result<ArchiveInfo> {
 
 const SESSION_COLUMNS: &str =
     "id, archive, device, iterations, do_check, state, created_at, ended_at, passed, error, control_hash, budget, \
-     time_limit_s, kind, compare_with, compare_all, compare_against";
+     time_limit_s, kind, compare_with, compare_all, compare_against, cuda_mode";
 
 fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     let state: String = r.get(5)?;
@@ -142,6 +143,7 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
             compare_with: r.get(14)?,
             compare_all: r.get(15)?,
             compare_against: r.get(16)?,
+            cuda_mode: r.get(17)?,
         },
         control_hash: r.get(10)?,
     })
@@ -186,7 +188,7 @@ impl Index for SqliteIndex {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.execute(
-            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
+            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"),
             params![
                 i.id,
                 i.archive,
@@ -204,7 +206,8 @@ impl Index for SqliteIndex {
                 i.kind.name(),
                 i.compare_with,
                 i.compare_all,
-                i.compare_against
+                i.compare_against,
+                i.cuda_mode
             ],
         )?;
         for (name, bytes) in bindings {

@@ -509,6 +509,7 @@ async fn start_host(archive: String, device: String, iterations: u32, check: boo
         compare_with,
         compare_all: false,
         compare_against: None,
+        cuda_mode: None,
     };
     match api::post_json::<SessionCreated>("/api/sessions", &req).await {
         Ok(created) => {
