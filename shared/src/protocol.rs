@@ -108,14 +108,15 @@ pub struct CreateSession {
     /// capture of the same program, with the same ops over regions of the same sizes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compare_against: Option<String>,
-    /// How a CUDA session submits the ops: `graph` (the default), `graph-pdl` (programmatic edges
-    /// between dependent kernels, sm_90 and newer) or `stream`.
+    /// How a CUDA session submits the ops: `graph` (the default: programmatic edges between
+    /// dependent kernels where the GPU has them), `graph-pdl` (the same, asked for), `graph-plain`
+    /// (ordinary edges only) or `stream`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_mode: Option<String>,
 }
 
 /// The CUDA submission modes a session may ask for.
-pub const CUDA_MODES: [&str; 3] = ["graph", "graph-pdl", "stream"];
+pub const CUDA_MODES: [&str; 4] = ["graph", "graph-pdl", "graph-plain", "stream"];
 
 /// What a session does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

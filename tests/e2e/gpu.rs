@@ -147,7 +147,9 @@ fn the_cli_replays_every_corpus_case_with_check_in_both_modes() {
     let Some(_dev) = gpu("the_cli_replays_every_corpus_case_with_check_in_both_modes") else { return };
     let mut failures = Vec::new();
     for_each_imported_case(|name, file| {
-        for (mode, how) in [("graph", "one graph of"), ("graph-pdl", "one graph of"), ("stream", "op by op on a stream")] {
+        for (mode, how) in
+            [("graph", "one graph of"), ("graph-pdl", "one graph of"), ("graph-plain", "one graph of"), ("stream", "op by op on a stream")]
+        {
             let (ok, stdout, stderr) = replay_cli(&file, &["--device", "cuda", "--mode", mode, "--iterations", "2", "--check"]);
             let summary = stdout.lines().find(|l| l.contains("regions pass")).unwrap_or("no check summary").to_string();
             let first = stdout.lines().next().unwrap_or_default().to_string();
@@ -633,7 +635,7 @@ fn stream_mode_reports_per_op_times() {
 
 /// `ReplayOptions` for programmatic dependent launch.
 fn pdl() -> ReplayOptions {
-    ReplayOptions { pdl: true, ..opts(Mode::Graph) }
+    ReplayOptions { pdl: recap::cuda::Pdl::On, ..opts(Mode::Graph) }
 }
 
 /// Ten times: a kernel that spins 20 us before it reads and writes `counter` and `acc`, then one
@@ -665,6 +667,12 @@ fn programmatic_edges_wait_for_a_late_write() {
         return;
     }
     assert_eq!(r.dependent_edges(), 19, "every kernel after the first follows through a programmatic edge");
+    // The default takes them too; plain edges when asked.
+    let default = CudaReplay::load(&dev, &archive, opts(Mode::Graph)).unwrap();
+    assert_eq!(default.dependent_edges(), 19);
+    let plain = CudaReplay::load(&dev, &archive, ReplayOptions { pdl: recap::cuda::Pdl::Off, ..opts(Mode::Graph) }).unwrap();
+    assert_eq!(plain.dependent_edges(), 0);
+    drop((default, plain));
     for _ in 0..3 {
         r.upload_initial(&archive).unwrap();
         r.replay().unwrap();

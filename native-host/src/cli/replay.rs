@@ -55,11 +55,14 @@ impl std::fmt::Display for Device {
 /// How the CUDA backend submits work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
-    /// One CUDA graph, instantiated once and launched per iteration.
+    /// One CUDA graph, instantiated once and launched per iteration (with programmatic edges
+    /// between dependent kernels where the GPU has them, as graph-pdl)
     Graph,
     /// The graph with programmatic edges between dependent kernels, each waiting for its
-    /// predecessors at entry (sm_90 and newer; plain graph edges elsewhere)
+    /// predecessors at entry (sm_90 and newer; ordinary edges and a warning elsewhere)
     GraphPdl,
+    /// The graph with ordinary edges only
+    GraphPlain,
     /// Every op submitted to a stream one by one.
     Stream,
 }
@@ -277,10 +280,12 @@ pub fn open_backend<'a>(
             if settings.budget.is_some() {
                 bail!("--budget applies to --device cpu only: a GPU runs kernels without counting instructions");
             }
+            use recap::cuda::Pdl;
             let (mode, pdl) = match settings.mode.unwrap_or(Mode::Graph) {
-                Mode::Graph => (recap::cuda::Mode::Graph, false),
-                Mode::GraphPdl => (recap::cuda::Mode::Graph, true),
-                Mode::Stream => (recap::cuda::Mode::Stream, false),
+                Mode::Graph => (recap::cuda::Mode::Graph, Pdl::Auto),
+                Mode::GraphPdl => (recap::cuda::Mode::Graph, Pdl::On),
+                Mode::GraphPlain => (recap::cuda::Mode::Graph, Pdl::Off),
+                Mode::Stream => (recap::cuda::Mode::Stream, Pdl::Auto),
             };
             let options = recap::cuda::ReplayOptions { mode, pdl, ..Default::default() };
             let replay = recap::cuda::ArchiveReplay::open(bytes, ordinal as usize, options)?;

@@ -14,7 +14,7 @@ use cudarc::driver::sys;
 
 use super::driver::{call, Code, Func};
 use super::sample_kernels::SampleKernels;
-use super::{CudaError, CudaReplay, Device, Mode, ReplayOptions};
+use super::{CudaError, CudaReplay, Device, Mode, Pdl, ReplayOptions};
 
 const ELEMS: u32 = 256;
 
@@ -328,7 +328,8 @@ pub fn run(
         device.driver.version_string(),
         if device.driver.has_conditional_nodes() { "yes" } else { "no" }
     );
-    let graph = ReplayOptions { mode: Mode::Graph, ..Default::default() };
+    // The figures beside the floor's plain graph use ordinary edges; the pdl section compares.
+    let graph = ReplayOptions { mode: Mode::Graph, pdl: Pdl::Off, ..Default::default() };
     let stream = ReplayOptions { mode: Mode::Stream, ..Default::default() };
 
 
@@ -508,7 +509,7 @@ pub fn run(
     // Programmatic dependent launch: the same graphs with each dependent kernel scheduled while
     // its predecessor runs (and waiting for it on the GPU), against plain edges.
     if wanted(Section::Pdl) {
-        let pdl = ReplayOptions { pdl: true, ..graph };
+        let pdl = ReplayOptions { pdl: Pdl::On, ..graph };
         let from_launch = ReplayOptions { pdl_from_launch: true, ..pdl };
         let pair = |archive: &Archive, n: usize, label: &str, put: &mut dyn FnMut(String, f64, &'static str)| -> Result<(), CudaError> {
             let mut plain = CudaReplay::load(device, archive, graph)?;

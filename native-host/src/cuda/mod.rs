@@ -38,7 +38,7 @@ pub mod replay;
 pub mod sample_kernels;
 
 pub use driver::{driver, Device, DriverError, DriverInfo, OpenError};
-pub use replay::{locate_fault, ArchiveReplay, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, ReplayOptions};
+pub use replay::{locate_fault, ArchiveReplay, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions};
 
 /// Parses `cuda` or `cuda:N` into a device ordinal.
 pub fn parse_device(spec: &str) -> Option<usize> {

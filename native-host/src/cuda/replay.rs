@@ -36,6 +36,18 @@ impl std::str::FromStr for Mode {
     }
 }
 
+/// Whether kernels follow kernels through programmatic edges ([`ReplayOptions::pdl`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pdl {
+    /// Where the GPU and driver have it; ordinary edges elsewhere, silently.
+    #[default]
+    Auto,
+    /// Asked for: where the GPU or driver lacks it, ordinary edges and a warning.
+    On,
+    /// Ordinary edges only (for comparison).
+    Off,
+}
+
 /// What a replay is asked to do besides running the ops.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReplayOptions {
@@ -59,11 +71,12 @@ pub struct ReplayOptions {
     /// condition kernel until the body's writes are visible; the launch-order port only lets it
     /// be scheduled earlier, which is about 0.1 us per iteration faster on an H200 (for comparison).
     pub trigger_condition_edges: bool,
-    /// Graph mode on sm_90 and newer: every kernel of the archive waits for its predecessors at
-    /// entry (`griddepcontrol.wait`, see [`super::pdl`]) and kernel nodes follow kernel nodes
-    /// through programmatic edges, so a dependent kernel is scheduled while its predecessor still
-    /// runs. Elsewhere plain graph edges, with a warning.
-    pub pdl: bool,
+    /// Programmatic dependent launch between the archive's kernels in graph mode: every kernel
+    /// waits for its predecessors at entry (`griddepcontrol.wait`, see [`super::pdl`]) and kernel
+    /// nodes follow kernel nodes through programmatic edges, so a dependent kernel is scheduled
+    /// while its predecessor still runs. By default wherever the GPU (sm_90 and newer) and the
+    /// driver (12.3) have it.
+    pub pdl: Pdl,
     /// With `pdl`: start the programmatic edges between kernels at the predecessor's launch
     /// (`CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER`: the dependent may be scheduled once every block
     /// of its predecessor has begun) instead of at its completion trigger (the default, what
@@ -429,7 +442,7 @@ impl CudaReplay {
                 sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
             },
             programmatic_edges: 0,
-            pdl: options.pdl,
+            pdl: options.pdl != Pdl::Off,
             dependent_edges: 0,
             host_limit_hits: HashMap::new(),
         };
@@ -481,15 +494,16 @@ impl CudaReplay {
             self.mode = Mode::Stream;
         }
 
-        if self.pdl && (self.mode != Mode::Graph || self.device.sm < 90 || self.device.driver.version < 12030) {
+        let pdl_available = self.mode == Mode::Graph && self.device.sm >= 90 && self.device.driver.version >= 12030;
+        if self.pdl && !pdl_available && self.options.pdl == Pdl::On {
             self.warnings.push(format!(
                 "programmatic dependent launch needs graph mode on an sm_90 or newer GPU with CUDA driver 12.3 or newer \
                  (this is sm_{}, driver {}): plain graph edges",
                 self.device.sm,
                 self.device.driver.version_string()
             ));
-            self.pdl = false;
         }
+        self.pdl &= pdl_available;
 
         archive.verify_blobs()?;
         let clock = std::time::Instant::now();

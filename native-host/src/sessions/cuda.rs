@@ -343,7 +343,8 @@ fn replay_here(
 
     let options = match job.cuda_mode.unwrap_or("graph") {
         "stream" => ReplayOptions { mode: Mode::Stream, ..Default::default() },
-        "graph-pdl" => ReplayOptions { pdl: true, ..Default::default() },
+        "graph-pdl" => ReplayOptions { pdl: crate::cuda::Pdl::On, ..Default::default() },
+        "graph-plain" => ReplayOptions { pdl: crate::cuda::Pdl::Off, ..Default::default() },
         _ => ReplayOptions::default(),
     };
     let mut replay = CudaReplay::load(device, archive, options).map_err(failed)?;
