@@ -57,6 +57,65 @@ impl Builder {
     }
 }
 
+/// The heat-step example's graph (`examples/01-heat-step.rs`): `steps` times diffuse (a 2-D
+/// stencil through a `Field` struct by value), add a source, cool, and copy the result back, on a
+/// 96 x 64 grid: four ops a step, three of them kernels.
+pub fn heat_archive(steps: usize) -> Vec<u8> {
+    const PTX: &str = include_str!("../../examples/kernels/heat.ptx");
+    const NX: u32 = 96;
+    const NY: u32 = 64;
+    let n = NX * NY;
+    let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).expect("in-memory writer");
+    let module = w.add_module("heat", PTX).expect("module");
+    let kernel = |w: &mut ArchiveWriter<Cursor<Vec<u8>>>, name: &str| {
+        let layout = crate::import::entry_params(PTX, name).expect("the example's PTX declares its entries");
+        let decls = layout
+            .iter()
+            .map(|p| ParamDecl { name: p.name.clone(), offset: p.offset, size: p.size, align: p.align, kind: ParamKind::Value })
+            .collect();
+        (w.add_kernel(module, name, decls).expect("kernel"), layout)
+    };
+    let (diffuse, dl) = kernel(&mut w, "heat_diffuse");
+    let (source_k, sl) = kernel(&mut w, "heat_add_source");
+    let (cool, cl) = kernel(&mut w, "heat_cool");
+    let grid = |name: &str, w: &mut ArchiveWriter<Cursor<Vec<u8>>>| {
+        let r = w.add_region(RegionDecl { shape: vec![NY as u64, NX as u64], ..RegionDecl::new(name, n as u64 * 4, DType::F32) }).expect("region");
+        let values: Vec<u8> = (0..n).flat_map(|i| ((i % 97) as f32).to_le_bytes()).collect();
+        w.set_initial_bytes(r, &values).expect("initial");
+        r
+    };
+    let (u, v, src) = (grid("u", &mut w), grid("v", &mut w), grid("source", &mut w));
+    let params = |layout: &[crate::import::PtxParam]| vec![0u8; layout.last().map_or(0, |p| (p.offset + p.size) as usize)];
+    let put = |bytes: &mut Vec<u8>, at: u32, value: &[u8]| bytes[at as usize..at as usize + value.len()].copy_from_slice(value);
+    for _ in 0..steps {
+        // Field { float* data; int nx; int ny } by value, twice, then alpha.
+        let mut p = params(&dl);
+        for f in &dl[..2] {
+            put(&mut p, f.offset + 8, &NX.to_le_bytes());
+            put(&mut p, f.offset + 12, &NY.to_le_bytes());
+        }
+        put(&mut p, dl[2].offset, &0.2f32.to_le_bytes());
+        let relocs = vec![Reloc { offset: dl[0].offset as u64, target: u, target_offset: 0 }, Reloc { offset: dl[1].offset as u64, target: v, target_offset: 0 }];
+        w.launch(LaunchDecl { kernel: diffuse, grid: [NX.div_ceil(16), NY.div_ceil(16), 1], block: [16, 16, 1], shared_bytes: 0, params: p, relocs })
+            .expect("launch");
+        let mut p = params(&sl);
+        put(&mut p, sl[2].offset, &0.05f32.to_le_bytes());
+        put(&mut p, sl[3].offset, &n.to_le_bytes());
+        let relocs = vec![Reloc { offset: sl[0].offset as u64, target: v, target_offset: 0 }, Reloc { offset: sl[1].offset as u64, target: src, target_offset: 0 }];
+        w.launch(LaunchDecl { kernel: source_k, grid: [n.div_ceil(256), 1, 1], block: [256, 1, 1], shared_bytes: 0, params: p, relocs })
+            .expect("launch");
+        let mut p = params(&cl);
+        put(&mut p, cl[1].offset, &10.0f32.to_le_bytes());
+        put(&mut p, cl[2].offset, &0.002f32.to_le_bytes());
+        put(&mut p, cl[3].offset, &n.to_le_bytes());
+        let relocs = vec![Reloc { offset: cl[0].offset as u64, target: v, target_offset: 0 }];
+        w.launch(LaunchDecl { kernel: cool, grid: [n.div_ceil(256), 1, 1], block: [256, 1, 1], shared_bytes: 0, params: p, relocs })
+            .expect("launch");
+        w.copy(CopyOp { src: v, src_offset: 0, dst: u, dst_offset: 0, len: n as u64 * 4 }).expect("copy");
+    }
+    w.finish().expect("finish").into_inner()
+}
+
 /// `n` launches of the 256-thread `x[i] += 1` kernel on one buffer: a chain by data hazards.
 pub fn chain_archive(n: usize) -> Vec<u8> {
     let mut b = Builder::new();
@@ -537,6 +596,9 @@ pub fn run(
         }
         let bytes = chains_archive(8, 100, 0);
         pair(&Archive::open(&bytes)?, 800, "pdl 8 chains x 100, tiny kernels", &mut put)?;
+        // A real multi-kernel graph: per op of 25 heat steps (100 ops, 75 of them kernels).
+        let bytes = heat_archive(25);
+        pair(&Archive::open(&bytes)?, 100, "pdl heat step x 25 (per op)", &mut put)?;
     }
 
     // The same chain and loop once a kernel has run on a second stream of the context: what
@@ -557,4 +619,20 @@ pub fn run(
         );
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heat_archive_replays_on_the_cpu() {
+        let bytes = heat_archive(2);
+        let archive = Archive::open(&bytes).unwrap();
+        assert_eq!(archive.op_count(), 8);
+        let mut r = shared::replay::CpuReplay::new(&archive, Default::default()).unwrap();
+        r.run_iteration(&mut shared::replay::NoObserver).unwrap();
+        let u: Vec<f32> = r.region_bytes(0).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert!(u.iter().all(|v| v.is_finite()) && u != (0..96 * 64).map(|i| (i % 97) as f32).collect::<Vec<_>>());
+    }
 }
