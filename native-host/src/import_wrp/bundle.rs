@@ -173,7 +173,7 @@ pub fn import_bundle(
     let root = work.join("bundle");
     unpack_all(bundle, kind, &root, limit)?;
     let parts = find_parts(&root)?;
-    let options = WrpOptions { ptx_from: parts.ptx, expected: parts.expected, rtol: 1e-5, atol: 1e-6, ..Default::default() };
+    let options = WrpOptions { ptx_from: parts.ptx, expected: parts.expected, ..Default::default() };
     let summary = import_wrp(&parts.wrp, &options, out)?;
     let name = parts.wrp.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     Ok((summary, name))

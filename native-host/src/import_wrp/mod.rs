@@ -64,7 +64,7 @@ pub enum WrpImportError {
 }
 
 /// What the import reads besides the `.wrp` file.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct WrpOptions {
     /// The capture's modules folder (default: `<stem>_modules` beside the file).
     pub modules: Option<PathBuf>,
@@ -75,6 +75,14 @@ pub struct WrpOptions {
     /// Tolerance of floating-point expected states (integers are judged exactly).
     pub rtol: f64,
     pub atol: f64,
+}
+
+impl Default for WrpOptions {
+    /// Nothing besides the file, and float tolerances of 1e-5 relative and 1e-6 absolute: Warp's
+    /// own replay ran compiled C++ or another GPU, recap runs the PTX.
+    fn default() -> Self {
+        WrpOptions { modules: None, ptx_from: None, expected: Vec::new(), rtol: 1e-5, atol: 1e-6 }
+    }
 }
 
 /// What was imported.

@@ -60,6 +60,17 @@ fn too_large(limit: u64) -> Response {
     res
 }
 
+/// The request back, or the 413 answer when its `Content-Length` already says it is over `limit`
+/// (what it still sends is drained).
+fn refuse_declared_over(req: Request, limit: u64) -> Result<Request, Response> {
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        drain(req.into_body().into_data_stream());
+        return Err(too_large(limit));
+    }
+    Ok(req)
+}
+
 pub async fn upload(
     State(app): State<AppState>,
     Query(query): Query<UploadQuery>,
@@ -81,15 +92,10 @@ pub async fn upload(
     }
     let name = check_name(query.name)?;
     let limit = app.config.max_upload;
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        drain(req.into_body().into_data_stream());
-        return Ok(too_large(limit));
-    }
+    let req = match refuse_declared_over(req, limit) {
+        Ok(req) => req,
+        Err(refused) => return Ok(refused),
+    };
     let _slot = app.config.uploads.acquire().await.map_err(|_| ApiError::internal("the host is shutting down"))?;
     let _done = super::BodyDone;
     let store = app.store.clone();
@@ -150,11 +156,10 @@ async fn upload_bundle(
     kind: crate::import_wrp::BundleKind,
 ) -> Result<Response, ApiError> {
     let limit = app.config.max_upload;
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        drain(req.into_body().into_data_stream());
-        return Ok(too_large(limit));
-    }
+    let req = match refuse_declared_over(req, limit) {
+        Ok(req) => req,
+        Err(refused) => return Ok(refused),
+    };
     let _slot = app.config.uploads.acquire().await.map_err(|_| ApiError::internal("the host is shutting down"))?;
     let _done = super::BodyDone;
     let store = app.store.clone();
