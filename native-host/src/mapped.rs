@@ -11,6 +11,9 @@ pub struct MappedFile {
 
 impl MappedFile {
     pub fn open(path: &Path) -> std::io::Result<Self> {
+        if path.is_dir() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "is a folder, not an archive file"));
+        }
         let file = File::open(path)?;
         if file.metadata()?.len() == 0 {
             return Ok(MappedFile { map: None });

@@ -253,3 +253,24 @@ fn damaged_data_stops_replay_check_and_inspect_with_section_and_offset() {
         assert!(!text(&r.stdout).contains("FAIL"), "{args:?} reported numbers: {}", text(&r.stdout));
     }
 }
+
+#[test]
+fn a_folder_is_named_as_one_and_quiet_replays_print_only_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    for command in ["validate", "inspect", "replay"] {
+        let out = recap(&[&command, &dir.path()]);
+        assert!(!out.status.success());
+        let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(said.contains("is a folder, not an archive file") && said.trim().lines().count() == 1, "{command}: {said}");
+    }
+    let archive = dir.path().join("a.recap");
+    let case = corpus_cases().into_iter().next().unwrap();
+    assert!(recap(&[&"import-case", &case, &"-o", &archive]).status.success());
+    let out = recap(&[&"replay", &archive, &"--iterations", &"12", &"--quiet", &"--check"]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(!said.contains("iteration 1:") && said.contains("12 iterations: median") && said.contains("regions pass"), "{said}");
+    // Without --quiet, a pipe gets every iteration.
+    let said = text(&recap(&[&"replay", &archive, &"--iterations", &"12"]).stdout);
+    assert_eq!(said.lines().filter(|l| l.starts_with("iteration ")).count(), 12, "{said}");
+}

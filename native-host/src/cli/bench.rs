@@ -48,7 +48,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let Some(ordinal) = recap::cuda::parse_device(&device) else {
                 bail!("unknown device {device:?}: expected cuda or cuda:N");
             };
-            let dev = recap::cuda::Device::open(ordinal)?;
+            let dev = match recap::cuda::Device::open(ordinal) {
+                Err(recap::cuda::OpenError::NoDriver) => bail!(
+                    "no CUDA driver found (libcuda.so could not be loaded): `recap bench cuda` measures a GPU; the CPU replay's \
+                     benchmarks are bench/cpu/dispatch.sh and bench/native/run.sh (BENCHMARKS.md)"
+                ),
+                other => other?,
+            };
             let text = match &ptx {
                 Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?),
                 None => None,

@@ -109,6 +109,10 @@ pub struct Args {
     /// Print one JSON object per line (iterations, per-op times, dumped files, the check) for scripts
     #[arg(long)]
     pub json: bool,
+    /// Print no line per iteration, only the summary and the check (on a terminal, more than ten
+    /// iterations print the first one and a progress bar anyway)
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// The CPU engine for kernels.
@@ -403,6 +407,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         progress.timer = Some(OpTimer::default());
     }
     let mut times = Vec::with_capacity(args.iterations as usize);
+    // On a terminal a long replay shows its first iteration (the one that compiles and
+    // instantiates) and the progress bar; a pipe gets every line.
+    let terse = args.iterations > 10 && std::io::IsTerminal::is_terminal(&std::io::stdout());
     for i in 0..args.iterations {
         if cancel.load(Ordering::Relaxed) {
             progress.bar.finish_and_clear();
@@ -434,7 +441,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if !ops.is_empty() {
                 emit(serde_json::json!({"type": "op_timings", "iteration": i + 1, "ops": ops}));
             }
-        } else {
+        } else if !args.quiet && (i == 0 || !terse) {
             let line = match backend.iteration_detail() {
                 Some(detail) => format!("iteration {}: {} ({detail})", i + 1, fmt_duration(elapsed)),
                 None => iteration_line(i, elapsed, &stats),
