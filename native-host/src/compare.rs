@@ -7,6 +7,10 @@
 //! stream, synchronising after each op, and calls back as each finishes, and the CPU side is
 //! stepped from inside that callback, so neither side runs ahead.
 
+// Errors carry the CUDA driver's own words and the JIT log, as `cuda/` does: large, but only on
+// the cold path.
+#![allow(clippy::result_large_err)]
+
 use shared::archive::{Archive, Op, OpId};
 use shared::compare::{Comparison, Divergence, Judged, Outcome};
 use shared::plan::Plan;

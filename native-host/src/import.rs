@@ -163,6 +163,19 @@ pub struct PtxParam {
     pub ptr_annotated: bool,
 }
 
+impl PtxParam {
+    /// The archive's declaration of this parameter, as a pointer or a plain value.
+    pub fn decl(&self, pointer: bool) -> ParamDecl {
+        ParamDecl {
+            name: self.name.clone(),
+            offset: self.offset,
+            size: self.size,
+            align: self.align,
+            kind: if pointer { ParamKind::Pointer } else { ParamKind::Value },
+        }
+    }
+}
+
 /// Parses the parameter list of `.entry NAME(...)` in `ptx` and lays the parameters out as the CUDA
 /// driver does: each at the next multiple of its alignment (`.align N` before the type, or the type's
 /// own size), arrays as `element size × count`.
@@ -461,17 +474,7 @@ fn write_case<W: Write + Seek>(
     }
     let mut kernel_ids: Vec<KernelId> = Vec::new();
     for (entry, params, pointers) in &kernels {
-        let decls = params
-            .iter()
-            .zip(pointers)
-            .map(|(p, &ptr)| ParamDecl {
-                name: p.name.clone(),
-                offset: p.offset,
-                size: p.size,
-                align: p.align,
-                kind: if ptr { ParamKind::Pointer } else { ParamKind::Value },
-            })
-            .collect();
+        let decls = params.iter().zip(pointers).map(|(p, &ptr)| p.decl(ptr)).collect();
         kernel_ids.push(w.add_kernel(module, entry, decls).map_err(werr)?);
     }
 

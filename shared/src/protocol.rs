@@ -291,7 +291,7 @@ pub enum SessionMessage {
     /// agree. Sent in batches; after the first [`MAX_COMPARED_REPORTED`] only ops that differ.
     Compared { ops: Vec<OpAgreement> },
     /// Comparison: an op whose writes differ, with both sides' values of the region where they part.
-    Parted { parting: Parting },
+    Parted { parting: Box<Parting> },
     /// Comparison: the verdict, sent once before `finished`.
     Compare { verdict: CompareVerdict },
     /// The session completed; `check` is absent when checking was not asked for.

@@ -105,7 +105,7 @@ impl SessionView {
                 }
             }
             SessionMessage::Parted { parting } => {
-                self.compare.get_or_insert_with(Default::default).partings.push(parting.clone());
+                self.compare.get_or_insert_with(Default::default).partings.push(parting.as_ref().clone());
             }
             SessionMessage::Compare { verdict } => {
                 self.compare.get_or_insert_with(Default::default).verdict = Some(verdict.clone());

@@ -69,10 +69,7 @@ pub fn heat_archive(steps: usize) -> Vec<u8> {
     let module = w.add_module("heat", PTX).expect("module");
     let kernel = |w: &mut ArchiveWriter<Cursor<Vec<u8>>>, name: &str| {
         let layout = crate::import::entry_params(PTX, name).expect("the example's PTX declares its entries");
-        let decls = layout
-            .iter()
-            .map(|p| ParamDecl { name: p.name.clone(), offset: p.offset, size: p.size, align: p.align, kind: ParamKind::Value })
-            .collect();
+        let decls = layout.iter().map(|p| p.decl(false)).collect();
         (w.add_kernel(module, name, decls).expect("kernel"), layout)
     };
     let (diffuse, dl) = kernel(&mut w, "heat_diffuse");

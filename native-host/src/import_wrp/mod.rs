@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use shared::archive::{
-    ArchiveWriter, Condition, CopyOp, DType, Direction, KernelId, LaunchDecl, MemsetOp, ParamDecl, ParamKind,
+    ArchiveWriter, Condition, CopyOp, DType, Direction, KernelId, LaunchDecl, MemsetOp,
     RegionDecl, RegionId, Reloc, Tolerance, WriteError,
 };
 use shared::npy;
@@ -608,10 +608,8 @@ impl Importer<'_, '_> {
         let module = *module;
         let name = self.capture.modules.iter().find(|m| m.hash == module_hash).map_or_else(|| short(module_hash), |m| m.name.clone());
         let layout = crate::import::entry_params(&ptx.text, entry).map_err(|reason| WrpImportError::Ptx { module: name, reason })?;
-        let decls = layout
-            .iter()
-            .map(|p| ParamDecl { name: p.name.clone(), offset: p.offset, size: p.size, align: p.align, kind: ParamKind::Value })
-            .collect();
+        // Warp's arguments are values; the pointers inside them are relocations.
+        let decls = layout.iter().map(|p| p.decl(false)).collect();
         let result = self.w.add_kernel(module, entry, decls);
         let id = self.write(result)?;
         self.kernels.insert(key, (id, layout.clone()));

@@ -191,7 +191,7 @@ async fn upload_bundle(
         let out = work.path().join("converted.recap");
         let (summary, wrp_name) = crate::import_wrp::import_bundle(&bundle_path, kind, work.path(), &out, limit)
             .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_capture", e.to_string()))?;
-        let name = query.name.clone().unwrap_or_else(|| wrp_name.replace(".wrp", ".recap"));
+        let name = query.name.clone().unwrap_or_else(|| format!("{}.recap", wrp_name.strip_suffix(".wrp").unwrap_or(&wrp_name)));
         let name = check_name(Some(name))?;
         let mut ingested = store.import_file(&out, Some(&name), limit)?;
         let ptx: Vec<String> = summary.modules.iter().map(|(m, from)| format!("{m}: {from}")).collect();

@@ -35,14 +35,13 @@ pub struct SessionRegionQuery {
 /// The region `name` names: a binding or region name, with or without `.npy`, or a number.
 fn region_in(archive: &Archive, name: &str) -> Result<RegionId, ApiError> {
     let bare = name.strip_suffix(".npy").unwrap_or(name);
-    for candidate in [name, bare] {
-        if let Ok(id) = archive.region_named(candidate) {
-            return Ok(id);
-        }
-    }
+    let unknown = match archive.region_named(name).or_else(|_| archive.region_named(bare)) {
+        Ok(id) => return Ok(id),
+        Err(unknown) => unknown,
+    };
     match bare.parse::<RegionId>() {
         Ok(id) if (id as usize) < archive.region_count() => Ok(id),
-        _ => Err(ApiError::not_found(archive.region_named(bare).expect_err("looked up above").to_string())),
+        _ => Err(ApiError::not_found(unknown.to_string())),
     }
 }
 

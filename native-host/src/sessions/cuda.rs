@@ -289,10 +289,10 @@ fn worker_replay(
             output_error = send(message).err();
         }
     };
-    let result = match job.device {
-        _ if run.compare.is_some() => run.run_compare(&mut emit).expect("a compare job"),
-        WorkerDevice::Cpu => CpuEngine::new().run(&run, &mut emit),
-        WorkerDevice::Cuda(ordinal) => match Device::open(ordinal) {
+    let result = match (run.run_compare(&mut emit), job.device) {
+        (Some(compared), _) => compared,
+        (None, WorkerDevice::Cpu) => CpuEngine::new().run(&run, &mut emit),
+        (None, WorkerDevice::Cuda(ordinal)) => match Device::open(ordinal) {
             Ok(device) => replay_here(&device, &map, &run, &mut emit),
             Err(e) => Err(RunError::Failed(e.to_string())),
         },

@@ -86,7 +86,7 @@ pub fn check_report(verdicts: &[Verdict]) -> CheckReport {
 pub fn parting(archive: &Archive<'_>, d: &Divergence, a: &[u8], b: &[u8]) -> SessionMessage {
     let view = archive.region(d.region_id);
     SessionMessage::Parted {
-        parting: Parting {
+        parting: Box::new(Parting {
             op: d.op,
             label: d.label.clone(),
             pass: d.pass,
@@ -99,7 +99,7 @@ pub fn parting(archive: &Archive<'_>, d: &Divergence, a: &[u8], b: &[u8]) -> Ses
             a: RegionPreview::of(a, view.dtype, &view.shape),
             b: RegionPreview::of(b, view.dtype, &view.shape),
             difference: RegionPreview::of(&difference(a, b, view.dtype), DType::F64, &view.shape),
-        },
+        }),
     }
 }
 
