@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::archive::{Archive, Op, OpId, RegionId};
+use crate::archive::{Archive, DeviceId, EventId, Op, OpId, RegionId};
 
 /// Largest DAG (in nodes) whose edges are transitively reduced: the bitsets cost `n²/8` bytes.
 pub const REDUCE_LIMIT: usize = 8192;
@@ -106,6 +106,10 @@ pub enum Hazard {
     War,
     /// Both write the same bytes: the later write must land last.
     Waw,
+    /// An order the archive asks for with signal and wait ops (multi-device archives): a signal
+    /// follows its device's earlier ops, a wait follows the signal, and its device's later ops
+    /// follow the wait.
+    Sync,
 }
 
 /// "`to` must wait for `from`", with the hazards that make it so (at least one).
@@ -160,6 +164,12 @@ impl Dag {
 pub struct Plan {
     /// Indexed by op id. A while/if's entry includes its condition word and its whole body.
     pub access: Vec<Access>,
+    /// Indexed by op id: the logical device each op runs on (all 0 in a one-device archive).
+    #[serde(default)]
+    pub device: Vec<DeviceId>,
+    /// Logical devices of the archive (at least 1).
+    #[serde(default = "one")]
+    pub device_count: u32,
     /// `dags[0]` is the top level; then one per while/if, in op order.
     pub dags: Vec<Dag>,
 }
@@ -174,13 +184,28 @@ impl Plan {
         for id in (0..n as u32).rev() {
             access[id as usize] = op_access(archive, &reach, id, &access);
         }
-        let mut dags = vec![build_dag(None, archive.top_level().collect(), &access)];
+        let order: Vec<Order> = (0..n as u32)
+            .map(|id| Order {
+                device: archive.op_device(id),
+                event: match archive.op(id) {
+                    Op::Signal(e) => Some((e, true)),
+                    Op::Wait(e) => Some((e, false)),
+                    _ => None,
+                },
+            })
+            .collect();
+        let mut dags = vec![build_dag(None, archive.top_level().collect(), &access, &order)];
         for id in 0..n as u32 {
             if matches!(archive.op(id), Op::While { .. } | Op::If { .. }) {
-                dags.push(build_dag(Some(id), archive.children(archive.body(id)).collect(), &access));
+                dags.push(build_dag(Some(id), archive.children(archive.body(id)).collect(), &access, &order));
             }
         }
-        Plan { access, dags }
+        Plan { access, device: order.iter().map(|o| o.device).collect(), device_count: archive.device_count(), dags }
+    }
+
+    /// The logical device op `op` runs on.
+    pub fn device_of(&self, op: OpId) -> DeviceId {
+        self.device.get(op as usize).copied().unwrap_or(0)
     }
 
     /// The top-level DAG.
@@ -267,10 +292,57 @@ fn op_access(archive: &Archive, reach: &Reach, id: OpId, done: &[Access]) -> Acc
                 a.writes.extend_from_slice(&c.writes);
             }
         }
-        Op::Marker(_) => {}
+        Op::Marker(_) | Op::Signal(_) | Op::Wait(_) => {}
     }
     a.normalise();
     a
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// What orders an op besides its data: its device, and whether it signals (`true`) or waits
+/// for an event.
+struct Order {
+    device: DeviceId,
+    event: Option<(EventId, bool)>,
+}
+
+/// Per-device stream order as signal and wait ops ask for it (see [`Hazard::Sync`]). Each node
+/// joins at most one `since_signal` list, so this is linear in the DAG's size.
+#[derive(Default)]
+struct Streams {
+    /// Per device: the nodes since (and including) its latest signal.
+    since_signal: HashMap<DeviceId, Vec<usize>>,
+    /// Per device: its latest wait.
+    last_wait: HashMap<DeviceId, usize>,
+    /// Per event: its latest signal.
+    signalled: HashMap<EventId, usize>,
+}
+
+impl Streams {
+    fn preds(&mut self, j: usize, order: &Order, out: &mut Vec<(usize, Hazard)>) {
+        let d = order.device;
+        if let Some(&w) = self.last_wait.get(&d) {
+            out.push((w, Hazard::Sync));
+        }
+        match order.event {
+            Some((e, true)) => {
+                let before = self.since_signal.insert(d, vec![j]).unwrap_or_default();
+                out.extend(before.into_iter().map(|i| (i, Hazard::Sync)));
+                self.signalled.insert(e, j);
+            }
+            Some((e, false)) => {
+                if let Some(&s) = self.signalled.get(&e) {
+                    out.push((s, Hazard::Sync));
+                }
+                self.last_wait.insert(d, j);
+                self.since_signal.entry(d).or_default().push(j);
+            }
+            None => self.since_signal.entry(d).or_default().push(j),
+        }
+    }
 }
 
 /// One earlier access still able to conflict with later ops.
@@ -281,11 +353,16 @@ struct Live {
     write: bool,
 }
 
-fn build_dag(owner: Option<OpId>, nodes: Vec<OpId>, access: &[Access]) -> Dag {
+fn build_dag(owner: Option<OpId>, nodes: Vec<OpId>, access: &[Access], order: &[Order]) -> Dag {
     // node index -> (pred index -> hazards)
     let mut preds: Vec<Vec<(usize, Hazard)>> = vec![Vec::new(); nodes.len()];
     let mut live: HashMap<RegionId, Vec<Live>> = HashMap::new();
+    let mut streams = Streams::default();
+    let has_events = nodes.iter().any(|&op| order[op as usize].event.is_some());
     for (j, &op) in nodes.iter().enumerate() {
+        if has_events {
+            streams.preds(j, &order[op as usize], &mut preds[j]);
+        }
         let a = &access[op as usize];
         for (spans, write) in [(&a.reads, false), (&a.writes, true)] {
             for s in spans.iter() {

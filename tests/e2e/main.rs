@@ -6,6 +6,7 @@ mod capture;
 mod cli;
 mod cpu;
 mod debugging;
+mod devices;
 mod gpu;
 mod hardening;
 mod wrp;

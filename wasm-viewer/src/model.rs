@@ -197,6 +197,11 @@ pub fn op_row(a: &Archive, id: u32) -> OpRow {
             row.detail = format!("{}+{} ≠ 0, body of {body_len} ops{bound}", region_name(a, cond.region), cond.offset);
         }
         Op::Marker(name) => row.detail = name.to_string(),
+        Op::Signal(e) => row.detail = format!("event {e}: later waits for it follow what this device did before"),
+        Op::Wait(e) => row.detail = format!("for event {e}: this device goes on once it is signalled"),
+    }
+    if a.device_count() > 1 {
+        row.detail = format!("device {} · {}", a.op_device(id), row.detail);
     }
     row
 }

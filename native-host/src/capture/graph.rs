@@ -411,6 +411,8 @@ impl Graph {
                 dtype: r.dtype,
                 shape: r.shape.clone(),
                 scratch: r.scratch,
+                // Loaded onto one device, every region lives in its memory.
+                device: 0,
             };
             let buffer = if r.scratch {
                 None
@@ -512,7 +514,9 @@ fn read_ops(archive: &Archive<'_>, ids: Vec<u32>, kernels: &[Kernel]) -> Result<
                 GOp::While { cond, body: read_ops(archive, body_ids(archive, id), kernels)? }
             }
             Op::If { cond, .. } => GOp::If { cond, body: read_ops(archive, body_ids(archive, id), kernels)? },
-            Op::Marker(_) => continue,
+            // One device runs the ops in archive order, which already holds what a signal and a
+            // wait between devices ask for.
+            Op::Marker(_) | Op::Signal(_) | Op::Wait(_) => continue,
         };
         out.push(op);
     }

@@ -62,8 +62,14 @@ pub fn records(a: &Archive) -> Vec<Value> {
     out.push(json!({
         "type": "header", "format": format!("{major}.{minor}"), "bytes": a.len(),
         "modules": a.module_count(), "kernels": a.kernel_count(), "regions": a.region_count(),
-        "bindings": a.binding_count(), "ops": a.op_count(),
+        "bindings": a.binding_count(), "ops": a.op_count()
     }));
+    if a.device_count() > 1 {
+        out[0]["devices"] = json!(a.device_count());
+    }
+    for (i, d) in a.devices().enumerate() {
+        out.push(json!({"type": "device", "id": i, "name": d.name, "sm": d.sm}));
+    }
     for m in a.modules() {
         let ptx = m.ptx_text().map(|t| blake3::hash(t.as_bytes()).to_hex()[..16].to_string()).ok();
         let cubins: Vec<Value> = m.cubins.iter().map(|(sm, c)| json!({"sm": sm, "bytes": c.len()})).collect();
@@ -78,6 +84,9 @@ pub fn records(a: &Archive) -> Vec<Value> {
             "align": r.align, "scratch": r.scratch, "initial": r.initial.is_some(), "expected": r.expected.is_some(),
             "tolerance": r.tolerance,
         }));
+        if a.device_count() > 1 {
+            out.last_mut().expect("just pushed")["device"] = json!(r.device);
+        }
     }
     for (owner, r) in a.region_relocs() {
         out.push(json!({
@@ -128,7 +137,11 @@ pub fn records(a: &Archive) -> Vec<Value> {
                 })
             }
             Op::Marker(name) => json!({"name": name}),
+            Op::Signal(e) | Op::Wait(e) => json!({"event": e}),
         };
+        if a.device_count() > 1 {
+            rec["device"] = json!(a.op_device(id));
+        }
         if let (Some(rec), Value::Object(fields)) = (rec.as_object_mut(), fields) {
             rec.extend(fields);
         }
@@ -152,6 +165,14 @@ pub fn summary(a: &Archive) -> String {
         s.push('\n');
     }
 
+    if a.device_count() > 1 {
+        let _ = writeln!(s, "\ndevices ({})", a.device_count());
+        for (i, d) in a.devices().enumerate() {
+            let sm = if d.sm > 0 { format!(", captured on sm_{}", d.sm) } else { String::new() };
+            let _ = writeln!(s, "  [{i}] {}{sm}", d.name);
+        }
+    }
+
     let _ = writeln!(s, "\nkernels ({})", a.kernel_count());
     for k in a.kernels() {
         let _ = writeln!(s, "  [{}] {} (module {}, {} parameter bytes)", k.id, k.name, k.module, k.params_size());
@@ -165,6 +186,9 @@ pub fn summary(a: &Archive) -> String {
     for r in a.regions() {
         let shape = r.shape.iter().map(u64::to_string).collect::<Vec<_>>().join("×");
         let _ = write!(s, "  [{}] {}: {} {}[{shape}], align {}", r.id, r.name, human(r.size), r.dtype.name(), r.align);
+        if a.device_count() > 1 {
+            let _ = write!(s, ", on device {}", r.device);
+        }
         if r.scratch {
             s.push_str(", scratch");
         }
@@ -223,6 +247,9 @@ fn write_ops(s: &mut String, a: &Archive) {
         }
         let indent = "  ".repeat(open.len() + 1);
         let _ = write!(s, "{indent}{id:>4}  ");
+        if a.device_count() > 1 {
+            let _ = write!(s, "[device {}] ", a.op_device(id));
+        }
         let region = |r: u32| a.region(r).name;
         match a.op(id) {
             Op::Launch(l) => {
@@ -305,6 +332,12 @@ fn write_ops(s: &mut String, a: &Archive) {
             }
             Op::Marker(name) => {
                 let _ = write!(s, "marker {name}");
+            }
+            Op::Signal(e) => {
+                let _ = write!(s, "signal event {e}");
+            }
+            Op::Wait(e) => {
+                let _ = write!(s, "wait for event {e}");
             }
         }
         s.push('\n');

@@ -52,6 +52,54 @@ impl std::fmt::Display for Device {
     }
 }
 
+/// Where each logical device of a multi-device archive replays: `cuda:0,cuda:1` (device `i` on
+/// the `i`-th GPU listed), `0=cuda:1,1=cuda:0` (by index), or `cpu` (every device in one memory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeviceMap {
+    Cpu,
+    /// GPU ordinals, indexed by logical device.
+    Cuda(Vec<u32>),
+}
+
+impl std::str::FromStr for DeviceMap {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "cpu" {
+            return Ok(DeviceMap::Cpu);
+        }
+        let gpu = |spec: &str| match spec.parse::<Device>() {
+            Ok(Device::Cuda(n)) => Ok(n),
+            _ => Err(format!("{spec:?} in --devices is not a GPU: expected cuda or cuda:N (or cpu alone, for every device)")),
+        };
+        let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+        if parts.iter().all(|p| p.contains('=')) {
+            let mut by_index: Vec<Option<u32>> = Vec::new();
+            for p in &parts {
+                let (index, spec) = p.split_once('=').expect("checked above");
+                let index: usize = index
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{index:?} in --devices is not a device index (0, 1, ...)"))?;
+                if by_index.len() <= index {
+                    by_index.resize(index + 1, None);
+                }
+                if by_index[index].replace(gpu(spec.trim())?).is_some() {
+                    return Err(format!("device {index} is placed twice in --devices"));
+                }
+            }
+            let missing: Vec<String> = by_index.iter().enumerate().filter(|(_, g)| g.is_none()).map(|(i, _)| i.to_string()).collect();
+            if !missing.is_empty() {
+                return Err(format!("--devices places no GPU for device {}", missing.join(", ")));
+            }
+            return Ok(DeviceMap::Cuda(by_index.into_iter().flatten().collect()));
+        }
+        if parts.iter().any(|p| p.contains('=')) {
+            return Err("--devices takes either a list (cuda:0,cuda:1) or a mapping (0=cuda:1,1=cuda:0), not both".into());
+        }
+        parts.iter().map(|p| gpu(p)).collect::<Result<_, _>>().map(DeviceMap::Cuda)
+    }
+}
+
 /// How the CUDA backend submits work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
@@ -72,9 +120,13 @@ pub enum Mode {
 pub struct Args {
     /// The archive (.recap) to replay.
     pub file: PathBuf,
-    /// cpu, cuda or cuda:N.
+    /// cpu, cuda or cuda:N: every device of a multi-device archive on it.
     #[arg(long, default_value = "cpu")]
     pub device: Device,
+    /// A multi-device archive's devices on several GPUs: cuda:0,cuda:1 (device i on the i-th
+    /// listed), 0=cuda:1,1=cuda:0, or cpu. Several devices may share a GPU.
+    #[arg(long, conflicts_with = "device", value_name = "MAP")]
+    pub devices: Option<DeviceMap>,
     /// How many times to run the ops; each run starts from the initial state.
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
@@ -147,6 +199,8 @@ pub struct BackendSettings {
     pub engine: CpuEngine,
     /// What the archive may make a CPU replay allocate and launch.
     pub limits: shared::replay::ReplayLimits,
+    /// GPU ordinals per logical device (`None`: every device on the one GPU asked for).
+    pub placement: Option<Vec<u32>>,
 }
 
 /// A replay engine on one device, as the command drives it.
@@ -292,7 +346,11 @@ pub fn open_backend<'a>(
                 Mode::Stream => (recap::cuda::Mode::Stream, Pdl::Auto),
             };
             let options = recap::cuda::ReplayOptions { mode, pdl, ..Default::default() };
-            let replay = recap::cuda::ArchiveReplay::open(bytes, ordinal as usize, options)?;
+            let ordinals: Vec<usize> = match &settings.placement {
+                Some(gpus) => gpus.iter().map(|&g| g as usize).collect(),
+                None => vec![ordinal as usize],
+            };
+            let replay = recap::cuda::ArchiveReplay::open_on(bytes, &ordinals, options)?;
             let launches = archive.ops().filter(|op| matches!(op, shared::archive::Op::Launch(_))).count() as u64;
             Ok(Box::new(CudaBackend { replay, ops: archive.op_count() as u64, launches, last_device_time: Duration::ZERO, limits_reported: Default::default() }))
         }
@@ -377,6 +435,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         });
     }
+    let (device, placement) = match &args.devices {
+        None => (args.device, None),
+        Some(DeviceMap::Cpu) => (Device::Cpu, None),
+        Some(DeviceMap::Cuda(gpus)) => {
+            let logical = archive.device_count() as usize;
+            if gpus.len() != logical {
+                bail!(
+                    "--devices places {} device{} but {} has {logical}: place every device, or use --device for one GPU",
+                    gpus.len(),
+                    if gpus.len() == 1 { "" } else { "s" },
+                    args.file.display()
+                );
+            }
+            (Device::Cuda(gpus[0]), Some(gpus.clone()))
+        }
+    };
+    let args = Args { device, ..args };
     let settings = BackendSettings {
         budget: args.budget,
         threads: args.threads,
@@ -384,6 +459,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cancel: cancel.clone(),
         engine: args.engine,
         limits: args.limits.limits(),
+        placement,
     };
     // Inputs are read and checked before anything is loaded: a wrong file is one line, at once.
     let mut inputs = Vec::with_capacity(args.inputs.len());

@@ -195,11 +195,23 @@ pub fn run(args: Args) -> Result<()> {
         let kv = archive.kernel(k);
         kernel_ids.insert(k, w.add_kernel(module_ids[&kv.module], kv.name, kv.params.clone())?);
     }
+    // The devices stay as they were, so that ops and regions keep their placement.
+    for d in archive.devices() {
+        w.add_device(&d)?;
+    }
     let mut region_ids = HashMap::new();
     for &r in &regions {
         let rv = archive.region(r);
         let scratch = before[&r].is_none();
-        let decl = RegionDecl { name: rv.name.to_string(), size: rv.size, align: rv.align, dtype: rv.dtype, shape: rv.shape.clone(), scratch };
+        let decl = RegionDecl {
+            name: rv.name.to_string(),
+            size: rv.size,
+            align: rv.align,
+            dtype: rv.dtype,
+            shape: rv.shape.clone(),
+            scratch,
+            device: rv.device,
+        };
         let id = w.add_region(decl)?;
         if let Some(bytes) = &before[&r] {
             w.set_initial_bytes(id, bytes)?;
@@ -223,6 +235,7 @@ pub fn run(args: Args) -> Result<()> {
             w.end_body()?;
         }
         let region = |r: RegionId| region_ids[&r];
+        w.set_device(archive.op_device(id))?;
         match archive.op(id) {
             Op::Launch(l) => {
                 let relocs = archive.relocs(l.relocs.clone()).map(|r| remap(&r)).collect();
@@ -262,6 +275,12 @@ pub fn run(args: Args) -> Result<()> {
             }
             Op::Marker(name) => {
                 w.marker(name)?;
+            }
+            Op::Signal(e) => {
+                w.signal(e)?;
+            }
+            Op::Wait(e) => {
+                w.wait(e)?;
             }
         }
     }

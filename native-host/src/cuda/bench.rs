@@ -113,6 +113,118 @@ pub fn heat_archive(steps: usize) -> Vec<u8> {
     w.finish().expect("finish").into_inner()
 }
 
+/// Heat diffusion on an `nx` x `ny` grid (the heat example's `heat_diffuse`), `steps` double
+/// sweeps (`u -> v`, then `v -> u`), with the rows split into `devices` bands, one per logical
+/// device. Each band holds its rows plus a halo row at every inner edge; after each sweep every
+/// device signals, and each neighbour waits for that signal and copies the edge row into its
+/// halo: a copy between devices. With one device it is the plain one-device archive of the
+/// same work (no `devices` section).
+///
+/// Every cell is computed from the same neighbours in the same order whichever band holds it, so
+/// all splits give the same bits. With `expected`, the final `u` of every band is the archive's
+/// expected state (exact), taken from a CPU replay of the one-device archive.
+pub fn halo_archive(nx: u32, ny: u32, steps: usize, devices: u32, expected: bool) -> Vec<u8> {
+    const PTX: &str = include_str!("../../examples/kernels/heat.ptx");
+    assert!(devices >= 1 && ny >= 3 * devices, "each band needs rows of its own");
+    let layout = crate::import::entry_params(PTX, "heat_diffuse").expect("the example's PTX declares heat_diffuse");
+    let initial: Vec<f32> = (0..nx * ny)
+        .map(|i| {
+            let (x, y) = (i % nx, i / nx);
+            let hot = x.abs_diff(nx / 3) < nx / 8 && y.abs_diff(ny / 2) < ny / 6;
+            if hot { 100.0 } else { 10.0 + (i % 7) as f32 }
+        })
+        .collect();
+    let want = expected.then(|| {
+        let one = halo_archive(nx, ny, steps, 1, false);
+        let archive = Archive::open(&one).expect("just written");
+        let mut cpu = shared::replay::CpuReplay::new(&archive, Default::default()).expect("the heat kernel runs on the CPU");
+        cpu.run_iteration(&mut shared::replay::NoObserver).expect("the heat steps run on the CPU");
+        cpu.region_bytes(archive.region_named("u").expect("named u")).expect("u")
+    });
+
+    let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).expect("in-memory writer");
+    if devices > 1 {
+        for d in 0..devices {
+            w.add_device(&DeviceDecl { name: format!("gpu{d}"), sm: 0 }).expect("device");
+        }
+    }
+    let module = w.add_module("heat", PTX).expect("module");
+    let diffuse = w.add_kernel(module, "heat_diffuse", layout.iter().map(|p| p.decl(false)).collect()).expect("kernel");
+    let row = nx as u64 * 4;
+    // Per band: its first and last real rows, and its first and last stored rows (with halos).
+    let bands: Vec<(u32, u32, u32, u32)> = (0..devices)
+        .map(|b| {
+            let (r0, r1) = (ny * b / devices, ny * (b + 1) / devices);
+            (r0, r1, r0 - (b > 0) as u32, r1 + (b + 1 < devices) as u32)
+        })
+        .collect();
+    let mut fields = Vec::new();
+    for (b, &(_, _, s0, s1)) in bands.iter().enumerate() {
+        let rows = (s1 - s0) as u64;
+        let suffix = if devices > 1 { b.to_string() } else { String::new() };
+        let decl = |name: &str| RegionDecl { shape: vec![rows, nx as u64], ..RegionDecl::new(format!("{name}{suffix}"), rows * row, DType::F32).on(b as u32) };
+        let u = w.add_region(decl("u")).expect("region");
+        let v = w.add_region(decl("v")).expect("region");
+        let bytes: Vec<u8> = initial[(s0 * nx) as usize..(s1 * nx) as usize].iter().flat_map(|x| x.to_le_bytes()).collect();
+        w.set_initial_bytes(u, &bytes).expect("initial");
+        w.set_initial_bytes(v, &bytes).expect("initial");
+        if let Some(full) = &want {
+            w.set_expected_bytes(u, &full[(s0 as u64 * row) as usize..(s1 as u64 * row) as usize], Tolerance::Exact).expect("expected");
+        }
+        fields.push((u, v, s1 - s0));
+    }
+    let field = |p: &mut Vec<u8>, at: u32, rows: u32| {
+        p[at as usize + 8..at as usize + 12].copy_from_slice(&nx.to_le_bytes());
+        p[at as usize + 12..at as usize + 16].copy_from_slice(&rows.to_le_bytes());
+    };
+    let mut event = 0;
+    for sweep in 0..steps * 2 {
+        let forward = sweep % 2 == 0;
+        for (b, &(u, v, rows)) in fields.iter().enumerate() {
+            let (from, to) = if forward { (u, v) } else { (v, u) };
+            w.set_device(b as u32).expect("device");
+            let mut p = vec![0u8; layout.last().map_or(0, |l| (l.offset + l.size) as usize)];
+            field(&mut p, layout[0].offset, rows);
+            field(&mut p, layout[1].offset, rows);
+            p[layout[2].offset as usize..layout[2].offset as usize + 4].copy_from_slice(&0.2f32.to_le_bytes());
+            let relocs = vec![
+                Reloc { offset: layout[0].offset as u64, target: from, target_offset: 0 },
+                Reloc { offset: layout[1].offset as u64, target: to, target_offset: 0 },
+            ];
+            w.launch(LaunchDecl { kernel: diffuse, grid: [nx.div_ceil(32), rows.div_ceil(8), 1], block: [32, 8, 1], shared_bytes: 0, params: p, relocs })
+                .expect("launch");
+            if devices > 1 {
+                w.signal(event + b as u32).expect("signal");
+            }
+        }
+        // Halo exchange on the fields just written, each copy issued by the device it fills.
+        for b in 0..devices as usize {
+            let (_, _, s0, s1) = bands[b];
+            let out = |i: usize| if forward { fields[i].1 } else { fields[i].0 };
+            w.set_device(b as u32).expect("device");
+            let pull = |w: &mut ArchiveWriter<Cursor<Vec<u8>>>, n: usize, src_row: u32, dst_row: u32| {
+                w.wait(event + n as u32).expect("wait");
+                let src = CopyOp { src: out(n), src_offset: (src_row - bands[n].2) as u64 * row, dst: out(b), dst_offset: (dst_row - s0) as u64 * row, len: row };
+                w.copy(src).expect("copy");
+            };
+            if b > 0 {
+                pull(&mut w, b - 1, s0, s0);
+            }
+            if b + 1 < devices as usize {
+                pull(&mut w, b + 1, s1 - 1, s1 - 1);
+            }
+        }
+        event += devices;
+    }
+    let names: Vec<RegionId> = fields.iter().map(|f| f.0).collect();
+    for (b, u) in names.into_iter().enumerate() {
+        let name = if devices > 1 { format!("u{b}") } else { "u".to_string() };
+        w.add_binding(&name, u, Direction::InOut).expect("binding");
+    }
+    w.set_meta("producer", "recap halo_archive");
+    w.finish().expect("finish").into_inner()
+}
+
 /// `n` launches of the 256-thread `x[i] += 1` kernel on one buffer: a chain by data hazards.
 pub fn chain_archive(n: usize) -> Vec<u8> {
     let mut b = Builder::new();

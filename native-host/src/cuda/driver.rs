@@ -307,6 +307,22 @@ impl Device {
         self.recoveries.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Lets kernels and copies of this device's context reach `other`'s memory directly over
+    /// NVLink or PCIe, where the two GPUs can (`cuDeviceCanAccessPeer`). `Ok(false)` where they
+    /// cannot: copies between them then go through the driver's staging, still correct.
+    pub fn enable_peer_access(&self, other: &Device) -> Result<bool, DriverError> {
+        let mut can = 0;
+        call!(cuDeviceCanAccessPeer(&mut can, self.dev, other.dev))?;
+        if can == 0 {
+            return Ok(false);
+        }
+        self.bind()?;
+        match call!(cuCtxEnablePeerAccess(other.context(), 0)) {
+            Err(e) if e.name != "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED" => Err(e),
+            _ => Ok(true),
+        }
+    }
+
     /// Increases each time the context is reset after a fault.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)

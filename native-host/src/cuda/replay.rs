@@ -1,5 +1,14 @@
-//! The safe layer: [`CudaReplay`] loads an archive onto one GPU and replays it, as one CUDA graph
-//! or op by op on a stream.
+//! The safe layer: [`CudaReplay`] loads an archive onto one GPU, or a multi-device archive onto
+//! several, and replays it, as one CUDA graph or op by op on streams.
+//!
+//! # Several GPUs
+//! Each logical device of the archive is placed on a GPU (a [`Slot`]); several may share one.
+//! Regions are allocated on their device's GPU and every node runs in its GPU's context, so the
+//! archive becomes one multi-device CUDA graph: the driver orders nodes of different GPUs along
+//! the plan's edges itself, which is what events between per-GPU graphs would do by hand. Copies
+//! between GPUs are memcpy nodes between their memories: direct where peer access could be
+//! enabled, staged by the driver where not. The graph is launched on the first GPU's stream. In
+//! stream mode an op on another GPU than the one before first waits for an event recorded there.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::c_void;
@@ -144,6 +153,8 @@ struct RegionAlloc {
     /// `base` rounded up to the region's alignment: the region's device address.
     addr: CUdeviceptr,
     size: u64,
+    /// The GPU holding it.
+    slot: usize,
 }
 
 /// A kernel launch with its parameter buffer, already relocated.
@@ -160,6 +171,8 @@ struct KernelStep {
     /// The kernel waits for its predecessors at entry: it may follow kernels through
     /// programmatic edges.
     waits: bool,
+    /// The GPU it runs on (`func.function` belongs to that GPU's context).
+    slot: usize,
 }
 
 impl KernelStep {
@@ -214,8 +227,9 @@ impl Args {
     fn u32(self, v: u32) -> Self {
         self.push(&v.to_le_bytes())
     }
-    fn launch(self, func: Func, grid: u32, block: u32) -> KernelStep {
+    fn launch(self, (func, slot): (Func, usize), grid: u32, block: u32) -> KernelStep {
         KernelStep {
+            slot,
             func,
             grid: [grid, 1, 1],
             block: [block, 1, 1],
@@ -266,9 +280,10 @@ enum Control {
 enum Step {
     Kernel(KernelStep),
     Copy { src: CUdeviceptr, dst: CUdeviceptr, len: u64 },
-    Memset { dst: CUdeviceptr, fill: Fill },
-    Control { kind: Control, cond: CUdeviceptr, cond_span: Span, counter: CUdeviceptr, max_iterations: u32 },
-    /// Orders other ops but does no device work (alloc, free: scratch lives for the whole replay).
+    Memset { dst: CUdeviceptr, fill: Fill, slot: usize },
+    Control { kind: Control, cond: CUdeviceptr, cond_span: Span, counter: CUdeviceptr, max_iterations: u32, slot: usize },
+    /// Orders other ops but does no device work (alloc, free: scratch lives for the whole
+    /// replay; signal, wait: the plan has turned them into edges).
     Barrier,
     /// Does nothing and orders nothing (markers, zero-length copies and memsets).
     Skip,
@@ -308,23 +323,24 @@ pub struct LoadTimes {
 /// One archive, loaded onto one GPU: modules, regions with their initial data, and (in graph
 /// mode) the instantiated graph. Replay it as often as needed.
 pub struct CudaReplay {
-    device: Arc<Device>,
-    generation: u64,
+    /// The GPUs, the first launching the graph; one unless the archive's devices were placed on several.
+    slots: Vec<Slot>,
+    /// Per logical device of the archive: its slot.
+    placement: Vec<usize>,
+    /// Per op: its slot.
+    op_slots: Vec<usize>,
+    /// Stream mode: the slot of the op submitted last.
+    current: usize,
     mode: Mode,
     options: ReplayOptions,
     modules: Vec<Code>,
-    set_condition: Option<Func>,
-    fill_u64: Func,
-    fill_bytes: Func,
     regions: Vec<RegionAlloc>,
-    control: CUdeviceptr,
     steps: Vec<Step>,
     labels: Vec<String>,
     plan: Plan,
     /// Body range of each while/if op.
     bodies: HashMap<OpId, std::ops::Range<u32>>,
     bindings: Vec<(String, RegionId, Direction)>,
-    stream: sys::CUstream,
     start: sys::CUevent,
     end: sys::CUevent,
     op_events: Vec<sys::CUevent>,
@@ -346,6 +362,21 @@ pub struct CudaReplay {
     dependent_edges: usize,
     /// Times a host-driven loop (stream mode) was stopped by its limit, by op.
     host_limit_hits: HashMap<OpId, u64>,
+}
+
+/// One GPU of a replay, with what the logical devices placed on it share.
+struct Slot {
+    device: Arc<Device>,
+    generation: u64,
+    stream: sys::CUstream,
+    fill_u64: Func,
+    fill_bytes: Func,
+    set_condition: Option<Func>,
+    /// Per while/if op (numbered over the whole archive): its pass counter and the times its
+    /// limit stopped it, two `u32`s. On every slot, so a condition kernel touches only its own GPU.
+    control: CUdeviceptr,
+    /// Stream mode: recorded here when the next op runs on another slot, which waits for it.
+    handoff: sys::CUevent,
 }
 
 /// What a loop does after `done` passes, its condition word reading `word`.
@@ -408,24 +439,65 @@ impl CudaReplay {
     /// Loads `archive` onto `device`: modules, regions and initial data, and in graph mode the
     /// instantiated graph, ready to launch.
     pub fn load(device: &Arc<Device>, archive: &Archive, options: ReplayOptions) -> Result<Self, CudaError> {
-        device.bind()?;
+        Self::load_on(std::slice::from_ref(device), archive, options)
+    }
+
+    /// Loads `archive` with its logical device `d` on `devices[d]`, or every logical device on
+    /// `devices[0]` when only one is given. Several logical devices may share a GPU.
+    pub fn load_on(devices: &[Arc<Device>], archive: &Archive, options: ReplayOptions) -> Result<Self, CudaError> {
+        let logical = archive.device_count() as usize;
+        let placed: Vec<&Arc<Device>> = match devices.len() {
+            0 => return Err(CudaError::Invalid("no GPU to replay on".into())),
+            1 => vec![&devices[0]; logical],
+            n if n == logical => devices.iter().collect(),
+            n => {
+                return Err(CudaError::Invalid(format!(
+                    "the archive has {logical} device{} but {n} GPUs were given: give one GPU per device, or one for all",
+                    if logical == 1 { "" } else { "s" }
+                )))
+            }
+        };
+        let mut slots: Vec<Slot> = Vec::new();
+        let mut placement = Vec::with_capacity(logical);
+        for d in placed {
+            let slot = match slots.iter().position(|s| Arc::ptr_eq(&s.device, d)) {
+                Some(i) => i,
+                None => {
+                    slots.push(Slot {
+                        device: d.clone(),
+                        generation: d.generation(),
+                        stream: std::ptr::null_mut(),
+                        fill_u64: NO_FUNC,
+                        fill_bytes: NO_FUNC,
+                        set_condition: None,
+                        control: 0,
+                        handoff: std::ptr::null_mut(),
+                    });
+                    slots.len() - 1
+                }
+            };
+            placement.push(slot);
+        }
+        let plan = Plan::build(archive);
+        let op_slots = plan.device.iter().map(|&d| placement[d as usize]).collect();
+        // Programmatic edges and PDL where every GPU of the replay has them.
+        let newest_common = slots.iter().map(|s| s.device.sm).min().unwrap_or(0);
+        let driver = slots[0].device.driver;
+        slots[0].device.bind()?;
         let mut me = CudaReplay {
-            device: device.clone(),
-            generation: device.generation(),
+            slots,
+            placement,
+            op_slots,
+            current: 0,
             mode: options.mode,
             options,
             modules: Vec::new(),
-            set_condition: None,
-            fill_u64: NO_FUNC,
-            fill_bytes: NO_FUNC,
             regions: Vec::new(),
-            control: 0,
             steps: Vec::new(),
             labels: Vec::new(),
-            plan: Plan::build(archive),
+            plan,
             bodies: HashMap::new(),
             bindings: archive.bindings().map(|b| (b.name.to_owned(), b.region, b.direction)).collect(),
-            stream: std::ptr::null_mut(),
             start: std::ptr::null_mut(),
             end: std::ptr::null_mut(),
             op_events: Vec::new(),
@@ -435,7 +507,7 @@ impl CudaReplay {
             warnings: Vec::new(),
             poisoned: false,
             load_times: LoadTimes::default(),
-            programmatic: !options.plain_condition_edges && device.sm >= 90 && device.driver.version >= 12030,
+            programmatic: !options.plain_condition_edges && newest_common >= 90 && driver.version >= 12030,
             programmatic_port: if options.trigger_condition_edges {
                 sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
             } else {
@@ -486,21 +558,35 @@ impl CudaReplay {
 
     fn load_inner(&mut self, archive: &Archive) -> Result<(), CudaError> {
         let has_control = archive.ops().any(|op| matches!(op, Op::While { .. } | Op::If { .. }));
-        if self.mode == Mode::Graph && has_control && !self.device.driver.has_conditional_nodes() {
+        let driver = self.slots[0].device.driver;
+        if self.mode == Mode::Graph && has_control && !driver.has_conditional_nodes() {
             self.warnings.push(format!(
                 "CUDA driver {} has no conditional graph nodes (12.4 or newer has): replaying op by op with loops driven from the host",
-                self.device.driver.version_string()
+                driver.version_string()
             ));
             self.mode = Mode::Stream;
         }
+        let multi = self.slots.len() > 1;
+        if multi && self.options.module_functions {
+            return Err(CudaError::Invalid(
+                "a replay on several GPUs loads code as libraries (their kernels run in any context): leave module functions off".into(),
+            ));
+        }
+        if multi && self.options.op_timing {
+            return Err(CudaError::Invalid(
+                "per-op timing compares events of one GPU: place every device of the archive on one GPU to time its ops".into(),
+            ));
+        }
+        // The architecture every GPU of the replay has (their oldest), and the one they share.
+        let oldest_sm = self.slots.iter().map(|s| s.device.sm).min().unwrap_or(0);
+        let shared_sm = Some(self.slots[0].device.sm).filter(|sm| self.slots.iter().all(|s| s.device.sm == *sm));
 
-        let pdl_available = self.mode == Mode::Graph && self.device.sm >= 90 && self.device.driver.version >= 12030;
+        let pdl_available = self.mode == Mode::Graph && oldest_sm >= 90 && driver.version >= 12030;
         if self.pdl && !pdl_available && self.options.pdl == Pdl::On {
             self.warnings.push(format!(
                 "programmatic dependent launch needs graph mode on an sm_90 or newer GPU with CUDA driver 12.3 or newer \
-                 (this is sm_{}, driver {}): plain graph edges",
-                self.device.sm,
-                self.device.driver.version_string()
+                 (this is sm_{oldest_sm}, driver {}): plain graph edges",
+                driver.version_string()
             ));
         }
         self.pdl &= pdl_available;
@@ -514,7 +600,7 @@ impl CudaReplay {
         let mut functions: HashMap<KernelId, Func> = HashMap::new();
         let mut images = Vec::new();
         for m in archive.modules() {
-            let (image, waits) = match m.cubins.iter().find(|(sm, _)| *sm == self.device.sm) {
+            let (image, waits) = match m.cubins.iter().find(|(sm, _)| Some(*sm) == shared_sm) {
                 Some((_, cubin)) => (cubin.decode()?, false),
                 None => {
                     let ptx = m.ptx.decode()?;
@@ -542,6 +628,13 @@ impl CudaReplay {
                     }
                 }
             };
+            if multi && matches!(code, Code::Module(_)) {
+                code.unload();
+                return Err(CudaError::Invalid(format!(
+                    "module {} loads only as a module of one context, not as a library: it cannot be replayed on several GPUs",
+                    m.name
+                )));
+            }
             self.modules.push(code);
             images.push(image);
         }
@@ -584,31 +677,67 @@ impl CudaReplay {
         };
         let fills = own(kernels::FILL_MODULE, "recap fill kernels")?;
         self.modules.push(fills);
-        self.fill_u64 = get_function(fills, kernels::FILL_U64)?;
-        self.fill_bytes = get_function(fills, kernels::FILL_BYTES)?;
-        if has_control && self.mode == Mode::Graph {
+        let condition = if has_control && self.mode == Mode::Graph {
             let text = if self.programmatic { kernels::CONDITION_MODULE_PROGRAMMATIC } else { kernels::CONDITION_MODULE };
             let m = own(text, "recap condition kernel")?;
             self.modules.push(m);
-            self.set_condition = Some(get_function(m, kernels::SET_CONDITION)?);
+            Some(m)
+        } else {
+            None
+        };
+        for slot in &mut self.slots {
+            slot.device.bind()?;
+            slot.fill_u64 = get_function(fills, kernels::FILL_U64)?;
+            slot.fill_bytes = get_function(fills, kernels::FILL_BYTES)?;
+            slot.set_condition = condition.map(|m| get_function(m, kernels::SET_CONDITION)).transpose()?;
+        }
+        // Kernels of the other GPUs: the same library kernels, as functions of their contexts.
+        let mut functions_on: Vec<HashMap<KernelId, Func>> = vec![functions];
+        for slot in &self.slots[1..] {
+            slot.device.bind()?;
+            let mut here = HashMap::new();
+            for (&k, f) in &functions_on[0] {
+                let mut function = std::ptr::null_mut();
+                call!(cuKernelGetFunction(&mut function, f.kernel))?;
+                here.insert(k, Func { function, kernel: f.kernel });
+            }
+            functions_on.push(here);
+        }
+        for i in 0..self.slots.len() {
+            for j in 0..self.slots.len() {
+                if i != j && !self.slots[i].device.enable_peer_access(&self.slots[j].device)? {
+                    self.warnings.push(format!(
+                        "{} cannot reach {} directly: copies between them are staged by the driver",
+                        format!("cuda:{}", self.slots[i].device.ordinal),
+                        format!("cuda:{}", self.slots[j].device.ordinal)
+                    ));
+                }
+            }
         }
 
         self.load_times.modules = clock.elapsed();
         let clock = std::time::Instant::now();
-        // Regions.
+        // Regions, each on its device's GPU.
         for r in archive.regions() {
+            let slot = self.placement[r.device as usize];
+            self.slots[slot].device.bind()?;
             let align = r.align.max(1) as u64;
             let extra = if align > 256 { align } else { 0 };
             let mut base = 0;
             call!(cuMemAlloc_v2(&mut base, (r.size.max(1) + extra) as usize))?;
             let addr = base.next_multiple_of(align);
-            self.regions.push(RegionAlloc { base, addr, size: r.size });
+            self.regions.push(RegionAlloc { base, addr, size: r.size, slot });
         }
         let control_ops = archive.ops().filter(|op| matches!(op, Op::While { .. } | Op::If { .. })).count();
-        // Per while/if: its pass counter, and how many times its limit stopped it.
-        call!(cuMemAlloc_v2(&mut self.control, control_ops.max(1) * 8))?;
-        call!(cuMemsetD8_v2(self.control, 0, control_ops.max(1) * 8))?;
-        self.stream = self.device.stream();
+        for slot in &mut self.slots {
+            slot.device.bind()?;
+            // Per while/if: its pass counter, and how many times its limit stopped it.
+            call!(cuMemAlloc_v2(&mut slot.control, control_ops.max(1) * 8))?;
+            call!(cuMemsetD8_v2(slot.control, 0, control_ops.max(1) * 8))?;
+            slot.stream = slot.device.stream();
+            call!(cuEventCreate(&mut slot.handoff, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32))?;
+        }
+        self.slots[0].device.bind()?;
         for ev in [&mut self.start, &mut self.end] {
             call!(cuEventCreate(ev, sys::CUevent_flags::CU_EVENT_DEFAULT as u32))?;
         }
@@ -619,14 +748,16 @@ impl CudaReplay {
         let mut next_counter = 0u64;
         for id in 0..archive.op_count() as u32 {
             self.labels.push(archive.op_label(id));
+            let slot = self.op_slots[id as usize];
             let step = match archive.op(id) {
                 Op::Launch(l) => {
                     let k = archive.kernel(l.kernel);
                     let mut params = l.params.to_vec();
                     let relocs: Vec<Reloc> = archive.relocs(l.relocs.clone()).collect();
                     patch(&mut params, relocs.iter().copied(), &self.regions);
-                    let func = functions[&l.kernel];
+                    let func = functions_on[slot][&l.kernel];
                     if l.shared_bytes > 48 * 1024 {
+                        self.slots[slot].device.bind()?;
                         call!(cuFuncSetAttribute(
                             func.function,
                             sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -643,6 +774,7 @@ impl CudaReplay {
                         offsets: k.params.iter().map(|p| p.offset as usize).collect(),
                         relocs,
                         waits: module_waits[k.module as usize],
+                        slot,
                     })
                 }
                 Op::Copy(c) if c.len > 0 => Step::Copy {
@@ -652,13 +784,13 @@ impl CudaReplay {
                 },
                 Op::Memset(m) if m.len > 0 => {
                     let dst = self.regions[m.region as usize].addr + m.offset;
-                    Step::Memset { dst, fill: lower_memset(dst, m.len, m.width, m.pattern) }
+                    Step::Memset { dst, fill: lower_memset(dst, m.len, m.width, m.pattern), slot }
                 }
-                Op::Alloc(_) | Op::Free(_) => Step::Barrier,
+                Op::Alloc(_) | Op::Free(_) | Op::Signal(_) | Op::Wait(_) => Step::Barrier,
                 Op::While { cond, .. } | Op::If { cond, .. } => {
                     let kind = if matches!(archive.op(id), Op::While { .. }) { Control::While } else { Control::If };
                     self.bodies.insert(id, archive.body(id));
-                    let counter = self.control + next_counter * 8;
+                    let counter = self.slots[slot].control + next_counter * 8;
                     next_counter += 1;
                     Step::Control {
                         kind,
@@ -666,6 +798,7 @@ impl CudaReplay {
                         cond_span: Span::new(cond.region, cond.offset, cond.offset + 4),
                         counter,
                         max_iterations: cond.max_iterations,
+                        slot,
                     }
                 }
                 Op::Copy(_) | Op::Memset(_) | Op::Marker(_) => Step::Skip,
@@ -673,6 +806,7 @@ impl CudaReplay {
             self.steps.push(step);
         }
 
+        self.slots[0].device.bind()?;
         if self.mode == Mode::Graph {
             let clock = std::time::Instant::now();
             let (mut graph, mut kernel_nodes, mut node_count, mut edge_count) = self.build_graph()?;
@@ -699,8 +833,8 @@ impl CudaReplay {
                 return Err(e.into());
             }
             self.graph = Some(GraphState { graph, exec, kernel_nodes, node_count, edge_count });
-            call!(cuGraphUpload(exec, self.stream))?;
-            call!(cuStreamSynchronize(self.stream))?;
+            call!(cuGraphUpload(exec, self.slots[0].stream))?;
+            call!(cuStreamSynchronize(self.slots[0].stream))?;
             self.load_times.instantiate = clock.elapsed();
         }
         Ok(())
@@ -716,9 +850,11 @@ impl CudaReplay {
         for r in archive.regions() {
             let alloc = &self.regions[r.id as usize];
             let owned = relocs.get(&r.id);
+            let slot = &self.slots[alloc.slot];
+            slot.device.bind()?;
             match (&r.initial, owned) {
                 (None, None) => {
-                    call!(cuMemsetD8Async(alloc.addr, 0, r.size as usize, self.stream))?;
+                    call!(cuMemsetD8Async(alloc.addr, 0, r.size as usize, slot.stream))?;
                 }
                 _ => {
                     let mut bytes = match &r.initial {
@@ -728,21 +864,27 @@ impl CudaReplay {
                     if let Some(list) = owned {
                         patch(&mut bytes, list.iter().copied(), &self.regions);
                     }
-                    self.copy_in(alloc.addr, &bytes)?;
+                    self.copy_in(alloc.slot, alloc.addr, &bytes)?;
                 }
             }
         }
-        call!(cuStreamSynchronize(self.stream))?;
+        for slot in &self.slots {
+            slot.device.bind()?;
+            call!(cuStreamSynchronize(slot.stream))?;
+        }
+        self.slots[0].device.bind()?;
         Ok(())
     }
 
-    fn copy_in(&self, addr: CUdeviceptr, bytes: &[u8]) -> Result<(), CudaError> {
+    /// Copies `bytes` to `addr` on the stream of `slot`, whose context must be current.
+    fn copy_in(&self, slot: usize, addr: CUdeviceptr, bytes: &[u8]) -> Result<(), CudaError> {
         if bytes.is_empty() {
             return Ok(());
         }
-        call!(cuMemcpyHtoDAsync_v2(addr, bytes.as_ptr() as *const c_void, bytes.len(), self.stream))?;
+        let stream = self.slots[slot].stream;
+        call!(cuMemcpyHtoDAsync_v2(addr, bytes.as_ptr() as *const c_void, bytes.len(), stream))?;
         // Pageable host memory: the copy has read `bytes` only once the stream gets past it.
-        call!(cuStreamSynchronize(self.stream))?;
+        call!(cuStreamSynchronize(stream))?;
         Ok(())
     }
 
@@ -762,16 +904,41 @@ impl CudaReplay {
             _ => None,
         };
         let error = e.driver().cloned().expect("sticky errors carry a driver error");
-        let lost = self.device.recover().err().map(|e| e.to_string());
-        CudaError::Fault { device: format!("{:?}", self.device), op, error, lost }
+        // A fault on one GPU of several leaves the others' work of this replay undefined too.
+        let lost = self.slots.iter().filter_map(|s| s.device.recover().err()).map(|e| e.to_string()).next();
+        let device = self.slots.iter().map(|s| format!("{:?}", s.device)).collect::<Vec<_>>().join(" + ");
+        CudaError::Fault { device, op, error, lost }
     }
 
     fn ready(&self) -> Result<(), CudaError> {
-        if self.poisoned || self.device.generation() != self.generation {
+        if self.poisoned || self.slots.iter().any(|s| s.device.generation() != s.generation) {
             return Err(CudaError::Stale);
         }
-        self.device.bind()?;
+        self.slots[0].device.bind()?;
         Ok(())
+    }
+
+    /// Stream mode: makes `slot` current, its stream first waiting for everything submitted on
+    /// the slot of the op before.
+    fn enter(&mut self, slot: usize) -> Result<sys::CUstream, DriverError> {
+        if self.slots.len() == 1 {
+            return Ok(self.slots[0].stream);
+        }
+        let handoff = if slot != self.current {
+            let from = &self.slots[self.current];
+            from.device.bind()?;
+            call!(cuEventRecord(from.handoff, from.stream))?;
+            Some(from.handoff)
+        } else {
+            None
+        };
+        let to = &self.slots[slot];
+        to.device.bind()?;
+        if let Some(event) = handoff {
+            call!(cuStreamWaitEvent(to.stream, event, 0))?;
+        }
+        self.current = slot;
+        Ok(to.stream)
     }
 
     // ---- graph construction ----
@@ -806,15 +973,28 @@ impl CudaReplay {
     fn submit(&mut self) -> Result<(), CudaError> {
         match &self.graph {
             Some(g) if self.mode == Mode::Graph => {
-                call!(cuGraphLaunch(g.exec, self.stream))?;
+                call!(cuGraphLaunch(g.exec, self.slots[0].stream))?;
                 Ok(())
             }
             _ => {
                 self.op_log.clear();
                 let top: Vec<OpId> = self.plan.dags[0].nodes.clone();
-                self.run_ops(&top, None)
+                self.run_ops(&top, None)?;
+                self.join_slots()
             }
         }
+    }
+
+    /// Stream mode: the first slot's stream waits for the work of every other slot, so that
+    /// what follows on it (the end event, a read) comes after the whole replay.
+    fn join_slots(&mut self) -> Result<(), CudaError> {
+        if self.slots.len() > 1 {
+            for i in 1..self.slots.len() {
+                self.enter(i)?;
+            }
+            self.enter(0)?;
+        }
+        Ok(())
     }
 
     /// Replays once op by op (stream mode only), calling `hook` with each op as it finishes (an op
@@ -828,7 +1008,7 @@ impl CudaReplay {
         self.apply_param_changes().map_err(|e| self.fail(e))?;
         self.op_log.clear();
         let top: Vec<OpId> = self.plan.dags[0].nodes.clone();
-        let r = self.run_ops(&top, Some(hook));
+        let r = self.run_ops(&top, Some(hook)).and_then(|_| self.join_slots());
         r.map_err(|e| self.fail(e))?;
         self.synchronize()
     }
@@ -836,8 +1016,11 @@ impl CudaReplay {
     /// Waits for everything submitted so far.
     pub fn synchronize(&mut self) -> Result<(), CudaError> {
         self.ready()?;
-        let r = call!(cuStreamSynchronize(self.stream));
-        r.map_err(|e| self.fail(e.into()))
+        let r = self.slots.iter().try_for_each(|s| s.device.bind().and_then(|_| call!(cuStreamSynchronize(s.stream))));
+        self.current = 0;
+        r.map_err(|e| self.fail(e.into()))?;
+        self.slots[0].device.bind()?;
+        Ok(())
     }
 
     /// Replays once and waits; returns the device time between the replay's start and end.
@@ -845,10 +1028,15 @@ impl CudaReplay {
         self.ready()?;
         self.apply_param_changes().map_err(|e| self.fail(e))?;
         let r = (|| {
-            call!(cuEventRecord(self.start, self.stream))?;
+            let stream = self.slots[0].stream;
+            call!(cuEventRecord(self.start, stream))?;
             self.submit()?;
-            call!(cuEventRecord(self.end, self.stream))?;
-            call!(cuStreamSynchronize(self.stream))?;
+            call!(cuEventRecord(self.end, stream))?;
+            for s in &self.slots {
+                s.device.bind()?;
+                call!(cuStreamSynchronize(s.stream))?;
+            }
+            self.slots[0].device.bind()?;
             let mut ms = 0f32;
             call!(cuEventElapsedTime(&mut ms, self.start, self.end))?;
             Ok(Duration::from_secs_f64(ms as f64 / 1e3))
@@ -867,12 +1055,12 @@ impl CudaReplay {
     }
 
     fn run_op(&mut self, op: OpId, mut hook: Option<&mut OpHook<'_>>) -> Result<(), CudaError> {
-        let stream = self.stream;
+        let stream = self.enter(self.op_slots[op as usize]).map_err(|e| self.op_error(op, e))?;
         let step = self.steps[op as usize].clone();
         let r: Result<(), DriverError> = match step {
             Step::Kernel(mut k) => launch_kernel(&mut k, stream),
-            Step::Copy { src, dst, len } => call!(cuMemcpyDtoDAsync_v2(dst, src, len as usize, stream)),
-            Step::Memset { dst, fill } => self.run_fill(dst, fill),
+            Step::Copy { src, dst, len, .. } => call!(cuMemcpyDtoDAsync_v2(dst, src, len as usize, stream)),
+            Step::Memset { dst, fill, slot } => self.run_fill(slot, dst, fill),
             Step::Control { kind, cond, max_iterations, .. } => {
                 let body: Vec<OpId> = self.plan.body(op).map(|d| d.nodes.clone()).unwrap_or_default();
                 let mut done = 0u32;
@@ -893,6 +1081,8 @@ impl CudaReplay {
                         }
                     }
                     self.run_ops(&body, hook.as_deref_mut())?;
+                    // The body ran on this op's GPU; a later pass reads the word on its stream.
+                    self.enter(self.op_slots[op as usize]).map_err(|e| self.op_error(op, e))?;
                     done += 1;
                 }
                 Ok(())
@@ -916,29 +1106,30 @@ impl CudaReplay {
         Ok(())
     }
 
-    fn run_fill(&self, dst: CUdeviceptr, fill: Fill) -> Result<(), DriverError> {
-        let stream = self.stream;
+    fn run_fill(&self, slot: usize, dst: CUdeviceptr, fill: Fill) -> Result<(), DriverError> {
+        let stream = self.slots[slot].stream;
         match fill {
             Fill::Memset { elem: 1, value, count } => call!(cuMemsetD8Async(dst, value as u8, count as usize, stream)),
             Fill::Memset { elem: 2, value, count } => call!(cuMemsetD16Async(dst, value as u16, count as usize, stream)),
             Fill::Memset { value, count, .. } => call!(cuMemsetD32Async(dst, value, count as usize, stream)),
-            other => launch_kernel(&mut self.fill_step(dst, other), stream),
+            other => launch_kernel(&mut self.fill_step(slot, dst, other), stream),
         }
     }
 
-    fn fill_step(&self, dst: CUdeviceptr, fill: Fill) -> KernelStep {
+    fn fill_step(&self, slot: usize, dst: CUdeviceptr, fill: Fill) -> KernelStep {
+        let s = &self.slots[slot];
         match fill {
             Fill::U64 { count, pattern } => Args::default()
                 .u64(dst)
                 .u64(count)
                 .u64(pattern)
-                .launch(self.fill_u64, kernels::fill_grid(count), kernels::FILL_BLOCK),
+                .launch((s.fill_u64, slot), kernels::fill_grid(count), kernels::FILL_BLOCK),
             Fill::Bytes { len, pattern, width } => Args::default()
                 .u64(dst)
                 .u64(len)
                 .u64(pattern)
                 .u32(width)
-                .launch(self.fill_bytes, kernels::fill_grid(len), kernels::FILL_BLOCK),
+                .launch((s.fill_bytes, slot), kernels::fill_grid(len), kernels::FILL_BLOCK),
             Fill::Memset { .. } => unreachable!("memsets are not kernels"),
         }
     }
@@ -980,8 +1171,11 @@ impl CudaReplay {
                 r.size
             )));
         }
-        let addr = r.addr + offset;
-        self.copy_in(addr, bytes).map_err(|e| self.fail(e))
+        let (addr, slot) = (r.addr + offset, r.slot);
+        let copied = self.slots[slot].device.bind().map_err(CudaError::from).and_then(|_| self.copy_in(slot, addr, bytes));
+        copied.map_err(|e| self.fail(e))?;
+        self.slots[0].device.bind()?;
+        Ok(())
     }
 
     /// Reads a whole region back (waits for earlier replays first).
@@ -991,13 +1185,18 @@ impl CudaReplay {
         let (addr, size) = (r.addr, r.size as usize);
         let mut out = host_buffer(r.size, &region.to_string())?;
         let res = (|| {
-            call!(cuStreamSynchronize(self.stream))?;
+            for s in &self.slots {
+                s.device.bind()?;
+                call!(cuStreamSynchronize(s.stream))?;
+            }
+            self.slots[self.regions[region as usize].slot].device.bind()?;
             if size > 0 {
                 call!(cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, addr, size))?;
             }
-            Ok(())
+            self.slots[0].device.bind()
         })();
-        res.map_err(|e| self.fail(e))?;
+        self.current = 0;
+        res.map_err(|e| self.fail(e.into()))?;
         Ok(out)
     }
 
@@ -1053,7 +1252,7 @@ impl CudaReplay {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending_params);
-        let ctx = self.device.context();
+        let contexts: Vec<sys::CUcontext> = self.slots.iter().map(|s| s.device.context()).collect();
         let Some(g) = &self.graph else { return Ok(()) };
         let (exec, graph) = (g.exec, g.graph);
         let nodes: Vec<(OpId, CUgraphNode)> = pending.iter().map(|op| (*op, g.kernel_nodes[op])).collect();
@@ -1062,7 +1261,7 @@ impl CudaReplay {
             for &(op, node) in &nodes {
                 let Step::Kernel(k) = &mut self.steps[op as usize] else { continue };
                 let mut args = k.arg_pointers();
-                let p = k.node_params(&mut args, ctx);
+                let p = k.node_params(&mut args, contexts[k.slot]);
                 if call!(cuGraphExecKernelNodeSetParams_v2(exec, node, &p)).is_err() {
                     ok = false;
                     break;
@@ -1078,7 +1277,7 @@ impl CudaReplay {
         for &(op, node) in &nodes {
             let Step::Kernel(k) = &mut self.steps[op as usize] else { continue };
             let mut args = k.arg_pointers();
-            let p = k.node_params(&mut args, ctx);
+            let p = k.node_params(&mut args, contexts[k.slot]);
             call!(cuGraphKernelNodeSetParams_v2(node, &p)).map_err(|e| self.op_error(op, e))?;
         }
         // SAFETY: plain data; the driver fills it in.
@@ -1111,14 +1310,15 @@ impl CudaReplay {
     /// cannot be captured: their host loop reads the condition back.
     pub fn capture_stream_graph(&mut self) -> Result<(), CudaError> {
         self.ready()?;
-        if self.mode != Mode::Stream || self.steps.iter().any(|s| matches!(s, Step::Control { .. })) {
-            return Err(CudaError::Invalid("only a stream-mode replay without loops can be captured".into()));
+        if self.mode != Mode::Stream || self.steps.iter().any(|s| matches!(s, Step::Control { .. })) || self.slots.len() > 1 {
+            return Err(CudaError::Invalid("only a stream-mode replay on one GPU without loops can be captured".into()));
         }
+        let stream = self.slots[0].stream;
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-        call!(cuStreamBeginCapture_v2(self.stream, mode))?;
+        call!(cuStreamBeginCapture_v2(stream, mode))?;
         let submitted = self.submit();
         let mut graph = std::ptr::null_mut();
-        let ended = call!(cuStreamEndCapture(self.stream, &mut graph));
+        let ended = call!(cuStreamEndCapture(stream, &mut graph));
         submitted?;
         ended?;
         let mut exec = std::ptr::null_mut();
@@ -1142,8 +1342,19 @@ impl CudaReplay {
         self.load_times
     }
 
+    /// The GPU that launches the graph (the only one unless the archive's devices were placed on several).
     pub fn device(&self) -> &Arc<Device> {
-        &self.device
+        &self.slots[0].device
+    }
+
+    /// Every GPU of the replay, the launching one first.
+    pub fn devices(&self) -> Vec<Arc<Device>> {
+        self.slots.iter().map(|s| s.device.clone()).collect()
+    }
+
+    /// Per logical device of the archive: the ordinal of the GPU it was placed on.
+    pub fn placement(&self) -> Vec<usize> {
+        self.placement.iter().map(|&s| self.slots[s].device.ordinal).collect()
     }
 
     /// The mode actually used (graph mode falls back to stream mode on old drivers).
@@ -1182,9 +1393,9 @@ impl CudaReplay {
     pub fn loop_limits(&mut self) -> Result<Vec<LoopLimit>, CudaError> {
         self.ready()?;
         let mut out = Vec::new();
-        let mut device_counts: Option<Vec<u32>> = None;
+        let mut device_counts: Option<(Vec<u32>, usize)> = None;
         for (i, step) in self.steps.iter().enumerate() {
-            let Step::Control { kind: Control::While, counter, max_iterations, .. } = *step else { continue };
+            let Step::Control { kind: Control::While, counter, max_iterations, slot, .. } = *step else { continue };
             if max_iterations == 0 {
                 continue;
             }
@@ -1192,14 +1403,20 @@ impl CudaReplay {
             let mut times = self.host_limit_hits.get(&op).copied().unwrap_or(0);
             if self.graph.is_some() {
                 if device_counts.is_none() {
+                    // Each slot's counters of the loops placed on it, side by side.
                     let control_ops = self.steps.iter().filter(|s| matches!(s, Step::Control { .. })).count().max(1);
-                    let mut buf = vec![0u32; control_ops * 2];
-                    call!(cuStreamSynchronize(self.stream))?;
-                    call!(cuMemcpyDtoH_v2(buf.as_mut_ptr() as *mut c_void, self.control, buf.len() * 4))?;
-                    device_counts = Some(buf);
+                    let mut buf = vec![0u32; control_ops * 2 * self.slots.len()];
+                    for (i, s) in self.slots.iter().enumerate() {
+                        s.device.bind()?;
+                        call!(cuStreamSynchronize(s.stream))?;
+                        let part = &mut buf[i * control_ops * 2..(i + 1) * control_ops * 2];
+                        call!(cuMemcpyDtoH_v2(part.as_mut_ptr() as *mut c_void, s.control, part.len() * 4))?;
+                    }
+                    self.slots[0].device.bind()?;
+                    device_counts = Some((buf, control_ops * 2));
                 }
-                let index = ((counter - self.control) / 4) as usize + 1;
-                times += device_counts.as_ref().map_or(0, |c| c[index] as u64);
+                let index = ((counter - self.slots[slot].control) / 4) as usize + 1;
+                times += device_counts.as_ref().map_or(0, |(c, per)| c[slot * per + index] as u64);
             }
             if times > 0 {
                 out.push(LoopLimit { op, label: self.labels[i].clone(), limit: max_iterations, times });
@@ -1284,7 +1501,7 @@ impl GraphBuilder<'_> {
 
     fn add_kernel(&mut self, graph: CUgraph, k: &mut KernelStep, deps: &[CUgraphNode]) -> Result<CUgraphNode, CudaError> {
         let mut args = k.arg_pointers();
-        let p = k.node_params(&mut args, self.me.device.context());
+        let p = k.node_params(&mut args, self.me.slots[k.slot].device.context());
         let mut node = std::ptr::null_mut();
         call!(cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), &p))?;
         self.count(deps);
@@ -1337,7 +1554,9 @@ impl GraphBuilder<'_> {
     }
 
     fn add_op(&mut self, graph: CUgraph, op: OpId, deps: &[CUgraphNode]) -> Result<Option<CUgraphNode>, CudaError> {
-        let ctx = self.me.device.context();
+        let slot = self.me.op_slots[op as usize];
+        // The context every node of this op runs in: its GPU's.
+        let ctx = self.me.slots[slot].device.context();
         let step = self.me.steps[op as usize].clone();
         let node = match step {
             Step::Kernel(mut k) if self.me.pdl && k.waits => {
@@ -1358,7 +1577,7 @@ impl GraphBuilder<'_> {
                 self.kernel_nodes.insert(op, node);
                 node
             }
-            Step::Copy { src, dst, len } => {
+            Step::Copy { src, dst, len, .. } => {
                 let p = sys::CUDA_MEMCPY3D {
                     srcXInBytes: 0,
                     srcY: 0,
@@ -1391,7 +1610,7 @@ impl GraphBuilder<'_> {
                 self.count(deps);
                 node
             }
-            Step::Memset { dst, fill } => match fill {
+            Step::Memset { dst, fill, .. } => match fill {
                 Fill::Memset { elem, value, count } => {
                     let p = sys::CUDA_MEMSET_NODE_PARAMS {
                         dst,
@@ -1407,7 +1626,7 @@ impl GraphBuilder<'_> {
                     node
                 }
                 other => {
-                    let mut k = self.me.fill_step(dst, other);
+                    let mut k = self.me.fill_step(slot, dst, other);
                     self.add_kernel(graph, &mut k, deps)?
                 }
             },
@@ -1418,8 +1637,8 @@ impl GraphBuilder<'_> {
                 node
             }
             Step::Skip => return Ok(None),
-            Step::Control { kind, cond, cond_span, counter, max_iterations } => {
-                let set = self.me.set_condition.expect("loaded for archives with loops");
+            Step::Control { kind, cond, cond_span, counter, max_iterations, .. } => {
+                let set = (self.me.slots[slot].set_condition.expect("loaded for archives with loops"), slot);
                 let mut handle: sys::CUgraphConditionalHandle = 0;
                 call!(cuGraphConditionalHandleCreate(&mut handle, graph, ctx, 0, 0))?;
                 let mut pre = Args::default().u64(handle).u64(cond).u64(counter).u32(max_iterations).u32(1).launch(set, 1, 1);
@@ -1472,12 +1691,21 @@ impl Drop for CudaReplay {
     fn drop(&mut self) {
         // After a reset every handle below is already gone; touching them could hit a newer
         // context's objects.
-        if self.poisoned || self.device.generation() != self.generation || self.device.bind().is_err() {
+        if self.poisoned || self.slots.iter().any(|s| s.device.generation() != s.generation) {
             return;
         }
-        // SAFETY: each handle was created by this value and is destroyed once.
+        // SAFETY: each handle was created by this value and is destroyed once, with the context
+        // it was made in current.
         unsafe {
-            sys::cuStreamSynchronize(self.stream);
+            for s in &self.slots {
+                if s.device.bind().is_err() {
+                    return;
+                }
+                sys::cuStreamSynchronize(s.stream);
+            }
+            if self.slots[0].device.bind().is_err() {
+                return;
+            }
             if let Some(g) = self.graph.take() {
                 sys::cuGraphExecDestroy(g.exec);
                 sys::cuGraphDestroy(g.graph);
@@ -1487,11 +1715,19 @@ impl Drop for CudaReplay {
                     sys::cuEventDestroy_v2(ev);
                 }
             }
-            for r in &self.regions {
-                sys::cuMemFree_v2(r.base);
-            }
-            if self.control != 0 {
-                sys::cuMemFree_v2(self.control);
+            for s in &self.slots {
+                if s.device.bind().is_err() {
+                    continue;
+                }
+                for r in self.regions.iter().filter(|r| std::ptr::eq(&self.slots[r.slot], s)) {
+                    sys::cuMemFree_v2(r.base);
+                }
+                if s.control != 0 {
+                    sys::cuMemFree_v2(s.control);
+                }
+                if !s.handoff.is_null() {
+                    sys::cuEventDestroy_v2(s.handoff);
+                }
             }
             for m in self.modules.drain(..) {
                 m.unload();
@@ -1563,9 +1799,16 @@ pub struct ArchiveReplay<'a> {
 impl<'a> ArchiveReplay<'a> {
     /// Opens device `ordinal` and loads the archive held in `bytes`.
     pub fn open(bytes: &'a [u8], ordinal: usize, options: ReplayOptions) -> Result<Self, CudaError> {
+        Self::open_on(bytes, &[ordinal], options)
+    }
+
+    /// Opens the GPUs `ordinals` (one per logical device of the archive, or one for all) and
+    /// loads the archive held in `bytes` onto them ([`CudaReplay::load_on`]).
+    pub fn open_on(bytes: &'a [u8], ordinals: &[usize], options: ReplayOptions) -> Result<Self, CudaError> {
         let archive = Archive::open(bytes)?;
-        let device = Device::open(ordinal)?;
-        let replay = CudaReplay::load(&device, &archive, options)?;
+        let devices = ordinals.iter().map(|&o| Device::open(o)).collect::<Result<Vec<_>, _>>()?;
+        let replay = CudaReplay::load_on(&devices, &archive, options)?;
+        let device = devices[0].clone();
         Ok(ArchiveReplay { bytes, archive, device, replay })
     }
 

@@ -5,7 +5,11 @@
 
 pub const MAGIC: [u8; 8] = *b"RECAP\0\x1a\n";
 pub const MAJOR: u16 = 1;
-pub const MINOR: u16 = 0;
+/// The newest minor version this build writes. The writer stamps the oldest minor whose features
+/// the file uses (`0` without a `devices` section), so one-device archives stay 1.0 byte for byte.
+pub const MINOR: u16 = 1;
+/// The minor version that added logical devices (the `devices` section, signal and wait ops).
+pub const MINOR_DEVICES: u16 = 1;
 
 pub const HEADER_LEN: usize = 64;
 pub const SECTION_ENTRY_LEN: usize = 48;
@@ -54,10 +58,11 @@ pub enum SectionKind {
     Bindings = 10,
     Blobs = 11,
     Meta = 12,
+    Devices = 13,
 }
 
 impl SectionKind {
-    pub const ALL: [SectionKind; 12] = [
+    pub const ALL: [SectionKind; 13] = [
         SectionKind::Strings,
         SectionKind::Modules,
         SectionKind::Cubins,
@@ -70,6 +75,7 @@ impl SectionKind {
         SectionKind::Bindings,
         SectionKind::Blobs,
         SectionKind::Meta,
+        SectionKind::Devices,
     ];
 
     pub fn from_code(code: u32) -> Option<SectionKind> {
@@ -90,6 +96,7 @@ impl SectionKind {
             SectionKind::Bindings => "bindings",
             SectionKind::Blobs => "blobs",
             SectionKind::Meta => "meta",
+            SectionKind::Devices => "devices",
         }
     }
 
@@ -106,12 +113,20 @@ impl SectionKind {
             SectionKind::Ops => Some(OP_LEN),
             SectionKind::Bindings => Some(BINDING_LEN),
             SectionKind::Meta => Some(META_LEN),
+            SectionKind::Devices => Some(DEVICE_LEN),
         }
     }
 
     /// Sections a v1 file must contain.
     pub fn mandatory(self) -> bool {
-        !matches!(self, SectionKind::Cubins | SectionKind::Meta)
+        !matches!(self, SectionKind::Cubins | SectionKind::Meta | SectionKind::Devices)
+    }
+
+    /// Whether the writer marks the section `REQUIRED`: every mandatory section, and `devices`,
+    /// because a reader that ignored it would run a multi-device archive with wrong placement
+    /// (and meet op kinds it does not know).
+    pub fn required(self) -> bool {
+        self.mandatory() || self == SectionKind::Devices
     }
 }
 
@@ -130,18 +145,24 @@ pub const CUBIN_LEN: usize = 8 + BLOB_REF_LEN;
 pub const KERNEL_LEN: usize = 16;
 /// `name: u32, offset: u32, size: u32, align: u32, kind: u32`.
 pub const PARAM_LEN: usize = 20;
-/// `name, dtype, flags, align: u32; size: u64; rank: u32, reserved: u32; shape: [u64; 4];
+/// `name, dtype, flags, align: u32; size: u64; rank: u32, device: u32; shape: [u64; 4];
 /// initial: BlobRef; expected: BlobRef; tolerance kind: u32, reserved: u32, a: f64, b: f64`.
 pub const REGION_LEN: usize = 16 + 8 + 8 + 32 + BLOB_REF_LEN * 2 + 24;
 pub const REGION_HAS_INITIAL: u32 = 1;
 pub const REGION_HAS_EXPECTED: u32 = 2;
 pub const REGION_SCRATCH: u32 = 4;
+/// Offset of a region's logical device (a reserved zero in 1.0 files).
+pub const REGION_DEVICE: usize = 28;
 /// `owner_kind: u32 (0 region, 1 launch), owner: u32, offset: u64, target: u32, reserved: u32, target_offset: u64`.
 pub const RELOC_LEN: usize = 32;
 pub const RELOC_OWNER_REGION: u32 = 0;
 pub const RELOC_OWNER_LAUNCH: u32 = 1;
 /// Ops are fixed 64-byte records: `kind: u32` then the kind's fields (FORMAT.md lists them).
 pub const OP_LEN: usize = 64;
+/// Offset of an op's logical device: bytes 60..64 are unused by every 1.0 op kind.
+pub const OP_DEVICE: usize = 60;
+/// `name: u32, sm: u32, reserved: u64`.
+pub const DEVICE_LEN: usize = 16;
 /// `name: u32, region: u32, direction: u32, reserved: u32`.
 pub const BINDING_LEN: usize = 16;
 /// `key: u32, value: u32` (both strings).
@@ -156,6 +177,10 @@ pub mod op {
     pub const WHILE: u32 = 6;
     pub const IF: u32 = 7;
     pub const MARKER: u32 = 8;
+    /// Since 1.1, with a `devices` section: records event `event @4` on the op's device.
+    pub const SIGNAL: u32 = 9;
+    /// Since 1.1, with a `devices` section: the op's device waits for the latest signal of `event @4`.
+    pub const WAIT: u32 = 10;
 }
 
 /// "No string" in optional string fields.

@@ -12,6 +12,10 @@ pub type KernelId = u32;
 pub type RegionId = u32;
 /// Index of an op in the archive's flat op list (pre-order: a control op is followed by its body).
 pub type OpId = u32;
+/// Index of a logical device (the `devices` section; 0 is the only device of a one-device archive).
+pub type DeviceId = u32;
+/// An event that signal ops record and wait ops wait for, numbered by the producer.
+pub type EventId = u32;
 
 /// Element type of a region: a hint for viewers and for tolerance checks, never for addressing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -154,12 +158,31 @@ pub struct RegionDecl {
     pub shape: Vec<u64>,
     /// Graph-owned scratch: it exists only between an `Alloc` and a `Free` op.
     pub scratch: bool,
+    /// The logical device whose memory holds the region (0 in a one-device archive).
+    #[serde(default)]
+    pub device: DeviceId,
 }
 
 impl RegionDecl {
     pub fn new(name: impl Into<String>, size: u64, dtype: DType) -> Self {
-        RegionDecl { name: name.into(), size, align: 256, dtype, shape: Vec::new(), scratch: false }
+        RegionDecl { name: name.into(), size, align: 256, dtype, shape: Vec::new(), scratch: false, device: 0 }
     }
+
+    /// The same region, on logical device `device`.
+    pub fn on(mut self, device: DeviceId) -> Self {
+        self.device = device;
+        self
+    }
+}
+
+/// A logical device of a multi-device archive: what the capture ran on, not where a replay must
+/// run (a replay maps logical devices onto whatever GPUs, or the CPU, it has).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceDecl {
+    /// A name for people: `cuda:0`, `producer`, ...
+    pub name: String,
+    /// The architecture the capture ran on (`90` for sm_90); 0 when unknown.
+    pub sm: u32,
 }
 
 /// Direction of a named binding.

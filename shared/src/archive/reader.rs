@@ -256,6 +256,8 @@ pub struct RegionView<'a> {
     pub dtype: DType,
     pub shape: Vec<u64>,
     pub scratch: bool,
+    /// The logical device whose memory holds it.
+    pub device: DeviceId,
     pub initial: Option<Blob<'a>>,
     pub expected: Option<Blob<'a>>,
     pub tolerance: Option<Tolerance>,
@@ -284,6 +286,10 @@ pub enum Op<'a> {
     While { cond: Condition, body_len: u32 },
     If { cond: Condition, body_len: u32 },
     Marker(&'a str),
+    /// Records an event on the op's device (1.1).
+    Signal(EventId),
+    /// The op's device waits for the latest earlier signal of the event (1.1).
+    Wait(EventId),
 }
 
 impl Op<'_> {
@@ -297,6 +303,8 @@ impl Op<'_> {
             Op::While { .. } => "while",
             Op::If { .. } => "if",
             Op::Marker(_) => "marker",
+            Op::Signal(_) => "signal",
+            Op::Wait(_) => "wait",
         }
     }
 
@@ -334,6 +342,7 @@ pub struct Archive<'a> {
     ops: Table<'a>,
     bindings: Table<'a>,
     meta: Table<'a>,
+    devices: Table<'a>,
     param_bytes: &'a [u8],
     param_bytes_offset: u64,
     blobs: &'a [u8],
@@ -471,6 +480,7 @@ impl<'a> Archive<'a> {
             ops: table_of(SectionKind::Ops)?,
             bindings: table_of(SectionKind::Bindings)?,
             meta: table_of(SectionKind::Meta)?,
+            devices: table_of(SectionKind::Devices)?,
             param_bytes,
             param_bytes_offset,
             blobs,
@@ -533,6 +543,10 @@ impl<'a> Archive<'a> {
 
     fn region_size(&self, r: RegionId) -> u64 {
         u64_at(self.regions.rec(r as usize), 16)
+    }
+
+    fn region_device(&self, r: RegionId) -> DeviceId {
+        u32_at(self.regions.rec(r as usize), REGION_DEVICE)
     }
 
     fn check_tables(&self) -> Result<(), FormatError> {
@@ -603,10 +617,21 @@ impl<'a> Archive<'a> {
         if next_param != p.count as u64 {
             return err("params", p.file_offset, format!("{} parameters but the kernels list {next_param}", p.count));
         }
+        let dv = &self.devices;
+        if dv.count == 0 && dv.file_offset != 0 {
+            return err("devices", dv.file_offset, "the devices section lists no device");
+        }
+        for i in 0..dv.count {
+            self.check_string(dv, i, 0, false)?;
+        }
+        let device_count = self.device_count();
         let rg = &self.regions;
         for i in 0..rg.count {
             let r = rg.rec(i);
             self.check_string(rg, i, 0, false)?;
+            if let Err((field, reason)) = rules::device(REGION_DEVICE, "the region", u32_at(r, REGION_DEVICE), device_count) {
+                return err("regions", rg.at(i, field), format!("region {i}: {reason}"));
+            }
             let dtype = u32_at(r, 4);
             if DType::from_code(dtype).is_none() {
                 return err("regions", rg.at(i, 4), format!("region {i} has unknown element type {dtype}"));
@@ -671,6 +696,13 @@ impl<'a> Archive<'a> {
             if let Err((field, reason)) = rules::reloc(&self.reloc(i as u32), owner_size, self.region_size(target)) {
                 return err("relocs", rl.at(i, field), format!("relocation {i}: {reason}"));
             }
+            let owner_device = match kind {
+                RELOC_OWNER_REGION => self.region_device(owner),
+                _ => self.op_device(owner),
+            };
+            if let Err((_, reason)) = rules::same_device(0, "its target", target, self.region_device(target), owner_device) {
+                return err("relocs", rl.at(i, 16), format!("relocation {i}: {reason}"));
+            }
         }
         self.check_ops()?;
         let b = &self.bindings;
@@ -711,14 +743,25 @@ impl<'a> Archive<'a> {
                     .unwrap_or(0)
             })
             .collect();
-        // Ends of the open while/if bodies, innermost last.
-        let mut open: Vec<usize> = Vec::new();
+        let device_count = self.device_count();
+        // Ends of the open while/if bodies with their devices, innermost last.
+        let mut open: Vec<(usize, DeviceId)> = Vec::new();
         let mut next_reloc = 0u64;
         for i in 0..t.count {
-            while open.last() == Some(&i) {
+            while open.last().is_some_and(|o| o.0 == i) {
                 open.pop();
             }
             let r = t.rec(i);
+            let device = u32_at(r, OP_DEVICE);
+            broken(i, rules::device(OP_DEVICE, "the op", device, device_count))?;
+            if let Some(&(_, body_device)) = open.last() {
+                if device != body_device {
+                    return err("ops", t.at(i, OP_DEVICE), format!("op {i} is on device {device} inside a body that runs on device {body_device}"));
+                }
+            }
+            let placed = |field: usize, role: &str, region: RegionId| {
+                broken(i, rules::same_device(field, role, region, self.region_device(region), device))
+            };
             match u32_at(r, 0) {
                 layout::op::LAUNCH => {
                     let kernel = u32_at(r, 4);
@@ -760,25 +803,28 @@ impl<'a> Archive<'a> {
                     self.check_region_index(t, i, 4, "memset")?;
                     let Op::Memset(m) = self.op(i as OpId) else { unreachable!() };
                     broken(i, rules::memset(&m, self.region_size(m.region)))?;
+                    placed(4, "its", m.region)?;
                 }
                 layout::op::ALLOC | layout::op::FREE => {
                     let region = self.check_region_index(t, i, 4, "scratch")?;
                     if u32_at(self.regions.rec(region as usize), 8) & REGION_SCRATCH == 0 {
                         return err("ops", t.at(i, 4), format!("op {i} allocates or frees region {region}, which is not scratch"));
                     }
+                    placed(4, "its scratch", region)?;
                 }
                 layout::op::WHILE | layout::op::IF => {
                     let region = self.check_region_index(t, i, 4, "condition")?;
                     let cond = Condition { region, offset: u64_at(r, 16), max_iterations: u32_at(r, 12) };
                     broken(i, rules::condition(&cond, self.region_size(region)))?;
+                    placed(4, "its condition's", region)?;
                     let body_end = i as u64 + 1 + u32_at(r, 8) as u64;
-                    let limit = open.last().map_or(t.count as u64, |&e| e as u64);
+                    let limit = open.last().map_or(t.count as u64, |e| e.0 as u64);
                     if body_end > limit {
                         return err("ops", t.at(i, 8), format!(
                             "op {i}: body of {} ops runs past its enclosing body or the op list", u32_at(r, 8)));
                     }
                     if body_end > i as u64 + 1 {
-                        open.push(body_end as usize);
+                        open.push((body_end as usize, device));
                     }
                     if open.len() > rules::MAX_NESTING {
                         return err("ops", t.at(i, 0), format!("op {i}: bodies nest more than {} deep", rules::MAX_NESTING));
@@ -786,6 +832,12 @@ impl<'a> Archive<'a> {
                 }
                 layout::op::MARKER => {
                     self.check_string(t, i, 4, false)?;
+                }
+                kind @ (layout::op::SIGNAL | layout::op::WAIT) => {
+                    if self.devices.count == 0 {
+                        return err("ops", t.at(i, 0), format!(
+                            "op {i} has kind {kind} ({}), which needs a devices section", if kind == layout::op::SIGNAL { "signal" } else { "wait" }));
+                    }
                 }
                 other => return err("ops", t.at(i, 0), format!("op {i} has unknown kind {other}")),
             }
@@ -980,6 +1032,7 @@ impl<'a> Archive<'a> {
             dtype: DType::from_code(u32_at(r, 4)).unwrap_or(DType::Bytes),
             shape: (0..rank).map(|d| u64_at(r, 32 + d * 8)).collect(),
             scratch: flags & REGION_SCRATCH != 0,
+            device: u32_at(r, REGION_DEVICE),
             initial: (flags & REGION_HAS_INITIAL != 0).then(|| self.check_blob(t, i, 64).expect("checked at open")),
             expected: (flags & REGION_HAS_EXPECTED != 0).then(|| self.check_blob(t, i, 96).expect("checked at open")),
             tolerance,
@@ -994,6 +1047,25 @@ impl<'a> Archive<'a> {
         self.ops.count
     }
 
+    /// The logical device op `id` runs on.
+    pub fn op_device(&self, id: OpId) -> DeviceId {
+        u32_at(self.ops.rec(id as usize), OP_DEVICE)
+    }
+
+    /// Logical devices: those of the `devices` section, or the single device 0 of an archive
+    /// without one.
+    pub fn device_count(&self) -> u32 {
+        self.devices.count.max(1) as u32
+    }
+
+    /// The declared devices (empty for a one-device archive without a `devices` section).
+    pub fn devices(&self) -> impl ExactSizeIterator<Item = DeviceDecl> + '_ {
+        (0..self.devices.count).map(|i| {
+            let r = self.devices.rec(i);
+            DeviceDecl { name: self.string(u32_at(r, 0)).to_string(), sm: u32_at(r, 4) }
+        })
+    }
+
     /// A short name for op `id` that a person recognises: `launch saxpy`, `copy a -> b`, ...
     pub fn op_label(&self, id: OpId) -> String {
         let region = |r: RegionId| self.region(r).name;
@@ -1006,6 +1078,8 @@ impl<'a> Archive<'a> {
             Op::While { cond, .. } => format!("while {}[{}]", region(cond.region), cond.offset),
             Op::If { cond, .. } => format!("if {}[{}]", region(cond.region), cond.offset),
             Op::Marker(name) => format!("marker {name}"),
+            Op::Signal(e) => format!("signal event {e}"),
+            Op::Wait(e) => format!("wait event {e}"),
         }
     }
 
@@ -1044,6 +1118,8 @@ impl<'a> Archive<'a> {
             layout::op::FREE => Op::Free(u32_at(r, 4)),
             layout::op::WHILE => Op::While { cond: cond(), body_len: u32_at(r, 8) },
             layout::op::IF => Op::If { cond: cond(), body_len: u32_at(r, 8) },
+            layout::op::SIGNAL => Op::Signal(u32_at(r, 4)),
+            layout::op::WAIT => Op::Wait(u32_at(r, 4)),
             _ => Op::Marker(self.string(u32_at(r, 4))),
         }
     }

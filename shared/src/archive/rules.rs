@@ -35,6 +35,24 @@ pub(crate) fn range(field: usize, what: &str, offset: u64, len: u64, size: u64) 
     }
 }
 
+/// A device index names one of the archive's `count` logical devices.
+pub(crate) fn device(field: usize, what: &str, device: DeviceId, count: u32) -> Result<(), Broken> {
+    if device >= count {
+        let has = if count == 1 { "1 device".to_string() } else { format!("{count} devices") };
+        return Err((field, format!("{what} is on device {device}, but the archive has {has}")));
+    }
+    Ok(())
+}
+
+/// An op (or a pointer stored in a region) reaches only memory of its own device: kernels, fills
+/// and conditions act on their device's memory, and bytes move between devices only by copies.
+pub(crate) fn same_device(field: usize, what: &str, region: RegionId, region_device: DeviceId, device: DeviceId) -> Result<(), Broken> {
+    if region_device != device {
+        return Err((field, format!("{what} region {region} is on device {region_device}, not on device {device} (only a copy moves bytes between devices)")));
+    }
+    Ok(())
+}
+
 pub(crate) fn copy(c: &CopyOp, src_size: u64, dst_size: u64) -> Result<(), Broken> {
     range(16, "copy source", c.src_offset, c.len, src_size)?;
     range(24, "copy destination", c.dst_offset, c.len, dst_size)?;

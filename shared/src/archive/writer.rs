@@ -86,6 +86,10 @@ pub struct ArchiveWriter<W: Write + Seek> {
     bindings: Vec<(StrId, RegionId, Direction)>,
     meta: Vec<(StrId, StrId)>,
     open_bodies: Vec<OpId>,
+    /// Declared logical devices; none means a one-device archive without a `devices` section.
+    devices: Vec<(StrId, u32)>,
+    /// The device the next ops run on.
+    current_device: DeviceId,
     /// A blob write failed part way: bytes of unknown length are in the output, so the archive
     /// cannot be finished.
     broken_blob: bool,
@@ -148,6 +152,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             bindings: Vec::new(),
             meta: Vec::new(),
             open_bodies: Vec::new(),
+            devices: Vec::new(),
+            current_device: 0,
             broken_blob: false,
             blob_by_content: HashMap::new(),
         })
@@ -253,8 +259,47 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         Ok(self.kernels.len() as KernelId - 1)
     }
 
+    /// Declares the next logical device (the first is device 0). An archive that declares devices
+    /// is a 1.1 archive with a `devices` section; one that declares none has the single device 0.
+    /// Declare devices before regions and ops are placed on them.
+    pub fn add_device(&mut self, decl: &DeviceDecl) -> Result<DeviceId, WriteError> {
+        let name = self.string(&decl.name);
+        self.devices.push((name, decl.sm));
+        Ok(self.devices.len() as DeviceId - 1)
+    }
+
+    /// Logical devices the archive has: those declared, or the implicit one.
+    pub fn device_count(&self) -> u32 {
+        self.devices.len().max(1) as u32
+    }
+
+    /// The ops pushed from now on run on logical device `device`. Inside a while/if body every op
+    /// runs on the body's device.
+    pub fn set_device(&mut self, device: DeviceId) -> Result<(), WriteError> {
+        refuse("op", rules::device(0, "the next op", device, self.device_count()))?;
+        if let Some(&owner) = self.open_bodies.last() {
+            let body_device = self.op_device(owner);
+            if device != body_device {
+                return invalid(format!("op {owner}'s body runs on device {body_device}; its ops cannot move to device {device}"));
+            }
+        }
+        self.current_device = device;
+        Ok(())
+    }
+
+    fn op_device(&self, op: OpId) -> DeviceId {
+        u32::from_le_bytes(self.ops[op as usize][OP_DEVICE..OP_DEVICE + 4].try_into().unwrap())
+    }
+
+    /// Refuses an op on the current device that acts on `region` of another device.
+    fn check_placed(&self, what: &str, role: &str, region: RegionId) -> Result<(), WriteError> {
+        let region_device = self.regions[region as usize].decl.device;
+        refuse(what, rules::same_device(0, role, region, region_device, self.current_device))
+    }
+
     pub fn add_region(&mut self, decl: RegionDecl) -> Result<RegionId, WriteError> {
         refuse(&format!("region {}", decl.name), rules::region(&decl.shape, decl.align))?;
+        refuse(&format!("region {}", decl.name), rules::device(0, "the region", decl.device, self.device_count()))?;
         let name = self.string(&decl.name);
         self.regions.push(RegionRecord { decl, name, initial: None, expected: None });
         Ok(self.regions.len() as RegionId - 1)
@@ -321,6 +366,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     pub fn add_region_reloc(&mut self, region: RegionId, reloc: Reloc) -> Result<(), WriteError> {
         let size = self.region_size(region)?;
         self.check_reloc(size, &reloc, &format!("region {region}"))?;
+        let (owner, target) = (self.regions[region as usize].decl.device, self.regions[reloc.target as usize].decl.device);
+        refuse(&format!("pointer in region {region}"), rules::same_device(0, "its target", reloc.target, target, owner))?;
         self.region_relocs.push((region, reloc));
         Ok(())
     }
@@ -333,6 +380,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     fn push_record(&mut self, rec: Vec<u8>) -> OpId {
         let mut fixed = [0u8; OP_LEN];
         fixed[..rec.len()].copy_from_slice(&rec);
+        fixed[OP_DEVICE..OP_DEVICE + 4].copy_from_slice(&self.current_device.to_le_bytes());
         self.ops.push(fixed);
         self.ops.len() as OpId - 1
     }
@@ -356,6 +404,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         let op = self.ops.len() as OpId;
         for r in &l.relocs {
             self.check_reloc(l.params.len() as u64, r, &format!("launch op {op}"))?;
+            self.check_placed(&format!("launch op {op}"), "a parameter's", r.target)?;
         }
         let mut rec = Vec::with_capacity(OP_LEN);
         put_u32(&mut rec, layout::op::LAUNCH);
@@ -390,6 +439,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     pub fn memset(&mut self, m: MemsetOp) -> Result<OpId, WriteError> {
         let size = self.region_size(m.region)?;
         refuse(&format!("memset of region {}", m.region), rules::memset(&m, size))?;
+        self.check_placed("memset", "its", m.region)?;
         let mut rec = Vec::with_capacity(OP_LEN);
         put_u32(&mut rec, layout::op::MEMSET);
         put_u32(&mut rec, m.region);
@@ -417,7 +467,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         if !self.regions[region as usize].decl.scratch {
             return invalid(format!("region {region} is not declared scratch, so it cannot be allocated or freed"));
         }
-        Ok(())
+        self.check_placed("alloc/free", "its scratch", region)
     }
 
     fn region_op(&mut self, kind: u32, region: RegionId) -> Result<OpId, WriteError> {
@@ -443,6 +493,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         }
         let size = self.region_size(cond.region)?;
         refuse(&format!("condition in region {}", cond.region), rules::condition(&cond, size))?;
+        self.check_placed("while/if", "its condition's", cond.region)?;
         let mut rec = Vec::with_capacity(OP_LEN);
         put_u32(&mut rec, kind);
         put_u32(&mut rec, cond.region);
@@ -462,6 +513,25 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         let body_len = (self.ops.len() as u32) - id - 1;
         self.ops[id as usize][8..12].copy_from_slice(&body_len.to_le_bytes());
         Ok(())
+    }
+
+    /// Records event `event` on the current device: a later [`Self::wait`] for it (on any device)
+    /// waits for everything this device was given before the signal.
+    pub fn signal(&mut self, event: EventId) -> Result<OpId, WriteError> {
+        self.event_op(layout::op::SIGNAL, "signal", event)
+    }
+
+    /// The current device waits for the latest earlier [`Self::signal`] of `event` before it runs
+    /// the ops that follow (a wait with no earlier signal does not wait, as in CUDA).
+    pub fn wait(&mut self, event: EventId) -> Result<OpId, WriteError> {
+        self.event_op(layout::op::WAIT, "wait", event)
+    }
+
+    fn event_op(&mut self, kind: u32, what: &str, event: EventId) -> Result<OpId, WriteError> {
+        if self.devices.is_empty() {
+            return invalid(format!("a {what} op needs declared devices (add_device): one-device archives have no events"));
+        }
+        self.region_op(kind, event)
     }
 
     /// A named timing marker.
@@ -521,7 +591,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         let mut table = Vec::with_capacity(sections.len() * SECTION_ENTRY_LEN);
         for (kind, offset, len, sum) in &sections {
             put_u32(&mut table, *kind as u32);
-            put_u32(&mut table, if kind.mandatory() { SECTION_REQUIRED } else { 0 });
+            put_u32(&mut table, if kind.required() { SECTION_REQUIRED } else { 0 });
             put_u64(&mut table, offset - self.start);
             put_u64(&mut table, *len);
             table.extend_from_slice(sum);
@@ -532,7 +602,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         let mut header = Vec::with_capacity(HEADER_LEN);
         header.extend_from_slice(&MAGIC);
         put_u16(&mut header, MAJOR);
-        put_u16(&mut header, MINOR);
+        // The oldest minor that has every feature used, so one-device archives stay 1.0.
+        put_u16(&mut header, if self.devices.is_empty() { 0 } else { MINOR_DEVICES });
         put_u32(&mut header, 0);
         put_u64(&mut header, table_offset);
         put_u32(&mut header, sections.len() as u32);
@@ -623,7 +694,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             put_u32(&mut regions, r.decl.align);
             put_u64(&mut regions, r.decl.size);
             put_u32(&mut regions, r.decl.shape.len() as u32);
-            put_u32(&mut regions, 0);
+            put_u32(&mut regions, r.decl.device);
             for i in 0..4 {
                 put_u64(&mut regions, r.decl.shape.get(i).copied().unwrap_or(0));
             }
@@ -656,6 +727,16 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             put_u64(&mut relocs, r.target_offset);
         }
         out.push((SectionKind::Relocs, relocs));
+
+        if !self.devices.is_empty() {
+            let mut devices = table_header(self.devices.len(), DEVICE_LEN);
+            for (name, sm) in &self.devices {
+                put_u32(&mut devices, *name);
+                put_u32(&mut devices, *sm);
+                put_u64(&mut devices, 0);
+            }
+            out.push((SectionKind::Devices, devices));
+        }
 
         let mut ops = table_header(self.ops.len(), OP_LEN);
         for rec in &self.ops {

@@ -131,6 +131,8 @@ enum Step {
     While { region: RegionId, offset: u64, max_iterations: u32, end: usize },
     If { region: RegionId, offset: u64, end: usize },
     Marker(String),
+    /// A signal or wait: one memory in archive order already holds every order it asks for.
+    Sync(&'static str),
 }
 
 impl Step {
@@ -144,6 +146,7 @@ impl Step {
             Step::While { .. } => "while",
             Step::If { .. } => "if",
             Step::Marker(_) => "marker",
+            Step::Sync(kind) => kind,
         }
     }
 }
@@ -334,6 +337,7 @@ impl<'a> CpuReplay<'a> {
                     Step::If { region: cond.region, offset: cond.offset, end: id as usize + 1 + body_len as usize }
                 }
                 Op::Marker(name) => Step::Marker(name.to_string()),
+                op @ (Op::Signal(_) | Op::Wait(_)) => Step::Sync(op.kind_name()),
             };
             self.steps.push(step);
         }
@@ -638,7 +642,7 @@ impl<'a> CpuReplay<'a> {
                 self.memory.remove_region(base).map_err(mem_err)?;
                 self.regions[region as usize].base = None;
             }
-            Step::Marker(_) => {}
+            Step::Marker(_) | Step::Sync(_) => {}
             Step::While { .. } | Step::If { .. } => unreachable!("control ops are walked by run_iteration"),
         }
         Ok(())
