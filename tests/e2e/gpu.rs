@@ -705,3 +705,112 @@ fn programmatic_edges_hold_with_more_blocks_than_the_gpu_holds_at_once() {
         assert!(got.iter().all(|&v| v == 21), "every element saw every add: {:?}", got.iter().find(|&&v| v != 21));
     }
 }
+
+/// Every GPU of the machine, or `None` after printing why the test is skipped.
+fn all_gpus(test: &str) -> Option<Vec<Arc<Device>>> {
+    let first = gpu(test)?;
+    let mut out = vec![first];
+    while let Ok(d) = Device::open(out.len()) {
+        out.push(d);
+    }
+    Some(out)
+}
+
+/// Two logical devices: fills, launches, a peer copy each way, a signal and a wait, and a
+/// device-side loop on device 1.
+fn two_device_archive() -> Vec<u8> {
+    let (mut w, k) = writer();
+    for name in ["left", "right"] {
+        w.add_device(&DeviceDecl { name: name.into(), sm: 0 }).unwrap();
+    }
+    let n = 256u32;
+    let ones: Vec<u8> = (0..n).flat_map(|i| (i + 1).to_le_bytes()).collect();
+    let x0 = w.add_region(RegionDecl::new("x0", n as u64 * 4, DType::U32)).unwrap();
+    w.set_initial_bytes(x0, &ones).unwrap();
+    let x1 = w.add_region(RegionDecl::new("x1", n as u64 * 4, DType::U32).on(1)).unwrap();
+    let counter = w.add_region(RegionDecl::new("counter", 4, DType::U32).on(1)).unwrap();
+    w.set_initial_bytes(counter, &5u32.to_le_bytes()).unwrap();
+    let acc = w.add_region(RegionDecl::new("acc", 4, DType::U32).on(1)).unwrap();
+    w.launch(launch(k.add_u32, 1, n, add_params(n, 3), &[(0, x0)])).unwrap();
+    // An 8-byte pattern with differing halves: recap's fill kernel, on device 0's GPU.
+    w.memset(MemsetOp { region: x0, offset: 64, len: 64, width: 8, pattern: 0x0000_0007_0000_0009 }).unwrap();
+    w.signal(0).unwrap();
+    w.set_device(1).unwrap();
+    w.wait(0).unwrap();
+    w.copy(CopyOp { src: x0, src_offset: 0, dst: x1, dst_offset: 0, len: n as u64 * 4 }).unwrap();
+    w.launch(launch(k.add_u32, 1, n, add_params(n, 100), &[(0, x1)])).unwrap();
+    w.begin_while(Condition { region: counter, offset: 0, max_iterations: 0 }).unwrap();
+    w.launch(launch(k.count_down, 1, 32, vec![0; 16], &[(0, counter), (8, acc)])).unwrap();
+    w.end_body().unwrap();
+    w.set_device(0).unwrap();
+    w.copy(CopyOp { src: x1, src_offset: 512, dst: x0, dst_offset: 0, len: 256 }).unwrap();
+    w.finish().unwrap().into_inner()
+}
+
+/// Every region after one CPU replay: what every GPU placement must give.
+fn cpu_regions(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let archive = Archive::open(bytes).unwrap();
+    let mut cpu = shared::replay::CpuReplay::new(&archive, Default::default()).unwrap();
+    cpu.run_iteration(&mut shared::replay::NoObserver).unwrap();
+    (0..archive.region_count() as RegionId).map(|r| cpu.region_bytes(r).unwrap()).collect()
+}
+
+#[test]
+fn a_two_device_archive_gives_the_cpus_bytes_on_one_gpu_and_on_two() {
+    let _serial = serial();
+    let Some(gpus) = all_gpus("a_two_device_archive_gives_the_cpus_bytes_on_one_gpu_and_on_two") else { return };
+    let bytes = two_device_archive();
+    let archive = Archive::open(&bytes).unwrap();
+    let want = cpu_regions(&bytes);
+    assert_eq!(u32s(&want[3]), vec![5], "the loop ran five times on the CPU");
+    let mut placements: Vec<Vec<Arc<Device>>> = vec![vec![gpus[0].clone()]];
+    if gpus.len() >= 2 {
+        placements.push(vec![gpus[0].clone(), gpus[1].clone()]);
+        placements.push(vec![gpus[1].clone(), gpus[0].clone()]);
+    } else {
+        println!("one GPU: the two-GPU placements of a_two_device_archive_gives_the_cpus_bytes_on_one_gpu_and_on_two are skipped");
+    }
+    for devices in &placements {
+        for mode in MODES {
+            let mut r = CudaReplay::load_on(devices, &archive, opts(mode)).unwrap();
+            let ordinals: Vec<usize> = devices.iter().map(|d| d.ordinal).collect();
+            let expect_placement = if devices.len() == 1 { vec![ordinals[0]; 2] } else { ordinals.clone() };
+            assert_eq!(r.placement(), expect_placement);
+            for round in 0..2 {
+                r.upload_initial(&archive).unwrap();
+                r.replay().unwrap();
+                for (id, want) in want.iter().enumerate() {
+                    let got = r.read_region(id as RegionId).unwrap();
+                    assert_eq!(&got, want, "{} region {id} on {ordinals:?} in {mode:?}, round {round}", archive.region(id as RegionId).name);
+                }
+            }
+        }
+    }
+    // Three GPUs for two devices: refused, naming both counts.
+    let three = vec![gpus[0].clone(); 3];
+    let err = CudaReplay::load_on(&three, &archive, opts(Mode::Graph)).err().unwrap().to_string();
+    assert!(err.contains("the archive has 2 devices but 3 GPUs were given"), "{err}");
+}
+
+#[test]
+fn a_halo_exchange_passes_its_check_on_one_gpu_and_across_two() {
+    let _serial = serial();
+    let Some(gpus) = all_gpus("a_halo_exchange_passes_its_check_on_one_gpu_and_across_two") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("halo.recap");
+    std::fs::write(&path, recap::cuda::bench::halo_archive(256, 128, 20, 2, true)).unwrap();
+    let mut runs = vec![vec!["--device", "cuda:0"]];
+    if gpus.len() >= 2 {
+        runs.push(vec!["--devices", "cuda:0,cuda:1"]);
+        runs.push(vec!["--devices", "0=cuda:1,1=cuda:0"]);
+        runs.push(vec!["--devices", "cuda:1,cuda:0", "--mode", "stream"]);
+    } else {
+        println!("one GPU: the two-GPU runs of a_halo_exchange_passes_its_check_on_one_gpu_and_across_two are skipped");
+    }
+    for run in runs {
+        let out = Command::new(recap_bin()).arg("replay").arg(&path).args(&run).args(["--check", "--iterations", "3"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{run:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("2 of 2 regions pass"), "{run:?}: {text}");
+    }
+}

@@ -472,6 +472,8 @@ pub enum Section {
     /// Programmatic dependent launch against plain graph edges: tiny-kernel chains, chains of 1,
     /// 5 and 20 us kernels, eight independent chains.
     Pdl,
+    /// A two-device halo exchange (heat diffusion on 8192 x 8192 cells) on one GPU and on two.
+    Devices,
 }
 
 /// Runs the benchmarks on `device` (all, or only the parts in `only`, in the usual order),
@@ -708,6 +710,35 @@ pub fn run(
         // A real multi-kernel graph: per op of 25 heat steps (100 ops, 75 of them kernels).
         let bytes = heat_archive(25);
         pair(&Archive::open(&bytes)?, 100, "pdl heat step x 25 (per op)", &mut put)?;
+    }
+
+    // Several GPUs: the same two-device archive with both devices on this GPU, then on two.
+    if wanted(Section::Devices) {
+        let (nx, ny, steps) = (8192, 8192, 10);
+        let per_replay = |devices: &[Arc<Device>], bytes: &[u8]| -> Result<f64, CudaError> {
+            let archive = Archive::open(bytes)?;
+            let mut r = CudaReplay::load_on(devices, &archive, graph)?;
+            for _ in 0..2 {
+                r.replay()?;
+            }
+            let times = (0..reps.min(15)).map(|_| r.replay().map(us)).collect::<Result<Vec<_>, _>>()?;
+            Ok(median(times))
+        };
+        let label = format!("halo {nx}x{ny}, {} sweeps", steps * 2);
+        let whole = halo_archive(nx, ny, steps, 1, false);
+        put(format!("{label}: one device, one GPU"), per_replay(std::slice::from_ref(device), &whole)?, "us");
+        let split = halo_archive(nx, ny, steps, 2, false);
+        let one = per_replay(std::slice::from_ref(device), &split)?;
+        put(format!("{label}: two devices on one GPU"), one, "us");
+        let other = (0..device.driver.device_count).find(|&o| o != device.ordinal).map(Device::open).transpose()?;
+        match other {
+            Some(other) => {
+                let two = per_replay(&[device.clone(), other.clone()], &split)?;
+                put(format!("{label}: two devices on cuda:{} and cuda:{}", device.ordinal, other.ordinal), two, "us");
+                put(format!("{label}: speed-up of two GPUs over one"), one / two, "x");
+            }
+            None => println!("{label}: one GPU here, so no figure for two"),
+        }
     }
 
     // The same chain and loop once a kernel has run on a second stream of the context: what

@@ -31,7 +31,12 @@ fn dags_for(open: &super::Open) -> (Vec<DagInput>, usize) {
     let dags: Vec<DagInput> = plan
         .dags
         .iter()
-        .map(|d| DagInput { owner: d.owner, nodes: d.nodes.clone(), edges: d.edges.iter().map(|e| (e.from, e.to)).collect() })
+        .map(|d| DagInput {
+            owner: d.owner,
+            nodes: d.nodes.clone(),
+            edges: d.edges.iter().map(|e| (e.from, e.to)).collect(),
+            devices: if plan.device_count > 1 { d.nodes.iter().map(|&n| plan.device_of(n)).collect() } else { Vec::new() },
+        })
         .collect();
     let edges = plan.edge_count();
     DAGS.with(|c| *c.borrow_mut() = Some((key, dags.clone(), edges)));
