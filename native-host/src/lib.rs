@@ -10,4 +10,4 @@ pub mod server;
 pub mod sessions;
 pub mod store;
 
-pub use capture::{Arg, BindingInfo, Buffer, CaptureError, Device, Dim3, Element, Graph, Kernel, Module, RawBuffer, StructArg};
+pub use capture::{capture_devices, Arg, BindingInfo, Buffer, CaptureError, Device, Dim3, Element, Graph, Kernel, Module, RawBuffer, StructArg};

@@ -344,3 +344,98 @@ fn archive_captured_on_cuda_replays_on_the_cpu_and_back() {
     on_gpu.launch().unwrap();
     assert_close("cpu capture on cuda", &loaded_outputs(&on_gpu).unwrap(), &cpu_eager, 1e-5);
 }
+
+/// A producer device and a consumer device: `y0 = 2 x0 + y0` on device 0, `y0` copied into
+/// device 1's `x1`, `y1 = 3 x1 + y1` there, and a loop on device 1 that counts down.
+fn two_device_work(d: &[Device], k: &[Kernel], bufs: &TwoDevice) -> Result<()> {
+    let n = N as u32;
+    d[0].launch(&k[0], n.div_ceil(128), 128, 0, &args![&bufs.x0, &bufs.y0, 2.0f32, n])?;
+    d[1].copy_between(&bufs.y0, &bufs.x1)?;
+    d[1].launch(&k[1], n.div_ceil(128), 128, 0, &args![&bufs.x1, &bufs.y1, 3.0f32, n])?;
+    Ok(())
+}
+
+struct TwoDevice {
+    x0: Buffer<f32>,
+    y0: Buffer<f32>,
+    x1: Buffer<f32>,
+    y1: Buffer<f32>,
+}
+
+fn two_device_buffers(d0: &Device, d1: &Device) -> Result<TwoDevice> {
+    let x: Vec<f32> = (0..N).map(|i| i as f32 * 0.5).collect();
+    Ok(TwoDevice {
+        x0: d0.upload(&x)?.named("x0"),
+        y0: d0.upload(&vec![1.0f32; N])?.named("y0"),
+        x1: d1.alloc::<f32>(N)?.named("x1"),
+        y1: d1.upload(&vec![10.0f32; N])?.named("y1"),
+    })
+}
+
+fn two_device_run(d0: &Device, d1: &Device) {
+    let k = [d0.load_ptx("basics", BASICS).unwrap().kernel("axpy").unwrap(), d1.load_ptx("basics", BASICS).unwrap().kernel("axpy").unwrap()];
+    let want: Vec<f32> = (0..N).map(|i| 3.0 * (2.0 * (i as f32 * 0.5) + 1.0) + 10.0).collect();
+
+    // Eagerly, each device runs its part and the copy goes through the host.
+    let eager = two_device_buffers(d0, d1).unwrap();
+    two_device_work(&[d0.clone(), d1.clone()], &k, &eager).unwrap();
+    assert_eq!(eager.y1.read().unwrap(), want);
+
+    // Captured into one graph over both devices, launched in place.
+    let b = two_device_buffers(d0, d1).unwrap();
+    let graph = recap::capture_devices(&[d0, d1], |d| two_device_work(d, &k, &b)).unwrap();
+    assert_eq!(graph.devices().len(), 2);
+    assert_eq!(graph.op_count(), 3);
+    let bytes = graph.to_archive_bytes(&[("x0", b.x0.raw())], &[("y1", b.y1.raw())]).unwrap();
+    graph.launch().unwrap();
+    assert_eq!(b.y1.read().unwrap(), want);
+    assert_eq!(b.x1.read().unwrap(), b.y0.read().unwrap());
+
+    // Saved: a two-device archive whose ops and regions keep their devices.
+    let archive = shared::archive::Archive::open(&bytes).unwrap();
+    assert_eq!(archive.device_count(), 2);
+    let devices: Vec<u32> = (0..archive.op_count() as u32).map(|i| archive.op_device(i)).collect();
+    assert_eq!(devices, vec![0, 1, 1]);
+    for (name, device) in [("x0", 0), ("y0", 0), ("x1", 1), ("y1", 1)] {
+        let r = archive.region(archive.region_named(name).unwrap());
+        assert_eq!(r.device, device, "{name}");
+    }
+    // Replayed from the archive on the CPU (both devices in one memory): the same bytes.
+    let mut cpu = shared::replay::CpuReplay::new(&archive, Default::default()).unwrap();
+    cpu.run_iteration(&mut shared::replay::NoObserver).unwrap();
+    let y1: Vec<f32> = cpu.region_bytes(archive.region_named("y1").unwrap()).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(y1, want);
+}
+
+#[test]
+fn a_capture_of_two_devices_records_one_graph_and_a_two_device_archive() {
+    two_device_run(&Device::cpu(), &Device::cpu());
+}
+
+#[test]
+fn a_capture_of_two_gpus_launches_in_place_and_saves_a_two_device_archive() {
+    let Some(d0) = cuda_or_skip("a_capture_of_two_gpus_launches_in_place_and_saves_a_two_device_archive") else { return };
+    // A second GPU where there is one; else a second device on the same GPU, which must work too.
+    let d1 = Device::cuda(1).or_else(|_| Device::cuda(0)).unwrap();
+    two_device_run(&d0, &d1);
+}
+
+#[test]
+fn a_capture_of_several_devices_refuses_what_it_cannot_record() {
+    let (d0, d1, d2) = (Device::cpu(), Device::cpu(), Device::cpu());
+    let stranger = d2.upload(&[1.0f32; 4]).unwrap().named("stranger");
+    let mine = d1.alloc::<f32>(4).unwrap().named("mine");
+    let err = recap::capture_devices(&[&d0, &d1], |d| d[1].copy_between(&stranger, &mine)).unwrap_err().to_string();
+    assert!(err.contains("buffer stranger belongs to a device outside this capture"), "{err}");
+    assert!(!d0.is_capturing() && !d1.is_capturing(), "the capture ended on every device");
+    let theirs = d2.alloc::<f32>(4).unwrap().named("theirs");
+    let err = d0.copy_between(&stranger, &theirs).unwrap_err().to_string();
+    assert!(err.contains("neither buffer belongs to"), "{err}");
+    let err = recap::capture_devices(&[&d0, &d0], |_| Ok(())).unwrap_err().to_string();
+    assert!(err.contains("is given twice"), "{err}");
+    d1.begin_capture().unwrap();
+    let err = recap::capture_devices(&[&d0, &d1], |_| Ok(())).unwrap_err().to_string();
+    assert!(err.contains("already open on cpu"), "{err}");
+    assert!(!d0.is_capturing(), "a refused capture leaves no device capturing");
+    d1.end_capture().unwrap();
+}

@@ -130,15 +130,22 @@ impl Backend {
     }
 }
 
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
 pub(crate) struct DeviceInner {
     pub backend: Backend,
     recording: Mutex<Option<Recording>>,
-    next_id: AtomicU64,
+    /// Buffers and modules made on this device so far, plus one: names of buffers a capture
+    /// makes (`const3`, `scratch4`) count per device, so they do not depend on other devices.
+    made: AtomicU64,
 }
 
 impl DeviceInner {
+    /// A fresh id for a buffer or module, unique in the process: a capture of several devices
+    /// tells buffers apart by it.
     pub(crate) fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+        self.made.fetch_add(1, Ordering::Relaxed);
+        NEXT_ID.fetch_add(1, Ordering::Relaxed)
     }
 }
 
@@ -157,7 +164,7 @@ impl std::fmt::Debug for Device {
 impl Device {
     fn with_backend(backend: Backend) -> Device {
         Device {
-            inner: Arc::new(DeviceInner { backend, recording: Mutex::new(None), next_id: AtomicU64::new(1) }),
+            inner: Arc::new(DeviceInner { backend, recording: Mutex::new(None), made: AtomicU64::new(1) }),
         }
     }
 
@@ -240,7 +247,7 @@ impl Device {
         self.load_ptx(name, &ptx)
     }
 
-    fn compute_capability(&self) -> Option<(i32, i32)> {
+    pub(crate) fn compute_capability(&self) -> Option<(i32, i32)> {
         match &self.inner.backend {
             Backend::Cuda(b) => b.compute_capability(),
             Backend::Cpu(_) => None,
@@ -271,7 +278,7 @@ impl Device {
 
     pub(crate) fn alloc_raw(&self, bytes: usize, dtype: DType) -> Result<RawBuffer> {
         let mut rec = self.recording();
-        let id = self.inner.next_id.load(Ordering::Relaxed);
+        let id = self.inner.made.load(Ordering::Relaxed);
         match rec.as_mut() {
             Some(r) => {
                 let b = self.new_buffer(format!("scratch{id}"), bytes as u64, 256, dtype, true)?;
@@ -323,7 +330,7 @@ impl Device {
         }
         let mut rec = self.recording();
         if let Some(r) = rec.as_mut() {
-            let id = self.inner.next_id.load(Ordering::Relaxed);
+            let id = self.inner.made.load(Ordering::Relaxed);
             let constant = self.new_buffer(format!("const{id}"), bytes.len() as u64, 256, dst.dtype(), false)?;
             self.inner.backend.write(constant.0.addr, bytes)?;
             let src = r.region(&constant)?;
@@ -348,6 +355,39 @@ impl Device {
             ));
         }
         self.copy_range(src, 0, dst, 0, src.len())
+    }
+
+    /// Copies `src` into `dst` where the two live on different devices (or the same): the copy
+    /// runs on this device, which holds one of them. Inside a capture of several devices
+    /// ([`capture_devices`]) it is recorded as a copy between their memories; eagerly the bytes
+    /// go through the host.
+    pub fn copy_between<T: Element>(&self, src: &Buffer<T>, dst: &Buffer<T>) -> Result<()> {
+        if src.len() != dst.len() {
+            return usage(format!(
+                "copy from {} ({} elements) to {} ({} elements): sizes differ",
+                src.raw.name(),
+                src.len(),
+                dst.raw.name(),
+                dst.len()
+            ));
+        }
+        let mine = |b: &RawBuffer| Arc::ptr_eq(&b.0.device, &self.inner);
+        if !mine(&src.raw) && !mine(&dst.raw) {
+            return usage(format!("copy from {} to {}: neither buffer belongs to {}", src.raw.name(), dst.raw.name(), self.name()));
+        }
+        let mut rec = self.recording();
+        if let Some(r) = rec.as_mut() {
+            let (s, d) = (r.region(&src.raw)?, r.region(&dst.raw)?);
+            r.push(GOp::Copy(CopyOp { src: s, src_offset: 0, dst: d, dst_offset: 0, len: src.raw.byte_len() }));
+            return Ok(());
+        }
+        drop(rec);
+        if Arc::ptr_eq(&src.raw.0.device, &dst.raw.0.device) {
+            return Device { inner: src.raw.0.device.clone() }.copy(src, dst);
+        }
+        let bytes = src.raw.read_bytes()?;
+        dst.raw.check_live()?;
+        dst.raw.0.device.backend.write(dst.raw.0.addr, &bytes)
     }
 
     /// Device to device: `count` elements from `src[src_start..]` to `dst[dst_start..]`.
@@ -553,6 +593,68 @@ impl Device {
         outcome?;
         graph
     }
+
+    pub(crate) fn same(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Whether `buffer` lives in this device's memory.
+    pub(crate) fn owns(&self, buffer: &RawBuffer) -> bool {
+        Arc::ptr_eq(&self.inner, &buffer.0.device)
+    }
+}
+
+/// Records what `body` does on several devices into one graph: a multi-device archive once saved,
+/// with `devices[i]` as its logical device `i`. Each device records its own launches, fills and
+/// loops; [`Device::copy_between`] records the copies from one device's memory to another's. The
+/// ops keep the order the program issued them in, and a replay orders them by the data they
+/// share, so work of different devices runs side by side. Every device is a CUDA GPU, or every
+/// one the CPU.
+pub fn capture_devices(devices: &[&Device], body: impl FnOnce(&[Device]) -> Result<()>) -> Result<Graph> {
+    let owned: Vec<Device> = devices.iter().map(|d| (*d).clone()).collect();
+    if owned.is_empty() {
+        return usage("a capture of several devices needs at least one device");
+    }
+    for (i, d) in owned.iter().enumerate() {
+        if owned[..i].iter().any(|e| e.same(d)) {
+            return usage(format!("{} is given twice: each device of a capture is a different one", d.name()));
+        }
+    }
+    if owned.iter().any(Device::is_cuda) && !owned.iter().all(Device::is_cuda) {
+        return usage("a capture of several devices takes CUDA GPUs only or the CPU only, not both");
+    }
+    let sequence = Arc::new(AtomicU64::new(0));
+    for (i, d) in owned.iter().enumerate() {
+        let mut rec = d.recording();
+        if rec.is_some() {
+            drop(rec);
+            for e in &owned[..i] {
+                e.recording().take();
+            }
+            return usage(format!("a capture is already open on {}", d.name()));
+        }
+        *rec = Some(Recording::in_group(sequence.clone()));
+    }
+    let outcome = body(&owned);
+    let mut parts = Vec::with_capacity(owned.len());
+    let mut ended = Ok(());
+    for d in &owned {
+        match d.recording().take().map(Recording::finish_numbered) {
+            Some(Ok(part)) => parts.push(part),
+            Some(Err(e)) => ended = Err(e),
+            None => ended = usage(format!("the capture on {} was ended inside the capture of several devices", d.name())),
+        }
+    }
+    outcome?;
+    ended?;
+    let device_of = |b: &RawBuffer| -> Result<u32> {
+        match owned.iter().position(|d| Arc::ptr_eq(&d.inner, &b.0.device)) {
+            Some(i) => Ok(i as u32),
+            None => usage(format!("buffer {} belongs to a device outside this capture", b.name())),
+        }
+    };
+    let data = super::record::merge(parts, device_of)?;
+    Ok(Graph::from_devices(owned, data))
 }
 
 // ---- buffers ----

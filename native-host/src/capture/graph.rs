@@ -22,9 +22,12 @@ pub struct BindingInfo {
     pub(crate) region: RegionId,
 }
 
-/// Recorded work on one device: captured there, or loaded from an archive.
+/// Recorded work on one device (captured there, or loaded from an archive), or on several
+/// ([`super::capture_devices`]).
 pub struct Graph {
     device: Device,
+    /// Every device, `device` first; logical device `i` of a saved archive is `devices[i]`.
+    devices: Vec<Device>,
     data: GraphData,
     bindings: Vec<BindingInfo>,
     /// On CUDA: the graph the archive replay engine built from this recording, made at the first launch.
@@ -55,11 +58,32 @@ fn archive_error(path: &Path, message: impl std::fmt::Display) -> CaptureError {
 
 impl Graph {
     pub(crate) fn from_data(device: Device, data: GraphData, bindings: Vec<BindingInfo>) -> Graph {
-        Graph { device, data, bindings, cuda: Mutex::new(None) }
+        Graph { devices: vec![device.clone()], device, data, bindings, cuda: Mutex::new(None) }
     }
 
+    pub(crate) fn from_devices(devices: Vec<Device>, data: GraphData) -> Graph {
+        Graph { device: devices[0].clone(), devices, data, bindings: Vec::new(), cuda: Mutex::new(None) }
+    }
+
+    /// The device (the first, for a graph of several).
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// Every device of the graph, in the order of the archive's logical devices.
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
+    /// The device that runs top-level op `index`.
+    fn device_of_op(&self, index: usize) -> usize {
+        self.data.devices.get(index).copied().unwrap_or(0) as usize
+    }
+
+    /// The device whose memory holds `region`.
+    fn region_device(&self, region: RegionId) -> &Device {
+        let d = self.data.regions.get(region as usize).map_or(0, |r| r.decl.device as usize);
+        &self.devices[d.min(self.devices.len() - 1)]
     }
 
     /// Number of ops, counting those inside while/if bodies.
@@ -81,22 +105,25 @@ impl Graph {
         if let Backend::Cuda(cuda) = self.device.backend() {
             return self.launch_cuda(cuda);
         }
-        let backend = self.device.backend();
         let mut addrs: Vec<u64> =
             self.data.regions.iter().map(|r| r.buffer.as_ref().map_or(0, RawBuffer::addr)).collect();
-        let outcome = self.run(&self.data.ops, &mut addrs);
+        let outcome = (|| {
+            for (i, op) in self.data.ops.iter().enumerate() {
+                self.run(std::slice::from_ref(op), &mut addrs, self.device_of_op(i))?;
+            }
+            Ok(())
+        })();
         // Scratch left allocated by a failed replay is released here.
-        for (r, a) in self.data.regions.iter().zip(&addrs) {
+        for (i, (r, a)) in self.data.regions.iter().zip(&addrs).enumerate() {
             if r.buffer.is_none() && *a != 0 {
-                let _ = backend.free(*a);
+                let _ = self.region_device(i as RegionId).backend().free(*a);
             }
         }
         outcome?;
-        backend.synchronize()
+        self.devices.iter().try_for_each(|d| d.backend().synchronize())
     }
 
     fn launch_cuda(&self, cuda: &super::cuda::CudaBackend) -> Result<()> {
-        let backend = self.device.backend();
         let ordinal = cuda.device().ordinal;
         let cuda_err = |e: crate::cuda::CudaError| CaptureError::Cuda { ordinal, message: e.to_string() };
         let mut slot = self.cuda.lock().unwrap_or_else(|p| p.into_inner());
@@ -104,7 +131,15 @@ impl Graph {
             let (out, buffers) = self.write_archive(Cursor::new(Vec::new()), &[], &[])?;
             let bytes = out.into_inner();
             let archive = Archive::open(&bytes).map_err(|e| CaptureError::Usage(format!("the recorded archive: {e}")))?;
-            let replay = crate::cuda::CudaReplay::load(cuda.device(), &archive, Default::default()).map_err(cuda_err)?;
+            let gpus = self
+                .devices
+                .iter()
+                .map(|d| match d.backend() {
+                    Backend::Cuda(c) => Ok(c.device().clone()),
+                    Backend::Cpu(_) => usage("a graph of several devices runs on GPUs only or on the CPU only"),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let replay = crate::cuda::CudaReplay::load_on(&gpus, &archive, Default::default()).map_err(cuda_err)?;
             let region_of =
                 buffers.iter().enumerate().filter_map(|(i, b)| Some((b.as_ref()?.id(), i as RegionId))).collect();
             *slot = Some(CudaGraph { replay, buffers, region_of });
@@ -114,8 +149,10 @@ impl Graph {
             g.replay.region_address(r).ok_or_else(|| CaptureError::Usage(format!("the CUDA graph has no region {r}")))
         };
         // Pointer fields hold the graph's own addresses inside the graph and the live ones outside.
+        // Each buffer moves on its own GPU, where the graph placed its region.
         for (i, b) in g.buffers.iter().enumerate() {
             let Some(b) = b else { continue };
+            let backend = self.region_device(i as RegionId).backend();
             let dst = region_addr(g, i as RegionId)?;
             backend.copy(b.addr(), dst, b.byte_len())?;
             for f in b.pointer_fields() {
@@ -123,16 +160,17 @@ impl Graph {
                 backend.write(dst + f.offset, &target.to_le_bytes())?;
             }
         }
-        backend.synchronize()?;
+        self.devices.iter().try_for_each(|d| d.backend().synchronize())?;
         g.replay.replay().map_err(cuda_err)?;
         for (i, b) in g.buffers.iter().enumerate() {
             let Some(b) = b else { continue };
+            let backend = self.region_device(i as RegionId).backend();
             backend.copy(region_addr(g, i as RegionId)?, b.addr(), b.byte_len())?;
             for f in b.pointer_fields() {
                 backend.write(b.addr() + f.offset, &(f.target.addr() + f.target_offset).to_le_bytes())?;
             }
         }
-        backend.synchronize()
+        self.devices.iter().try_for_each(|d| d.backend().synchronize())
     }
 
     fn addr(&self, addrs: &[u64], region: RegionId) -> Result<u64> {
@@ -143,8 +181,9 @@ impl Graph {
         }
     }
 
-    fn run(&self, ops: &[GOp], addrs: &mut Vec<u64>) -> Result<()> {
-        let backend = self.device.backend();
+    /// Runs `ops` on device `device` (a copy between devices goes through the host).
+    fn run(&self, ops: &[GOp], addrs: &mut Vec<u64>, device: usize) -> Result<()> {
+        let backend = self.devices[device].backend();
         for op in ops {
             match op {
                 GOp::Launch { kernel, grid, block, shared, params, relocs } => {
@@ -158,7 +197,14 @@ impl Graph {
                 }
                 GOp::Copy(c) => {
                     let (s, d) = (self.addr(addrs, c.src)?, self.addr(addrs, c.dst)?);
-                    backend.copy(s + c.src_offset, d + c.dst_offset, c.len)?;
+                    let (from, to) = (self.region_device(c.src), self.region_device(c.dst));
+                    if from.same(to) {
+                        from.backend().copy(s + c.src_offset, d + c.dst_offset, c.len)?;
+                    } else {
+                        let mut bytes = vec![0u8; c.len as usize];
+                        from.backend().read(s + c.src_offset, &mut bytes)?;
+                        to.backend().write(d + c.dst_offset, &bytes)?;
+                    }
                 }
                 GOp::Memset(m) => backend.fill(self.addr(addrs, m.region)? + m.offset, m.len, m.width, m.pattern)?,
                 GOp::Alloc(r) => {
@@ -176,13 +222,13 @@ impl Graph {
                 GOp::While { cond, body } => {
                     let mut i = 0u32;
                     while (cond.max_iterations == 0 || i < cond.max_iterations) && self.test(addrs, cond)? {
-                        self.run(body, addrs)?;
+                        self.run(body, addrs, device)?;
                         i += 1;
                     }
                 }
                 GOp::If { cond, body } => {
                     if self.test(addrs, cond)? {
-                        self.run(body, addrs)?;
+                        self.run(body, addrs, device)?;
                     }
                 }
             }
@@ -191,7 +237,7 @@ impl Graph {
     }
 
     fn test(&self, addrs: &[u64], cond: &Condition) -> Result<bool> {
-        Ok(self.device.backend().read_u32(self.addr(addrs, cond.region)? + cond.offset)? != 0)
+        Ok(self.region_device(cond.region).backend().read_u32(self.addr(addrs, cond.region)? + cond.offset)? != 0)
     }
 
     // ---- bindings ----
@@ -296,7 +342,13 @@ impl Graph {
         let werr = |e: shared::archive::WriteError| CaptureError::Usage(format!("writing the archive: {e}"));
         let mut w = ArchiveWriter::new(out).map_err(werr)?;
         w.set_meta("producer", "recap capture API");
-        w.set_meta("device", &self.device.name());
+        w.set_meta("device", &self.devices.iter().map(Device::name).collect::<Vec<_>>().join(", "));
+        if self.devices.len() > 1 {
+            for d in &self.devices {
+                let sm = d.compute_capability().map_or(0, |(major, minor)| (major * 10 + minor) as u32);
+                w.add_device(&shared::archive::DeviceDecl { name: d.name(), sm }).map_err(werr)?;
+            }
+        }
 
         // Regions: the graph's own, then buffers reached only through pointer fields.
         let mut regions: Vec<(RegionDecl, Option<RawBuffer>)> =
@@ -313,7 +365,8 @@ impl Graph {
                 for f in b.pointer_fields() {
                     if let std::collections::hash_map::Entry::Vacant(e) = by_buffer.entry(f.target.id()) {
                         e.insert(regions.len() as RegionId);
-                        let decl = RegionDecl::new(f.target.name(), f.target.byte_len(), f.target.dtype());
+                        let device = self.devices.iter().position(|d| d.owns(&f.target)).unwrap_or(0) as u32;
+                        let decl = RegionDecl::new(f.target.name(), f.target.byte_len(), f.target.dtype()).on(device);
                         regions.push((decl, Some(f.target.clone())));
                     }
                 }
@@ -347,7 +400,10 @@ impl Graph {
             };
             kernel_ids.push(w.add_kernel(m, &k.entry, k.params.clone()).map_err(werr)?);
         }
-        write_ops(&mut w, &self.data.ops, &kernel_ids).map_err(werr)?;
+        for (i, op) in self.data.ops.iter().enumerate() {
+            w.set_device(self.device_of_op(i) as u32).map_err(werr)?;
+            write_ops(&mut w, std::slice::from_ref(op), &kernel_ids).map_err(werr)?;
+        }
 
         let mut directions: Vec<(&str, RegionId, Direction)> = Vec::new();
         for (list, dir) in [(inputs, Direction::In), (outputs, Direction::Out)] {
@@ -440,7 +496,7 @@ impl Graph {
                 BindingInfo { name: b.name.to_owned(), direction: b.direction, bytes: r.size, dtype: r.dtype, region: b.region }
             })
             .collect();
-        Ok(Graph::from_data(device.clone(), GraphData { regions, kernels, ops }, bindings))
+        Ok(Graph::from_data(device.clone(), GraphData { regions, kernels, ops, devices: Vec::new() }, bindings))
     }
 }
 

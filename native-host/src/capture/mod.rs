@@ -18,6 +18,7 @@
 //! | argument | [`Arg`], [`StructArg`], [`args!`](crate::args) | a buffer, a scalar, or a by-value struct whose pointer fields are marked |
 //! | eager work | `dev.launch`, `dev.copy`, `dev.zero`, `dev.fill`, `dev.write`, `buf.read` | runs now, in order |
 //! | capture | `dev.capture(\|d\| ..)`, `dev.begin_capture()` / `dev.end_capture()` | the same calls, recorded instead of run |
+//! | several devices | [`capture_devices`]`(&[&d0, &d1], \|d\| ..)`, `d[1].copy_between(&a, &b)` | one graph over several GPUs (a multi-device archive), copies between their memories |
 //! | device-side control | `dev.while_nonzero`, `dev.if_nonzero` | a loop or branch over a `u32` word on the device |
 //! | graph | [`Graph`] | recorded work: `launch()` replays in place; `save(path, inputs, outputs)` writes an archive |
 //! | loaded graph | `Graph::load(path, &dev)` | an archive on any device; `set_param` / `get_param` by binding name |
@@ -64,7 +65,7 @@ mod graph;
 mod record;
 
 pub use args::{Arg, StructArg};
-pub use device::{Buffer, Device, Dim3, Element, Kernel, Module, RawBuffer};
+pub use device::{capture_devices, Buffer, Device, Dim3, Element, Kernel, Module, RawBuffer};
 pub use graph::{BindingInfo, Graph};
 
 /// Why a capture API call failed.
