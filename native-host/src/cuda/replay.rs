@@ -946,7 +946,7 @@ impl CudaReplay {
     fn build_graph(&mut self) -> Result<(CUgraph, HashMap<OpId, CUgraphNode>, usize, usize), CudaError> {
         let mut graph = std::ptr::null_mut();
         call!(cuGraphCreate(&mut graph, 0))?;
-        let mut b = GraphBuilder { me: self, kernel_nodes: HashMap::new(), nodes: 0, edges: 0 };
+        let mut b = GraphBuilder { me: self, kernel_nodes: HashMap::new(), kernel_slots: HashMap::new(), nodes: 0, edges: 0 };
         let top = b.me.plan.dags[0].clone();
         match b.add_scope(graph, &top) {
             Ok(_) => {
@@ -1466,6 +1466,8 @@ fn launch_kernel(k: &mut KernelStep, stream: sys::CUstream) -> Result<(), Driver
 struct GraphBuilder<'r> {
     me: &'r mut CudaReplay,
     kernel_nodes: HashMap<OpId, CUgraphNode>,
+    /// The slot of every kernel node added: programmatic edges join kernels of one GPU only.
+    kernel_slots: HashMap<CUgraphNode, usize>,
     nodes: usize,
     edges: usize,
 }
@@ -1505,6 +1507,7 @@ impl GraphBuilder<'_> {
         let mut node = std::ptr::null_mut();
         call!(cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), &p))?;
         self.count(deps);
+        self.kernel_slots.insert(node, k.slot);
         Ok(node)
     }
 
@@ -1533,20 +1536,18 @@ impl GraphBuilder<'_> {
         }
     }
 
-    /// `deps` split into kernel nodes and the rest.
-    fn kernels_and_rest(deps: &[CUgraphNode]) -> (Vec<CUgraphNode>, Vec<CUgraphNode>) {
-        let is_kernel = |n: CUgraphNode| {
-            let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
-            call!(cuGraphNodeGetType(n, &mut t)).is_ok() && t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL
-        };
-        deps.iter().partition(|&&n| is_kernel(n))
+    /// `deps` split into kernel nodes on `slot`'s GPU (which a kernel there may follow through
+    /// programmatic edges) and the rest.
+    fn kernels_and_rest(&self, deps: &[CUgraphNode], slot: usize) -> (Vec<CUgraphNode>, Vec<CUgraphNode>) {
+        deps.iter().partition(|&n| self.kernel_slots.get(n) == Some(&slot))
     }
 
     /// Adds recap's condition kernel after a WHILE body's `writers`: through programmatic edges
     /// from kernel nodes where the device has them (the kernel waits for their writes with
     /// `griddepcontrol.wait`), through ordinary edges otherwise.
     fn add_tail(&mut self, graph: CUgraph, tail: &mut KernelStep, writers: &[CUgraphNode]) -> Result<(), CudaError> {
-        let (kernels, rest) = if self.me.programmatic { Self::kernels_and_rest(writers) } else { (Vec::new(), writers.to_vec()) };
+        let (kernels, rest) =
+            if self.me.programmatic { self.kernels_and_rest(writers, tail.slot) } else { (Vec::new(), writers.to_vec()) };
         let node = self.add_kernel(graph, tail, &rest)?;
         let added = self.join_programmatic(graph, &kernels, node, self.me.programmatic_port)?;
         self.me.programmatic_edges += added;
@@ -1560,7 +1561,7 @@ impl GraphBuilder<'_> {
         let step = self.me.steps[op as usize].clone();
         let node = match step {
             Step::Kernel(mut k) if self.me.pdl && k.waits => {
-                let (kernels, rest) = Self::kernels_and_rest(deps);
+                let (kernels, rest) = self.kernels_and_rest(deps, k.slot);
                 let node = self.add_kernel(graph, &mut k, &rest)?;
                 let port = if self.me.options.pdl_from_launch {
                     sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
