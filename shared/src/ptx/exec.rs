@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::ir::*;
-use super::lower::{Function, MAX_SHARED_BYTES};
+use super::lower::MAX_SHARED_BYTES;
 use super::math::*;
 use super::memory::{Fault, Memory, Region};
-use super::{Entry, Module};
+use super::module::{Entry, Module};
 
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 mod jit;

@@ -59,7 +59,6 @@ use lanes::{LanePlan, Step, LANES, PARTS};
 mod lanes;
 use crate::ptx::flow::{live_in, successors, uses_defs};
 use crate::ptx::ir::*;
-use crate::ptx::lower::Function;
 use crate::ptx::math::*;
 use crate::ptx::memory::Memory;
 

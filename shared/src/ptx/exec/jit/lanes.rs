@@ -42,7 +42,6 @@ use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackS
 use super::{flags, Class, Repr, Tx, NAN32, PLAIN_F};
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
-use crate::ptx::lower::Function;
 
 /// Vectors of four 32-bit lanes a varying 32-bit register takes. Four (groups of 16 threads)
 /// measured 1.4x faster than two on the tiled matrix product, where two had been faster before
