@@ -3369,7 +3369,7 @@ mod tests {
     /// and of the pointer-arithmetic test kernel all trace back to their pointer parameters.
     #[test]
     fn global_accesses_trace_back_to_their_pointer_parameters() {
-        let saxpy = include_str!("../../../../tests/corpus/nvcc/saxpy/kernel.sm_90.ptx");
+        let saxpy = include_str!("../../../../../tests/corpus/nvcc/saxpy/kernel.sm_90.ptx");
         let m = Module::parse(saxpy).unwrap();
         let e = m.entry("saxpy").unwrap();
         let f = &m.funcs[e.func as usize];
