@@ -15,7 +15,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use super::{Compiled, JitKernel};
+use super::compile::{Compiled, JitKernel};
 use crate::ptx::exec::{compare, shfl_source, sx, Res, Stop, ThreadAccess, Worker};
 use crate::ptx::ir::*;
 use crate::ptx::math::*;
