@@ -56,16 +56,7 @@ pub(super) const LANES: usize = 4 * PARTS;
 const ANCHOR_EVERY: usize = 2;
 
 /// A varying 32-bit register's value: its lanes, four per vector.
-type Vecs = [Value; PARTS];
-
-/// The base addresses of a vector access's lanes, as the register holds them.
-#[derive(Clone, Copy)]
-pub(super) enum LaneAddrs {
-    /// 32-bit lanes in vectors.
-    Parts(Vecs),
-    /// One I64 per lane.
-    Lanes([Value; LANES]),
-}
+pub(super) type Vecs = [Value; PARTS];
 
 /// Which registers vary within a group.
 pub(super) struct LanePlan {
@@ -157,7 +148,7 @@ impl LanePlan {
     }
 }
 
-fn is_control(inst: &Inst) -> bool {
+pub(super) fn is_control(inst: &Inst) -> bool {
     matches!(
         inst,
         Inst::Bra { .. } | Inst::Bar { .. } | Inst::Shfl { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Call { .. }
@@ -199,7 +190,7 @@ pub(super) enum Step {
 impl Step {
     const UNIFORM: Step = Step::Affine { stride: 0, wrap: false };
 
-    fn affine(stride: i64, wrap: bool) -> Step {
+    pub(super) fn affine(stride: i64, wrap: bool) -> Step {
         // A stride of 0 is a value the lanes share, whatever it was widened from.
         Step::Affine { stride, wrap: wrap && stride != 0 }
     }
@@ -413,7 +404,7 @@ impl Tx<'_, '_> {
         v.map(|x| self.recast(x, to))
     }
 
-    fn splat_i32(&mut self, k: i64) -> Value {
+    pub(super) fn splat_i32(&mut self, k: i64) -> Value {
         let x = self.b.ins().iconst(types::I32, k);
         self.b.ins().splat(types::I32X4, x)
     }
@@ -591,74 +582,6 @@ impl Tx<'_, '_> {
         }
         self.resume_at = target;
         Ok(false)
-    }
-
-    /// Emits the straight-line code from `pc0` twice when one set of checks at its start can
-    /// prove two or more of its shared-memory accesses in bounds ([`stretch_checks`]): once with
-    /// those accesses unchecked, for when the checks pass, and once as usual (cold), which finds
-    /// the failing access, in order, exactly as without this. The fast copy is one basic block
-    /// of plain loads and arithmetic, which the code generator schedules and keeps in registers.
-    /// Returns where the main loop goes on, or `None` to emit `pc0` as usual.
-    pub(super) fn prechecked_stretch(&mut self, pc0: usize) -> Result<Option<usize>, String> {
-        let plan = self.plan.as_ref().expect("code for groups");
-        let blocks = &self.blocks;
-        let (end, pcs, checks) = stretch_checks(self.f, plan, pc0, &|q| blocks[q].is_some(), &self.reprs, &self.steps);
-        if pcs.len() < 2 {
-            return Ok(None);
-        }
-        self.flush_count();
-        let mut all = None;
-        for c in checks {
-            let (base, lim) = if c.vector {
-                let Repr::Vector(vars) = self.reprs[c.base as usize] else {
-                    return Err(format!("a vector check of a register not in vectors (line {})", self.f.insts[pc0].line));
-                };
-                let p0 = self.b.use_var(vars[0]);
-                let x = self.b.ins().extractlane(p0, 0);
-                (self.zx(x), self.shared_lim_run.expect("shared limit for a run"))
-            } else {
-                (self.get(c.base), self.h().shared_lim[c.k])
-            };
-            let ends = if c.lo == c.hi { vec![c.lo] } else { vec![c.lo, c.hi] };
-            for off in ends {
-                let e = self.b.ins().iadd_imm_s(base, off);
-                let ok = self.fits(e, c.k, lim);
-                all = Some(match all {
-                    None => ok,
-                    Some(a) => self.b.ins().band(a, ok),
-                });
-            }
-        }
-        let fast = self.b.create_block();
-        let checked = self.b.create_block();
-        let join = self.b.create_block();
-        self.b.ins().brif(all.expect("checks"), fast, &[], checked, &[]);
-        for (blk, proven) in [(fast, true), (checked, false)] {
-            let mark = self.block_mark();
-            self.b.switch_to_block(blk);
-            for &q in &pcs {
-                self.prechecked[q] = proven;
-            }
-            self.unanchored = proven.then_some(0);
-            for q in pc0..end {
-                self.pending += self.meta.width as i64;
-                if !self.inst(q)? {
-                    return Err(format!("a control transfer in straight-line code (line {})", self.f.insts[q].line));
-                }
-            }
-            self.unanchored = None;
-            self.flush_count();
-            self.b.ins().jump(join, &[]);
-            if !proven {
-                self.cold_since(mark);
-                self.b.set_cold_block(checked);
-            }
-        }
-        for &q in &pcs {
-            self.prechecked[q] = false;
-        }
-        self.b.switch_to_block(join);
-        Ok(Some(end))
     }
 
     /// Before code from `from` to `to` runs lane by lane where a group splits: gives the
@@ -928,128 +851,6 @@ impl Tx<'_, '_> {
         })
     }
 
-    /// For a 4-byte access whose base varies by lane: a checked host pointer to the `4 * LANES`
-    /// bytes the lanes touch when their addresses are consecutive; otherwise the code branches
-    /// to a lane-by-lane copy of the access (see [`Tx::end_run`]). `None` when the address is
-    /// one value for the group (such accesses are not vector accesses).
-    fn run_ptr(&mut self, pc: usize, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
-        let Base::Reg(base) = addr.base else { return Ok(None) };
-        let step = self.steps[base as usize];
-        if self.prechecked[pc] {
-            // Proven at the start of the stretch (`Tx::prechecked_stretch`): lanes consecutive
-            // from lane 0, all in bounds.
-            let Repr::Vector(vars) = self.reprs[base as usize] else {
-                return Err("a proven vector access whose base is not in vectors".to_string());
-            };
-            let p0 = self.b.use_var(vars[0]);
-            let x = self.b.ins().extractlane(p0, 0);
-            let x = self.zx(x);
-            let e0 = self.b.ins().iadd_imm_s(x, addr.off);
-            return Ok(Some(self.proven_shared(e0)));
-        }
-        let (addrs, consecutive) = match self.reprs[base as usize] {
-            Repr::One => return Ok(None),
-            Repr::Vector(vars) => {
-                let parts = vars.map(|var| self.b.use_var(var));
-                // Known to step by 4 (the step analysis), or else lane l at 4 * l past lane 0 as
-                // 32-bit differences, one compare per part. Either way an address that wraps
-                // past 2^32 between lanes cannot pass the bounds check below (no shared window
-                // or region is that close to 2^32 in a 32-bit address).
-                let ok = if step == Step::affine(4, false) {
-                    self.b.ins().iconst(types::I8, 1)
-                } else {
-                    let first = self.b.ins().extractlane(parts[0], 0);
-                    let first = self.b.ins().splat(types::I32X4, first);
-                    let mut all = None;
-                    for (p, &v) in parts.iter().enumerate() {
-                        let want = self.lane_consts(p, 4);
-                        let dx = self.b.ins().isub(v, first);
-                        let eq = self.b.ins().icmp(IntCC::Equal, dx, want);
-                        all = Some(match all {
-                            None => eq,
-                            Some(a) => self.b.ins().band(a, eq),
-                        });
-                    }
-                    self.b.ins().vall_true(all.expect("parts"))
-                };
-                (LaneAddrs::Parts(parts), ok)
-            }
-            Repr::PerLane(vars) => {
-                let lanes: [Value; LANES] = vars.map(|v| self.b.use_var(v));
-                let ok = match step {
-                    Step::Affine { stride: 4, wrap: false } => self.b.ins().iconst(types::I8, 1),
-                    Step::Affine { stride: 4, wrap: true } => {
-                        // One wrap of the widened value would show between the first and last lane.
-                        let span = self.b.ins().isub(lanes[LANES - 1], lanes[0]);
-                        self.b.ins().icmp_imm_s(IntCC::Equal, span, 4 * (LANES as i64 - 1))
-                    }
-                    _ => {
-                        let mut ok = None;
-                        for (l, &x) in lanes.iter().enumerate().skip(1) {
-                            let dx = self.b.ins().isub(x, lanes[0]);
-                            let c = self.b.ins().icmp_imm_s(IntCC::Equal, dx, 4 * l as i64);
-                            ok = Some(match ok {
-                                None => c,
-                                Some(o) => self.b.ins().band(o, c),
-                            });
-                        }
-                        ok.expect("lanes")
-                    }
-                };
-                (LaneAddrs::Lanes(lanes), ok)
-            }
-        };
-        let base0 = self.lane_addr(addrs, 0);
-        let e0 = self.b.ins().iadd_imm_s(base0, addr.off);
-        let fallback = self.b.create_block();
-        let join = self.b.create_block();
-        self.run_blocks = Some((fallback, join, addrs));
-        self.b.set_cold_block(fallback);
-        let check = self.b.create_block();
-        self.b.ins().brif(consecutive, check, &[], fallback, &[]);
-        self.b.switch_to_block(check);
-        let p = match space {
-            Space::Shared => {
-                let (shared, lim) = (self.h().shared, self.shared_lim_run.expect("shared limit for a run"));
-                self.checked(shared, e0, 2, lim, fallback)
-            }
-            _ => {
-                let root = self.root_of(addr).filter(|p| self.root_entries.contains_key(p));
-                let (ptr, o, lim) = match root {
-                    Some(p) => {
-                        let e = &self.root_entries[&p];
-                        let (ptr, start, lim_run) = (e.ptr, e.start, e.lim_run);
-                        let o = self.b.ins().isub(e0, start);
-                        (ptr, o, lim_run.expect("run limit of a root entry"))
-                    }
-                    None => {
-                        let pure = MemFlagsData::trusted().with_readonly().with_can_move();
-                        let (ptr, len) = self.region_entry(base0, pure);
-                        let l4 = self.b.ins().ushr_imm_s(len, 2);
-                        let lim = self.lim_run(l4);
-                        let o = self.b.ins().band_imm_s(base0, super::REGION_OFF_MASK);
-                        let o = self.b.ins().iadd_imm_s(o, addr.off);
-                        (ptr, o, lim)
-                    }
-                };
-                self.checked(ptr, o, 2, lim, fallback)
-            }
-        };
-        Ok(Some(p))
-    }
-
-    /// Lane `l`'s base address as an I64. Extracted where it is needed: only lane 0 on the fast
-    /// path, every lane in the cold lane-by-lane copy.
-    fn lane_addr(&mut self, addrs: LaneAddrs, l: usize) -> Value {
-        match addrs {
-            LaneAddrs::Parts(parts) => {
-                let x = self.b.ins().extractlane(parts[l / 4], (l % 4) as u8);
-                self.zx(x)
-            }
-            LaneAddrs::Lanes(lanes) => lanes[l],
-        }
-    }
-
     /// `first + l` for every lane `l` (as 32-bit lanes, masked with `mask` if given).
     pub(super) fn lane_indices(&mut self, first: Value, mask: Option<i64>) -> Vecs {
         let x = self.lo32(first);
@@ -1068,65 +869,10 @@ impl Tx<'_, '_> {
     }
 
     /// `[scale * l for the four lanes l of part p]` as an `I32X4` constant.
-    fn lane_consts(&mut self, p: usize, scale: u32) -> Value {
+    pub(super) fn lane_consts(&mut self, p: usize, scale: u32) -> Value {
         let bytes: Vec<u8> = (0..4u32).flat_map(|i| (scale * (4 * p as u32 + i)).to_le_bytes()).collect();
         let c = self.b.func.dfg.constants.insert(bytes.into());
         self.b.ins().vconst(types::I32X4, c)
-    }
-
-    /// Closes a vector access begun by [`Tx::run_ptr`]. Where the fast check fails, each lane
-    /// in order takes the checked access of one-thread code's slow path (a call that keeps the
-    /// kernel's registers, so the fast path pays nothing for it): the same values, the same
-    /// fault at the same lane. `stored` holds the vectors a store wrote; a load's destination
-    /// is rebuilt from the lanes.
-    fn end_run(&mut self, pc: usize, off: i64, stored: Option<Vecs>) -> Result<bool, String> {
-        if self.prechecked[pc] {
-            return Ok(true);
-        }
-        let (fallback, join, addrs) = self.run_blocks.take().expect("an open vector access");
-        self.b.ins().jump(join, &[]);
-        let mark = self.block_mark();
-        self.b.switch_to_block(fallback);
-        let z = self.iconst(0);
-        let zero = self.splat_i32(0);
-        let mut loaded = [zero; PARTS];
-        for l in 0..LANES {
-            self.lane = Some(l);
-            let base = self.lane_addr(addrs, l);
-            let ea = self.b.ins().iadd_imm_s(base, off);
-            let (p, i) = (l / 4, (l % 4) as u8);
-            match stored {
-                Some(v) => {
-                    let x = self.b.ins().extractlane(v[p], i);
-                    let x = self.zx(x);
-                    self.slow(pc, ea, x, z);
-                }
-                None => {
-                    let x = self.slow(pc, ea, z, z);
-                    let x = self.lo32(x);
-                    loaded[p] = self.b.ins().insertlane(loaded[p], x, i);
-                }
-            }
-        }
-        self.lane = None;
-        if let (None, Inst::Ld { d, .. }) = (stored, &self.f.insts[pc].inst) {
-            let d = d[0];
-            self.def_vec(d, loaded);
-        }
-        self.b.ins().jump(join, &[]);
-        self.cold_since(mark);
-        self.b.switch_to_block(join);
-        Ok(true)
-    }
-
-    /// The count of 4-aligned positions where a run of `4 * LANES` bytes fits, from the count
-    /// where 4 bytes fit.
-    pub(super) fn lim_run(&mut self, l4: Value) -> Value {
-        let k = LANES as i64 - 1;
-        let big = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, l4, k);
-        let less = self.b.ins().iadd_imm_s(l4, -k);
-        let zero = self.b.ins().iconst(types::I64, 0);
-        self.b.ins().select(big, less, zero)
     }
 
     /// Stores register `r` in the spill area at `base` (a thread's, or a group's): `8 * width`
@@ -1179,80 +925,6 @@ impl Tx<'_, '_> {
             }
         }
     }
-}
-
-/// One bounds check at the start of a stretch of straight-line code that covers several of its
-/// shared-memory accesses: those through `base` (not written before them in the stretch) of
-/// `1 << k` bytes at offsets from `lo` to `hi`, all the same modulo the size. A `vector` check
-/// covers the `4 * LANES` bytes from lane 0's address, which holds for a base that steps by 4
-/// from lane to lane (`Step::affine(4, false)`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct RangeCheck {
-    base: R,
-    vector: bool,
-    k: usize,
-    lo: i64,
-    hi: i64,
-}
-
-/// The stretch of straight-line code from `pc0` (to the next label or control transfer) whose
-/// shared-memory accesses one set of checks at its start can prove in bounds: its end, the
-/// accesses it proves, and the checks.
-pub(super) fn stretch_checks(
-    f: &Function,
-    plan: &LanePlan,
-    pc0: usize,
-    leader: &dyn Fn(usize) -> bool,
-    reprs: &[Repr],
-    steps: &[Step],
-) -> (usize, Vec<usize>, Vec<RangeCheck>) {
-    let mut written = vec![false; f.nregs as usize];
-    let mut pcs = Vec::new();
-    let mut checks: Vec<RangeCheck> = Vec::new();
-    let mut end = pc0;
-    while end < f.insts.len() && (end == pc0 || !leader(end)) && !is_control(&f.insts[end].inst) && !plan.in_region[end] {
-        end += 1;
-    }
-    for q in pc0..end {
-        let ins = &f.insts[q];
-        let access = match ins.inst {
-            Inst::Ld { space: Space::Shared, size, n, addr, .. } | Inst::St { space: Space::Shared, size, n, addr, .. } => {
-                Some((size, n, addr))
-            }
-            _ => None,
-        };
-        if let Some((size, n, Addr { base: Base::Reg(r), off })) = access {
-            let check = match reprs[r as usize] {
-                _ if written[r as usize] || !matches!(size, 1 | 2 | 4 | 8) => None,
-                Repr::One => {
-                    let last = off.checked_add((n as i64 - 1) * size as i64);
-                    last.map(|hi| RangeCheck { base: r, vector: false, k: size.trailing_zeros() as usize, lo: off, hi })
-                }
-                Repr::Vector(_) if size == 4 && n == 1 && steps[r as usize] == Step::affine(4, false) => {
-                    Some(RangeCheck { base: r, vector: true, k: 2, lo: off, hi: off })
-                }
-                _ => None,
-            };
-            if let Some(c) = check {
-                let size = 1i64 << c.k;
-                let same = checks.iter_mut().find(|o| {
-                    (o.base, o.vector, o.k) == (c.base, c.vector, c.k) && o.lo.rem_euclid(size) == c.lo.rem_euclid(size)
-                });
-                match same {
-                    Some(o) => {
-                        o.lo = o.lo.min(c.lo);
-                        o.hi = o.hi.max(c.hi);
-                    }
-                    None => checks.push(c),
-                }
-                pcs.push(q);
-            }
-        }
-        for d in uses_defs(ins).1 {
-            written[d as usize] = true;
-        }
-    }
-    (end, pcs, checks)
 }
 
 #[cfg(test)]

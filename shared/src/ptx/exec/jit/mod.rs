@@ -48,6 +48,7 @@ use cranelift_frontend::{FunctionBuilder, Switch, Variable};
 use lanes::{LanePlan, Step, LANES, PARTS};
 
 mod analysis;
+mod checks;
 mod compile;
 mod lanes;
 mod runtime;
@@ -57,6 +58,7 @@ pub(crate) use compile::{Cache, JitKernel};
 pub(crate) use runtime::Scratch;
 pub(crate) use support::unsupported;
 use analysis::*;
+use checks::{LaneAddrs, RootEntry};
 use runtime::*;
 use crate::ptx::flow::live_in;
 use crate::ptx::ir::*;
@@ -117,8 +119,6 @@ fn reprs_for(
 }
 
 
-const REGION_OFF_MASK: i64 = (1i64 << REGION_SHIFT) - 1;
-
 /// A result in the domain it was computed in.
 enum Out {
     I(Value),
@@ -138,20 +138,6 @@ struct Hoisted {
     limit: Value,
     cancel: Value,
     abort: Value,
-}
-
-/// A pointer parameter's region entry, computed once per call before the thread loop (Cranelift
-/// does not hoist these loads out of the thread loop by itself).
-struct RootEntry {
-    /// Where the region's bytes are.
-    ptr: Value,
-    /// The device address the region starts at.
-    start: Value,
-    /// Per access size `1 << k`: the count of aligned positions (see [`Slot`]).
-    lim: [Option<Value>; 4],
-    /// In code for groups: the count of 4-aligned positions where a 4-byte access of every
-    /// lane (`4 * LANES` bytes) fits.
-    lim_run: Option<Value>,
 }
 
 struct Tx<'a, 'b> {
@@ -220,7 +206,7 @@ struct Tx<'a, 'b> {
     broken: Option<String>,
     /// An open vector access (see `Tx::run_ptr`): its lane-by-lane block, the join, and the
     /// lanes' addresses.
-    run_blocks: Option<(Block, Block, lanes::LaneAddrs)>,
+    run_blocks: Option<(Block, Block, LaneAddrs)>,
     /// In code for groups, shared memory: the count of 4-aligned positions where a 4-byte
     /// access of every lane (`4 * LANES` bytes) fits.
     shared_lim_run: Option<Value>,
@@ -1381,341 +1367,6 @@ impl<'a, 'b> Tx<'a, 'b> {
             // The entry's frame starts at local offset 0 (calls run on the interpreter).
             Base::Abs | Base::Frame => self.iconst(a.off as u64),
         }
-    }
-
-    /// Looks up, in the entry block, the region entry of every pointer parameter that global
-    /// accesses derive from (see [`param_roots`]).
-    fn hoist_root_entries(&mut self) {
-        let mut need: Vec<(u32, usize)> = Vec::new();
-        for ins in &self.f.insts {
-            let (space, size, addr) = match ins.inst {
-                Inst::Ld {
-                    space, size, addr, ..
-                }
-                | Inst::St {
-                    space, size, addr, ..
-                } => (space, size, addr),
-                _ => continue,
-            };
-            if !matches!(space, Space::Global | Space::Generic) || !matches!(size, 1 | 2 | 4 | 8) {
-                continue;
-            }
-            if let Some(p) = self.root_of(&addr) {
-                need.push((p, size.trailing_zeros() as usize));
-            }
-        }
-        need.sort_unstable();
-        need.dedup();
-        let params = self.h().params;
-        // Plain loads on purpose: marked pure, they would be placed again at each use, inside the
-        // thread loop, which Cranelift does not hoist them out of.
-        let pinned = flags();
-        for (p, k) in need {
-            if !self.root_entries.contains_key(&p) {
-                let key = self.b.ins().load(types::I64, pinned, params, p as i32);
-                let (ptr, len) = self.region_entry(key, pinned);
-                let start = self.b.ins().band_imm_s(key, !REGION_OFF_MASK);
-                let mut lim = [None; 4];
-                lim[0] = Some(len);
-                self.root_entries.insert(p, RootEntry { ptr, start, lim, lim_run: None });
-            }
-            let e = self.root_entries.get_mut(&p).expect("just inserted");
-            if e.lim[k].is_none() {
-                let len = e.lim[0].expect("length");
-                e.lim[k] = Some(self.b.ins().ushr_imm_s(len, k as i64));
-            }
-            if self.meta.width > 1 && k == 2 && self.root_entries[&p].lim_run.is_none() {
-                let l4 = self.root_entries[&p].lim[2].expect("limit for 4 bytes");
-                let l = self.lim_run(l4);
-                self.root_entries.get_mut(&p).expect("entry").lim_run = Some(l);
-            }
-        }
-    }
-
-    fn root_of(&self, a: &Addr) -> Option<u32> {
-        match a.base {
-            Base::Reg(r) => self.roots[r as usize],
-            Base::Abs | Base::Frame => None,
-        }
-    }
-
-    /// The interpreter's checked access for instruction `pc` (load, store or atomic); leaves the
-    /// call when it reports a fault.
-    fn slow(&mut self, pc: usize, ea: Value, b: Value, c: Value) -> Value {
-        let ctx = self.h().ctx;
-        let ip = self.inst_ptr(pc);
-        let t = self.thread_index();
-        self.b.ins().call(self.slow_mem, &[ctx, ip, t, ea, b, c]);
-        let v = self.ld_ctx(types::I64, offset_of!(JitCtx, slow_value));
-        let fault = self.ld_ctx(types::I64, offset_of!(JitCtx, fault));
-        let ok = self.b.create_block();
-        let fe = self.fault_exit.expect("fault exit");
-        // The pending count is left to the block's end: flushing it on this path alone would lose
-        // it on the fast one.
-        self.b.ins().brif(fault, fe, &[], ok, &[]);
-        self.b.switch_to_block(ok);
-        v
-    }
-
-    /// A vector access faults unless its base is aligned to the whole vector (the elements' checks
-    /// below see only their own size): one test of the low bits, the fault named by the slow path.
-    fn vector_alignment(&mut self, pc: usize, space: Space, n: u8, size: u8, at: (Value, i64)) {
-        if n < 2 || space == Space::KParam {
-            return;
-        }
-        let ea = self.b.ins().iadd_imm_s(at.0, at.1);
-        let low = self.b.ins().band_imm_s(ea, (n as u64 * size as u64 - 1) as i64);
-        let bad = self.b.create_block();
-        let ok = self.b.create_block();
-        self.b.ins().brif(low, bad, &[], ok, &[]);
-        let mark = self.block_mark();
-        self.b.switch_to_block(bad);
-        let z = self.iconst(0);
-        let check = self.iconst(VECTOR_BASE);
-        self.slow(pc, ea, z, check);
-        self.b.ins().jump(ok, &[]);
-        self.cold_since(mark);
-        self.b.set_cold_block(bad);
-        self.b.switch_to_block(ok);
-    }
-
-    fn mem_ty(size: u8) -> Type {
-        match size {
-            1 => types::I8,
-            2 => types::I16,
-            4 => types::I32,
-            _ => types::I64,
-        }
-    }
-
-    /// A checked pointer for a fast access at `base + off`, branching to `slow` when the checks
-    /// fail. The region entry depends on the base alone (its loads are pure: the index is clamped
-    /// into the table), so accesses around one base share it and loops hoist it; an offset that
-    /// leaves the base's region fails the bounds check and takes the slow path, which resolves
-    /// the full address.
-    fn fast_ptr(
-        &mut self,
-        space: Space,
-        size: u8,
-        (base, off): (Value, i64),
-        root: Option<u32>,
-        slow: Block,
-    ) -> Value {
-        let h = self.h();
-        let shared = h.shared;
-        let k = size.trailing_zeros() as usize;
-        let lim = h.shared_lim[k];
-        match space {
-            Space::Shared => {
-                let ea = self.b.ins().iadd_imm_s(base, off);
-                self.checked(shared, ea, k, lim, slow)
-            }
-            _ if root.is_some_and(|p| self.root_entries.contains_key(&p)) => {
-                // The entry of the parameter the base derives from, looked up once per call.
-                // The offset from the start of that region: for a base in another region it
-                // is at least 2^36, past any region's length, so the check below sends it to
-                // the slow path.
-                let e = &self.root_entries[&root.expect("root")];
-                let (ptr, start, lim) = (e.ptr, e.start, e.lim[k].expect("limit for this size"));
-                let ea = self.b.ins().iadd_imm_s(base, off);
-                let o = self.b.ins().isub(ea, start);
-                self.checked(ptr, o, k, lim, slow)
-            }
-            _ => {
-                let pure = MemFlagsData::trusted().with_readonly().with_can_move();
-                let (ptr, len) = self.region_entry(base, pure);
-                let lim = if k > 0 { self.b.ins().ushr_imm_s(len, k as i64) } else { len };
-                let o = self.b.ins().band_imm_s(base, REGION_OFF_MASK);
-                let o = self.b.ins().iadd_imm_s(o, off);
-                self.checked(ptr, o, k, lim, slow)
-            }
-        }
-    }
-
-    /// The host address of shared-memory offset `ea`, for an access proven in bounds at the start
-    /// of its stretch (see `Tx::prechecked_stretch`).
-    fn proven_shared(&mut self, ea: Value) -> Value {
-        let shared = self.h().shared;
-        self.b.ins().iadd(shared, ea)
-    }
-
-    /// The region-table entry (host pointer, length) of the region device address `key` falls
-    /// in: slot `key >> REGION_SHIFT`, clamped to the table's last, empty entry.
-    fn region_entry(&mut self, key: Value, mem: MemFlagsData) -> (Value, Value) {
-        let (table, table_max) = (self.h().table, self.h().table_max);
-        let slot = self.b.ins().ushr_imm_s(key, REGION_SHIFT as i64);
-        let slot = self.b.ins().umin(slot, table_max);
-        let so = self.b.ins().ishl_imm_s(slot, SLOT_SHIFT);
-        let ent = self.b.ins().iadd(table, so);
-        let ptr = self.b.ins().load(types::I64, mem, ent, offset_of!(Slot, ptr) as i32);
-        let len = self.b.ins().load(types::I64, mem, ent, offset_of!(Slot, len) as i32);
-        (ptr, len)
-    }
-
-    /// Whether an access of `1 << k` bytes at `offset` is in bounds (`lim` aligned positions) and
-    /// aligned: one compare of the rotated offset.
-    fn fits(&mut self, offset: Value, k: usize, lim: Value) -> Value {
-        let idx = if k > 0 {
-            self.b.ins().rotr_imm_s(offset, k as i64)
-        } else {
-            offset
-        };
-        self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim)
-    }
-
-    /// `host + offset` for an access of `1 << k` bytes whose offset is in bounds (`lim` aligned
-    /// positions) and aligned, both in one compare of the rotated offset; otherwise a branch to
-    /// `slow`.
-    fn checked(&mut self, host: Value, offset: Value, k: usize, lim: Value, slow: Block) -> Value {
-        let ok = self.fits(offset, k, lim);
-        let fast = self.b.create_block();
-        self.b.ins().brif(ok, fast, &[], slow, &[]);
-        self.b.switch_to_block(fast);
-        self.b.ins().iadd(host, offset)
-    }
-
-    /// Loads `size` bytes as `out`: zero-extended to I64, or as a float of the same size.
-    #[allow(clippy::too_many_arguments)]
-    fn load(
-        &mut self,
-        pc: usize,
-        space: Space,
-        size: u8,
-        at: (Value, i64),
-        addr: &Addr,
-        k: usize,
-        out: Type,
-    ) -> Value {
-        let ty = if out == types::I64 {
-            Self::mem_ty(size)
-        } else {
-            out
-        };
-        if space == Space::KParam {
-            if let Base::Abs = addr.base {
-                let off = addr.off as u64 + (k as u64) * size as u64;
-                if addr.off >= 0 && off + size as u64 <= self.params_size as u64 {
-                    let params = self.h().params;
-                    // The parameter buffer is immutable during a launch, so these loads may move
-                    // out of the thread loop.
-                    let v = self.b.ins().load(
-                        ty,
-                        MemFlagsData::new().with_notrap().with_readonly().with_can_move(),
-                        params,
-                        off as i32,
-                    );
-                    return if size == 8 || out != types::I64 {
-                        v
-                    } else {
-                        self.zx(v)
-                    };
-                }
-            }
-        }
-        let ea = self.b.ins().iadd_imm_s(at.0, at.1);
-        if !matches!(space, Space::Global | Space::Shared | Space::Generic)
-            || !matches!(size, 1 | 2 | 4 | 8)
-        {
-            let z = self.iconst(0);
-            let v = self.slow(pc, ea, z, z);
-            return self.bits_as(v, out);
-        }
-        if self.prechecked[pc] {
-            let p = self.proven_shared(ea);
-            let v = self.b.ins().load(ty, flags(), p, 0);
-            return if size == 8 || out != types::I64 { v } else { self.zx(v) };
-        }
-        let tmp = self.b.declare_var(out);
-        let slow = self.b.create_block();
-        let join = self.b.create_block();
-        let root = self.root_of(addr);
-        let p = self.fast_ptr(space, size, at, root, slow);
-        let v = self.b.ins().load(ty, flags(), p, 0);
-        let v = if size == 8 || out != types::I64 {
-            v
-        } else {
-            self.zx(v)
-        };
-        self.b.def_var(tmp, v);
-        self.b.ins().jump(join, &[]);
-        let mark = self.block_mark();
-        self.b.switch_to_block(slow);
-        let z = self.iconst(0);
-        let v = self.slow(pc, ea, z, z);
-        let v = self.bits_as(v, out);
-        self.b.def_var(tmp, v);
-        self.b.ins().jump(join, &[]);
-        self.cold_since(mark);
-        self.b.set_cold_block(slow);
-        self.b.switch_to_block(join);
-        self.b.use_var(tmp)
-    }
-
-    /// An I64 of a loaded value's bits as `out` (the slow path's result).
-    fn bits_as(&mut self, v: Value, out: Type) -> Value {
-        if out == types::F32 {
-            self.f32_of(v)
-        } else if out == types::F64 {
-            self.f64_of(v)
-        } else {
-            v
-        }
-    }
-
-    /// Stores the low `size` bytes of register `src`.
-    fn store(&mut self, pc: usize, space: Space, size: u8, at: (Value, i64), addr: &Addr, src: R) {
-        // A float register of the access's size is stored from its float register as it is.
-        let direct = matches!(
-            (self.classes[src as usize], size),
-            (Class::F32, 4) | (Class::F64, 8)
-        ) && self.consts[src as usize].is_none();
-        let ea = self.b.ins().iadd_imm_s(at.0, at.1);
-        if !matches!(space, Space::Global | Space::Shared | Space::Generic)
-            || !matches!(size, 1 | 2 | 4 | 8)
-        {
-            let v = self.get(src);
-            let v = self.mask(v, mask_bits(size as u32 * 8));
-            let z = self.iconst(0);
-            self.slow(pc, ea, v, z);
-            return;
-        }
-        let (slow, join) = if self.prechecked[pc] {
-            (None, None)
-        } else {
-            (Some(self.b.create_block()), Some(self.b.create_block()))
-        };
-        let p = match slow {
-            Some(slow) => {
-                let root = self.root_of(addr);
-                self.fast_ptr(space, size, at, root, slow)
-            }
-            None => self.proven_shared(ea),
-        };
-        let x = if direct {
-            self.raw(src)
-        } else {
-            let v = self.get(src);
-            if size == 8 {
-                v
-            } else {
-                self.b.ins().ireduce(Self::mem_ty(size), v)
-            }
-        };
-        self.b.ins().store(flags(), x, p, 0);
-        let (Some(slow), Some(join)) = (slow, join) else {
-            return;
-        };
-        self.b.ins().jump(join, &[]);
-        let mark = self.block_mark();
-        self.b.switch_to_block(slow);
-        let v = self.get(src);
-        let v = self.mask(v, mask_bits(size as u32 * 8));
-        let z = self.iconst(0);
-        self.slow(pc, ea, v, z);
-        self.b.ins().jump(join, &[]);
-        self.cold_since(mark);
-        self.b.set_cold_block(slow);
-        self.b.switch_to_block(join);
     }
 
     /// A compare as 0/1 in 64 bits.
