@@ -37,7 +37,8 @@ use std::mem::offset_of;
 
 use super::lanes::{is_control, LanePlan, Step, Vecs, LANES, PARTS};
 use super::runtime::{JitCtx, Slot, SLOT_SHIFT, VECTOR_BASE};
-use super::{flags, Class, Repr, Tx};
+use super::analysis::Class;
+use super::emit::{flags, Repr, Tx};
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
 

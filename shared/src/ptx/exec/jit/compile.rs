@@ -20,7 +20,7 @@ use cranelift_module::Module as _;
 use super::lanes::{LanePlan, LANES};
 use super::runtime::{h_mem, EntryFn, JitCtx, Meta, Variant};
 use super::support::unsupported;
-use super::{flags, Tx};
+use super::emit::{flags, Tx};
 use crate::ptx::ir::*;
 
 /// Owns the executable memory of compiled kernels.

@@ -39,7 +39,10 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::immediates::Ieee32;
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value};
 
-use super::{flags, Class, Repr, Tx, NAN32, PLAIN_F};
+use super::analysis::{Class, PLAIN_F};
+use super::emit::{Repr, Tx};
+use super::translate::int_cc;
+use crate::ptx::math::NAN32;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
 
@@ -167,7 +170,7 @@ fn per_thread(inst: &Inst) -> bool {
     }
 }
 
-fn vflags() -> MemFlagsData {
+pub(super) fn vflags() -> MemFlagsData {
     // Not `aligned`: a 16-byte access here is only 4-byte aligned.
     MemFlagsData::new().with_notrap()
 }
@@ -739,7 +742,7 @@ impl Tx<'_, '_> {
                     CmpTy::B(W::W32) if matches!(cmp, Cmp::Eq | Cmp::Ne) => false,
                     _ => return Ok(false),
                 };
-                let Some(cc) = super::int_cc(cmp, signed) else { return Ok(false) };
+                let Some(cc) = int_cc(cmp, signed) else { return Ok(false) };
                 if [Some(d), dn].into_iter().flatten().any(|r| !in_vectors(self, r)) {
                     return Ok(false);
                 }
@@ -875,56 +878,7 @@ impl Tx<'_, '_> {
         self.b.ins().vconst(types::I32X4, c)
     }
 
-    /// Stores register `r` in the spill area at `base` (a thread's, or a group's): `8 * width`
-    /// bytes per register, a vector part as 16 bytes, a per-lane register as one word per lane,
-    /// a register with one value as one word.
-    pub(super) fn spill_store(&mut self, base: Value, r: R) {
-        let off = (r as usize * 8 * self.meta.width) as i32;
-        match self.reprs[r as usize] {
-            Repr::One => {
-                let v = self.b.use_var(self.vars[r as usize]);
-                self.b.ins().store(flags(), v, base, off);
-            }
-            Repr::Vector(vars) => {
-                for (p, var) in vars.into_iter().enumerate() {
-                    let v = self.b.use_var(var);
-                    self.b.ins().store(vflags(), v, base, off + 16 * p as i32);
-                }
-            }
-            Repr::PerLane(vars) => {
-                for (l, var) in vars.iter().enumerate() {
-                    let v = self.b.use_var(*var);
-                    self.b.ins().store(flags(), v, base, off + 8 * l as i32);
-                }
-            }
-        }
-    }
 
-    /// Loads register `r` from the spill area at `base` (see [`Tx::spill_store`]).
-    pub(super) fn spill_load(&mut self, base: Value, r: R) {
-        let off = (r as usize * 8 * self.meta.width) as i32;
-        match self.reprs[r as usize] {
-            Repr::One => {
-                let ty = self.var_ty(r);
-                let v = self.b.ins().load(ty, flags(), base, off);
-                self.b.def_var(self.vars[r as usize], v);
-            }
-            Repr::Vector(vars) => {
-                let ty = self.vec_ty(r);
-                for (p, var) in vars.into_iter().enumerate() {
-                    let v = self.b.ins().load(ty, vflags(), base, off + 16 * p as i32);
-                    self.b.def_var(var, v);
-                }
-            }
-            Repr::PerLane(vars) => {
-                let ty = self.var_ty(r);
-                for (l, var) in vars.iter().enumerate() {
-                    let v = self.b.ins().load(ty, flags(), base, off + 8 * l as i32);
-                    self.b.def_var(*var, v);
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -943,8 +897,8 @@ mod tests {
         for &(r, v) in &f.consts {
             consts[r as usize] = Some(v);
         }
-        let (classes, fits) = super::super::reg_classes(f, &consts);
-        let reprs = super::super::reprs_for(Some(&plan), &classes, &fits, &consts, |_| Variable::from_u32(0));
+        let (classes, fits) = super::super::analysis::reg_classes(f, &consts);
+        let reprs = super::super::emit::reprs_for(Some(&plan), &classes, &fits, &consts, |_| Variable::from_u32(0));
         let steps = lane_steps(f, &plan, &reprs, &classes, &consts);
         f.insts
             .iter()
