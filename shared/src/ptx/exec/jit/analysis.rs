@@ -12,13 +12,177 @@
 //!   is looked up once per call instead of once per access. Only a hint: the access is still
 //!   checked.
 //! - How each register lives in machine registers ([`reg_classes`]): as an integer, or as a
-//!   float where only float arithmetic touches it; and which float results need no NaN
-//!   canonicalisation because only float arithmetic reads them ([`nan_blind`]).
+//!   float where only float arithmetic touches it; in code for groups, as one value, in vectors
+//!   or per lane ([`layouts`]); and which float results need no NaN canonicalisation because
+//!   only float arithmetic reads them ([`nan_blind`]).
+//!
+//! [`Analysis`] holds all of it, with the function's boundaries and basic blocks, for the
+//! translator to read.
 
 use std::collections::HashMap;
 
-use crate::ptx::flow::{successors, uses_defs};
+use super::lanes::{lane_steps, LanePlan, Step, LANES};
+use super::runtime::{Boundary, ShflInfo, Src};
+use crate::ptx::flow::{live_in, successors, uses_defs};
 use crate::ptx::ir::*;
+
+/// What the translator knows of a function before it emits any of it: computed once for each
+/// shape of code made from the function (one thread at a time, or groups of [`LANES`] threads
+/// with their lane plan), from the function alone, and only read while the code is emitted.
+pub(super) struct Analysis<'f> {
+    pub(super) f: &'f Function,
+    pub(super) params_size: u32,
+    /// Threads one pass of the code runs: 1, or [`LANES`] in code for groups.
+    pub(super) width: usize,
+    /// Per register: its value, where it is a constant register.
+    pub(super) consts: Vec<Option<u64>>,
+    /// See [`reg_classes`].
+    pub(super) classes: Vec<Class>,
+    /// See [`layouts`].
+    pub(super) layouts: Vec<Layout>,
+    /// In code for groups: how each register steps from lane to lane (see [`lane_steps`]).
+    pub(super) steps: Vec<Step>,
+    /// See [`param_roots`].
+    pub(super) roots: Vec<Option<u32>>,
+    /// See [`nan_blind`].
+    pub(super) nan_blind: Vec<bool>,
+    /// Code for groups: which registers and instructions vary by lane.
+    pub(super) plan: Option<LanePlan>,
+    /// Per instruction, and the end: whether a basic block starts there (a branch target, or the
+    /// instruction after a control transfer or a boundary).
+    pub(super) leader: Vec<bool>,
+    /// The boundaries (barriers and shuffles), in program order: segment `k + 1` resumes after
+    /// boundary `k`.
+    pub(super) bounds: Vec<Boundary>,
+    /// Per boundary pc: its index in `bounds`.
+    pub(super) bar_index: HashMap<usize, u32>,
+    /// Per boundary pc: the registers live after it (the only ones a thread keeps across it).
+    pub(super) keep: HashMap<usize, Vec<R>>,
+    /// Per boundary pc: the kept registers whose spill slot already holds their value
+    /// (see [`clean_at_boundaries`]).
+    pub(super) clean: HashMap<usize, Vec<R>>,
+    /// Per boundary pc: the kept registers clean there in a segment that began at a resume point
+    /// (see [`clean_at_boundaries`]); the others are stored only in the first segment.
+    pub(super) clean_resumed: HashMap<usize, Vec<R>>,
+    /// Per boundary pc: the kept registers its resume point reloads (see
+    /// [`reloaded_at_boundaries`]).
+    pub(super) reload: HashMap<usize, Vec<R>>,
+    /// Per instruction: the registers it stores to the spill area as it writes them (see
+    /// [`written_through`]).
+    pub(super) through: Vec<Vec<R>>,
+    /// Registers live on entry to each instruction (see [`live_in`]), in code for groups or
+    /// where the kernel has boundaries.
+    pub(super) live: (Vec<u64>, usize),
+    /// Registers shuffles read from other threads, which a thread leaves in its spill area when
+    /// it exits (an exited lane still serves its last value).
+    pub(super) shfl_srcs: Vec<R>,
+}
+
+impl<'f> Analysis<'f> {
+    /// The analysis of `f` for one-thread code (`plan: None`) or code for groups.
+    pub(super) fn new(f: &'f Function, params_size: u32, plan: Option<LanePlan>) -> Analysis<'f> {
+        let mut consts = vec![None; f.nregs as usize];
+        for &(r, v) in &f.consts {
+            consts[r as usize] = Some(v);
+        }
+        let (classes, fits) = reg_classes(f, &consts);
+        let layouts = layouts(plan.as_ref(), &classes, &fits, &consts);
+        let steps = match &plan {
+            Some(p) => lane_steps(f, p, &layouts, &classes, &consts),
+            None => Vec::new(),
+        };
+        let n_insts = f.insts.len();
+        let mut shfl_srcs = Vec::new();
+        let mut bar_index = HashMap::new();
+        let mut bounds = Vec::new();
+        let mut live = (Vec::new(), 0);
+        let mut keep = HashMap::new();
+        let mut through = Vec::new();
+        let mut clean = HashMap::new();
+        let mut clean_resumed = HashMap::new();
+        let mut reload = HashMap::new();
+        // Leaders: targets of branches and instructions after control transfers.
+        let mut leader = vec![false; n_insts + 1];
+        leader[0] = true;
+        for (pc, ins) in f.insts.iter().enumerate() {
+            match ins.inst {
+                Inst::Bra { target, .. } => {
+                    leader[(target as usize).min(n_insts)] = true;
+                    leader[pc + 1] = true;
+                }
+                Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Shfl { .. } => {
+                    leader[pc + 1] = true
+                }
+                _ => {}
+            }
+            let src = |r: R| Src {
+                reg: r,
+                konst: consts[r as usize],
+            };
+            let shfl = match ins.inst {
+                Inst::Bar { .. } => None,
+                Inst::Shfl { mode, d, p, a, b, c } => {
+                    if consts[a as usize].is_none() && !shfl_srcs.contains(&a) {
+                        shfl_srcs.push(a);
+                    }
+                    Some(ShflInfo {
+                        mode,
+                        d,
+                        p,
+                        a: src(a),
+                        b: src(b),
+                        c: src(c),
+                    })
+                }
+                _ => continue,
+            };
+            bar_index.insert(pc, bounds.len() as u32);
+            bounds.push(Boundary { line: ins.line, shfl });
+        }
+        if plan.is_some() || !bar_index.is_empty() {
+            live = live_in(f);
+        }
+        if !bar_index.is_empty() {
+            let (live, words) = (&live.0, live.1);
+            for &pc in bar_index.keys() {
+                let regs = (0..f.nregs)
+                    .filter(|&r| {
+                        live[(pc + 1) * words + r as usize / 64] >> (r % 64) & 1 == 1
+                            && consts[r as usize].is_none()
+                            && !f.sregs.iter().any(|s| s.0 == r)
+                    })
+                    .collect();
+                keep.insert(pc, regs);
+            }
+            through = written_through(f, &keep, plan.as_ref().map(|p| &p.in_region[..]));
+            clean = clean_at_boundaries(f, &keep, &through, false);
+            clean_resumed = clean_at_boundaries(f, &keep, &through, true);
+            reload = reloaded_at_boundaries(f, &keep, &clean_resumed, &shfl_srcs);
+        }
+        Analysis {
+            f,
+            params_size,
+            width: if plan.is_some() { LANES } else { 1 },
+            consts,
+            classes,
+            layouts,
+            steps,
+            roots: param_roots(f, params_size),
+            nan_blind: nan_blind(f),
+            plan,
+            leader,
+            bounds,
+            bar_index,
+            keep,
+            clean,
+            clean_resumed,
+            reload,
+            through,
+            live,
+            shfl_srcs,
+        }
+    }
+}
 
 /// Per instruction: the registers it writes that go to the spill area right there (written
 /// through), so that no boundary after it has to store them again. Those are registers some
@@ -273,6 +437,34 @@ pub(super) enum Class {
     /// Every value the register can hold fits in 32 bits (so it is exactly an `f32` bit pattern).
     F32,
     F64,
+}
+
+/// How a register lives in code for groups (see `lanes.rs`); in one-thread code every register
+/// is [`Layout::One`]. The translator gives it Cranelift variables to match (`emit::Repr`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Layout {
+    /// One value: the thread's, or the group's when it is the same for every lane.
+    One,
+    /// The lanes' 32-bit values in vectors of four (`I32X4`, or `F32X4` for an f32 register):
+    /// lane `l` is lane `l % 4` of part `l / 4`.
+    Vector,
+    /// One scalar per lane, of the register's class.
+    PerLane,
+}
+
+/// Each register's layout: in code for groups (`plan`), a varying register lives in vectors when
+/// it holds 32 bits and per lane otherwise; every other register is one value.
+pub(super) fn layouts(plan: Option<&LanePlan>, classes: &[Class], fits: &[bool], consts: &[Option<u64>]) -> Vec<Layout> {
+    (0..classes.len())
+        .map(|r| match plan {
+            Some(p) if p.varying[r] && consts[r].is_none() => match classes[r] {
+                Class::F32 => Layout::Vector,
+                Class::Int if fits[r] => Layout::Vector,
+                _ => Layout::PerLane,
+            },
+            _ => Layout::One,
+        })
+        .collect()
 }
 
 pub(super) const PLAIN_F: FFlags = FFlags {

@@ -37,7 +37,7 @@ use std::mem::offset_of;
 
 use super::lanes::{is_control, LanePlan, Step, Vecs, LANES, PARTS};
 use super::runtime::{JitCtx, Slot, SLOT_SHIFT, VECTOR_BASE};
-use super::analysis::Class;
+use super::analysis::{Class, Layout};
 use super::emit::{flags, Repr, Tx};
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
@@ -72,7 +72,7 @@ impl Tx<'_, '_> {
     /// accesses derive from (see [`param_roots`]).
     pub(super) fn hoist_root_entries(&mut self) {
         let mut need: Vec<(u32, usize)> = Vec::new();
-        for ins in &self.f.insts {
+        for ins in &self.a.f.insts {
             let (space, size, addr) = match ins.inst {
                 Inst::Ld {
                     space, size, addr, ..
@@ -109,7 +109,7 @@ impl Tx<'_, '_> {
                 let len = e.lim[0].expect("length");
                 e.lim[k] = Some(self.b.ins().ushr_imm_s(len, k as i64));
             }
-            if self.meta.width > 1 && k == 2 && self.root_entries[&p].lim_run.is_none() {
+            if self.a.width > 1 && k == 2 && self.root_entries[&p].lim_run.is_none() {
                 let l4 = self.root_entries[&p].lim[2].expect("limit for 4 bytes");
                 let l = self.lim_run(l4);
                 self.root_entries.get_mut(&p).expect("entry").lim_run = Some(l);
@@ -119,7 +119,7 @@ impl Tx<'_, '_> {
 
     pub(super) fn root_of(&self, a: &Addr) -> Option<u32> {
         match a.base {
-            Base::Reg(r) => self.roots[r as usize],
+            Base::Reg(r) => self.a.roots[r as usize],
             Base::Abs | Base::Frame => None,
         }
     }
@@ -279,7 +279,7 @@ impl Tx<'_, '_> {
         if space == Space::KParam {
             if let Base::Abs = addr.base {
                 let off = addr.off as u64 + (k as u64) * size as u64;
-                if addr.off >= 0 && off + size as u64 <= self.params_size as u64 {
+                if addr.off >= 0 && off + size as u64 <= self.a.params_size as u64 {
                     let params = self.h().params;
                     // The parameter buffer is immutable during a launch, so these loads may move
                     // out of the thread loop.
@@ -351,9 +351,9 @@ impl Tx<'_, '_> {
     pub(super) fn store(&mut self, pc: usize, space: Space, size: u8, at: (Value, i64), addr: &Addr, src: R) {
         // A float register of the access's size is stored from its float register as it is.
         let direct = matches!(
-            (self.classes[src as usize], size),
+            (self.a.classes[src as usize], size),
             (Class::F32, 4) | (Class::F64, 8)
-        ) && self.consts[src as usize].is_none();
+        ) && self.a.consts[src as usize].is_none();
         let ea = self.b.ins().iadd_imm_s(at.0, at.1);
         if !matches!(space, Space::Global | Space::Shared | Space::Generic)
             || !matches!(size, 1 | 2 | 4 | 8)
@@ -410,9 +410,9 @@ impl Tx<'_, '_> {
     /// of plain loads and arithmetic, which the code generator schedules and keeps in registers.
     /// Returns where the main loop goes on, or `None` to emit `pc0` as usual.
     pub(super) fn prechecked_stretch(&mut self, pc0: usize) -> Result<Option<usize>, String> {
-        let plan = self.plan.as_ref().expect("code for groups");
+        let plan = self.a.plan.as_ref().expect("code for groups");
         let blocks = &self.blocks;
-        let (end, pcs, checks) = stretch_checks(self.f, plan, pc0, &|q| blocks[q].is_some(), &self.reprs, &self.steps);
+        let (end, pcs, checks) = stretch_checks(self.a.f, plan, pc0, &|q| blocks[q].is_some(), &self.a.layouts, self.steps());
         if pcs.len() < 2 {
             return Ok(None);
         }
@@ -421,7 +421,7 @@ impl Tx<'_, '_> {
         for c in checks {
             let (base, lim) = if c.vector {
                 let Repr::Vector(vars) = self.reprs[c.base as usize] else {
-                    return Err(format!("a vector check of a register not in vectors (line {})", self.f.insts[pc0].line));
+                    return Err(format!("a vector check of a register not in vectors (line {})", self.a.f.insts[pc0].line));
                 };
                 let p0 = self.b.use_var(vars[0]);
                 let x = self.b.ins().extractlane(p0, 0);
@@ -451,9 +451,9 @@ impl Tx<'_, '_> {
             }
             self.unanchored = proven.then_some(0);
             for q in pc0..end {
-                self.pending += self.meta.width as i64;
+                self.pending += self.a.width as i64;
                 if !self.inst(q)? {
-                    return Err(format!("a control transfer in straight-line code (line {})", self.f.insts[q].line));
+                    return Err(format!("a control transfer in straight-line code (line {})", self.a.f.insts[q].line));
                 }
             }
             self.unanchored = None;
@@ -477,7 +477,7 @@ impl Tx<'_, '_> {
     /// one value for the group (such accesses are not vector accesses).
     pub(super) fn run_ptr(&mut self, pc: usize, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
         let Base::Reg(base) = addr.base else { return Ok(None) };
-        let step = self.steps[base as usize];
+        let step = self.steps()[base as usize];
         if self.prechecked[pc] {
             // Proven at the start of the stretch (`Tx::prechecked_stretch`): lanes consecutive
             // from lane 0, all in bounds.
@@ -628,7 +628,7 @@ impl Tx<'_, '_> {
             }
         }
         self.lane = None;
-        if let (None, Inst::Ld { d, .. }) = (stored, &self.f.insts[pc].inst) {
+        if let (None, Inst::Ld { d, .. }) = (stored, &self.a.f.insts[pc].inst) {
             let d = d[0];
             self.def_vec(d, loaded);
         }
@@ -671,7 +671,7 @@ fn stretch_checks(
     plan: &LanePlan,
     pc0: usize,
     leader: &dyn Fn(usize) -> bool,
-    reprs: &[Repr],
+    layouts: &[Layout],
     steps: &[Step],
 ) -> (usize, Vec<usize>, Vec<RangeCheck>) {
     let mut written = vec![false; f.nregs as usize];
@@ -690,13 +690,13 @@ fn stretch_checks(
             _ => None,
         };
         if let Some((size, n, Addr { base: Base::Reg(r), off })) = access {
-            let check = match reprs[r as usize] {
+            let check = match layouts[r as usize] {
                 _ if written[r as usize] || !matches!(size, 1 | 2 | 4 | 8) => None,
-                Repr::One => {
+                Layout::One => {
                     let last = off.checked_add((n as i64 - 1) * size as i64);
                     last.map(|hi| RangeCheck { base: r, vector: false, k: size.trailing_zeros() as usize, lo: off, hi })
                 }
-                Repr::Vector(_) if size == 4 && n == 1 && steps[r as usize] == Step::affine(4, false) => {
+                Layout::Vector if size == 4 && n == 1 && steps[r as usize] == Step::affine(4, false) => {
                     Some(RangeCheck { base: r, vector: true, k: 2, lo: off, hi: off })
                 }
                 _ => None,

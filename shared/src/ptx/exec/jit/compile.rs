@@ -17,6 +17,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::Module as _;
 
+use super::analysis::Analysis;
 use super::lanes::{LanePlan, LANES};
 use super::runtime::{h_mem, EntryFn, JitCtx, Meta, Variant};
 use super::support::unsupported;
@@ -139,14 +140,15 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
     let mut insts = Vec::new();
     let nregs = f.nregs as usize;
     let plan_is_some = plan.is_some();
-    let mut meta = Box::new(Meta {
+    let analysis = Analysis::new(f, params_size, plan);
+    let meta = Box::new(Meta {
         nregs,
-        bounds: Vec::new(),
-        width: if plan.is_some() { LANES } else { 1 },
+        bounds: analysis.bounds.clone(),
+        width: analysis.width,
     });
     {
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let mut tx = Tx::new(b, f, params_size, call_conv, slow_mem, &mut insts, &mut meta, plan);
+        let mut tx = Tx::new(b, &analysis, call_conv, slow_mem, &mut insts, &meta);
         tx.build()?;
         tx.b.seal_all_blocks();
         tx.b.finalize(frontend);

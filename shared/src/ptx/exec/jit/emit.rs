@@ -12,15 +12,15 @@ use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 
-use super::analysis::{nan_blind, param_roots, reg_classes, Class};
+use super::analysis::{Analysis, Class, Layout};
 use super::checks::{LaneAddrs, RootEntry};
-use super::lanes::{vflags, LanePlan, Step, LANES, PARTS};
+use super::lanes::{vflags, Step, LANES, PARTS};
 use super::runtime::Meta;
 use crate::ptx::ir::*;
 use crate::ptx::math::*;
 
-/// Where a register's value lives in code for a group of threads (see [`lanes`]); in one-thread
-/// code every register is [`Repr::One`].
+/// The variables a register's value lives in, as its [`Layout`] says: in one-thread code every
+/// register is [`Repr::One`].
 #[derive(Clone, Copy)]
 pub(super) enum Repr {
     /// One value: the thread's, or the group's when it is the same for every lane.
@@ -31,30 +31,6 @@ pub(super) enum Repr {
     /// One scalar per lane, of the register's class.
     PerLane([Variable; LANES]),
 }
-
-/// Each register's representation: in code for groups (`plan`), a varying register lives in
-/// vectors when it holds 32 bits and per lane otherwise; every other register is one value.
-/// `var` declares a variable of a type.
-pub(super) fn reprs_for(
-    plan: Option<&LanePlan>,
-    classes: &[Class],
-    fits: &[bool],
-    consts: &[Option<u64>],
-    mut var: impl FnMut(Type) -> Variable,
-) -> Vec<Repr> {
-    (0..classes.len())
-        .map(|r| match plan {
-            Some(p) if p.varying[r] && consts[r].is_none() => match classes[r] {
-                Class::F32 => Repr::Vector(std::array::from_fn(|_| var(types::F32X4))),
-                Class::Int if fits[r] => Repr::Vector(std::array::from_fn(|_| var(types::I32X4))),
-                Class::F64 => Repr::PerLane(std::array::from_fn(|_| var(types::F64))),
-                _ => Repr::PerLane(std::array::from_fn(|_| var(types::I64))),
-            },
-            _ => Repr::One,
-        })
-        .collect()
-}
-
 
 pub(super) struct Hoisted {
     pub(super) ctx: Value,
@@ -70,17 +46,12 @@ pub(super) struct Hoisted {
     pub(super) abort: Value,
 }
 
+/// The emission state of one function: the builder, what was emitted so far, and where the
+/// translator is; everything known of the function beforehand is in the analysis (`a`).
 pub(super) struct Tx<'a, 'b> {
     pub(super) b: FunctionBuilder<'b>,
-    pub(super) f: &'a Function,
-    pub(super) params_size: u32,
+    pub(super) a: &'a Analysis<'a>,
     pub(super) vars: Vec<Variable>,
-    pub(super) classes: Vec<Class>,
-    pub(super) consts: Vec<Option<u64>>,
-    /// See [`param_roots`].
-    pub(super) roots: Vec<Option<u32>>,
-    /// See [`nan_blind`].
-    pub(super) nan_blind: Vec<bool>,
     /// Whether the instruction being emitted writes a NaN-blind register.
     pub(super) dst_nan_blind: bool,
     pub(super) root_entries: HashMap<u32, RootEntry>,
@@ -99,35 +70,15 @@ pub(super) struct Tx<'a, 'b> {
     /// The `preserve_all` trampoline to [`h_mem`] (see [`define_slow_mem`]).
     pub(super) slow_mem: FuncRef,
     pub(super) insts: &'a mut Vec<Box<Instr>>,
-    pub(super) meta: &'a mut Meta,
-    pub(super) bar_index: HashMap<usize, u32>,
-    /// Per boundary pc: the registers live after it (the only ones a thread keeps across it).
-    pub(super) keep: HashMap<usize, Vec<R>>,
-    /// Per boundary pc: the kept registers whose spill slot already holds their value
-    /// (see [`clean_at_boundaries`]).
-    pub(super) clean: HashMap<usize, Vec<R>>,
-    /// Per boundary pc: the kept registers clean there in a segment that began at a resume point
-    /// (see [`clean_at_boundaries`]); the others are stored only in the first segment.
-    pub(super) clean_resumed: HashMap<usize, Vec<R>>,
+    /// The boundaries as the runtime sees them (the code passes their address to a helper).
+    pub(super) meta: &'a Meta,
     /// Whether the segment being run began at the kernel's start (a boolean variable).
     pub(super) first_segment: Option<Variable>,
-    /// Per boundary pc: the kept registers its resume point reloads (see
-    /// [`reloaded_at_boundaries`]).
-    pub(super) reload: HashMap<usize, Vec<R>>,
-    /// Per instruction: the registers it stores to the spill area as it writes them (see
-    /// [`written_through`]).
-    pub(super) through: Vec<Vec<R>>,
-    /// Registers live on entry to each instruction (see [`live_in`]), in code for groups or
-    /// where the kernel has boundaries.
-    pub(super) live: (Vec<u64>, usize),
-    /// Registers shuffles read from other threads, which a thread leaves in its spill area when
-    /// it exits (an exited lane still serves its last value).
-    pub(super) shfl_srcs: Vec<R>,
-    /// Code for groups: which registers and instructions vary by lane.
-    pub(super) plan: Option<LanePlan>,
     pub(super) reprs: Vec<Repr>,
-    /// In code for groups: how each register steps from lane to lane.
-    pub(super) steps: Vec<Step>,
+    /// Where code for groups runs the code a varying branch jumps over for the whole group: how
+    /// each register steps from lane to lane there (see `Tx::region`); elsewhere the kernel's
+    /// steps (`Analysis::steps`) hold.
+    pub(super) region_steps: Option<Vec<Step>>,
     /// In code for groups, the lane an instruction is being emitted for (`None`: the group).
     pub(super) lane: Option<usize>,
     /// The next instruction the main loop emits (a region emits the code it jumps over).
@@ -156,25 +107,31 @@ pub(super) fn flags() -> MemFlagsData {
 impl<'a, 'b> Tx<'a, 'b> {
     pub(super) fn new(
         mut b: FunctionBuilder<'b>,
-        f: &'a Function,
-        params_size: u32,
+        a: &'a Analysis<'a>,
         call_conv: cranelift_codegen::isa::CallConv,
         slow_mem: FuncRef,
         insts: &'a mut Vec<Box<Instr>>,
-        meta: &'a mut Meta,
-        plan: Option<LanePlan>,
+        meta: &'a Meta,
     ) -> Tx<'a, 'b> {
-        let mut consts = vec![None; f.nregs as usize];
-        for &(r, v) in &f.consts {
-            consts[r as usize] = Some(v);
-        }
-        let (classes, fits) = reg_classes(f, &consts);
-        let reprs = reprs_for(plan.as_ref(), &classes, &fits, &consts, |ty| b.declare_var(ty));
-        let steps = match &plan {
-            Some(p) => super::lanes::lane_steps(f, p, &reprs, &classes, &consts),
-            None => Vec::new(),
-        };
-        let vars = classes
+        let f = a.f;
+        let reprs = a
+            .layouts
+            .iter()
+            .zip(&a.classes)
+            .map(|(layout, class)| match layout {
+                Layout::One => Repr::One,
+                Layout::Vector => {
+                    let ty = if *class == Class::F32 { types::F32X4 } else { types::I32X4 };
+                    Repr::Vector(std::array::from_fn(|_| b.declare_var(ty)))
+                }
+                Layout::PerLane => {
+                    let ty = if *class == Class::F64 { types::F64 } else { types::I64 };
+                    Repr::PerLane(std::array::from_fn(|_| b.declare_var(ty)))
+                }
+            })
+            .collect();
+        let vars = a
+            .classes
             .iter()
             .map(|c| {
                 b.declare_var(match c {
@@ -193,13 +150,8 @@ impl<'a, 'b> Tx<'a, 'b> {
         ];
         Tx {
             b,
-            f,
-            params_size,
+            a,
             vars,
-            classes,
-            consts,
-            roots: param_roots(f, params_size),
-            nan_blind: nan_blind(f),
             dst_nan_blind: false,
             root_entries: HashMap::new(),
             blocks: vec![None; f.insts.len() + 1],
@@ -217,18 +169,9 @@ impl<'a, 'b> Tx<'a, 'b> {
             slow_mem,
             insts,
             meta,
-            bar_index: HashMap::new(),
-            keep: HashMap::new(),
-            clean: HashMap::new(),
-            reload: HashMap::new(),
-            clean_resumed: HashMap::new(),
             first_segment: None,
-            through: Vec::new(),
-            live: (Vec::new(), 0),
-            shfl_srcs: Vec::new(),
-            plan,
             reprs,
-            steps,
+            region_steps: None,
             lane: None,
             resume_at: 0,
             broken: None,
@@ -238,6 +181,12 @@ impl<'a, 'b> Tx<'a, 'b> {
             anchor_slot: None,
             unanchored: None,
         }
+    }
+
+    /// How each register steps from lane to lane where the code being emitted runs (see
+    /// `Tx::region_steps`).
+    pub(super) fn steps(&self) -> &[Step] {
+        self.region_steps.as_deref().unwrap_or(&self.a.steps)
     }
 
     /// Marks the blocks created since `first` (see [`Tx::block_mark`]) as cold: code that runs
@@ -267,7 +216,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     }
 
     pub(super) fn var_ty(&self, r: R) -> Type {
-        match self.classes[r as usize] {
+        match self.a.classes[r as usize] {
             Class::Int => types::I64,
             Class::F32 => types::F32,
             Class::F64 => types::F64,
@@ -287,7 +236,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 Some(l) => {
                     let v = self.b.use_var(vars[l / 4]);
                     let x = self.b.ins().extractlane(v, (l % 4) as u8);
-                    if self.classes[r as usize] == Class::F32 {
+                    if self.a.classes[r as usize] == Class::F32 {
                         x
                     } else {
                         self.zx(x)
@@ -303,7 +252,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     pub(super) fn lane_missing(&mut self, r: R) -> Value {
         self.broken
             .get_or_insert_with(|| format!("register {r} read outside lane code"));
-        match self.classes[r as usize] {
+        match self.a.classes[r as usize] {
             Class::F32 => self.b.ins().f32const(Ieee32::with_bits(0)),
             Class::F64 => self.b.ins().f64const(Ieee64::with_bits(0)),
             Class::Int => self.iconst(0),
@@ -319,7 +268,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 None => vars.iter().for_each(|&x| self.b.def_var(x, v)),
             },
             Repr::Vector(vars) => {
-                let e = if self.classes[r as usize] == Class::F32 {
+                let e = if self.a.classes[r as usize] == Class::F32 {
                     v
                 } else {
                     self.lo32(v)
@@ -342,11 +291,11 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     /// A register's 64 bits.
     pub(super) fn get(&mut self, r: R) -> Value {
-        if let Some(v) = self.consts[r as usize] {
+        if let Some(v) = self.a.consts[r as usize] {
             return self.iconst(v);
         }
         let v = self.raw(r);
-        match self.classes[r as usize] {
+        match self.a.classes[r as usize] {
             Class::Int => v,
             Class::F32 => {
                 let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), v);
@@ -358,10 +307,10 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     /// A register's low 32 bits as an f32.
     pub(super) fn get_f32(&mut self, r: R) -> Value {
-        if let Some(v) = self.consts[r as usize] {
+        if let Some(v) = self.a.consts[r as usize] {
             return self.b.ins().f32const(Ieee32::with_bits(v as u32));
         }
-        match self.classes[r as usize] {
+        match self.a.classes[r as usize] {
             Class::F32 => self.raw(r),
             _ => {
                 let v = self.get(r);
@@ -371,10 +320,10 @@ impl<'a, 'b> Tx<'a, 'b> {
     }
 
     pub(super) fn get_f64(&mut self, r: R) -> Value {
-        if let Some(v) = self.consts[r as usize] {
+        if let Some(v) = self.a.consts[r as usize] {
             return self.b.ins().f64const(Ieee64::with_bits(v));
         }
-        match self.classes[r as usize] {
+        match self.a.classes[r as usize] {
             Class::F64 => self.raw(r),
             _ => {
                 let v = self.get(r);
@@ -386,7 +335,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     /// Writes 64 bits; an f32-class register only ever receives values that fit in 32 bits
     /// (`reg_classes`), so dropping the high half loses nothing.
     pub(super) fn set(&mut self, r: R, v: Value) {
-        let v = match self.classes[r as usize] {
+        let v = match self.a.classes[r as usize] {
             Class::Int => v,
             Class::F32 => self.f32_of(v),
             Class::F64 => self.f64_of(v),
@@ -396,7 +345,7 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     /// Writes an f32 as its bits, zero-extended.
     pub(super) fn set_f32(&mut self, r: R, x: Value) {
-        if self.classes[r as usize] == Class::F32 {
+        if self.a.classes[r as usize] == Class::F32 {
             self.def_raw(r, x);
         } else {
             let i = self.b.ins().bitcast(types::I32, MemFlagsData::new(), x);
@@ -406,7 +355,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     }
 
     pub(super) fn set_f64(&mut self, r: R, x: Value) {
-        if self.classes[r as usize] == Class::F64 {
+        if self.a.classes[r as usize] == Class::F64 {
             self.def_raw(r, x);
         } else {
             let i = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
@@ -467,7 +416,7 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     /// A stable address of a copy of instruction `pc` for the helpers.
     pub(super) fn inst_ptr(&mut self, pc: usize) -> Value {
-        let bx = Box::new(self.f.insts[pc].clone());
+        let bx = Box::new(self.a.f.insts[pc].clone());
         let p = &*bx as *const Instr as u64;
         self.insts.push(bx);
         self.iconst(p)
@@ -507,7 +456,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     /// bytes per register, a vector part as 16 bytes, a per-lane register as one word per lane,
     /// a register with one value as one word.
     pub(super) fn spill_store(&mut self, base: Value, r: R) {
-        let off = (r as usize * 8 * self.meta.width) as i32;
+        let off = (r as usize * 8 * self.a.width) as i32;
         match self.reprs[r as usize] {
             Repr::One => {
                 let v = self.b.use_var(self.vars[r as usize]);
@@ -530,7 +479,7 @@ impl<'a, 'b> Tx<'a, 'b> {
 
     /// Loads register `r` from the spill area at `base` (see [`Tx::spill_store`]).
     pub(super) fn spill_load(&mut self, base: Value, r: R) {
-        let off = (r as usize * 8 * self.meta.width) as i32;
+        let off = (r as usize * 8 * self.a.width) as i32;
         match self.reprs[r as usize] {
             Repr::One => {
                 let ty = self.var_ty(r);

@@ -39,7 +39,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::immediates::Ieee32;
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value};
 
-use super::analysis::{Class, PLAIN_F};
+use super::analysis::{Class, Layout, PLAIN_F};
 use super::emit::{Repr, Tx};
 use super::translate::int_cc;
 use crate::ptx::math::NAN32;
@@ -226,9 +226,9 @@ enum Width {
 /// every operation but integer add, subtract, multiply by a constant, shift left by a constant,
 /// copies and widenings, give [`Step::Unknown`]. A register some path reads before writing it
 /// holds the same zero in every lane, which counts as a definition.
-pub(super) fn lane_steps(f: &Function, plan: &LanePlan, reprs: &[Repr], classes: &[Class], consts: &[Option<u64>]) -> Vec<Step> {
-    let n = reprs.len();
-    let width = |r: R| width_of(reprs, classes, r);
+pub(super) fn lane_steps(f: &Function, plan: &LanePlan, layouts: &[Layout], classes: &[Class], consts: &[Option<u64>]) -> Vec<Step> {
+    let n = layouts.len();
+    let width = |r: R| width_of(layouts, classes, r);
     let mut steps: Vec<Step> = (0..n as R)
         .map(|r| if width(r) == Width::Uniform { Step::UNIFORM } else { Step::Unset })
         .collect();
@@ -276,11 +276,11 @@ pub(super) fn lane_steps(f: &Function, plan: &LanePlan, reprs: &[Repr], classes:
     }
 }
 
-fn width_of(reprs: &[Repr], classes: &[Class], r: R) -> Width {
-    match (reprs[r as usize], classes[r as usize]) {
-        (Repr::One, _) => Width::Uniform,
-        (Repr::Vector(_), Class::Int) => Width::V32,
-        (Repr::PerLane(_), Class::Int) => Width::P64,
+fn width_of(layouts: &[Layout], classes: &[Class], r: R) -> Width {
+    match (layouts[r as usize], classes[r as usize]) {
+        (Layout::One, _) => Width::Uniform,
+        (Layout::Vector, Class::Int) => Width::V32,
+        (Layout::PerLane, Class::Int) => Width::P64,
         _ => Width::Float,
     }
 }
@@ -388,7 +388,7 @@ fn def_step(inst: &Inst, wd: Width, steps: &[Step], width: &dyn Fn(R) -> Width, 
 impl Tx<'_, '_> {
     /// The vector type of a register in vectors.
     pub(super) fn vec_ty(&self, r: R) -> Type {
-        if self.classes[r as usize] == Class::F32 {
+        if self.a.classes[r as usize] == Class::F32 {
             types::F32X4
         } else {
             types::I32X4
@@ -415,7 +415,7 @@ impl Tx<'_, '_> {
     /// Register `r` as vectors of `ty` (`I32X4` or `F32X4`): a constant or a group value
     /// broadcast, vectors as they are; `None` for a register kept per lane.
     pub(super) fn vec_of(&mut self, r: R, ty: Type) -> Option<Vecs> {
-        if let Some(k) = self.consts[r as usize] {
+        if let Some(k) = self.a.consts[r as usize] {
             let v = if ty == types::F32X4 {
                 self.b.ins().f32const(Ieee32::with_bits(k as u32))
             } else {
@@ -467,7 +467,7 @@ impl Tx<'_, '_> {
     /// Emits instruction `pc` for every lane of the group: as vector instructions where it has
     /// a vector form, else once per lane through the one-thread code.
     pub(super) fn lanes_inst(&mut self, pc: usize) -> Result<bool, String> {
-        if self.f.insts[pc].guard.is_none() && self.vector_inst(pc)? {
+        if self.a.f.insts[pc].guard.is_none() && self.vector_inst(pc)? {
             return Ok(true);
         }
         self.each_lane(pc)
@@ -479,7 +479,7 @@ impl Tx<'_, '_> {
             let open = self.one_inst(pc)?;
             if !open {
                 self.lane = None;
-                return Err(format!("a control transfer run per lane (line {})", self.f.insts[pc].line));
+                return Err(format!("a control transfer run per lane (line {})", self.a.f.insts[pc].line));
             }
         }
         self.lane = None;
@@ -488,7 +488,7 @@ impl Tx<'_, '_> {
 
     /// A varying forward branch at `pc` over the straight-line code up to its target.
     pub(super) fn region(&mut self, pc: usize) -> Result<bool, String> {
-        let ins = self.f.insts[pc].clone();
+        let ins = self.a.f.insts[pc].clone();
         let (Inst::Bra { target, .. }, Some((p, neg))) = (ins.inst, ins.guard) else {
             return Err(format!("a region without a guarded branch (line {})", ins.line));
         };
@@ -512,7 +512,7 @@ impl Tx<'_, '_> {
         }
         let all = self.b.ins().vall_true(both);
         let any = self.b.ins().vany_true(either);
-        let tb = self.blocks[target.min(self.f.insts.len())].expect("branch target");
+        let tb = self.blocks[target.min(self.a.f.insts.len())].expect("branch target");
         let not_all = self.b.create_block();
         let full = self.b.create_block();
         let masked = self.b.create_block();
@@ -525,28 +525,29 @@ impl Tx<'_, '_> {
         // what it reads later in the region (the kernel-wide analysis cannot count on them: where
         // the group splits, a lane that skips the code keeps its older value).
         self.b.switch_to_block(full);
-        let kernel_steps = self.steps.clone();
+        self.region_steps = Some(self.a.steps.clone());
         for q in pc + 1..target {
             self.pending += LANES as i64;
             if !self.inst(q)? {
-                return Err(format!("control transfer in a region (line {})", self.f.insts[q].line));
+                return Err(format!("control transfer in a region (line {})", self.a.f.insts[q].line));
             }
-            let ins = &self.f.insts[q];
+            let ins = &self.a.f.insts[q];
             for d in uses_defs(ins).1 {
-                let wd = width_of(&self.reprs, &self.classes, d);
+                let wd = width_of(&self.a.layouts, &self.a.classes, d);
                 let step = match wd {
                     Width::Uniform => continue,
                     Width::Float => Step::Unknown,
                     _ if ins.guard.is_some() => Step::Unknown,
                     _ => {
-                        let (reprs, classes) = (&self.reprs, &self.classes);
-                        def_step(&ins.inst, wd, &self.steps, &|r| width_of(reprs, classes, r), &self.consts)
+                        let (layouts, classes) = (&self.a.layouts, &self.a.classes);
+                        def_step(&ins.inst, wd, self.steps(), &|r| width_of(layouts, classes, r), &self.a.consts)
                     }
                 };
-                self.steps[d as usize] = if step == Step::Unset { Step::Unknown } else { step };
+                let steps = self.region_steps.as_mut().expect("the region's steps");
+                steps[d as usize] = if step == Step::Unset { Step::Unknown } else { step };
             }
         }
-        self.steps = kernel_steps;
+        self.region_steps = None;
         self.flush_count();
         self.b.ins().jump(tb, &[]);
 
@@ -569,7 +570,7 @@ impl Tx<'_, '_> {
                 self.b.def_var(self.cnt, c);
                 if !self.one_inst(q)? {
                     self.lane = None;
-                    return Err(format!("control transfer in a region (line {})", self.f.insts[q].line));
+                    return Err(format!("control transfer in a region (line {})", self.a.f.insts[q].line));
                 }
                 self.b.ins().jump(skip, &[]);
                 self.b.switch_to_block(skip);
@@ -595,9 +596,9 @@ impl Tx<'_, '_> {
     /// groups would compute every lane's value of them (say, each lane's address of an access
     /// it makes as one vector access) and carry it around the kernel's loop.
     fn forget_dead_defs(&mut self, from: usize, to: usize) {
-        let (live, words) = (&self.live.0, self.live.1);
+        let (live, words) = (&self.a.live.0, self.a.live.1);
         let dead: Vec<R> = (from..to)
-            .flat_map(|q| uses_defs(&self.f.insts[q]).1)
+            .flat_map(|q| uses_defs(&self.a.f.insts[q]).1)
             .filter(|&r| {
                 let dead_at = |pc: usize| live[pc * words + r as usize / 64] >> (r % 64) & 1 == 0;
                 dead_at(from) && dead_at(to)
@@ -613,7 +614,7 @@ impl Tx<'_, '_> {
                     vars.iter().for_each(|&v| self.b.def_var(v, z));
                 }
                 Repr::PerLane(vars) => {
-                    let z = match self.classes[r as usize] {
+                    let z = match self.a.classes[r as usize] {
                         Class::F32 => self.b.ins().f32const(Ieee32::with_bits(0)),
                         Class::F64 => self.b.ins().f64const(cranelift_codegen::ir::immediates::Ieee64::with_bits(0)),
                         Class::Int => self.b.ins().iconst(types::I64, 0),
@@ -626,7 +627,7 @@ impl Tx<'_, '_> {
 
     /// The vector form of instruction `pc`, if it has one and its registers are in vectors.
     fn vector_inst(&mut self, pc: usize) -> Result<bool, String> {
-        let ins = self.f.insts[pc].clone();
+        let ins = self.a.f.insts[pc].clone();
         let (f4, i4) = (types::F32X4, types::I32X4);
         let in_vectors = |tx: &Self, r: R| matches!(tx.reprs[r as usize], Repr::Vector(_));
         match ins.inst {
@@ -656,11 +657,11 @@ impl Tx<'_, '_> {
                     BinOp::Add(W::W32) | BinOp::Sub(W::W32) | BinOp::MulLo(W::W32) | BinOp::And | BinOp::Or | BinOp::Xor
                         | BinOp::PredAnd | BinOp::PredOr | BinOp::PredXor
                 ) || (matches!(op, BinOp::Shl(W::W32) | BinOp::ShrU(W::W32) | BinOp::ShrS(W::W32))
-                    && self.consts[b as usize].is_some_and(|k| k < 32));
-                if !iop || self.classes[d as usize] != Class::Int || !in_vectors(self, d) {
+                    && self.a.consts[b as usize].is_some_and(|k| k < 32));
+                if !iop || self.a.classes[d as usize] != Class::Int || !in_vectors(self, d) {
                     return Ok(false);
                 }
-                if let Some(k) = self.consts[b as usize].filter(|_| matches!(op, BinOp::Shl(_) | BinOp::ShrU(_) | BinOp::ShrS(_))) {
+                if let Some(k) = self.a.consts[b as usize].filter(|_| matches!(op, BinOp::Shl(_) | BinOp::ShrU(_) | BinOp::ShrS(_))) {
                     let Some(x) = self.vec_of(a, i4) else { return Ok(false) };
                     let v = x.map(|x| match op {
                         BinOp::Shl(_) => self.b.ins().ishl_imm_s(x, k as i64),
@@ -799,7 +800,7 @@ impl Tx<'_, '_> {
                 self.end_run(pc, addr.off, None)
             }
             Inst::St { space: space @ (Space::Shared | Space::Global), size: 4, n: 1, a: srcs, addr } => {
-                let ty = if self.classes[srcs[0] as usize] == Class::F32 { f4 } else { i4 };
+                let ty = if self.a.classes[srcs[0] as usize] == Class::F32 { f4 } else { i4 };
                 if matches!(self.reprs[srcs[0] as usize], Repr::PerLane(_)) {
                     return Ok(false);
                 }
@@ -842,7 +843,7 @@ impl Tx<'_, '_> {
 
     /// A result's NaNs as PTX's canonical NaN (unless only float arithmetic reads it).
     fn vcanon(&mut self, d: R, v: Vecs) -> Vecs {
-        if self.nan_blind[d as usize] {
+        if self.a.nan_blind[d as usize] {
             return v;
         }
         let nan = self.b.ins().f32const(Ieee32::with_bits(NAN32));
@@ -883,10 +884,9 @@ impl Tx<'_, '_> {
 
 #[cfg(test)]
 mod tests {
-    use cranelift_frontend::Variable;
-
+    use super::super::analysis::{layouts, reg_classes};
     use super::*;
-    use crate::ptx::Module;
+    use crate::ptx::module::Module;
 
     /// The steps of the base registers of the kernel's 4-byte stores, in program order.
     fn store_base_steps(ptx: &str) -> Vec<Step> {
@@ -897,9 +897,9 @@ mod tests {
         for &(r, v) in &f.consts {
             consts[r as usize] = Some(v);
         }
-        let (classes, fits) = super::super::analysis::reg_classes(f, &consts);
-        let reprs = super::super::emit::reprs_for(Some(&plan), &classes, &fits, &consts, |_| Variable::from_u32(0));
-        let steps = lane_steps(f, &plan, &reprs, &classes, &consts);
+        let (classes, fits) = reg_classes(f, &consts);
+        let layouts = layouts(Some(&plan), &classes, &fits, &consts);
+        let steps = lane_steps(f, &plan, &layouts, &classes, &consts);
         f.insts
             .iter()
             .filter_map(|i| match i.inst {

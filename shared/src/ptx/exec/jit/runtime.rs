@@ -102,6 +102,7 @@ pub(super) struct ShflInfo {
 }
 
 /// Boundary `k` (segment `k + 1` resumes after it): a barrier or a shuffle.
+#[derive(Clone)]
 pub(super) struct Boundary {
     pub(super) line: u32,
     pub(super) shfl: Option<ShflInfo>,

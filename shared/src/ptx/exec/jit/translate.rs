@@ -11,10 +11,9 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::Switch;
 
-use super::analysis::{clean_at_boundaries, reloaded_at_boundaries, written_through, Class, PLAIN_F};
+use super::analysis::{Class, PLAIN_F};
 use super::emit::{flags, Hoisted, Repr, Tx};
 use super::runtime::*;
-use crate::ptx::flow::live_in;
 use crate::ptx::ir::*;
 
 /// The integer condition of PTX compare `cmp` (signed or not), if it has one (the unordered
@@ -44,67 +43,9 @@ enum Out {
 
 impl Tx<'_, '_> {
     pub(super) fn build(&mut self) -> Result<(), String> {
-        let f = self.f;
+        let f = self.a.f;
         let n_insts = f.insts.len();
-        // Leaders: targets of branches and instructions after control transfers.
-        let mut leader = vec![false; n_insts + 1];
-        leader[0] = true;
-        for (pc, ins) in f.insts.iter().enumerate() {
-            match ins.inst {
-                Inst::Bra { target, .. } => {
-                    leader[(target as usize).min(n_insts)] = true;
-                    leader[pc + 1] = true;
-                }
-                Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Shfl { .. } => {
-                    leader[pc + 1] = true
-                }
-                _ => {}
-            }
-            let src = |r: R| Src {
-                reg: r,
-                konst: self.consts[r as usize],
-            };
-            let shfl = match ins.inst {
-                Inst::Bar { .. } => None,
-                Inst::Shfl { mode, d, p, a, b, c } => {
-                    if self.consts[a as usize].is_none() && !self.shfl_srcs.contains(&a) {
-                        self.shfl_srcs.push(a);
-                    }
-                    Some(ShflInfo {
-                        mode,
-                        d,
-                        p,
-                        a: src(a),
-                        b: src(b),
-                        c: src(c),
-                    })
-                }
-                _ => continue,
-            };
-            self.bar_index.insert(pc, self.meta.bounds.len() as u32);
-            self.meta.bounds.push(Boundary { line: ins.line, shfl });
-        }
-        if self.plan.is_some() || !self.bar_index.is_empty() {
-            self.live = live_in(f);
-        }
-        if !self.bar_index.is_empty() {
-            let (live, words) = (&self.live.0, self.live.1);
-            for &pc in self.bar_index.keys() {
-                let regs = (0..f.nregs)
-                    .filter(|&r| {
-                        live[(pc + 1) * words + r as usize / 64] >> (r % 64) & 1 == 1
-                            && self.consts[r as usize].is_none()
-                            && !f.sregs.iter().any(|s| s.0 == r)
-                    })
-                    .collect();
-                self.keep.insert(pc, regs);
-            }
-            self.through = written_through(f, &self.keep, self.plan.as_ref().map(|p| &p.in_region[..]));
-            self.clean = clean_at_boundaries(f, &self.keep, &self.through, false);
-            self.clean_resumed = clean_at_boundaries(f, &self.keep, &self.through, true);
-            self.reload = reloaded_at_boundaries(f, &self.keep, &self.clean_resumed, &self.shfl_srcs);
-        }
-        for (pc, l) in leader.iter().enumerate() {
+        for (pc, l) in self.a.leader.iter().enumerate() {
             if *l {
                 self.blocks[pc] = Some(self.b.create_block());
             }
@@ -166,7 +107,7 @@ impl Tx<'_, '_> {
             abort,
         });
         self.hoist_root_entries();
-        if self.meta.width > 1 {
+        if self.a.width > 1 {
             self.shared_lim_run = Some(self.lim_run(shared_lim[2]));
         }
         let zero = self.iconst(0);
@@ -191,7 +132,7 @@ impl Tx<'_, '_> {
         let t = self.b.use_var(self.t);
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t, n);
         let live = self.b.create_block();
-        if self.meta.bounds.is_empty() {
+        if self.a.bounds.is_empty() {
             // Without boundaries every thread runs once from the top to its exit: no state.
             self.b.ins().brif(more, live, &[], finish, &[]);
         } else {
@@ -206,7 +147,7 @@ impl Tx<'_, '_> {
             self.b.ins().brif(exited, next, &[], live, &[]);
         }
         self.b.switch_to_block(live);
-        if !self.meta.bounds.is_empty() {
+        if !self.a.bounds.is_empty() {
             let first = self.b.declare_var(types::I8);
             let segv = self.b.use_var(seg);
             let is_first = self.b.ins().icmp_imm_s(IntCC::Equal, segv, 0);
@@ -215,7 +156,7 @@ impl Tx<'_, '_> {
         }
         // Special registers of this thread.
         for &(r, s) in &f.sregs {
-            if self.meta.width > 1 && matches!(s, Sreg::Tid(0) | Sreg::LaneId) {
+            if self.a.width > 1 && matches!(s, Sreg::Tid(0) | Sreg::LaneId) {
                 // Lane l of a group is thread t + l, at x + l in its row.
                 if let Repr::Vector(_) = self.reprs[r as usize] {
                     let first = match s {
@@ -226,7 +167,7 @@ impl Tx<'_, '_> {
                     self.def_vec(r, v);
                     continue;
                 }
-                for l in 0..self.meta.width {
+                for l in 0..self.a.width {
                     self.lane = Some(l);
                     let v = match s {
                         Sreg::LaneId => {
@@ -265,7 +206,7 @@ impl Tx<'_, '_> {
         let mut sw = Switch::new();
         sw.set_entry(0, self.blocks[0].expect("entry block"));
         let mut resumes = Vec::new();
-        let mut bars: Vec<(usize, u32)> = self.bar_index.iter().map(|(&p, &k)| (p, k)).collect();
+        let mut bars: Vec<(usize, u32)> = self.a.bar_index.iter().map(|(&p, &k)| (p, k)).collect();
         bars.sort();
         for &(pc, k) in &bars {
             let rb = self.b.create_block();
@@ -277,7 +218,7 @@ impl Tx<'_, '_> {
         for (rb, pc) in resumes {
             self.b.switch_to_block(rb);
             let base = self.spill_base();
-            for r in self.reload[&pc].clone() {
+            for r in self.a.reload[&pc].clone() {
                 self.spill_load(base, r);
             }
             self.b.ins().jump(self.blocks[pc + 1].expect("block after barrier"), &[]);
@@ -288,7 +229,7 @@ impl Tx<'_, '_> {
         let x = self.b.use_var(self.tid[0]);
         let y = self.b.use_var(self.tid[1]);
         let z = self.b.use_var(self.tid[2]);
-        if self.meta.width == 1 {
+        if self.a.width == 1 {
             let t = self.b.use_var(self.t);
             let t1 = self.b.ins().iadd_imm_s(t, 1);
             self.b.def_var(self.t, t1);
@@ -317,7 +258,7 @@ impl Tx<'_, '_> {
             let z1 = self.b.ins().iadd(z, wy64);
             let wz = self.b.ins().icmp(IntCC::Equal, z1, ntid[2]);
             let z2 = self.b.ins().select(wz, zero, z1);
-            let step = self.iconst(self.meta.width as u64);
+            let step = self.iconst(self.a.width as u64);
             let dx = self.b.ins().select(wz, step, zero);
             let x2 = self.b.ins().iadd(x, dx);
             let row = self.b.ins().imul(z2, ntid[1]);
@@ -337,7 +278,7 @@ impl Tx<'_, '_> {
         // boundary, go on with the next segment here (after a shuffle's exchange); otherwise the
         // caller sorts it out (all exited, or threads at different barriers).
         self.b.switch_to_block(finish);
-        if self.meta.bounds.is_empty() {
+        if self.a.bounds.is_empty() {
             self.b.ins().jump(done, &[]);
         } else {
             let mp = &*self.meta as *const Meta as u64;
@@ -380,14 +321,14 @@ impl Tx<'_, '_> {
                 let blk = self.b.create_block();
                 self.b.switch_to_block(blk);
             }
-            if self.plan.is_some() && self.blocks[pc].is_some() {
+            if self.a.plan.is_some() && self.blocks[pc].is_some() {
                 if let Some(end) = self.prechecked_stretch(pc)? {
                     self.resume_at = end;
                     open = true;
                     continue;
                 }
             }
-            self.pending += self.meta.width as i64;
+            self.pending += self.a.width as i64;
             open = self.inst(pc)?;
         }
         if let Some(blk) = self.blocks[n_insts] {
@@ -420,7 +361,7 @@ impl Tx<'_, '_> {
 
     pub(super) fn spill_base(&mut self) -> Value {
         let t = self.b.use_var(self.t);
-        let off = self.b.ins().imul_imm_s(t, self.f.nregs as i64 * 8);
+        let off = self.b.ins().imul_imm_s(t, self.a.f.nregs as i64 * 8);
         let spill = self.h().spill;
         self.b.ins().iadd(spill, off)
     }
@@ -447,14 +388,14 @@ impl Tx<'_, '_> {
 
     fn thread_exit(&mut self) {
         self.flush_count();
-        if !self.shfl_srcs.is_empty() {
+        if !self.a.shfl_srcs.is_empty() {
             let base = self.spill_base();
-            for r in self.shfl_srcs.clone() {
+            for r in self.a.shfl_srcs.clone() {
                 let v = self.get(r);
                 self.b.ins().store(flags(), v, base, (r * 8) as i32);
             }
         }
-        if !self.meta.bounds.is_empty() {
+        if !self.a.bounds.is_empty() {
             self.set_state(EXITED);
         }
         let next = self.next_thread.expect("next");
@@ -491,9 +432,9 @@ impl Tx<'_, '_> {
     /// Emits instruction `pc`; returns whether the current block is still open.
     pub(super) fn inst(&mut self, pc: usize) -> Result<bool, String> {
         let open = self.inst_body(pc)?;
-        if open && self.through.get(pc).is_some_and(|t| !t.is_empty()) {
+        if open && self.a.through.get(pc).is_some_and(|t| !t.is_empty()) {
             let base = self.spill_base();
-            for r in self.through[pc].clone() {
+            for r in self.a.through[pc].clone() {
                 self.spill_store(base, r);
             }
         }
@@ -501,14 +442,14 @@ impl Tx<'_, '_> {
     }
 
     fn inst_body(&mut self, pc: usize) -> Result<bool, String> {
-        if let Some(plan) = &self.plan {
-            let ins = &self.f.insts[pc];
+        if let Some(plan) = &self.a.plan {
+            let ins = &self.a.f.insts[pc];
             let varying_branch =
                 matches!(ins.inst, Inst::Bra { .. }) && ins.guard.is_some_and(|(p, _)| plan.varying[p as usize]);
             if varying_branch {
                 return self.region(pc);
             }
-            if plan.per_lane(self.f, pc) {
+            if plan.per_lane(self.a.f, pc) {
                 return self.lanes_inst(pc);
             }
         }
@@ -518,14 +459,14 @@ impl Tx<'_, '_> {
     /// Emits instruction `pc` for one thread: the thread of one-thread code, the lane being
     /// emitted, or the whole group where nothing in it varies by lane.
     pub(super) fn one_inst(&mut self, pc: usize) -> Result<bool, String> {
-        let ins = self.f.insts[pc].clone();
+        let ins = self.a.f.insts[pc].clone();
         match ins.inst {
             Inst::Bra { target, .. } => {
                 self.flush_count();
                 if (target as usize) <= pc {
                     self.back_edge_check();
                 }
-                let tb = self.blocks[(target as usize).min(self.f.insts.len())].expect("target");
+                let tb = self.blocks[(target as usize).min(self.a.f.insts.len())].expect("target");
                 let fall = self.blocks[pc + 1].expect("fallthrough");
                 match ins.guard {
                     None => {
@@ -560,19 +501,19 @@ impl Tx<'_, '_> {
     fn body(&mut self, pc: usize, ins: &Instr) -> Result<bool, String> {
         match ins.inst {
             Inst::Un { op, d, a } => {
-                self.dst_nan_blind = self.nan_blind[d as usize];
+                self.dst_nan_blind = self.a.nan_blind[d as usize];
                 let v = self.un(pc, op, d, a);
                 self.dst_nan_blind = false;
                 self.put(d, v);
             }
             Inst::Bin { op, d, a, b } => {
-                self.dst_nan_blind = self.nan_blind[d as usize];
+                self.dst_nan_blind = self.a.nan_blind[d as usize];
                 let v = self.bin(pc, op, a, b);
                 self.dst_nan_blind = false;
                 self.put(d, v);
             }
             Inst::Tern { op, d, a, b, c } => {
-                self.dst_nan_blind = self.nan_blind[d as usize];
+                self.dst_nan_blind = self.a.nan_blind[d as usize];
                 let v = self.tern(pc, op, d, a, b, c);
                 self.dst_nan_blind = false;
                 self.put(d, v);
@@ -689,7 +630,7 @@ impl Tx<'_, '_> {
                 for k in 0..n as usize {
                     let at = (base, off.wrapping_add((k * size as usize) as i64));
                     // A float register takes the loaded bits straight into a float register.
-                    let fty = match (self.classes[d[k] as usize], size) {
+                    let fty = match (self.a.classes[d[k] as usize], size) {
                         (Class::F32, 4) if !sext && dmask >= u32::MAX as u64 => Some(types::F32),
                         (Class::F64, 8) if dmask == u64::MAX => Some(types::F64),
                         _ => None,
@@ -759,13 +700,13 @@ impl Tx<'_, '_> {
             }
             Inst::Bar { .. } | Inst::Shfl { .. } => {
                 self.flush_count();
-                let k = self.bar_index[&pc];
+                let k = self.a.bar_index[&pc];
                 let base = self.spill_base();
                 let mut first_only = Vec::new();
-                for r in self.keep[&pc].clone() {
-                    if !self.clean_resumed[&pc].contains(&r) {
+                for r in self.a.keep[&pc].clone() {
+                    if !self.a.clean_resumed[&pc].contains(&r) {
                         self.spill_store(base, r);
-                    } else if !self.clean[&pc].contains(&r) {
+                    } else if !self.a.clean[&pc].contains(&r) {
                         first_only.push(r);
                     }
                 }
@@ -786,7 +727,7 @@ impl Tx<'_, '_> {
                 // The exchange reads a shuffle's operands as 64-bit words from the spill area.
                 if let Inst::Shfl { a, b, c, .. } = ins.inst {
                     for r in [a, b, c] {
-                        if self.consts[r as usize].is_none() {
+                        if self.a.consts[r as usize].is_none() {
                             let v = self.get(r);
                             self.b.ins().store(flags(), v, base, (r * 8) as i32);
                         }
@@ -904,7 +845,7 @@ impl Tx<'_, '_> {
     }
 
     fn un(&mut self, pc: usize, op: UnOp, d: R, a: R) -> Out {
-        let dc = self.classes[d as usize];
+        let dc = self.a.classes[d as usize];
         match op {
             UnOp::Mov(m) if dc == Class::F32 && m >= u32::MAX as u64 => {
                 return Out::F32(self.get_f32(a))
@@ -1168,10 +1109,10 @@ impl Tx<'_, '_> {
                 return Out::F64(self.canon64(v));
             }
             // The chosen operand's bits are the result: select in the destination's domain.
-            TernOp::Selp if self.classes[d as usize] != Class::Int => {
+            TernOp::Selp if self.a.classes[d as usize] != Class::Int => {
                 let z = self.get(c);
                 let bit = self.b.ins().band_imm_s(z, 1);
-                return if self.classes[d as usize] == Class::F32 {
+                return if self.a.classes[d as usize] == Class::F32 {
                     let (x, y) = (self.get_f32(a), self.get_f32(b));
                     Out::F32(self.b.ins().select(bit, x, y))
                 } else {
