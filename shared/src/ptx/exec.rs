@@ -43,7 +43,7 @@ pub(crate) fn lanes_support(module: &Module, e: &Entry) -> Result<(), String> {
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     {
         let (f, k) = native_kernel(module, e)?;
-        k.lanes(f)
+        k.lanes(f).map_err(|e| e.to_string())
     }
     #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
     {
@@ -61,7 +61,7 @@ fn native_kernel<'m>(module: &'m Module, e: &Entry) -> Result<(&'m Function, Arc
     let f = &module.funcs[e.func as usize];
     match module.jit.kernel(e.func, f, e.params_size) {
         Some(k) => Ok((f, k)),
-        None => Err(jit::unsupported(f).unwrap_or_else(|| "the code generator rejected it".to_string())),
+        None => Err(jit::unsupported(f).map_or_else(|| "the code generator rejected it".to_string(), |why| why.to_string())),
     }
 }
 

@@ -39,6 +39,7 @@ use super::lanes::{is_control, LanePlan, Step, Vecs, LANES, PARTS};
 use super::runtime::{JitCtx, Slot, SLOT_SHIFT, VECTOR_BASE};
 use super::analysis::{Class, Layout};
 use super::emit::{flags, Repr, Tx};
+use super::JitError;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
 
@@ -409,7 +410,7 @@ impl Tx<'_, '_> {
     /// the failing access, in order, exactly as without this. The fast copy is one basic block
     /// of plain loads and arithmetic, which the code generator schedules and keeps in registers.
     /// Returns where the main loop goes on, or `None` to emit `pc0` as usual.
-    pub(super) fn prechecked_stretch(&mut self, pc0: usize) -> Result<Option<usize>, String> {
+    pub(super) fn prechecked_stretch(&mut self, pc0: usize) -> Result<Option<usize>, JitError> {
         let plan = self.a.plan.as_ref().expect("code for groups");
         let blocks = &self.blocks;
         let (end, pcs, checks) = stretch_checks(self.a.f, plan, pc0, &|q| blocks[q].is_some(), &self.a.layouts, self.steps());
@@ -421,7 +422,7 @@ impl Tx<'_, '_> {
         for c in checks {
             let (base, lim) = if c.vector {
                 let Repr::Vector(vars) = self.reprs[c.base as usize] else {
-                    return Err(format!("a vector check of a register not in vectors (line {})", self.a.f.insts[pc0].line));
+                    return Err(JitError::Translate { what: "a vector check of a register not in vectors", line: self.a.f.insts[pc0].line });
                 };
                 let p0 = self.b.use_var(vars[0]);
                 let x = self.b.ins().extractlane(p0, 0);
@@ -453,7 +454,7 @@ impl Tx<'_, '_> {
             for q in pc0..end {
                 self.pending += self.a.width as i64;
                 if !self.inst(q)? {
-                    return Err(format!("a control transfer in straight-line code (line {})", self.a.f.insts[q].line));
+                    return Err(JitError::Translate { what: "a control transfer in straight-line code", line: self.a.f.insts[q].line });
                 }
             }
             self.unanchored = None;
@@ -475,14 +476,14 @@ impl Tx<'_, '_> {
     /// bytes the lanes touch when their addresses are consecutive; otherwise the code branches
     /// to a lane-by-lane copy of the access (see [`Tx::end_run`]). `None` when the address is
     /// one value for the group (such accesses are not vector accesses).
-    pub(super) fn run_ptr(&mut self, pc: usize, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
+    pub(super) fn run_ptr(&mut self, pc: usize, space: Space, addr: &Addr) -> Result<Option<Value>, JitError> {
         let Base::Reg(base) = addr.base else { return Ok(None) };
         let step = self.steps()[base as usize];
         if self.prechecked[pc] {
             // Proven at the start of the stretch (`Tx::prechecked_stretch`): lanes consecutive
             // from lane 0, all in bounds.
             let Repr::Vector(vars) = self.reprs[base as usize] else {
-                return Err("a proven vector access whose base is not in vectors".to_string());
+                return Err(JitError::Translate { what: "a proven vector access whose base is not in vectors", line: self.a.f.insts[pc].line });
             };
             let p0 = self.b.use_var(vars[0]);
             let x = self.b.ins().extractlane(p0, 0);
@@ -598,7 +599,7 @@ impl Tx<'_, '_> {
     /// kernel's registers, so the fast path pays nothing for it): the same values, the same
     /// fault at the same lane. `stored` holds the vectors a store wrote; a load's destination
     /// is rebuilt from the lanes.
-    pub(super) fn end_run(&mut self, pc: usize, off: i64, stored: Option<Vecs>) -> Result<bool, String> {
+    pub(super) fn end_run(&mut self, pc: usize, off: i64, stored: Option<Vecs>) -> Result<bool, JitError> {
         if self.prechecked[pc] {
             return Ok(true);
         }

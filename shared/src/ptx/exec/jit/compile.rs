@@ -22,6 +22,7 @@ use super::lanes::{LanePlan, LANES};
 use super::runtime::{h_mem, EntryFn, JitCtx, Meta, Variant};
 use super::support::unsupported;
 use super::emit::{flags, Tx};
+use super::JitError;
 use crate::ptx::ir::*;
 
 /// Owns the executable memory of compiled kernels.
@@ -48,7 +49,7 @@ pub(crate) struct JitKernel {
     pub(super) one: Compiled,
     /// The code for groups of [`LANES`] threads, or why the kernel has none: compiled on the
     /// first launch that can use it.
-    group: OnceLock<Result<Compiled, String>>,
+    group: OnceLock<Result<Compiled, JitError>>,
     params_size: u32,
     pub(super) nregs: usize,
     pub(super) lines: Vec<u32>,
@@ -84,7 +85,7 @@ impl Cache {
     }
 }
 
-fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
+fn compile(f: &Function, params_size: u32) -> Result<JitKernel, JitError> {
     if let Some(why) = unsupported(f) {
         return Err(why);
     }
@@ -100,33 +101,34 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, String> {
 
 /// Code for groups is an addition: a kernel it does not suit, or a failure to build it (an error
 /// or a panic in the code generator), leaves the one-thread code alone.
-fn compile_group(f: &Function, params_size: u32) -> Result<Compiled, String> {
+fn compile_group(f: &Function, params_size: u32) -> Result<Compiled, JitError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         LanePlan::new(f).and_then(|plan| compile_variant(f, params_size, Some(plan)))
     }))
-    .unwrap_or_else(|_| Err("the code generator failed on the code for groups".to_string()))
+    .unwrap_or_else(|_| Err(JitError::GroupPanicked))
 }
 
 /// Compiles the one-thread code (`plan: None`) or the code for groups of [`LANES`] threads.
-fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Result<Compiled, String> {
+fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Result<Compiled, JitError> {
     let mut flags = settings::builder();
-    let set = |fl: &mut settings::Builder, k: &str, v: &str| fl.set(k, v).map_err(|e| e.to_string());
+    let set = |fl: &mut settings::Builder, k: &str, v: &str| fl.set(k, v).map_err(|e| JitError::Setup(e.to_string()));
     set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(&mut flags, "is_pic", "false")?;
     let isa = cranelift_native::builder()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| JitError::Setup(e.to_string()))?
         .finish(settings::Flags::new(flags))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| JitError::Setup(e.to_string()))?;
     let call_conv = isa.default_call_conv();
     let mut module = JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()));
     let mut sig = module.make_signature();
     sig.params.push(AbiParam::new(types::I64));
     sig.params.push(AbiParam::new(types::I32));
     sig.returns.push(AbiParam::new(types::I32));
+    let refused = |message: String| JitError::Codegen { function: f.name.clone(), message };
     let id = module
         .declare_function(&f.name, cranelift_module::Linkage::Export, &sig)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| refused(e.to_string()))?;
     let slow_mem = define_slow_mem(&mut module, call_conv)?;
     let mut ctx = module.make_context();
     ctx.func.signature = sig;
@@ -158,9 +160,9 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
     ctx.set_disasm(dump.is_some());
     module
         .define_function(id, &mut ctx)
-        .map_err(|e| format!("{e:?}"))?;
+        .map_err(|e| refused(format!("{e:?}")))?;
     let listing = dump.as_ref().and_then(|_| ctx.compiled_code()).map(|c| (c.code_buffer().to_vec(), c.vcode.clone().unwrap_or_default()));
-    module.finalize_definitions().map_err(|e| e.to_string())?;
+    module.finalize_definitions().map_err(|e| refused(e.to_string()))?;
     let ptr = module.get_finalized_function(id);
     if let (Some(dir), Some((code, text))) = (dump, listing) {
         // Best effort: a folder that cannot be written loses the listing, never the kernel.
@@ -189,7 +191,9 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
 fn define_slow_mem(
     module: &mut JITModule,
     call_conv: cranelift_codegen::isa::CallConv,
-) -> Result<cranelift_module::FuncId, String> {
+) -> Result<cranelift_module::FuncId, JitError> {
+    const NAME: &str = "recap_slow_mem";
+    let refused = |message: String| JitError::Codegen { function: NAME.to_string(), message };
     let mut sig = Signature::new(cranelift_codegen::isa::CallConv::PreserveAll);
     let mut inner = Signature::new(call_conv);
     for _ in 0..6 {
@@ -198,8 +202,8 @@ fn define_slow_mem(
     }
     inner.returns.push(AbiParam::new(types::I64));
     let id = module
-        .declare_function("recap_slow_mem", cranelift_module::Linkage::Local, &sig)
-        .map_err(|e| e.to_string())?;
+        .declare_function(NAME, cranelift_module::Linkage::Local, &sig)
+        .map_err(|e| refused(e.to_string()))?;
     let frontend = module.target_config();
     let mut ctx = module.make_context();
     ctx.func.signature = sig;
@@ -224,7 +228,7 @@ fn define_slow_mem(
     }
     module
         .define_function(id, &mut ctx)
-        .map_err(|e| format!("{e:?}"))?;
+        .map_err(|e| refused(format!("{e:?}")))?;
     Ok(id)
 }
 
@@ -241,12 +245,12 @@ impl JitKernel {
         Variant(&self.one)
     }
 
-    fn group(&self, f: &Function) -> &Result<Compiled, String> {
+    fn group(&self, f: &Function) -> &Result<Compiled, JitError> {
         self.group.get_or_init(|| compile_group(f, self.params_size))
     }
 
     /// Whether the kernel has code for groups of threads, and if not, why not.
-    pub(crate) fn lanes(&self, f: &Function) -> Result<(), String> {
+    pub(crate) fn lanes(&self, f: &Function) -> Result<(), JitError> {
         self.group(f).as_ref().map(|_| ()).map_err(Clone::clone)
     }
 }

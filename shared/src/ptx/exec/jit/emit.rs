@@ -16,6 +16,7 @@ use super::analysis::{Analysis, Class, Layout};
 use super::checks::{LaneAddrs, RootEntry};
 use super::lanes::{vflags, Step, LANES, PARTS};
 use super::runtime::Meta;
+use super::JitError;
 use crate::ptx::ir::*;
 use crate::ptx::math::*;
 
@@ -84,7 +85,7 @@ pub(super) struct Tx<'a, 'b> {
     /// The next instruction the main loop emits (a region emits the code it jumps over).
     pub(super) resume_at: usize,
     /// Why the code cannot be built, found while emitting it.
-    pub(super) broken: Option<String>,
+    pub(super) broken: Option<JitError>,
     /// An open vector access (see `Tx::run_ptr`): its lane-by-lane block, the join, and the
     /// lanes' addresses.
     pub(super) run_blocks: Option<(Block, Block, LaneAddrs)>,
@@ -251,7 +252,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     /// plan, which fails the compilation (the kernel then runs one thread at a time).
     pub(super) fn lane_missing(&mut self, r: R) -> Value {
         self.broken
-            .get_or_insert_with(|| format!("register {r} read outside lane code"));
+            .get_or_insert(JitError::LaneMissing(r));
         match self.a.classes[r as usize] {
             Class::F32 => self.b.ins().f32const(Ieee32::with_bits(0)),
             Class::F64 => self.b.ins().f64const(Ieee64::with_bits(0)),

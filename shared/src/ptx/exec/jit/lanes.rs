@@ -41,6 +41,7 @@ use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackS
 
 use super::analysis::{Class, Layout, PLAIN_F};
 use super::emit::{Repr, Tx};
+use super::JitError;
 use super::translate::int_cc;
 use crate::ptx::math::NAN32;
 use crate::ptx::flow::uses_defs;
@@ -71,7 +72,7 @@ pub(super) struct LanePlan {
 
 impl LanePlan {
     /// The plan, or why the kernel cannot run in lanes.
-    pub fn new(f: &Function) -> Result<LanePlan, String> {
+    pub fn new(f: &Function) -> Result<LanePlan, JitError> {
         let n = f.insts.len();
         let nregs = f.nregs as usize;
         let mut varying = vec![false; nregs];
@@ -95,14 +96,14 @@ impl LanePlan {
                 }
                 let target = target as usize;
                 if target <= pc {
-                    return Err(format!("a loop whose condition differs between threads (line {})", ins.line));
+                    return Err(JitError::NoLanes { what: "a loop whose condition differs between threads", line: ins.line });
                 }
                 for q in pc + 1..target.min(n) {
                     if in_region[q] || is_control(&f.insts[q].inst) {
-                        return Err(format!(
-                            "a branch that differs between threads over more than straight-line code (line {})",
-                            ins.line
-                        ));
+                        return Err(JitError::NoLanes {
+                            what: "a branch that differs between threads over more than straight-line code",
+                            line: ins.line,
+                        });
                     }
                     in_region[q] = true;
                 }
@@ -129,16 +130,16 @@ impl LanePlan {
         for ins in &f.insts {
             if let Inst::Bra { target, .. } = ins.inst {
                 if (target as usize) < n && in_region[target as usize] {
-                    return Err(format!("a branch into a conditional region (line {})", ins.line));
+                    return Err(JitError::NoLanes { what: "a branch into a conditional region", line: ins.line });
                 }
             }
             if let Some((p, _)) = ins.guard {
                 if varying[p as usize] && matches!(ins.inst, Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. }) {
-                    return Err(format!("an exit or barrier under a condition that differs between threads (line {})", ins.line));
+                    return Err(JitError::NoLanes { what: "an exit or barrier under a condition that differs between threads", line: ins.line });
                 }
             }
             if matches!(ins.inst, Inst::Shfl { .. }) {
-                return Err(format!("a shuffle (line {})", ins.line));
+                return Err(JitError::NoLanes { what: "a shuffle", line: ins.line });
             }
         }
         Ok(LanePlan { varying, in_region })
@@ -466,20 +467,20 @@ impl Tx<'_, '_> {
 
     /// Emits instruction `pc` for every lane of the group: as vector instructions where it has
     /// a vector form, else once per lane through the one-thread code.
-    pub(super) fn lanes_inst(&mut self, pc: usize) -> Result<bool, String> {
+    pub(super) fn lanes_inst(&mut self, pc: usize) -> Result<bool, JitError> {
         if self.a.f.insts[pc].guard.is_none() && self.vector_inst(pc)? {
             return Ok(true);
         }
         self.each_lane(pc)
     }
 
-    fn each_lane(&mut self, pc: usize) -> Result<bool, String> {
+    fn each_lane(&mut self, pc: usize) -> Result<bool, JitError> {
         for l in 0..LANES {
             self.lane = Some(l);
             let open = self.one_inst(pc)?;
             if !open {
                 self.lane = None;
-                return Err(format!("a control transfer run per lane (line {})", self.a.f.insts[pc].line));
+                return Err(JitError::Translate { what: "a control transfer run per lane", line: self.a.f.insts[pc].line });
             }
         }
         self.lane = None;
@@ -487,14 +488,14 @@ impl Tx<'_, '_> {
     }
 
     /// A varying forward branch at `pc` over the straight-line code up to its target.
-    pub(super) fn region(&mut self, pc: usize) -> Result<bool, String> {
+    pub(super) fn region(&mut self, pc: usize) -> Result<bool, JitError> {
         let ins = self.a.f.insts[pc].clone();
         let (Inst::Bra { target, .. }, Some((p, neg))) = (ins.inst, ins.guard) else {
-            return Err(format!("a region without a guarded branch (line {})", ins.line));
+            return Err(JitError::Translate { what: "a region without a guarded branch", line: ins.line });
         };
         let target = target as usize;
         let Some(pv) = self.vec_of(p, types::I32X4) else {
-            return Err(format!("a branch condition kept per lane (line {})", ins.line));
+            return Err(JitError::Translate { what: "a branch condition kept per lane", line: ins.line });
         };
         self.flush_count();
         let taken = pv.map(|x| {
@@ -529,7 +530,7 @@ impl Tx<'_, '_> {
         for q in pc + 1..target {
             self.pending += LANES as i64;
             if !self.inst(q)? {
-                return Err(format!("control transfer in a region (line {})", self.a.f.insts[q].line));
+                return Err(JitError::Translate { what: "control transfer in a region", line: self.a.f.insts[q].line });
             }
             let ins = &self.a.f.insts[q];
             for d in uses_defs(ins).1 {
@@ -570,7 +571,7 @@ impl Tx<'_, '_> {
                 self.b.def_var(self.cnt, c);
                 if !self.one_inst(q)? {
                     self.lane = None;
-                    return Err(format!("control transfer in a region (line {})", self.a.f.insts[q].line));
+                    return Err(JitError::Translate { what: "control transfer in a region", line: self.a.f.insts[q].line });
                 }
                 self.b.ins().jump(skip, &[]);
                 self.b.switch_to_block(skip);
@@ -626,7 +627,7 @@ impl Tx<'_, '_> {
     }
 
     /// The vector form of instruction `pc`, if it has one and its registers are in vectors.
-    fn vector_inst(&mut self, pc: usize) -> Result<bool, String> {
+    fn vector_inst(&mut self, pc: usize) -> Result<bool, JitError> {
         let ins = self.a.f.insts[pc].clone();
         let (f4, i4) = (types::F32X4, types::I32X4);
         let in_vectors = |tx: &Self, r: R| matches!(tx.reprs[r as usize], Repr::Vector(_));

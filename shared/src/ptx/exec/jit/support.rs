@@ -10,10 +10,11 @@
 //! together, in the same order as lanes in lockstep do; [`divergent_boundary`] finds the kernels
 //! where that may not hold.
 
+use super::JitError;
 use crate::ptx::ir::*;
 
 /// Why a function cannot run as native code, if it cannot.
-pub(crate) fn unsupported(f: &Function) -> Option<String> {
+pub(crate) fn unsupported(f: &Function) -> Option<JitError> {
     for ins in &f.insts {
         let why = match &ins.inst {
             Inst::Shfl { .. } if ins.guard.is_some() => "a guarded shfl",
@@ -33,10 +34,10 @@ pub(crate) fn unsupported(f: &Function) -> Option<String> {
             Inst::Bar { .. } => "a guarded, named, counted or reducing barrier",
             _ => continue,
         };
-        return Some(format!("`{why}` at line {}", ins.line));
+        return Some(JitError::Unsupported { what: why, line: ins.line });
     }
     if let Some(line) = divergent_boundary(f) {
-        return Some(format!("a shuffle kernel with a shuffle or barrier under divergent control flow (line {line})"));
+        return Some(JitError::DivergentBoundary { line });
     }
     for (_, s) in &f.sregs {
         if matches!(
@@ -49,7 +50,7 @@ pub(crate) fn unsupported(f: &Function) -> Option<String> {
                 | Sreg::DynSmemSize
                 | Sreg::TotalSmemSize
         ) {
-            return Some(format!("special register {s:?}"));
+            return Some(JitError::SpecialRegister(*s));
         }
     }
     None

@@ -14,6 +14,7 @@ use cranelift_frontend::Switch;
 use super::analysis::{Class, PLAIN_F};
 use super::emit::{flags, Hoisted, Repr, Tx};
 use super::runtime::*;
+use super::JitError;
 use crate::ptx::ir::*;
 
 /// The integer condition of PTX compare `cmp` (signed or not), if it has one (the unordered
@@ -42,7 +43,7 @@ enum Out {
 }
 
 impl Tx<'_, '_> {
-    pub(super) fn build(&mut self) -> Result<(), String> {
+    pub(super) fn build(&mut self) -> Result<(), JitError> {
         let f = self.a.f;
         let n_insts = f.insts.len();
         for (pc, l) in self.a.leader.iter().enumerate() {
@@ -198,7 +199,7 @@ impl Tx<'_, '_> {
                 }
                 Sreg::NSmId => self.iconst(1),
                 Sreg::SmId | Sreg::GridId | Sreg::Zero => self.iconst(0),
-                other => return Err(format!("special register {other:?}")),
+                other => return Err(JitError::SpecialRegister(other)),
             };
             self.set(r, v);
         }
@@ -430,7 +431,7 @@ impl Tx<'_, '_> {
     }
 
     /// Emits instruction `pc`; returns whether the current block is still open.
-    pub(super) fn inst(&mut self, pc: usize) -> Result<bool, String> {
+    pub(super) fn inst(&mut self, pc: usize) -> Result<bool, JitError> {
         let open = self.inst_body(pc)?;
         if open && self.a.through.get(pc).is_some_and(|t| !t.is_empty()) {
             let base = self.spill_base();
@@ -441,7 +442,7 @@ impl Tx<'_, '_> {
         Ok(open)
     }
 
-    fn inst_body(&mut self, pc: usize) -> Result<bool, String> {
+    fn inst_body(&mut self, pc: usize) -> Result<bool, JitError> {
         if let Some(plan) = &self.a.plan {
             let ins = &self.a.f.insts[pc];
             let varying_branch =
@@ -458,7 +459,7 @@ impl Tx<'_, '_> {
 
     /// Emits instruction `pc` for one thread: the thread of one-thread code, the lane being
     /// emitted, or the whole group where nothing in it varies by lane.
-    pub(super) fn one_inst(&mut self, pc: usize) -> Result<bool, String> {
+    pub(super) fn one_inst(&mut self, pc: usize) -> Result<bool, JitError> {
         let ins = self.a.f.insts[pc].clone();
         match ins.inst {
             Inst::Bra { target, .. } => {
@@ -498,7 +499,7 @@ impl Tx<'_, '_> {
         Ok(true)
     }
 
-    fn body(&mut self, pc: usize, ins: &Instr) -> Result<bool, String> {
+    fn body(&mut self, pc: usize, ins: &Instr) -> Result<bool, JitError> {
         match ins.inst {
             Inst::Un { op, d, a } => {
                 self.dst_nan_blind = self.a.nan_blind[d as usize];
@@ -745,7 +746,7 @@ impl Tx<'_, '_> {
             | Inst::Redux { .. }
             | Inst::Clock { .. }
             | Inst::Call { .. }
-            | Inst::WarpSync => return Err(format!("instruction at line {}", ins.line)),
+            | Inst::WarpSync => return Err(JitError::Translate { what: "an instruction without native code", line: ins.line }),
         }
         Ok(true)
     }
