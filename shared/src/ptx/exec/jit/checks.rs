@@ -70,7 +70,7 @@ pub(super) enum LaneAddrs {
 
 impl Tx<'_, '_> {
     /// Looks up, in the entry block, the region entry of every pointer parameter that global
-    /// accesses derive from (see [`param_roots`]).
+    /// accesses derive from (see `analysis::param_roots`).
     pub(super) fn hoist_root_entries(&mut self) {
         let mut need: Vec<(u32, usize)> = Vec::new();
         for ins in &self.a.f.insts {

@@ -68,7 +68,7 @@ pub(super) struct Tx<'a, 'b> {
     pub(super) sig_n: [Option<SigRef>; 7],
     pub(super) sig_ff: Option<SigRef>,
     pub(super) call_conv: cranelift_codegen::isa::CallConv,
-    /// The `preserve_all` trampoline to [`h_mem`] (see [`define_slow_mem`]).
+    /// The `preserve_all` trampoline to `runtime::h_mem` (see `compile::define_slow_mem`).
     pub(super) slow_mem: FuncRef,
     pub(super) insts: &'a mut Vec<Box<Instr>>,
     /// The boundaries as the runtime sees them (the code passes their address to a helper).

@@ -16,23 +16,23 @@
 //! per-lane semantics (`ops.rs`), so both engines compute the same bits.
 //!
 //! # Safety
-//! Generated code touches memory only through addresses it has checked:
-//! - a global (or generic) address selects a slot of a region table built for the launch from the
-//!   `Memory` borrowed for the whole launch (regions cannot be added or removed meanwhile); the
-//!   offset must lie within the region and be naturally aligned, else the access goes to the
-//!   interpreter's checked slow path, which resolves module variables, the shared and local
-//!   windows, or reports the fault exactly as the interpreter does;
-//! - shared memory is the worker's per-block buffer, checked against its length;
-//! - kernel parameters are read at offsets proven below the parameter size at compile time (the
-//!   launch checks the buffer is at least that long); everything else takes the slow path;
-//! - atomics always go through the slow path, which uses the regions' real atomic operations.
+//! Generated code touches memory only through addresses it has checked inline, or that one check
+//! proved in bounds for a whole stretch of code; anything else goes to the interpreter's checked
+//! slow path, which reports faults exactly as the interpreter does. Every such check, and every
+//! decision to leave one out, is in `checks.rs`, which says why that holds. The `unsafe` of running
+//! the code (the call, the context it is handed, the helpers it calls) is in `runtime.rs`; that of
+//! owning it (the entry pointer made from the finished code, freeing the code) in `compile.rs`.
 //!
-//! Region memory is made of `AtomicU32` words, so writing it through a pointer is interior
-//! mutability; the plain loads and stores emitted here are what relaxed atomic accesses compile
-//! to on x86-64 and AArch64. The spill area, the per-thread state and the context are owned by the
-//! calling worker for the duration of the call. Instruction budget, cancel flag and the launch's
-//! abort flag are checked on every backward branch, and the budget after each block too, so no
-//! launch can run unbounded.
+//! # Files
+//! - `support.rs`: which kernels run as native code;
+//! - `compile.rs`: the compile driver (Cranelift set up, the function declared and defined, the
+//!   cache of compiled kernels);
+//! - `analysis.rs`: the dataflow analyses the translator reads ([`analysis::Analysis`]), with no
+//!   code generator in them;
+//! - `translate.rs`: the translator, instruction by instruction, over the state of `emit.rs`;
+//! - `lanes.rs`: the second shape, groups of threads in vector lanes: its plan and its vector code;
+//! - `checks.rs`: the inline checks of memory accesses;
+//! - `runtime.rs`: the context, the helpers generated code calls, and the loop that runs a block.
 
 mod analysis;
 mod checks;
