@@ -34,7 +34,7 @@ mod parse;
 mod tests;
 
 pub use error::PtxError;
-pub use exec::{launch, Engine, ExecError, ExecOptions, LaunchDims, LaunchPlan, LaunchStats};
+pub use exec::{launch, Engine, ExecError, ExecOptions, JitDump, LaunchDims, LaunchPlan, LaunchStats};
 pub use lower::{MAX_LOCAL_BYTES, MAX_SHARED_BYTES};
 pub use memory::{MemError, Memory};
 pub use module::{Entry, Module, ParamInfo};

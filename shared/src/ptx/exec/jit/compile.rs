@@ -23,6 +23,7 @@ use super::runtime::{h_mem, EntryFn, JitCtx, Meta, Variant};
 use super::support::unsupported;
 use super::emit::{flags, Tx};
 use super::JitError;
+use crate::ptx::exec::JitDump;
 use crate::ptx::ir::*;
 
 /// Owns the executable memory of compiled kernels.
@@ -51,6 +52,8 @@ pub(crate) struct JitKernel {
     /// first launch that can use it.
     group: OnceLock<Result<Compiled, JitError>>,
     params_size: u32,
+    /// Where the code for groups goes when it is compiled, as the one-thread code did.
+    dump: Option<JitDump>,
     pub(super) nregs: usize,
     pub(super) lines: Vec<u32>,
 }
@@ -70,13 +73,14 @@ pub(super) struct Compiled {
 pub(crate) struct Cache(Mutex<HashMap<u32, Option<Arc<JitKernel>>>>);
 
 impl Cache {
-    pub(crate) fn kernel(&self, func_index: u32, f: &Function, params_size: u32) -> Option<Arc<JitKernel>> {
+    /// Kernel `func_index` (function `f`), compiled on the first call; `dump` receives its code.
+    pub(crate) fn kernel(&self, func_index: u32, f: &Function, params_size: u32, dump: Option<&JitDump>) -> Option<Arc<JitKernel>> {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         m.entry(func_index)
             .or_insert_with(|| {
                 // A code generator failure (an error, or a panic inside it) leaves the kernel to the
                 // interpreter rather than failing the launch.
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(f, params_size)))
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(f, params_size, dump)))
                     .ok()
                     .and_then(Result::ok)
                     .map(Arc::new)
@@ -85,15 +89,16 @@ impl Cache {
     }
 }
 
-fn compile(f: &Function, params_size: u32) -> Result<JitKernel, JitError> {
+fn compile(f: &Function, params_size: u32, dump: Option<&JitDump>) -> Result<JitKernel, JitError> {
     if let Some(why) = unsupported(f) {
         return Err(why);
     }
-    let one = compile_variant(f, params_size, None)?;
+    let one = compile_variant(f, params_size, None, dump)?;
     Ok(JitKernel {
         one,
         group: OnceLock::new(),
         params_size,
+        dump: dump.cloned(),
         nregs: f.nregs as usize,
         lines: f.insts.iter().map(|i| i.line).collect(),
     })
@@ -101,15 +106,16 @@ fn compile(f: &Function, params_size: u32) -> Result<JitKernel, JitError> {
 
 /// Code for groups is an addition: a kernel it does not suit, or a failure to build it (an error
 /// or a panic in the code generator), leaves the one-thread code alone.
-fn compile_group(f: &Function, params_size: u32) -> Result<Compiled, JitError> {
+fn compile_group(f: &Function, params_size: u32, dump: Option<&JitDump>) -> Result<Compiled, JitError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        LanePlan::new(f).and_then(|plan| compile_variant(f, params_size, Some(plan)))
+        LanePlan::new(f).and_then(|plan| compile_variant(f, params_size, Some(plan), dump))
     }))
     .unwrap_or_else(|_| Err(JitError::GroupPanicked))
 }
 
-/// Compiles the one-thread code (`plan: None`) or the code for groups of [`LANES`] threads.
-fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Result<Compiled, JitError> {
+/// Compiles the one-thread code (`plan: None`) or the code for groups of [`LANES`] threads, and
+/// hands it to `dump` if there is one.
+fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>, dump: Option<&JitDump>) -> Result<Compiled, JitError> {
     let mut flags = settings::builder();
     let set = |fl: &mut settings::Builder, k: &str, v: &str| fl.set(k, v).map_err(|e| JitError::Setup(e.to_string()));
     set(&mut flags, "opt_level", "speed")?;
@@ -155,8 +161,6 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
         tx.b.seal_all_blocks();
         tx.b.finalize(frontend);
     }
-    // A folder to write the generated code to, for reading it or matching a profile against it.
-    let dump = std::env::var_os("RECAP_JIT_DUMP").map(std::path::PathBuf::from);
     ctx.set_disasm(dump.is_some());
     module
         .define_function(id, &mut ctx)
@@ -164,12 +168,9 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>) -> Re
     let listing = dump.as_ref().and_then(|_| ctx.compiled_code()).map(|c| (c.code_buffer().to_vec(), c.vcode.clone().unwrap_or_default()));
     module.finalize_definitions().map_err(|e| refused(e.to_string()))?;
     let ptr = module.get_finalized_function(id);
-    if let (Some(dir), Some((code, text))) = (dump, listing) {
-        // Best effort: a folder that cannot be written loses the listing, never the kernel.
+    if let (Some(dump), Some((code, text))) = (dump, listing) {
         let name = format!("{}.{}", f.name, if plan_is_some { "group" } else { "one" });
-        let _ = std::fs::create_dir_all(&dir);
-        let _ = std::fs::write(dir.join(format!("{name}.bin")), code);
-        let _ = std::fs::write(dir.join(format!("{name}.s")), format!("; loaded at {ptr:p}\n{text}"));
+        dump.write(&name, &code, &format!("; loaded at {ptr:p}\n{text}"));
     }
     // SAFETY: `ptr` is the finalized code of a function declared with exactly this signature
     // (pointer, u32) -> u32 in the target's default (C) calling convention.
@@ -246,7 +247,7 @@ impl JitKernel {
     }
 
     fn group(&self, f: &Function) -> &Result<Compiled, JitError> {
-        self.group.get_or_init(|| compile_group(f, self.params_size))
+        self.group.get_or_init(|| compile_group(f, self.params_size, self.dump.as_ref()))
     }
 
     /// Whether the kernel has code for groups of threads, and if not, why not.
