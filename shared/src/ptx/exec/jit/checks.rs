@@ -31,14 +31,15 @@
 //!   checks ([`Tx::prechecked_stretch`], [`stretch_checks`]); a vector access of the lanes' 4-byte
 //!   words checks the `4 * LANES` bytes they touch at once ([`Tx::run_ptr`]).
 
-use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value};
 use std::mem::offset_of;
 
-use super::lanes::{is_control, LanePlan, Step, Vecs, LANES, PARTS};
-use super::runtime::{JitCtx, Slot, SLOT_SHIFT, VECTOR_BASE};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value};
+
 use super::analysis::{Class, Layout};
 use super::emit::{flags, Repr, Tx};
+use super::lanes::{is_control, LanePlan, Step, Vecs, LANES, PARTS};
+use super::runtime::{JitCtx, Slot, SLOT_SHIFT, VECTOR_BASE};
 use super::JitError;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;

@@ -18,10 +18,10 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::Module as _;
 
 use super::analysis::Analysis;
+use super::emit::{flags, Tx};
 use super::lanes::{LanePlan, LANES};
 use super::runtime::{h_mem, EntryFn, JitCtx, Meta, Variant};
 use super::support::unsupported;
-use super::emit::{flags, Tx};
 use super::JitError;
 use crate::ptx::exec::JitDump;
 use crate::ptx::ir::*;

@@ -41,11 +41,11 @@ use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackS
 
 use super::analysis::{Class, Layout, PLAIN_F};
 use super::emit::{Repr, Tx};
-use super::JitError;
 use super::translate::int_cc;
-use crate::ptx::math::NAN32;
+use super::JitError;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
+use crate::ptx::math::NAN32;
 
 /// Vectors of four 32-bit lanes a varying 32-bit register takes. Four (groups of 16 threads)
 /// measured 1.4x faster than two on the tiled matrix product, where two had been faster before
@@ -879,8 +879,6 @@ impl Tx<'_, '_> {
         let c = self.b.func.dfg.constants.insert(bytes.into());
         self.b.ins().vconst(types::I32X4, c)
     }
-
-
 }
 
 #[cfg(test)]
