@@ -45,8 +45,8 @@ impl Entry {
 /// long as the loaded module) at addresses of their own window, so kernels can take their
 /// addresses and every launch of the module sees the same storage.
 pub struct Module {
-    /// Unique per parsed module, so that a [`LaunchPlan`](super::LaunchPlan) cannot be used with
-    /// another module.
+    /// Unique per parsed module, so that a [`LaunchPlan`](super::exec::LaunchPlan) cannot be used
+    /// with another module.
     pub(super) id: u64,
     pub(super) funcs: Vec<Function>,
     pub(super) entries: Vec<Entry>,
@@ -114,8 +114,9 @@ impl Module {
         self.funcs.iter().map(|f| f.insts.len()).sum()
     }
 
-    /// Whether kernel `entry` runs as native code under [`Engine::Jit`](super::Engine::Jit), and if
-    /// not, why not (`Err` names the first construct that needs the interpreter).
+    /// Whether kernel `entry` runs as native code under
+    /// [`Engine::Jit`](super::exec::Engine::Jit), and if not, why not (`Err` names the first
+    /// construct that needs the interpreter).
     pub fn jit_support(&self, entry: &str) -> Result<(), String> {
         let e = self
             .entry(entry)
@@ -124,8 +125,8 @@ impl Module {
     }
 
     /// Whether kernel `entry` also has native code that runs groups of consecutive threads in
-    /// vector lanes (used by [`Engine::Jit`](super::Engine::Jit) when a block's rows split into
-    /// whole groups), and if not, why not.
+    /// vector lanes (used by [`Engine::Jit`](super::exec::Engine::Jit) when a block's rows split
+    /// into whole groups), and if not, why not.
     pub fn lanes_support(&self, entry: &str) -> Result<(), String> {
         let e = self
             .entry(entry)

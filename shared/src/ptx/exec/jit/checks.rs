@@ -40,7 +40,7 @@ use super::analysis::{Class, Layout};
 use super::emit::{flags, Repr, Tx};
 use super::lanes::{is_control, LanePlan, Step, Vecs, LANES, PARTS};
 use super::runtime::{JitCtx, Slot, SLOT_SHIFT, VECTOR_BASE};
-use super::JitError;
+use super::error::JitError;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
 

@@ -22,7 +22,7 @@ use super::emit::{flags, Tx};
 use super::lanes::{LanePlan, LANES};
 use super::runtime::{h_mem, EntryFn, JitCtx, Meta, Variant};
 use super::support::unsupported;
-use super::JitError;
+use super::error::JitError;
 use crate::ptx::exec::JitDump;
 use crate::ptx::ir::*;
 

@@ -16,7 +16,7 @@ use super::analysis::{Analysis, Class, Layout};
 use super::checks::{LaneAddrs, RootEntry};
 use super::lanes::{vflags, Step, LANES, PARTS};
 use super::runtime::Meta;
-use super::JitError;
+use super::error::JitError;
 use crate::ptx::ir::*;
 use crate::ptx::math::*;
 

@@ -42,7 +42,7 @@ use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackS
 use super::analysis::{Class, Layout, PLAIN_F};
 use super::emit::{Repr, Tx};
 use super::translate::int_cc;
-use super::JitError;
+use super::error::JitError;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
 use crate::ptx::math::NAN32;

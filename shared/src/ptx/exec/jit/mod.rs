@@ -32,12 +32,14 @@
 //! - `translate.rs`: the translator, instruction by instruction, over the state of `emit.rs`;
 //! - `lanes.rs`: the second shape, groups of threads in vector lanes: its plan and its vector code;
 //! - `checks.rs`: the inline checks of memory accesses;
-//! - `runtime.rs`: the context, the helpers generated code calls, and the loop that runs a block.
+//! - `runtime.rs`: the context, the helpers generated code calls, and the loop that runs a block;
+//! - `error.rs`: why a kernel has no native code ([`error::JitError`]).
 
 mod analysis;
 mod checks;
 mod compile;
 mod emit;
+mod error;
 mod lanes;
 mod runtime;
 mod support;
@@ -46,37 +48,3 @@ mod translate;
 pub(crate) use compile::{Cache, JitKernel};
 pub(crate) use runtime::Scratch;
 pub(crate) use support::unsupported;
-
-use crate::ptx::ir::{Sreg, R};
-
-/// Why a kernel, or its code for groups, has no native code: what stands in the way, and where.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum JitError {
-    /// An instruction native code does not run: it needs lanes in lockstep, or a call.
-    #[error("`{what}` at line {line}")]
-    Unsupported { what: &'static str, line: u32 },
-    /// A kernel with shuffles whose threads may reach a boundary on different paths.
-    #[error("a shuffle kernel with a shuffle or barrier under divergent control flow (line {line})")]
-    DivergentBoundary { line: u32 },
-    /// A special register native code does not compute.
-    #[error("special register {0:?}")]
-    SpecialRegister(Sreg),
-    /// The kernel's shape does not suit code for groups of threads.
-    #[error("{what} (line {line})")]
-    NoLanes { what: &'static str, line: u32 },
-    /// The translator met what the analyses should have ruled out, and built no code.
-    #[error("{what} (line {line})")]
-    Translate { what: &'static str, line: u32 },
-    /// A register that varies by lane, read where the code for the whole group is emitted.
-    #[error("register {0} read outside lane code")]
-    LaneMissing(R),
-    /// The code generator panicked on the code for groups.
-    #[error("the code generator failed on the code for groups")]
-    GroupPanicked,
-    /// Cranelift cannot be set up for this machine.
-    #[error("code generator setup: {0}")]
-    Setup(String),
-    /// Cranelift refused a function.
-    #[error("code generator on `{function}`: {message}")]
-    Codegen { function: String, message: String },
-}

@@ -10,7 +10,7 @@
 //! together, in the same order as lanes in lockstep do; [`divergent_boundary`] finds the kernels
 //! where that may not hold.
 
-use super::JitError;
+use super::error::JitError;
 use crate::ptx::ir::*;
 
 /// Why a function cannot run as native code, if it cannot.

@@ -14,7 +14,7 @@ use cranelift_frontend::Switch;
 use super::analysis::{Class, PLAIN_F};
 use super::emit::{flags, Hoisted, Repr, Tx};
 use super::runtime::*;
-use super::JitError;
+use super::error::JitError;
 use crate::ptx::ir::*;
 
 /// The integer condition of PTX compare `cmp` (signed or not), if it has one (the unordered
