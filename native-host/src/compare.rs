@@ -110,6 +110,7 @@ pub fn compare(
             engine,
             limits: options.limits,
             cancel: options.cancel.clone(),
+            jit_dump: crate::jit_dump::from_env(),
             ..Default::default()
         };
     fn load<'a>(archive: &Archive<'a>, side: Side, options: ReplayOptions) -> Result<CpuReplay<'a>, CompareError> {

@@ -4,6 +4,7 @@ pub mod capture;
 pub mod compare;
 pub mod import;
 pub mod import_wrp;
+pub mod jit_dump;
 pub mod cuda;
 pub mod mapped;
 pub mod server;

@@ -254,6 +254,17 @@ fn cpu_time() -> Duration {
     Duration::ZERO
 }
 
+/// `RECAP_JIT_DUMP=DIR` writes the native code of every kernel compiled into `DIR`, as `recap`
+/// does: `NAME.one.s`/`NAME.group.s` and `.bin`.
+fn jit_dump() -> Option<ptx::JitDump> {
+    let dir = PathBuf::from(std::env::var_os("RECAP_JIT_DUMP")?);
+    Some(ptx::JitDump::new(move |name, code, listing| {
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(format!("{name}.bin")), code);
+        let _ = std::fs::write(dir.join(format!("{name}.s")), listing);
+    }))
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -263,7 +274,7 @@ fn bench_dispatch(threads: usize, engine: Engine) {
     let launches = 1000;
     let bytes = dispatch_archive(launches);
     let archive = Archive::open(&bytes).unwrap();
-    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, engine, ..Default::default() }).unwrap();
+    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, engine, jit_dump: jit_dump(), ..Default::default() }).unwrap();
     for _ in 0..20 {
         replay.run_iteration(&mut NoObserver).unwrap();
     }
@@ -291,7 +302,7 @@ fn bench_dispatch(threads: usize, engine: Engine) {
 fn bench_kernel(case: &Case, threads: usize, engine: Engine, dump: Option<&PathBuf>) {
     let bytes = build(case);
     let archive = Archive::open(&bytes).unwrap();
-    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, engine, ..Default::default() }).unwrap();
+    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, engine, jit_dump: jit_dump(), ..Default::default() }).unwrap();
     let mut times = Vec::new();
     let mut cpu = Vec::new();
     let mut instructions = 0;

@@ -46,7 +46,10 @@ pub(crate) struct CpuBackend {
 
 impl CpuBackend {
     pub fn new() -> Self {
-        CpuBackend { memory: RwLock::new(Memory::new()), options: ExecOptions::default() }
+        CpuBackend {
+            memory: RwLock::new(Memory::new()),
+            options: ExecOptions { jit_dump: crate::jit_dump::from_env(), ..ExecOptions::default() },
+        }
     }
 
     fn memory(&self) -> RwLockReadGuard<'_, Memory> {

@@ -331,6 +331,7 @@ pub fn open_backend<'a>(
                 threads: settings.threads,
                 engine: settings.engine.into(),
                 limits: settings.limits,
+                jit_dump: recap::jit_dump::from_env(),
             };
             Ok(Box::new(CpuBackend(CpuReplay::new(archive, options)?)))
         }

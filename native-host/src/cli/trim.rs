@@ -116,7 +116,12 @@ pub fn run(args: Args) -> Result<()> {
     }
 
     // The states before and after the stretch, on the CPU.
-    let options = ReplayOptions { instruction_budget: args.budget, limits: args.limits.limits(), ..Default::default() };
+    let options = ReplayOptions {
+        instruction_budget: args.budget,
+        limits: args.limits.limits(),
+        jit_dump: recap::jit_dump::from_env(),
+        ..Default::default()
+    };
     let mut replay = CpuReplay::new(&archive, options).with_context(|| format!("loading {} for the CPU", args.file.display()))?;
     let mut cursor = Cursor::default();
     if !replay.run_to(&mut cursor, first).context("replaying up to the stretch")? {

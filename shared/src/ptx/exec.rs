@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::ir::*;
-use super::lower::{Function, MAX_SHARED_BYTES};
+use super::lower::MAX_SHARED_BYTES;
 use super::math::*;
 use super::memory::{Fault, Memory, Region};
-use super::{Entry, Module};
+use super::module::{Entry, Module};
 
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 mod jit;
@@ -43,7 +43,7 @@ pub(crate) fn lanes_support(module: &Module, e: &Entry) -> Result<(), String> {
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     {
         let (f, k) = native_kernel(module, e)?;
-        k.lanes(f)
+        k.lanes(f).map_err(|e| e.to_string())
     }
     #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
     {
@@ -59,9 +59,9 @@ const NO_CODE_GENERATOR: &str = "this build has no code generator";
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 fn native_kernel<'m>(module: &'m Module, e: &Entry) -> Result<(&'m Function, Arc<jit::JitKernel>), String> {
     let f = &module.funcs[e.func as usize];
-    match module.jit.kernel(e.func, f, e.params_size) {
+    match module.jit.kernel(e.func, f, e.params_size, None) {
         Some(k) => Ok((f, k)),
-        None => Err(jit::unsupported(f).unwrap_or_else(|| "the code generator rejected it".to_string())),
+        None => Err(jit::unsupported(f).map_or_else(|| "the code generator rejected it".to_string(), |why| why.to_string())),
     }
 }
 
@@ -99,6 +99,33 @@ pub struct ExecOptions {
     /// Worker threads for blocks: 0 = all cores, 1 = run on the calling thread.
     pub threads: usize,
     pub engine: Engine,
+    /// Where native code goes as it is compiled, for reading it (none: nowhere).
+    pub jit_dump: Option<JitDump>,
+}
+
+/// A sink for native code as it is compiled, for reading it or matching a profile against it:
+/// called once for each compiled function of a kernel with its name (`KERNEL.one` for the code
+/// that runs one thread at a time, `KERNEL.group` for the code for groups of threads), its machine
+/// code, and Cranelift's listing of it, whose first line says where the code was loaded. A kernel
+/// keeps the sink of the launch that compiled it, for its code for groups too.
+#[derive(Clone)]
+pub struct JitDump(Arc<dyn Fn(&str, &[u8], &str) + Send + Sync>);
+
+impl JitDump {
+    pub fn new(sink: impl Fn(&str, &[u8], &str) + Send + Sync + 'static) -> JitDump {
+        JitDump(Arc::new(sink))
+    }
+
+    #[cfg_attr(not(all(feature = "jit", not(target_arch = "wasm32"))), allow(dead_code))]
+    pub(crate) fn write(&self, name: &str, code: &[u8], listing: &str) {
+        (self.0)(name, code, listing)
+    }
+}
+
+impl std::fmt::Debug for JitDump {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JitDump")
+    }
 }
 
 /// What a launch did.
@@ -537,11 +564,11 @@ impl LaunchPlan {
     }
 
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
-    fn native(&self, module: &Module) -> Option<&jit::JitKernel> {
+    fn native(&self, module: &Module, dump: Option<&JitDump>) -> Option<&jit::JitKernel> {
         self.native
             .get_or_init(|| {
                 let func = &module.funcs[self.func as usize];
-                module.jit.kernel(self.func, func, self.params_size)
+                module.jit.kernel(self.func, func, self.params_size, dump)
             })
             .as_deref()
     }
@@ -608,7 +635,7 @@ fn run_grid(
     };
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     if matches!(opts.engine, Engine::Jit | Engine::JitScalar) {
-        if let Some(k) = plan.native(module) {
+        if let Some(k) = plan.native(module, opts.jit_dump.as_ref()) {
             // Native code uses no lane masks, but its slow path runs on a worker: a one-word
             // worker is cheaper to set up for the small blocks where setup matters.
             return if plan.threads <= 64 {

@@ -4,7 +4,6 @@
 //! thread keeps across a barrier.
 
 use crate::ptx::ir::*;
-use crate::ptx::lower::Function;
 
 /// Registers an instruction reads and writes (a guarded write does not end a value's life).
 pub(crate) fn uses_defs(ins: &Instr) -> (Vec<R>, Vec<R>) {

@@ -624,3 +624,19 @@ pub(crate) fn window_base(space: Space) -> u64 {
         _ => 0,
     }
 }
+
+/// A lowered function: its instructions, its register file and its frame.
+pub(crate) struct Function {
+    pub name: String,
+    pub insts: Vec<Instr>,
+    pub nregs: u32,
+    pub consts: Vec<(R, u64)>,
+    pub sregs: Vec<(R, Sreg)>,
+    /// Bytes of this function's own frame (locals, `.param` slots) per thread.
+    pub frame_size: u32,
+    /// Deepest frame use of any call chain starting here, per thread.
+    pub stack_size: u64,
+    /// Per instruction: every path from here ends the thread without passing a barrier. Lanes
+    /// parked at such a point do not hold up a barrier of their block (they will exit first).
+    pub exit_bound: Vec<bool>,
+}

@@ -7,27 +7,13 @@ use std::collections::HashMap;
 use super::ir::*;
 use super::memory::Region;
 use super::parse::{self, InitElem, Lit, Operand, Stmt, VarDecl};
-use super::{Entry, Module, ParamInfo, PtxError};
+use super::error::PtxError;
+use super::module::{Entry, Module, ParamInfo};
 
 /// Largest static + dynamic shared memory a block may use (bytes), as on sm_90.
 pub const MAX_SHARED_BYTES: u64 = 228 * 1024;
 /// Largest per-thread local frame (bytes), as the hardware allows.
 pub const MAX_LOCAL_BYTES: u64 = 512 * 1024;
-
-pub(crate) struct Function {
-    pub name: String,
-    pub insts: Vec<Instr>,
-    pub nregs: u32,
-    pub consts: Vec<(R, u64)>,
-    pub sregs: Vec<(R, Sreg)>,
-    /// Bytes of this function's own frame (locals, `.param` slots) per thread.
-    pub frame_size: u32,
-    /// Deepest frame use of any call chain starting here, per thread.
-    pub stack_size: u64,
-    /// Per instruction: every path from here ends the thread without passing a barrier. Lanes
-    /// parked at such a point do not hold up a barrier of their block (they will exit first).
-    pub exit_bound: Vec<bool>,
-}
 
 #[derive(Clone, Copy, Debug)]
 enum Sym {
@@ -291,7 +277,7 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
         });
     }
     Ok(Module {
-        id: super::next_module_id(),
+        id: super::module::next_module_id(),
         funcs,
         entries,
         vars: var_regions,

@@ -13,175 +13,28 @@
 //!
 //! Safety: device memory is a set of [`Memory`] regions of 32-bit atomic words, every access is
 //! checked against the region its address selects, shared and local memory are bounds-checked
-//! per access. The interpreter has no `unsafe` code; the native-code engine (`exec/jit.rs`, native
+//! per access. The interpreter has no `unsafe` code; the native-code engine (`exec/jit/`, native
 //! builds only) runs generated code that checks every address against its region before it touches
 //! it, and its module docs set out why that holds. A hostile kernel can fail (out-of-bounds,
 //! budget, cancellation, divergent barrier, trap) but cannot reach outside its own memory.
 
 #[macro_use]
 mod ops;
+mod error;
 mod exec;
 mod flow;
 mod ir;
 mod lower;
 mod math;
 mod memory;
+mod module;
 mod parse;
 
 #[cfg(test)]
 mod tests;
 
-pub use exec::{launch, Engine, ExecError, ExecOptions, LaunchDims, LaunchPlan, LaunchStats};
+pub use error::PtxError;
+pub use exec::{launch, Engine, ExecError, ExecOptions, JitDump, LaunchDims, LaunchPlan, LaunchStats};
 pub use lower::{MAX_LOCAL_BYTES, MAX_SHARED_BYTES};
 pub use memory::{MemError, Memory};
-
-/// A PTX module that failed to load: the line and what is wrong there.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("PTX line {line}: {message}")]
-pub struct PtxError {
-    pub line: u32,
-    pub message: String,
-}
-
-impl PtxError {
-    pub(crate) fn new(line: u32, message: String) -> PtxError {
-        PtxError { line, message }
-    }
-}
-
-/// One kernel parameter as the PTX declares it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParamInfo {
-    pub name: String,
-    /// Byte offset in the parameter buffer.
-    pub offset: u32,
-    pub size: u32,
-    pub align: u32,
-    /// Declared with `.ptr` (Triton and some NVRTC output say so; nvcc leaves pointers as `.u64`).
-    pub pointer: bool,
-}
-
-/// A kernel (`.entry`) of a module.
-#[derive(Debug, Clone)]
-pub struct Entry {
-    name: String,
-    func: u32,
-    params: Vec<ParamInfo>,
-    params_size: u32,
-}
-
-impl Entry {
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-    pub fn params(&self) -> &[ParamInfo] {
-        &self.params
-    }
-    /// Bytes of the parameter buffer (the end of the last parameter).
-    pub fn params_size(&self) -> u32 {
-        self.params_size
-    }
-}
-
-/// A parsed, lowered PTX module, ready to launch.
-///
-/// Module-scope `.global` and `.const` variables live in the module (as on a GPU, they last as
-/// long as the loaded module) at addresses of their own window, so kernels can take their
-/// addresses and every launch of the module sees the same storage.
-pub struct Module {
-    /// Unique per parsed module, so that a [`LaunchPlan`] cannot be used with another module.
-    id: u64,
-    funcs: Vec<lower::Function>,
-    entries: Vec<Entry>,
-    vars: Vec<memory::Region>,
-    var_names: Vec<String>,
-    static_shared: u32,
-    dynamic_shared_base: u32,
-    version: Option<String>,
-    target: Vec<String>,
-    /// Kernels compiled to native code, by function, made on first launch.
-    #[cfg_attr(not(all(feature = "jit", not(target_arch = "wasm32"))), allow(dead_code))]
-    jit: exec::JitCache,
-}
-
-impl std::fmt::Debug for Module {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Module")
-            .field(
-                "entries",
-                &self.entries.iter().map(|e| &e.name).collect::<Vec<_>>(),
-            )
-            .field("functions", &self.funcs.len())
-            .field("variables", &self.var_names)
-            .field("static_shared", &self.static_shared)
-            .finish()
-    }
-}
-
-fn next_module_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-impl Module {
-    /// Parses and lowers PTX text. Anything the executor cannot run is an error here.
-    pub fn parse(text: &str) -> Result<Module, PtxError> {
-        lower::lower_module(text)
-    }
-
-    pub fn entry(&self, name: &str) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.name == name)
-    }
-
-    pub fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-
-    /// Bytes of static `.shared` memory a block of any kernel of this module uses.
-    pub fn static_shared_bytes(&self) -> u32 {
-        self.static_shared
-    }
-
-    /// The `.version` directive, e.g. `"8.7"`.
-    pub fn version(&self) -> Option<&str> {
-        self.version.as_deref()
-    }
-
-    /// The `.target` directive's words, e.g. `["sm_90a"]`.
-    pub fn target(&self) -> &[String] {
-        &self.target
-    }
-
-    /// Lowered instruction count of all functions (a size measure for tools).
-    pub fn instruction_count(&self) -> usize {
-        self.funcs.iter().map(|f| f.insts.len()).sum()
-    }
-
-    /// Whether kernel `entry` runs as native code under [`Engine::Jit`], and if not, why not
-    /// (`Err` names the first construct that needs the interpreter).
-    pub fn jit_support(&self, entry: &str) -> Result<(), String> {
-        let e = self
-            .entry(entry)
-            .ok_or_else(|| format!("no kernel named `{entry}`"))?;
-        exec::jit_support(self, e)
-    }
-
-    /// Whether kernel `entry` also has native code that runs groups of consecutive threads in
-    /// vector lanes (used by [`Engine::Jit`] when a block's rows split into whole groups), and
-    /// if not, why not.
-    pub fn lanes_support(&self, entry: &str) -> Result<(), String> {
-        let e = self
-            .entry(entry)
-            .ok_or_else(|| format!("no kernel named `{entry}`"))?;
-        exec::lanes_support(self, e)
-    }
-
-    /// Reads a module-scope `.global`/`.const` variable by name.
-    pub fn read_variable(&self, name: &str) -> Option<Vec<u8>> {
-        let i = self.var_names.iter().position(|n| n == name)?;
-        let r = &self.vars[i];
-        let mut v = vec![0u8; r.size() as usize];
-        r.read(0, &mut v);
-        Some(v)
-    }
-}
+pub use module::{Entry, Module, ParamInfo};

@@ -1,7 +1,7 @@
 //! PTX text to a light syntax tree: directives, declarations, labels and instruction statements with
 //! their operands. Opcodes stay dotted strings here; `lower` decodes them into typed instructions.
 
-use super::PtxError;
+use super::error::PtxError;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Tok {

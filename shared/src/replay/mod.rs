@@ -40,6 +40,8 @@ pub struct ReplayOptions {
     pub engine: ptx::Engine,
     /// What the archive may allocate and launch, checked before anything is allocated.
     pub limits: ReplayLimits,
+    /// Where native code goes as kernels are compiled (see [`ptx::JitDump`]).
+    pub jit_dump: Option<ptx::JitDump>,
 }
 
 /// What went wrong, and at which op.
@@ -254,6 +256,7 @@ impl<'a> CpuReplay<'a> {
                 cancel: options.cancel.clone(),
                 threads: options.threads,
                 engine: options.engine,
+                jit_dump: options.jit_dump.clone(),
             },
             options,
             param_scratch: Vec::new(),
@@ -411,6 +414,7 @@ impl<'a> CpuReplay<'a> {
             cancel: options.cancel.clone(),
             threads: options.threads,
             engine: options.engine,
+            jit_dump: options.jit_dump.clone(),
         };
         self.options = options;
     }

@@ -39,10 +39,13 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::immediates::Ieee32;
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value};
 
-use super::{flags, Class, Repr, Tx, NAN32, PLAIN_F};
+use super::analysis::{Class, Layout, PLAIN_F};
+use super::emit::{Repr, Tx};
+use super::translate::int_cc;
+use super::error::JitError;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
-use crate::ptx::lower::Function;
+use crate::ptx::math::NAN32;
 
 /// Vectors of four 32-bit lanes a varying 32-bit register takes. Four (groups of 16 threads)
 /// measured 1.4x faster than two on the tiled matrix product, where two had been faster before
@@ -57,16 +60,7 @@ pub(super) const LANES: usize = 4 * PARTS;
 const ANCHOR_EVERY: usize = 2;
 
 /// A varying 32-bit register's value: its lanes, four per vector.
-type Vecs = [Value; PARTS];
-
-/// The base addresses of a vector access's lanes, as the register holds them.
-#[derive(Clone, Copy)]
-pub(super) enum LaneAddrs {
-    /// 32-bit lanes in vectors.
-    Parts(Vecs),
-    /// One I64 per lane.
-    Lanes([Value; LANES]),
-}
+pub(super) type Vecs = [Value; PARTS];
 
 /// Which registers vary within a group.
 pub(super) struct LanePlan {
@@ -78,7 +72,7 @@ pub(super) struct LanePlan {
 
 impl LanePlan {
     /// The plan, or why the kernel cannot run in lanes.
-    pub fn new(f: &Function) -> Result<LanePlan, String> {
+    pub fn new(f: &Function) -> Result<LanePlan, JitError> {
         let n = f.insts.len();
         let nregs = f.nregs as usize;
         let mut varying = vec![false; nregs];
@@ -102,14 +96,14 @@ impl LanePlan {
                 }
                 let target = target as usize;
                 if target <= pc {
-                    return Err(format!("a loop whose condition differs between threads (line {})", ins.line));
+                    return Err(JitError::NoLanes { what: "a loop whose condition differs between threads", line: ins.line });
                 }
                 for q in pc + 1..target.min(n) {
                     if in_region[q] || is_control(&f.insts[q].inst) {
-                        return Err(format!(
-                            "a branch that differs between threads over more than straight-line code (line {})",
-                            ins.line
-                        ));
+                        return Err(JitError::NoLanes {
+                            what: "a branch that differs between threads over more than straight-line code",
+                            line: ins.line,
+                        });
                     }
                     in_region[q] = true;
                 }
@@ -136,16 +130,16 @@ impl LanePlan {
         for ins in &f.insts {
             if let Inst::Bra { target, .. } = ins.inst {
                 if (target as usize) < n && in_region[target as usize] {
-                    return Err(format!("a branch into a conditional region (line {})", ins.line));
+                    return Err(JitError::NoLanes { what: "a branch into a conditional region", line: ins.line });
                 }
             }
             if let Some((p, _)) = ins.guard {
                 if varying[p as usize] && matches!(ins.inst, Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. }) {
-                    return Err(format!("an exit or barrier under a condition that differs between threads (line {})", ins.line));
+                    return Err(JitError::NoLanes { what: "an exit or barrier under a condition that differs between threads", line: ins.line });
                 }
             }
             if matches!(ins.inst, Inst::Shfl { .. }) {
-                return Err(format!("a shuffle (line {})", ins.line));
+                return Err(JitError::NoLanes { what: "a shuffle", line: ins.line });
             }
         }
         Ok(LanePlan { varying, in_region })
@@ -158,7 +152,7 @@ impl LanePlan {
     }
 }
 
-fn is_control(inst: &Inst) -> bool {
+pub(super) fn is_control(inst: &Inst) -> bool {
     matches!(
         inst,
         Inst::Bra { .. } | Inst::Bar { .. } | Inst::Shfl { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Call { .. }
@@ -177,7 +171,7 @@ fn per_thread(inst: &Inst) -> bool {
     }
 }
 
-fn vflags() -> MemFlagsData {
+pub(super) fn vflags() -> MemFlagsData {
     // Not `aligned`: a 16-byte access here is only 4-byte aligned.
     MemFlagsData::new().with_notrap()
 }
@@ -200,7 +194,7 @@ pub(super) enum Step {
 impl Step {
     const UNIFORM: Step = Step::Affine { stride: 0, wrap: false };
 
-    fn affine(stride: i64, wrap: bool) -> Step {
+    pub(super) fn affine(stride: i64, wrap: bool) -> Step {
         // A stride of 0 is a value the lanes share, whatever it was widened from.
         Step::Affine { stride, wrap: wrap && stride != 0 }
     }
@@ -233,9 +227,9 @@ enum Width {
 /// every operation but integer add, subtract, multiply by a constant, shift left by a constant,
 /// copies and widenings, give [`Step::Unknown`]. A register some path reads before writing it
 /// holds the same zero in every lane, which counts as a definition.
-pub(super) fn lane_steps(f: &Function, plan: &LanePlan, reprs: &[Repr], classes: &[Class], consts: &[Option<u64>]) -> Vec<Step> {
-    let n = reprs.len();
-    let width = |r: R| width_of(reprs, classes, r);
+pub(super) fn lane_steps(f: &Function, plan: &LanePlan, layouts: &[Layout], classes: &[Class], consts: &[Option<u64>]) -> Vec<Step> {
+    let n = layouts.len();
+    let width = |r: R| width_of(layouts, classes, r);
     let mut steps: Vec<Step> = (0..n as R)
         .map(|r| if width(r) == Width::Uniform { Step::UNIFORM } else { Step::Unset })
         .collect();
@@ -283,11 +277,11 @@ pub(super) fn lane_steps(f: &Function, plan: &LanePlan, reprs: &[Repr], classes:
     }
 }
 
-fn width_of(reprs: &[Repr], classes: &[Class], r: R) -> Width {
-    match (reprs[r as usize], classes[r as usize]) {
-        (Repr::One, _) => Width::Uniform,
-        (Repr::Vector(_), Class::Int) => Width::V32,
-        (Repr::PerLane(_), Class::Int) => Width::P64,
+fn width_of(layouts: &[Layout], classes: &[Class], r: R) -> Width {
+    match (layouts[r as usize], classes[r as usize]) {
+        (Layout::One, _) => Width::Uniform,
+        (Layout::Vector, Class::Int) => Width::V32,
+        (Layout::PerLane, Class::Int) => Width::P64,
         _ => Width::Float,
     }
 }
@@ -395,7 +389,7 @@ fn def_step(inst: &Inst, wd: Width, steps: &[Step], width: &dyn Fn(R) -> Width, 
 impl Tx<'_, '_> {
     /// The vector type of a register in vectors.
     pub(super) fn vec_ty(&self, r: R) -> Type {
-        if self.classes[r as usize] == Class::F32 {
+        if self.a.classes[r as usize] == Class::F32 {
             types::F32X4
         } else {
             types::I32X4
@@ -414,7 +408,7 @@ impl Tx<'_, '_> {
         v.map(|x| self.recast(x, to))
     }
 
-    fn splat_i32(&mut self, k: i64) -> Value {
+    pub(super) fn splat_i32(&mut self, k: i64) -> Value {
         let x = self.b.ins().iconst(types::I32, k);
         self.b.ins().splat(types::I32X4, x)
     }
@@ -422,7 +416,7 @@ impl Tx<'_, '_> {
     /// Register `r` as vectors of `ty` (`I32X4` or `F32X4`): a constant or a group value
     /// broadcast, vectors as they are; `None` for a register kept per lane.
     pub(super) fn vec_of(&mut self, r: R, ty: Type) -> Option<Vecs> {
-        if let Some(k) = self.consts[r as usize] {
+        if let Some(k) = self.a.consts[r as usize] {
             let v = if ty == types::F32X4 {
                 self.b.ins().f32const(Ieee32::with_bits(k as u32))
             } else {
@@ -473,20 +467,20 @@ impl Tx<'_, '_> {
 
     /// Emits instruction `pc` for every lane of the group: as vector instructions where it has
     /// a vector form, else once per lane through the one-thread code.
-    pub(super) fn lanes_inst(&mut self, pc: usize) -> Result<bool, String> {
-        if self.f.insts[pc].guard.is_none() && self.vector_inst(pc)? {
+    pub(super) fn lanes_inst(&mut self, pc: usize) -> Result<bool, JitError> {
+        if self.a.f.insts[pc].guard.is_none() && self.vector_inst(pc)? {
             return Ok(true);
         }
         self.each_lane(pc)
     }
 
-    fn each_lane(&mut self, pc: usize) -> Result<bool, String> {
+    fn each_lane(&mut self, pc: usize) -> Result<bool, JitError> {
         for l in 0..LANES {
             self.lane = Some(l);
             let open = self.one_inst(pc)?;
             if !open {
                 self.lane = None;
-                return Err(format!("a control transfer run per lane (line {})", self.f.insts[pc].line));
+                return Err(JitError::Translate { what: "a control transfer run per lane", line: self.a.f.insts[pc].line });
             }
         }
         self.lane = None;
@@ -494,14 +488,14 @@ impl Tx<'_, '_> {
     }
 
     /// A varying forward branch at `pc` over the straight-line code up to its target.
-    pub(super) fn region(&mut self, pc: usize) -> Result<bool, String> {
-        let ins = self.f.insts[pc].clone();
+    pub(super) fn region(&mut self, pc: usize) -> Result<bool, JitError> {
+        let ins = self.a.f.insts[pc].clone();
         let (Inst::Bra { target, .. }, Some((p, neg))) = (ins.inst, ins.guard) else {
-            return Err(format!("a region without a guarded branch (line {})", ins.line));
+            return Err(JitError::Translate { what: "a region without a guarded branch", line: ins.line });
         };
         let target = target as usize;
         let Some(pv) = self.vec_of(p, types::I32X4) else {
-            return Err(format!("a branch condition kept per lane (line {})", ins.line));
+            return Err(JitError::Translate { what: "a branch condition kept per lane", line: ins.line });
         };
         self.flush_count();
         let taken = pv.map(|x| {
@@ -519,7 +513,7 @@ impl Tx<'_, '_> {
         }
         let all = self.b.ins().vall_true(both);
         let any = self.b.ins().vany_true(either);
-        let tb = self.blocks[target.min(self.f.insts.len())].expect("branch target");
+        let tb = self.blocks[target.min(self.a.f.insts.len())].expect("branch target");
         let not_all = self.b.create_block();
         let full = self.b.create_block();
         let masked = self.b.create_block();
@@ -532,28 +526,29 @@ impl Tx<'_, '_> {
         // what it reads later in the region (the kernel-wide analysis cannot count on them: where
         // the group splits, a lane that skips the code keeps its older value).
         self.b.switch_to_block(full);
-        let kernel_steps = self.steps.clone();
+        self.region_steps = Some(self.a.steps.clone());
         for q in pc + 1..target {
             self.pending += LANES as i64;
             if !self.inst(q)? {
-                return Err(format!("control transfer in a region (line {})", self.f.insts[q].line));
+                return Err(JitError::Translate { what: "control transfer in a region", line: self.a.f.insts[q].line });
             }
-            let ins = &self.f.insts[q];
+            let ins = &self.a.f.insts[q];
             for d in uses_defs(ins).1 {
-                let wd = width_of(&self.reprs, &self.classes, d);
+                let wd = width_of(&self.a.layouts, &self.a.classes, d);
                 let step = match wd {
                     Width::Uniform => continue,
                     Width::Float => Step::Unknown,
                     _ if ins.guard.is_some() => Step::Unknown,
                     _ => {
-                        let (reprs, classes) = (&self.reprs, &self.classes);
-                        def_step(&ins.inst, wd, &self.steps, &|r| width_of(reprs, classes, r), &self.consts)
+                        let (layouts, classes) = (&self.a.layouts, &self.a.classes);
+                        def_step(&ins.inst, wd, self.steps(), &|r| width_of(layouts, classes, r), &self.a.consts)
                     }
                 };
-                self.steps[d as usize] = if step == Step::Unset { Step::Unknown } else { step };
+                let steps = self.region_steps.as_mut().expect("the region's steps");
+                steps[d as usize] = if step == Step::Unset { Step::Unknown } else { step };
             }
         }
-        self.steps = kernel_steps;
+        self.region_steps = None;
         self.flush_count();
         self.b.ins().jump(tb, &[]);
 
@@ -576,7 +571,7 @@ impl Tx<'_, '_> {
                 self.b.def_var(self.cnt, c);
                 if !self.one_inst(q)? {
                     self.lane = None;
-                    return Err(format!("control transfer in a region (line {})", self.f.insts[q].line));
+                    return Err(JitError::Translate { what: "control transfer in a region", line: self.a.f.insts[q].line });
                 }
                 self.b.ins().jump(skip, &[]);
                 self.b.switch_to_block(skip);
@@ -594,74 +589,6 @@ impl Tx<'_, '_> {
         Ok(false)
     }
 
-    /// Emits the straight-line code from `pc0` twice when one set of checks at its start can
-    /// prove two or more of its shared-memory accesses in bounds ([`stretch_checks`]): once with
-    /// those accesses unchecked, for when the checks pass, and once as usual (cold), which finds
-    /// the failing access, in order, exactly as without this. The fast copy is one basic block
-    /// of plain loads and arithmetic, which the code generator schedules and keeps in registers.
-    /// Returns where the main loop goes on, or `None` to emit `pc0` as usual.
-    pub(super) fn prechecked_stretch(&mut self, pc0: usize) -> Result<Option<usize>, String> {
-        let plan = self.plan.as_ref().expect("code for groups");
-        let blocks = &self.blocks;
-        let (end, pcs, checks) = stretch_checks(self.f, plan, pc0, &|q| blocks[q].is_some(), &self.reprs, &self.steps);
-        if pcs.len() < 2 {
-            return Ok(None);
-        }
-        self.flush_count();
-        let mut all = None;
-        for c in checks {
-            let (base, lim) = if c.vector {
-                let Repr::Vector(vars) = self.reprs[c.base as usize] else {
-                    return Err(format!("a vector check of a register not in vectors (line {})", self.f.insts[pc0].line));
-                };
-                let p0 = self.b.use_var(vars[0]);
-                let x = self.b.ins().extractlane(p0, 0);
-                (self.zx(x), self.shared_lim_run.expect("shared limit for a run"))
-            } else {
-                (self.get(c.base), self.h().shared_lim[c.k])
-            };
-            let ends = if c.lo == c.hi { vec![c.lo] } else { vec![c.lo, c.hi] };
-            for off in ends {
-                let e = self.b.ins().iadd_imm_s(base, off);
-                let ok = self.fits(e, c.k, lim);
-                all = Some(match all {
-                    None => ok,
-                    Some(a) => self.b.ins().band(a, ok),
-                });
-            }
-        }
-        let fast = self.b.create_block();
-        let checked = self.b.create_block();
-        let join = self.b.create_block();
-        self.b.ins().brif(all.expect("checks"), fast, &[], checked, &[]);
-        for (blk, proven) in [(fast, true), (checked, false)] {
-            let mark = self.block_mark();
-            self.b.switch_to_block(blk);
-            for &q in &pcs {
-                self.prechecked[q] = proven;
-            }
-            self.unanchored = proven.then_some(0);
-            for q in pc0..end {
-                self.pending += self.meta.width as i64;
-                if !self.inst(q)? {
-                    return Err(format!("a control transfer in straight-line code (line {})", self.f.insts[q].line));
-                }
-            }
-            self.unanchored = None;
-            self.flush_count();
-            self.b.ins().jump(join, &[]);
-            if !proven {
-                self.cold_since(mark);
-                self.b.set_cold_block(checked);
-            }
-        }
-        for &q in &pcs {
-            self.prechecked[q] = false;
-        }
-        self.b.switch_to_block(join);
-        Ok(Some(end))
-    }
-
     /// Before code from `from` to `to` runs lane by lane where a group splits: gives the
     /// registers it writes that nobody reads after `to`, nor before writing them inside it, a
     /// placeholder value. A lane that skips
@@ -670,9 +597,9 @@ impl Tx<'_, '_> {
     /// groups would compute every lane's value of them (say, each lane's address of an access
     /// it makes as one vector access) and carry it around the kernel's loop.
     fn forget_dead_defs(&mut self, from: usize, to: usize) {
-        let (live, words) = (&self.live.0, self.live.1);
+        let (live, words) = (&self.a.live.0, self.a.live.1);
         let dead: Vec<R> = (from..to)
-            .flat_map(|q| uses_defs(&self.f.insts[q]).1)
+            .flat_map(|q| uses_defs(&self.a.f.insts[q]).1)
             .filter(|&r| {
                 let dead_at = |pc: usize| live[pc * words + r as usize / 64] >> (r % 64) & 1 == 0;
                 dead_at(from) && dead_at(to)
@@ -688,7 +615,7 @@ impl Tx<'_, '_> {
                     vars.iter().for_each(|&v| self.b.def_var(v, z));
                 }
                 Repr::PerLane(vars) => {
-                    let z = match self.classes[r as usize] {
+                    let z = match self.a.classes[r as usize] {
                         Class::F32 => self.b.ins().f32const(Ieee32::with_bits(0)),
                         Class::F64 => self.b.ins().f64const(cranelift_codegen::ir::immediates::Ieee64::with_bits(0)),
                         Class::Int => self.b.ins().iconst(types::I64, 0),
@@ -700,8 +627,8 @@ impl Tx<'_, '_> {
     }
 
     /// The vector form of instruction `pc`, if it has one and its registers are in vectors.
-    fn vector_inst(&mut self, pc: usize) -> Result<bool, String> {
-        let ins = self.f.insts[pc].clone();
+    fn vector_inst(&mut self, pc: usize) -> Result<bool, JitError> {
+        let ins = self.a.f.insts[pc].clone();
         let (f4, i4) = (types::F32X4, types::I32X4);
         let in_vectors = |tx: &Self, r: R| matches!(tx.reprs[r as usize], Repr::Vector(_));
         match ins.inst {
@@ -731,11 +658,11 @@ impl Tx<'_, '_> {
                     BinOp::Add(W::W32) | BinOp::Sub(W::W32) | BinOp::MulLo(W::W32) | BinOp::And | BinOp::Or | BinOp::Xor
                         | BinOp::PredAnd | BinOp::PredOr | BinOp::PredXor
                 ) || (matches!(op, BinOp::Shl(W::W32) | BinOp::ShrU(W::W32) | BinOp::ShrS(W::W32))
-                    && self.consts[b as usize].is_some_and(|k| k < 32));
-                if !iop || self.classes[d as usize] != Class::Int || !in_vectors(self, d) {
+                    && self.a.consts[b as usize].is_some_and(|k| k < 32));
+                if !iop || self.a.classes[d as usize] != Class::Int || !in_vectors(self, d) {
                     return Ok(false);
                 }
-                if let Some(k) = self.consts[b as usize].filter(|_| matches!(op, BinOp::Shl(_) | BinOp::ShrU(_) | BinOp::ShrS(_))) {
+                if let Some(k) = self.a.consts[b as usize].filter(|_| matches!(op, BinOp::Shl(_) | BinOp::ShrU(_) | BinOp::ShrS(_))) {
                     let Some(x) = self.vec_of(a, i4) else { return Ok(false) };
                     let v = x.map(|x| match op {
                         BinOp::Shl(_) => self.b.ins().ishl_imm_s(x, k as i64),
@@ -817,7 +744,7 @@ impl Tx<'_, '_> {
                     CmpTy::B(W::W32) if matches!(cmp, Cmp::Eq | Cmp::Ne) => false,
                     _ => return Ok(false),
                 };
-                let Some(cc) = super::int_cc(cmp, signed) else { return Ok(false) };
+                let Some(cc) = int_cc(cmp, signed) else { return Ok(false) };
                 if [Some(d), dn].into_iter().flatten().any(|r| !in_vectors(self, r)) {
                     return Ok(false);
                 }
@@ -874,7 +801,7 @@ impl Tx<'_, '_> {
                 self.end_run(pc, addr.off, None)
             }
             Inst::St { space: space @ (Space::Shared | Space::Global), size: 4, n: 1, a: srcs, addr } => {
-                let ty = if self.classes[srcs[0] as usize] == Class::F32 { f4 } else { i4 };
+                let ty = if self.a.classes[srcs[0] as usize] == Class::F32 { f4 } else { i4 };
                 if matches!(self.reprs[srcs[0] as usize], Repr::PerLane(_)) {
                     return Ok(false);
                 }
@@ -917,7 +844,7 @@ impl Tx<'_, '_> {
 
     /// A result's NaNs as PTX's canonical NaN (unless only float arithmetic reads it).
     fn vcanon(&mut self, d: R, v: Vecs) -> Vecs {
-        if self.nan_blind[d as usize] {
+        if self.a.nan_blind[d as usize] {
             return v;
         }
         let nan = self.b.ins().f32const(Ieee32::with_bits(NAN32));
@@ -927,128 +854,6 @@ impl Tx<'_, '_> {
             let isnan = self.recast(isnan, types::F32X4);
             self.b.ins().bitselect(isnan, nan, v)
         })
-    }
-
-    /// For a 4-byte access whose base varies by lane: a checked host pointer to the `4 * LANES`
-    /// bytes the lanes touch when their addresses are consecutive; otherwise the code branches
-    /// to a lane-by-lane copy of the access (see [`Tx::end_run`]). `None` when the address is
-    /// one value for the group (such accesses are not vector accesses).
-    fn run_ptr(&mut self, pc: usize, space: Space, addr: &Addr) -> Result<Option<Value>, String> {
-        let Base::Reg(base) = addr.base else { return Ok(None) };
-        let step = self.steps[base as usize];
-        if self.prechecked[pc] {
-            // Proven at the start of the stretch (`Tx::prechecked_stretch`): lanes consecutive
-            // from lane 0, all in bounds.
-            let Repr::Vector(vars) = self.reprs[base as usize] else {
-                return Err("a proven vector access whose base is not in vectors".to_string());
-            };
-            let p0 = self.b.use_var(vars[0]);
-            let x = self.b.ins().extractlane(p0, 0);
-            let x = self.zx(x);
-            let e0 = self.b.ins().iadd_imm_s(x, addr.off);
-            return Ok(Some(self.proven_shared(e0)));
-        }
-        let (addrs, consecutive) = match self.reprs[base as usize] {
-            Repr::One => return Ok(None),
-            Repr::Vector(vars) => {
-                let parts = vars.map(|var| self.b.use_var(var));
-                // Known to step by 4 (the step analysis), or else lane l at 4 * l past lane 0 as
-                // 32-bit differences, one compare per part. Either way an address that wraps
-                // past 2^32 between lanes cannot pass the bounds check below (no shared window
-                // or region is that close to 2^32 in a 32-bit address).
-                let ok = if step == Step::affine(4, false) {
-                    self.b.ins().iconst(types::I8, 1)
-                } else {
-                    let first = self.b.ins().extractlane(parts[0], 0);
-                    let first = self.b.ins().splat(types::I32X4, first);
-                    let mut all = None;
-                    for (p, &v) in parts.iter().enumerate() {
-                        let want = self.lane_consts(p, 4);
-                        let dx = self.b.ins().isub(v, first);
-                        let eq = self.b.ins().icmp(IntCC::Equal, dx, want);
-                        all = Some(match all {
-                            None => eq,
-                            Some(a) => self.b.ins().band(a, eq),
-                        });
-                    }
-                    self.b.ins().vall_true(all.expect("parts"))
-                };
-                (LaneAddrs::Parts(parts), ok)
-            }
-            Repr::PerLane(vars) => {
-                let lanes: [Value; LANES] = vars.map(|v| self.b.use_var(v));
-                let ok = match step {
-                    Step::Affine { stride: 4, wrap: false } => self.b.ins().iconst(types::I8, 1),
-                    Step::Affine { stride: 4, wrap: true } => {
-                        // One wrap of the widened value would show between the first and last lane.
-                        let span = self.b.ins().isub(lanes[LANES - 1], lanes[0]);
-                        self.b.ins().icmp_imm_s(IntCC::Equal, span, 4 * (LANES as i64 - 1))
-                    }
-                    _ => {
-                        let mut ok = None;
-                        for (l, &x) in lanes.iter().enumerate().skip(1) {
-                            let dx = self.b.ins().isub(x, lanes[0]);
-                            let c = self.b.ins().icmp_imm_s(IntCC::Equal, dx, 4 * l as i64);
-                            ok = Some(match ok {
-                                None => c,
-                                Some(o) => self.b.ins().band(o, c),
-                            });
-                        }
-                        ok.expect("lanes")
-                    }
-                };
-                (LaneAddrs::Lanes(lanes), ok)
-            }
-        };
-        let base0 = self.lane_addr(addrs, 0);
-        let e0 = self.b.ins().iadd_imm_s(base0, addr.off);
-        let fallback = self.b.create_block();
-        let join = self.b.create_block();
-        self.run_blocks = Some((fallback, join, addrs));
-        self.b.set_cold_block(fallback);
-        let check = self.b.create_block();
-        self.b.ins().brif(consecutive, check, &[], fallback, &[]);
-        self.b.switch_to_block(check);
-        let p = match space {
-            Space::Shared => {
-                let (shared, lim) = (self.h().shared, self.shared_lim_run.expect("shared limit for a run"));
-                self.checked(shared, e0, 2, lim, fallback)
-            }
-            _ => {
-                let root = self.root_of(addr).filter(|p| self.root_entries.contains_key(p));
-                let (ptr, o, lim) = match root {
-                    Some(p) => {
-                        let e = &self.root_entries[&p];
-                        let (ptr, start, lim_run) = (e.ptr, e.start, e.lim_run);
-                        let o = self.b.ins().isub(e0, start);
-                        (ptr, o, lim_run.expect("run limit of a root entry"))
-                    }
-                    None => {
-                        let pure = MemFlagsData::trusted().with_readonly().with_can_move();
-                        let (ptr, len) = self.region_entry(base0, pure);
-                        let l4 = self.b.ins().ushr_imm_s(len, 2);
-                        let lim = self.lim_run(l4);
-                        let o = self.b.ins().band_imm_s(base0, super::REGION_OFF_MASK);
-                        let o = self.b.ins().iadd_imm_s(o, addr.off);
-                        (ptr, o, lim)
-                    }
-                };
-                self.checked(ptr, o, 2, lim, fallback)
-            }
-        };
-        Ok(Some(p))
-    }
-
-    /// Lane `l`'s base address as an I64. Extracted where it is needed: only lane 0 on the fast
-    /// path, every lane in the cold lane-by-lane copy.
-    fn lane_addr(&mut self, addrs: LaneAddrs, l: usize) -> Value {
-        match addrs {
-            LaneAddrs::Parts(parts) => {
-                let x = self.b.ins().extractlane(parts[l / 4], (l % 4) as u8);
-                self.zx(x)
-            }
-            LaneAddrs::Lanes(lanes) => lanes[l],
-        }
     }
 
     /// `first + l` for every lane `l` (as 32-bit lanes, masked with `mask` if given).
@@ -1069,199 +874,18 @@ impl Tx<'_, '_> {
     }
 
     /// `[scale * l for the four lanes l of part p]` as an `I32X4` constant.
-    fn lane_consts(&mut self, p: usize, scale: u32) -> Value {
+    pub(super) fn lane_consts(&mut self, p: usize, scale: u32) -> Value {
         let bytes: Vec<u8> = (0..4u32).flat_map(|i| (scale * (4 * p as u32 + i)).to_le_bytes()).collect();
         let c = self.b.func.dfg.constants.insert(bytes.into());
         self.b.ins().vconst(types::I32X4, c)
     }
-
-    /// Closes a vector access begun by [`Tx::run_ptr`]. Where the fast check fails, each lane
-    /// in order takes the checked access of one-thread code's slow path (a call that keeps the
-    /// kernel's registers, so the fast path pays nothing for it): the same values, the same
-    /// fault at the same lane. `stored` holds the vectors a store wrote; a load's destination
-    /// is rebuilt from the lanes.
-    fn end_run(&mut self, pc: usize, off: i64, stored: Option<Vecs>) -> Result<bool, String> {
-        if self.prechecked[pc] {
-            return Ok(true);
-        }
-        let (fallback, join, addrs) = self.run_blocks.take().expect("an open vector access");
-        self.b.ins().jump(join, &[]);
-        let mark = self.block_mark();
-        self.b.switch_to_block(fallback);
-        let z = self.iconst(0);
-        let zero = self.splat_i32(0);
-        let mut loaded = [zero; PARTS];
-        for l in 0..LANES {
-            self.lane = Some(l);
-            let base = self.lane_addr(addrs, l);
-            let ea = self.b.ins().iadd_imm_s(base, off);
-            let (p, i) = (l / 4, (l % 4) as u8);
-            match stored {
-                Some(v) => {
-                    let x = self.b.ins().extractlane(v[p], i);
-                    let x = self.zx(x);
-                    self.slow(pc, ea, x, z);
-                }
-                None => {
-                    let x = self.slow(pc, ea, z, z);
-                    let x = self.lo32(x);
-                    loaded[p] = self.b.ins().insertlane(loaded[p], x, i);
-                }
-            }
-        }
-        self.lane = None;
-        if let (None, Inst::Ld { d, .. }) = (stored, &self.f.insts[pc].inst) {
-            let d = d[0];
-            self.def_vec(d, loaded);
-        }
-        self.b.ins().jump(join, &[]);
-        self.cold_since(mark);
-        self.b.switch_to_block(join);
-        Ok(true)
-    }
-
-    /// The count of 4-aligned positions where a run of `4 * LANES` bytes fits, from the count
-    /// where 4 bytes fit.
-    pub(super) fn lim_run(&mut self, l4: Value) -> Value {
-        let k = LANES as i64 - 1;
-        let big = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, l4, k);
-        let less = self.b.ins().iadd_imm_s(l4, -k);
-        let zero = self.b.ins().iconst(types::I64, 0);
-        self.b.ins().select(big, less, zero)
-    }
-
-    /// Stores register `r` in the spill area at `base` (a thread's, or a group's): `8 * width`
-    /// bytes per register, a vector part as 16 bytes, a per-lane register as one word per lane,
-    /// a register with one value as one word.
-    pub(super) fn spill_store(&mut self, base: Value, r: R) {
-        let off = (r as usize * 8 * self.meta.width) as i32;
-        match self.reprs[r as usize] {
-            Repr::One => {
-                let v = self.b.use_var(self.vars[r as usize]);
-                self.b.ins().store(flags(), v, base, off);
-            }
-            Repr::Vector(vars) => {
-                for (p, var) in vars.into_iter().enumerate() {
-                    let v = self.b.use_var(var);
-                    self.b.ins().store(vflags(), v, base, off + 16 * p as i32);
-                }
-            }
-            Repr::PerLane(vars) => {
-                for (l, var) in vars.iter().enumerate() {
-                    let v = self.b.use_var(*var);
-                    self.b.ins().store(flags(), v, base, off + 8 * l as i32);
-                }
-            }
-        }
-    }
-
-    /// Loads register `r` from the spill area at `base` (see [`Tx::spill_store`]).
-    pub(super) fn spill_load(&mut self, base: Value, r: R) {
-        let off = (r as usize * 8 * self.meta.width) as i32;
-        match self.reprs[r as usize] {
-            Repr::One => {
-                let ty = self.var_ty(r);
-                let v = self.b.ins().load(ty, flags(), base, off);
-                self.b.def_var(self.vars[r as usize], v);
-            }
-            Repr::Vector(vars) => {
-                let ty = self.vec_ty(r);
-                for (p, var) in vars.into_iter().enumerate() {
-                    let v = self.b.ins().load(ty, vflags(), base, off + 16 * p as i32);
-                    self.b.def_var(var, v);
-                }
-            }
-            Repr::PerLane(vars) => {
-                let ty = self.var_ty(r);
-                for (l, var) in vars.iter().enumerate() {
-                    let v = self.b.ins().load(ty, flags(), base, off + 8 * l as i32);
-                    self.b.def_var(*var, v);
-                }
-            }
-        }
-    }
-}
-
-/// One bounds check at the start of a stretch of straight-line code that covers several of its
-/// shared-memory accesses: those through `base` (not written before them in the stretch) of
-/// `1 << k` bytes at offsets from `lo` to `hi`, all the same modulo the size. A `vector` check
-/// covers the `4 * LANES` bytes from lane 0's address, which holds for a base that steps by 4
-/// from lane to lane (`Step::affine(4, false)`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct RangeCheck {
-    base: R,
-    vector: bool,
-    k: usize,
-    lo: i64,
-    hi: i64,
-}
-
-/// The stretch of straight-line code from `pc0` (to the next label or control transfer) whose
-/// shared-memory accesses one set of checks at its start can prove in bounds: its end, the
-/// accesses it proves, and the checks.
-pub(super) fn stretch_checks(
-    f: &Function,
-    plan: &LanePlan,
-    pc0: usize,
-    leader: &dyn Fn(usize) -> bool,
-    reprs: &[Repr],
-    steps: &[Step],
-) -> (usize, Vec<usize>, Vec<RangeCheck>) {
-    let mut written = vec![false; f.nregs as usize];
-    let mut pcs = Vec::new();
-    let mut checks: Vec<RangeCheck> = Vec::new();
-    let mut end = pc0;
-    while end < f.insts.len() && (end == pc0 || !leader(end)) && !is_control(&f.insts[end].inst) && !plan.in_region[end] {
-        end += 1;
-    }
-    for q in pc0..end {
-        let ins = &f.insts[q];
-        let access = match ins.inst {
-            Inst::Ld { space: Space::Shared, size, n, addr, .. } | Inst::St { space: Space::Shared, size, n, addr, .. } => {
-                Some((size, n, addr))
-            }
-            _ => None,
-        };
-        if let Some((size, n, Addr { base: Base::Reg(r), off })) = access {
-            let check = match reprs[r as usize] {
-                _ if written[r as usize] || !matches!(size, 1 | 2 | 4 | 8) => None,
-                Repr::One => {
-                    let last = off.checked_add((n as i64 - 1) * size as i64);
-                    last.map(|hi| RangeCheck { base: r, vector: false, k: size.trailing_zeros() as usize, lo: off, hi })
-                }
-                Repr::Vector(_) if size == 4 && n == 1 && steps[r as usize] == Step::affine(4, false) => {
-                    Some(RangeCheck { base: r, vector: true, k: 2, lo: off, hi: off })
-                }
-                _ => None,
-            };
-            if let Some(c) = check {
-                let size = 1i64 << c.k;
-                let same = checks.iter_mut().find(|o| {
-                    (o.base, o.vector, o.k) == (c.base, c.vector, c.k) && o.lo.rem_euclid(size) == c.lo.rem_euclid(size)
-                });
-                match same {
-                    Some(o) => {
-                        o.lo = o.lo.min(c.lo);
-                        o.hi = o.hi.max(c.hi);
-                    }
-                    None => checks.push(c),
-                }
-                pcs.push(q);
-            }
-        }
-        for d in uses_defs(ins).1 {
-            written[d as usize] = true;
-        }
-    }
-    (end, pcs, checks)
 }
 
 #[cfg(test)]
 mod tests {
-    use cranelift_frontend::Variable;
-
+    use super::super::analysis::{layouts, reg_classes};
     use super::*;
-    use crate::ptx::Module;
+    use crate::ptx::module::Module;
 
     /// The steps of the base registers of the kernel's 4-byte stores, in program order.
     fn store_base_steps(ptx: &str) -> Vec<Step> {
@@ -1272,9 +896,9 @@ mod tests {
         for &(r, v) in &f.consts {
             consts[r as usize] = Some(v);
         }
-        let (classes, fits) = super::super::reg_classes(f, &consts);
-        let reprs = super::super::reprs_for(Some(&plan), &classes, &fits, &consts, |_| Variable::from_u32(0));
-        let steps = lane_steps(f, &plan, &reprs, &classes, &consts);
+        let (classes, fits) = reg_classes(f, &consts);
+        let layouts = layouts(Some(&plan), &classes, &fits, &consts);
+        let steps = lane_steps(f, &plan, &layouts, &classes, &consts);
         f.insts
             .iter()
             .filter_map(|i| match i.inst {
