@@ -233,3 +233,15 @@ fn the_cli_shows_devices_and_refuses_placements_that_do_not_fit() {
     let (ok, err) = run("cpu");
     assert!(ok, "{err}");
 }
+
+#[test]
+fn the_fuzz_seeds_hold_multi_device_archives() {
+    let root = recap_tests::repo_root();
+    for seed in ["fuzz/seeds/archive_replay/halo_two_devices.recap", "fuzz/seeds/archive_open/two_devices.recap"] {
+        let bytes = std::fs::read(root.join(seed)).unwrap();
+        let archive = Archive::open(&bytes).unwrap();
+        archive.validate().unwrap();
+        assert_eq!(archive.device_count(), 2, "{seed}");
+        assert!(archive.ops().any(|op| matches!(op, Op::Wait(_))), "{seed} has a wait");
+    }
+}

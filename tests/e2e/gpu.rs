@@ -770,9 +770,12 @@ fn a_two_device_archive_gives_the_cpus_bytes_on_one_gpu_and_on_two() {
     } else {
         println!("one GPU: the two-GPU placements of a_two_device_archive_gives_the_cpus_bytes_on_one_gpu_and_on_two are skipped");
     }
+    // Without peer access the copies between the GPUs go through the driver's staging.
+    let staged = ReplayOptions { without_peer_access: true, ..opts(Mode::Graph) };
     for devices in &placements {
-        for mode in MODES {
-            let mut r = CudaReplay::load_on(devices, &archive, opts(mode)).unwrap();
+        for options in [opts(Mode::Graph), opts(Mode::Stream), staged] {
+            let mode = options.mode;
+            let mut r = CudaReplay::load_on(devices, &archive, options).unwrap();
             let ordinals: Vec<usize> = devices.iter().map(|d| d.ordinal).collect();
             let expect_placement = if devices.len() == 1 { vec![ordinals[0]; 2] } else { ordinals.clone() };
             assert_eq!(r.placement(), expect_placement);

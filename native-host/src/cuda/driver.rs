@@ -308,18 +308,26 @@ impl Device {
     }
 
     /// Lets kernels and copies of this device's context reach `other`'s memory directly over
-    /// NVLink or PCIe, where the two GPUs can (`cuDeviceCanAccessPeer`). `Ok(false)` where they
-    /// cannot: copies between them then go through the driver's staging, still correct.
-    pub fn enable_peer_access(&self, other: &Device) -> Result<bool, DriverError> {
+    /// NVLink or PCIe (`on`), where the two GPUs can (`cuDeviceCanAccessPeer`), or stops it.
+    /// Gives whether access is on afterwards: where it is not, copies between the two go through
+    /// the driver's staging, still correct. Access lasts as long as the contexts.
+    pub fn set_peer_access(&self, other: &Device, on: bool) -> Result<bool, DriverError> {
         let mut can = 0;
         call!(cuDeviceCanAccessPeer(&mut can, self.dev, other.dev))?;
         if can == 0 {
             return Ok(false);
         }
         self.bind()?;
-        match call!(cuCtxEnablePeerAccess(other.context(), 0)) {
-            Err(e) if e.name != "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED" => Err(e),
-            _ => Ok(true),
+        if on {
+            match call!(cuCtxEnablePeerAccess(other.context(), 0)) {
+                Err(e) if e.name != "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED" => Err(e),
+                _ => Ok(true),
+            }
+        } else {
+            match call!(cuCtxDisablePeerAccess(other.context())) {
+                Err(e) if e.name != "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED" => Err(e),
+                _ => Ok(false),
+            }
         }
     }
 

@@ -91,6 +91,9 @@ pub struct ReplayOptions {
     /// of its predecessor has begun) instead of at its completion trigger (the default, what
     /// programmatic stream serialization does; for comparison).
     pub pdl_from_launch: bool,
+    /// Several GPUs: turn peer access between them off, so that copies between them go through
+    /// the driver's staging as on GPUs without a direct link (for comparison and tests).
+    pub without_peer_access: bool,
 }
 
 /// Above this many changed launches, parameter changes go through one `cuGraphExecUpdate`
@@ -705,7 +708,8 @@ impl CudaReplay {
         }
         for i in 0..self.slots.len() {
             for j in 0..self.slots.len() {
-                if i != j && !self.slots[i].device.enable_peer_access(&self.slots[j].device)? {
+                let on = !self.options.without_peer_access;
+                if i != j && !self.slots[i].device.set_peer_access(&self.slots[j].device, on)? && on {
                     self.warnings.push(format!(
                         "{} cannot reach {} directly: copies between them are staged by the driver",
                         format!("cuda:{}", self.slots[i].device.ordinal),
