@@ -34,6 +34,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // This executable is `recap`: a fault that takes the process's CUDA context is probed by
+    // running its own `cuda-probe` command.
+    recap::child_probe::install_for_this_executable();
     let result = match cli.command {
         Command::ImportCase(args) => cli::import_case::run(args),
         Command::ImportWrp(args) => cli::import_wrp::run(args),

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use recap::{args, Device};
 
-const BASICS: &str = include_str!("../../native-host/examples/kernels/basics.ptx");
+const BASICS: &str = include_str!("../../native-host/recap/examples/kernels/basics.ptx");
 
 /// The repository root: the first ancestor of the working directory holding the C API crate.
 fn repo_root() -> Option<PathBuf> {

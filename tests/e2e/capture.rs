@@ -4,9 +4,9 @@
 use recap::capture::Result;
 use recap::{args, Buffer, CaptureError, Device, Graph, Kernel, StructArg};
 
-const BASICS: &str = include_str!("../../native-host/examples/kernels/basics.ptx");
-const BASICS_CU: &str = include_str!("../../native-host/examples/kernels/basics.cu");
-const HEAT: &str = include_str!("../../native-host/examples/kernels/heat.ptx");
+const BASICS: &str = include_str!("../../native-host/recap/examples/kernels/basics.ptx");
+const BASICS_CU: &str = include_str!("../../native-host/recap/examples/kernels/basics.cu");
+const HEAT: &str = include_str!("../../native-host/recap/examples/kernels/heat.ptx");
 
 const N: usize = 1000;
 const NX: usize = 40;

@@ -5,7 +5,7 @@
 use std::io::Cursor;
 use std::process::Command;
 
-use recap::cuda::bench::halo_archive;
+use recap_bench::halo_archive;
 use recap_tests::archive::{reseal, section};
 use recap_tests::recap_bin;
 use shared::archive::layout::{self, SectionKind};

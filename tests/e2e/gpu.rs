@@ -6,7 +6,7 @@ use std::io::Cursor;
 use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use recap::cuda::sample_kernels::SampleKernels;
+use recap_bench::sample_kernels::SampleKernels;
 use recap::cuda::{locate_fault, CudaError, CudaReplay, Device, LoopLimit, Mode, OpenError, ReplayOptions};
 use recap_tests::{corpus_cases, recap_bin};
 use shared::archive::*;
@@ -473,6 +473,9 @@ fn a_kernel_fault_names_its_op_and_the_next_replay_works() {
     if in_own_process("a_kernel_fault_names_its_op_and_the_next_replay_works") {
         return;
     }
+    // Where the driver keeps the fault for the whole process, the op is found by `recap
+    // cuda-probe` in a child process: this test knows where that binary is.
+    recap::cuda::probe::set_child_probe(recap::child_probe::recap_binary(recap_bin()));
     let bad_bytes = fault_archive();
     let bad = Archive::open(&bad_bytes).unwrap();
     let good_bytes = count_down_archive(5, 0);
@@ -801,7 +804,7 @@ fn a_halo_exchange_passes_its_check_on_one_gpu_and_across_two() {
     let Some(gpus) = all_gpus("a_halo_exchange_passes_its_check_on_one_gpu_and_across_two") else { return };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("halo.recap");
-    std::fs::write(&path, recap::cuda::bench::halo_archive(256, 128, 20, 2, true)).unwrap();
+    std::fs::write(&path, recap_bench::halo_archive(256, 128, 20, 2, true)).unwrap();
     let mut runs = vec![vec!["--device", "cuda:0"]];
     if gpus.len() >= 2 {
         runs.push(vec!["--devices", "cuda:0,cuda:1"]);

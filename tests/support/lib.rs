@@ -3,7 +3,7 @@
 //! Finding the `recap` binary: `CARGO_BIN_EXE_recap` exists only for tests of the `recap` package
 //! itself, so [`recap_bin`] looks in this order:
 //! 1. `RECAP_BIN`, when set (the GPU machine runs staged, prebuilt binaries and has no cargo);
-//! 2. when the tests run under cargo (`CARGO` is set at run time), `cargo build -p recap --bin recap`
+//! 2. when the tests run under cargo (`CARGO` is set at run time), `cargo build -p recap-cli --bin recap`
 //!    into the same target dir and profile as this test executable, once per test process, so a
 //!    `cargo test -p recap-tests` never runs a stale binary;
 //! 3. `target/<profile>/recap` beside this test executable's `deps/` folder.
@@ -76,7 +76,7 @@ pub fn recap_bin() -> PathBuf {
 fn build_recap(cargo: &Path, profile_dir: &Path) {
     let target_dir = profile_dir.parent().expect("target dir");
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "recap", "--bin", "recap", "--target-dir"]).arg(target_dir);
+    cmd.args(["build", "--quiet", "-p", "recap-cli", "--bin", "recap", "--target-dir"]).arg(target_dir);
     match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") => {}
         Some("release") => drop(cmd.arg("--release")),
@@ -84,7 +84,7 @@ fn build_recap(cargo: &Path, profile_dir: &Path) {
         None => {}
     }
     let status = cmd.current_dir(repo_root()).status().expect("running cargo build for the recap binary");
-    assert!(status.success(), "cargo build -p recap failed: {status}");
+    assert!(status.success(), "cargo build -p recap-cli failed: {status}");
 }
 
 /// `len` incompressible bytes from `seed` (xorshift64, one byte per step): test data that lz4 cannot

@@ -117,7 +117,7 @@ fn demo(root: &Path, args: &[String]) -> Result<()> {
         .unwrap_or_else(|| "127.0.0.1:8080".into());
     build_wasm(root, true)?;
     let mut cmd = cargo();
-    cmd.args(["build", "--release", "-p", "recap", "--bin", "recap"]);
+    cmd.args(["build", "--release", "-p", "recap-cli", "--bin", "recap"]);
     run(cmd)?;
     let recap = root.join("target/release/recap");
     let demo = root.join("target/demo");

@@ -38,7 +38,7 @@ pub enum What {
         /// Run only these parts, comma-separated (a part alone in a fresh process shows what a
         /// one-archive replay sees).
         #[arg(long, value_enum, value_delimiter = ',')]
-        only: Vec<recap::cuda::bench::Section>,
+        only: Vec<recap_bench::Section>,
     },
 }
 
@@ -63,12 +63,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 Some(p) => Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?),
                 None => None,
             };
-            let outside = text.as_deref().zip(kernel.as_deref()).map(|(ptx, entry)| recap::cuda::bench::OutsideKernel {
+            let outside = text.as_deref().zip(kernel.as_deref()).map(|(ptx, entry)| recap_bench::OutsideKernel {
                 ptx,
                 entry,
                 cubin: cubin.as_deref().map(|c| (dev.sm, c)),
             });
-            let figures = recap::cuda::bench::run(&dev, reps, outside, &only).context("CUDA benchmark")?;
+            let figures = recap_bench::run(&dev, reps, outside, &only).context("CUDA benchmark")?;
             if let Some(path) = json {
                 let rows: Vec<serde_json::Value> = figures
                     .iter()

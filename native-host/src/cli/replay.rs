@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use recap::mapped::MappedFile;
-use recap::sessions::OpTimer;
+use recap_host::sessions::OpTimer;
 use shared::archive::{Archive, Direction, RegionId};
 use shared::check::RegionCheck;
 use shared::replay::{CpuReplay, IterationStats, OpEvent, ReplayObserver, ReplayOptions};

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use recap::server::{Config, DEFAULT_MAX_UPLOAD};
-use recap::sessions::SessionLimits;
+use recap_host::server::{Config, DEFAULT_MAX_UPLOAD};
+use recap_host::sessions::SessionLimits;
 
 /// Start the host: stores archives, runs replays, serves the web viewer.
 #[derive(clap::Args, Debug)]
@@ -76,9 +76,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             default_time_limit_s: args.session_time_limit,
             max_time_limit_s: args.max_session_time_limit,
         },
+        // This executable is `recap`: its `session-worker` command runs each session.
+        worker: std::env::current_exe().ok(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(recap::server::serve(config))
+    runtime.block_on(recap_host::server::serve(config))
 }
 
 /// Lets glibc keep some freed memory for reuse, but not without bound.
@@ -112,7 +114,7 @@ fn trim_when_idle() {
         let (mut seen, mut trimmed) = (0, 0);
         loop {
             std::thread::sleep(QUIET);
-            let now = recap::server::bodies_done();
+            let now = recap_host::server::bodies_done();
             if now == seen && now != trimmed {
                 // SAFETY: malloc_trim only returns free memory of the allocator's heaps.
                 unsafe { libc::malloc_trim(0) };

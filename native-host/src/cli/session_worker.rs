@@ -7,7 +7,7 @@ pub struct Args {}
 
 pub fn run(_args: Args) -> anyhow::Result<()> {
     die_with_the_host();
-    recap::sessions::run_worker(std::io::stdin().lock(), std::io::stdout().lock())?;
+    recap_host::sessions::run_worker(std::io::stdin().lock(), std::io::stdout().lock())?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use shared::protocol::{
 
 use super::report::{kept_file, parting, Keeper};
 use super::{Job, RunError};
-use crate::compare::{compare, CompareObserver, CompareOptions, Side};
+use recap::compare::{compare, CompareObserver, CompareOptions, Side};
 
 /// The two sides of a comparison, as the host names them (`interp`, `jit`, `cuda:0`, ...).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,14 +89,14 @@ pub fn run(job: &Job<'_>, sides: &CompareSides, emit: &mut dyn FnMut(SessionMess
     };
     let other_map = match &sides.against {
         Some(path) => Some(
-            crate::mapped::MappedFile::open(path).map_err(|e| RunError::Failed(format!("opening {}: {e}", path.display())))?,
+            recap::mapped::MappedFile::open(path).map_err(|e| RunError::Failed(format!("opening {}: {e}", path.display())))?,
         ),
         None => None,
     };
     let other = match &other_map {
         Some(map) => {
             let other = Archive::open(map).map_err(|e| RunError::Failed(format!("reading the archive side b replays: {e}")))?;
-            crate::compare::same_shape(job.archive, &other).map_err(RunError::Failed)?;
+            recap::compare::same_shape(job.archive, &other).map_err(RunError::Failed)?;
             other
         }
         None => job.archive.clone(),

@@ -93,7 +93,7 @@ impl Engine for CpuEngine {
             threads: 0,
             instruction_budget: job.budget,
             limits: job.limits,
-            jit_dump: crate::jit_dump::from_env(),
+            jit_dump: recap::jit_dump::from_env(),
             ..Default::default()
         };
         let mut replay = CpuReplay::new(archive, options).map_err(failed)?;

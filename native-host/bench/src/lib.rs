@@ -1,5 +1,7 @@
 //! `recap bench cuda`: what recap's CUDA replay costs, measured the way `bench/graph_floor.cu`
-//! measures CUDA itself, so each figure can sit beside its floor.
+//! measures CUDA itself, so each figure can sit beside its floor; and the archives it replays
+//! (chains, DAGs, loops, the heat step, a multi-device halo exchange), which the GPU tests use
+//! too. [`sample_kernels`] is the hand-written PTX they are built from.
 //!
 //! Every workload is a real archive built in memory and replayed through [`CudaReplay`], the same
 //! path the CLI and the host take. Times are medians over repeated replays after warm-up.
@@ -10,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use shared::archive::*;
 
-use cudarc::driver::sys;
+use recap_cuda::driver::{Code, Func};
+use recap_cuda::{call, sys};
+use recap_cuda::{CudaError, CudaReplay, Device, Mode, Pdl, ReplayOptions};
 
-use super::driver::{call, Code, Func};
-use super::sample_kernels::SampleKernels;
-use super::{CudaError, CudaReplay, Device, Mode, Pdl, ReplayOptions};
+pub mod sample_kernels;
+use sample_kernels::SampleKernels;
 
 const ELEMS: u32 = 256;
 
@@ -61,14 +64,14 @@ impl Builder {
 /// stencil through a `Field` struct by value), add a source, cool, and copy the result back, on a
 /// 96 x 64 grid: four ops a step, three of them kernels.
 pub fn heat_archive(steps: usize) -> Vec<u8> {
-    const PTX: &str = include_str!("../../examples/kernels/heat.ptx");
+    const PTX: &str = include_str!("../../recap/examples/kernels/heat.ptx");
     const NX: u32 = 96;
     const NY: u32 = 64;
     let n = NX * NY;
     let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).expect("in-memory writer");
     let module = w.add_module("heat", PTX).expect("module");
     let kernel = |w: &mut ArchiveWriter<Cursor<Vec<u8>>>, name: &str| {
-        let layout = crate::import::entry_params(PTX, name).expect("the example's PTX declares its entries");
+        let layout = recap::import::entry_params(PTX, name).expect("the example's PTX declares its entries");
         let decls = layout.iter().map(|p| p.decl(false)).collect();
         (w.add_kernel(module, name, decls).expect("kernel"), layout)
     };
@@ -82,7 +85,7 @@ pub fn heat_archive(steps: usize) -> Vec<u8> {
         r
     };
     let (u, v, src) = (grid("u", &mut w), grid("v", &mut w), grid("source", &mut w));
-    let params = |layout: &[crate::import::PtxParam]| vec![0u8; layout.last().map_or(0, |p| (p.offset + p.size) as usize)];
+    let params = |layout: &[recap::import::PtxParam]| vec![0u8; layout.last().map_or(0, |p| (p.offset + p.size) as usize)];
     let put = |bytes: &mut Vec<u8>, at: u32, value: &[u8]| bytes[at as usize..at as usize + value.len()].copy_from_slice(value);
     for _ in 0..steps {
         // Field { float* data; int nx; int ny } by value, twice, then alpha.
@@ -124,9 +127,9 @@ pub fn heat_archive(steps: usize) -> Vec<u8> {
 /// all splits give the same bits. With `expected`, the final `u` of every band is the archive's
 /// expected state (exact), taken from a CPU replay of the one-device archive.
 pub fn halo_archive(nx: u32, ny: u32, steps: usize, devices: u32, expected: bool) -> Vec<u8> {
-    const PTX: &str = include_str!("../../examples/kernels/heat.ptx");
+    const PTX: &str = include_str!("../../recap/examples/kernels/heat.ptx");
     assert!(devices >= 1 && ny >= 3 * devices, "each band needs rows of its own");
-    let layout = crate::import::entry_params(PTX, "heat_diffuse").expect("the example's PTX declares heat_diffuse");
+    let layout = recap::import::entry_params(PTX, "heat_diffuse").expect("the example's PTX declares heat_diffuse");
     let initial: Vec<f32> = (0..nx * ny)
         .map(|i| {
             let (x, y) = (i % nx, i / nx);
@@ -335,7 +338,7 @@ fn raw_chain_per_node(device: &Arc<Device>, n: usize, reps: usize, x: Option<u64
             own_x
         }
     };
-    let mut image = super::sample_kernels::PTX.as_bytes().to_vec();
+    let mut image = sample_kernels::PTX.as_bytes().to_vec();
     image.push(0);
     let code = Code::load(&image, false).map_err(|(e, log)| CudaError::Jit { module: "raw".into(), error: e, log })?;
     let func: Func = code.get(c"inc")?;
@@ -396,7 +399,7 @@ fn launch_on_a_second_stream(device: &Arc<Device>) -> Result<(), CudaError> {
     call!(cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32))?;
     let mut x = 0;
     call!(cuMemAlloc_v2(&mut x, ELEMS as usize * 4))?;
-    let mut image = super::sample_kernels::PTX.as_bytes().to_vec();
+    let mut image = sample_kernels::PTX.as_bytes().to_vec();
     image.push(0);
     let code = Code::load(&image, false).map_err(|(e, log)| CudaError::Jit { module: "second stream".into(), error: e, log })?;
     let func = code.get(c"inc")?;

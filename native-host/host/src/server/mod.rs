@@ -75,6 +75,10 @@ pub struct Config {
     pub allow_origins: Vec<String>,
     /// What a session may use, and its defaults.
     pub session_limits: crate::sessions::SessionLimits,
+    /// The `recap` executable whose `session-worker` runs each session in a process of its own
+    /// (and `cuda-probe` finds a faulting op); `None` runs CPU sessions inside the host and
+    /// turns CUDA sessions off.
+    pub worker: Option<PathBuf>,
 }
 
 /// What the handlers share.
@@ -139,17 +143,17 @@ pub fn router(state: AppState, web_dir: Option<PathBuf>) -> Router {
 }
 
 /// The engines of this machine: the CPU always, and every CUDA device found, each replaying in
-/// worker processes of this executable (`recap session-worker`) so that no session can take the
-/// host down. Without a known executable path the CPU replays in the host itself.
-pub fn engines() -> Vec<Arc<dyn Engine>> {
-    match std::env::current_exe() {
-        Ok(exe) => {
-            let mut engines: Vec<Arc<dyn Engine>> = vec![Arc::new(crate::sessions::WorkerEngine::cpu(&exe))];
-            engines.extend(crate::sessions::cuda_engines(&exe));
+/// worker processes of `worker` (`recap session-worker`) so that no session can take the host
+/// down. Without a worker executable the CPU replays in the host itself.
+pub fn engines(worker: Option<&std::path::Path>) -> Vec<Arc<dyn Engine>> {
+    match worker {
+        Some(exe) => {
+            let mut engines: Vec<Arc<dyn Engine>> = vec![Arc::new(crate::sessions::WorkerEngine::cpu(exe))];
+            engines.extend(crate::sessions::cuda_engines(exe));
             engines
         }
-        Err(e) => {
-            tracing::warn!("the path of this executable is unknown ({e}): CPU sessions run inside the host, CUDA sessions are off");
+        None => {
+            tracing::warn!("no worker executable: CPU sessions run inside the host, CUDA sessions are off");
             vec![Arc::new(crate::sessions::CpuEngine::new())]
         }
     }
@@ -206,7 +210,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         let (store, dir, limit) = (store.clone(), dir.clone(), config.max_upload);
         tokio::task::spawn_blocking(move || seed(&store, &dir, limit)).await??;
     }
-    let sessions = Sessions::start(store.clone(), engines(), config.session_limits.clone())?;
+    let sessions = Sessions::start(store.clone(), engines(config.worker.as_deref()), config.session_limits.clone())?;
 
     let listener = tokio::net::TcpListener::bind(&config.addr)
         .await

@@ -71,17 +71,18 @@ pub fn check(code: CUresult, call: &'static str) -> Result<(), DriverError> {
 }
 
 /// Calls a raw driver function and checks its result: `call!(cuMemAlloc_v2(&mut p, n))`.
+#[macro_export]
 macro_rules! call {
     ($f:ident($($arg:expr),* $(,)?)) => {
-        $crate::cuda::driver::check(
+        $crate::driver::check(
             // SAFETY: every caller passes arguments valid for the call; see the call site.
             #[allow(unused_unsafe)]
-            unsafe { cudarc::driver::sys::$f($($arg),*) },
+            unsafe { $crate::sys::$f($($arg),*) },
             stringify!($f),
         )
     };
 }
-pub(crate) use call;
+pub use call;
 
 /// Why no device could be used.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -286,7 +287,8 @@ impl Device {
         call!(cuCtxSetCurrent(ctx))
     }
 
-    pub(crate) fn context(&self) -> sys::CUcontext {
+    /// The context (for raw driver calls: benchmarks and diagnostics).
+    pub fn context(&self) -> sys::CUcontext {
         self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0.handle
     }
 
@@ -298,7 +300,7 @@ impl Device {
     /// 1000-node chain, `bench/cuda/launch_modes.cpp`). Graph launches on several streams do not
     /// do this, kernel launches on one stream do not either. The price: replays on one device
     /// from several threads run one after another on the GPU.
-    pub(crate) fn stream(&self) -> sys::CUstream {
+    pub fn stream(&self) -> sys::CUstream {
         self.ctx.lock().unwrap_or_else(|e| e.into_inner()).0.stream
     }
 
@@ -403,7 +405,7 @@ impl std::fmt::Debug for Device {
 /// A launchable kernel: the function in recap's context, and, when it came from a library, the
 /// context-independent kernel handle that graph kernel nodes take.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Func {
+pub struct Func {
     pub function: sys::CUfunction,
     /// Null for a kernel of a module.
     pub kernel: sys::CUkernel,
@@ -416,7 +418,7 @@ pub(crate) struct Func {
 /// (`cuModuleLoadData`) gives context-bound `CUfunction`s only. recap prefers libraries and keeps
 /// modules for comparison and as the fallback when a library cannot be made.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Code {
+pub enum Code {
     Library(sys::CUlibrary),
     Module(sys::CUmodule),
 }
@@ -476,7 +478,7 @@ impl Code {
 }
 
 /// Loads a module from a cubin or NUL-terminated PTX, returning the JIT error log on failure.
-pub(crate) fn load_module(image: &[u8]) -> Result<sys::CUmodule, (DriverError, String)> {
+pub fn load_module(image: &[u8]) -> Result<sys::CUmodule, (DriverError, String)> {
     const LOG: usize = 16 * 1024;
     let mut log = vec![0u8; LOG];
     let mut options = [

@@ -407,14 +407,14 @@ impl Sessions {
         let (map, other_map) = (self.store.map(archive)?, self.store.map(&other_info)?);
         let parsed = Archive::open(&map).map_err(StoreError::from)?;
         let other_parsed = Archive::open(&other_map).map_err(StoreError::from)?;
-        crate::compare::same_shape(&parsed, &other_parsed).map_err(|e| {
+        recap::compare::same_shape(&parsed, &other_parsed).map_err(|e| {
             SessionError::BadRequest(format!("archive {other} cannot be compared op by op with archive {}: {e}", archive.id))
         })
     }
 
     /// The sides of a comparison request, as the host names them, checked against its devices.
     fn compare_sides(&self, req: &shared::protocol::CreateSession) -> Result<(String, String), SessionError> {
-        use crate::compare::Side;
+        use recap::compare::Side;
         let Some(with) = &req.compare_with else {
             return Err(SessionError::BadRequest(
                 "a compare session names its second device in compare_with (cpu, interp, jit, jit-scalar, cuda or cuda:N)".into(),
@@ -434,7 +434,7 @@ impl Sessions {
             }
         }
         if named.iter().all(|n| n.starts_with("cuda")) {
-            return Err(SessionError::BadRequest(crate::compare::CompareError::TwoGpus.to_string()));
+            return Err(SessionError::BadRequest(recap::compare::CompareError::TwoGpus.to_string()));
         }
         let b = named.pop().expect("two sides");
         Ok((named.pop().expect("two sides"), b))

@@ -1743,9 +1743,9 @@ impl Drop for CudaReplay {
 
 /// After a fault in graph mode (or without per-op sync), finds which op faulted by replaying the
 /// archive (`bytes`) again op by op, waiting after each, for up to `iterations` replays. In this
-/// process when the device recovered; otherwise in a child process (`recap cuda-probe`, found as
-/// `RECAP_BIN` or beside the running executable), since the driver keeps the fault for the whole
-/// process. Other errors are handed back as they are.
+/// process when the device recovered; otherwise in a child process, since the driver keeps the
+/// fault for the whole process: the one the program set with [`crate::probe::set_child_probe`]
+/// (`recap cuda-probe`). Other errors are handed back as they are.
 pub fn locate_fault(device: &Arc<Device>, bytes: &[u8], error: CudaError, iterations: u64) -> CudaError {
     let (name, driver_error, lost) = match error {
         CudaError::Fault { op: None, device, error, lost } => (device, error, lost),

@@ -28,7 +28,7 @@
 //! # fn main() -> Result<(), recap::CaptureError> {
 //! # let basics_ptx = "";
 //! let dev = Device::cpu(); // or Device::cuda(0)?: the rest is the same
-//! // native-host/examples/kernels/basics.ptx: axpy(const float* x, float* y, float a, unsigned n)
+//! // native-host/recap/examples/kernels/basics.ptx: axpy(const float* x, float* y, float a, unsigned n)
 //! let module = dev.load_ptx("basics", basics_ptx)?;
 //! let axpy = module.kernel("axpy")?;
 //! let x = dev.upload(&[1.0f32; 256])?;

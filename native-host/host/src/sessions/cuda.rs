@@ -25,13 +25,13 @@ use shared::protocol::{CheckReport, OpTiming, SessionMessage};
 
 use super::report::{check_report, kept_file, output_regions, summary, Keeper};
 use super::{CompareSides, CpuEngine, Engine, Job, RunError};
-use crate::cuda::{locate_fault, CudaReplay, Device, Mode, ReplayOptions};
+use recap::cuda::{locate_fault, CudaReplay, Device, Mode, ReplayOptions};
 
 /// Every CUDA device the driver reports, each replaying in worker processes started from `exe`;
 /// none (and no error) on a machine without a driver. The host opens each device once to learn its
 /// name and lets it go, so it holds no CUDA context of its own.
 pub fn engines(exe: &std::path::Path) -> Vec<Arc<dyn Engine>> {
-    let Ok(info) = crate::cuda::driver() else { return Vec::new() };
+    let Ok(info) = recap::cuda::driver() else { return Vec::new() };
     let mut out: Vec<Arc<dyn Engine>> = Vec::new();
     for ordinal in 0..info.device_count {
         match Device::open(ordinal) {
@@ -258,7 +258,7 @@ fn worker_replay(
     use base64::Engine as _;
     let failed = |e: String| WorkerError::Failed(e);
     let job: WorkerJob = serde_json::from_reader(input).map_err(|e| failed(format!("reading the replay job: {e}")))?;
-    let map = crate::mapped::MappedFile::open(&job.archive)
+    let map = recap::mapped::MappedFile::open(&job.archive)
         .map_err(|e| failed(format!("opening {}: {e}", job.archive.display())))?;
     let archive = Archive::open(&map).map_err(|e| failed(format!("reading {}: {e}", job.archive.display())))?;
     let mut bindings = Vec::with_capacity(job.bindings.len());
@@ -318,7 +318,7 @@ fn replay_here(
     let archive = job.archive;
     // A fault found without its op (graph mode, or a wait after several ops) is located by
     // replaying op by op, in a child process when the driver keeps the fault.
-    let fault = |e: crate::cuda::CudaError| failed(locate_fault(device, bytes, e, 1));
+    let fault = |e: recap::cuda::CudaError| failed(locate_fault(device, bytes, e, 1));
     // Per-op times come from one stream-mode pass with an event after every op; the timed
     // iterations then run as the graph.
     let mut timing = CudaReplay::load(device, archive, ReplayOptions { mode: Mode::Stream, op_timing: true, ..Default::default() })
@@ -343,8 +343,8 @@ fn replay_here(
 
     let options = match job.cuda_mode.unwrap_or("graph") {
         "stream" => ReplayOptions { mode: Mode::Stream, ..Default::default() },
-        "graph-pdl" => ReplayOptions { pdl: crate::cuda::Pdl::On, ..Default::default() },
-        "graph-plain" => ReplayOptions { pdl: crate::cuda::Pdl::Off, ..Default::default() },
+        "graph-pdl" => ReplayOptions { pdl: recap::cuda::Pdl::On, ..Default::default() },
+        "graph-plain" => ReplayOptions { pdl: recap::cuda::Pdl::Off, ..Default::default() },
         _ => ReplayOptions::default(),
     };
     let mut replay = CudaReplay::load(device, archive, options).map_err(failed)?;

@@ -170,8 +170,8 @@ mod tests {
     }
 
     #[test]
-    fn the_sample_kernels_and_recaps_own_kernels_rewrite() {
-        for ptx in [super::super::sample_kernels::PTX, super::super::kernels::FILL_MODULE] {
+    fn recaps_own_kernels_rewrite() {
+        for ptx in [crate::kernels::FILL_MODULE, crate::kernels::CONDITION_MODULE] {
             let entries = ptx.matches(".entry").count();
             let Rewritten::Waits(text) = with_entry_waits(ptx).unwrap() else { panic!() };
             assert_eq!(text.matches("griddepcontrol.wait;").count(), entries);

@@ -1,4 +1,5 @@
-//! The CUDA backend: replays an archive on an NVIDIA GPU as one CUDA graph.
+//! recap's CUDA backend: replays an archive on NVIDIA GPUs as one CUDA graph, and gives the
+//! capture API checked driver calls for eager work. Depends on `shared` and cudarc only.
 //!
 //! The key design decision: the graph is built with the explicit node API from the archive's
 //! [`shared::plan::Plan`], not captured from a stream. Every op becomes a node (kernel, memcpy,
@@ -29,15 +30,18 @@
 // Errors carry the driver's own words and the JIT log: large, but only on the cold path.
 #![allow(clippy::result_large_err)]
 
-pub mod bench;
 pub mod driver;
+pub mod eager;
 pub mod kernels;
+pub mod nvrtc;
 pub mod pdl;
 pub mod probe;
 pub mod replay;
-pub mod sample_kernels;
 
+/// The raw driver bindings [`call!`] checks.
+pub use cudarc::driver::sys;
 pub use driver::{driver, Device, DriverError, DriverInfo, OpenError};
+pub use eager::{EagerModule, LaunchError};
 pub use replay::{locate_fault, ArchiveReplay, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions};
 
 /// Parses `cuda` or `cuda:N` into a device ordinal.

@@ -81,7 +81,7 @@ pub async fn upload(
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .and_then(crate::import_wrp::BundleKind::from_content_type);
+        .and_then(recap::import_wrp::BundleKind::from_content_type);
     if let Some(kind) = bundle {
         return upload_bundle(app, query, req, kind).await;
     }
@@ -153,7 +153,7 @@ async fn upload_bundle(
     app: AppState,
     query: UploadQuery,
     req: Request,
-    kind: crate::import_wrp::BundleKind,
+    kind: recap::import_wrp::BundleKind,
 ) -> Result<Response, ApiError> {
     let limit = app.config.max_upload;
     let req = match refuse_declared_over(req, limit) {
@@ -189,7 +189,7 @@ async fn upload_bundle(
     let store = app.store.clone();
     let ingested = tokio::task::spawn_blocking(move || {
         let out = work.path().join("converted.recap");
-        let (summary, wrp_name) = crate::import_wrp::import_bundle(&bundle_path, kind, work.path(), &out, limit)
+        let (summary, wrp_name) = recap::import_wrp::import_bundle(&bundle_path, kind, work.path(), &out, limit)
             .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_capture", e.to_string()))?;
         let name = query.name.clone().unwrap_or_else(|| format!("{}.recap", wrp_name.strip_suffix(".wrp").unwrap_or(&wrp_name)));
         let name = check_name(Some(name))?;
