@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(mut replay) = CpuReplay::new(&archive, options) else { return };
     let _ = replay.run_iteration(&mut NoObserver);
     for id in 0..archive.region_count() as u32 {
-        let _ = replay.region_bytes(id);
+        let _ = replay.read_region(id);
     }
     let _ = replay.check();
 });

@@ -290,7 +290,7 @@ fn bench_dispatch(threads: usize, engine: Engine) {
     let runs = times.len();
     let min = *times.iter().min().unwrap();
     let med = median(times);
-    let x = f32::from_le_bytes(replay.region_bytes(0).unwrap().try_into().unwrap());
+    let x = f32::from_le_bytes(replay.read_region(0).unwrap().try_into().unwrap());
     println!(
         "dispatch threads={threads} engine={engine:?}: {launches} launches of a 1-thread kernel, {runs} replays: median {:.4} us/launch, min {:.4} us/launch, cpu {:.4} us/launch (mean) (x = {x})",
         med.as_secs_f64() * 1e6 / launches as f64,
@@ -307,7 +307,7 @@ fn bench_kernel(case: &Case, threads: usize, engine: Engine, dump: Option<&PathB
     let mut cpu = Vec::new();
     let mut instructions = 0;
     for i in 0..6 {
-        replay.reset().unwrap();
+        replay.restore_initial().unwrap();
         let (t, c) = (Instant::now(), cpu_time());
         let stats = replay.run_iteration(&mut NoObserver).unwrap();
         let (e, ce) = (t.elapsed(), cpu_time() - c);
@@ -318,7 +318,7 @@ fn bench_kernel(case: &Case, threads: usize, engine: Engine, dump: Option<&PathB
             cpu.push(ce);
         }
     }
-    let out = replay.region_bytes(case.output as RegionId).unwrap();
+    let out = replay.read_region(case.output as RegionId).unwrap();
     let sum: f64 = match case.name {
         "mandelbrot" => out.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f64).sum(),
         _ => out.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).sum(),

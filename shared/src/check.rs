@@ -81,7 +81,7 @@ pub fn element(bytes: &[u8], dtype: DType, i: usize) -> f64 {
 }
 
 /// The dtype elements are read as: raw bytes when the length does not divide into elements.
-fn effective_dtype(dtype: DType, len: usize) -> DType {
+pub(crate) fn effective_dtype(dtype: DType, len: usize) -> DType {
     if len % dtype.size() == 0 {
         dtype
     } else {
@@ -159,81 +159,6 @@ pub fn check_region(
         }
     };
     out
-}
-
-/// Number of histogram bins in a [`RegionSummary`].
-pub const HISTOGRAM_BINS: usize = 32;
-/// Number of leading values a [`RegionSummary`] carries.
-pub const HEAD_VALUES: usize = 16;
-
-/// Summary statistics of a region's contents, read by dtype: what the host streams to the viewer
-/// instead of whole regions.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RegionSummary {
-    pub dtype: DType,
-    pub elements: u64,
-    /// Over the finite elements; `None` when there are none.
-    pub min: Option<f64>,
-    pub max: Option<f64>,
-    pub mean: Option<f64>,
-    pub nan_count: u64,
-    pub inf_count: u64,
-    /// Counts of the finite elements in 32 equal bins spanning `min..=max` (all in bin 0 when
-    /// `min == max`).
-    pub histogram: Vec<u64>,
-    /// The first (up to) 16 elements; NaN and infinities are carried as `None`.
-    pub head: Vec<Option<f64>>,
-}
-
-impl RegionSummary {
-    pub fn of(bytes: &[u8], dtype: DType) -> RegionSummary {
-        let dtype = effective_dtype(dtype, bytes.len());
-        let count = bytes.len() / dtype.size();
-        let (mut min, mut max, mut sum) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
-        let (mut finite, mut nan_count, mut inf_count) = (0u64, 0u64, 0u64);
-        for i in 0..count {
-            let v = element(bytes, dtype, i);
-            if v.is_nan() {
-                nan_count += 1;
-            } else if v.is_infinite() {
-                inf_count += 1;
-            } else {
-                finite += 1;
-                min = min.min(v);
-                max = max.max(v);
-                sum += v;
-            }
-        }
-        let mut histogram = vec![0u64; HISTOGRAM_BINS];
-        if finite > 0 {
-            let span = max - min;
-            for i in 0..count {
-                let v = element(bytes, dtype, i);
-                if v.is_finite() {
-                    let bin = if span > 0.0 && span.is_finite() {
-                        (((v - min) / span) * HISTOGRAM_BINS as f64) as usize
-                    } else {
-                        0
-                    };
-                    histogram[bin.min(HISTOGRAM_BINS - 1)] += 1;
-                }
-            }
-        }
-        let head = (0..count.min(HEAD_VALUES))
-            .map(|i| Some(element(bytes, dtype, i)).filter(|v| v.is_finite()))
-            .collect();
-        RegionSummary {
-            dtype,
-            elements: count as u64,
-            min: (finite > 0).then_some(min),
-            max: (finite > 0).then_some(max),
-            mean: (finite > 0).then(|| sum / finite as f64),
-            nan_count,
-            inf_count,
-            histogram,
-            head,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -359,38 +284,5 @@ mod tests {
         assert_eq!(v["tolerance"]["kind"], "exact");
         let back: RegionCheck = serde_json::from_value(v).unwrap();
         assert_eq!(back, c);
-    }
-
-    #[test]
-    fn summary_counts_specials_and_bins_finite_values() {
-        let mut vals: Vec<f32> = (0..64).map(|i| i as f32).collect();
-        vals.push(f32::NAN);
-        vals.push(f32::NEG_INFINITY);
-        let s = RegionSummary::of(&f32s(&vals), DType::F32);
-        assert_eq!(s.elements, 66);
-        assert_eq!((s.min, s.max), (Some(0.0), Some(63.0)));
-        assert_eq!(s.mean, Some(31.5));
-        assert_eq!((s.nan_count, s.inf_count), (1, 1));
-        assert_eq!(s.histogram.len(), HISTOGRAM_BINS);
-        assert_eq!(s.histogram.iter().sum::<u64>(), 64);
-        assert!(s.histogram.iter().all(|&c| c == 2), "{:?}", s.histogram);
-        assert_eq!(s.head.len(), HEAD_VALUES);
-        assert_eq!(s.head[3], Some(3.0));
-        let json = serde_json::to_string(&s).unwrap();
-        assert_eq!(serde_json::from_str::<RegionSummary>(&json).unwrap(), s);
-    }
-
-    #[test]
-    fn summary_of_constant_and_empty_and_special_only_regions() {
-        let s = RegionSummary::of(&f32s(&[2.0; 5]), DType::F32);
-        assert_eq!(s.histogram[0], 5);
-        assert_eq!(s.mean, Some(2.0));
-        let s = RegionSummary::of(&[], DType::F32);
-        assert_eq!((s.elements, s.min, s.mean), (0, None, None));
-        let s = RegionSummary::of(&f32s(&[f32::NAN, f32::INFINITY]), DType::F32);
-        assert_eq!((s.min, s.nan_count, s.inf_count), (None, 1, 1));
-        assert_eq!(s.head, vec![None, None]);
-        let s = RegionSummary::of(&[200u8, 10], DType::I8);
-        assert_eq!((s.min, s.max), (Some(-56.0), Some(10.0)));
     }
 }

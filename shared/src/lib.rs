@@ -28,4 +28,5 @@ pub mod plan;
 pub mod ptx;
 pub mod protocol;
 pub mod replay;
+pub mod report;
 pub mod wrp;

@@ -408,8 +408,9 @@ pub struct OpTiming {
     pub time_ms: f64,
 }
 
-/// Statistics of a region's final contents, read as its element type (from `shared::check`, with
-/// every non-finite number carried as `null` so the JSON always round-trips).
+/// Statistics of a region's final contents, read as its element type (computed by
+/// [`RegionSummary::of`] in `shared::report`, with every non-finite number carried as `null` so
+/// the JSON always round-trips).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RegionSummary {
     pub region: u32,

@@ -403,7 +403,7 @@ fn two_device_run(d0: &Device, d1: &Device) {
     // Replayed from the archive on the CPU (both devices in one memory): the same bytes.
     let mut cpu = shared::replay::CpuReplay::new(&archive, Default::default()).unwrap();
     cpu.run_iteration(&mut shared::replay::NoObserver).unwrap();
-    let y1: Vec<f32> = cpu.region_bytes(archive.region_named("y1").unwrap()).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let y1: Vec<f32> = cpu.read_region(archive.region_named("y1").unwrap()).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!(y1, want);
 }
 

@@ -175,7 +175,7 @@ fn cpu_bands(bytes: &[u8], devices: u32) -> Vec<Vec<u8>> {
     let mut cpu = CpuReplay::new(&archive, Default::default()).unwrap();
     cpu.run_iteration(&mut NoObserver).unwrap();
     let names: Vec<String> = if devices == 1 { vec!["u".into()] } else { (0..devices).map(|b| format!("u{b}")).collect() };
-    names.iter().map(|n| cpu.region_bytes(archive.region_named(n).unwrap()).unwrap()).collect()
+    names.iter().map(|n| cpu.read_region(archive.region_named(n).unwrap()).unwrap()).collect()
 }
 
 #[test]

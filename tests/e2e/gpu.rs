@@ -72,7 +72,8 @@ fn without_a_driver_the_error_says_so_in_one_line() {
         Err(e @ OpenError::NoDriver) => {
             // Loading an archive for the GPU says the same, and never panics inside cudarc.
             let bytes = count_down_archive(1, 0);
-            let load = recap::cuda::ArchiveReplay::open(&bytes, 0, opts(Mode::Graph)).err().map(|e| e.to_string());
+            let archive = Archive::open(&bytes).unwrap();
+            let load = CudaReplay::open(&archive, &[0], opts(Mode::Graph)).err().map(|e| e.to_string());
             assert_eq!(load.as_deref(), Some(e.to_string().as_str()));
             let msg = e.to_string();
             assert!(msg.starts_with("no CUDA driver found"), "{msg}");
@@ -280,8 +281,8 @@ fn a_while_body_that_writes_its_condition_late_stops_on_time() {
     for options in variants {
         let mut r = CudaReplay::load(&dev, &archive, options).unwrap();
         for round in 0..3 {
-            r.write_region(0, 0, &10u32.to_le_bytes()).unwrap();
-            r.write_region(1, 0, &0u32.to_le_bytes()).unwrap();
+            r.write_region_at(0, 0, &10u32.to_le_bytes()).unwrap();
+            r.write_region_at(1, 0, &0u32.to_le_bytes()).unwrap();
             r.replay().unwrap();
             let got = (u32s(&r.read_region(1).unwrap())[0], u32s(&r.read_region(0).unwrap())[0]);
             assert_eq!(got, (10, 0), "{options:?}, round {round}: (acc, counter)");
@@ -318,14 +319,14 @@ fn while_loop_runs_until_its_condition_clears() {
             };
             assert_eq!(r.loop_limits().unwrap(), want, "start {start} max {max} {mode:?}");
             // A second replay continues from the state the first left; 3 passes end on their own.
-            r.write_region(0, 0, &3u32.to_le_bytes()).unwrap();
+            r.write_region_at(0, 0, &3u32.to_le_bytes()).unwrap();
             r.replay().unwrap();
             let acc = u32s(&r.read_region(1).unwrap())[0];
             assert_eq!(acc, want_acc + if max == 0 { 3 } else { 3.min(max) }, "second replay, {mode:?}");
             assert_eq!(r.loop_limits().unwrap(), want, "second replay, start {start} max {max} {mode:?}");
             if limited {
                 // Stopped by the limit again: counted twice.
-                r.write_region(0, 0, &(max + 5).to_le_bytes()).unwrap();
+                r.write_region_at(0, 0, &(max + 5).to_le_bytes()).unwrap();
                 r.replay().unwrap();
                 let twice = r.loop_limits().unwrap();
                 assert_eq!(twice.len(), 1, "{mode:?}");
@@ -360,7 +361,7 @@ fn if_runs_its_body_only_when_the_flag_is_set() {
         assert_eq!(u32s(&r.read_region(x).unwrap()), vec![5; 64], "{mode:?}");
         assert_eq!(u32s(&r.read_region(y).unwrap()), vec![0; 64], "{mode:?}");
         // Flip the flags: now only the second body runs.
-        r.write_region(flags, 0, &[0, 0, 0, 0, 1, 0, 0, 0]).unwrap();
+        r.write_region_at(flags, 0, &[0, 0, 0, 0, 1, 0, 0, 0]).unwrap();
         r.replay().unwrap();
         assert_eq!(u32s(&r.read_region(x).unwrap()), vec![5; 64], "{mode:?}");
         assert_eq!(u32s(&r.read_region(y).unwrap()), vec![7; 64], "{mode:?}");
@@ -677,7 +678,7 @@ fn programmatic_edges_wait_for_a_late_write() {
     assert_eq!(plain.dependent_edges(), 0);
     drop((default, plain));
     for _ in 0..3 {
-        r.upload_initial(&archive).unwrap();
+        r.restore_initial(&archive).unwrap();
         r.replay().unwrap();
         let (counter, acc) = (u32s(&r.read_region(0).unwrap()), u32s(&r.read_region(1).unwrap()));
         assert_eq!((counter[0], acc[0]), (80, 20), "every read saw the write before it");
@@ -702,7 +703,7 @@ fn programmatic_edges_hold_with_more_blocks_than_the_gpu_holds_at_once() {
         assert_eq!(r.dependent_edges(), 5);
     }
     for _ in 0..3 {
-        r.upload_initial(&archive).unwrap();
+        r.restore_initial(&archive).unwrap();
         r.replay().unwrap();
         let got = u32s(&r.read_region(x).unwrap());
         assert!(got.iter().all(|&v| v == 21), "every element saw every add: {:?}", got.iter().find(|&&v| v != 21));
@@ -755,7 +756,7 @@ fn cpu_regions(bytes: &[u8]) -> Vec<Vec<u8>> {
     let archive = Archive::open(bytes).unwrap();
     let mut cpu = shared::replay::CpuReplay::new(&archive, Default::default()).unwrap();
     cpu.run_iteration(&mut shared::replay::NoObserver).unwrap();
-    (0..archive.region_count() as RegionId).map(|r| cpu.region_bytes(r).unwrap()).collect()
+    (0..archive.region_count() as RegionId).map(|r| cpu.read_region(r).unwrap()).collect()
 }
 
 #[test]
@@ -783,7 +784,7 @@ fn a_two_device_archive_gives_the_cpus_bytes_on_one_gpu_and_on_two() {
             let expect_placement = if devices.len() == 1 { vec![ordinals[0]; 2] } else { ordinals.clone() };
             assert_eq!(r.placement(), expect_placement);
             for round in 0..2 {
-                r.upload_initial(&archive).unwrap();
+                r.restore_initial(&archive).unwrap();
                 r.replay().unwrap();
                 for (id, want) in want.iter().enumerate() {
                     let got = r.read_region(id as RegionId).unwrap();

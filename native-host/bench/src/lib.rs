@@ -142,7 +142,7 @@ pub fn halo_archive(nx: u32, ny: u32, steps: usize, devices: u32, expected: bool
         let archive = Archive::open(&one).expect("just written");
         let mut cpu = shared::replay::CpuReplay::new(&archive, Default::default()).expect("the heat kernel runs on the CPU");
         cpu.run_iteration(&mut shared::replay::NoObserver).expect("the heat steps run on the CPU");
-        cpu.region_bytes(archive.region_named("u").expect("named u")).expect("u")
+        cpu.read_region(archive.region_named("u").expect("named u")).expect("u")
     });
 
     let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).expect("in-memory writer");
@@ -426,7 +426,7 @@ fn launch_on_a_second_stream(device: &Arc<Device>) -> Result<(), CudaError> {
 fn while_per_iteration(r: &mut CudaReplay, k: u32, reps: usize) -> Result<f64, CudaError> {
     let mut per = Vec::new();
     for rep in 0..reps + 1 {
-        r.write_region(0, 0, &k.to_le_bytes())?;
+        r.write_region_at(0, 0, &k.to_le_bytes())?;
         let a = Instant::now();
         r.launch()?;
         r.synchronize()?;
@@ -775,7 +775,7 @@ mod tests {
         assert_eq!(archive.op_count(), 8);
         let mut r = shared::replay::CpuReplay::new(&archive, Default::default()).unwrap();
         r.run_iteration(&mut shared::replay::NoObserver).unwrap();
-        let u: Vec<f32> = r.region_bytes(0).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let u: Vec<f32> = r.read_region(0).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert!(u.iter().all(|v| v.is_finite()) && u != (0..96 * 64).map(|i| (i % 97) as f32).collect::<Vec<_>>());
     }
 }

@@ -42,7 +42,7 @@ pub mod replay;
 pub use cudarc::driver::sys;
 pub use driver::{driver, Device, DriverError, DriverInfo, OpenError};
 pub use eager::{EagerModule, LaunchError};
-pub use replay::{locate_fault, ArchiveReplay, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions};
+pub use replay::{locate_fault, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions};
 
 /// Parses `cuda` or `cuda:N` into a device ordinal.
 pub fn parse_device(spec: &str) -> Option<usize> {

@@ -19,6 +19,7 @@ use cudarc::driver::sys::{self, CUdeviceptr, CUgraph, CUgraphNode};
 use shared::archive::{Archive, Direction, FormatError, KernelId, Op, OpId, RegionId, Reloc};
 use shared::check::{check_region, RegionCheck};
 use shared::plan::{Dag, Plan, Span};
+use shared::replay::{IterationStats, Ran, ReplayObserver};
 
 use super::driver::{call, Code, Device, DriverError, Func, OpenError};
 use super::kernels;
@@ -365,6 +366,8 @@ pub struct CudaReplay {
     dependent_edges: usize,
     /// Times a host-driven loop (stream mode) was stopped by its limit, by op.
     host_limit_hits: HashMap<OpId, u64>,
+    /// Launch ops of the archive (counted once, for iteration statistics).
+    launches: u64,
 }
 
 /// One GPU of a replay, with what the logical devices placed on it share.
@@ -520,12 +523,20 @@ impl CudaReplay {
             pdl: options.pdl != Pdl::Off,
             dependent_edges: 0,
             host_limit_hits: HashMap::new(),
+            launches: archive.ops().filter(|op| matches!(op, Op::Launch(_))).count() as u64,
         };
         let result = me.load_inner(archive);
         match result {
             Ok(()) => Ok(me),
             Err(e) => Err(me.fail(e)),
         }
+    }
+
+    /// Opens the GPUs `ordinals` (one per logical device of the archive, or one for all) and
+    /// loads `archive` onto them ([`CudaReplay::load_on`]).
+    pub fn open(archive: &Archive, ordinals: &[usize], options: ReplayOptions) -> Result<Self, CudaError> {
+        let devices = ordinals.iter().map(|&o| Device::open(o)).collect::<Result<Vec<_>, _>>()?;
+        Self::load_on(&devices, archive, options)
     }
 
     /// A PTX module whose `.version` is newer than this driver's JIT knows (a producer built with a
@@ -745,7 +756,7 @@ impl CudaReplay {
         for ev in [&mut self.start, &mut self.end] {
             call!(cuEventCreate(ev, sys::CUevent_flags::CU_EVENT_DEFAULT as u32))?;
         }
-        self.upload_initial(archive)?;
+        self.restore_initial(archive)?;
         self.load_times.regions = clock.elapsed();
 
         // Steps.
@@ -845,7 +856,7 @@ impl CudaReplay {
     }
 
     /// Writes every region's initial bytes (zeros where the archive has none) with its pointers relocated.
-    pub fn upload_initial(&mut self, archive: &Archive) -> Result<(), CudaError> {
+    pub fn restore_initial(&mut self, archive: &Archive) -> Result<(), CudaError> {
         self.ready()?;
         let mut relocs: HashMap<RegionId, Vec<Reloc>> = HashMap::new();
         for (owner, r) in archive.region_relocs() {
@@ -1165,7 +1176,7 @@ impl CudaReplay {
     }
 
     /// Overwrites `bytes.len()` bytes of a region at `offset` (waits for earlier replays first).
-    pub fn write_region(&mut self, region: RegionId, offset: u64, bytes: &[u8]) -> Result<(), CudaError> {
+    pub fn write_region_at(&mut self, region: RegionId, offset: u64, bytes: &[u8]) -> Result<(), CudaError> {
         self.ready()?;
         let r = self.region_index(region)?;
         if offset.checked_add(bytes.len() as u64).is_none_or(|e| e > r.size) {
@@ -1222,7 +1233,7 @@ impl CudaReplay {
         if bytes.len() as u64 != size {
             return Err(CudaError::Invalid(format!("binding {name} holds {size} bytes, not {}", bytes.len())));
         }
-        self.write_region(region, 0, bytes)
+        self.write_region_at(region, 0, bytes)
     }
 
     /// Reads the region bound to `name`.
@@ -1791,49 +1802,34 @@ pub fn probe_ops(device: &Arc<Device>, archive: &Archive, iterations: u64) -> Re
 /// Called by [`CudaReplay::replay_each_op`] after each op, with the replay (to read regions).
 pub type OpHook<'h> = dyn FnMut(&mut CudaReplay, OpId) -> Result<(), CudaError> + 'h;
 
-/// One archive file replayed on a GPU the way `recap replay` drives any backend: each iteration
-/// may start from the initial state ([`ArchiveReplay::reset`]), a fault names its op, and
-/// [`ArchiveReplay::check`] judges the expected regions.
-pub struct ArchiveReplay<'a> {
-    bytes: &'a [u8],
-    archive: Archive<'a>,
-    device: Arc<Device>,
-    replay: CudaReplay,
-}
+impl shared::replay::Replayer for CudaReplay {
+    type Error = CudaError;
 
-impl<'a> ArchiveReplay<'a> {
-    /// Opens device `ordinal` and loads the archive held in `bytes`.
-    pub fn open(bytes: &'a [u8], ordinal: usize, options: ReplayOptions) -> Result<Self, CudaError> {
-        Self::open_on(bytes, &[ordinal], options)
+    fn restore_initial(&mut self, archive: &Archive<'_>) -> Result<(), CudaError> {
+        CudaReplay::restore_initial(self, archive)
     }
 
-    /// Opens the GPUs `ordinals` (one per logical device of the archive, or one for all) and
-    /// loads the archive held in `bytes` onto them ([`CudaReplay::load_on`]).
-    pub fn open_on(bytes: &'a [u8], ordinals: &[usize], options: ReplayOptions) -> Result<Self, CudaError> {
-        let archive = Archive::open(bytes)?;
-        let devices = ordinals.iter().map(|&o| Device::open(o)).collect::<Result<Vec<_>, _>>()?;
-        let replay = CudaReplay::load_on(&devices, &archive, options)?;
-        let device = devices[0].clone();
-        Ok(ArchiveReplay { bytes, archive, device, replay })
+    fn write_region(&mut self, region: RegionId, bytes: &[u8]) -> Result<(), CudaError> {
+        let size = self.region_index(region)?.size;
+        if bytes.len() as u64 != size {
+            return Err(CudaError::Invalid(format!("region {region} holds {size} bytes, not {}", bytes.len())));
+        }
+        self.write_region_at(region, 0, bytes)
     }
 
-    /// Restores every region's initial bytes.
-    pub fn reset(&mut self) -> Result<(), CudaError> {
-        self.replay.upload_initial(&self.archive)
+    /// One replay; a fault is reported with the op that caused it ([`locate_fault`]).
+    fn run_iteration(&mut self, archive: &Archive<'_>, _observer: &mut dyn ReplayObserver) -> Result<Ran, CudaError> {
+        let took = self.replay().map_err(|e| locate_fault(&self.slots[0].device.clone(), archive.bytes(), e, 1))?;
+        let stats = IterationStats { ops: archive.op_count() as u64, launches: self.launches, ..Default::default() };
+        Ok(Ran { stats, device_ms: Some(took.as_secs_f64() * 1e3) })
     }
 
-    /// Replays once; a fault is reported with the op that caused it.
-    pub fn run_iteration(&mut self) -> Result<Duration, CudaError> {
-        self.replay.replay().map_err(|e| locate_fault(&self.device, self.bytes, e, 1))
+    fn read_region(&mut self, region: RegionId) -> Result<Vec<u8>, CudaError> {
+        CudaReplay::read_region(self, region)
     }
 
-    pub fn check(&mut self) -> Result<Vec<RegionCheck>, CudaError> {
-        self.replay.check(&self.archive)
-    }
-
-    /// The loaded replay, for bindings, parameter updates and timings.
-    pub fn replay(&mut self) -> &mut CudaReplay {
-        &mut self.replay
+    fn check(&mut self, archive: &Archive<'_>) -> Result<Vec<RegionCheck>, CudaError> {
+        CudaReplay::check(self, archive)
     }
 }
 

@@ -134,8 +134,8 @@ pub fn compare(
                 let oa = ra.step(&mut ca, &mut NoObserver).map_err(step_error(a))?;
                 let ob = rb.step(&mut cb, &mut NoObserver).map_err(step_error(b))?;
                 let go = comparison
-                    .after_op(oa, ob, |r| ra.region_bytes(r).map_err(step_error(a)), |r| {
-                        rb.region_bytes(r).map_err(step_error(b))
+                    .after_op(oa, ob, |r| ra.read_region(r).map_err(step_error(a)), |r| {
+                        rb.read_region(r).map_err(step_error(b))
                     })?;
                 report(&mut comparison, observer);
                 if !go {
@@ -164,7 +164,7 @@ pub fn compare(
                     return Ok(());
                 }
                 let result = host.step(&mut cursor, &mut NoObserver).map_err(cpu_error).and_then(|theirs| {
-                    let read_cpu = |r| host.region_bytes(r).map_err(cpu_error);
+                    let read_cpu = |r| host.read_region(r).map_err(cpu_error);
                     let read_gpu = |r| gpu.read_region(r).map_err(gpu_error);
                     if cuda_first {
                         comparison.after_op(Some(op), theirs, read_gpu, read_cpu)

@@ -4,6 +4,7 @@
 
 pub mod capture;
 pub mod child_probe;
+pub mod clock;
 pub mod compare;
 pub mod import;
 pub mod import_wrp;

@@ -11,43 +11,42 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use recap::mapped::MappedFile;
-use recap_host::sessions::OpTimer;
 use shared::archive::{Archive, Direction, RegionId};
 use shared::check::RegionCheck;
-use shared::replay::{CpuReplay, IterationStats, OpEvent, ReplayObserver, ReplayOptions};
+use shared::replay::{CpuReplay, IterationStats, OpEvent, Ran, ReplayObserver, ReplayOptions, Replayer, Session};
 
 use super::data::{self, InputArg};
 
 /// Where a replay runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Device {
+pub enum DeviceArg {
     Cpu,
     Cuda(u32),
 }
 
-impl std::str::FromStr for Device {
+impl std::str::FromStr for DeviceArg {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "cpu" => Ok(Device::Cpu),
-            "cuda" => Ok(Device::Cuda(0)),
+            "cpu" => Ok(DeviceArg::Cpu),
+            "cuda" => Ok(DeviceArg::Cuda(0)),
             _ => match s.strip_prefix("cuda:").map(str::parse) {
-                Some(Ok(n)) => Ok(Device::Cuda(n)),
+                Some(Ok(n)) => Ok(DeviceArg::Cuda(n)),
                 _ => Err(format!("unknown device {s:?}: expected cpu, cuda or cuda:N")),
             },
         }
     }
 }
 
-impl std::fmt::Display for Device {
+impl std::fmt::Display for DeviceArg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Device::Cpu => write!(f, "cpu"),
-            Device::Cuda(n) => write!(f, "cuda:{n}"),
+            DeviceArg::Cpu => write!(f, "cpu"),
+            DeviceArg::Cuda(n) => write!(f, "cuda:{n}"),
         }
     }
 }
@@ -67,8 +66,8 @@ impl std::str::FromStr for DeviceMap {
         if s == "cpu" {
             return Ok(DeviceMap::Cpu);
         }
-        let gpu = |spec: &str| match spec.parse::<Device>() {
-            Ok(Device::Cuda(n)) => Ok(n),
+        let gpu = |spec: &str| match spec.parse::<DeviceArg>() {
+            Ok(DeviceArg::Cuda(n)) => Ok(n),
             _ => Err(format!("{spec:?} in --devices is not a GPU: expected cuda or cuda:N (or cpu alone, for every device)")),
         };
         let parts: Vec<&str> = s.split(',').map(str::trim).collect();
@@ -102,7 +101,7 @@ impl std::str::FromStr for DeviceMap {
 
 /// How the CUDA backend submits work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
+pub enum ModeArg {
     /// One CUDA graph, instantiated once and launched per iteration (with programmatic edges
     /// between dependent kernels where the GPU has them, as graph-pdl)
     Graph,
@@ -122,7 +121,7 @@ pub struct Args {
     pub file: PathBuf,
     /// cpu, cuda or cuda:N: every device of a multi-device archive on it.
     #[arg(long, default_value = "cpu")]
-    pub device: Device,
+    pub device: DeviceArg,
     /// A multi-device archive's devices on several GPUs: cuda:0,cuda:1 (device i on the i-th
     /// listed), 0=cuda:1,1=cuda:0, or cpu. Several devices may share a GPU.
     #[arg(long, conflicts_with = "device", value_name = "MAP")]
@@ -141,11 +140,11 @@ pub struct Args {
     pub threads: usize,
     /// CUDA submission mode (default graph); the CPU always replays op by op.
     #[arg(long, value_enum)]
-    pub mode: Option<Mode>,
+    pub mode: Option<ModeArg>,
     /// CPU engine: native code where a kernel allows it (jit), native code one thread at a time
     /// (jit-scalar), or always the interpreter (interp).
     #[arg(long, value_enum, default_value = "jit")]
-    pub engine: CpuEngine,
+    pub engine: CpuBackend,
     #[command(flatten)]
     pub limits: super::limits::LimitArgs,
     /// Replace a binding's or region's initial data, NAME=FILE: a .npy whose dtype and shape fit
@@ -169,7 +168,7 @@ pub struct Args {
 
 /// The CPU engine for kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum CpuEngine {
+pub enum CpuBackend {
     /// Native code, groups of sixteen threads in vector lanes where the kernel allows
     Jit,
     /// Native code, one thread at a time
@@ -178,12 +177,12 @@ pub enum CpuEngine {
     Interp,
 }
 
-impl From<CpuEngine> for shared::ptx::Engine {
-    fn from(e: CpuEngine) -> Self {
+impl From<CpuBackend> for shared::ptx::Engine {
+    fn from(e: CpuBackend) -> Self {
         match e {
-            CpuEngine::Jit => shared::ptx::Engine::Jit,
-            CpuEngine::JitScalar => shared::ptx::Engine::JitScalar,
-            CpuEngine::Interp => shared::ptx::Engine::Interpreter,
+            CpuBackend::Jit => shared::ptx::Engine::Jit,
+            CpuBackend::JitScalar => shared::ptx::Engine::JitScalar,
+            CpuBackend::Interp => shared::ptx::Engine::Interpreter,
         }
     }
 }
@@ -194,97 +193,76 @@ pub struct BackendSettings {
     pub budget: Option<u64>,
     pub threads: usize,
     /// As given on the command line (`None`: the device's default).
-    pub mode: Option<Mode>,
+    pub mode: Option<ModeArg>,
     pub cancel: Arc<AtomicBool>,
-    pub engine: CpuEngine,
+    pub engine: CpuBackend,
     /// What the archive may make a CPU replay allocate and launch.
     pub limits: shared::replay::ReplayLimits,
     /// GPU ordinals per logical device (`None`: every device on the one GPU asked for).
     pub placement: Option<Vec<u32>>,
 }
 
-/// A replay engine on one device, as the command drives it.
-pub trait ReplayBackend {
-    /// Restores the archive's initial state.
-    fn reset(&mut self) -> anyhow::Result<()>;
-    /// Runs every op once.
-    fn run_iteration(&mut self, observer: &mut dyn ReplayObserver) -> anyhow::Result<IterationStats>;
-    /// Judges the regions that have an expected state.
-    fn check(&mut self) -> anyhow::Result<Vec<RegionCheck>>;
-    /// Replaces a region's contents (for the iteration that follows).
-    fn set_region(&mut self, region: RegionId, bytes: &[u8]) -> anyhow::Result<()>;
-    /// A region's contents now.
-    fn read_region(&mut self, region: RegionId) -> anyhow::Result<Vec<u8>>;
+/// The engine a replay runs on, as the command drives it: either one, through [`Replayer`],
+/// plus what the command says about how it ran.
+pub enum Backend<'a> {
+    Cpu(CpuReplay<'a>),
+    Cuda {
+        replay: recap::cuda::CudaReplay,
+        /// Loop-limit stops reported so far, by op (the replay counts them since it was loaded).
+        limits_reported: std::collections::HashMap<shared::archive::OpId, u64>,
+    },
+}
 
+impl Replayer for Backend<'_> {
+    type Error = anyhow::Error;
+
+    fn restore_initial(&mut self, archive: &Archive<'_>) -> anyhow::Result<()> {
+        match self {
+            Backend::Cpu(r) => Ok(Replayer::restore_initial(r, archive)?),
+            Backend::Cuda { replay, .. } => Ok(Replayer::restore_initial(replay, archive)?),
+        }
+    }
+    fn write_region(&mut self, region: RegionId, bytes: &[u8]) -> anyhow::Result<()> {
+        match self {
+            Backend::Cpu(r) => Ok(Replayer::write_region(r, region, bytes)?),
+            Backend::Cuda { replay, .. } => Ok(Replayer::write_region(replay, region, bytes)?),
+        }
+    }
+    fn run_iteration(&mut self, archive: &Archive<'_>, observer: &mut dyn ReplayObserver) -> anyhow::Result<Ran> {
+        match self {
+            Backend::Cpu(r) => Ok(Replayer::run_iteration(r, archive, observer)?),
+            Backend::Cuda { replay, .. } => Ok(Replayer::run_iteration(replay, archive, observer)?),
+        }
+    }
+    fn read_region(&mut self, region: RegionId) -> anyhow::Result<Vec<u8>> {
+        match self {
+            Backend::Cpu(r) => Ok(Replayer::read_region(r, region)?),
+            Backend::Cuda { replay, .. } => Ok(Replayer::read_region(replay, region)?),
+        }
+    }
+    fn check(&mut self, archive: &Archive<'_>) -> anyhow::Result<Vec<RegionCheck>> {
+        match self {
+            Backend::Cpu(r) => Ok(Replayer::check(r, archive)?),
+            Backend::Cuda { replay, .. } => Ok(Replayer::check(replay, archive)?),
+        }
+    }
+}
+
+impl Backend<'_> {
     /// One-line notes on how the replay has to be carried out (printed once, before it starts).
-    fn warnings(&mut self) -> Vec<String> {
-        Vec::new()
+    fn warnings(&self) -> Vec<String> {
+        match self {
+            Backend::Cpu(_) => Vec::new(),
+            Backend::Cuda { replay, .. } => replay.warnings().to_vec(),
+        }
     }
-    /// What to say about the last iteration instead of the CPU's op and instruction counts.
-    fn iteration_detail(&mut self) -> Option<String> {
-        None
-    }
+
     /// Warnings about what the last iteration did (a loop stopped by its limit), one line each.
     fn iteration_warnings(&mut self) -> anyhow::Result<Vec<String>> {
-        Ok(Vec::new())
-    }
-}
-
-struct CpuBackend<'a>(CpuReplay<'a>);
-
-impl ReplayBackend for CpuBackend<'_> {
-    fn reset(&mut self) -> anyhow::Result<()> {
-        Ok(self.0.reset()?)
-    }
-    fn run_iteration(&mut self, observer: &mut dyn ReplayObserver) -> anyhow::Result<IterationStats> {
-        Ok(self.0.run_iteration(observer)?)
-    }
-    fn check(&mut self) -> anyhow::Result<Vec<RegionCheck>> {
-        Ok(self.0.check()?)
-    }
-    fn set_region(&mut self, region: RegionId, bytes: &[u8]) -> anyhow::Result<()> {
-        Ok(self.0.set_region_bytes(region, bytes)?)
-    }
-    fn read_region(&mut self, region: RegionId) -> anyhow::Result<Vec<u8>> {
-        Ok(self.0.region_bytes(region)?)
-    }
-}
-
-/// A CUDA graph (or stream) replay of the archive on one GPU.
-struct CudaBackend<'a> {
-    replay: recap::cuda::ArchiveReplay<'a>,
-    ops: u64,
-    launches: u64,
-    last_device_time: Duration,
-    /// Loop-limit stops reported so far, by op (the replay counts them since it was loaded).
-    limits_reported: std::collections::HashMap<shared::archive::OpId, u64>,
-}
-
-impl ReplayBackend for CudaBackend<'_> {
-    fn reset(&mut self) -> anyhow::Result<()> {
-        Ok(self.replay.reset()?)
-    }
-    fn run_iteration(&mut self, _observer: &mut dyn ReplayObserver) -> anyhow::Result<IterationStats> {
-        // The GPU runs the whole graph without coming back to the host: there is no per-op event.
-        self.last_device_time = self.replay.run_iteration()?;
-        Ok(IterationStats { ops: self.ops, launches: self.launches, ..Default::default() })
-    }
-    fn check(&mut self) -> anyhow::Result<Vec<RegionCheck>> {
-        Ok(self.replay.check()?)
-    }
-    fn set_region(&mut self, region: RegionId, bytes: &[u8]) -> anyhow::Result<()> {
-        Ok(self.replay.replay().write_region(region, 0, bytes)?)
-    }
-    fn read_region(&mut self, region: RegionId) -> anyhow::Result<Vec<u8>> {
-        Ok(self.replay.replay().read_region(region)?)
-    }
-    fn warnings(&mut self) -> Vec<String> {
-        self.replay.replay().warnings().to_vec()
-    }
-    fn iteration_warnings(&mut self) -> anyhow::Result<Vec<String>> {
+        let Backend::Cuda { replay, limits_reported, .. } = self else { return Ok(Vec::new()) };
         let mut out = Vec::new();
-        for mut limit in self.replay.replay().loop_limits()? {
-            let before = self.limits_reported.insert(limit.op, limit.times).unwrap_or(0);
+        for mut limit in replay.loop_limits()? {
+            let before = limits_reported.insert(limit.op, limit.times).unwrap_or(0);
             if limit.times > before {
                 limit.times -= before;
                 out.push(limit.message());
@@ -292,33 +270,26 @@ impl ReplayBackend for CudaBackend<'_> {
         }
         Ok(out)
     }
-    fn iteration_detail(&mut self) -> Option<String> {
-        let r = self.replay.replay();
-        let how = match (r.mode(), r.graph_size()) {
-            (recap::cuda::Mode::Graph, Some((nodes, edges))) => match r.dependent_edges() {
+
+    /// What to say about an iteration instead of the CPU's op and instruction counts (a GPU's
+    /// iteration time is its device time).
+    fn iteration_detail(&self, stats: &IterationStats) -> Option<String> {
+        let Backend::Cuda { replay, .. } = self else { return None };
+        let how = match (replay.mode(), replay.graph_size()) {
+            (recap::cuda::Mode::Graph, Some((nodes, edges))) => match replay.dependent_edges() {
                 0 => format!("one graph of {nodes} nodes, {edges} edges"),
                 p => format!("one graph of {nodes} nodes, {edges} edges ({p} programmatic)"),
             },
             _ => "op by op on a stream".to_string(),
         };
-        Some(format!(
-            "{} on the GPU; {} ops, {} launches in the archive; {how}",
-            fmt_duration(self.last_device_time),
-            self.ops,
-            self.launches
-        ))
+        Some(format!("on the GPU; {} ops, {} launches in the archive; {how}", stats.ops, stats.launches))
     }
 }
 
-/// The engine for `device`, over the archive held in `bytes`.
-pub fn open_backend<'a>(
-    device: Device,
-    bytes: &'a [u8],
-    archive: &Archive<'a>,
-    settings: &BackendSettings,
-) -> anyhow::Result<Box<dyn ReplayBackend + 'a>> {
+/// The engine for `device`, over `archive`.
+pub fn open_backend<'a>(device: DeviceArg, archive: &Archive<'a>, settings: &BackendSettings) -> anyhow::Result<Backend<'a>> {
     match device {
-        Device::Cpu => {
+        DeviceArg::Cpu => {
             if let Some(mode) = settings.mode {
                 bail!(
                     "--mode {} applies to --device cuda only: the CPU always replays op by op",
@@ -333,38 +304,35 @@ pub fn open_backend<'a>(
                 limits: settings.limits,
                 jit_dump: recap::jit_dump::from_env(),
             };
-            Ok(Box::new(CpuBackend(CpuReplay::new(archive, options)?)))
+            Ok(Backend::Cpu(CpuReplay::new(archive, options)?))
         }
-        Device::Cuda(ordinal) => {
+        DeviceArg::Cuda(ordinal) => {
             if settings.budget.is_some() {
                 bail!("--budget applies to --device cpu only: a GPU runs kernels without counting instructions");
             }
             use recap::cuda::Pdl;
-            let (mode, pdl) = match settings.mode.unwrap_or(Mode::Graph) {
-                Mode::Graph => (recap::cuda::Mode::Graph, Pdl::Auto),
-                Mode::GraphPdl => (recap::cuda::Mode::Graph, Pdl::On),
-                Mode::GraphPlain => (recap::cuda::Mode::Graph, Pdl::Off),
-                Mode::Stream => (recap::cuda::Mode::Stream, Pdl::Auto),
+            let (mode, pdl) = match settings.mode.unwrap_or(ModeArg::Graph) {
+                ModeArg::Graph => (recap::cuda::Mode::Graph, Pdl::Auto),
+                ModeArg::GraphPdl => (recap::cuda::Mode::Graph, Pdl::On),
+                ModeArg::GraphPlain => (recap::cuda::Mode::Graph, Pdl::Off),
+                ModeArg::Stream => (recap::cuda::Mode::Stream, Pdl::Auto),
             };
             let options = recap::cuda::ReplayOptions { mode, pdl, ..Default::default() };
             let ordinals: Vec<usize> = match &settings.placement {
                 Some(gpus) => gpus.iter().map(|&g| g as usize).collect(),
                 None => vec![ordinal as usize],
             };
-            let replay = recap::cuda::ArchiveReplay::open_on(bytes, &ordinals, options)?;
-            let launches = archive.ops().filter(|op| matches!(op, shared::archive::Op::Launch(_))).count() as u64;
-            Ok(Box::new(CudaBackend { replay, ops: archive.op_count() as u64, launches, last_device_time: Duration::ZERO, limits_reported: Default::default() }))
+            let replay = recap::cuda::CudaReplay::open(archive, &ordinals, options)?;
+            Ok(Backend::Cuda { replay, limits_reported: Default::default() })
         }
     }
 }
 
-/// A progress bar that appears once a replay has run for a moment, on a terminal only; it also
-/// times the ops where `--json` asks for their times.
+/// A progress bar that appears once a replay has run for a moment, on a terminal only.
 struct Progress {
     bar: indicatif::ProgressBar,
     shown: Arc<AtomicBool>,
     ops_seen: u64,
-    timer: Option<OpTimer>,
 }
 
 const PROGRESS_DELAY: Duration = Duration::from_millis(300);
@@ -389,7 +357,7 @@ impl Progress {
                 }
             });
         }
-        Progress { bar, shown, ops_seen: 0, timer: None }
+        Progress { bar, shown, ops_seen: 0 }
     }
 
     fn println(&self, line: String) {
@@ -402,16 +370,7 @@ impl Progress {
 }
 
 impl ReplayObserver for Progress {
-    fn op_finished(&mut self, event: &OpEvent) {
-        if let Some(t) = &mut self.timer {
-            t.op_finished(event);
-        }
-    }
-
     fn op_started(&mut self, event: &OpEvent) {
-        if let Some(t) = &mut self.timer {
-            t.op_started(event);
-        }
         self.ops_seen += 1;
         // Updating the bar costs more than dispatching a small op: do it now and then.
         if self.ops_seen % 64 == 1 && self.shown.load(Ordering::Relaxed) {
@@ -438,7 +397,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let (device, placement) = match &args.devices {
         None => (args.device, None),
-        Some(DeviceMap::Cpu) => (Device::Cpu, None),
+        Some(DeviceMap::Cpu) => (DeviceArg::Cpu, None),
         Some(DeviceMap::Cuda(gpus)) => {
             let logical = archive.device_count() as usize;
             if gpus.len() != logical {
@@ -449,7 +408,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     args.file.display()
                 );
             }
-            (Device::Cuda(gpus[0]), Some(gpus.clone()))
+            (DeviceArg::Cuda(gpus[0]), Some(gpus.clone()))
         }
     };
     let args = Args { device, ..args };
@@ -472,7 +431,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let dumped = dump_regions(&archive, args.dump_all)?;
-    let mut backend = open_backend(args.device, &map[..], &archive, &settings)
+    let mut backend = open_backend(args.device, &archive, &settings)
         .with_context(|| format!("loading {} for {}", args.file.display(), args.device))?;
     for w in backend.warnings() {
         eprintln!("warning: {w}");
@@ -480,46 +439,39 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let emit = |value: serde_json::Value| println!("{value}");
 
     let mut progress = Progress::new(args.iterations);
-    if args.json {
-        progress.timer = Some(OpTimer::default());
-    }
     let mut times = Vec::with_capacity(args.iterations as usize);
     // On a terminal a long replay shows its first iteration (the one that compiles and
     // instantiates) and the progress bar; a pipe gets every line.
     let terse = args.iterations > 10 && std::io::IsTerminal::is_terminal(&std::io::stdout());
-    for i in 0..args.iterations {
+    let clock = recap::clock::MonotonicClock::new();
+    let mut session = Session::new(&archive, args.iterations, &inputs);
+    while !session.done() {
+        let i = times.len() as u32;
         if cancel.load(Ordering::Relaxed) {
             progress.bar.finish_and_clear();
             bail!("replay of {} on {} cancelled after {i} of {} iterations", args.file.display(), args.device, args.iterations);
         }
-        if i > 0 {
-            backend.reset()?;
-        }
-        for (region, bytes) in &inputs {
-            backend.set_region(*region, bytes)?;
-        }
-        let start = Instant::now();
-        let stats = backend.run_iteration(&mut progress);
-        let elapsed = start.elapsed();
-        let stats = match stats {
-            Ok(s) => s,
+        // The command prints its own lines: the session's messages are for the host and browser.
+        let iteration = match session.step(&mut backend, &clock, &mut progress, &mut |_| {}) {
+            Ok(it) => it,
             Err(e) => {
                 progress.bar.finish_and_clear();
                 return Err(e.context(format!("replaying {} on {}, iteration {}", args.file.display(), args.device, i + 1)));
             }
         };
+        let elapsed = Duration::from_secs_f64(iteration.time_ms / 1e3);
+        let stats = iteration.stats;
         progress.bar.inc(1);
         if args.json {
-            let ops = progress.timer.as_mut().map(OpTimer::take).unwrap_or_default();
             emit(serde_json::json!({
-                "type": "iteration", "iteration": i + 1, "time_ms": elapsed.as_secs_f64() * 1e3,
-                "stats": stats, "detail": backend.iteration_detail(),
+                "type": "iteration", "iteration": i + 1, "time_ms": iteration.time_ms,
+                "stats": stats, "detail": backend.iteration_detail(&stats),
             }));
-            if !ops.is_empty() {
-                emit(serde_json::json!({"type": "op_timings", "iteration": i + 1, "ops": ops}));
+            if !iteration.ops.is_empty() {
+                emit(serde_json::json!({"type": "op_timings", "iteration": i + 1, "ops": iteration.ops}));
             }
         } else if !args.quiet && (i == 0 || !terse) {
-            let line = match backend.iteration_detail() {
+            let line = match backend.iteration_detail(&stats) {
                 Some(detail) => format!("iteration {}: {} ({detail})", i + 1, fmt_duration(elapsed)),
                 None => iteration_line(i, elapsed, &stats),
             };
@@ -547,7 +499,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.dump {
         for (region, file) in &dumped {
             let r = archive.region(*region);
-            let bytes = backend.read_region(*region).with_context(|| format!("reading region {:?} to dump it", r.name))?;
+            let bytes = Replayer::read_region(&mut backend, *region).with_context(|| format!("reading region {:?} to dump it", r.name))?;
             let path = dir.join(file);
             data::write_region(&r, &bytes, &path)?;
             if args.json {
@@ -560,7 +512,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.check {
         return Ok(ExitCode::SUCCESS);
     }
-    let checks = backend.check()?;
+    let checks = Replayer::check(&mut backend, &archive)?;
     let failed = checks.iter().filter(|c| !c.passed).count();
     if args.json {
         emit(serde_json::json!({"type": "check", "passed": !checks.is_empty() && failed == 0, "regions": checks}));
@@ -645,10 +597,10 @@ mod tests {
 
     #[test]
     fn devices_parse() {
-        assert_eq!("cpu".parse::<Device>(), Ok(Device::Cpu));
-        assert_eq!("cuda".parse::<Device>(), Ok(Device::Cuda(0)));
-        assert_eq!("cuda:3".parse::<Device>(), Ok(Device::Cuda(3)));
-        assert!("cuda:x".parse::<Device>().unwrap_err().contains("cuda:N"));
-        assert!("tpu".parse::<Device>().is_err());
+        assert_eq!("cpu".parse::<DeviceArg>(), Ok(DeviceArg::Cpu));
+        assert_eq!("cuda".parse::<DeviceArg>(), Ok(DeviceArg::Cuda(0)));
+        assert_eq!("cuda:3".parse::<DeviceArg>(), Ok(DeviceArg::Cuda(3)));
+        assert!("cuda:x".parse::<DeviceArg>().unwrap_err().contains("cuda:N"));
+        assert!("tpu".parse::<DeviceArg>().is_err());
     }
 }

@@ -154,7 +154,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut before: HashMap<RegionId, Option<Vec<u8>>> = HashMap::new();
     for &r in &regions {
         // A scratch region the stretch does not find allocated stays scratch: its own ops allocate it.
-        before.insert(r, replay.region_bytes(r).ok());
+        before.insert(r, replay.read_region(r).ok());
     }
     // The stretch is over when its outermost op that holds `last` finishes (a while/if that does
     // not run its body finishes without running `last` at all).
@@ -172,7 +172,7 @@ pub fn run(args: Args) -> Result<()> {
     let ends_archive = last + 1 == n && parent[first as usize].is_none();
     let mut after: HashMap<RegionId, Vec<u8>> = HashMap::new();
     for &r in &regions {
-        if let Ok(bytes) = replay.region_bytes(r) {
+        if let Ok(bytes) = replay.read_region(r) {
             after.insert(r, bytes);
         }
     }

@@ -931,6 +931,11 @@ impl<'a> Archive<'a> {
     }
 
     /// `(major, minor)` of the file's format.
+    /// The whole archive's bytes, as [`Archive::open`] was given them.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
     pub fn version(&self) -> (u16, u16) {
         self.version
     }

@@ -22,10 +22,12 @@ use crate::check::{check_region, RegionCheck};
 use crate::ptx;
 
 mod limits;
+pub mod session;
 #[cfg(test)]
 mod tests;
 
 pub use limits::{LimitError, ReplayLimits};
+pub use session::{run_session, Clock, Iteration, OpTimer, Ran, Replayer, Session, SessionError};
 
 /// Limits and resources of a replay.
 #[derive(Clone, Debug, Default)]
@@ -266,7 +268,7 @@ impl<'a> CpuReplay<'a> {
                 replay.map_region(i as RegionId)?;
             }
         }
-        replay.upload_initial()?;
+        replay.restore_initial()?;
         replay.decode_ops()?;
         Ok(replay)
     }
@@ -347,9 +349,10 @@ impl<'a> CpuReplay<'a> {
         Ok(())
     }
 
-    /// Writes every persistent region's initial contents (zeros where it has none), frees any
-    /// scratch still allocated, and patches the region-held pointers.
-    fn upload_initial(&mut self) -> Result<(), ReplayError> {
+    /// Restores the state the archive starts from: writes every persistent region's initial
+    /// contents (zeros where it has none), frees any scratch still allocated, and patches the
+    /// region-held pointers.
+    pub fn restore_initial(&mut self) -> Result<(), ReplayError> {
         let mut buf = vec![0u8; UPLOAD_CHUNK];
         for id in 0..self.regions.len() {
             let r = &self.regions[id];
@@ -402,11 +405,6 @@ impl<'a> CpuReplay<'a> {
         Ok(())
     }
 
-    /// Restores the state the archive starts from: initial contents, no scratch allocated.
-    pub fn reset(&mut self) -> Result<(), ReplayError> {
-        self.upload_initial()
-    }
-
     /// Replaces the budget, cancel flag and thread count for the iterations that follow.
     pub fn set_options(&mut self, options: ReplayOptions) {
         self.exec = ptx::ExecOptions {
@@ -436,7 +434,7 @@ impl<'a> CpuReplay<'a> {
     }
 
     /// Replaces a region's contents (a binding's new input). The length must be the region's size.
-    pub fn set_region_bytes(&mut self, region: RegionId, bytes: &[u8]) -> Result<(), ReplayError> {
+    pub fn write_region(&mut self, region: RegionId, bytes: &[u8]) -> Result<(), ReplayError> {
         let r = self.region_index(region)?;
         if bytes.len() as u64 != r.size {
             return Err(ReplayError::Region {
@@ -454,7 +452,7 @@ impl<'a> CpuReplay<'a> {
     }
 
     /// A region's current contents.
-    pub fn region_bytes(&self, region: RegionId) -> Result<Vec<u8>, ReplayError> {
+    pub fn read_region(&self, region: RegionId) -> Result<Vec<u8>, ReplayError> {
         let r = self.region_index(region)?;
         let base = r.base.ok_or_else(|| ReplayError::Region {
             region: r.name.clone(),
@@ -478,7 +476,7 @@ impl<'a> CpuReplay<'a> {
         for view in self.archive.regions() {
             let (Some(expected), Some(tolerance)) = (view.expected, view.tolerance) else { continue };
             let want = expected.decode()?;
-            let got = self.region_bytes(view.id)?;
+            let got = self.read_region(view.id)?;
             out.push(check_region(view.id, view.name, view.dtype, &got, &want, tolerance));
         }
         Ok(out)
@@ -697,4 +695,28 @@ impl<'a> CpuReplay<'a> {
 fn patch(bytes: &mut [u8], offset: u64, value: u64) {
     // The archive reader has checked that relocations fit inside their owner.
     bytes[offset as usize..offset as usize + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+impl Replayer for CpuReplay<'_> {
+    type Error = ReplayError;
+
+    fn restore_initial(&mut self, _archive: &Archive<'_>) -> Result<(), ReplayError> {
+        CpuReplay::restore_initial(self)
+    }
+
+    fn write_region(&mut self, region: RegionId, bytes: &[u8]) -> Result<(), ReplayError> {
+        CpuReplay::write_region(self, region, bytes)
+    }
+
+    fn run_iteration(&mut self, _archive: &Archive<'_>, observer: &mut dyn ReplayObserver) -> Result<Ran, ReplayError> {
+        Ok(Ran { stats: CpuReplay::run_iteration(self, observer)?, device_ms: None })
+    }
+
+    fn read_region(&mut self, region: RegionId) -> Result<Vec<u8>, ReplayError> {
+        CpuReplay::read_region(self, region)
+    }
+
+    fn check(&mut self, _archive: &Archive<'_>) -> Result<Vec<RegionCheck>, ReplayError> {
+        CpuReplay::check(self)
+    }
 }

@@ -104,8 +104,8 @@ fn copy_moves_bytes_between_and_within_regions() {
     w.copy(CopyOp { src: a, src_offset: 0, dst: a, dst_offset: 8, len: 8 }).unwrap();
     let bytes = finish(w);
     let (r, stats) = run_once(&bytes).unwrap();
-    assert_eq!(words(&r.region_bytes(b).unwrap()), [2, 3, 0, 0]);
-    assert_eq!(words(&r.region_bytes(a).unwrap()), [1, 2, 1, 2]);
+    assert_eq!(words(&r.read_region(b).unwrap()), [2, 3, 0, 0]);
+    assert_eq!(words(&r.read_region(a).unwrap()), [1, 2, 1, 2]);
     assert_eq!((stats.ops, stats.launches), (2, 0));
 }
 
@@ -120,7 +120,7 @@ fn memset_repeats_patterns_of_every_width() {
     w.memset(MemsetOp { region: r, offset: 16, len: 8 * 1000, width: 8, pattern: 0x0102_0304_0506_0708 }).unwrap();
     let bytes = finish(w);
     let (replay, _) = run_once(&bytes).unwrap();
-    let got = replay.region_bytes(r).unwrap();
+    let got = replay.read_region(r).unwrap();
     assert_eq!(&got[..4], &[0xab, 0xab, 0xab, 0]);
     assert_eq!(&got[4..8], &[0x34, 0x12, 0x34, 0x12]);
     assert_eq!(words(&got[8..16]), [0xdead_beef, 0xdead_beef]);
@@ -147,9 +147,9 @@ fn alloc_maps_zeroed_scratch_and_free_unmaps_it() {
     let bytes = finish(w);
     let archive = Archive::open(&bytes).unwrap();
     let mut replay = CpuReplay::new(&archive, ReplayOptions::default()).unwrap();
-    assert!(replay.region_bytes(s).is_err(), "scratch is unmapped before its alloc");
+    assert!(replay.read_region(s).is_err(), "scratch is unmapped before its alloc");
     replay.run_iteration(&mut NoObserver).unwrap();
-    assert_eq!(words(&replay.region_bytes(out).unwrap()), [0, 7, 0, 0]);
+    assert_eq!(words(&replay.read_region(out).unwrap()), [0, 7, 0, 0]);
     // A second iteration allocates again: the engine does not leak the mapping.
     replay.run_iteration(&mut NoObserver).unwrap();
 }
@@ -198,7 +198,7 @@ fn if_runs_its_body_only_when_the_word_is_nonzero() {
     w.end_body().unwrap();
     let bytes = finish(w);
     let (r, stats) = run_once(&bytes).unwrap();
-    assert_eq!(words(&r.region_bytes(out).unwrap()), [0, 22]);
+    assert_eq!(words(&r.read_region(out).unwrap()), [0, 22]);
     assert_eq!(stats.ops, 3);
 }
 
@@ -220,7 +220,7 @@ fn nested_bodies_ending_together_close_in_order() {
     let mut replay = CpuReplay::new(&archive, ReplayOptions::default()).unwrap();
     let mut log = Log::default();
     replay.run_iteration(&mut log).unwrap();
-    assert_eq!(words(&replay.region_bytes(out).unwrap()), [1, 2, 3]);
+    assert_eq!(words(&replay.read_region(out).unwrap()), [1, 2, 3]);
     assert_eq!(
         log.0,
         [
@@ -292,16 +292,16 @@ fn bindings_write_inputs_and_read_outputs() {
     let mut replay = CpuReplay::new(&archive, ReplayOptions::default()).unwrap();
     let x = archive.binding("x").unwrap().region;
     let y = archive.binding("y").unwrap().region;
-    replay.set_region_bytes(x, &u32s(&[5, 6, 7, 8])).unwrap();
+    replay.write_region(x, &u32s(&[5, 6, 7, 8])).unwrap();
     replay.run_iteration(&mut NoObserver).unwrap();
-    assert_eq!(words(&replay.region_bytes(y).unwrap()), [5, 6, 7, 8]);
-    let err = replay.set_region_bytes(x, &[0; 3]).err().unwrap();
+    assert_eq!(words(&replay.read_region(y).unwrap()), [5, 6, 7, 8]);
+    let err = replay.write_region(x, &[0; 3]).err().unwrap();
     assert_eq!(err.to_string(), "region input: is 16 bytes but 3 were given");
-    assert!(replay.region_bytes(99).is_err());
+    assert!(replay.read_region(99).is_err());
     // reset() brings back the archive's initial state.
-    replay.reset().unwrap();
-    assert_eq!(words(&replay.region_bytes(x).unwrap()), [0; 4]);
-    assert_eq!(words(&replay.region_bytes(y).unwrap()), [0; 4]);
+    replay.restore_initial().unwrap();
+    assert_eq!(words(&replay.read_region(x).unwrap()), [0; 4]);
+    assert_eq!(words(&replay.read_region(y).unwrap()), [0; 4]);
 }
 
 #[test]
@@ -314,8 +314,8 @@ fn regions_without_initial_data_start_zeroed_and_large_ones_stream_in() {
     let bytes = finish(w);
     let archive = Archive::open(&bytes).unwrap();
     let replay = CpuReplay::new(&archive, ReplayOptions::default()).unwrap();
-    assert!(replay.region_bytes(blank).unwrap().iter().all(|&b| b == 0));
-    assert_eq!(words(&replay.region_bytes(big_region).unwrap()), big);
+    assert!(replay.read_region(blank).unwrap().iter().all(|&b| b == 0));
+    assert_eq!(words(&replay.read_region(big_region).unwrap()), big);
 }
 
 #[test]
@@ -330,14 +330,14 @@ fn region_relocations_hold_target_addresses() {
     let bytes = finish(w);
     let archive = Archive::open(&bytes).unwrap();
     let mut replay = CpuReplay::new(&archive, ReplayOptions::default()).unwrap();
-    let t = replay.region_bytes(table).unwrap();
+    let t = replay.read_region(table).unwrap();
     let ptr = u64::from_le_bytes(t[..8].try_into().unwrap());
     // The pointer reaches a's last word through the device memory itself.
-    replay.set_region_bytes(a, &u32s(&[0, 0, 0, 0xfeed])).unwrap();
+    replay.write_region(a, &u32s(&[0, 0, 0, 0xfeed])).unwrap();
     assert_eq!(replay.memory().read_u32(ptr).unwrap(), 0xfeed);
     assert_eq!(u64::from_le_bytes(t[8..].try_into().unwrap()), 0, "scratch pointer waits for its alloc");
     replay.run_iteration(&mut NoObserver).unwrap();
-    let t = replay.region_bytes(table).unwrap();
+    let t = replay.read_region(table).unwrap();
     let sptr = u64::from_le_bytes(t[8..].try_into().unwrap());
     assert_eq!(replay.memory().read_u32(sptr).unwrap(), 0);
 }
@@ -389,7 +389,7 @@ fn a_kernel_counts_down_the_word_a_while_loop_tests() {
     w.end_body().unwrap();
     let bytes = finish(w);
     let (replay, stats) = run_once(&bytes).unwrap();
-    assert_eq!(words(&replay.region_bytes(counter).unwrap()), [0, 5]);
+    assert_eq!(words(&replay.read_region(counter).unwrap()), [0, 5]);
     assert_eq!((stats.launches, stats.loop_iterations), (5, 5));
     assert!(stats.instructions > 0);
 }
@@ -404,7 +404,7 @@ fn a_while_whose_word_starts_at_zero_runs_nothing() {
     w.end_body().unwrap();
     let bytes = finish(w);
     let (replay, stats) = run_once(&bytes).unwrap();
-    assert_eq!(words(&replay.region_bytes(counter).unwrap()), [0, 0]);
+    assert_eq!(words(&replay.read_region(counter).unwrap()), [0, 0]);
     assert_eq!(stats.launches, 0);
 }
 
@@ -424,7 +424,7 @@ fn launches_reach_scratch_through_per_launch_relocations() {
     let archive = Archive::open(&bytes).unwrap();
     let mut replay = CpuReplay::new(&archive, ReplayOptions::default()).unwrap();
     let err = replay.run_iteration(&mut NoObserver).err().unwrap();
-    assert_eq!(words(&replay.region_bytes(out).unwrap()), [u32::MAX - 1, 2]);
+    assert_eq!(words(&replay.read_region(out).unwrap()), [u32::MAX - 1, 2]);
     assert_eq!(err.to_string(), "op 5 (launch) uses scratch region s while it is not allocated");
 }
 
@@ -444,8 +444,8 @@ fn nested_while_and_if_around_launches() {
     w.end_body().unwrap();
     let bytes = finish(w);
     let (replay, stats) = run_once(&bytes).unwrap();
-    assert_eq!(words(&replay.region_bytes(outer).unwrap()), [0, 3]);
-    assert_eq!(words(&replay.region_bytes(inner).unwrap()), [97, 3]);
+    assert_eq!(words(&replay.read_region(outer).unwrap()), [0, 3]);
+    assert_eq!(words(&replay.read_region(inner).unwrap()), [97, 3]);
     assert_eq!((stats.launches, stats.loop_iterations), (6, 3));
 }
 
@@ -462,7 +462,7 @@ fn the_instruction_budget_spans_the_whole_iteration() {
     let options = ReplayOptions { instruction_budget: Some(200), ..ReplayOptions::default() };
     let mut replay = CpuReplay::new(&archive, options).unwrap();
     let err = replay.run_iteration(&mut NoObserver).err().unwrap();
-    let done = words(&replay.region_bytes(counter).unwrap())[1];
+    let done = words(&replay.read_region(counter).unwrap())[1];
     assert!(done > 0 && done < 200, "{done} launches ran");
     assert!(err.to_string().contains("budget"), "{err}");
 }

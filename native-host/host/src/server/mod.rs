@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use crate::sessions::{Engine, Sessions};
+use crate::sessions::{Backend, Sessions};
 use crate::store::Store;
 
 pub use error::ApiError;
@@ -145,16 +145,16 @@ pub fn router(state: AppState, web_dir: Option<PathBuf>) -> Router {
 /// The engines of this machine: the CPU always, and every CUDA device found, each replaying in
 /// worker processes of `worker` (`recap session-worker`) so that no session can take the host
 /// down. Without a worker executable the CPU replays in the host itself.
-pub fn engines(worker: Option<&std::path::Path>) -> Vec<Arc<dyn Engine>> {
+pub fn backends(worker: Option<&std::path::Path>) -> Vec<Arc<dyn Backend>> {
     match worker {
         Some(exe) => {
-            let mut engines: Vec<Arc<dyn Engine>> = vec![Arc::new(crate::sessions::WorkerEngine::cpu(exe))];
-            engines.extend(crate::sessions::cuda_engines(exe));
+            let mut engines: Vec<Arc<dyn Backend>> = vec![Arc::new(crate::sessions::WorkerBackend::cpu(exe))];
+            engines.extend(crate::sessions::cuda_backends(exe));
             engines
         }
         None => {
             tracing::warn!("no worker executable: CPU sessions run inside the host, CUDA sessions are off");
-            vec![Arc::new(crate::sessions::CpuEngine::new())]
+            vec![Arc::new(crate::sessions::CpuBackend::new())]
         }
     }
 }
@@ -210,7 +210,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         let (store, dir, limit) = (store.clone(), dir.clone(), config.max_upload);
         tokio::task::spawn_blocking(move || seed(&store, &dir, limit)).await??;
     }
-    let sessions = Sessions::start(store.clone(), engines(config.worker.as_deref()), config.session_limits.clone())?;
+    let sessions = Sessions::start(store.clone(), backends(config.worker.as_deref()), config.session_limits.clone())?;
 
     let listener = tokio::net::TcpListener::bind(&config.addr)
         .await

@@ -11,7 +11,8 @@ use shared::protocol::{
     CheckReport, CompareVerdict, ControlParting, OpAgreement, SessionMessage, MAX_COMPARED_REPORTED,
 };
 
-use super::report::{kept_file, parting, Keeper};
+use super::kept::{kept_file, Keeper};
+use shared::report::parting;
 use super::{Job, RunError};
 use recap::compare::{compare, CompareObserver, CompareOptions, Side};
 

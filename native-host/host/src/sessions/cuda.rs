@@ -23,19 +23,20 @@ use serde::{Deserialize, Serialize};
 use shared::archive::Archive;
 use shared::protocol::{CheckReport, OpTiming, SessionMessage};
 
-use super::report::{check_report, kept_file, output_regions, summary, Keeper};
-use super::{CompareSides, CpuEngine, Engine, Job, RunError};
+use super::kept::{kept_file, Keeper};
+use super::{CompareSides, CpuBackend, Backend, Job, RunError};
 use recap::cuda::{locate_fault, CudaReplay, Device, Mode, ReplayOptions};
+use shared::replay::{run_session, SessionError};
 
 /// Every CUDA device the driver reports, each replaying in worker processes started from `exe`;
 /// none (and no error) on a machine without a driver. The host opens each device once to learn its
 /// name and lets it go, so it holds no CUDA context of its own.
-pub fn engines(exe: &std::path::Path) -> Vec<Arc<dyn Engine>> {
+pub fn backends(exe: &std::path::Path) -> Vec<Arc<dyn Backend>> {
     let Ok(info) = recap::cuda::driver() else { return Vec::new() };
-    let mut out: Vec<Arc<dyn Engine>> = Vec::new();
+    let mut out: Vec<Arc<dyn Backend>> = Vec::new();
     for ordinal in 0..info.device_count {
         match Device::open(ordinal) {
-            Ok(device) => out.push(Arc::new(WorkerEngine {
+            Ok(device) => out.push(Arc::new(WorkerBackend {
                 device: WorkerDevice::Cuda(ordinal),
                 name: format!("{} (sm_{})", device.name, device.sm),
                 exe: exe.to_path_buf(),
@@ -96,24 +97,24 @@ pub enum WorkerLine {
 }
 
 /// Replays the sessions of one device, each in a worker process.
-pub struct WorkerEngine {
+pub struct WorkerBackend {
     device: WorkerDevice,
     name: String,
     /// The `recap` executable to start workers from.
     exe: PathBuf,
 }
 
-impl WorkerEngine {
+impl WorkerBackend {
     /// The CPU, replaying in workers started from `exe` (the host's own `recap` executable).
-    pub fn cpu(exe: &std::path::Path) -> WorkerEngine {
-        WorkerEngine { device: WorkerDevice::Cpu, name: CpuEngine::new().name(), exe: exe.to_path_buf() }
+    pub fn cpu(exe: &std::path::Path) -> WorkerBackend {
+        WorkerBackend { device: WorkerDevice::Cpu, name: CpuBackend::new().name(), exe: exe.to_path_buf() }
     }
 }
 
 /// Bytes of a worker's stderr kept to explain its death.
 const STDERR_TAIL: usize = 4096;
 
-impl Engine for WorkerEngine {
+impl Backend for WorkerBackend {
     fn id(&self) -> String {
         match self.device {
             WorkerDevice::Cpu => "cpu".into(),
@@ -291,7 +292,7 @@ fn worker_replay(
     };
     let result = match (run.run_compare(&mut emit), job.device) {
         (Some(compared), _) => compared,
-        (None, WorkerDevice::Cpu) => CpuEngine::new().run(&run, &mut emit),
+        (None, WorkerDevice::Cpu) => CpuBackend::new().run(&run, &mut emit),
         (None, WorkerDevice::Cuda(ordinal)) => match Device::open(ordinal) {
             Ok(device) => replay_here(&device, &map, &run, &mut emit),
             Err(e) => Err(RunError::Failed(e.to_string())),
@@ -351,27 +352,14 @@ fn replay_here(
     for warning in replay.warnings() {
         tracing::warn!("{warning}");
     }
-    for index in 0..job.iterations {
-        if job.cancel.load(Ordering::Relaxed) {
-            return Err(RunError::Cancelled);
-        }
-        if index > 0 {
-            replay.upload_initial(archive).map_err(failed)?;
-        }
-        for (name, bytes) in job.bindings {
-            replay.set_input(name, bytes).map_err(failed)?;
-        }
-        let took = replay.replay().map_err(fault)?;
-        emit(SessionMessage::Iteration { index, time_ms: took.as_secs_f64() * 1e3 });
-    }
+    let inputs = job.inputs();
     let mut keeper = Keeper::new(job.keep_dir);
-    for region in output_regions(archive) {
-        let bytes = replay.read_region(region).map_err(failed)?;
-        emit(summary(archive, region, &bytes));
-        keeper.keep(&kept_file(region, None), &bytes).map_err(|e| failed(format!("keeping region {region}: {e}")))?;
-    }
-    if !job.check {
-        return Ok(None);
-    }
-    Ok(Some(check_report(&replay.check(archive).map_err(failed)?)))
+    let mut keep = |region, bytes: &[u8]| keeper.keep(&kept_file(region, None), bytes).map_err(|e| e.to_string());
+    let clock = recap::clock::MonotonicClock::new();
+    let cancelled = || job.cancel.load(Ordering::Relaxed);
+    // The replay names a fault's op itself ([`recap::cuda::locate_fault`]).
+    run_session(&mut replay, archive, job.iterations, &inputs, job.check, &clock, &cancelled, emit, &mut keep).map_err(|e| match e {
+        SessionError::Cancelled => RunError::Cancelled,
+        other => failed(other),
+    })
 }

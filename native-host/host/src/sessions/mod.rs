@@ -7,13 +7,13 @@
 //! a bounded broadcast channel, which drops for laggards). Once a session ends its log is written to
 //! the index in one transaction and it leaves memory; later viewers read it from there.
 //!
-//! Engines ([`Engine`]) do the replay itself in a blocking thread; this module only schedules,
+//! Engines ([`Backend`]) do the replay itself in a blocking thread; this module only schedules,
 //! records and cancels.
 
 mod compare;
 mod cpu;
 mod cuda;
-mod report;
+mod kept;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -28,9 +28,9 @@ use tokio::sync::{watch, Notify};
 use crate::store::{now_rfc3339, SessionRecord, Store, StoreError};
 
 pub use compare::CompareSides;
-pub use cpu::{CpuEngine, OpTimer};
-pub use report::{kept_file, KEEP_BYTES};
-pub use cuda::{engines as cuda_engines, run_worker, WorkerDevice, WorkerEngine, WorkerJob, WorkerLine};
+pub use cpu::CpuBackend;
+pub use kept::{kept_file, KEEP_BYTES};
+pub use cuda::{backends as cuda_backends, run_worker, WorkerDevice, WorkerBackend, WorkerJob, WorkerLine};
 
 /// What an engine is asked to do.
 pub struct Job<'a> {
@@ -50,10 +50,20 @@ pub struct Job<'a> {
     pub limits: ReplayLimits,
     /// Set for a `compare` session: replay one iteration on both sides instead.
     pub compare: Option<&'a CompareSides>,
-    /// Where to keep region contents for download ([`report::Keeper`]); nothing is kept without it.
+    /// Where to keep region contents for download ([`kept::Keeper`]); nothing is kept without it.
     pub keep_dir: Option<&'a std::path::Path>,
     /// A CUDA session's submission mode (`shared::protocol::CUDA_MODES`; default `graph`).
     pub cuda_mode: Option<&'a str>,
+}
+
+impl Job<'_> {
+    /// The bound inputs, by region.
+    pub fn inputs(&self) -> Vec<(shared::archive::RegionId, Vec<u8>)> {
+        self.bindings
+            .iter()
+            .filter_map(|(name, bytes)| self.archive.binding(name).map(|b| (b.region, bytes.clone())))
+            .collect()
+    }
 }
 
 impl Job<'_> {
@@ -124,7 +134,7 @@ pub enum RunError {
 }
 
 /// A replay backend for one device.
-pub trait Engine: Send + Sync + 'static {
+pub trait Backend: Send + Sync + 'static {
     /// `cpu`, `cuda:0`, ...
     fn id(&self) -> String;
     fn kind(&self) -> &'static str;
@@ -266,7 +276,7 @@ impl Subscription {
 }
 
 struct Device {
-    engine: Arc<dyn Engine>,
+    engine: Arc<dyn Backend>,
     queue: Mutex<VecDeque<Arc<Live>>>,
     running: AtomicU32,
     wake: Notify,
@@ -324,7 +334,7 @@ impl Sessions {
     /// still recorded as running was cut off by a kill or a crash and is marked failed.
     pub fn start(
         store: Arc<Store>,
-        engines: Vec<Arc<dyn Engine>>,
+        engines: Vec<Arc<dyn Backend>>,
         limits: SessionLimits,
     ) -> Result<Arc<Sessions>, StoreError> {
         let devices = engines
@@ -713,7 +723,7 @@ impl Sessions {
     }
 
     /// Runs one session to its end (blocking).
-    fn run(&self, engine: Arc<dyn Engine>, live: Arc<Live>) {
+    fn run(&self, engine: Arc<dyn Backend>, live: Arc<Live>) {
         let id = live.info().id;
         if live.cancel.load(Ordering::SeqCst) {
             if self.stopping.load(Ordering::SeqCst) {
@@ -748,7 +758,7 @@ impl Sessions {
         self.end(&id, &live, message);
     }
 
-    fn replay(&self, engine: &dyn Engine, live: &Live) -> Result<Option<CheckReport>, RunError> {
+    fn replay(&self, engine: &dyn Backend, live: &Live) -> Result<Option<CheckReport>, RunError> {
         let info = live.info();
         let archive = self
             .store

@@ -1,0 +1,230 @@
+//! One replay session, the same wherever it runs: the host's CPU and CUDA sessions, `recap
+//! replay` and the replay in the browser all drive their engine through [`Replayer`] and
+//! [`Session`], and report through [`crate::report`].
+//!
+//! A session is: for each iteration, restore the initial state (from the second on), write the
+//! bound inputs, run every op once and time it, emit the iteration (and the per-op times of the
+//! first iterations, then every hundredth); at the end, summarise the output regions and judge
+//! the check. The clock is passed in: the browser has no `Instant`, and an engine that measures
+//! its own device time (a GPU) reports that instead.
+
+use crate::archive::{Archive, RegionId};
+use crate::check::RegionCheck;
+use crate::protocol::{CheckReport, OpTiming, SessionMessage};
+use crate::report::{output_regions, region_summary};
+
+use super::{IterationStats, OpEvent, ReplayObserver};
+
+/// Per-op times are reported for the first iterations and then every this-many, so that a long
+/// session's log stays small while its charts stay meaningful.
+pub const OP_TIMINGS_EVERY: u32 = 100;
+
+/// Milliseconds from any fixed start: `Instant` natively, `performance.now()` in a browser.
+pub trait Clock {
+    fn now_ms(&self) -> f64;
+}
+
+/// What one run of every op did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Ran {
+    pub stats: IterationStats,
+    /// The engine's own measure of the iteration (a GPU's device time between events), where it
+    /// has one; otherwise the session's clock times it.
+    pub device_ms: Option<f64>,
+}
+
+/// The verbs every replay engine shares: the CPU replay ([`super::CpuReplay`]) and the CUDA
+/// replay implement it. `archive` is always the archive the engine was loaded from.
+pub trait Replayer {
+    type Error: std::fmt::Display;
+    /// Restores every region's initial contents (what the archive starts from).
+    fn restore_initial(&mut self, archive: &Archive<'_>) -> Result<(), Self::Error>;
+    /// Replaces a whole region's contents (a bound input), for the iteration that follows.
+    fn write_region(&mut self, region: RegionId, bytes: &[u8]) -> Result<(), Self::Error>;
+    /// Runs every op once. `observer` sees each op start and finish where the engine comes back
+    /// between ops (the CPU does; a GPU graph runs without coming back).
+    fn run_iteration(&mut self, archive: &Archive<'_>, observer: &mut dyn ReplayObserver) -> Result<Ran, Self::Error>;
+    /// A region's current contents.
+    fn read_region(&mut self, region: RegionId) -> Result<Vec<u8>, Self::Error>;
+    /// Judges every region that has an expected state.
+    fn check(&mut self, archive: &Archive<'_>) -> Result<Vec<RegionCheck>, Self::Error>;
+}
+
+/// Times the top-level ops of one iteration (a while/if counts with its whole body).
+pub struct OpTimer<'c> {
+    clock: &'c dyn Clock,
+    depth: usize,
+    started: f64,
+    ops: Vec<OpTiming>,
+}
+
+impl<'c> OpTimer<'c> {
+    pub fn new(clock: &'c dyn Clock) -> Self {
+        OpTimer { clock, depth: 0, started: 0.0, ops: Vec::new() }
+    }
+
+    /// The timings of the ops finished since the last call.
+    pub fn take(&mut self) -> Vec<OpTiming> {
+        std::mem::take(&mut self.ops)
+    }
+}
+
+impl ReplayObserver for OpTimer<'_> {
+    fn op_started(&mut self, _: &OpEvent) {
+        if self.depth == 0 {
+            self.started = self.clock.now_ms();
+        }
+        self.depth += 1;
+    }
+
+    fn op_finished(&mut self, e: &OpEvent) {
+        self.depth = self.depth.saturating_sub(1);
+        if self.depth == 0 {
+            self.ops.push(OpTiming {
+                op: e.op,
+                kind: e.kind.to_string(),
+                name: e.name.map(str::to_string),
+                time_ms: self.clock.now_ms() - self.started,
+            });
+        }
+    }
+}
+
+/// Both observers see every op.
+struct Both<'x, 'y>(&'x mut dyn ReplayObserver, &'y mut dyn ReplayObserver);
+
+impl ReplayObserver for Both<'_, '_> {
+    fn op_started(&mut self, e: &OpEvent) {
+        self.0.op_started(e);
+        self.1.op_started(e);
+    }
+    fn op_finished(&mut self, e: &OpEvent) {
+        self.0.op_finished(e);
+        self.1.op_finished(e);
+    }
+}
+
+/// One iteration as [`Session::step`] ran it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Iteration {
+    /// From 0.
+    pub index: u32,
+    pub time_ms: f64,
+    pub stats: IterationStats,
+    /// Top-level ops and their times, where the engine reports ops.
+    pub ops: Vec<OpTiming>,
+}
+
+/// Why a session stopped early.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SessionError<E> {
+    Cancelled,
+    Replay(E),
+    /// A region's final contents could not be kept.
+    Keep { region: RegionId, error: String },
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for SessionError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionError::Cancelled => write!(f, "cancelled"),
+            SessionError::Replay(e) => write!(f, "{e}"),
+            SessionError::Keep { region, error } => write!(f, "keeping region {region}: {error}"),
+        }
+    }
+}
+
+/// A session in progress: [`Session::step`] runs one iteration at a time (so a browser can paint
+/// between them), [`Session::finish`] reports the end. [`run_session`] does both in one call.
+pub struct Session<'s, 'a> {
+    archive: &'s Archive<'a>,
+    iterations: u32,
+    inputs: &'s [(RegionId, Vec<u8>)],
+    next: u32,
+}
+
+impl<'s, 'a> Session<'s, 'a> {
+    /// `iterations` runs of `archive`, each with `inputs` written into their regions first.
+    pub fn new(archive: &'s Archive<'a>, iterations: u32, inputs: &'s [(RegionId, Vec<u8>)]) -> Self {
+        Session { archive, iterations, inputs, next: 0 }
+    }
+
+    /// Whether every iteration has run.
+    pub fn done(&self) -> bool {
+        self.next >= self.iterations
+    }
+
+    /// Runs the next iteration: restore (from the second on), write the inputs, run and time it,
+    /// and emit it (with its per-op times for the first [`OP_TIMINGS_EVERY`] iterations and every
+    /// [`OP_TIMINGS_EVERY`]th after). `observer` sees every op as well (a progress bar).
+    pub fn step<R: Replayer + ?Sized>(
+        &mut self,
+        replayer: &mut R,
+        clock: &dyn Clock,
+        observer: &mut dyn ReplayObserver,
+        emit: &mut dyn FnMut(SessionMessage),
+    ) -> Result<Iteration, R::Error> {
+        let index = self.next;
+        if index > 0 {
+            replayer.restore_initial(self.archive)?;
+        }
+        for (region, bytes) in self.inputs {
+            replayer.write_region(*region, bytes)?;
+        }
+        let mut timer = OpTimer::new(clock);
+        let started = clock.now_ms();
+        let ran = replayer.run_iteration(self.archive, &mut Both(&mut timer, observer))?;
+        let time_ms = ran.device_ms.unwrap_or_else(|| clock.now_ms() - started);
+        self.next += 1;
+        let ops = timer.take();
+        if !ops.is_empty() && (index < OP_TIMINGS_EVERY || index % OP_TIMINGS_EVERY == 0) {
+            emit(SessionMessage::OpTimings { iteration: index, ops: ops.clone() });
+        }
+        emit(SessionMessage::Iteration { index, time_ms });
+        Ok(Iteration { index, time_ms, stats: ran.stats, ops })
+    }
+
+    /// Emits a summary of every output region ([`crate::report::output_regions`]), handing its
+    /// bytes to `keep` too, then judges the check when asked.
+    pub fn finish<R: Replayer + ?Sized>(
+        &self,
+        replayer: &mut R,
+        check: bool,
+        emit: &mut dyn FnMut(SessionMessage),
+        keep: &mut dyn FnMut(RegionId, &[u8]) -> Result<(), String>,
+    ) -> Result<Option<CheckReport>, SessionError<R::Error>> {
+        for region in output_regions(self.archive) {
+            let bytes = replayer.read_region(region).map_err(SessionError::Replay)?;
+            emit(region_summary(self.archive, region, &bytes));
+            keep(region, &bytes).map_err(|error| SessionError::Keep { region, error })?;
+        }
+        if !check {
+            return Ok(None);
+        }
+        Ok(Some(CheckReport::of(&replayer.check(self.archive).map_err(SessionError::Replay)?)))
+    }
+}
+
+/// Runs a whole session: every iteration (stopping between two when `cancelled` says so), then
+/// the summaries and the check.
+#[allow(clippy::too_many_arguments)]
+pub fn run_session<R: Replayer + ?Sized>(
+    replayer: &mut R,
+    archive: &Archive<'_>,
+    iterations: u32,
+    inputs: &[(RegionId, Vec<u8>)],
+    check: bool,
+    clock: &dyn Clock,
+    cancelled: &dyn Fn() -> bool,
+    emit: &mut dyn FnMut(SessionMessage),
+    keep: &mut dyn FnMut(RegionId, &[u8]) -> Result<(), String>,
+) -> Result<Option<CheckReport>, SessionError<R::Error>> {
+    let mut session = Session::new(archive, iterations, inputs);
+    while !session.done() {
+        if cancelled() {
+            return Err(SessionError::Cancelled);
+        }
+        session.step(replayer, clock, &mut super::NoObserver, emit).map_err(SessionError::Replay)?;
+    }
+    session.finish(replayer, check, emit, keep)
+}
