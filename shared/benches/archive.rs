@@ -15,7 +15,8 @@ const OPS: usize = 1_000_000;
 fn generate(ops: usize) -> Vec<u8> {
     let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
     let m = w.add_module("bench", ".version 8.0\n.target sm_90\n.address_size 64\n").unwrap();
-    let param = |name: &str, offset, size, kind| ParamDecl { name: name.into(), offset, size, align: size.min(8), kind };
+    let param =
+        |name: &str, offset, size, kind| ParamDecl { name: name.into(), offset, size, align: size.min(8), kind };
     let kernels: Vec<KernelId> = (0..16)
         .map(|k| {
             let params = vec![
@@ -47,7 +48,10 @@ fn generate(ops: usize) -> Vec<u8> {
             block: [256, 1, 1],
             shared_bytes: 0,
             params,
-            relocs: vec![Reloc { offset: 0, target: a, target_offset: 0 }, Reloc { offset: 8, target: b, target_offset: 64 }],
+            relocs: vec![
+                Reloc { offset: 0, target: a, target_offset: 0 },
+                Reloc { offset: 8, target: b, target_offset: 64 },
+            ],
         })
         .unwrap();
     };
@@ -61,7 +65,8 @@ fn generate(ops: usize) -> Vec<u8> {
         }
         w.begin_if(Condition { region: regions[(i + 3) % 64], offset: 4, max_iterations: 0 }).unwrap();
         w.memset(MemsetOp { region: regions[i % 64], offset: 0, len: 1024, width: 4, pattern: 0 }).unwrap();
-        w.copy(CopyOp { src: regions[i % 64], src_offset: 0, dst: regions[(i + 1) % 64], dst_offset: 1024, len: 1024 }).unwrap();
+        w.copy(CopyOp { src: regions[i % 64], src_offset: 0, dst: regions[(i + 1) % 64], dst_offset: 1024, len: 1024 })
+            .unwrap();
         w.end_body().unwrap();
         launch(&mut w, i);
         w.marker("step").unwrap();

@@ -274,7 +274,9 @@ fn bench_dispatch(threads: usize, engine: Engine) {
     let launches = 1000;
     let bytes = dispatch_archive(launches);
     let archive = Archive::open(&bytes).unwrap();
-    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, engine, jit_dump: jit_dump(), ..Default::default() }).unwrap();
+    let mut replay =
+        CpuReplay::new(&archive, ReplayOptions { threads, engine, jit_dump: jit_dump(), ..Default::default() })
+            .unwrap();
     for _ in 0..20 {
         replay.run_iteration(&mut NoObserver).unwrap();
     }
@@ -302,7 +304,9 @@ fn bench_dispatch(threads: usize, engine: Engine) {
 fn bench_kernel(case: &Case, threads: usize, engine: Engine, dump: Option<&PathBuf>) {
     let bytes = build(case);
     let archive = Archive::open(&bytes).unwrap();
-    let mut replay = CpuReplay::new(&archive, ReplayOptions { threads, engine, jit_dump: jit_dump(), ..Default::default() }).unwrap();
+    let mut replay =
+        CpuReplay::new(&archive, ReplayOptions { threads, engine, jit_dump: jit_dump(), ..Default::default() })
+            .unwrap();
     let mut times = Vec::new();
     let mut cpu = Vec::new();
     let mut instructions = 0;

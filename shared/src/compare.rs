@@ -289,7 +289,8 @@ mod tests {
     fn the_difference_is_a_minus_b_as_f64() {
         let a: Vec<u8> = [1i32, 5, -3].iter().flat_map(|v| v.to_le_bytes()).collect();
         let b: Vec<u8> = [1i32, 2, 4].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let d: Vec<f64> = difference(&a, &b, DType::I32).chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect();
+        let d: Vec<f64> =
+            difference(&a, &b, DType::I32).chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect();
         assert_eq!(d, [0.0, 3.0, -7.0]);
         assert!(difference(&a, &b[..4], DType::I32).is_empty());
     }
@@ -301,7 +302,12 @@ mod tests {
         let h = histogram(&a, &b, DType::F32);
         assert_eq!(
             h,
-            vec![("1e-7..1e-6".to_string(), 1), ("1e-1..1e0".to_string(), 1), ("1e1..1e2".to_string(), 1), ("nan/inf".to_string(), 1)]
+            vec![
+                ("1e-7..1e-6".to_string(), 1),
+                ("1e-1..1e0".to_string(), 1),
+                ("1e1..1e2".to_string(), 1),
+                ("nan/inf".to_string(), 1)
+            ]
         );
     }
 }

@@ -101,7 +101,8 @@ pub fn region_shape(dtype: DType, size: u64, hints: &[u64]) -> Vec<u64> {
 /// A file name stem for a region or binding name: anything but letters, digits, `-`, `_` and `.`
 /// replaced, and no leading dots, so that any name makes one plain file.
 pub fn file_stem(name: &str) -> String {
-    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    let safe: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     safe.trim_start_matches('.').to_string()
 }
 
@@ -166,7 +167,9 @@ pub fn parse(bytes: &[u8]) -> Result<(NpyHeader, &[u8]), NpyError> {
 fn item_size(descr: &str) -> Result<u64, NpyError> {
     let body = descr.trim_start_matches(['<', '>', '|', '=']);
     if descr.starts_with('>') && !body.ends_with('1') {
-        return bad(format!("big-endian data ({descr}): save it little-endian (`arr.astype(arr.dtype.newbyteorder('<'))`)"));
+        return bad(format!(
+            "big-endian data ({descr}): save it little-endian (`arr.astype(arr.dtype.newbyteorder('<'))`)"
+        ));
     }
     let kind = body.chars().next();
     match (kind, body.get(1..).and_then(|n| n.parse::<u64>().ok())) {
@@ -188,7 +191,13 @@ pub fn check_fit(header: &NpyHeader, name: &str, dtype: DType, size: u64, hints:
         return bad("Fortran-ordered data: save it in C order (`np.ascontiguousarray`)");
     }
     if header.shape != want && !flat || !size.is_multiple_of(dtype.size() as u64) {
-        return Err(NpyError::Shape { file: header.shape.clone(), region: name.to_string(), want, count, size: dtype.size() });
+        return Err(NpyError::Shape {
+            file: header.shape.clone(),
+            region: name.to_string(),
+            want,
+            count,
+            size: dtype.size(),
+        });
     }
     Ok(())
 }
@@ -331,10 +340,14 @@ mod tests {
         let h = header(DType::F32, &[3, 4]);
         assert_eq!(h.len(), 128);
         assert_eq!(&h[..10], b"\x93NUMPY\x01\x00v\x00");
-        assert!(std::str::from_utf8(&h[10..]).unwrap().starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }"));
+        assert!(std::str::from_utf8(&h[10..])
+            .unwrap()
+            .starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }"));
         assert_eq!(*h.last().unwrap(), b'\n');
         let h = header(DType::U8, &[5]);
-        assert!(std::str::from_utf8(&h[10..]).unwrap().starts_with("{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }"));
+        assert!(std::str::from_utf8(&h[10..])
+            .unwrap()
+            .starts_with("{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }"));
         assert_eq!(h.len() % 64, 0);
     }
 
@@ -393,7 +406,11 @@ mod tests {
         file.extend_from_slice(&(big.len() as u16).to_le_bytes());
         file.extend_from_slice(big.as_bytes());
         assert!(parse(&file).unwrap_err().to_string().contains("too large"));
-        for dict in ["{'descr': '<f4'}", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}"] {
+        for dict in [
+            "{'descr': '<f4'}",
+            "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}",
+            "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}",
+        ] {
             let mut file = b"\x93NUMPY\x01\x00".to_vec();
             file.extend_from_slice(&(dict.len() as u16).to_le_bytes());
             file.extend_from_slice(dict.as_bytes());

@@ -454,7 +454,8 @@ mod tests {
     use crate::archive::*;
     use std::io::Cursor;
 
-    const PTX: &str = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k(.param .u64 a, .param .u64 b)\n{\nret;\n}\n";
+    const PTX: &str =
+        ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k(.param .u64 a, .param .u64 b)\n{\nret;\n}\n";
 
     struct Fixture {
         w: ArchiveWriter<Cursor<Vec<u8>>>,
@@ -465,7 +466,13 @@ mod tests {
         fn new() -> Self {
             let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
             let m = w.add_module("m", PTX).unwrap();
-            let p = |name: &str, offset| ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Pointer };
+            let p = |name: &str, offset| ParamDecl {
+                name: name.into(),
+                offset,
+                size: 8,
+                align: 8,
+                kind: ParamKind::Pointer,
+            };
             let k = w.add_kernel(m, "k", vec![p("a", 0), p("b", 8)]).unwrap();
             Fixture { w, k }
         }
@@ -478,7 +485,14 @@ mod tests {
                 Reloc { offset: 8, target: b, target_offset: 0 },
             ];
             self.w
-                .launch(LaunchDecl { kernel: self.k, grid: [1; 3], block: [32, 1, 1], shared_bytes: 0, params: vec![0; 16], relocs })
+                .launch(LaunchDecl {
+                    kernel: self.k,
+                    grid: [1; 3],
+                    block: [32, 1, 1],
+                    shared_bytes: 0,
+                    params: vec![0; 16],
+                    relocs,
+                })
                 .unwrap()
         }
         fn memset(&mut self, r: RegionId, offset: u64, len: u64) -> OpId {

@@ -596,10 +596,8 @@ mod tests {
 
     #[test]
     fn finished_carries_the_check_object() {
-        let msg = SessionMessage::Finished {
-            check: Some(CheckReport { passed: false, regions: vec![] }),
-            total_ms: 1.5,
-        };
+        let msg =
+            SessionMessage::Finished { check: Some(CheckReport { passed: false, regions: vec![] }), total_ms: 1.5 };
         let json = serde_json::to_value(&msg).unwrap();
         assert_eq!(json["type"], "finished");
         assert_eq!(json["check"]["passed"], false);

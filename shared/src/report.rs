@@ -28,7 +28,9 @@ pub fn output_regions(archive: &Archive<'_>) -> Vec<RegionId> {
         .regions()
         .filter(|r| {
             r.expected.is_some()
-                || archive.bindings().any(|b| b.region == r.id && matches!(b.direction, Direction::Out | Direction::InOut))
+                || archive
+                    .bindings()
+                    .any(|b| b.region == r.id && matches!(b.direction, Direction::Out | Direction::InOut))
         })
         .map(|r| r.id)
         .collect();
@@ -68,7 +70,11 @@ impl RegionSummary {
             for i in 0..count {
                 let v = element(bytes, read_as, i);
                 if v.is_finite() {
-                    let bin = if span > 0.0 && span.is_finite() { (((v - min) / span) * HISTOGRAM_BINS as f64) as usize } else { 0 };
+                    let bin = if span > 0.0 && span.is_finite() {
+                        (((v - min) / span) * HISTOGRAM_BINS as f64) as usize
+                    } else {
+                        0
+                    };
                     histogram[bin.min(HISTOGRAM_BINS - 1)] += 1;
                 }
             }
@@ -117,7 +123,11 @@ impl From<&Verdict> for RegionCheck {
             mismatches: v.mismatches,
             max_abs_error: finite(v.max_abs_err),
             max_rel_error: finite(v.max_rel_err),
-            first_mismatch: v.first_mismatch.map(|(index, got, want)| Mismatch { index, got: finite(got), want: finite(want) }),
+            first_mismatch: v.first_mismatch.map(|(index, got, want)| Mismatch {
+                index,
+                got: finite(got),
+                want: finite(want),
+            }),
             detail: v.detail(),
         }
     }

@@ -131,7 +131,11 @@ async fn bench_upload(size_mib: u64) {
     let (sampled_peak, anon_peak) = sampler.join().unwrap();
     let (_, hwm) = rss(pid);
     assert_eq!(status, 201, "{}", res.text().await.unwrap_or_default());
-    println!("upload: cp {cp:.2}s ({:.0} MiB/s); cp + fsync {cp_sync:.2}s ({:.0} MiB/s)", mib(len) / cp, mib(len) / cp_sync);
+    println!(
+        "upload: cp {cp:.2}s ({:.0} MiB/s); cp + fsync {cp_sync:.2}s ({:.0} MiB/s)",
+        mib(len) / cp,
+        mib(len) / cp_sync
+    );
     println!(
         "upload: host {upload:.2}s ({:.0} MiB/s, incl. hashing, full validation, fsync, rename; load {}) = {:.2}x cp, {:.2}x cp + fsync",
         mib(len) / upload,
@@ -146,7 +150,8 @@ async fn bench_upload(size_mib: u64) {
         mib(hwm),
         mib(anon_peak)
     );
-    for line in server.log_text().lines().filter(|l| l.contains("validated and synced") || l.contains("archive stored")) {
+    for line in server.log_text().lines().filter(|l| l.contains("validated and synced") || l.contains("archive stored"))
+    {
         println!("upload: host log: {}", line.trim());
     }
     assert!(server.stop());
@@ -164,7 +169,16 @@ async fn bench_viewers(viewers: usize, iterations: u32) {
     let r = w.add_region(RegionDecl::new("x", 4096, DType::F32)).unwrap();
     w.memset(MemsetOp { region: r, offset: 0, len: 4096, width: 4, pattern: 0x3f80_0000 }).unwrap();
     let bytes = w.finish().unwrap().into_inner();
-    let a: Value = client.post(format!("{}/api/archives?name=v", server.url)).header("content-type", "application/octet-stream").body(bytes).send().await.unwrap().json().await.unwrap();
+    let a: Value = client
+        .post(format!("{}/api/archives?name=v", server.url))
+        .header("content-type", "application/octet-stream")
+        .body(bytes)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
 
     // A long session holds the device so that the measured one waits while every viewer connects.
     let session = |iterations: u32| {
@@ -229,10 +243,7 @@ async fn bench_viewers(viewers: usize, iterations: u32) {
     assert!(counts.iter().all(|c| *c == counts[0]), "viewers got different counts: {counts:?}");
     all.sort_unstable();
     let pct = |p: f64| all[((all.len() - 1) as f64 * p) as usize] as f64 / 1e3;
-    println!(
-        "viewers: {viewers} viewers x {} messages each, all delivered in order, in {wall:.2}s",
-        counts[0]
-    );
+    println!("viewers: {viewers} viewers x {} messages each, all delivered in order, in {wall:.2}s", counts[0]);
     println!(
         "viewers: latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} live samples)",
         pct(0.5),
@@ -247,7 +258,8 @@ async fn bench_viewers(viewers: usize, iterations: u32) {
 fn small_archive(len: u64, seed: u64) -> Vec<u8> {
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
     let r = w.add_region(RegionDecl::new("payload", len, DType::U8)).unwrap();
-    w.set_initial(r, &mut Noise { state: 0x2545_f491_4f6c_dd1d ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15), left: len }).unwrap();
+    w.set_initial(r, &mut Noise { state: 0x2545_f491_4f6c_dd1d ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15), left: len })
+        .unwrap();
     w.memset(MemsetOp { region: r, offset: 0, len: 8, width: 8, pattern: 7 }).unwrap();
     w.finish().unwrap().into_inner()
 }
@@ -325,7 +337,8 @@ async fn bench_bursts(rounds: u64) {
                 }
             })
         });
-        let statuses: Vec<String> = futures_util::future::join_all(requests).await.into_iter().map(Result::unwrap).collect();
+        let statuses: Vec<String> =
+            futures_util::future::join_all(requests).await.into_iter().map(Result::unwrap).collect();
         tokio::time::sleep(Duration::from_secs(1)).await;
         println!(
             "bursts: 4 parallel JSON requests of {mb} MB answered {statuses:?} in {:.2}s; peak so far {:.1} MiB, {:.1} MiB a second after",
@@ -339,7 +352,12 @@ async fn bench_bursts(rounds: u64) {
     sampling.store(false, std::sync::atomic::Ordering::Relaxed);
     sampler.join().unwrap();
     let (now, hwm) = rss(pid);
-    println!("bursts: peak {:.1} MiB (VmHWM {:.1} MiB), idle after {:.1} MiB", mib(peak.load(std::sync::atomic::Ordering::Relaxed)), mib(hwm), mib(now));
+    println!(
+        "bursts: peak {:.1} MiB (VmHWM {:.1} MiB), idle after {:.1} MiB",
+        mib(peak.load(std::sync::atomic::Ordering::Relaxed)),
+        mib(hwm),
+        mib(now)
+    );
     assert!(server.stop());
 }
 

@@ -25,8 +25,9 @@ fn write_launches(path: &Path, ops: u32) -> Result<()> {
     let p = |n: &str, o| ParamDecl { name: n.into(), offset: o, size: 8, align: 8, kind: ParamKind::Pointer };
     let kernels: Vec<KernelId> =
         (0..8).map(|i| w.add_kernel(m, &format!("step_{i}"), vec![p("a", 0), p("b", 8)])).collect::<Result<_, _>>()?;
-    let regions: Vec<RegionId> =
-        (0..16).map(|i| w.add_region(RegionDecl::new(format!("r{i}"), 1 << 12, DType::F32))).collect::<Result<_, _>>()?;
+    let regions: Vec<RegionId> = (0..16)
+        .map(|i| w.add_region(RegionDecl::new(format!("r{i}"), 1 << 12, DType::F32)))
+        .collect::<Result<_, _>>()?;
     for i in 0..ops {
         let (a, b) = (regions[(i % 16) as usize], regions[((i + 1) % 16) as usize]);
         w.launch(LaunchDecl {
@@ -35,7 +36,10 @@ fn write_launches(path: &Path, ops: u32) -> Result<()> {
             block: [256, 1, 1],
             shared_bytes: 0,
             params: vec![0; 16],
-            relocs: vec![Reloc { offset: 0, target: a, target_offset: 0 }, Reloc { offset: 8, target: b, target_offset: 0 }],
+            relocs: vec![
+                Reloc { offset: 0, target: a, target_offset: 0 },
+                Reloc { offset: 8, target: b, target_offset: 0 },
+            ],
         })?;
     }
     w.finish()?;

@@ -55,7 +55,11 @@ fn golden_all_features() -> ArchiveSpec {
         })
     };
     ArchiveSpec {
-        modules: vec![ModuleSpec { name: "sim".into(), ptx: PTX.into(), cubins: vec![(90, b"\x7fELF cubin stand-in".to_vec())] }],
+        modules: vec![ModuleSpec {
+            name: "sim".into(),
+            ptx: PTX.into(),
+            cubins: vec![(90, b"\x7fELF cubin stand-in".to_vec())],
+        }],
         kernels: vec![(
             0,
             "step".into(),
@@ -74,7 +78,10 @@ fn golden_all_features() -> ArchiveSpec {
             RegionSpec {
                 decl: grid2d,
                 initial: Some(vec![0; 256]),
-                expected: Some(((0..64).flat_map(|i| (i as f32 * 0.5).to_le_bytes()).collect(), Tolerance::Close { rtol: 1e-5, atol: 1e-6 })),
+                expected: Some((
+                    (0..64).flat_map(|i| (i as f32 * 0.5).to_le_bytes()).collect(),
+                    Tolerance::Close { rtol: 1e-5, atol: 1e-6 },
+                )),
             },
             RegionSpec { decl: scratch, initial: None, expected: None },
             RegionSpec {
@@ -106,7 +113,11 @@ fn golden_all_features() -> ArchiveSpec {
             OpSpec::Free(2),
             OpSpec::Marker("end".into()),
         ],
-        bindings: vec![("counts".into(), 0, Direction::InOut), ("field".into(), 1, Direction::Out), ("flags".into(), 3, Direction::In)],
+        bindings: vec![
+            ("counts".into(), 0, Direction::InOut),
+            ("field".into(), 1, Direction::Out),
+            ("flags".into(), 3, Direction::In),
+        ],
         meta: vec![("producer".into(), "recap tests".into()), ("note".into(), "golden file: every record kind".into())],
     }
 }
@@ -158,14 +169,17 @@ fn raw_op() -> impl Strategy<Value = RawOp> {
     let leaf = prop_oneof![
         (any::<u32>(), any::<[u32; 6]>(), 0u32..49152, prop::collection::vec(any::<u8>(), 0..48))
             .prop_map(|(k, d, s, p)| RawOp::Launch(k, d, s, p)),
-        (any::<u32>(), any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(a, b, c, d, e)| RawOp::Copy(a, b, c, d, e)),
-        (any::<u32>(), any::<u64>(), any::<u64>(), 0u8..4, any::<u64>()).prop_map(|(a, b, c, d, e)| RawOp::Memset(a, b, c, d, e)),
+        (any::<u32>(), any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>())
+            .prop_map(|(a, b, c, d, e)| RawOp::Copy(a, b, c, d, e)),
+        (any::<u32>(), any::<u64>(), any::<u64>(), 0u8..4, any::<u64>())
+            .prop_map(|(a, b, c, d, e)| RawOp::Memset(a, b, c, d, e)),
         Just(RawOp::AllocFree),
         "[a-z ]{0,12}".prop_map(RawOp::Marker),
     ];
     leaf.prop_recursive(3, 48, 6, |inner| {
         prop_oneof![
-            (any::<u64>(), any::<u32>(), prop::collection::vec(inner.clone(), 0..6)).prop_map(|(o, m, b)| RawOp::While(o, m, b)),
+            (any::<u64>(), any::<u32>(), prop::collection::vec(inner.clone(), 0..6))
+                .prop_map(|(o, m, b)| RawOp::While(o, m, b)),
             (any::<u32>(), any::<u64>(), prop::collection::vec(inner, 0..6)).prop_map(|(r, o, b)| RawOp::If(r, o, b)),
         ]
     })
@@ -201,7 +215,13 @@ fn raw_region() -> impl Strategy<Value = RawRegion> {
 /// Parameter layout as `(size, align, pointer)` in declaration order.
 fn raw_params() -> impl Strategy<Value = Vec<(u32, u32, bool)>> {
     prop::collection::vec(
-        prop_oneof![Just((8, 8, true)), Just((4, 4, false)), Just((8, 8, false)), Just((24, 8, false)), Just((2, 2, false))],
+        prop_oneof![
+            Just((8, 8, true)),
+            Just((4, 4, false)),
+            Just((8, 8, false)),
+            Just((24, 8, false)),
+            Just((2, 2, false))
+        ],
         0..6,
     )
 }
@@ -257,7 +277,13 @@ fn build_spec(
             .map(|(j, &(size, align, ptr))| {
                 let offset = u32::div_ceil(end, align) * align;
                 end = offset + size;
-                param(&format!("k{i}_p{j}"), offset, size, align, if ptr { ParamKind::Pointer } else { ParamKind::Value })
+                param(
+                    &format!("k{i}_p{j}"),
+                    offset,
+                    size,
+                    align,
+                    if ptr { ParamKind::Pointer } else { ParamKind::Value },
+                )
             })
             .collect();
         spec.kernels.push(((i % 2) as u32, format!("k{i}"), params));
@@ -268,7 +294,14 @@ fn build_spec(
             continue;
         }
         let target = target % n_regions;
-        spec.region_relocs.push((owner, Reloc { offset: off % (sizes[owner as usize] - 7), target, target_offset: toff % (sizes[target as usize] + 1) }));
+        spec.region_relocs.push((
+            owner,
+            Reloc {
+                offset: off % (sizes[owner as usize] - 7),
+                target,
+                target_offset: toff % (sizes[target as usize] + 1),
+            },
+        ));
     }
     fn make(spec: &ArchiveSpec, raw: &[RawOp], sizes: &[u64], scratch: &[u32]) -> Vec<OpSpec> {
         let n = sizes.len() as u32;
@@ -290,7 +323,11 @@ fn build_spec(
                             .map(|p| {
                                 let target = (p.offset + dims[0]) % n;
                                 bytes[p.offset as usize..p.offset as usize + 8].fill(0);
-                                Reloc { offset: p.offset as u64, target, target_offset: dims[1] as u64 % (sizes[target as usize] + 1) }
+                                Reloc {
+                                    offset: p.offset as u64,
+                                    target,
+                                    target_offset: dims[1] as u64 % (sizes[target as usize] + 1),
+                                }
                             })
                             .collect();
                         let block = [dims[3] % 32 + 1, dims[4] % 8 + 1, dims[5] % 4 + 1];
@@ -332,18 +369,25 @@ fn build_spec(
                     }
                     RawOp::AllocFree => {
                         let &r = scratch.first()?;
-                        return Some(OpSpec::If(Condition { region: 0, offset: 0, max_iterations: 0 }, vec![OpSpec::Alloc(r), OpSpec::Free(r)]));
+                        return Some(OpSpec::If(
+                            Condition { region: 0, offset: 0, max_iterations: 0 },
+                            vec![OpSpec::Alloc(r), OpSpec::Free(r)],
+                        ));
                     }
-                    RawOp::While(off, max, body) => {
-                        OpSpec::While(Condition { region: 0, offset: off % 16 * 4, max_iterations: *max }, make(spec, body, sizes, scratch))
-                    }
+                    RawOp::While(off, max, body) => OpSpec::While(
+                        Condition { region: 0, offset: off % 16 * 4, max_iterations: *max },
+                        make(spec, body, sizes, scratch),
+                    ),
                     RawOp::If(r, off, body) => {
                         let region = r % n;
                         let words = sizes[region as usize] / 4;
                         if words == 0 {
                             return None;
                         }
-                        OpSpec::If(Condition { region, offset: off % words * 4, max_iterations: 0 }, make(spec, body, sizes, scratch))
+                        OpSpec::If(
+                            Condition { region, offset: off % words * 4, max_iterations: 0 },
+                            make(spec, body, sizes, scratch),
+                        )
                     }
                     RawOp::Marker(s) => OpSpec::Marker(s.clone()),
                 })
@@ -365,11 +409,16 @@ fn arbitrary_spec() -> impl Strategy<Value = ArchiveSpec> {
         prop::collection::vec(raw_region(), 0..5),
         prop::collection::vec(raw_params(), 0..4),
         prop::collection::vec(raw_op(), 0..24),
-        prop::collection::vec((prop_oneof![Just(75u32), Just(80), Just(90)], prop::collection::vec(any::<u8>(), 0..64)), 0..3),
+        prop::collection::vec(
+            (prop_oneof![Just(75u32), Just(80), Just(90)], prop::collection::vec(any::<u8>(), 0..64)),
+            0..3,
+        ),
         prop::collection::vec((any::<u32>(), any::<u64>(), any::<u32>(), any::<u64>()), 0..4),
         prop::collection::vec(("[a-z]{1,6}", "\\PC{0,10}"), 0..4),
     )
-        .prop_map(|(regions, kernels, ops, cubins, relocs, meta)| build_spec(regions, kernels, ops, cubins, relocs, meta))
+        .prop_map(|(regions, kernels, ops, cubins, relocs, meta)| {
+            build_spec(regions, kernels, ops, cubins, relocs, meta)
+        })
 }
 
 proptest! {
@@ -467,7 +516,8 @@ fn open_err(bytes: &[u8]) -> FormatError {
         Ok(a) => a.validate().expect_err("damaged archive was accepted"),
         Err(e) => e,
     };
-    let bounded = validate_reader(&mut std::io::Cursor::new(bytes)).expect_err("the bounded path accepted a damaged archive");
+    let bounded =
+        validate_reader(&mut std::io::Cursor::new(bytes)).expect_err("the bounded path accepted a damaged archive");
     assert_eq!(scanned_validate(bytes), Err(bounded.clone()), "the scanned path gives the bounded path's error");
     if Archive::open(bytes).is_err() {
         assert_eq!(bounded, e);
@@ -481,7 +531,11 @@ fn open_err(bytes: &[u8]) -> FormatError {
 fn assert_paths_agree(bytes: &[u8]) {
     let in_memory = Archive::open(bytes).and_then(|a| {
         a.validate()?;
-        Ok(ArchiveCounts { ops: a.op_count() as u64, kernels: a.kernel_count() as u64, regions: a.region_count() as u64 })
+        Ok(ArchiveCounts {
+            ops: a.op_count() as u64,
+            kernels: a.kernel_count() as u64,
+            regions: a.region_count() as u64,
+        })
     });
     let bounded = validate_reader(&mut std::io::Cursor::new(bytes));
     assert_eq!(scanned_validate(bytes), bounded, "the scanned path agrees with the bounded path");
@@ -527,7 +581,14 @@ fn truncation_anywhere_is_one_clear_error() {
         assert!(e.reason.contains("shorter than the 64-byte header") || e.reason.contains("truncated"), "{e}");
     }
     let e = open_err(&good[..good.len() - 1]);
-    assert_eq!(e.to_string(), format!("header at byte 32: header says the file is {} bytes but it is {} (truncated or padded)", good.len(), good.len() - 1));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "header at byte 32: header says the file is {} bytes but it is {} (truncated or padded)",
+            good.len(),
+            good.len() - 1
+        )
+    );
 }
 
 #[test]
@@ -606,7 +667,11 @@ fn a_newer_minor_with_longer_records_and_unknown_optional_sections_still_opens()
     for (i, (code, off, len)) in entries.iter().enumerate() {
         let mut e = [0u8; SECTION_ENTRY_LEN];
         e[0..4].copy_from_slice(&code.to_le_bytes());
-        let flags = if *code == 999 { 0 } else { u32::from_le_bytes(good[old_table + i * SECTION_ENTRY_LEN + 4..][..4].try_into().unwrap()) };
+        let flags = if *code == 999 {
+            0
+        } else {
+            u32::from_le_bytes(good[old_table + i * SECTION_ENTRY_LEN + 4..][..4].try_into().unwrap())
+        };
         e[4..8].copy_from_slice(&flags.to_le_bytes());
         e[8..16].copy_from_slice(&off.to_le_bytes());
         e[16..24].copy_from_slice(&len.to_le_bytes());
@@ -889,7 +954,8 @@ fn the_writer_refuses_what_the_reader_would() {
     let overlapping = vec![param("a", 0, 8, 8, ParamKind::Pointer), param("b", 4, 4, 4, ParamKind::Value)];
     assert!(w.add_kernel(m, "k", overlapping).unwrap_err().to_string().contains("overlaps"));
     let k = w.add_kernel(m, "k", vec![param("a", 0, 8, 8, ParamKind::Pointer)]).unwrap();
-    let launch = |grid| LaunchDecl { kernel: k, grid, block: [32, 1, 1], shared_bytes: 0, params: vec![0; 8], relocs: vec![] };
+    let launch =
+        |grid| LaunchDecl { kernel: k, grid, block: [32, 1, 1], shared_bytes: 0, params: vec![0; 8], relocs: vec![] };
     assert!(w.launch(launch([0, 1, 1])).unwrap_err().to_string().contains("empty grid"));
     // A short source leaves the writer unable to finish rather than writing a corrupt file.
     assert!(w.set_initial(r, &mut &[0u8; 10][..]).is_err());

@@ -14,12 +14,17 @@ fn write_archive(path: &Path) -> Result<()> {
     let file = std::fs::File::create(path)?;
     let mut w = ArchiveWriter::new(std::io::BufWriter::new(file))?;
     let m = w.add_module("m", ".version 8.0\n.target sm_90\n.address_size 64\n")?;
-    let pointer = |name: &str, offset| ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Pointer };
-    let axpy = w.add_kernel(m, "axpy_f32", vec![
-        pointer("x", 0),
-        pointer("y", 8),
-        ParamDecl { name: "a".into(), offset: 16, size: 4, align: 4, kind: ParamKind::Value },
-    ])?;
+    let pointer =
+        |name: &str, offset| ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Pointer };
+    let axpy = w.add_kernel(
+        m,
+        "axpy_f32",
+        vec![
+            pointer("x", 0),
+            pointer("y", 8),
+            ParamDecl { name: "a".into(), offset: 16, size: 4, align: 4, kind: ParamKind::Value },
+        ],
+    )?;
     let reduce = w.add_kernel(m, "reduce_sum", vec![pointer("in", 0), pointer("out", 8)])?;
     let x = w.add_region(RegionDecl::new("x", 4096, DType::F32))?;
     let y = w.add_region(RegionDecl::new("y", 4096, DType::F32))?;
@@ -35,7 +40,10 @@ fn write_archive(path: &Path) -> Result<()> {
             block: [256, 1, 1],
             shared_bytes: 0,
             params,
-            relocs: vec![Reloc { offset: 0, target: x, target_offset: 0 }, Reloc { offset: 8, target: y, target_offset: 0 }],
+            relocs: vec![
+                Reloc { offset: 0, target: x, target_offset: 0 },
+                Reloc { offset: 8, target: y, target_offset: 0 },
+            ],
         })?;
     }
     w.end_body()?;
@@ -45,7 +53,10 @@ fn write_archive(path: &Path) -> Result<()> {
         block: [1024, 1, 1],
         shared_bytes: 4096,
         params: vec![0u8; 16],
-        relocs: vec![Reloc { offset: 0, target: y, target_offset: 0 }, Reloc { offset: 8, target: flag, target_offset: 0 }],
+        relocs: vec![
+            Reloc { offset: 0, target: y, target_offset: 0 },
+            Reloc { offset: 8, target: flag, target_offset: 0 },
+        ],
     })?;
     w.copy(CopyOp { src: y, src_offset: 0, dst: x, dst_offset: 0, len: 4096 })?;
     w.finish()?;
@@ -90,7 +101,10 @@ async fn local_archive_shows_its_ops_and_a_bad_file_says_why() -> Result<()> {
     let err = b.wait_for("#load-error", Duration::from_secs(10)).await?;
     let section = err.attr("data-section").await?.unwrap_or_default();
     let text = err.text().await?;
-    assert!(!section.is_empty() && text.contains("truncated.recap") && text.contains("byte"), "error: {section} {text}");
+    assert!(
+        !section.is_empty() && text.contains("truncated.recap") && text.contains("byte"),
+        "error: {section} {text}"
+    );
     b.screenshot("browser-invalid-file").await?;
     b.close().await
 }
@@ -101,7 +115,8 @@ fn write_dag_archive(path: &Path) -> Result<()> {
     let file = std::fs::File::create(path)?;
     let mut w = ArchiveWriter::new(std::io::BufWriter::new(file))?;
     let m = w.add_module("m", ".version 8.0\n.target sm_90\n.address_size 64\n")?;
-    let pointer = |name: &str, offset| ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Pointer };
+    let pointer =
+        |name: &str, offset| ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Pointer };
     let one = |w: &mut ArchiveWriter<_>, name: &str| w.add_kernel(m, name, vec![pointer("p", 0)]);
     let (k_a, k_b) = (one(&mut w, "fill_a")?, one(&mut w, "fill_b")?);
     let k_c = w.add_kernel(m, "combine", vec![pointer("a", 0), pointer("b", 8)])?;
@@ -128,7 +143,11 @@ fn write_dag_archive(path: &Path) -> Result<()> {
         block: [128, 1, 1],
         shared_bytes: 0,
         params: vec![0u8; 8 * regions.len()],
-        relocs: regions.iter().enumerate().map(|(i, &r)| Reloc { offset: 8 * i as u64, target: r, target_offset: 0 }).collect(),
+        relocs: regions
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| Reloc { offset: 8 * i as u64, target: r, target_offset: 0 })
+            .collect(),
     };
     w.launch(launch(k_a, &[x]))?;
     w.launch(launch(k_b, &[y]))?;
@@ -162,7 +181,10 @@ async fn wait_attr_eq(b: &Browser, css: &str, attr: &str, want: &str, timeout: D
         }
         if std::time::Instant::now() > deadline {
             let state = b.text("main").await.unwrap_or_default();
-            anyhow::bail!("{css}[{attr}={want}] not reached within {timeout:?}; the page shows: {}", &state[..state.len().min(600)]);
+            anyhow::bail!(
+                "{css}[{attr}={want}] not reached within {timeout:?}; the page shows: {}",
+                &state[..state.len().min(600)]
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -201,7 +223,8 @@ async fn host_archive_upload_op_list_graph_and_regions() -> Result<()> {
         .status()?;
     assert!(status.success(), "import-case saxpy");
     let web = recap_tests::repo_root().join("web");
-    let host = Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy(), "--seed", &seed.to_string_lossy()]);
+    let host =
+        Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy(), "--seed", &seed.to_string_lossy()]);
     let dag = dir.path().join("dag.recap");
     write_dag_archive(&dag)?;
 
@@ -332,7 +355,10 @@ async fn replay_on_the_host_in_the_browser_and_by_share_link() -> Result<()> {
     assert_eq!(b.text("#r-progress").await?, "3/3");
     let host_stats = b.text("#r-iter-chart .stats").await?;
     assert!(host_stats.contains("3 iterations"), "per-iteration times: {host_stats}");
-    assert!(!b.client.find_all(fantoccini::Locator::Css("#r-iter-chart svg path")).await?.is_empty(), "an iteration chart");
+    assert!(
+        !b.client.find_all(fantoccini::Locator::Css("#r-iter-chart svg path")).await?.is_empty(),
+        "an iteration chart"
+    );
     let op_bars = b.text("#r-op-chart").await?;
     assert!(op_bars.contains("saxpy"), "per-op timings name the kernel: {op_bars}");
     assert!(b.text("#r-verdict").await?.starts_with("PASS"), "host verdict");
@@ -399,7 +425,8 @@ async fn every_corpus_case_replays_and_passes_in_the_browser() -> Result<()> {
     for case in &cases {
         let rel = case.strip_prefix(recap_tests::corpus_dir())?.to_string_lossy().to_string();
         let file = import_case(&rel, dir.path())?;
-        let want: Vec<(String, String)> = checked_regions(&file)?.into_iter().map(|n| (n, "pass".to_string())).collect();
+        let want: Vec<(String, String)> =
+            checked_regions(&file)?.into_iter().map(|n| (n, "pass".to_string())).collect();
         b.choose_file("#file-input", &file).await?;
         b.wait_for("#tabs [data-tab='replay']", Duration::from_secs(10)).await?;
         click(&b, "[data-tab='replay']").await?;
@@ -469,7 +496,8 @@ async fn host_session_outputs_draw_as_heatmap_and_line() -> Result<()> {
     std::fs::create_dir_all(&seed)?;
     write_grid_archive(&seed.join("field.recap"))?;
     let web = recap_tests::repo_root().join("web");
-    let host = Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy(), "--seed", &seed.to_string_lossy()]);
+    let host =
+        Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy(), "--seed", &seed.to_string_lossy()]);
     let id = archives(&host.url).await?.into_iter().find(|a| a.name == "field.recap").map(|a| a.id).expect("seeded");
 
     let b = Browser::start().await?;
@@ -530,7 +558,8 @@ async fn a_comparison_shows_where_two_sides_part() -> Result<()> {
     wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(60)).await?;
     let verdict = b.text("#cmp-verdict").await?;
     assert!(verdict.starts_with("DIFFER") && verdict.contains("jit") && verdict.contains("interp"), "{verdict}");
-    let info: shared::protocol::SessionInfo = reqwest::get(format!("{}/api/sessions/{id}", host.url)).await?.json().await?;
+    let info: shared::protocol::SessionInfo =
+        reqwest::get(format!("{}/api/sessions/{id}", host.url)).await?.json().await?;
     assert_eq!(info.passed, Some(false));
     // The host's own account of where they part, to hold the page to.
     let events: Vec<serde_json::Value> = crate::host::collect_stream(&host.ws(&format!("/api/sessions/{id}/ws"))).await;
@@ -548,7 +577,10 @@ async fn a_comparison_shows_where_two_sides_part() -> Result<()> {
     // (Headings are set in capitals.)
     let detail = b.text("#cmp-parting").await?.to_lowercase();
     assert!(detail.contains("launch heat_diffuse") && detail.contains("heat_v"), "{detail}");
-    assert!(b.text("#cmp-first-mismatch").await?.contains(&format!("element {}", parting["check"]["first_mismatch"]["index"])));
+    assert!(b
+        .text("#cmp-first-mismatch")
+        .await?
+        .contains(&format!("element {}", parting["check"]["first_mismatch"]["index"])));
     let plots = b.client.find_all(fantoccini::Locator::Css("#cmp-parting svg.plot path.band")).await?;
     assert_eq!(plots.len(), 3, "side A, side B and their difference");
     // The download links fetch both sides as .npy.
@@ -562,7 +594,8 @@ async fn a_comparison_shows_where_two_sides_part() -> Result<()> {
             vec![],
         )
         .await?;
-    let sizes: Vec<(String, u64)> = serde_json::from_value(sizes.clone()).map_err(|e| anyhow::anyhow!("{e}: {sizes}"))?;
+    let sizes: Vec<(String, u64)> =
+        serde_json::from_value(sizes.clone()).map_err(|e| anyhow::anyhow!("{e}: {sizes}"))?;
     assert_eq!(sizes.len(), 2, "{sizes:?}");
     assert!(sizes.iter().all(|(magic, n)| magic == "NUMPY" && *n > 4000), "{sizes:?}");
     b.screenshot("browser-compare-parting").await?;

@@ -111,8 +111,11 @@ fn c_program_replays_an_archive_and_reports_errors() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "replay failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("binding x: 1200 bytes") && stdout.contains("launched 2 time(s)"), "{stdout}");
-    let got: Vec<f32> =
-        std::fs::read(tmp.path().join("out.bin")).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let got: Vec<f32> = std::fs::read(tmp.path().join("out.bin"))
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     // Each launch of the graph adds 1.5 x.
     let want: Vec<f32> = xs.iter().zip(&ys).map(|(x, y)| y + 1.5 * x + 1.5 * x).collect();
     assert_eq!(got, want);
@@ -126,6 +129,11 @@ fn c_program_replays_an_archive_and_reports_errors() {
     std::fs::write(tmp.path().join("short.bin"), [0u8; 12]).unwrap();
     let out = run(&["--set", "x", "short.bin"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("1200 bytes (f32 x 300); 12 bytes were given"));
-    let out = Command::new(&exe).env_remove("LD_LIBRARY_PATH").arg(tmp.path().join("missing.recap")).arg("cpu").output().unwrap();
+    let out = Command::new(&exe)
+        .env_remove("LD_LIBRARY_PATH")
+        .arg(tmp.path().join("missing.recap"))
+        .arg("cpu")
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.recap: cannot open"), "{:?}", out);
 }

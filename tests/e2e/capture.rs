@@ -101,7 +101,13 @@ impl Workload {
         d.if_nonzero(&self.flag, |d| d.zero(&self.y))?;
         let grid = ((NX as u32).div_ceil(8), (NY as u32).div_ceil(8));
         for _ in 0..3 {
-            d.launch(&self.diffuse, grid, (8, 8), 0, &args![self.field(&self.heat_u), self.field(&self.heat_v), 0.2f32])?;
+            d.launch(
+                &self.diffuse,
+                grid,
+                (8, 8),
+                0,
+                &args![self.field(&self.heat_u), self.field(&self.heat_v), 0.2f32],
+            )?;
             d.copy(&self.heat_v, &self.heat_u)?;
         }
         d.copy_range(&self.y, 10, &self.heat_v, 0, 5)
@@ -373,7 +379,10 @@ fn two_device_buffers(d0: &Device, d1: &Device) -> Result<TwoDevice> {
 }
 
 fn two_device_run(d0: &Device, d1: &Device) {
-    let k = [d0.load_ptx("basics", BASICS).unwrap().kernel("axpy").unwrap(), d1.load_ptx("basics", BASICS).unwrap().kernel("axpy").unwrap()];
+    let k = [
+        d0.load_ptx("basics", BASICS).unwrap().kernel("axpy").unwrap(),
+        d1.load_ptx("basics", BASICS).unwrap().kernel("axpy").unwrap(),
+    ];
     let want: Vec<f32> = (0..N).map(|i| 3.0 * (2.0 * (i as f32 * 0.5) + 1.0) + 10.0).collect();
 
     // Eagerly, each device runs its part and the copy goes through the host.
@@ -403,7 +412,12 @@ fn two_device_run(d0: &Device, d1: &Device) {
     // Replayed from the archive on the CPU (both devices in one memory): the same bytes.
     let mut cpu = shared::replay::CpuReplay::new(&archive, Default::default()).unwrap();
     cpu.run_iteration(&mut shared::replay::NoObserver).unwrap();
-    let y1: Vec<f32> = cpu.read_region(archive.region_named("y1").unwrap()).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let y1: Vec<f32> = cpu
+        .read_region(archive.region_named("y1").unwrap())
+        .unwrap()
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     assert_eq!(y1, want);
 }
 
@@ -414,7 +428,9 @@ fn a_capture_of_two_devices_records_one_graph_and_a_two_device_archive() {
 
 #[test]
 fn a_capture_of_two_gpus_launches_in_place_and_saves_a_two_device_archive() {
-    let Some(d0) = cuda_or_skip("a_capture_of_two_gpus_launches_in_place_and_saves_a_two_device_archive") else { return };
+    let Some(d0) = cuda_or_skip("a_capture_of_two_gpus_launches_in_place_and_saves_a_two_device_archive") else {
+        return;
+    };
     // A second GPU where there is one; else a second device on the same GPU, which must work too.
     let d1 = Device::cuda(1).or_else(|_| Device::cuda(0)).unwrap();
     two_device_run(&d0, &d1);

@@ -195,7 +195,12 @@ fn validate_prints_one_line_naming_section_offset_and_reason() {
     let err = text(&r.stderr);
     assert_eq!(
         err,
-        format!("{}: header at byte 32: header says the file is {} bytes but it is {} (truncated or padded)\n", bad.display(), bytes.len() + 5, bytes.len())
+        format!(
+            "{}: header at byte 32: header says the file is {} bytes but it is {} (truncated or padded)\n",
+            bad.display(),
+            bytes.len() + 5,
+            bytes.len()
+        )
     );
     assert!(r.stdout.is_empty());
 
@@ -261,7 +266,10 @@ fn a_folder_is_named_as_one_and_quiet_replays_print_only_the_summary() {
         let out = recap(&[&command, &dir.path()]);
         assert!(!out.status.success());
         let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
-        assert!(said.contains("is a folder, not an archive file") && said.trim().lines().count() == 1, "{command}: {said}");
+        assert!(
+            said.contains("is a folder, not an archive file") && said.trim().lines().count() == 1,
+            "{command}: {said}"
+        );
     }
     let archive = dir.path().join("a.recap");
     let case = corpus_cases().into_iter().next().unwrap();
@@ -269,7 +277,10 @@ fn a_folder_is_named_as_one_and_quiet_replays_print_only_the_summary() {
     let out = recap(&[&"replay", &archive, &"--iterations", &"12", &"--quiet", &"--check"]);
     let said = text(&out.stdout);
     assert!(out.status.success(), "{said}{}", text(&out.stderr));
-    assert!(!said.contains("iteration 1:") && said.contains("12 iterations: median") && said.contains("regions pass"), "{said}");
+    assert!(
+        !said.contains("iteration 1:") && said.contains("12 iterations: median") && said.contains("regions pass"),
+        "{said}"
+    );
     // Without --quiet, a pipe gets every iteration.
     let said = text(&recap(&[&"replay", &archive, &"--iterations", &"12"]).stdout);
     assert_eq!(said.lines().filter(|l| l.starts_with("iteration ")).count(), 12, "{said}");

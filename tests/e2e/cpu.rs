@@ -88,8 +88,7 @@ fn replay_all(cases: &[(PathBuf, &str)]) {
 fn every_nvcc_case_passes_its_check_on_the_cpu_for_sm_75_and_sm_90() {
     let cases = corpus_case_list("nvcc");
     assert_eq!(cases.len(), 14, "the public corpus has 14 nvcc cases");
-    let all: Vec<(PathBuf, &str)> =
-        cases.iter().flat_map(|c| [(c.clone(), "sm_75"), (c.clone(), "sm_90")]).collect();
+    let all: Vec<(PathBuf, &str)> = cases.iter().flat_map(|c| [(c.clone(), "sm_75"), (c.clone(), "sm_90")]).collect();
     replay_all(&all);
 }
 
@@ -135,7 +134,8 @@ fn a_corrupted_expected_state_fails_the_check_with_exit_1() {
         w.add_kernel(ids[k.module as usize], k.name, k.params.clone()).unwrap();
     }
     for r in archive.regions() {
-        let id = w.add_region(RegionDecl { shape: r.shape.clone(), ..RegionDecl::new(r.name, r.size, r.dtype) }).unwrap();
+        let id =
+            w.add_region(RegionDecl { shape: r.shape.clone(), ..RegionDecl::new(r.name, r.size, r.dtype) }).unwrap();
         if let Some(b) = r.initial {
             w.set_initial_bytes(id, &b.decode().unwrap()).unwrap();
         }
@@ -288,8 +288,15 @@ fn single_kernel_archive(dir: &Path, name: &str, body: &str, entry: &str, shared
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
     let m = w.add_module(name, &format!("{HEADER}{body}")).unwrap();
     let k = w.add_kernel(m, entry, vec![]).unwrap();
-    w.launch(LaunchDecl { kernel: k, grid: [2, 1, 1], block: [32, 1, 1], shared_bytes, params: vec![], relocs: vec![] })
-        .unwrap();
+    w.launch(LaunchDecl {
+        kernel: k,
+        grid: [2, 1, 1],
+        block: [32, 1, 1],
+        shared_bytes,
+        params: vec![],
+        relocs: vec![],
+    })
+    .unwrap();
     let path = dir.join(format!("{name}.recap"));
     std::fs::write(&path, w.finish().unwrap().into_inner()).unwrap();
     path
@@ -366,7 +373,8 @@ fn archives_that_declare_too_much_are_refused_before_anything_is_allocated() {
         for (i, &size) in regions.iter().enumerate() {
             w.add_region(RegionDecl::new(&format!("r{i}"), size, DType::U8)).unwrap();
         }
-        w.launch(LaunchDecl { kernel: k, grid, block: [1, 1, 1], shared_bytes: 0, params: vec![], relocs: vec![] }).unwrap();
+        w.launch(LaunchDecl { kernel: k, grid, block: [1, 1, 1], shared_bytes: 0, params: vec![], relocs: vec![] })
+            .unwrap();
         let path = dir.path().join(name);
         std::fs::write(&path, w.finish().unwrap().into_inner()).unwrap();
         path
@@ -383,7 +391,10 @@ fn archives_that_declare_too_much_are_refused_before_anything_is_allocated() {
     let grid = write("grid.recap", &[], [i32::MAX as u32, 1, 1]);
     for engine in ["jit", "jit-scalar", "interp"] {
         let err = replay_fails(&grid, &["--engine", engine]);
-        assert!(err.contains("op 0 (launch of spin)") && err.contains("2147483647") && err.contains("--max-grid-blocks"), "{engine}: {err}");
+        assert!(
+            err.contains("op 0 (launch of spin)") && err.contains("2147483647") && err.contains("--max-grid-blocks"),
+            "{engine}: {err}"
+        );
     }
     let err = replay_fails(&huge, &["--max-region-bytes", "lots"]);
     assert!(err.contains("not a byte count"), "{err}");

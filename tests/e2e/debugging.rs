@@ -35,7 +35,12 @@ pub(crate) fn one_line_error<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: 
 
 fn imported(case: &str, dir: &Path) -> PathBuf {
     let out = dir.join(format!("{case}.recap"));
-    ok(&[Path::new("import-case").as_os_str(), corpus_dir().join("nvcc").join(case).as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    ok(&[
+        Path::new("import-case").as_os_str(),
+        corpus_dir().join("nvcc").join(case).as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
     out
 }
 
@@ -53,7 +58,14 @@ fn npy_files_round_trip_through_numpy() {
     let saxpy = imported("saxpy", d);
     // The expected output, extracted, and the output of a replay, dumped: numpy reads both as the
     // same f32 vector of the region's shape.
-    ok(&[Path::new("extract").as_os_str(), saxpy.as_os_str(), "--expected".as_ref(), "y".as_ref(), "-o".as_ref(), d.join("want.npy").as_os_str()]);
+    ok(&[
+        Path::new("extract").as_os_str(),
+        saxpy.as_os_str(),
+        "--expected".as_ref(),
+        "y".as_ref(),
+        "-o".as_ref(),
+        d.join("want.npy").as_os_str(),
+    ]);
     let dump = d.join("dump");
     ok(&[Path::new("replay").as_os_str(), saxpy.as_os_str(), "--dump".as_ref(), dump.as_os_str()]);
     let seen = python(&format!(
@@ -71,7 +83,14 @@ fn npy_files_round_trip_through_numpy() {
     // the archive's own.
     let run = |input: &Path, out: &Path| {
         let arg = format!("x={}", input.display());
-        ok(&[Path::new("replay").as_os_str(), saxpy.as_os_str(), "--input".as_ref(), arg.as_ref(), "--dump".as_ref(), out.as_os_str()]);
+        ok(&[
+            Path::new("replay").as_os_str(),
+            saxpy.as_os_str(),
+            "--input".as_ref(),
+            arg.as_ref(),
+            "--dump".as_ref(),
+            out.as_os_str(),
+        ]);
     };
     run(&d.join("x3.npy"), &d.join("a"));
     run(&d.join("x3.bin"), &d.join("b"));
@@ -113,11 +132,19 @@ fn bad_inputs_give_one_clear_line() {
     let e = replay(format!("nope={}", d.join("short.bin").display()));
     assert!(e.contains("no binding or region named \"nope\"") && e.contains("bindings: x, y"), "{e}");
     // clap's own refusal adds a usage hint after its line.
-    let e = text(&recap(&[Path::new("replay").as_os_str(), saxpy.as_os_str(), "--input".as_ref(), "x".as_ref()]).stderr);
+    let e =
+        text(&recap(&[Path::new("replay").as_os_str(), saxpy.as_os_str(), "--input".as_ref(), "x".as_ref()]).stderr);
     assert!(e.lines().next().unwrap().contains("expected NAME=FILE"), "{e}");
     let e = one_line_error(&[Path::new("extract").as_os_str(), saxpy.as_os_str(), "--region".as_ref(), "x".as_ref()]);
     assert!(e.contains("-o FILE"), "{e}");
-    let e = one_line_error(&[Path::new("trim").as_os_str(), saxpy.as_os_str(), "--ops".as_ref(), "0..5".as_ref(), "-o".as_ref(), d.join("t.recap").as_os_str()]);
+    let e = one_line_error(&[
+        Path::new("trim").as_os_str(),
+        saxpy.as_os_str(),
+        "--ops".as_ref(),
+        "0..5".as_ref(),
+        "-o".as_ref(),
+        d.join("t.recap").as_os_str(),
+    ]);
     assert!(e.contains("op 5 does not exist"), "{e}");
 }
 
@@ -145,7 +172,10 @@ fn inspect_json_and_extract_say_what_the_archive_holds() {
     let want = std::fs::read_to_string(corpus_dir().join("nvcc/matmul_tiled/kernel.sm_90.ptx")).unwrap();
     assert_eq!(std::fs::read_to_string(&ptx).unwrap(), want);
     // By kernel name, to stdout.
-    assert_eq!(ok(&[Path::new("extract").as_os_str(), matmul.as_os_str(), "--ptx".as_ref(), "matmul_tiled".as_ref()]), want);
+    assert_eq!(
+        ok(&[Path::new("extract").as_os_str(), matmul.as_os_str(), "--ptx".as_ref(), "matmul_tiled".as_ref()]),
+        want
+    );
 }
 
 /// The heat kernel with one constant changed: the stencil's centre weight -4 becomes -3.
@@ -168,10 +198,19 @@ fn compare_names_the_first_op_a_perturbed_kernel_changes() {
     assert!(out.contains("interp and jit agree"), "{out}");
 
     // Against the perturbed capture: the first heat_diffuse launch is named, with its region.
-    let args = [Path::new("compare").as_os_str(), good.as_os_str(), "--against".as_ref(), bad.as_os_str(), "--devices".as_ref(), "jit,interp".as_ref(), "--json".as_ref()];
+    let args = [
+        Path::new("compare").as_os_str(),
+        good.as_os_str(),
+        "--against".as_ref(),
+        bad.as_os_str(),
+        "--devices".as_ref(),
+        "jit,interp".as_ref(),
+        "--json".as_ref(),
+    ];
     let out = recap(&args);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_str(text(&out.stdout).trim()).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let report: Value =
+        serde_json::from_str(text(&out.stdout).trim()).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
     let divergences = report["outcome"]["divergences"].as_array().unwrap();
     assert_eq!(divergences.len(), 1, "stops at the first: {report}");
     let first = &divergences[0];
@@ -198,12 +237,16 @@ fn compare_names_the_first_op_a_perturbed_kernel_changes() {
     // The text report names op, kernel, region, element and both values.
     let out = recap(&args[..args.len() - 1]);
     let t = text(&out.stdout);
-    assert!(t.contains("launch heat_diffuse") && t.contains("region heat_v differs") && t.contains("first at element"), "{t}");
+    assert!(
+        t.contains("launch heat_diffuse") && t.contains("region heat_v differs") && t.contains("first at element"),
+        "{t}"
+    );
 
     // A GPU next to the CPU where one exists (the GPU machine runs this for real).
     match Device::cuda(0) {
         Ok(_) => {
-            let out = ok(&[Path::new("compare").as_os_str(), good.as_os_str(), "--devices".as_ref(), "cpu,cuda".as_ref()]);
+            let out =
+                ok(&[Path::new("compare").as_os_str(), good.as_os_str(), "--devices".as_ref(), "cpu,cuda".as_ref()]);
             assert!(out.contains("agree"), "{out}");
         }
         Err(e) => eprintln!("skipping the cpu,cuda comparison: no CUDA device ({e})"),
@@ -230,7 +273,14 @@ fn diff_reports_structure_and_data() {
 
     // Data: a trimmed archive's initial state differs from the original's where ops ran before it.
     let trimmed = d.join("t.recap");
-    ok(&[Path::new("trim").as_os_str(), good.as_os_str(), "--ops".as_ref(), "1".as_ref(), "-o".as_ref(), trimmed.as_os_str()]);
+    ok(&[
+        Path::new("trim").as_os_str(),
+        good.as_os_str(),
+        "--ops".as_ref(),
+        "1".as_ref(),
+        "-o".as_ref(),
+        trimmed.as_os_str(),
+    ]);
     let out = text(&recap(&[Path::new("diff").as_os_str(), good.as_os_str(), trimmed.as_os_str()]).stdout);
     assert!(out.contains("data y: initial"), "{out}");
     // The ops are aligned: op 1 is kept, every other op is only in A, and nothing reads as changed.
@@ -252,18 +302,41 @@ fn trimmed_archives_stand_on_their_own_and_pass_their_check_on_every_engine() {
     let body_len = ops[while_op as usize]["body_len"].as_u64().unwrap();
     let last = ops.len() as u64 - 1;
     // From the loop (whole) to the end; the loop's body alone; one op in the middle.
-    for (how, arg) in [("--ops", format!("{while_op}..{last}")), ("--body", while_op.to_string()), ("--ops", format!("{}", while_op + body_len + 2))] {
+    for (how, arg) in [
+        ("--ops", format!("{while_op}..{last}")),
+        ("--body", while_op.to_string()),
+        ("--ops", format!("{}", while_op + body_len + 2)),
+    ] {
         let out = d.join(format!("trim-{how}-{arg}.recap").replace("..", "_"));
-        ok(&[Path::new("trim").as_os_str(), good.as_os_str(), how.as_ref(), arg.as_ref(), "-o".as_ref(), out.as_os_str()]);
+        ok(&[
+            Path::new("trim").as_os_str(),
+            good.as_os_str(),
+            how.as_ref(),
+            arg.as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
         ok(&[Path::new("validate").as_os_str(), out.as_os_str()]);
         for engine in ["interp", "jit"] {
-            let r = ok(&[Path::new("replay").as_os_str(), out.as_os_str(), "--check".as_ref(), "--engine".as_ref(), engine.as_ref()]);
+            let r = ok(&[
+                Path::new("replay").as_os_str(),
+                out.as_os_str(),
+                "--check".as_ref(),
+                "--engine".as_ref(),
+                engine.as_ref(),
+            ]);
             assert!(r.contains("regions pass") && !r.contains("FAIL"), "{how} {arg} on {engine}: {r}");
         }
         // On a GPU too, where one exists (the GPU machine runs this for real).
         match Device::cuda(0) {
             Ok(_) => {
-                let r = ok(&[Path::new("replay").as_os_str(), out.as_os_str(), "--check".as_ref(), "--device".as_ref(), "cuda".as_ref()]);
+                let r = ok(&[
+                    Path::new("replay").as_os_str(),
+                    out.as_os_str(),
+                    "--check".as_ref(),
+                    "--device".as_ref(),
+                    "cuda".as_ref(),
+                ]);
                 assert!(r.contains("regions pass") && !r.contains("FAIL"), "{how} {arg} on cuda: {r}");
             }
             Err(e) => eprintln!("skipping the trimmed archive's check on cuda: no CUDA device ({e})"),
@@ -272,7 +345,14 @@ fn trimmed_archives_stand_on_their_own_and_pass_their_check_on_every_engine() {
         assert!(meta.contains("trimmed_ops"), "{meta}");
     }
     // A range that cuts a body in two is refused, naming the body.
-    let e = one_line_error(&[Path::new("trim").as_os_str(), good.as_os_str(), "--ops".as_ref(), format!("{}..{}", while_op, while_op + 1).as_ref(), "-o".as_ref(), d.join("x.recap").as_os_str()]);
+    let e = one_line_error(&[
+        Path::new("trim").as_os_str(),
+        good.as_os_str(),
+        "--ops".as_ref(),
+        format!("{}..{}", while_op, while_op + 1).as_ref(),
+        "-o".as_ref(),
+        d.join("x.recap").as_os_str(),
+    ]);
     assert!(e.contains("cross a while/if body") || e.contains("ended before"), "{e}");
 }
 
@@ -310,16 +390,27 @@ async fn compare_sessions_on_the_host_stream_where_two_sides_part_and_keep_both_
     let of_type = |stream: &[Value], t: &str| stream.iter().filter(|m| m["type"] == t).cloned().collect::<Vec<_>>();
 
     // The same archive on the interpreter and on native code: every op agrees.
-    let (id, stream) = run(serde_json::json!({"archive": good_id, "kind": "compare", "device": "interp", "compare_with": "jit"})).await;
-    let judged: Vec<Value> = of_type(&stream, "compared").iter().flat_map(|m| m["ops"].as_array().unwrap().clone()).collect();
+    let (id, stream) =
+        run(serde_json::json!({"archive": good_id, "kind": "compare", "device": "interp", "compare_with": "jit"}))
+            .await;
+    let judged: Vec<Value> =
+        of_type(&stream, "compared").iter().flat_map(|m| m["ops"].as_array().unwrap().clone()).collect();
     let verdict = &of_type(&stream, "compare")[0]["verdict"];
-    assert_eq!((verdict["a"].as_str(), verdict["b"].as_str(), verdict["agree"].as_bool()), (Some("interp"), Some("jit"), Some(true)), "{verdict}");
+    assert_eq!(
+        (verdict["a"].as_str(), verdict["b"].as_str(), verdict["agree"].as_bool()),
+        (Some("interp"), Some("jit"), Some(true)),
+        "{verdict}"
+    );
     assert_eq!(judged.len() as u64, verdict["ops"].as_u64().unwrap(), "every judged op is streamed");
     assert!(judged.iter().all(|j| j["agree"] == true));
     assert!(judged.iter().any(|j| j["pass"].as_u64().unwrap() > 1), "loop bodies are judged per pass");
     assert!(of_type(&stream, "parted").is_empty());
     let (_, info) = get_json(&client, &format!("{}/api/sessions/{id}", server.url)).await;
-    assert_eq!((info["kind"].as_str(), info["compare_with"].as_str(), info["passed"].as_bool()), (Some("compare"), Some("jit"), Some(true)), "{info}");
+    assert_eq!(
+        (info["kind"].as_str(), info["compare_with"].as_str(), info["passed"].as_bool()),
+        (Some("compare"), Some("jit"), Some(true)),
+        "{info}"
+    );
 
     // Side b replays the perturbed capture: the first heat_diffuse launch is where they part.
     let body = serde_json::json!({"archive": good_id, "kind": "compare", "device": "jit", "compare_with": "interp", "compare_against": bad_id});
@@ -327,11 +418,19 @@ async fn compare_sessions_on_the_host_stream_where_two_sides_part_and_keep_both_
     let partings = of_type(&stream, "parted");
     assert_eq!(partings.len(), 1, "stops at the first: {partings:#?}");
     let p = &partings[0]["parting"];
-    assert_eq!((p["label"].as_str(), p["name"].as_str(), p["pass"].as_u64()), (Some("launch heat_diffuse"), Some("heat_v"), Some(1)), "{p}");
+    assert_eq!(
+        (p["label"].as_str(), p["name"].as_str(), p["pass"].as_u64()),
+        (Some("launch heat_diffuse"), Some("heat_v"), Some(1)),
+        "{p}"
+    );
     for side in ["a", "b", "difference"] {
         assert!(p[side]["mean"].as_array().is_some_and(|m| !m.is_empty()), "a plot of {side}: {p}");
     }
-    let differing: Vec<Value> = of_type(&stream, "compared").iter().flat_map(|m| m["ops"].as_array().unwrap().clone()).filter(|j| j["agree"] == false).collect();
+    let differing: Vec<Value> = of_type(&stream, "compared")
+        .iter()
+        .flat_map(|m| m["ops"].as_array().unwrap().clone())
+        .filter(|j| j["agree"] == false)
+        .collect();
     assert_eq!(differing.len(), 1);
     assert_eq!(differing[0]["op"], p["op"]);
     let verdict = &of_type(&stream, "compare")[0]["verdict"];
@@ -370,13 +469,23 @@ async fn compare_sessions_on_the_host_stream_where_two_sides_part_and_keep_both_
         .find(|n| with_expected.contains(n))
         .unwrap_or_else(|| panic!("an output with an expected state among {with_expected:?}: {inspected}"));
     let region = region.as_str();
-    assert_eq!(download(&client, &format!("{}/api/sessions/{id}/regions/{region}", server.url), &d.join("final.npy")).await, 200);
+    assert_eq!(
+        download(&client, &format!("{}/api/sessions/{id}/regions/{region}", server.url), &d.join("final.npy")).await,
+        200
+    );
     let archive_url = format!("{}/api/archives/{matmul_id}/regions/{region}", server.url);
     let status = download(&client, &format!("{archive_url}?contents=expected"), &d.join("expected.npy")).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&std::fs::read(d.join("expected.npy")).unwrap()));
     assert_eq!(download(&client, &archive_url, &d.join("initial.npy")).await, 200);
     let extracted = d.join("extracted.npy");
-    ok(&[Path::new("extract").as_os_str(), matmul.as_os_str(), "--region".as_ref(), region.as_ref(), "-o".as_ref(), extracted.as_os_str()]);
+    ok(&[
+        Path::new("extract").as_os_str(),
+        matmul.as_os_str(),
+        "--region".as_ref(),
+        region.as_ref(),
+        "-o".as_ref(),
+        extracted.as_os_str(),
+    ]);
     let same = python(&format!(
         "import numpy as np; f, e, i, x = (np.load(p) for p in ({:?}, {:?}, {:?}, {:?})); print(np.array_equal(f, e), np.array_equal(i, x), f.size > 0 and bool(np.isfinite(f).all()))",
         d.join("final.npy").to_str().unwrap(),
@@ -400,11 +509,15 @@ async fn compare_sessions_on_the_host_stream_where_two_sides_part_and_keep_both_
     assert!(status == 400 && msg.contains("compare_with"), "{status} {msg}");
     let (status, msg) = refused(serde_json::json!({"archive": good_id, "compare_with": "jit"})).await;
     assert!(status == 400 && msg.contains("kind"), "{status} {msg}");
-    let (status, msg) = refused(serde_json::json!({"archive": good_id, "kind": "compare", "compare_with": "tpu"})).await;
+    let (status, msg) =
+        refused(serde_json::json!({"archive": good_id, "kind": "compare", "compare_with": "tpu"})).await;
     assert!(status == 400 && msg.contains("tpu"), "{status} {msg}");
-    let (status, msg) = refused(serde_json::json!({"archive": good_id, "kind": "compare", "compare_with": "jit", "iterations": 5})).await;
+    let (status, msg) =
+        refused(serde_json::json!({"archive": good_id, "kind": "compare", "compare_with": "jit", "iterations": 5}))
+            .await;
     assert!(status == 400 && msg.contains("one iteration"), "{status} {msg}");
-    let (status, msg) = refused(serde_json::json!({"archive": good_id, "device": "cpu", "cuda_mode": "graph-pdl"})).await;
+    let (status, msg) =
+        refused(serde_json::json!({"archive": good_id, "device": "cpu", "cuda_mode": "graph-pdl"})).await;
     assert!(status == 400 && msg.contains("CUDA device"), "{status} {msg}");
     let (status, msg) = refused(serde_json::json!({"archive": good_id, "device": "cpu", "cuda_mode": "graphs"})).await;
     assert!(status == 400 && msg.contains("graph-pdl"), "{status} {msg}");
@@ -413,7 +526,10 @@ async fn compare_sessions_on_the_host_stream_where_two_sides_part_and_keep_both_
     let (status, msg) = refused(serde_json::json!({"archive": good_id, "kind": "compare", "compare_with": "jit", "compare_against": other["id"]})).await;
     assert!(status == 400 && msg.contains("cannot be compared op by op"), "{status} {msg}");
     let (status, err) = get_json(&client, &format!("{}/api/archives/{good_id}/regions/nope", server.url)).await;
-    assert!(status == 404 && err["error"]["message"].as_str().unwrap().contains("heat_v"), "names the regions there are: {err}");
+    assert!(
+        status == 404 && err["error"]["message"].as_str().unwrap().contains("heat_v"),
+        "names the regions there are: {err}"
+    );
     let (status, err) = get_json(&client, &format!("{archive_url}?contents=final")).await;
     assert_eq!(status, 400, "{err}");
 }

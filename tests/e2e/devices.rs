@@ -21,7 +21,13 @@ fn two_devices() -> (ArchiveWriter<Cursor<Vec<u8>>>, KernelId, RegionId, RegionI
     assert_eq!(w.add_device(&DeviceDecl { name: "left".into(), sm: 90 }).unwrap(), 0);
     assert_eq!(w.add_device(&DeviceDecl { name: "right".into(), sm: 80 }).unwrap(), 1);
     let m = w.add_module("m", PTX).unwrap();
-    let k = w.add_kernel(m, "k", vec![ParamDecl { name: "a".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer }]).unwrap();
+    let k = w
+        .add_kernel(
+            m,
+            "k",
+            vec![ParamDecl { name: "a".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer }],
+        )
+        .unwrap();
     let a = w.add_region(RegionDecl::new("a", 64, DType::U32)).unwrap();
     let b = w.add_region(RegionDecl::new("b", 64, DType::U32).on(1)).unwrap();
     (w, k, a, b)
@@ -49,7 +55,8 @@ fn devices_regions_and_ops_keep_their_placement_and_the_file_says_1_1() {
     let devices: Vec<DeviceDecl> = archive.devices().collect();
     assert_eq!(devices, vec![DeviceDecl { name: "left".into(), sm: 90 }, DeviceDecl { name: "right".into(), sm: 80 }]);
     assert_eq!((archive.region(a).device, archive.region(b).device), (0, 1));
-    let placed: Vec<(u32, &str)> = (0..archive.op_count() as OpId).map(|i| (archive.op_device(i), archive.op(i).kind_name())).collect();
+    let placed: Vec<(u32, &str)> =
+        (0..archive.op_count() as OpId).map(|i| (archive.op_device(i), archive.op(i).kind_name())).collect();
     assert_eq!(placed, vec![(0, "launch"), (0, "signal"), (1, "wait"), (1, "copy"), (1, "launch")]);
     assert_eq!(archive.op(1), Op::Signal(7));
     assert_eq!(archive.op(2), Op::Wait(7));
@@ -57,15 +64,27 @@ fn devices_regions_and_ops_keep_their_placement_and_the_file_says_1_1() {
     // The section is marked required: a reader that skipped it would misplace everything.
     let table = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
     let count = u32::from_le_bytes(bytes[24..28].try_into().unwrap()) as usize;
-    let entry = (0..count).map(|i| &bytes[table + i * 48..table + (i + 1) * 48]).find(|e| e[0..4] == 13u32.to_le_bytes()).unwrap();
-    assert_eq!(u32::from_le_bytes(entry[4..8].try_into().unwrap()) & layout::SECTION_REQUIRED, layout::SECTION_REQUIRED);
+    let entry = (0..count)
+        .map(|i| &bytes[table + i * 48..table + (i + 1) * 48])
+        .find(|e| e[0..4] == 13u32.to_le_bytes())
+        .unwrap();
+    assert_eq!(
+        u32::from_le_bytes(entry[4..8].try_into().unwrap()) & layout::SECTION_REQUIRED,
+        layout::SECTION_REQUIRED
+    );
 }
 
 #[test]
 fn a_one_device_archive_stays_1_0_with_every_op_on_device_0() {
     let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
     let m = w.add_module("m", PTX).unwrap();
-    let k = w.add_kernel(m, "k", vec![ParamDecl { name: "a".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer }]).unwrap();
+    let k = w
+        .add_kernel(
+            m,
+            "k",
+            vec![ParamDecl { name: "a".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer }],
+        )
+        .unwrap();
     let a = w.add_region(RegionDecl::new("a", 64, DType::U32)).unwrap();
     launch(&mut w, k, a).unwrap();
     let err = w.signal(0).unwrap_err().to_string();
@@ -121,9 +140,17 @@ fn patched(kind: SectionKind, index: usize, at: usize, value: u32) -> Vec<u8> {
 #[test]
 fn the_reader_refuses_misplaced_records_naming_the_section_and_the_byte() {
     let cases = [
-        (patched(SectionKind::Regions, 1, layout::REGION_DEVICE, 5), "regions", "region 1: the region is on device 5, but the archive has 2 devices"),
+        (
+            patched(SectionKind::Regions, 1, layout::REGION_DEVICE, 5),
+            "regions",
+            "region 1: the region is on device 5, but the archive has 2 devices",
+        ),
         (patched(SectionKind::Ops, 1, layout::OP_DEVICE, 9), "ops", "op 1: the op is on device 9"),
-        (patched(SectionKind::Ops, 0, layout::OP_DEVICE, 1), "relocs", "its target region 0 is on device 0, not on device 1"),
+        (
+            patched(SectionKind::Ops, 0, layout::OP_DEVICE, 1),
+            "relocs",
+            "its target region 0 is on device 0, not on device 1",
+        ),
         (patched(SectionKind::Devices, 0, 0, 999), "devices", "string"),
     ];
     for (bytes, section_name, reason) in cases {
@@ -174,7 +201,8 @@ fn cpu_bands(bytes: &[u8], devices: u32) -> Vec<Vec<u8>> {
     let archive = Archive::open(bytes).unwrap();
     let mut cpu = CpuReplay::new(&archive, Default::default()).unwrap();
     cpu.run_iteration(&mut NoObserver).unwrap();
-    let names: Vec<String> = if devices == 1 { vec!["u".into()] } else { (0..devices).map(|b| format!("u{b}")).collect() };
+    let names: Vec<String> =
+        if devices == 1 { vec!["u".into()] } else { (0..devices).map(|b| format!("u{b}")).collect() };
     names.iter().map(|n| cpu.read_region(archive.region_named(n).unwrap()).unwrap()).collect()
 }
 
@@ -201,8 +229,14 @@ fn a_halo_exchange_split_over_devices_gives_the_bits_of_one_device_on_the_cpu() 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(format!("halo{devices}.recap"));
         std::fs::write(&path, &bytes).unwrap();
-        let out = Command::new(recap_bin()).args(["replay", "--devices", "cpu", "--check"]).arg(&path).output().unwrap();
-        assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let out =
+            Command::new(recap_bin()).args(["replay", "--devices", "cpu", "--check"]).arg(&path).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains(&format!("{devices} of {devices} regions pass")), "{text}");
     }
@@ -227,7 +261,7 @@ fn the_cli_shows_devices_and_refuses_placements_that_do_not_fit() {
     let (ok, err) = run("0=cuda:0,2=cuda:1");
     assert!(!ok && err.contains("places no GPU for device 1"), "{err}");
     let (ok, err) = run("cuda:0,1=cuda:1");
-    assert!(!ok && err.contains("either a list") , "{err}");
+    assert!(!ok && err.contains("either a list"), "{err}");
     let (ok, err) = run("cpu,cuda:1");
     assert!(!ok && err.contains("\"cpu\" in --devices is not a GPU"), "{err}");
     let (ok, err) = run("cpu");

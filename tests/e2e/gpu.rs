@@ -6,8 +6,8 @@ use std::io::Cursor;
 use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use recap_bench::sample_kernels::SampleKernels;
 use recap::cuda::{locate_fault, CudaError, CudaReplay, Device, LoopLimit, Mode, OpenError, ReplayOptions};
+use recap_bench::sample_kernels::SampleKernels;
 use recap_tests::{corpus_cases, recap_bin};
 use shared::archive::*;
 
@@ -91,14 +91,25 @@ fn without_a_driver_the_error_says_so_in_one_line() {
 /// Runs the `recap` binary; returns (success, stdout, stderr).
 fn recap(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
     let o = Command::new(recap_bin()).args(args).output().expect("running recap");
-    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// Imports a corpus case with `recap import-case` into `dir`.
 pub(crate) fn import_case(case: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
     let name = case.file_name().unwrap().to_string_lossy().to_string();
     let out = dir.join(format!("{name}.recap"));
-    let (ok, stdout, stderr) = recap(&["import-case".as_ref(), case.as_os_str(), "--ptx".as_ref(), "sm_90".as_ref(), "-o".as_ref(), out.as_os_str()]);
+    let (ok, stdout, stderr) = recap(&[
+        "import-case".as_ref(),
+        case.as_os_str(),
+        "--ptx".as_ref(),
+        "sm_90".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
     assert!(ok, "import {name}: {stdout}{stderr}");
     out
 }
@@ -148,10 +159,14 @@ fn the_cli_replays_every_corpus_case_with_check_in_both_modes() {
     let Some(_dev) = gpu("the_cli_replays_every_corpus_case_with_check_in_both_modes") else { return };
     let mut failures = Vec::new();
     for_each_imported_case(|name, file| {
-        for (mode, how) in
-            [("graph", "one graph of"), ("graph-pdl", "one graph of"), ("graph-plain", "one graph of"), ("stream", "op by op on a stream")]
-        {
-            let (ok, stdout, stderr) = replay_cli(&file, &["--device", "cuda", "--mode", mode, "--iterations", "2", "--check"]);
+        for (mode, how) in [
+            ("graph", "one graph of"),
+            ("graph-pdl", "one graph of"),
+            ("graph-plain", "one graph of"),
+            ("stream", "op by op on a stream"),
+        ] {
+            let (ok, stdout, stderr) =
+                replay_cli(&file, &["--device", "cuda", "--mode", mode, "--iterations", "2", "--check"]);
             let summary = stdout.lines().find(|l| l.contains("regions pass")).unwrap_or("no check summary").to_string();
             let first = stdout.lines().next().unwrap_or_default().to_string();
             println!("{} {name} {mode}: {summary}; {first}", if ok { "PASS" } else { "FAIL" });
@@ -216,7 +231,8 @@ fn every_corpus_case_passes_check_in_both_modes() {
         let bytes = std::fs::read(file).unwrap();
         let archive = Archive::open(&bytes).unwrap();
         // Library kernels (the default) in both modes, and graph nodes from module functions.
-        let variants = [opts(Mode::Graph), opts(Mode::Stream), ReplayOptions { module_functions: true, ..opts(Mode::Graph) }];
+        let variants =
+            [opts(Mode::Graph), opts(Mode::Stream), ReplayOptions { module_functions: true, ..opts(Mode::Graph) }];
         for options in variants {
             let mode = format!("{:?}{}", options.mode, if options.module_functions { " (modules)" } else { "" });
             let mut r = CudaReplay::load(&dev, &archive, options).unwrap_or_else(|e| panic!("{name} {mode}: {e}"));
@@ -227,7 +243,12 @@ fn every_corpus_case_passes_check_in_both_modes() {
             let checks = r.check(&archive).unwrap();
             assert!(!checks.is_empty(), "{name} has expected regions");
             let passed = checks.iter().all(|c| c.passed);
-            println!("{} {name} {mode}: {} regions, {:.1} us", if passed { "PASS" } else { "FAIL" }, checks.len(), t.as_secs_f64() * 1e6);
+            println!(
+                "{} {name} {mode}: {} regions, {:.1} us",
+                if passed { "PASS" } else { "FAIL" },
+                checks.len(),
+                t.as_secs_f64() * 1e6
+            );
             for c in checks.iter().filter(|c| !c.passed) {
                 failures.push(format!("{name} {mode}: {}", c.line()));
             }
@@ -512,7 +533,8 @@ fn a_kernel_fault_names_its_op_and_the_next_replay_works() {
                 next.replay().unwrap();
                 assert_eq!(u32s(&next.read_region(1).unwrap())[0], 5, "{mode:?}");
                 // Stream mode names the op by itself, and the device recovers again.
-                let mut bad_again = CudaReplay::load(&dev, &bad, ReplayOptions { sync_each_op: true, ..opts(mode) }).unwrap();
+                let mut bad_again =
+                    CudaReplay::load(&dev, &bad, ReplayOptions { sync_each_op: true, ..opts(mode) }).unwrap();
                 if mode == Mode::Stream {
                     let e = bad_again.replay().unwrap_err().to_string();
                     assert!(e.contains("at op 1 (launch poke)"), "{e}");
@@ -539,7 +561,8 @@ fn a_jit_failure_carries_the_jit_log() {
     let _g = serial();
     let Some(dev) = gpu("a_jit_failure_carries_the_jit_log") else { return };
     let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
-    let bad_ptx = ".version 7.8\n.target sm_60\n.address_size 64\n.visible .entry k()\n{\n  frobnicate.u32 %r1;\n  ret;\n}\n";
+    let bad_ptx =
+        ".version 7.8\n.target sm_60\n.address_size 64\n.visible .entry k()\n{\n  frobnicate.u32 %r1;\n  ret;\n}\n";
     let m = w.add_module("broken", bad_ptx).unwrap();
     let k = w.add_kernel(m, "k", vec![]).unwrap();
     w.launch(launch(k, 1, 1, vec![], &[])).unwrap();
@@ -674,7 +697,8 @@ fn programmatic_edges_wait_for_a_late_write() {
     // The default takes them too; plain edges when asked.
     let default = CudaReplay::load(&dev, &archive, opts(Mode::Graph)).unwrap();
     assert_eq!(default.dependent_edges(), 19);
-    let plain = CudaReplay::load(&dev, &archive, ReplayOptions { pdl: recap::cuda::Pdl::Off, ..opts(Mode::Graph) }).unwrap();
+    let plain =
+        CudaReplay::load(&dev, &archive, ReplayOptions { pdl: recap::cuda::Pdl::Off, ..opts(Mode::Graph) }).unwrap();
     assert_eq!(plain.dependent_edges(), 0);
     drop((default, plain));
     for _ in 0..3 {
@@ -788,7 +812,12 @@ fn a_two_device_archive_gives_the_cpus_bytes_on_one_gpu_and_on_two() {
                 r.replay().unwrap();
                 for (id, want) in want.iter().enumerate() {
                     let got = r.read_region(id as RegionId).unwrap();
-                    assert_eq!(&got, want, "{} region {id} on {ordinals:?} in {mode:?}, round {round}", archive.region(id as RegionId).name);
+                    assert_eq!(
+                        &got,
+                        want,
+                        "{} region {id} on {ordinals:?} in {mode:?}, round {round}",
+                        archive.region(id as RegionId).name
+                    );
                 }
             }
         }
@@ -815,7 +844,13 @@ fn a_halo_exchange_passes_its_check_on_one_gpu_and_across_two() {
         println!("one GPU: the two-GPU runs of a_halo_exchange_passes_its_check_on_one_gpu_and_across_two are skipped");
     }
     for run in runs {
-        let out = Command::new(recap_bin()).arg("replay").arg(&path).args(&run).args(["--check", "--iterations", "3"]).output().unwrap();
+        let out = Command::new(recap_bin())
+            .arg("replay")
+            .arg(&path)
+            .args(&run)
+            .args(["--check", "--iterations", "3"])
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{run:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
         assert!(text.contains("2 of 2 regions pass"), "{run:?}: {text}");

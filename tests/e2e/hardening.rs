@@ -24,7 +24,11 @@ async fn archive_count(client: &reqwest::Client, url: &str) -> usize {
 async fn error_of(res: reqwest::Response) -> (u16, String, String) {
     let status = res.status().as_u16();
     let body: Value = res.json().await.unwrap_or_else(|e| panic!("a {status} answer without a JSON body: {e}"));
-    (status, body["error"]["code"].as_str().unwrap_or("").into(), body["error"]["message"].as_str().unwrap_or("").into())
+    (
+        status,
+        body["error"]["code"].as_str().unwrap_or("").into(),
+        body["error"]["message"].as_str().unwrap_or("").into(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,7 +40,8 @@ async fn pages_of_other_sites_cannot_upload_or_start_sessions() {
     let bytes = archive(2000, 1);
 
     // A simple cross-site request: text/plain, no preflight, answer unread by the page.
-    let res = client.post(format!("{url}/api/archives?name=x")).header("content-type", "text/plain").body(bytes.clone());
+    let res =
+        client.post(format!("{url}/api/archives?name=x")).header("content-type", "text/plain").body(bytes.clone());
     let (status, code, message) = error_of(res.send().await.unwrap()).await;
     assert_eq!((status, code.as_str()), (415, "unsupported_media_type"), "{message}");
     assert!(message.contains("application/octet-stream"), "{message}");
@@ -82,7 +87,10 @@ async fn pages_of_other_sites_cannot_upload_or_start_sessions() {
     assert_eq!(error_of(res.send().await.unwrap()).await.1, "foreign_origin");
     let (_, sessions) = get_json(&client, &format!("{url}/api/sessions")).await;
     assert_eq!(sessions, serde_json::json!([]), "no refused session was queued");
-    let res = client.post(format!("{url}/api/sessions")).header("content-type", "application/json").header("origin", url.as_str());
+    let res = client
+        .post(format!("{url}/api/sessions"))
+        .header("content-type", "application/json")
+        .header("origin", url.as_str());
     assert_eq!(res.body(body).send().await.unwrap().status().as_u16(), 201);
 
     // Cancelling and deleting are state changes too.
@@ -106,7 +114,8 @@ async fn pages_of_other_sites_cannot_upload_or_start_sessions() {
 async fn configured_origins_get_cors_and_configured_names_are_answered() {
     let dir = tempfile::tempdir().unwrap();
     let allowed = "https://viewer.team.example";
-    let server = Server::start(&dir.path().join("data"), &["--allow-origin", allowed, "--allow-host", "recap.team.internal"]);
+    let server =
+        Server::start(&dir.path().join("data"), &["--allow-origin", allowed, "--allow-host", "recap.team.internal"]);
     let client = reqwest::Client::new();
     let url = &server.url;
 
@@ -137,7 +146,8 @@ async fn configured_origins_get_cors_and_configured_names_are_answered() {
     assert!(res.headers().get("access-control-allow-origin").is_none(), "no CORS for other origins");
 
     let port = port_of(url);
-    let res = client.get(format!("{url}/api/archives")).header("host", format!("recap.team.internal:{port}")).send().await;
+    let res =
+        client.get(format!("{url}/api/archives")).header("host", format!("recap.team.internal:{port}")).send().await;
     assert_eq!(res.unwrap().status().as_u16(), 200);
     let res = client.get(format!("{url}/api/archives")).header("host", format!("localhost:{port}")).send().await;
     assert_eq!(res.unwrap().status().as_u16(), 200);
@@ -200,14 +210,22 @@ fn many_regions(n: u32, size: u64) -> Vec<u8> {
     w.finish().unwrap().into_inner()
 }
 
-const SPIN: &str = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry spin()\n{\n$L_top:\n\tbra.uni $L_top;\n}\n";
+const SPIN: &str =
+    ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry spin()\n{\n$L_top:\n\tbra.uni $L_top;\n}\n";
 
 fn spin_archive() -> Vec<u8> {
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
     let m = w.add_module("spin", SPIN).unwrap();
     let k = w.add_kernel(m, "spin", vec![]).unwrap();
-    w.launch(LaunchDecl { kernel: k, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, params: vec![], relocs: vec![] })
-        .unwrap();
+    w.launch(LaunchDecl {
+        kernel: k,
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        shared_bytes: 0,
+        params: vec![],
+        relocs: vec![],
+    })
+    .unwrap();
     w.finish().unwrap().into_inner()
 }
 
@@ -231,13 +249,19 @@ async fn archives_that_ask_for_too_much_fail_alone() {
     let session = new_session(&client, url, serde_json::json!({"archive": big["id"]})).await;
     let last = outcome(&server, &session).await;
     let error = last["error"].as_str().unwrap_or_else(|| panic!("{last}"));
-    assert!(error.contains("region \"huge\"") && error.contains("2147483648") && error.contains("--max-region-bytes"), "{error}");
+    assert!(
+        error.contains("region \"huge\"") && error.contains("2147483648") && error.contains("--max-region-bytes"),
+        "{error}"
+    );
 
     // 5,000 regions of 1 MiB.
     let (_, many) = upload(&client, url, "many", many_regions(5000, 1 << 20)).await;
     let session = new_session(&client, url, serde_json::json!({"archive": many["id"]})).await;
     let error = outcome(&server, &session).await["error"].as_str().unwrap().to_string();
-    assert!(error.contains("number of regions") && error.contains("5000") && error.contains("--max-regions"), "{error}");
+    assert!(
+        error.contains("number of regions") && error.contains("5000") && error.contains("--max-regions"),
+        "{error}"
+    );
 
     // The host goes on, and a sound archive still runs.
     let (_, ok) = upload(&client, url, "ok", archive(1 << 16, 4)).await;
@@ -254,13 +278,17 @@ async fn a_host_with_tighter_limits_says_which() {
     let (_, a) = upload(&client, &server.url, "a", many_regions(3, 512 << 10)).await;
     let session = new_session(&client, &server.url, serde_json::json!({"archive": a["id"]})).await;
     let error = outcome(&server, &session).await["error"].as_str().unwrap().to_string();
-    assert!(error.contains("all regions together") && error.contains("1572864") && error.contains("1048576"), "{error}");
+    assert!(
+        error.contains("all regions together") && error.contains("1572864") && error.contains("1048576"),
+        "{error}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endless_kernels_end_by_budget_or_by_time() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("data"), &["--max-session-time-limit", "60", "--session-time-limit", "30"]);
+    let server =
+        Server::start(&dir.path().join("data"), &["--max-session-time-limit", "60", "--session-time-limit", "30"]);
     let client = reqwest::Client::new();
     let url = &server.url;
     let (_, spin) = upload(&client, url, "spin", spin_archive()).await;
@@ -368,7 +396,10 @@ async fn every_refusal_is_json_and_downloads_revalidate() {
     let res = client.get(&raw).send().await.unwrap();
     let etag = res.headers()["etag"].to_str().unwrap().to_string();
     let disposition = res.headers()["content-disposition"].to_str().unwrap().to_string();
-    assert_eq!(disposition, "attachment; filename=\"Schr_dinger__cat_.recap\"; filename*=UTF-8''Schr%C3%B6dinger%20%22cat%22.recap");
+    assert_eq!(
+        disposition,
+        "attachment; filename=\"Schr_dinger__cat_.recap\"; filename*=UTF-8''Schr%C3%B6dinger%20%22cat%22.recap"
+    );
     let res = client.get(&raw).header("if-none-match", &etag).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 304);
     assert!(res.bytes().await.unwrap().is_empty());

@@ -29,7 +29,13 @@ fn files_in(dir: &Path) -> Vec<String> {
 }
 
 pub(crate) async fn upload(client: &reqwest::Client, url: &str, name: &str, bytes: Vec<u8>) -> (u16, Value) {
-    let res = client.post(format!("{url}/api/archives?name={name}")).header("content-type", "application/octet-stream").body(bytes).send().await.unwrap();
+    let res = client
+        .post(format!("{url}/api/archives?name={name}"))
+        .header("content-type", "application/octet-stream")
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
     let status = res.status().as_u16();
     (status, res.json().await.unwrap())
 }
@@ -95,10 +101,7 @@ async fn archives_upload_list_download_with_ranges_and_delete() {
         .await
         .unwrap();
     assert_eq!(part.status().as_u16(), 206);
-    assert_eq!(
-        part.headers()["content-range"].to_str().unwrap(),
-        format!("bytes 1000-1999/{}", bytes.len())
-    );
+    assert_eq!(part.headers()["content-range"].to_str().unwrap(), format!("bytes 1000-1999/{}", bytes.len()));
     assert_eq!(part.bytes().await.unwrap().as_ref(), &bytes[1000..2000]);
 
     let del = client.delete(format!("{}/api/archives/{id}", server.url)).send().await.unwrap();
@@ -117,7 +120,13 @@ async fn invalid_truncated_and_oversized_uploads_leave_nothing_behind() {
     let server = Server::start(&dir.path().join("data"), &["--max-upload", "65536"]);
     let client = reqwest::Client::new();
 
-    let (status, err) = upload(&client, &server.url, "junk", b"definitely not an archive: a plain text file that is longer than any archive header".to_vec()).await;
+    let (status, err) = upload(
+        &client,
+        &server.url,
+        "junk",
+        b"definitely not an archive: a plain text file that is longer than any archive header".to_vec(),
+    )
+    .await;
     assert_eq!(status, 400);
     assert_eq!(err["error"]["code"], "invalid_archive");
     assert!(err["error"]["message"].as_str().unwrap().contains("magic"), "{err}");
@@ -140,7 +149,12 @@ async fn invalid_truncated_and_oversized_uploads_leave_nothing_behind() {
     // reset connection, even while the client is still sending megabytes.
     let big = archive(4 << 20, 3);
     for round in 0..3 {
-        let res = client.post(format!("{}/api/archives?name=big", server.url)).header("content-type", "application/octet-stream").body(big.clone()).send().await;
+        let res = client
+            .post(format!("{}/api/archives?name=big", server.url))
+            .header("content-type", "application/octet-stream")
+            .body(big.clone())
+            .send()
+            .await;
         let res = res.unwrap_or_else(|e| panic!("round {round}: declared too large: {e:?}"));
         assert_eq!(res.status().as_u16(), 413);
         assert_eq!(res.headers()["connection"], "close");
@@ -183,7 +197,9 @@ async fn large_uploads_are_checked_to_their_last_byte() {
     // One region, so the blobs section is its one blob, right after the 64-byte header.
     let stored = shared::archive::Archive::open(&good).unwrap().regions().next().unwrap().initial.unwrap().stored_len();
     let blobs_end = 64 + stored as usize;
-    for (what, at) in [("early in the blobs", 100), ("late in the blobs", blobs_end - 10), ("in the tables", good.len() - 100)] {
+    for (what, at) in
+        [("early in the blobs", 100), ("late in the blobs", blobs_end - 10), ("in the tables", good.len() - 100)]
+    {
         let mut bad = good.clone();
         bad[at] ^= 0x40;
         let (status, err) = upload(&client, &server.url, "bad", bad.clone()).await;
@@ -201,7 +217,8 @@ async fn large_uploads_are_checked_to_their_last_byte() {
     let (status, a) = upload(&client, &server.url, "good", good.clone()).await;
     assert_eq!(status, 201, "{a}");
     assert_eq!(a["hash"], blake3::hash(&good).to_hex().as_str());
-    let raw = client.get(format!("{}/api/archives/{}/raw", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
+    let raw =
+        client.get(format!("{}/api/archives/{}/raw", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
     assert_eq!(raw.bytes().await.unwrap().as_ref(), &good[..]);
     assert!(files_in(&server.data.join("tmp")).is_empty());
 }
@@ -216,7 +233,8 @@ async fn the_same_bytes_uploaded_concurrently_are_stored_once() {
         let (client, url, bytes) = (client.clone(), server.url.clone(), bytes.clone());
         tokio::spawn(async move { upload(&client, &url, &format!("copy{i}"), bytes).await })
     });
-    let results: Vec<(u16, Value)> = futures_util::future::join_all(uploads).await.into_iter().map(Result::unwrap).collect();
+    let results: Vec<(u16, Value)> =
+        futures_util::future::join_all(uploads).await.into_iter().map(Result::unwrap).collect();
     let created = results.iter().filter(|(s, _)| *s == 201).count();
     assert_eq!(created, 1, "{results:?}");
     assert!(results.iter().all(|(s, a)| (*s == 200 || *s == 201) && a["id"] == results[0].1["id"]));
@@ -256,7 +274,12 @@ async fn viewers_get_identical_streams_and_late_joiners_get_the_history() {
 
     let (status, err) = get_json(&client, &format!("{}/api/sessions/{}", server.url, "0".repeat(32))).await;
     assert_eq!((status, &err["error"]["code"]), (404, &Value::from("not_found")));
-    let res = client.post(format!("{}/api/sessions", server.url)).json(&serde_json::json!({"archive": a["id"], "device": "tpu"})).send().await.unwrap();
+    let res = client
+        .post(format!("{}/api/sessions", server.url))
+        .json(&serde_json::json!({"archive": a["id"], "device": "tpu"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status().as_u16(), 400);
 }
 
@@ -277,7 +300,8 @@ async fn archives_and_sessions_survive_a_restart() {
     let server = Server::start(&data, &[]);
     let (_, list) = get_json(&client, &format!("{}/api/archives", server.url)).await;
     assert_eq!(list, serde_json::json!([a.clone()]));
-    let raw = client.get(format!("{}/api/archives/{}/raw", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
+    let raw =
+        client.get(format!("{}/api/archives/{}/raw", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
     assert_eq!(raw.bytes().await.unwrap().as_ref(), &bytes[..]);
     let (_, again) = get_json(&client, &format!("{}/api/sessions/{id}", server.url)).await;
     assert_eq!(again, info);
@@ -302,7 +326,14 @@ async fn kill_9_during_an_upload_leaves_no_partial_archive_and_loses_no_finished
     let url = format!("{}/api/archives?name=partial", server.url);
     let pending = tokio::spawn({
         let client = client.clone();
-        async move { client.post(url).header("content-type", "application/octet-stream").body(reqwest::Body::wrap_stream(body)).send().await }
+        async move {
+            client
+                .post(url)
+                .header("content-type", "application/octet-stream")
+                .body(reqwest::Body::wrap_stream(body))
+                .send()
+                .await
+        }
     });
     tx.send(Ok(partial[..6 << 20].to_vec())).await.unwrap();
     let tmp = data.join("tmp");
@@ -320,7 +351,8 @@ async fn kill_9_during_an_upload_leaves_no_partial_archive_and_loses_no_finished
     assert_eq!(list, serde_json::json!([a.clone()]));
     assert_eq!(files_in(&data.join("blobs")), vec![format!("{}.recap", a["hash"].as_str().unwrap())]);
     assert!(files_in(&tmp).is_empty(), "{:?}", files_in(&tmp));
-    let raw = client.get(format!("{}/api/archives/{}/raw", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
+    let raw =
+        client.get(format!("{}/api/archives/{}/raw", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
     assert_eq!(raw.bytes().await.unwrap().as_ref(), &kept[..]);
 }
 
@@ -354,7 +386,13 @@ async fn the_token_and_the_websocket_origin_are_enforced() {
     assert_eq!(res.status().as_u16(), 200);
     let res = client.get(format!("{list}?token=s3cret-token")).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 200);
-    let res = client.post(format!("{list}?name=x")).header("content-type", "application/octet-stream").body(archive(1000, 9)).send().await.unwrap();
+    let res = client
+        .post(format!("{list}?name=x"))
+        .header("content-type", "application/octet-stream")
+        .body(archive(1000, 9))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status().as_u16(), 401, "uploads need the token too");
     assert_eq!(client.get(&server.url).send().await.unwrap().status().as_u16(), 200, "pages need no token");
 
@@ -384,7 +422,11 @@ async fn the_token_and_the_websocket_origin_are_enforced() {
     // The view-only token reads: the session, its archive, its stream.
     let res = client.get(format!("{}/api/sessions/{id}", server.url)).bearer_auth(&view).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 200);
-    let res = client.get(format!("{}/api/archives/{}/raw?token={view}", server.url, a["id"].as_str().unwrap())).send().await.unwrap();
+    let res = client
+        .get(format!("{}/api/archives/{}/raw?token={view}", server.url, a["id"].as_str().unwrap()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status().as_u16(), 200);
     // ... and nothing else: no upload, no new session, no cancel, no delete.
     let res = client
@@ -486,7 +528,9 @@ async fn region_summaries_carry_a_downsampled_preview_that_keeps_spikes() {
     let (rows, cols) = (200u64, 300u64);
     let data: Vec<u8> = (0..rows * cols).flat_map(|i| ((i / cols) as f32).to_le_bytes()).collect();
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
-    let grid = w.add_region(RegionDecl { shape: vec![rows, cols], ..RegionDecl::new("grid", rows * cols * 4, DType::F32) }).unwrap();
+    let grid = w
+        .add_region(RegionDecl { shape: vec![rows, cols], ..RegionDecl::new("grid", rows * cols * 4, DType::F32) })
+        .unwrap();
     w.set_initial_bytes(grid, &data).unwrap();
     let spike = 1e6f32.to_bits() as u64;
     w.memset(MemsetOp { region: grid, offset: (150 * cols + 250) * 4, len: 4, width: 4, pattern: spike }).unwrap();
@@ -503,7 +547,11 @@ async fn region_summaries_carry_a_downsampled_preview_that_keeps_spikes() {
     let stream = collect_stream(&server.ws(&format!("/api/sessions/{}/ws", created["id"].as_str().unwrap()))).await;
     assert_eq!(stream.last().unwrap()["type"], "finished", "{stream:?}");
     let summary = |name: &str| {
-        stream.iter().find(|m| m["type"] == "region" && m["summary"]["name"] == name).unwrap_or_else(|| panic!("no summary of {name}: {stream:?}"))["summary"].clone()
+        stream
+            .iter()
+            .find(|m| m["type"] == "region" && m["summary"]["name"] == name)
+            .unwrap_or_else(|| panic!("no summary of {name}: {stream:?}"))["summary"]
+            .clone()
     };
 
     let p = &summary("grid")["preview"];
@@ -548,14 +596,17 @@ fn the_session_worker_reports_bad_jobs_and_a_missing_device_as_one_failed_line()
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a.recap");
     std::fs::write(&file, archive(4096, 1)).unwrap();
-    let job = |ordinal: usize| serde_json::json!({"archive": file, "device": {"cuda": ordinal}, "iterations": 1, "check": true, "bindings": []}).to_string();
+    let job = |ordinal: usize| {
+        serde_json::json!({"archive": file, "device": {"cuda": ordinal}, "iterations": 1, "check": true, "bindings": []}).to_string()
+    };
     let lines = session_worker(&job(99));
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["worker"], "failed");
     let error = lines[0]["error"].as_str().unwrap();
     assert!(error.contains("no CUDA driver") || error.contains("no CUDA device 99"), "{error}");
 
-    std::fs::write(&file, [b"not an archive, and longer than the 64-byte header of one".as_slice(); 2].concat()).unwrap();
+    std::fs::write(&file, [b"not an archive, and longer than the 64-byte header of one".as_slice(); 2].concat())
+        .unwrap();
     let lines = session_worker(&job(0));
     assert!(lines[0]["error"].as_str().unwrap().contains("magic"), "{lines:?}");
 }
@@ -595,7 +646,12 @@ async fn cuda_sessions_run_in_workers_and_survive_a_gpu_fault() {
 
     let first = run_session(&client, &server, session(&good), "finished").await;
     let finished = first.last().unwrap();
-    println!("{test}: {} on cuda:0: check passed = {}, total {} ms", case.display(), finished["check"]["passed"], finished["total_ms"]);
+    println!(
+        "{test}: {} on cuda:0: check passed = {}, total {} ms",
+        case.display(),
+        finished["check"]["passed"],
+        finished["total_ms"]
+    );
     assert_eq!(finished["check"]["passed"], true, "{finished}");
     assert_eq!(first.iter().filter(|m| m["type"] == "iteration").count(), 3);
     assert!(first.iter().any(|m| m["type"] == "region" && m["summary"]["preview"].is_object()), "{first:#?}");
@@ -621,11 +677,20 @@ async fn cuda_sessions_run_in_workers_and_survive_a_gpu_fault() {
 /// One launch of a kernel that never returns: a session on it runs until cancelled or stopped.
 fn spin_archive() -> Vec<u8> {
     use shared::archive::LaunchDecl;
-    let ptx = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry spin()\n{\n$L_top:\n\tbra.uni $L_top;\n}\n";
+    let ptx =
+        ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry spin()\n{\n$L_top:\n\tbra.uni $L_top;\n}\n";
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
     let m = w.add_module("spin", ptx).unwrap();
     let k = w.add_kernel(m, "spin", vec![]).unwrap();
-    w.launch(LaunchDecl { kernel: k, grid: [1, 1, 1], block: [1, 1, 1], shared_bytes: 0, params: vec![], relocs: vec![] }).unwrap();
+    w.launch(LaunchDecl {
+        kernel: k,
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        shared_bytes: 0,
+        params: vec![],
+        relocs: vec![],
+    })
+    .unwrap();
     w.finish().unwrap().into_inner()
 }
 
@@ -671,7 +736,8 @@ async fn queued_sessions_run_after_a_restart_and_a_session_cut_off_by_kill_9_fai
     let long = new_session(&client, &server.url, serde_json::json!({"archive": spin["id"], "check": false})).await;
     let long_id = long["id"].as_str().unwrap().to_string();
     wait_for_state(&client, &server, &long_id, "running").await;
-    let with = new_session(&client, &server.url, serde_json::json!({"archive": bound["id"], "bindings": {"x": given}})).await;
+    let with =
+        new_session(&client, &server.url, serde_json::json!({"archive": bound["id"], "bindings": {"x": given}})).await;
     let without = new_session(&client, &server.url, serde_json::json!({"archive": bound["id"]})).await;
     assert!(server.stop(), "the host exits cleanly on SIGTERM");
 
@@ -682,7 +748,8 @@ async fn queued_sessions_run_after_a_restart_and_a_session_cut_off_by_kill_9_fai
     wait_for_state(&client, &server, &long_id, "running").await;
     let (_, info) = get_json(&client, &format!("{}/api/sessions/{}", server.url, with["id"].as_str().unwrap())).await;
     assert_eq!(info["state"], "queued", "{info}");
-    let late = new_session(&client, &server.url, serde_json::json!({"archive": bound["id"], "bindings": {"x": given}})).await;
+    let late =
+        new_session(&client, &server.url, serde_json::json!({"archive": bound["id"], "bindings": {"x": given}})).await;
     server.kill9();
 
     // After a kill the session that was running is failed with the reason; the queued ones run.
@@ -702,7 +769,12 @@ async fn queued_sessions_run_after_a_restart_and_a_session_cut_off_by_kill_9_fai
         let last = stream.last().unwrap();
         assert_eq!(last["type"], "finished", "{stream:#?}");
         assert_eq!(last["check"]["passed"], passed, "{stream:#?}");
-        assert!(stream.iter().any(|m| m["type"] == "state" && m["note"].as_str().is_some_and(|n| n.contains("queued again"))), "{stream:#?}");
+        assert!(
+            stream
+                .iter()
+                .any(|m| m["type"] == "state" && m["note"].as_str().is_some_and(|n| n.contains("queued again"))),
+            "{stream:#?}"
+        );
         for (i, m) in stream.iter().enumerate() {
             assert_eq!(m["seq"].as_u64(), Some(i as u64), "{stream:#?}");
         }

@@ -1,6 +1,7 @@
 //! End-to-end tests, one module per area.
 
 mod archive;
+mod browser;
 mod capi;
 mod capture;
 mod cli;
@@ -9,6 +10,5 @@ mod debugging;
 mod devices;
 mod gpu;
 mod hardening;
-mod wrp;
 mod host;
-mod browser;
+mod wrp;

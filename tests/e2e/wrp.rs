@@ -12,7 +12,8 @@ use shared::wrp::{self, CaptureDevice, OpKind, PointerTarget, WrpOp};
 use crate::debugging::{ok, one_line_error, recap, text};
 
 const CPU_FIXTURES: [&str; 5] = ["saxpy_1k", "multi_ops", "particles", "control_flow", "backward"];
-const CUDA_FIXTURES: [&str; 4] = ["saxpy_1k_cuda_sm90", "multi_ops_cuda_sm90", "particles_cuda_sm90", "control_flow_cuda_sm90"];
+const CUDA_FIXTURES: [&str; 4] =
+    ["saxpy_1k_cuda_sm90", "multi_ops_cuda_sm90", "particles_cuda_sm90", "control_flow_cuda_sm90"];
 
 fn fixtures() -> PathBuf {
     repo_root().join("tests/wrp")
@@ -51,7 +52,9 @@ fn import(fixture: &str, dir: &Path) -> PathBuf {
 #[test]
 fn every_fixture_imports_and_passes_its_check_on_every_engine() {
     let dir = tempfile::tempdir().unwrap();
-    let gpu = recap::cuda::Device::open(0).map_err(|e| eprintln!("skipping the CUDA replays of Warp captures: no CUDA device ({e})")).is_ok();
+    let gpu = recap::cuda::Device::open(0)
+        .map_err(|e| eprintln!("skipping the CUDA replays of Warp captures: no CUDA device ({e})"))
+        .is_ok();
     for fixture in CPU_FIXTURES.iter().chain(&CUDA_FIXTURES) {
         let archive = import(fixture, dir.path());
         let a = archive.display().to_string();
@@ -118,13 +121,16 @@ fn the_reader_reads_what_an_independent_reader_reads() {
     for fixture in CPU_FIXTURES.iter().chain(&CUDA_FIXTURES).chain(&["library_ops"]) {
         let bytes = std::fs::read(fixtures().join(format!("{fixture}.wrp"))).unwrap();
         let c = wrp::parse(&bytes).unwrap_or_else(|e| panic!("{fixture}: {e}"));
-        let golden: Value =
-            serde_json::from_str(&std::fs::read_to_string(fixtures().join(format!("{fixture}.expected.json"))).unwrap()).unwrap();
+        let golden: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixtures().join(format!("{fixture}.expected.json"))).unwrap(),
+        )
+        .unwrap();
         let meta = &golden["metadata"];
         let arch = golden["header"]["target_arch"].as_u64().unwrap() as u32;
         assert_eq!(c.device, if arch == 0 { CaptureDevice::Cpu } else { CaptureDevice::Cuda { arch } }, "{fixture}");
         assert_eq!(c.producer, meta["producer_version"].as_str().unwrap());
-        let modules: Vec<(&str, &str)> = c.modules.iter().map(|m| (m.hash.as_str(), m.binary_filename.as_str())).collect();
+        let modules: Vec<(&str, &str)> =
+            c.modules.iter().map(|m| (m.hash.as_str(), m.binary_filename.as_str())).collect();
         let want: Vec<(&str, &str)> = meta["modules"]
             .as_array()
             .unwrap()
@@ -133,7 +139,8 @@ fn the_reader_reads_what_an_independent_reader_reads() {
             .collect();
         assert_eq!(modules, want, "{fixture}");
         let kernels: Vec<&str> = c.kernels.iter().map(|k| k.forward_name.as_str()).collect();
-        let want: Vec<&str> = meta["kernels"].as_array().unwrap().iter().map(|k| k["forward_name"].as_str().unwrap()).collect();
+        let want: Vec<&str> =
+            meta["kernels"].as_array().unwrap().iter().map(|k| k["forward_name"].as_str().unwrap()).collect();
         assert_eq!(kernels, want, "{fixture}");
         let bindings: Vec<(String, u32)> = meta["bindings"]
             .as_array()
@@ -204,7 +211,10 @@ fn the_reader_reads_what_an_independent_reader_reads() {
                 .map(|r| format!("{} {} {}", r["kind"].as_str().unwrap(), r["region_id"], r["region_offset"]))
                 .collect();
             assert_eq!(pointers, want, "{fixture}: launch of {}", l.kernel_key);
-            assert_eq!((l.size, l.dim, l.forward), (g["size"].as_u64().unwrap(), g["dim"].as_u64().unwrap(), g["is_forward"] == 1));
+            assert_eq!(
+                (l.size, l.dim, l.forward),
+                (g["size"].as_u64().unwrap(), g["dim"].as_u64().unwrap(), g["is_forward"] == 1)
+            );
         }
     }
 }
@@ -227,13 +237,33 @@ fn what_cannot_be_imported_says_what_and_where_in_one_line() {
     // PTX that does not define the capture's entries.
     let empty = d.join("empty");
     std::fs::create_dir(&empty).unwrap();
-    std::fs::copy(fixtures().join("ptx/wp_wrp_multi_a_23fe12c.sm90.ptx"), empty.join("wp_wrp_saxpy_0000000.sm90.ptx")).unwrap();
-    let err = one_line_error(&["import-wrp", &fx("saxpy_1k.wrp"), "-o", &out, "--ptx-from", &empty.display().to_string()]);
+    std::fs::copy(fixtures().join("ptx/wp_wrp_multi_a_23fe12c.sm90.ptx"), empty.join("wp_wrp_saxpy_0000000.sm90.ptx"))
+        .unwrap();
+    let err =
+        one_line_error(&["import-wrp", &fx("saxpy_1k.wrp"), "-o", &out, "--ptx-from", &empty.display().to_string()]);
     assert!(err.contains("saxpy_fbc27457_cuda_kernel_forward"), "{err}");
     // Expected states that do not fit.
-    let err = one_line_error(&["import-wrp", &fx("saxpy_1k.wrp"), "-o", &out, "--ptx-from", &ptx, "--expected", &format!("z={}", fx("saxpy_1k.y.out.npy"))]);
+    let err = one_line_error(&[
+        "import-wrp",
+        &fx("saxpy_1k.wrp"),
+        "-o",
+        &out,
+        "--ptx-from",
+        &ptx,
+        "--expected",
+        &format!("z={}", fx("saxpy_1k.y.out.npy")),
+    ]);
     assert!(err.contains("no binding named \"z\"") && err.contains("x, y"), "{err}");
-    let err = one_line_error(&["import-wrp", &fx("saxpy_1k.wrp"), "-o", &out, "--ptx-from", &ptx, "--expected", &format!("y={}", fx("multi_ops.m.out.npy"))]);
+    let err = one_line_error(&[
+        "import-wrp",
+        &fx("saxpy_1k.wrp"),
+        "-o",
+        &out,
+        "--ptx-from",
+        &ptx,
+        "--expected",
+        &format!("y={}", fx("multi_ops.m.out.npy")),
+    ]);
     assert!(err.contains("512 bytes") && err.contains("4096"), "{err}");
 
     // Malformed files: one line naming the problem and the byte, never a panic.
@@ -304,7 +334,13 @@ else:
 }
 
 async fn post(client: &reqwest::Client, url: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
-    let res = client.post(format!("{url}/api/archives")).header("content-type", content_type).body(body).send().await.unwrap();
+    let res = client
+        .post(format!("{url}/api/archives"))
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
     (res.status().as_u16(), res.json().await.unwrap())
 }
 
@@ -321,10 +357,14 @@ async fn the_host_converts_warp_captures_sent_as_zip_or_tar() {
     assert_eq!(status, 201, "{info}");
     assert_eq!(info["name"], "particles.recap");
     let note = info["note"].as_str().unwrap();
-    assert!(note.contains("particles.wrp") && note.contains("30 launch(es)") && note.contains("4 expected state(s)"), "{note}");
+    assert!(
+        note.contains("particles.wrp") && note.contains("30 launch(es)") && note.contains("4 expected state(s)"),
+        "{note}"
+    );
     let body = serde_json::json!({"archive": info["id"], "device": "cpu"});
     let created = crate::host::new_session(&client, &server.url, body).await;
-    let stream = crate::host::collect_stream(&server.ws(&format!("/api/sessions/{}/ws", created["id"].as_str().unwrap()))).await;
+    let stream =
+        crate::host::collect_stream(&server.ws(&format!("/api/sessions/{}/ws", created["id"].as_str().unwrap()))).await;
     let last = stream.last().unwrap();
     assert_eq!((last["type"].as_str(), last["check"]["passed"].as_bool()), (Some("finished"), Some(true)), "{last}");
     // Stored like any archive: listed, without the note.
@@ -338,7 +378,8 @@ async fn the_host_converts_warp_captures_sent_as_zip_or_tar() {
     assert!(info["note"].as_str().unwrap().contains("packaged with the capture"), "{info}");
 
     // Refusals: one JSON error naming the problem, and nothing stored.
-    let before = crate::host::get_json(&client, &format!("{}/api/archives", server.url)).await.1.as_array().unwrap().len();
+    let before =
+        crate::host::get_json(&client, &format!("{}/api/archives", server.url)).await.1.as_array().unwrap().len();
     let no_ptx = bundle("saxpy_1k", d, "zip", false);
     let (status, err) = post(&client, &server.url, "application/zip", std::fs::read(&no_ptx).unwrap()).await;
     assert!(status == 422 && err["error"]["message"].as_str().unwrap().contains("--ptx-from"), "{status} {err}");
@@ -357,7 +398,15 @@ async fn the_host_converts_warp_captures_sent_as_zip_or_tar() {
     assert!(status == 422 && err["error"]["message"].as_str().unwrap().contains("not a zip"), "{status} {err}");
     let (status, err) = post(&client, &server.url, "application/x-tar", std::fs::read(&zip).unwrap()).await;
     assert_eq!(status, 422, "{err}");
-    let after = crate::host::get_json(&client, &format!("{}/api/archives", server.url)).await.1.as_array().unwrap().len();
+    let after =
+        crate::host::get_json(&client, &format!("{}/api/archives", server.url)).await.1.as_array().unwrap().len();
     assert_eq!(before, after, "nothing stored by a refused capture");
-    assert!(!std::fs::read_dir(d.join("data/tmp")).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("work-")), "no scratch left");
+    assert!(
+        !std::fs::read_dir(d.join("data/tmp")).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("work-")),
+        "no scratch left"
+    );
 }

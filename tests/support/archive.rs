@@ -109,7 +109,10 @@ impl ArchiveSpec {
         assert_eq!(a.region_count(), self.regions.len());
         for (r, spec) in a.regions().zip(&self.regions) {
             let d = &spec.decl;
-            assert_eq!((r.name, r.size, r.align, r.dtype, &r.shape, r.scratch), (d.name.as_str(), d.size, d.align, d.dtype, &d.shape, d.scratch));
+            assert_eq!(
+                (r.name, r.size, r.align, r.dtype, &r.shape, r.scratch),
+                (d.name.as_str(), d.size, d.align, d.dtype, &d.shape, d.scratch)
+            );
             assert_eq!(r.initial.map(|b| b.decode().unwrap()), spec.initial);
             let expected = r.expected.map(|b| (b.decode().unwrap(), r.tolerance.unwrap()));
             assert_eq!(expected, spec.expected);
@@ -155,7 +158,10 @@ fn assert_ops(a: &Archive, ids: &[OpId], specs: &[OpSpec]) {
     for (&id, spec) in ids.iter().zip(specs) {
         match (a.op(id), spec) {
             (Op::Launch(l), OpSpec::Launch(s)) => {
-                assert_eq!((l.kernel, l.grid, l.block, l.shared_bytes, l.params), (s.kernel, s.grid, s.block, s.shared_bytes, &s.params[..]));
+                assert_eq!(
+                    (l.kernel, l.grid, l.block, l.shared_bytes, l.params),
+                    (s.kernel, s.grid, s.block, s.shared_bytes, &s.params[..])
+                );
                 assert_eq!(a.relocs(l.relocs).collect::<Vec<_>>(), s.relocs);
             }
             (Op::Copy(c), OpSpec::Copy(s)) => assert_eq!(c, *s),

@@ -102,10 +102,7 @@ impl Browser {
             format!("--user-data-dir={}", profile.path().display()),
         ];
         let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            serde_json::json!({ "binary": CHROMIUM, "args": args }),
-        );
+        caps.insert("goog:chromeOptions".into(), serde_json::json!({ "binary": CHROMIUM, "args": args }));
         let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
             .capabilities(caps)
             .connect(&format!("http://127.0.0.1:{port}"))

@@ -117,7 +117,8 @@ fn layout_dag(by_owner: &HashMap<Option<u32>, &DagInput>, owner: Option<u32>, de
     let mut lane_devices: Vec<u32> = (0..nodes.len()).map(device_of).collect();
     lane_devices.sort_unstable();
     lane_devices.dedup();
-    let lane_of: Vec<usize> = (0..nodes.len()).map(|i| lane_devices.binary_search(&device_of(i)).unwrap_or(0)).collect();
+    let lane_of: Vec<usize> =
+        (0..nodes.len()).map(|i| lane_devices.binary_search(&device_of(i)).unwrap_or(0)).collect();
     let lane_count = lane_devices.len().max(1);
     let mut rows: Vec<Vec<usize>> = vec![Vec::new(); layers * lane_count];
     for i in 0..nodes.len() {
@@ -244,12 +245,21 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                     ty = y + 15.0,
                     sx = x + n.w - 8.0,
                     title = esc(&lab.title),
-                    sub = esc(&truncate(&lab.sub, ((n.w / 6.6) as usize).saturating_sub(lab.title.chars().count() + 4).max(2))),
+                    sub = esc(&truncate(
+                        &lab.sub,
+                        ((n.w / 6.6) as usize).saturating_sub(lab.title.chars().count() + 4).max(2)
+                    )),
                 );
                 let inner_x = x + (n.w - body.w) / 2.0;
                 draw(body, inner_x, y + HEADER + PAD, label, selected, s);
                 if body.omitted > 0 {
-                    let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" class="s">+{} more ops</text>"#, x + 8.0, y + n.h - 4.0, body.omitted);
+                    let _ = write!(
+                        s,
+                        r#"<text x="{:.1}" y="{:.1}" class="s">+{} more ops</text>"#,
+                        x + 8.0,
+                        y + n.h - 4.0,
+                        body.omitted
+                    );
                 }
                 // The body is drawn inside its owner's group: the DOM nests as the loop does.
                 s.push_str("</g>");
@@ -291,7 +301,12 @@ mod tests {
     fn independent_branches_share_a_layer_and_bodies_nest() {
         // 0 → {1, 2} → 3, and 4 is a loop whose body is 5 → 6.
         let dags = vec![
-            DagInput { owner: None, nodes: vec![0, 1, 2, 3, 4], edges: vec![(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)], devices: vec![] },
+            DagInput {
+                owner: None,
+                nodes: vec![0, 1, 2, 3, 4],
+                edges: vec![(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)],
+                devices: vec![],
+            },
             DagInput { owner: Some(4), nodes: vec![5, 6], edges: vec![(5, 6)], devices: vec![] },
         ];
         let l = layout(&dags, None);
@@ -305,7 +320,8 @@ mod tests {
         let body = lp.body.as_ref().expect("loop body laid out inside its node");
         assert_eq!(body.layers, 2);
         assert!(lp.h > body.h && lp.w >= body.w);
-        let svg = to_svg(&l, &|op| NodeLabel { kind: "launch", title: format!("op {op}"), sub: String::new() }, Some(2));
+        let svg =
+            to_svg(&l, &|op| NodeLabel { kind: "launch", title: format!("op {op}"), sub: String::new() }, Some(2));
         assert_eq!(svg.matches("data-node=").count(), 7);
         assert_eq!(svg.matches("class=\"edge\"").count(), 6);
         assert!(svg.contains("node k-launch sel\" data-node=\"2\""));
@@ -313,7 +329,12 @@ mod tests {
 
     #[test]
     fn a_chain_is_one_column() {
-        let dags = vec![DagInput { owner: None, nodes: (0..10).collect(), edges: (0..9).map(|i| (i, i + 1)).collect(), devices: vec![] }];
+        let dags = vec![DagInput {
+            owner: None,
+            nodes: (0..10).collect(),
+            edges: (0..9).map(|i| (i, i + 1)).collect(),
+            devices: vec![],
+        }];
         let l = layout(&dags, None);
         assert_eq!(l.layers, 10);
         assert!(l.nodes.iter().all(|n| n.x == l.nodes[0].x));

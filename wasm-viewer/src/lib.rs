@@ -6,9 +6,9 @@
 //! is computed in [`model`] as plain Rust, tested natively; the `app` module (wasm only) turns it
 //! into DOM with web-sys and wires events.
 
+pub mod graph;
 pub mod model;
 pub mod plot;
-pub mod graph;
 pub mod session;
 
 #[cfg(target_arch = "wasm32")]

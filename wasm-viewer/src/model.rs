@@ -147,7 +147,8 @@ pub fn bytes_human(n: u64) -> String {
 pub fn op_row(a: &Archive, id: u32) -> OpRow {
     let op = a.op(id);
     let kind = op.kind_name();
-    let mut row = OpRow { kind, kernel: String::new(), dims: String::new(), shared: String::new(), detail: String::new() };
+    let mut row =
+        OpRow { kind, kernel: String::new(), dims: String::new(), shared: String::new(), detail: String::new() };
     match op {
         Op::Launch(l) => {
             row.kernel = a.kernel(l.kernel).name.to_string();
@@ -193,7 +194,11 @@ pub fn op_row(a: &Archive, id: u32) -> OpRow {
         }
         Op::Alloc(r) | Op::Free(r) => row.detail = region_name(a, r).to_string(),
         Op::While { cond, body_len } | Op::If { cond, body_len } => {
-            let bound = if cond.max_iterations == 0 { String::new() } else { format!(", at most {} iterations", cond.max_iterations) };
+            let bound = if cond.max_iterations == 0 {
+                String::new()
+            } else {
+                format!(", at most {} iterations", cond.max_iterations)
+            };
             row.detail = format!("{}+{} ≠ 0, body of {body_len} ops{bound}", region_name(a, cond.region), cond.offset);
         }
         Op::Marker(name) => row.detail = name.to_string(),
@@ -382,10 +387,14 @@ mod tests {
         let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
         let m = w.add_module("m", ".version 8.0").unwrap();
         let k = w
-            .add_kernel(m, "scale", vec![
-                ParamDecl { name: "x".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer },
-                ParamDecl { name: "a".into(), offset: 8, size: 4, align: 4, kind: ParamKind::Value },
-            ])
+            .add_kernel(
+                m,
+                "scale",
+                vec![
+                    ParamDecl { name: "x".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer },
+                    ParamDecl { name: "a".into(), offset: 8, size: 4, align: 4, kind: ParamKind::Value },
+                ],
+            )
             .unwrap();
         let x = w.add_region(RegionDecl::new("x", 64, DType::F32)).unwrap();
         let flag = w.add_region(RegionDecl::new("flag", 4, DType::U32)).unwrap();

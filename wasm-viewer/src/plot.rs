@@ -47,7 +47,13 @@ pub fn series_svg(s: &Series, w: u32, h: u32, class: &str) -> String {
     let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>"#, pl - 4.0, pt + 8.0, num(hi));
     let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>"#, pl - 4.0, pt + ih, num(lo));
     let _ = write!(svg, r#"<text class="axis" x="{pl}" y="{}">0</text>"#, h as f64 - 4.0);
-    let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>"#, pl + iw, h as f64 - 4.0, s.elements);
+    let _ = write!(
+        svg,
+        r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>"#,
+        pl + iw,
+        h as f64 - 4.0,
+        s.elements
+    );
     // Upper edge left to right, lower edge back: one closed band.
     let mut d = String::new();
     let mut first = true;
@@ -93,7 +99,13 @@ pub fn lines_svg(series: &[(&str, &[f64])], w: u32, h: u32, unit: &str) -> Strin
     let x = |i: usize| pl + if n > 1 { i as f64 / (n - 1) as f64 * iw } else { iw / 2.0 };
     let _ = write!(svg, r#"<line class="grid" x1="{pl}" x2="{}" y1="{}" y2="{}"/>"#, pl + iw, pt + ih, pt + ih);
     let _ = write!(svg, r#"<line class="grid" x1="{pl}" x2="{}" y1="{pt}" y2="{pt}"/>"#, pl + iw);
-    let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{} {unit}</text>"#, pl - 4.0, pt + 8.0, num(hi));
+    let _ = write!(
+        svg,
+        r#"<text class="axis" x="{}" y="{}" text-anchor="end">{} {unit}</text>"#,
+        pl - 4.0,
+        pt + 8.0,
+        num(hi)
+    );
     let _ = write!(svg, r#"<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>"#, pl - 4.0, pt + ih, num(lo));
     // Iterations are counted from 1 on the axis, as people count them.
     let _ = write!(svg, r#"<text class="axis" x="{pl}" y="{}">1</text>"#, h as f64 - 4.0);
@@ -105,7 +117,8 @@ pub fn lines_svg(series: &[(&str, &[f64])], w: u32, h: u32, unit: &str) -> Strin
                 let _ = write!(d, "{}{:.1},{:.1}", if d.is_empty() { "M" } else { "L" }, x(i), y(*v));
             }
         }
-        let _ = write!(svg, r#"<path class="line c{}" d="{d}"><title>{}</title></path>"#, k % 6, crate::model::esc(name));
+        let _ =
+            write!(svg, r#"<path class="line c{}" d="{d}"><title>{}</title></path>"#, k % 6, crate::model::esc(name));
         if vals.len() == 1 {
             let _ = write!(svg, r#"<circle class="dot c{}" cx="{:.1}" cy="{:.1}" r="3"/>"#, k % 6, x(0), y(vals[0]));
         }
@@ -142,13 +155,8 @@ pub fn bars_svg(bars: &[(String, f64)], w: u32, unit: &str) -> String {
 
 /// A perceptually ordered colour ramp (dark blue → teal → yellow), like viridis.
 fn ramp(t: f64) -> [u8; 3] {
-    const STOPS: [[f64; 3]; 5] = [
-        [68.0, 1.0, 84.0],
-        [59.0, 82.0, 139.0],
-        [33.0, 145.0, 140.0],
-        [94.0, 201.0, 98.0],
-        [253.0, 231.0, 37.0],
-    ];
+    const STOPS: [[f64; 3]; 5] =
+        [[68.0, 1.0, 84.0], [59.0, 82.0, 139.0], [33.0, 145.0, 140.0], [94.0, 201.0, 98.0], [253.0, 231.0, 37.0]];
     let t = t.clamp(0.0, 1.0) * 4.0;
     let i = (t as usize).min(3);
     let f = t - i as f64;

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use shared::protocol::{CheckReport, CompareVerdict, Event, OpTiming, Parting, RegionSummary, SessionMessage, SessionState};
+use shared::protocol::{
+    CheckReport, CompareVerdict, Event, OpTiming, Parting, RegionSummary, SessionMessage, SessionState,
+};
 
 /// A comparison as it arrives: per op, how many of its passes were judged and how many differ.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -110,11 +110,8 @@ fn corpus_cases(root: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn demo(root: &Path, args: &[String]) -> Result<()> {
-    let addr = args
-        .windows(2)
-        .find(|w| w[0] == "--addr")
-        .map(|w| w[1].clone())
-        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let addr =
+        args.windows(2).find(|w| w[0] == "--addr").map(|w| w[1].clone()).unwrap_or_else(|| "127.0.0.1:8080".into());
     build_wasm(root, true)?;
     let mut cmd = cargo();
     cmd.args(["build", "--release", "-p", "recap-cli", "--bin", "recap"]);

@@ -42,7 +42,14 @@ impl Builder {
         params[8..12].copy_from_slice(&ELEMS.to_le_bytes());
         let relocs = vec![Reloc { offset: 0, target: x, target_offset: 0 }];
         self.w
-            .launch(LaunchDecl { kernel: self.k.inc, grid: [1, 1, 1], block: [ELEMS, 1, 1], shared_bytes: 0, params, relocs })
+            .launch(LaunchDecl {
+                kernel: self.k.inc,
+                grid: [1, 1, 1],
+                block: [ELEMS, 1, 1],
+                shared_bytes: 0,
+                params,
+                relocs,
+            })
             .expect("launch");
     }
 
@@ -51,7 +58,14 @@ impl Builder {
         params[8..16].copy_from_slice(&ns.to_le_bytes());
         let relocs = vec![Reloc { offset: 0, target: x, target_offset: 0 }];
         self.w
-            .launch(LaunchDecl { kernel: self.k.stamp_spin, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, params, relocs })
+            .launch(LaunchDecl {
+                kernel: self.k.stamp_spin,
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                shared_bytes: 0,
+                params,
+                relocs,
+            })
             .expect("launch");
     }
 
@@ -79,14 +93,22 @@ pub fn heat_archive(steps: usize) -> Vec<u8> {
     let (source_k, sl) = kernel(&mut w, "heat_add_source");
     let (cool, cl) = kernel(&mut w, "heat_cool");
     let grid = |name: &str, w: &mut ArchiveWriter<Cursor<Vec<u8>>>| {
-        let r = w.add_region(RegionDecl { shape: vec![NY as u64, NX as u64], ..RegionDecl::new(name, n as u64 * 4, DType::F32) }).expect("region");
+        let r = w
+            .add_region(RegionDecl {
+                shape: vec![NY as u64, NX as u64],
+                ..RegionDecl::new(name, n as u64 * 4, DType::F32)
+            })
+            .expect("region");
         let values: Vec<u8> = (0..n).flat_map(|i| ((i % 97) as f32).to_le_bytes()).collect();
         w.set_initial_bytes(r, &values).expect("initial");
         r
     };
     let (u, v, src) = (grid("u", &mut w), grid("v", &mut w), grid("source", &mut w));
-    let params = |layout: &[recap::import::PtxParam]| vec![0u8; layout.last().map_or(0, |p| (p.offset + p.size) as usize)];
-    let put = |bytes: &mut Vec<u8>, at: u32, value: &[u8]| bytes[at as usize..at as usize + value.len()].copy_from_slice(value);
+    let params =
+        |layout: &[recap::import::PtxParam]| vec![0u8; layout.last().map_or(0, |p| (p.offset + p.size) as usize)];
+    let put = |bytes: &mut Vec<u8>, at: u32, value: &[u8]| {
+        bytes[at as usize..at as usize + value.len()].copy_from_slice(value)
+    };
     for _ in 0..steps {
         // Field { float* data; int nx; int ny } by value, twice, then alpha.
         let mut p = params(&dl);
@@ -95,22 +117,49 @@ pub fn heat_archive(steps: usize) -> Vec<u8> {
             put(&mut p, f.offset + 12, &NY.to_le_bytes());
         }
         put(&mut p, dl[2].offset, &0.2f32.to_le_bytes());
-        let relocs = vec![Reloc { offset: dl[0].offset as u64, target: u, target_offset: 0 }, Reloc { offset: dl[1].offset as u64, target: v, target_offset: 0 }];
-        w.launch(LaunchDecl { kernel: diffuse, grid: [NX.div_ceil(16), NY.div_ceil(16), 1], block: [16, 16, 1], shared_bytes: 0, params: p, relocs })
-            .expect("launch");
+        let relocs = vec![
+            Reloc { offset: dl[0].offset as u64, target: u, target_offset: 0 },
+            Reloc { offset: dl[1].offset as u64, target: v, target_offset: 0 },
+        ];
+        w.launch(LaunchDecl {
+            kernel: diffuse,
+            grid: [NX.div_ceil(16), NY.div_ceil(16), 1],
+            block: [16, 16, 1],
+            shared_bytes: 0,
+            params: p,
+            relocs,
+        })
+        .expect("launch");
         let mut p = params(&sl);
         put(&mut p, sl[2].offset, &0.05f32.to_le_bytes());
         put(&mut p, sl[3].offset, &n.to_le_bytes());
-        let relocs = vec![Reloc { offset: sl[0].offset as u64, target: v, target_offset: 0 }, Reloc { offset: sl[1].offset as u64, target: src, target_offset: 0 }];
-        w.launch(LaunchDecl { kernel: source_k, grid: [n.div_ceil(256), 1, 1], block: [256, 1, 1], shared_bytes: 0, params: p, relocs })
-            .expect("launch");
+        let relocs = vec![
+            Reloc { offset: sl[0].offset as u64, target: v, target_offset: 0 },
+            Reloc { offset: sl[1].offset as u64, target: src, target_offset: 0 },
+        ];
+        w.launch(LaunchDecl {
+            kernel: source_k,
+            grid: [n.div_ceil(256), 1, 1],
+            block: [256, 1, 1],
+            shared_bytes: 0,
+            params: p,
+            relocs,
+        })
+        .expect("launch");
         let mut p = params(&cl);
         put(&mut p, cl[1].offset, &10.0f32.to_le_bytes());
         put(&mut p, cl[2].offset, &0.002f32.to_le_bytes());
         put(&mut p, cl[3].offset, &n.to_le_bytes());
         let relocs = vec![Reloc { offset: cl[0].offset as u64, target: v, target_offset: 0 }];
-        w.launch(LaunchDecl { kernel: cool, grid: [n.div_ceil(256), 1, 1], block: [256, 1, 1], shared_bytes: 0, params: p, relocs })
-            .expect("launch");
+        w.launch(LaunchDecl {
+            kernel: cool,
+            grid: [n.div_ceil(256), 1, 1],
+            block: [256, 1, 1],
+            shared_bytes: 0,
+            params: p,
+            relocs,
+        })
+        .expect("launch");
         w.copy(CopyOp { src: v, src_offset: 0, dst: u, dst_offset: 0, len: n as u64 * 4 }).expect("copy");
     }
     w.finish().expect("finish").into_inner()
@@ -134,13 +183,18 @@ pub fn halo_archive(nx: u32, ny: u32, steps: usize, devices: u32, expected: bool
         .map(|i| {
             let (x, y) = (i % nx, i / nx);
             let hot = x.abs_diff(nx / 3) < nx / 8 && y.abs_diff(ny / 2) < ny / 6;
-            if hot { 100.0 } else { 10.0 + (i % 7) as f32 }
+            if hot {
+                100.0
+            } else {
+                10.0 + (i % 7) as f32
+            }
         })
         .collect();
     let want = expected.then(|| {
         let one = halo_archive(nx, ny, steps, 1, false);
         let archive = Archive::open(&one).expect("just written");
-        let mut cpu = shared::replay::CpuReplay::new(&archive, Default::default()).expect("the heat kernel runs on the CPU");
+        let mut cpu =
+            shared::replay::CpuReplay::new(&archive, Default::default()).expect("the heat kernel runs on the CPU");
         cpu.run_iteration(&mut shared::replay::NoObserver).expect("the heat steps run on the CPU");
         cpu.read_region(archive.region_named("u").expect("named u")).expect("u")
     });
@@ -165,14 +219,19 @@ pub fn halo_archive(nx: u32, ny: u32, steps: usize, devices: u32, expected: bool
     for (b, &(_, _, s0, s1)) in bands.iter().enumerate() {
         let rows = (s1 - s0) as u64;
         let suffix = if devices > 1 { b.to_string() } else { String::new() };
-        let decl = |name: &str| RegionDecl { shape: vec![rows, nx as u64], ..RegionDecl::new(format!("{name}{suffix}"), rows * row, DType::F32).on(b as u32) };
+        let decl = |name: &str| RegionDecl {
+            shape: vec![rows, nx as u64],
+            ..RegionDecl::new(format!("{name}{suffix}"), rows * row, DType::F32).on(b as u32)
+        };
         let u = w.add_region(decl("u")).expect("region");
         let v = w.add_region(decl("v")).expect("region");
-        let bytes: Vec<u8> = initial[(s0 * nx) as usize..(s1 * nx) as usize].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let bytes: Vec<u8> =
+            initial[(s0 * nx) as usize..(s1 * nx) as usize].iter().flat_map(|x| x.to_le_bytes()).collect();
         w.set_initial_bytes(u, &bytes).expect("initial");
         w.set_initial_bytes(v, &bytes).expect("initial");
         if let Some(full) = &want {
-            w.set_expected_bytes(u, &full[(s0 as u64 * row) as usize..(s1 as u64 * row) as usize], Tolerance::Exact).expect("expected");
+            w.set_expected_bytes(u, &full[(s0 as u64 * row) as usize..(s1 as u64 * row) as usize], Tolerance::Exact)
+                .expect("expected");
         }
         fields.push((u, v, s1 - s0));
     }
@@ -194,8 +253,15 @@ pub fn halo_archive(nx: u32, ny: u32, steps: usize, devices: u32, expected: bool
                 Reloc { offset: layout[0].offset as u64, target: from, target_offset: 0 },
                 Reloc { offset: layout[1].offset as u64, target: to, target_offset: 0 },
             ];
-            w.launch(LaunchDecl { kernel: diffuse, grid: [nx.div_ceil(32), rows.div_ceil(8), 1], block: [32, 8, 1], shared_bytes: 0, params: p, relocs })
-                .expect("launch");
+            w.launch(LaunchDecl {
+                kernel: diffuse,
+                grid: [nx.div_ceil(32), rows.div_ceil(8), 1],
+                block: [32, 8, 1],
+                shared_bytes: 0,
+                params: p,
+                relocs,
+            })
+            .expect("launch");
             if devices > 1 {
                 w.signal(event + b as u32).expect("signal");
             }
@@ -207,7 +273,13 @@ pub fn halo_archive(nx: u32, ny: u32, steps: usize, devices: u32, expected: bool
             w.set_device(b as u32).expect("device");
             let pull = |w: &mut ArchiveWriter<Cursor<Vec<u8>>>, n: usize, src_row: u32, dst_row: u32| {
                 w.wait(event + n as u32).expect("wait");
-                let src = CopyOp { src: out(n), src_offset: (src_row - bands[n].2) as u64 * row, dst: out(b), dst_offset: (dst_row - s0) as u64 * row, len: row };
+                let src = CopyOp {
+                    src: out(n),
+                    src_offset: (src_row - bands[n].2) as u64 * row,
+                    dst: out(b),
+                    dst_offset: (dst_row - s0) as u64 * row,
+                    len: row,
+                };
                 w.copy(src).expect("copy");
             };
             if b > 0 {
@@ -261,12 +333,17 @@ pub fn while_archive() -> Vec<u8> {
     let counter = b.w.add_region(RegionDecl::new("counter", 4, DType::U32)).expect("region");
     let x = b.w.add_region(RegionDecl::new("acc", 4, DType::U32)).expect("region");
     b.w.begin_while(Condition { region: counter, offset: 0, max_iterations: 0 }).expect("while");
-    let relocs = vec![
-        Reloc { offset: 0, target: counter, target_offset: 0 },
-        Reloc { offset: 8, target: x, target_offset: 0 },
-    ];
-    b.w.launch(LaunchDecl { kernel: b.k.count_down, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, params: vec![0; 16], relocs })
-        .expect("launch");
+    let relocs =
+        vec![Reloc { offset: 0, target: counter, target_offset: 0 }, Reloc { offset: 8, target: x, target_offset: 0 }];
+    b.w.launch(LaunchDecl {
+        kernel: b.k.count_down,
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        shared_bytes: 0,
+        params: vec![0; 16],
+        relocs,
+    })
+    .expect("launch");
     b.w.end_body().expect("end");
     b.finish()
 }
@@ -308,9 +385,8 @@ pub fn chain_archive_with(outside: &OutsideKernel, with_cubin: bool, n: usize) -
         w.add_cubin(m, sm, cubin).map_err(bad)?;
     }
     let p = |name: &str, offset, size, kind| ParamDecl { name: name.into(), offset, size, align: size, kind };
-    let k = w
-        .add_kernel(m, kernel, vec![p("x", 0, 8, ParamKind::Pointer), p("n", 8, 4, ParamKind::Value)])
-        .map_err(bad)?;
+    let k =
+        w.add_kernel(m, kernel, vec![p("x", 0, 8, ParamKind::Pointer), p("n", 8, 4, ParamKind::Value)]).map_err(bad)?;
     let x = w.add_region(RegionDecl::new("x", ELEMS as u64 * 4, DType::F32)).map_err(bad)?;
     for _ in 0..n {
         let mut params = vec![0u8; 12];
@@ -401,7 +477,11 @@ fn launch_on_a_second_stream(device: &Arc<Device>) -> Result<(), CudaError> {
     call!(cuMemAlloc_v2(&mut x, ELEMS as usize * 4))?;
     let mut image = sample_kernels::PTX.as_bytes().to_vec();
     image.push(0);
-    let code = Code::load(&image, false).map_err(|(e, log)| CudaError::Jit { module: "second stream".into(), error: e, log })?;
+    let code = Code::load(&image, false).map_err(|(e, log)| CudaError::Jit {
+        module: "second stream".into(),
+        error: e,
+        log,
+    })?;
     let func = code.get(c"inc")?;
     let mut count = ELEMS;
     let mut args = [&mut x as *mut u64 as *mut std::ffi::c_void, &mut count as *mut u32 as *mut std::ffi::c_void];
@@ -505,7 +585,6 @@ pub fn run(
     let graph = ReplayOptions { mode: Mode::Graph, pdl: Pdl::Off, ..Default::default() };
     let stream = ReplayOptions { mode: Mode::Stream, ..Default::default() };
 
-
     // Chains: per-node replay time and the host cost of one replay call.
     for n in [1usize, 10, 100, 1000, 10000].into_iter().filter(|_| wanted(Section::Chain)) {
         let bytes = chain_archive(n);
@@ -549,7 +628,9 @@ pub fn run(
                         time_per_node(&mut o, n, reps)
                     });
                     match timed {
-                        Ok(t) => put(format!("chain {n}: graph per node, kernel {kernel} from outside {form}"), t, "us"),
+                        Ok(t) => {
+                            put(format!("chain {n}: graph per node, kernel {kernel} from outside {form}"), t, "us")
+                        }
                         Err(e) => println!("chain {n} with kernel {kernel} from outside {form}: {e}"),
                     }
                 }
@@ -652,7 +733,10 @@ pub fn run(
             let m = median(t);
             let (nodes, edges) = r.graph_size().unwrap_or((0, 0));
             put(
-                format!("8 chains x 100, {kernel}: {} ({nodes} nodes, {edges} edges)", if serial { "chained" } else { "DAG" }),
+                format!(
+                    "8 chains x 100, {kernel}: {} ({nodes} nodes, {edges} edges)",
+                    if serial { "chained" } else { "DAG" }
+                ),
                 m,
                 "us",
             );
@@ -684,7 +768,11 @@ pub fn run(
     if wanted(Section::Pdl) {
         let pdl = ReplayOptions { pdl: Pdl::On, ..graph };
         let from_launch = ReplayOptions { pdl_from_launch: true, ..pdl };
-        let pair = |archive: &Archive, n: usize, label: &str, put: &mut dyn FnMut(String, f64, &'static str)| -> Result<(), CudaError> {
+        let pair = |archive: &Archive,
+                    n: usize,
+                    label: &str,
+                    put: &mut dyn FnMut(String, f64, &'static str)|
+         -> Result<(), CudaError> {
             let mut plain = CudaReplay::load(device, archive, graph)?;
             let plain_t = time_per_node(&mut plain, n, reps)?;
             drop(plain);
@@ -775,7 +863,8 @@ mod tests {
         assert_eq!(archive.op_count(), 8);
         let mut r = shared::replay::CpuReplay::new(&archive, Default::default()).unwrap();
         r.run_iteration(&mut shared::replay::NoObserver).unwrap();
-        let u: Vec<f32> = r.read_region(0).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let u: Vec<f32> =
+            r.read_region(0).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert!(u.iter().all(|v| v.is_finite()) && u != (0..96 * 64).map(|i| (i % 97) as f32).collect::<Vec<_>>());
     }
 }

@@ -169,8 +169,11 @@ impl SampleKernels {
         Ok(SampleKernels {
             inc: w.add_kernel(m, "inc", vec![pointer("x", 0), value("n", 8, 4)])?,
             count_down: w.add_kernel(m, "count_down", vec![pointer("counter", 0), pointer("acc", 8)])?,
-            slow_count_down: w
-                .add_kernel(m, "slow_count_down", vec![pointer("counter", 0), pointer("acc", 8), value("ns", 16, 8)])?,
+            slow_count_down: w.add_kernel(
+                m,
+                "slow_count_down",
+                vec![pointer("counter", 0), pointer("acc", 8), value("ns", 16, 8)],
+            )?,
             stamp_spin: w.add_kernel(m, "stamp_spin", vec![pointer("out", 0), value("ns", 8, 8)])?,
             add_u32: w.add_kernel(m, "add_u32", vec![pointer("x", 0), value("n", 8, 4), value("v", 12, 4)])?,
             poke: w.add_kernel(m, "poke", vec![value("addr", 0, 8), value("v", 8, 4)])?,

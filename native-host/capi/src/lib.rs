@@ -173,9 +173,10 @@ pub unsafe extern "C" fn recap_graph_binding_name(graph: *const RecapGraph, inde
     guard(std::ptr::null(), || {
         // SAFETY: forwarded from the caller.
         let g = unsafe { handle(graph, "graph") }?;
-        g.names.get(index).map(|n| n.as_ptr()).ok_or_else(|| {
-            format!("binding index {index} is out of range; the graph has {} bindings", g.names.len())
-        })
+        g.names
+            .get(index)
+            .map(|n| n.as_ptr())
+            .ok_or_else(|| format!("binding index {index} is out of range; the graph has {} bindings", g.names.len()))
     })
 }
 
@@ -184,7 +185,11 @@ pub unsafe extern "C" fn recap_graph_binding_name(graph: *const RecapGraph, inde
 /// # Safety
 /// `graph` is a live graph handle, `name` a NUL-terminated string, `bytes` writable.
 #[no_mangle]
-pub unsafe extern "C" fn recap_graph_binding_size(graph: *const RecapGraph, name: *const c_char, bytes: *mut usize) -> RecapStatus {
+pub unsafe extern "C" fn recap_graph_binding_size(
+    graph: *const RecapGraph,
+    name: *const c_char,
+    bytes: *mut usize,
+) -> RecapStatus {
     status(|| {
         // SAFETY: forwarded from the caller.
         let (g, name) = unsafe { (handle(graph, "graph")?, text(name, "binding name")?) };
@@ -206,7 +211,12 @@ pub unsafe extern "C" fn recap_graph_binding_size(graph: *const RecapGraph, name
 /// # Safety
 /// `graph` is a live graph handle, `name` a NUL-terminated string, `data` `len` readable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn recap_graph_set(graph: *mut RecapGraph, name: *const c_char, data: *const c_void, len: usize) -> RecapStatus {
+pub unsafe extern "C" fn recap_graph_set(
+    graph: *mut RecapGraph,
+    name: *const c_char,
+    data: *const c_void,
+    len: usize,
+) -> RecapStatus {
     status(|| {
         // SAFETY: forwarded from the caller.
         let (g, name) = unsafe { (handle(graph, "graph")?, text(name, "binding name")?) };
@@ -224,7 +234,12 @@ pub unsafe extern "C" fn recap_graph_set(graph: *mut RecapGraph, name: *const c_
 /// # Safety
 /// `graph` is a live graph handle, `name` a NUL-terminated string, `out` `len` writable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn recap_graph_get(graph: *const RecapGraph, name: *const c_char, out: *mut c_void, len: usize) -> RecapStatus {
+pub unsafe extern "C" fn recap_graph_get(
+    graph: *const RecapGraph,
+    name: *const c_char,
+    out: *mut c_void,
+    len: usize,
+) -> RecapStatus {
     status(|| {
         // SAFETY: forwarded from the caller.
         let (g, name) = unsafe { (handle(graph, "graph")?, text(name, "binding name")?) };

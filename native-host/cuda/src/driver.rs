@@ -97,7 +97,9 @@ pub enum OpenError {
     TooOld { found: String },
     #[error("{0}")]
     Driver(#[from] DriverError),
-    #[error("CUDA device {ordinal} is unusable in this process after a kernel fault ({reason}): replay in a new process")]
+    #[error(
+        "CUDA device {ordinal} is unusable in this process after a kernel fault ({reason}): replay in a new process"
+    )]
     Lost { ordinal: usize, reason: String },
 }
 
@@ -481,10 +483,8 @@ impl Code {
 pub fn load_module(image: &[u8]) -> Result<sys::CUmodule, (DriverError, String)> {
     const LOG: usize = 16 * 1024;
     let mut log = vec![0u8; LOG];
-    let mut options = [
-        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
-        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-    ];
+    let mut options =
+        [sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
     let mut values = [log.as_mut_ptr() as *mut c_void, LOG as *mut c_void];
     let mut module = std::ptr::null_mut();
     let r = call!(cuModuleLoadDataEx(

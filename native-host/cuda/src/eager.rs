@@ -56,7 +56,9 @@ impl Device {
             4 => call!(cuMemsetD32_v2(addr, lo, n)),
             _ if lo == hi => call!(cuMemsetD32_v2(addr, lo, n * 2)),
             // An 8-byte pattern is two strided 4-byte fills: each row is one 8-byte element.
-            _ => call!(cuMemsetD2D32_v2(addr, 8, lo, 1, n)).and_then(|()| call!(cuMemsetD2D32_v2(addr + 4, 8, hi, 1, n))),
+            _ => {
+                call!(cuMemsetD2D32_v2(addr, 8, lo, 1, n)).and_then(|()| call!(cuMemsetD2D32_v2(addr + 4, 8, hi, 1, n)))
+            }
         }
     }
 

@@ -168,7 +168,9 @@ mod tests {
 
     #[test]
     fn the_condition_modules_differ_only_in_target_and_wait() {
-        for (text, target, waits) in [(CONDITION_MODULE, "sm_60", false), (CONDITION_MODULE_PROGRAMMATIC, "sm_90", true)] {
+        for (text, target, waits) in
+            [(CONDITION_MODULE, "sm_60", false), (CONDITION_MODULE_PROGRAMMATIC, "sm_90", true)]
+        {
             assert!(text.contains(&format!(".target {target}\n")), "{text}");
             assert_eq!(text.contains("griddepcontrol.wait;"), waits, "{text}");
             assert!(text.contains(".visible .entry recap_set_condition("), "{text}");

@@ -38,7 +38,8 @@ pub fn with_entry_waits(ptx: &str) -> Result<Rewritten, String> {
     let mut rest = ptx;
     let mut entries = 0;
     while let Some(at) = find_entry(rest) {
-        let body = body_start(&rest[at..]).ok_or_else(|| format!("the .entry at byte {} has no body", ptx.len() - rest.len() + at))?;
+        let body = body_start(&rest[at..])
+            .ok_or_else(|| format!("the .entry at byte {} has no body", ptx.len() - rest.len() + at))?;
         let insert = first_statement(&rest[at + body..]);
         let split = at + body + insert;
         out.push_str(&rest[..split]);
@@ -126,7 +127,8 @@ fn raise_target(ptx: &str) -> Result<String, String> {
     let targets = line.trim().trim_start_matches(".target").trim();
     let sm = targets.split(',').map(str::trim).find_map(|t| t.strip_prefix("sm_"));
     let Some(sm) = sm else { return Err(format!(".target {targets} names no sm_ architecture")) };
-    let number: u32 = sm.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().map_err(|_| format!(".target sm_{sm}"))?;
+    let number: u32 =
+        sm.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().map_err(|_| format!(".target sm_{sm}"))?;
     if number >= MIN_SM {
         return Ok(ptx.to_string());
     }

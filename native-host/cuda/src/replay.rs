@@ -267,7 +267,9 @@ fn lower_memset(dst: CUdeviceptr, len: u64, width: u32, pattern: u64) -> Fill {
     match width {
         2 if dst.is_multiple_of(2) => Fill::Memset { elem: 2, value: lo & 0xffff, count: len / 2 },
         4 if dst.is_multiple_of(4) => Fill::Memset { elem: 4, value: lo, count: len / 4 },
-        8 if dst.is_multiple_of(4) && (pattern >> 32) as u32 == lo => Fill::Memset { elem: 4, value: lo, count: len / 4 },
+        8 if dst.is_multiple_of(4) && (pattern >> 32) as u32 == lo => {
+            Fill::Memset { elem: 4, value: lo, count: len / 4 }
+        }
         8 if dst.is_multiple_of(8) => Fill::U64 { count: len / 8, pattern },
         _ => Fill::Bytes { len, pattern, width },
     }
@@ -283,9 +285,24 @@ enum Control {
 #[derive(Clone)]
 enum Step {
     Kernel(KernelStep),
-    Copy { src: CUdeviceptr, dst: CUdeviceptr, len: u64 },
-    Memset { dst: CUdeviceptr, fill: Fill, slot: usize },
-    Control { kind: Control, cond: CUdeviceptr, cond_span: Span, counter: CUdeviceptr, max_iterations: u32, slot: usize },
+    Copy {
+        src: CUdeviceptr,
+        dst: CUdeviceptr,
+        len: u64,
+    },
+    Memset {
+        dst: CUdeviceptr,
+        fill: Fill,
+        slot: usize,
+    },
+    Control {
+        kind: Control,
+        cond: CUdeviceptr,
+        cond_span: Span,
+        counter: CUdeviceptr,
+        max_iterations: u32,
+        slot: usize,
+    },
     /// Orders other ops but does no device work (alloc, free: scratch lives for the whole
     /// replay; signal, wait: the plan has turned them into edges).
     Barrier,
@@ -432,7 +449,6 @@ impl LoopLimit {
 // on one stream from several threads.
 unsafe impl Send for CudaReplay {}
 
-
 fn patch(bytes: &mut [u8], relocs: impl Iterator<Item = Reloc>, regions: &[RegionAlloc]) {
     for r in relocs {
         let addr = regions[r.target as usize].addr + r.target_offset;
@@ -458,9 +474,9 @@ impl CudaReplay {
             n if n == logical => devices.iter().collect(),
             n => {
                 return Err(CudaError::Invalid(format!(
-                    "the archive has {logical} device{} but {n} GPUs were given: give one GPU per device, or one for all",
-                    if logical == 1 { "" } else { "s" }
-                )))
+                "the archive has {logical} device{} but {n} GPUs were given: give one GPU per device, or one for all",
+                if logical == 1 { "" } else { "s" }
+            )))
             }
         };
         let mut slots: Vec<Slot> = Vec::new();
@@ -618,7 +634,10 @@ impl CudaReplay {
                 Some((_, cubin)) => (cubin.decode()?, false),
                 None => {
                     let ptx = m.ptx.decode()?;
-                    let (mut ptx, waits) = match self.pdl.then(|| std::str::from_utf8(&ptx).map_err(|e| e.to_string()).and_then(pdl::with_entry_waits)) {
+                    let (mut ptx, waits) = match self
+                        .pdl
+                        .then(|| std::str::from_utf8(&ptx).map_err(|e| e.to_string()).and_then(pdl::with_entry_waits))
+                    {
                         None => (ptx, false),
                         Some(Ok(pdl::Rewritten::Waits(text))) => (text.into_bytes(), true),
                         Some(Ok(pdl::Rewritten::OwnWaits)) => (ptx, true),
@@ -673,13 +692,18 @@ impl CudaReplay {
                 Ok(f) => f,
                 Err(e) => {
                     let module = archive.module(k.module).name;
-                    let Some((lowered, image)) = self.load_with_older_ptx_version(module, &images[k.module as usize], library, &e)
+                    let Some((lowered, image)) =
+                        self.load_with_older_ptx_version(module, &images[k.module as usize], library, &e)
                     else {
                         return Err(e);
                     };
                     std::mem::replace(&mut self.modules[k.module as usize], lowered).unload();
                     images[k.module as usize] = image;
-                    lowered.get(&name).map_err(|error| CudaError::Kernel { module: module.to_owned(), kernel: k.name.to_owned(), error })?
+                    lowered.get(&name).map_err(|error| CudaError::Kernel {
+                        module: module.to_owned(),
+                        kernel: k.name.to_owned(),
+                        error,
+                    })?
                 }
             };
             functions.insert(k.id, f);
@@ -692,7 +716,8 @@ impl CudaReplay {
         let fills = own(kernels::FILL_MODULE, "recap fill kernels")?;
         self.modules.push(fills);
         let condition = if has_control && self.mode == Mode::Graph {
-            let text = if self.programmatic { kernels::CONDITION_MODULE_PROGRAMMATIC } else { kernels::CONDITION_MODULE };
+            let text =
+                if self.programmatic { kernels::CONDITION_MODULE_PROGRAMMATIC } else { kernels::CONDITION_MODULE };
             let m = own(text, "recap condition kernel")?;
             self.modules.push(m);
             Some(m)
@@ -834,7 +859,9 @@ impl CudaReplay {
                 // conditional body: ordinary edges do the same work, one launch latency slower.
                 call!(cuGraphDestroy(graph)).ok();
                 if self.dependent_edges > 0 {
-                    self.warnings.push("the driver could not instantiate programmatic edges between kernels: plain graph edges".into());
+                    self.warnings.push(
+                        "the driver could not instantiate programmatic edges between kernels: plain graph edges".into(),
+                    );
                 }
                 self.programmatic = false;
                 self.programmatic_edges = 0;
@@ -961,7 +988,8 @@ impl CudaReplay {
     fn build_graph(&mut self) -> Result<(CUgraph, HashMap<OpId, CUgraphNode>, usize, usize), CudaError> {
         let mut graph = std::ptr::null_mut();
         call!(cuGraphCreate(&mut graph, 0))?;
-        let mut b = GraphBuilder { me: self, kernel_nodes: HashMap::new(), kernel_slots: HashMap::new(), nodes: 0, edges: 0 };
+        let mut b =
+            GraphBuilder { me: self, kernel_nodes: HashMap::new(), kernel_slots: HashMap::new(), nodes: 0, edges: 0 };
         let top = b.me.plan.dags[0].clone();
         match b.add_scope(graph, &top) {
             Ok(_) => {
@@ -1125,7 +1153,9 @@ impl CudaReplay {
         let stream = self.slots[slot].stream;
         match fill {
             Fill::Memset { elem: 1, value, count } => call!(cuMemsetD8Async(dst, value as u8, count as usize, stream)),
-            Fill::Memset { elem: 2, value, count } => call!(cuMemsetD16Async(dst, value as u16, count as usize, stream)),
+            Fill::Memset { elem: 2, value, count } => {
+                call!(cuMemsetD16Async(dst, value as u16, count as usize, stream))
+            }
             Fill::Memset { value, count, .. } => call!(cuMemsetD32Async(dst, value, count as usize, stream)),
             other => launch_kernel(&mut self.fill_step(slot, dst, other), stream),
         }
@@ -1134,17 +1164,16 @@ impl CudaReplay {
     fn fill_step(&self, slot: usize, dst: CUdeviceptr, fill: Fill) -> KernelStep {
         let s = &self.slots[slot];
         match fill {
-            Fill::U64 { count, pattern } => Args::default()
-                .u64(dst)
-                .u64(count)
-                .u64(pattern)
-                .launch((s.fill_u64, slot), kernels::fill_grid(count), kernels::FILL_BLOCK),
-            Fill::Bytes { len, pattern, width } => Args::default()
-                .u64(dst)
-                .u64(len)
-                .u64(pattern)
-                .u32(width)
-                .launch((s.fill_bytes, slot), kernels::fill_grid(len), kernels::FILL_BLOCK),
+            Fill::U64 { count, pattern } => Args::default().u64(dst).u64(count).u64(pattern).launch(
+                (s.fill_u64, slot),
+                kernels::fill_grid(count),
+                kernels::FILL_BLOCK,
+            ),
+            Fill::Bytes { len, pattern, width } => Args::default().u64(dst).u64(len).u64(pattern).u32(width).launch(
+                (s.fill_bytes, slot),
+                kernels::fill_grid(len),
+                kernels::FILL_BLOCK,
+            ),
             Fill::Memset { .. } => unreachable!("memsets are not kernels"),
         }
     }
@@ -1187,7 +1216,8 @@ impl CudaReplay {
             )));
         }
         let (addr, slot) = (r.addr + offset, r.slot);
-        let copied = self.slots[slot].device.bind().map_err(CudaError::from).and_then(|_| self.copy_in(slot, addr, bytes));
+        let copied =
+            self.slots[slot].device.bind().map_err(CudaError::from).and_then(|_| self.copy_in(slot, addr, bytes));
         copied.map_err(|e| self.fail(e))?;
         self.slots[0].device.bind()?;
         Ok(())
@@ -1325,8 +1355,13 @@ impl CudaReplay {
     /// cannot be captured: their host loop reads the condition back.
     pub fn capture_stream_graph(&mut self) -> Result<(), CudaError> {
         self.ready()?;
-        if self.mode != Mode::Stream || self.steps.iter().any(|s| matches!(s, Step::Control { .. })) || self.slots.len() > 1 {
-            return Err(CudaError::Invalid("only a stream-mode replay on one GPU without loops can be captured".into()));
+        if self.mode != Mode::Stream
+            || self.steps.iter().any(|s| matches!(s, Step::Control { .. }))
+            || self.slots.len() > 1
+        {
+            return Err(CudaError::Invalid(
+                "only a stream-mode replay on one GPU without loops can be captured".into(),
+            ));
         }
         let stream = self.slots[0].stream;
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
@@ -1516,7 +1551,12 @@ impl GraphBuilder<'_> {
         self.edges += deps.len();
     }
 
-    fn add_kernel(&mut self, graph: CUgraph, k: &mut KernelStep, deps: &[CUgraphNode]) -> Result<CUgraphNode, CudaError> {
+    fn add_kernel(
+        &mut self,
+        graph: CUgraph,
+        k: &mut KernelStep,
+        deps: &[CUgraphNode],
+    ) -> Result<CUgraphNode, CudaError> {
         let mut args = k.arg_pointers();
         let p = k.node_params(&mut args, self.me.slots[k.slot].device.context());
         let mut node = std::ptr::null_mut();
@@ -1529,7 +1569,13 @@ impl GraphBuilder<'_> {
     /// Joins `to` after `from` through programmatic edges (the kernel `to` waits for their writes
     /// with `griddepcontrol.wait`), falling back to ordinary edges where the driver refuses them.
     /// Gives how many programmatic edges were added.
-    fn join_programmatic(&mut self, graph: CUgraph, from: &[CUgraphNode], to: CUgraphNode, port: u32) -> Result<usize, CudaError> {
+    fn join_programmatic(
+        &mut self,
+        graph: CUgraph,
+        from: &[CUgraphNode],
+        to: CUgraphNode,
+        port: u32,
+    ) -> Result<usize, CudaError> {
         if from.is_empty() {
             return Ok(0);
         }
@@ -1561,8 +1607,11 @@ impl GraphBuilder<'_> {
     /// from kernel nodes where the device has them (the kernel waits for their writes with
     /// `griddepcontrol.wait`), through ordinary edges otherwise.
     fn add_tail(&mut self, graph: CUgraph, tail: &mut KernelStep, writers: &[CUgraphNode]) -> Result<(), CudaError> {
-        let (kernels, rest) =
-            if self.me.programmatic { self.kernels_and_rest(writers, tail.slot) } else { (Vec::new(), writers.to_vec()) };
+        let (kernels, rest) = if self.me.programmatic {
+            self.kernels_and_rest(writers, tail.slot)
+        } else {
+            (Vec::new(), writers.to_vec())
+        };
         let node = self.add_kernel(graph, tail, &rest)?;
         let added = self.join_programmatic(graph, &kernels, node, self.me.programmatic_port)?;
         self.me.programmatic_edges += added;
@@ -1657,7 +1706,8 @@ impl GraphBuilder<'_> {
                 let set = (self.me.slots[slot].set_condition.expect("loaded for archives with loops"), slot);
                 let mut handle: sys::CUgraphConditionalHandle = 0;
                 call!(cuGraphConditionalHandleCreate(&mut handle, graph, ctx, 0, 0))?;
-                let mut pre = Args::default().u64(handle).u64(cond).u64(counter).u32(max_iterations).u32(1).launch(set, 1, 1);
+                let mut pre =
+                    Args::default().u64(handle).u64(cond).u64(counter).u32(max_iterations).u32(1).launch(set, 1, 1);
                 let pre_node = self.add_kernel(graph, &mut pre, deps)?;
 
                 // SAFETY: plain data (a zeroed union is a valid empty parameter block).
@@ -1786,13 +1836,19 @@ fn locate_here(device: &Arc<Device>, bytes: &[u8], iterations: u64) -> Option<(O
 
 /// Runs `iterations` stream-mode replays waiting after every op, and says which op faulted, if
 /// one did (what `recap cuda-probe` does in a child process).
-pub fn probe_ops(device: &Arc<Device>, archive: &Archive, iterations: u64) -> Result<Option<(OpId, String, String)>, CudaError> {
+pub fn probe_ops(
+    device: &Arc<Device>,
+    archive: &Archive,
+    iterations: u64,
+) -> Result<Option<(OpId, String, String)>, CudaError> {
     let options = ReplayOptions { mode: Mode::Stream, sync_each_op: true, ..Default::default() };
     let mut probe = CudaReplay::load(device, archive, options)?;
     for _ in 0..iterations.max(1) {
         match probe.replay() {
             Ok(_) => continue,
-            Err(CudaError::Fault { op: Some((op, label)), error, .. }) => return Ok(Some((op, label, error.to_string()))),
+            Err(CudaError::Fault { op: Some((op, label)), error, .. }) => {
+                return Ok(Some((op, label, error.to_string())))
+            }
             Err(e) => return Err(e),
         }
     }
@@ -1854,7 +1910,10 @@ mod tests {
     #[test]
     fn a_loop_limit_reads_as_one_line_naming_op_and_limit() {
         let once = LoopLimit { op: 3, label: "while counter[0]".into(), limit: 4, times: 1 };
-        assert_eq!(once.message(), "op 3 (while counter[0]) stopped at its limit of 4 iterations with its condition still set");
+        assert_eq!(
+            once.message(),
+            "op 3 (while counter[0]) stopped at its limit of 4 iterations with its condition still set"
+        );
         let twice = LoopLimit { times: 2, ..once };
         assert!(twice.message().ends_with("still set (2 times)"), "{}", twice.message());
     }

@@ -51,7 +51,13 @@ impl Solver {
             d.zero(&self.max_bits)?;
             d.launch(&self.sweep, grid2, (8, 8), 0, &args![&self.x, &self.y, &self.f, n as i32, h2()])?;
             d.launch(&self.sweep, grid2, (8, 8), 0, &args![&self.y, &self.x, &self.f, n as i32, h2()])?;
-            d.launch(&self.change, count.div_ceil(128), 128, 0, &args![&self.x, &self.y, &self.max_bits, count as i32])?;
+            d.launch(
+                &self.change,
+                count.div_ceil(128),
+                128,
+                0,
+                &args![&self.x, &self.y, &self.max_bits, count as i32],
+            )?;
             d.launch(&self.decide, 1, 32, 0, &args![&self.max_bits, &self.flag, &self.iterations, TOL, MAX_ITERATIONS])
         })
     }

@@ -36,7 +36,9 @@ impl std::str::FromStr for Side {
             "cuda" => Side::Cuda(0),
             _ => match s.strip_prefix("cuda:").map(str::parse) {
                 Some(Ok(n)) => Side::Cuda(n),
-                _ => return Err(format!("unknown device {s:?}: expected cpu, interp, jit, jit-scalar, cuda or cuda:N")),
+                _ => {
+                    return Err(format!("unknown device {s:?}: expected cpu, interp, jit, jit-scalar, cuda or cuda:N"))
+                }
             },
         })
     }
@@ -104,15 +106,14 @@ pub fn compare(
 ) -> Result<Outcome, CompareError> {
     let plan = Plan::build(a_archive);
     let mut comparison = Comparison::new(a_archive, &plan, options.all).keeping_bytes();
-    let replay_options =
-        |engine| ReplayOptions {
-            instruction_budget: options.budget,
-            engine,
-            limits: options.limits,
-            cancel: options.cancel.clone(),
-            jit_dump: crate::jit_dump::from_env(),
-            ..Default::default()
-        };
+    let replay_options = |engine| ReplayOptions {
+        instruction_budget: options.budget,
+        engine,
+        limits: options.limits,
+        cancel: options.cancel.clone(),
+        jit_dump: crate::jit_dump::from_env(),
+        ..Default::default()
+    };
     fn load<'a>(archive: &Archive<'a>, side: Side, options: ReplayOptions) -> Result<CpuReplay<'a>, CompareError> {
         CpuReplay::new(archive, options).map_err(|source| CompareError::LoadCpu { side, source })
     }
@@ -133,10 +134,12 @@ pub fn compare(
             loop {
                 let oa = ra.step(&mut ca, &mut NoObserver).map_err(step_error(a))?;
                 let ob = rb.step(&mut cb, &mut NoObserver).map_err(step_error(b))?;
-                let go = comparison
-                    .after_op(oa, ob, |r| ra.read_region(r).map_err(step_error(a)), |r| {
-                        rb.read_region(r).map_err(step_error(b))
-                    })?;
+                let go = comparison.after_op(
+                    oa,
+                    ob,
+                    |r| ra.read_region(r).map_err(step_error(a)),
+                    |r| rb.read_region(r).map_err(step_error(b)),
+                )?;
                 report(&mut comparison, observer);
                 if !go {
                     break;
@@ -150,8 +153,11 @@ pub fn compare(
             let mut host = cpu(cpu_archive, cpu_side, engine)?;
             let device = crate::cuda::Device::open(ordinal as usize)
                 .map_err(|source| CompareError::OpenCuda { ordinal, source })?;
-            let gpu_options =
-                crate::cuda::ReplayOptions { mode: crate::cuda::Mode::Stream, sync_each_op: true, ..Default::default() };
+            let gpu_options = crate::cuda::ReplayOptions {
+                mode: crate::cuda::Mode::Stream,
+                sync_each_op: true,
+                ..Default::default()
+            };
             let mut gpu = crate::cuda::CudaReplay::load(&device, gpu_archive, gpu_options)
                 .map_err(|source| CompareError::LoadCuda { ordinal, source })?;
             let mut cursor = Cursor::default();
@@ -205,11 +211,20 @@ pub fn compare(
 /// buffers nobody named).
 pub fn same_shape(a: &Archive, b: &Archive) -> Result<(), String> {
     if a.op_count() != b.op_count() || a.region_count() != b.region_count() {
-        return Err(format!("{} ops and {} regions against {} ops and {} regions", b.op_count(), b.region_count(), a.op_count(), a.region_count()));
+        return Err(format!(
+            "{} ops and {} regions against {} ops and {} regions",
+            b.op_count(),
+            b.region_count(),
+            a.op_count(),
+            a.region_count()
+        ));
     }
     for (ra, rb) in a.regions().zip(b.regions()) {
         if (ra.size, ra.dtype) != (rb.size, rb.dtype) {
-            return Err(format!("region {} is {:?} of {} bytes here and {:?} of {} bytes there", ra.id, rb.name, rb.size, ra.name, ra.size));
+            return Err(format!(
+                "region {} is {:?} of {} bytes here and {:?} of {} bytes there",
+                ra.id, rb.name, rb.size, ra.name, ra.size
+            ));
         }
     }
     for id in 0..a.op_count() as OpId {

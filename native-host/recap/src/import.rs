@@ -125,8 +125,13 @@ struct LaunchSpec {
 #[derive(Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 enum ParamSpec {
-    Buffer { name: String },
-    Scalar { r#type: String, value: serde_json::Number },
+    Buffer {
+        name: String,
+    },
+    Scalar {
+        r#type: String,
+        value: serde_json::Number,
+    },
     Bytes {
         hex: String,
         #[serde(default)]
@@ -492,7 +497,10 @@ fn write_case<W: Write + Seek>(
             match spec {
                 ParamSpec::Buffer { name } => {
                     if p.size != 8 {
-                        return im.field(field, format!("buffer {name:?} passed in {}, a {}-byte parameter", p.name, p.size));
+                        return im.field(
+                            field,
+                            format!("buffer {name:?} passed in {}, a {}-byte parameter", p.name, p.size),
+                        );
                     }
                     let target = region_of(name, &format!("{field}.name"))?;
                     relocs.push(Reloc { offset: p.offset as u64, target, target_offset: 0 });
@@ -545,7 +553,8 @@ fn write_case<W: Write + Seek>(
 
     w.set_meta("case", &case.name);
     w.set_meta("ptx", arch.name());
-    for (key, value) in [("producer", &case.producer), ("source", &case.source), ("expected_from", &case.expected_from)] {
+    for (key, value) in [("producer", &case.producer), ("source", &case.source), ("expected_from", &case.expected_from)]
+    {
         if let Some(v) = value {
             w.set_meta(key, v);
         }
@@ -576,7 +585,12 @@ mod tests {
         let got: Vec<_> = p.iter().map(|p| (p.name.as_str(), p.offset, p.size, p.align, p.ptr_annotated)).collect();
         assert_eq!(
             got,
-            [("k_param_0", 0, 4, 4, false), ("k_param_1", 8, 24, 8, false), ("k_param_2", 32, 8, 8, true), ("k_param_3", 40, 4, 4, false)]
+            [
+                ("k_param_0", 0, 4, 4, false),
+                ("k_param_1", 8, 24, 8, false),
+                ("k_param_2", 32, 8, 8, true),
+                ("k_param_3", 40, 4, 4, false)
+            ]
         );
     }
 

@@ -14,4 +14,7 @@ pub mod mapped;
 /// The CUDA backend (the `recap-cuda` crate).
 pub use recap_cuda as cuda;
 
-pub use capture::{capture_devices, Arg, BindingInfo, Buffer, CaptureError, Device, Dim3, Element, Graph, Kernel, Module, RawBuffer, StructArg};
+pub use capture::{
+    capture_devices, Arg, BindingInfo, Buffer, CaptureError, Device, Dim3, Element, Graph, Kernel, Module, RawBuffer,
+    StructArg,
+};

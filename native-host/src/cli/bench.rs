@@ -75,7 +75,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     .map(|f| serde_json::json!({ "name": f.name, "value": f.value, "unit": f.unit }))
                     .collect();
                 let doc = serde_json::json!({ "device": dev.name, "sm": dev.sm, "driver": dev.driver.version_string(), "figures": rows });
-                std::fs::write(&path, serde_json::to_vec_pretty(&doc)?).with_context(|| format!("writing {}", path.display()))?;
+                std::fs::write(&path, serde_json::to_vec_pretty(&doc)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
             Ok(())
         }

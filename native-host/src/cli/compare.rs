@@ -73,10 +73,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let options = CompareOptions { budget: args.budget, limits: args.limits.limits(), all: args.all, cancel: None };
     let outcome = compare(&archive, &other, (a, b), options, &mut Quiet)?;
     if args.json {
-        println!("{}", serde_json::json!({"a": a.to_string(), "b": b.to_string(), "agree": outcome.agree(), "outcome": outcome}));
+        println!(
+            "{}",
+            serde_json::json!({"a": a.to_string(), "b": b.to_string(), "agree": outcome.agree(), "outcome": outcome})
+        );
     } else {
         let name = |side: Side, file: &PathBuf| match &args.against {
-            Some(_) => format!("{side} ({})", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
+            Some(_) => {
+                format!("{side} ({})", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default())
+            }
             None => side.to_string(),
         };
         print!("{}", report(&archive, &outcome, &name(a, &args.file), &name(b, file_b)));
@@ -92,7 +97,9 @@ fn report(archive: &Archive, outcome: &Outcome, a: &str, b: &str) -> String {
         s.push('\n');
     }
     if let Some((after, na, nb)) = outcome.control {
-        let next = |o: Option<OpId>| o.map_or("nothing (its iteration was over)".to_string(), |op| format!("op {op} ({})", archive.op_label(op)));
+        let next = |o: Option<OpId>| {
+            o.map_or("nothing (its iteration was over)".to_string(), |op| format!("op {op} ({})", archive.op_label(op)))
+        };
         let after = after.map_or("the start".to_string(), |op| format!("op {op} ({})", archive.op_label(op)));
         s.push_str(&format!("control flow parts after {after}: {a} ran {}, {b} ran {}\n", next(na), next(nb)));
     }

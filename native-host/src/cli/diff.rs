@@ -43,7 +43,8 @@ struct Difference {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let open = |p: &PathBuf| -> Result<MappedFile> { MappedFile::open(p).with_context(|| format!("opening {}", p.display())) };
+    let open =
+        |p: &PathBuf| -> Result<MappedFile> { MappedFile::open(p).with_context(|| format!("opening {}", p.display())) };
     let (ma, mb) = (open(&args.a)?, open(&args.b)?);
     let a = Archive::open(&ma).with_context(|| format!("reading {}", args.a.display()))?;
     let b = Archive::open(&mb).with_context(|| format!("reading {}", args.b.display()))?;
@@ -97,7 +98,9 @@ fn key_of(rec: &Value) -> (String, String) {
 
 /// Everything but the ops, matched by [`key_of`].
 fn structure(a: &[&Value], b: &[&Value]) -> Vec<Difference> {
-    let index = |recs: &[&Value]| -> BTreeMap<(String, String), Value> { recs.iter().map(|r| (key_of(r), (*r).clone())).collect() };
+    let index = |recs: &[&Value]| -> BTreeMap<(String, String), Value> {
+        recs.iter().map(|r| (key_of(r), (*r).clone())).collect()
+    };
     let (ia, ib) = (index(a), index(b));
     let kind = |t: &str| -> &'static str {
         match t {
@@ -113,7 +116,12 @@ fn structure(a: &[&Value], b: &[&Value]) -> Vec<Difference> {
     let mut out = Vec::new();
     for ((t, k), ra) in &ia {
         match ib.get(&(t.clone(), k.clone())) {
-            None => out.push(Difference { kind: kind(t), key: k.clone(), text: "only in A".into(), detail: json!({"a": ra}) }),
+            None => out.push(Difference {
+                kind: kind(t),
+                key: k.clone(),
+                text: "only in A".into(),
+                detail: json!({"a": ra}),
+            }),
             // Ids are positions, which other differences already explain; the file size follows
             // from everything else.
             Some(rb) => {
@@ -146,8 +154,10 @@ fn field_differences(ra: &Value, rb: &Value, skip: &[&str]) -> Option<(String, V
     if fields.is_empty() {
         return None;
     }
-    let text = fields.iter().map(|(f, va, vb)| format!("{f} {} -> {}", short(va), short(vb))).collect::<Vec<_>>().join(", ");
-    let detail = fields.iter().map(|(f, va, vb)| ((*f).clone(), json!({"a": va, "b": vb}))).collect::<serde_json::Map<_, _>>();
+    let text =
+        fields.iter().map(|(f, va, vb)| format!("{f} {} -> {}", short(va), short(vb))).collect::<Vec<_>>().join(", ");
+    let detail =
+        fields.iter().map(|(f, va, vb)| ((*f).clone(), json!({"a": va, "b": vb}))).collect::<serde_json::Map<_, _>>();
     Some((text, Value::Object(detail)))
 }
 
@@ -167,8 +177,11 @@ fn ops(a: &[&Value], b: &[&Value]) -> Vec<Difference> {
         let at = |i: usize, j: usize| i * (m + 1) + j;
         for i in (0..n).rev() {
             for j in (0..m).rev() {
-                lcs[at(i, j)] =
-                    if sig(a[i]) == sig(b[j]) { lcs[at(i + 1, j + 1)] + 1 } else { lcs[at(i + 1, j)].max(lcs[at(i, j + 1)]) };
+                lcs[at(i, j)] = if sig(a[i]) == sig(b[j]) {
+                    lcs[at(i + 1, j + 1)] + 1
+                } else {
+                    lcs[at(i + 1, j)].max(lcs[at(i, j + 1)])
+                };
             }
         }
         let (mut i, mut j, mut out) = (0, 0, Vec::new());
@@ -192,7 +205,8 @@ fn ops(a: &[&Value], b: &[&Value]) -> Vec<Difference> {
     for (i, j) in pairs {
         match (i.map(|i| a[i]), j.map(|j| b[j])) {
             (Some(ra), Some(rb)) => {
-                let key = if ra["id"] == rb["id"] { ra["id"].to_string() } else { format!("{} -> {}", ra["id"], rb["id"]) };
+                let key =
+                    if ra["id"] == rb["id"] { ra["id"].to_string() } else { format!("{} -> {}", ra["id"], rb["id"]) };
                 if let Some((text, detail)) = field_differences(ra, rb, &["id"]) {
                     out.push(Difference { kind: "op", key, text, detail });
                 }
@@ -219,7 +233,10 @@ fn ops(a: &[&Value], b: &[&Value]) -> Vec<Difference> {
 fn short(v: &Value) -> String {
     let s = v.to_string();
     if s.len() > 60 {
-        format!("{}...", &s[..s.char_indices().take_while(|(i, _)| *i < 57).last().map_or(0, |(i, c)| i + c.len_utf8())])
+        format!(
+            "{}...",
+            &s[..s.char_indices().take_while(|(i, _)| *i < 57).last().map_or(0, |(i, c)| i + c.len_utf8())]
+        )
     } else {
         s
     }
@@ -245,7 +262,10 @@ fn data(a: &Archive, b: &Archive) -> Result<Vec<Difference>> {
                     if check.passed {
                         continue;
                     }
-                    let first = check.first_mismatch.map(|(i, got, want)| format!("; first at element {i}: A {want}, B {got}")).unwrap_or_default();
+                    let first = check
+                        .first_mismatch
+                        .map(|(i, got, want)| format!("; first at element {i}: A {want}, B {got}"))
+                        .unwrap_or_default();
                     format!(
                         "{what}: {} of {} elements differ (max abs err {:.3e}{first})",
                         check.mismatches, check.elements, check.max_abs_err

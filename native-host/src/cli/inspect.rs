@@ -106,7 +106,8 @@ pub fn records(a: &Archive) -> Vec<Value> {
             open.pop();
         }
         let op = a.op(id);
-        let mut rec = json!({"type": "op", "id": id, "kind": op.kind_name(), "depth": open.len(), "label": a.op_label(id)});
+        let mut rec =
+            json!({"type": "op", "id": id, "kind": op.kind_name(), "depth": open.len(), "label": a.op_label(id)});
         let fields = match op {
             Op::Launch(l) => {
                 let relocs: Vec<Value> = a
@@ -273,8 +274,10 @@ fn write_ops(s: &mut String, a: &Archive) {
                             .iter()
                             .filter(|r| r.offset >= start && r.offset < end)
                             .map(|r| {
-                                let at = if r.offset == start { String::new() } else { format!("+{}=", r.offset - start) };
-                                let plus = if r.target_offset == 0 { String::new() } else { format!("+{}", r.target_offset) };
+                                let at =
+                                    if r.offset == start { String::new() } else { format!("+{}=", r.offset - start) };
+                                let plus =
+                                    if r.target_offset == 0 { String::new() } else { format!("+{}", r.target_offset) };
                                 format!("{at}&{}{plus}", region(r.target))
                             })
                             .collect();
@@ -297,7 +300,15 @@ fn write_ops(s: &mut String, a: &Archive) {
                 }
             }
             Op::Copy(c) => {
-                let _ = write!(s, "copy {} B {}+{} -> {}+{}", c.len, region(c.src), c.src_offset, region(c.dst), c.dst_offset);
+                let _ = write!(
+                    s,
+                    "copy {} B {}+{} -> {}+{}",
+                    c.len,
+                    region(c.src),
+                    c.src_offset,
+                    region(c.dst),
+                    c.dst_offset
+                );
             }
             Op::Memset(m) => {
                 let _ = write!(

@@ -1,6 +1,9 @@
 //! The `recap` subcommands, one module each; `main.rs` wires them into clap.
 
+pub mod bench;
 pub mod compare;
+pub mod cuda_probe;
+pub mod data;
 pub mod diff;
 pub mod extract;
 pub mod import_case;
@@ -8,10 +11,7 @@ pub mod import_wrp;
 pub mod inspect;
 pub mod limits;
 pub mod replay;
-pub mod validate;
 pub mod serve;
-pub mod bench;
-pub mod data;
-pub mod cuda_probe;
 pub mod session_worker;
 pub mod trim;
+pub mod validate;

@@ -68,7 +68,9 @@ impl std::str::FromStr for DeviceMap {
         }
         let gpu = |spec: &str| match spec.parse::<DeviceArg>() {
             Ok(DeviceArg::Cuda(n)) => Ok(n),
-            _ => Err(format!("{spec:?} in --devices is not a GPU: expected cuda or cuda:N (or cpu alone, for every device)")),
+            _ => Err(format!(
+                "{spec:?} in --devices is not a GPU: expected cuda or cuda:N (or cpu alone, for every device)"
+            )),
         };
         let parts: Vec<&str> = s.split(',').map(str::trim).collect();
         if parts.iter().all(|p| p.contains('=')) {
@@ -86,14 +88,17 @@ impl std::str::FromStr for DeviceMap {
                     return Err(format!("device {index} is placed twice in --devices"));
                 }
             }
-            let missing: Vec<String> = by_index.iter().enumerate().filter(|(_, g)| g.is_none()).map(|(i, _)| i.to_string()).collect();
+            let missing: Vec<String> =
+                by_index.iter().enumerate().filter(|(_, g)| g.is_none()).map(|(i, _)| i.to_string()).collect();
             if !missing.is_empty() {
                 return Err(format!("--devices places no GPU for device {}", missing.join(", ")));
             }
             return Ok(DeviceMap::Cuda(by_index.into_iter().flatten().collect()));
         }
         if parts.iter().any(|p| p.contains('=')) {
-            return Err("--devices takes either a list (cuda:0,cuda:1) or a mapping (0=cuda:1,1=cuda:0), not both".into());
+            return Err(
+                "--devices takes either a list (cuda:0,cuda:1) or a mapping (0=cuda:1,1=cuda:0), not both".into()
+            );
         }
         parts.iter().map(|p| gpu(p)).collect::<Result<_, _>>().map(DeviceMap::Cuda)
     }
@@ -287,7 +292,11 @@ impl Backend<'_> {
 }
 
 /// The engine for `device`, over `archive`.
-pub fn open_backend<'a>(device: DeviceArg, archive: &Archive<'a>, settings: &BackendSettings) -> anyhow::Result<Backend<'a>> {
+pub fn open_backend<'a>(
+    device: DeviceArg,
+    archive: &Archive<'a>,
+    settings: &BackendSettings,
+) -> anyhow::Result<Backend<'a>> {
     match device {
         DeviceArg::Cpu => {
             if let Some(mode) = settings.mode {
@@ -339,7 +348,8 @@ const PROGRESS_DELAY: Duration = Duration::from_millis(300);
 
 impl Progress {
     fn new(iterations: u32) -> Self {
-        let bar = indicatif::ProgressBar::with_draw_target(Some(iterations as u64), indicatif::ProgressDrawTarget::hidden());
+        let bar =
+            indicatif::ProgressBar::with_draw_target(Some(iterations as u64), indicatif::ProgressDrawTarget::hidden());
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} iteration {pos}/{len} [{elapsed_precise}] {msg}")
                 .expect("valid template"),
@@ -449,14 +459,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let i = times.len() as u32;
         if cancel.load(Ordering::Relaxed) {
             progress.bar.finish_and_clear();
-            bail!("replay of {} on {} cancelled after {i} of {} iterations", args.file.display(), args.device, args.iterations);
+            bail!(
+                "replay of {} on {} cancelled after {i} of {} iterations",
+                args.file.display(),
+                args.device,
+                args.iterations
+            );
         }
         // The command prints its own lines: the session's messages are for the host and browser.
         let iteration = match session.step(&mut backend, &clock, &mut progress, &mut |_| {}) {
             Ok(it) => it,
             Err(e) => {
                 progress.bar.finish_and_clear();
-                return Err(e.context(format!("replaying {} on {}, iteration {}", args.file.display(), args.device, i + 1)));
+                return Err(e.context(format!(
+                    "replaying {} on {}, iteration {}",
+                    args.file.display(),
+                    args.device,
+                    i + 1
+                )));
             }
         };
         let elapsed = Duration::from_secs_f64(iteration.time_ms / 1e3);
@@ -499,7 +519,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.dump {
         for (region, file) in &dumped {
             let r = archive.region(*region);
-            let bytes = Replayer::read_region(&mut backend, *region).with_context(|| format!("reading region {:?} to dump it", r.name))?;
+            let bytes = Replayer::read_region(&mut backend, *region)
+                .with_context(|| format!("reading region {:?} to dump it", r.name))?;
             let path = dir.join(file);
             data::write_region(&r, &bytes, &path)?;
             if args.json {

@@ -53,7 +53,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.default_budget > args.max_budget || args.session_time_limit > args.max_session_time_limit {
-        anyhow::bail!("--default-budget and --session-time-limit must not be over --max-budget and --max-session-time-limit");
+        anyhow::bail!(
+            "--default-budget and --session-time-limit must not be over --max-budget and --max-session-time-limit"
+        );
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     keep_freed_memory();
@@ -161,7 +163,9 @@ mod tests {
     #[test]
     fn library_chatter_stays_quiet_unless_asked_for() {
         assert!(log_filter(None).starts_with("info,") && log_filter(None).contains("cranelift_codegen=warn"));
-        assert!(log_filter(Some("debug")).starts_with("debug,") && log_filter(Some("debug")).contains("cranelift_jit=warn"));
+        assert!(
+            log_filter(Some("debug")).starts_with("debug,") && log_filter(Some("debug")).contains("cranelift_jit=warn")
+        );
         assert_eq!(log_filter(Some("cranelift_codegen=debug")), "cranelift_codegen=debug");
     }
 }

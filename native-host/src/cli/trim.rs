@@ -122,7 +122,8 @@ pub fn run(args: Args) -> Result<()> {
         jit_dump: recap::jit_dump::from_env(),
         ..Default::default()
     };
-    let mut replay = CpuReplay::new(&archive, options).with_context(|| format!("loading {} for the CPU", args.file.display()))?;
+    let mut replay =
+        CpuReplay::new(&archive, options).with_context(|| format!("loading {} for the CPU", args.file.display()))?;
     let mut cursor = Cursor::default();
     if !replay.run_to(&mut cursor, first).context("replaying up to the stretch")? {
         bail!("op {first} ({}) never runs in one iteration of {}", archive.op_label(first), args.file.display());
@@ -144,8 +145,11 @@ pub fn run(args: Args) -> Result<()> {
     }
     // A pointer stored in a kept region keeps its target.
     loop {
-        let more: Vec<RegionId> =
-            archive.region_relocs().filter(|(owner, r)| regions.contains(owner) && !regions.contains(&r.target)).map(|(_, r)| r.target).collect();
+        let more: Vec<RegionId> = archive
+            .region_relocs()
+            .filter(|(owner, r)| regions.contains(owner) && !regions.contains(&r.target))
+            .map(|(_, r)| r.target)
+            .collect();
         if more.is_empty() {
             break;
         }

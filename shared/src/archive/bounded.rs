@@ -101,10 +101,8 @@ fn skeleton<R: Read + Seek>(src: &mut R, len: u64) -> Result<Vec<u8>, FormatErro
     };
     let table = table_offset as usize..table_end as usize;
     read_at(src, table_offset, &mut buf[table.clone()])?;
-    let entries: Vec<(u32, u64, u64)> = buf[table]
-        .chunks_exact(SECTION_ENTRY_LEN)
-        .map(|e| (u32_at(e, 0), u64_at(e, 8), u64_at(e, 16)))
-        .collect();
+    let entries: Vec<(u32, u64, u64)> =
+        buf[table].chunks_exact(SECTION_ENTRY_LEN).map(|e| (u32_at(e, 0), u64_at(e, 8), u64_at(e, 16))).collect();
     for (code, offset, section_len) in entries {
         let known_table = SectionKind::from_code(code).is_some_and(|k| k != SectionKind::Blobs);
         let end = offset.checked_add(section_len).filter(|&e| e <= len);
@@ -124,7 +122,11 @@ struct BlobCheck {
 }
 
 /// Reads the blobs section once: its checksum, and every blob decoding to its declared size.
-fn check_blobs<R: Read + Seek>(archive: &Archive<'_>, src: &mut R, scanned: Option<&Scanned>) -> Result<(), FormatError> {
+fn check_blobs<R: Read + Seek>(
+    archive: &Archive<'_>,
+    src: &mut R,
+    scanned: Option<&Scanned>,
+) -> Result<(), FormatError> {
     let (section_offset, section_len, want_sum) = archive.blobs_section();
     // Refs with stored bytes are identical or disjoint (checked at open), so keyed by where they
     // are and what they claim, each is decoded once, in file order.
@@ -176,7 +178,8 @@ fn check_blobs<R: Read + Seek>(archive: &Archive<'_>, src: &mut R, scanned: Opti
         tail.hasher.finalize()
     } else {
         src.seek(SeekFrom::Start(section_offset)).map_err(|e| io_error("seeking", section_offset, e))?;
-        let mut section = Hashing { inner: src.take(section_len), hasher: blake3::Hasher::new(), offset: section_offset };
+        let mut section =
+            Hashing { inner: src.take(section_len), hasher: blake3::Hasher::new(), offset: section_offset };
         let mut at = 0u64;
         for (&(offset, stored_len, _, _), blob) in blobs.iter().filter(|(k, _)| k.1 > 0) {
             section.skip(offset - at)?;
@@ -253,9 +256,8 @@ fn decode(stored: &mut dyn Read, blob: &BlobCheck, file_offset: u64) -> Result<(
     // Reported only once the blob decodes whole: a corrupt frame is the better explanation.
     let mut bad_utf8 = None;
     loop {
-        let n = decoder
-            .read(&mut buf)
-            .map_err(|e| blob_err(format!("blob does not decode after {total} bytes: {e}")))?;
+        let n =
+            decoder.read(&mut buf).map_err(|e| blob_err(format!("blob does not decode after {total} bytes: {e}")))?;
         if n == 0 {
             break;
         }

@@ -144,8 +144,11 @@ impl<'a> Blob<'a> {
     /// Decodes into `out`, which must be exactly [`Blob::len`] bytes.
     pub fn decode_into(&self, out: &mut [u8]) -> Result<(), FormatError> {
         if out.len() as u64 != self.raw_len {
-            return err("blobs", self.file_offset, format!(
-                "blob decodes to {} bytes but {} were asked for", self.raw_len, out.len()));
+            return err(
+                "blobs",
+                self.file_offset,
+                format!("blob decodes to {} bytes but {} were asked for", self.raw_len, out.len()),
+            );
         }
         let mut r = self.reader();
         r.read_exact(out).map_err(|e| FormatError {
@@ -283,8 +286,14 @@ pub enum Op<'a> {
     Memset(MemsetOp),
     Alloc(RegionId),
     Free(RegionId),
-    While { cond: Condition, body_len: u32 },
-    If { cond: Condition, body_len: u32 },
+    While {
+        cond: Condition,
+        body_len: u32,
+    },
+    If {
+        cond: Condition,
+        body_len: u32,
+    },
     Marker(&'a str),
     /// Records an event on the op's device (1.1).
     Signal(EventId),
@@ -362,26 +371,39 @@ impl<'a> Archive<'a> {
         let major = u16_at(bytes, header::MAJOR);
         let minor = u16_at(bytes, header::MINOR);
         if major != MAJOR {
-            return err("header", header::MAJOR as u64, format!(
-                "format version {major}.{minor} is not readable by this build (reads {MAJOR}.x)"));
+            return err(
+                "header",
+                header::MAJOR as u64,
+                format!("format version {major}.{minor} is not readable by this build (reads {MAJOR}.x)"),
+            );
         }
         let file_len = u64_at(bytes, header::FILE_LEN);
         if file_len != bytes.len() as u64 {
-            return err("header", header::FILE_LEN as u64, format!(
-                "header says the file is {file_len} bytes but it is {} (truncated or padded)", bytes.len()));
+            return err(
+                "header",
+                header::FILE_LEN as u64,
+                format!("header says the file is {file_len} bytes but it is {} (truncated or padded)", bytes.len()),
+            );
         }
         let table_offset = u64_at(bytes, header::TABLE_OFFSET);
         let section_count = u32_at(bytes, header::SECTION_COUNT) as u64;
         let table_len = section_count.checked_mul(SECTION_ENTRY_LEN as u64);
         let table_end = table_len.and_then(|l| l.checked_add(table_offset));
         if table_offset < HEADER_LEN as u64 || table_end.is_none_or(|e| e > file_len) {
-            return err("header", header::TABLE_OFFSET as u64, format!(
-                "section table of {section_count} entries at {table_offset} does not fit in the file"));
+            return err(
+                "header",
+                header::TABLE_OFFSET as u64,
+                format!("section table of {section_count} entries at {table_offset} does not fit in the file"),
+            );
         }
         let table = &bytes[table_offset as usize..table_end.unwrap() as usize];
         let sum = layout::checksum(&[&bytes[..header::CHECKSUM], table]);
         if sum[..] != bytes[header::CHECKSUM..HEADER_LEN] {
-            return err("header", header::CHECKSUM as u64, "header checksum mismatch (header or section table is corrupt)");
+            return err(
+                "header",
+                header::CHECKSUM as u64,
+                "header checksum mismatch (header or section table is corrupt)",
+            );
         }
 
         let mut found: Vec<(SectionKind, u64, u64, [u8; CHECKSUM_LEN])> = Vec::new();
@@ -395,11 +417,19 @@ impl<'a> Archive<'a> {
             let len = u64_at(e, 16);
             let end = offset.checked_add(len);
             if end.is_none_or(|end| end > file_len) {
-                return err("section table", at, format!("section {i} (kind {code}) at {offset}+{len} runs past the end of the file"));
+                return err(
+                    "section table",
+                    at,
+                    format!("section {i} (kind {code}) at {offset}+{len} runs past the end of the file"),
+                );
             }
             let Some(kind) = SectionKind::from_code(code) else {
                 if flags & SECTION_REQUIRED != 0 {
-                    return err("section table", at, format!("section {i} has kind {code}, unknown to this reader and marked required"));
+                    return err(
+                        "section table",
+                        at,
+                        format!("section {i} has kind {code}, unknown to this reader and marked required"),
+                    );
                 }
                 continue; // unknown optional sections are skipped
             };
@@ -415,8 +445,11 @@ impl<'a> Archive<'a> {
         spans.sort_unstable();
         for w in spans.windows(2) {
             if w[1].0 < w[0].1 {
-                return err("section table", table_offset, format!(
-                    "sections overlap: bytes {}..{} and {}..{}", w[0].0, w[0].1, w[1].0, w[1].1));
+                return err(
+                    "section table",
+                    table_offset,
+                    format!("sections overlap: bytes {}..{} and {}..{}", w[0].0, w[0].1, w[1].0, w[1].1),
+                );
             }
         }
         for kind in SectionKind::ALL {
@@ -447,7 +480,11 @@ impl<'a> Archive<'a> {
         let string_count = u32_at(strings, 0) as usize;
         let offsets_len = (string_count as u128 + 1) * 4;
         if offsets_len > (strings.len() - TABLE_HEADER_LEN) as u128 {
-            return err("strings", strings_off, format!("{string_count} strings do not fit in a section of {} bytes", strings.len()));
+            return err(
+                "strings",
+                strings_off,
+                format!("{string_count} strings do not fit in a section of {} bytes", strings.len()),
+            );
         }
         let string_offsets = &strings[TABLE_HEADER_LEN..TABLE_HEADER_LEN + offsets_len as usize];
         let string_data = &strings[TABLE_HEADER_LEN + offsets_len as usize..];
@@ -455,10 +492,18 @@ impl<'a> Archive<'a> {
         for i in 0..=string_count {
             let o = u32_at(string_offsets, i * 4);
             if (i == 0 && o != 0) || o < prev || o as usize > string_data.len() {
-                return err("strings", strings_off + (TABLE_HEADER_LEN + i * 4) as u64, format!("string offset {o} is out of order or out of range"));
+                return err(
+                    "strings",
+                    strings_off + (TABLE_HEADER_LEN + i * 4) as u64,
+                    format!("string offset {o} is out of order or out of range"),
+                );
             }
             if i > 0 && std::str::from_utf8(&string_data[prev as usize..o as usize]).is_err() {
-                return err("strings", strings_off + (TABLE_HEADER_LEN + offsets_len as usize) as u64 + prev as u64, format!("string {} is not UTF-8", i - 1));
+                return err(
+                    "strings",
+                    strings_off + (TABLE_HEADER_LEN + offsets_len as usize) as u64 + prev as u64,
+                    format!("string {} is not UTF-8", i - 1),
+                );
             }
             prev = o;
         }
@@ -512,8 +557,14 @@ impl<'a> Archive<'a> {
             return err(t.name(), at, format!("record {i} uses unknown compression codec {codec}"));
         }
         if offset.checked_add(stored_len).is_none_or(|e| e > self.blobs.len() as u64) {
-            return err(t.name(), at, format!(
-                "record {i} refers to blob bytes {offset}+{stored_len} beyond the {}-byte blobs section", self.blobs.len()));
+            return err(
+                t.name(),
+                at,
+                format!(
+                    "record {i} refers to blob bytes {offset}+{stored_len} beyond the {}-byte blobs section",
+                    self.blobs.len()
+                ),
+            );
         }
         if codec == CODEC_RAW && stored_len != raw_len {
             return err(t.name(), at, format!("record {i}: raw blob stored as {stored_len} bytes claims {raw_len}"));
@@ -521,8 +572,11 @@ impl<'a> Archive<'a> {
         // LZ4 cannot expand data more than 255-fold, so a larger claim is a lie that would make a
         // reader allocate far more than the file could ever hold.
         if codec == CODEC_LZ4_FRAME && raw_len / LZ4_MAX_RATIO > stored_len {
-            return err(t.name(), at, format!(
-                "record {i}: {stored_len} compressed bytes cannot decode to the {raw_len} claimed"));
+            return err(
+                t.name(),
+                at,
+                format!("record {i}: {stored_len} compressed bytes cannot decode to the {raw_len} claimed"),
+            );
         }
         Ok(Blob {
             stored: &self.blobs[offset as usize..(offset + stored_len) as usize],
@@ -537,7 +591,11 @@ impl<'a> Archive<'a> {
         if (r as usize) < self.regions.count {
             Ok(r)
         } else {
-            err(t.name(), t.at(i, field), format!("record {i}: {what} region {r} does not exist ({} regions)", self.regions.count))
+            err(
+                t.name(),
+                t.at(i, field),
+                format!("record {i}: {what} region {r} does not exist ({} regions)", self.regions.count),
+            )
         }
     }
 
@@ -561,14 +619,25 @@ impl<'a> Archive<'a> {
             let first = u32_at(m.rec(i), 4) as u64;
             let n = u32_at(m.rec(i), 8) as u64;
             if first != next_cubin || first + n > c.count as u64 {
-                return err("modules", m.at(i, 4), format!(
-                    "module {i} lists cubins {first}..{}; expected the next of {} from {next_cubin}", first + n, c.count));
+                return err(
+                    "modules",
+                    m.at(i, 4),
+                    format!(
+                        "module {i} lists cubins {first}..{}; expected the next of {} from {next_cubin}",
+                        first + n,
+                        c.count
+                    ),
+                );
             }
             next_cubin = first + n;
             sms.clear();
             for j in first as usize..(first + n) as usize {
                 if u32_at(c.rec(j), 0) as usize != i {
-                    return err("modules", m.at(i, 4), format!("module {i} lists cubin {j}, which belongs to module {}", u32_at(c.rec(j), 0)));
+                    return err(
+                        "modules",
+                        m.at(i, 4),
+                        format!("module {i} lists cubin {j}, which belongs to module {}", u32_at(c.rec(j), 0)),
+                    );
                 }
                 let sm = u32_at(c.rec(j), 4);
                 if !sms.insert(sm) {
@@ -606,8 +675,15 @@ impl<'a> Archive<'a> {
             let first = u32_at(k.rec(i), 8) as u64;
             let n = u32_at(k.rec(i), 12) as u64;
             if first != next_param || first + n > p.count as u64 {
-                return err("kernels", k.at(i, 8), format!(
-                    "kernel {i} lists parameters {first}..{}; expected the next of {} from {next_param}", first + n, p.count));
+                return err(
+                    "kernels",
+                    k.at(i, 8),
+                    format!(
+                        "kernel {i} lists parameters {first}..{}; expected the next of {} from {next_param}",
+                        first + n,
+                        p.count
+                    ),
+                );
             }
             next_param = first + n;
             if let Err((j, (field, reason))) = rules::params(&self.kernel(i as KernelId).params) {
@@ -629,7 +705,9 @@ impl<'a> Archive<'a> {
         for i in 0..rg.count {
             let r = rg.rec(i);
             self.check_string(rg, i, 0, false)?;
-            if let Err((field, reason)) = rules::device(REGION_DEVICE, "the region", u32_at(r, REGION_DEVICE), device_count) {
+            if let Err((field, reason)) =
+                rules::device(REGION_DEVICE, "the region", u32_at(r, REGION_DEVICE), device_count)
+            {
                 return err("regions", rg.at(i, field), format!("region {i}: {reason}"));
             }
             let dtype = u32_at(r, 4);
@@ -652,8 +730,11 @@ impl<'a> Archive<'a> {
                 if flags & flag != 0 {
                     let b = self.check_blob(rg, i, field)?;
                     if b.raw_len != size {
-                        return err("regions", rg.at(i, field), format!(
-                            "region {i} is {size} bytes but its {what} data decodes to {}", b.raw_len));
+                        return err(
+                            "regions",
+                            rg.at(i, field),
+                            format!("region {i} is {size} bytes but its {what} data decodes to {}", b.raw_len),
+                        );
                     }
                 }
             }
@@ -677,16 +758,29 @@ impl<'a> Archive<'a> {
                 RELOC_OWNER_REGION => {
                     seen_region_owner = true;
                     if owner as usize >= rg.count {
-                        return err("relocs", rl.at(i, 4), format!("relocation {i} patches region {owner} of {}", rg.count));
+                        return err(
+                            "relocs",
+                            rl.at(i, 4),
+                            format!("relocation {i} patches region {owner} of {}", rg.count),
+                        );
                     }
                     self.region_size(owner)
                 }
                 RELOC_OWNER_LAUNCH => {
                     if seen_region_owner {
-                        return err("relocs", rl.at(i, 0), format!("relocation {i}: launch relocations must precede region relocations"));
+                        return err(
+                            "relocs",
+                            rl.at(i, 0),
+                            format!("relocation {i}: launch relocations must precede region relocations"),
+                        );
                     }
-                    if owner as usize >= self.ops.count || u32_at(self.ops.rec(owner as usize), 0) != layout::op::LAUNCH {
-                        return err("relocs", rl.at(i, 4), format!("relocation {i} patches op {owner}, which is not a launch"));
+                    if owner as usize >= self.ops.count || u32_at(self.ops.rec(owner as usize), 0) != layout::op::LAUNCH
+                    {
+                        return err(
+                            "relocs",
+                            rl.at(i, 4),
+                            format!("relocation {i} patches op {owner}, which is not a launch"),
+                        );
                     }
                     u32_at(self.ops.rec(owner as usize), 36) as u64
                 }
@@ -700,7 +794,9 @@ impl<'a> Archive<'a> {
                 RELOC_OWNER_REGION => self.region_device(owner),
                 _ => self.op_device(owner),
             };
-            if let Err((_, reason)) = rules::same_device(0, "its target", target, self.region_device(target), owner_device) {
+            if let Err((_, reason)) =
+                rules::same_device(0, "its target", target, self.region_device(target), owner_device)
+            {
                 return err("relocs", rl.at(i, 16), format!("relocation {i}: {reason}"));
             }
         }
@@ -756,7 +852,11 @@ impl<'a> Archive<'a> {
             broken(i, rules::device(OP_DEVICE, "the op", device, device_count))?;
             if let Some(&(_, body_device)) = open.last() {
                 if device != body_device {
-                    return err("ops", t.at(i, OP_DEVICE), format!("op {i} is on device {device} inside a body that runs on device {body_device}"));
+                    return err(
+                        "ops",
+                        t.at(i, OP_DEVICE),
+                        format!("op {i} is on device {device} inside a body that runs on device {body_device}"),
+                    );
                 }
             }
             let placed = |field: usize, role: &str, region: RegionId| {
@@ -766,7 +866,11 @@ impl<'a> Archive<'a> {
                 layout::op::LAUNCH => {
                     let kernel = u32_at(r, 4);
                     if kernel as usize >= self.kernels.count {
-                        return err("ops", t.at(i, 4), format!("op {i} launches kernel {kernel} of {}", self.kernels.count));
+                        return err(
+                            "ops",
+                            t.at(i, 4),
+                            format!("op {i} launches kernel {kernel} of {}", self.kernels.count),
+                        );
                     }
                     let grid = [u32_at(r, 8), u32_at(r, 12), u32_at(r, 16)];
                     let block = [u32_at(r, 20), u32_at(r, 24), u32_at(r, 28)];
@@ -774,21 +878,37 @@ impl<'a> Archive<'a> {
                     let len = u32_at(r, 36) as u64;
                     let off = u64_at(r, 40);
                     if off.checked_add(len).is_none_or(|e| e > self.param_bytes.len() as u64) {
-                        return err("ops", t.at(i, 36), format!("op {i} parameter bytes {off}+{len} fall outside the param-bytes section"));
+                        return err(
+                            "ops",
+                            t.at(i, 36),
+                            format!("op {i} parameter bytes {off}+{len} fall outside the param-bytes section"),
+                        );
                     }
                     let need = params_size[kernel as usize];
                     if len < need || len > rules::MAX_PARAM_BYTES {
-                        return err("ops", t.at(i, 36), format!("op {i} passes {len} parameter bytes; its kernel needs {need}"));
+                        return err(
+                            "ops",
+                            t.at(i, 36),
+                            format!("op {i} passes {len} parameter bytes; its kernel needs {need}"),
+                        );
                     }
                     let first = u32_at(r, 48) as u64;
                     let n = u32_at(r, 52) as u64;
                     if first != next_reloc || first + n > self.relocs.count as u64 {
-                        return err("ops", t.at(i, 48), format!("op {i} relocations {first}..{} are out of order or out of range", first + n));
+                        return err(
+                            "ops",
+                            t.at(i, 48),
+                            format!("op {i} relocations {first}..{} are out of order or out of range", first + n),
+                        );
                     }
                     for j in first..first + n {
                         let rr = self.relocs.rec(j as usize);
                         if u32_at(rr, 0) != RELOC_OWNER_LAUNCH || u32_at(rr, 4) as usize != i {
-                            return err("ops", t.at(i, 48), format!("op {i} claims relocation {j}, which belongs elsewhere"));
+                            return err(
+                                "ops",
+                                t.at(i, 48),
+                                format!("op {i} claims relocation {j}, which belongs elsewhere"),
+                            );
                         }
                     }
                     next_reloc = first + n;
@@ -808,7 +928,11 @@ impl<'a> Archive<'a> {
                 layout::op::ALLOC | layout::op::FREE => {
                     let region = self.check_region_index(t, i, 4, "scratch")?;
                     if u32_at(self.regions.rec(region as usize), 8) & REGION_SCRATCH == 0 {
-                        return err("ops", t.at(i, 4), format!("op {i} allocates or frees region {region}, which is not scratch"));
+                        return err(
+                            "ops",
+                            t.at(i, 4),
+                            format!("op {i} allocates or frees region {region}, which is not scratch"),
+                        );
                     }
                     placed(4, "its scratch", region)?;
                 }
@@ -820,14 +944,21 @@ impl<'a> Archive<'a> {
                     let body_end = i as u64 + 1 + u32_at(r, 8) as u64;
                     let limit = open.last().map_or(t.count as u64, |e| e.0 as u64);
                     if body_end > limit {
-                        return err("ops", t.at(i, 8), format!(
-                            "op {i}: body of {} ops runs past its enclosing body or the op list", u32_at(r, 8)));
+                        return err(
+                            "ops",
+                            t.at(i, 8),
+                            format!("op {i}: body of {} ops runs past its enclosing body or the op list", u32_at(r, 8)),
+                        );
                     }
                     if body_end > i as u64 + 1 {
                         open.push((body_end as usize, device));
                     }
                     if open.len() > rules::MAX_NESTING {
-                        return err("ops", t.at(i, 0), format!("op {i}: bodies nest more than {} deep", rules::MAX_NESTING));
+                        return err(
+                            "ops",
+                            t.at(i, 0),
+                            format!("op {i}: bodies nest more than {} deep", rules::MAX_NESTING),
+                        );
                     }
                 }
                 layout::op::MARKER => {
@@ -835,20 +966,28 @@ impl<'a> Archive<'a> {
                 }
                 kind @ (layout::op::SIGNAL | layout::op::WAIT) => {
                     if self.devices.count == 0 {
-                        return err("ops", t.at(i, 0), format!(
-                            "op {i} has kind {kind} ({}), which needs a devices section", if kind == layout::op::SIGNAL { "signal" } else { "wait" }));
+                        return err(
+                            "ops",
+                            t.at(i, 0),
+                            format!(
+                                "op {i} has kind {kind} ({}), which needs a devices section",
+                                if kind == layout::op::SIGNAL { "signal" } else { "wait" }
+                            ),
+                        );
                     }
                 }
                 other => return err("ops", t.at(i, 0), format!("op {i} has unknown kind {other}")),
             }
         }
         // Region-owned relocations follow the launch ones; the rest were checked above.
-        let launch_relocs = (0..self.relocs.count)
-            .take_while(|&j| u32_at(self.relocs.rec(j), 0) == RELOC_OWNER_LAUNCH)
-            .count() as u64;
+        let launch_relocs =
+            (0..self.relocs.count).take_while(|&j| u32_at(self.relocs.rec(j), 0) == RELOC_OWNER_LAUNCH).count() as u64;
         if launch_relocs != next_reloc {
-            return err("relocs", self.relocs.file_offset, format!(
-                "{launch_relocs} launch relocations but the launches claim {next_reloc}"));
+            return err(
+                "relocs",
+                self.relocs.file_offset,
+                format!("{launch_relocs} launch relocations but the launches claim {next_reloc}"),
+            );
         }
         Ok(())
     }
@@ -898,7 +1037,15 @@ impl<'a> Archive<'a> {
         let mut refs: Vec<(u64, u64, u64, u32, Table<'a>, usize, usize)> = Vec::new();
         let mut add = |t: &Table<'a>, i: usize, field: usize| {
             let r = t.rec(i);
-            refs.push((u64_at(r, field), u64_at(r, field + 8), u64_at(r, field + 16), u32_at(r, field + 24), *t, i, field));
+            refs.push((
+                u64_at(r, field),
+                u64_at(r, field + 8),
+                u64_at(r, field + 16),
+                u32_at(r, field + 24),
+                *t,
+                i,
+                field,
+            ));
         };
         for i in 0..self.modules.count {
             add(&self.modules, i, 16);

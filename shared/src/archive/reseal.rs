@@ -29,9 +29,8 @@ pub fn reseal(bytes: &mut [u8]) -> bool {
     let len = bytes.len() as u64;
     let table_offset = u64_at(bytes, header::TABLE_OFFSET);
     let section_count = u32::from_le_bytes(bytes[header::SECTION_COUNT..header::SECTION_COUNT + 4].try_into().unwrap());
-    let table_end = (section_count as u64)
-        .checked_mul(SECTION_ENTRY_LEN as u64)
-        .and_then(|l| l.checked_add(table_offset));
+    let table_end =
+        (section_count as u64).checked_mul(SECTION_ENTRY_LEN as u64).and_then(|l| l.checked_add(table_offset));
     let Some(table_end) = table_end.filter(|&e| table_offset >= HEADER_LEN as u64 && e <= len) else {
         return false;
     };
@@ -119,7 +118,8 @@ mod tests {
         let table = u64_at(&bytes, header::TABLE_OFFSET) as usize;
         assert!(differing.iter().all(|&i| i == dtype
             || (header::CHECKSUM..HEADER_LEN).contains(&i)
-            || (i >= table && (i - table) % SECTION_ENTRY_LEN >= entry::CHECKSUM
+            || (i >= table
+                && (i - table) % SECTION_ENTRY_LEN >= entry::CHECKSUM
                 && (i - table) % SECTION_ENTRY_LEN < entry::CHECKSUM + CHECKSUM_LEN)));
     }
 
@@ -159,9 +159,12 @@ mod tests {
     fn a_block_whose_thread_count_overflows_is_refused() {
         // Found by the archive_replay fuzz target: open multiplied the block's three u32s in u64.
         let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
-        let m = w.add_module("m", ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}\n").unwrap();
+        let m = w
+            .add_module("m", ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}\n")
+            .unwrap();
         let k = w.add_kernel(m, "k", vec![]).unwrap();
-        let launch = LaunchDecl { kernel: k, grid: [1; 3], block: [1; 3], shared_bytes: 0, params: vec![], relocs: vec![] };
+        let launch =
+            LaunchDecl { kernel: k, grid: [1; 3], block: [1; 3], shared_bytes: 0, params: vec![], relocs: vec![] };
         w.launch(launch).unwrap();
         let bytes = w.finish().unwrap().into_inner();
         let (ops, _) = section(&bytes, SectionKind::Ops);

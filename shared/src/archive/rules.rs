@@ -31,7 +31,10 @@ pub(crate) fn launch_dims(grid: [u32; 3], block: [u32; 3]) -> Result<(), Broken>
 pub(crate) fn range(field: usize, what: &str, offset: u64, len: u64, size: u64) -> Result<(), Broken> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
-        _ => Err((field, format!("{what} bytes {offset}..{} fall outside its region of {size} bytes", offset.saturating_add(len)))),
+        _ => Err((
+            field,
+            format!("{what} bytes {offset}..{} fall outside its region of {size} bytes", offset.saturating_add(len)),
+        )),
     }
 }
 
@@ -46,7 +49,13 @@ pub(crate) fn device(field: usize, what: &str, device: DeviceId, count: u32) -> 
 
 /// An op (or a pointer stored in a region) reaches only memory of its own device: kernels, fills
 /// and conditions act on their device's memory, and bytes move between devices only by copies.
-pub(crate) fn same_device(field: usize, what: &str, region: RegionId, region_device: DeviceId, device: DeviceId) -> Result<(), Broken> {
+pub(crate) fn same_device(
+    field: usize,
+    what: &str,
+    region: RegionId,
+    region_device: DeviceId,
+    device: DeviceId,
+) -> Result<(), Broken> {
     if region_device != device {
         return Err((field, format!("{what} region {region} is on device {region_device}, not on device {device} (only a copy moves bytes between devices)")));
     }
@@ -89,14 +98,20 @@ pub(crate) fn params(params: &[ParamDecl]) -> Result<(), (usize, Broken)> {
     let mut end = 0u64;
     for (i, p) in params.iter().enumerate() {
         if !p.align.is_power_of_two() || p.offset % p.align != 0 {
-            return Err((i, (12, format!("parameter {} at offset {} has bad alignment {}", p.name, p.offset, p.align))));
+            return Err((
+                i,
+                (12, format!("parameter {} at offset {} has bad alignment {}", p.name, p.offset, p.align)),
+            ));
         }
         if (p.offset as u64) < end {
             return Err((i, (4, format!("parameter {} at offset {} overlaps the one before it", p.name, p.offset))));
         }
         end = p.offset as u64 + p.size as u64;
         if end > MAX_PARAM_BYTES {
-            return Err((i, (4, format!("parameter {} ends at byte {end}, past the {MAX_PARAM_BYTES}-byte limit", p.name))));
+            return Err((
+                i,
+                (4, format!("parameter {} ends at byte {end}, past the {MAX_PARAM_BYTES}-byte limit", p.name)),
+            ));
         }
         if p.kind == ParamKind::Pointer && p.size != 8 {
             return Err((i, (8, format!("pointer parameter {} is {} bytes, not 8", p.name, p.size))));

@@ -241,12 +241,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     /// Adds a kernel: an entry of a module with its parameter layout.
-    pub fn add_kernel(
-        &mut self,
-        module: ModuleId,
-        name: &str,
-        params: Vec<ParamDecl>,
-    ) -> Result<KernelId, WriteError> {
+    pub fn add_kernel(&mut self, module: ModuleId, name: &str, params: Vec<ParamDecl>) -> Result<KernelId, WriteError> {
         if module as usize >= self.modules.len() {
             return invalid(format!("kernel {name} names unknown module {module}"));
         }
@@ -280,7 +275,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         if let Some(&owner) = self.open_bodies.last() {
             let body_device = self.op_device(owner);
             if device != body_device {
-                return invalid(format!("op {owner}'s body runs on device {body_device}; its ops cannot move to device {device}"));
+                return invalid(format!(
+                    "op {owner}'s body runs on device {body_device}; its ops cannot move to device {device}"
+                ));
             }
         }
         self.current_device = device;
@@ -366,8 +363,12 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     pub fn add_region_reloc(&mut self, region: RegionId, reloc: Reloc) -> Result<(), WriteError> {
         let size = self.region_size(region)?;
         self.check_reloc(size, &reloc, &format!("region {region}"))?;
-        let (owner, target) = (self.regions[region as usize].decl.device, self.regions[reloc.target as usize].decl.device);
-        refuse(&format!("pointer in region {region}"), rules::same_device(0, "its target", reloc.target, target, owner))?;
+        let (owner, target) =
+            (self.regions[region as usize].decl.device, self.regions[reloc.target as usize].decl.device);
+        refuse(
+            &format!("pointer in region {region}"),
+            rules::same_device(0, "its target", reloc.target, target, owner),
+        )?;
         self.region_relocs.push((region, reloc));
         Ok(())
     }
@@ -399,7 +400,11 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         }
         refuse(&format!("launch of kernel {}", self.strings[k.name as usize]), rules::launch_dims(l.grid, l.block))?;
         if l.params.len() as u64 > rules::MAX_PARAM_BYTES {
-            return invalid(format!("launch has {} parameter bytes, more than {}", l.params.len(), rules::MAX_PARAM_BYTES));
+            return invalid(format!(
+                "launch has {} parameter bytes, more than {}",
+                l.params.len(),
+                rules::MAX_PARAM_BYTES
+            ));
         }
         let op = self.ops.len() as OpId;
         for r in &l.relocs {
@@ -529,7 +534,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
 
     fn event_op(&mut self, kind: u32, what: &str, event: EventId) -> Result<OpId, WriteError> {
         if self.devices.is_empty() {
-            return invalid(format!("a {what} op needs declared devices (add_device): one-device archives have no events"));
+            return invalid(format!(
+                "a {what} op needs declared devices (add_device): one-device archives have no events"
+            ));
         }
         self.region_op(kind, event)
     }
@@ -711,8 +718,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         }
         out.push((SectionKind::Regions, regions));
 
-        let mut relocs =
-            table_header(self.launch_relocs.len() + self.region_relocs.len(), RELOC_LEN);
+        let mut relocs = table_header(self.launch_relocs.len() + self.region_relocs.len(), RELOC_LEN);
         let all = self
             .launch_relocs
             .iter()

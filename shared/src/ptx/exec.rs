@@ -61,7 +61,9 @@ fn native_kernel<'m>(module: &'m Module, e: &Entry) -> Result<(&'m Function, Arc
     let f = &module.funcs[e.func as usize];
     match module.jit.kernel(e.func, f, e.params_size, None) {
         Some(k) => Ok((f, k)),
-        None => Err(jit::unsupported(f).map_or_else(|| "the code generator rejected it".to_string(), |why| why.to_string())),
+        None => {
+            Err(jit::unsupported(f).map_or_else(|| "the code generator rejected it".to_string(), |why| why.to_string()))
+        }
     }
 }
 
@@ -164,18 +166,9 @@ pub enum ExecError {
         line: u32,
     },
     #[error("kernel `{kernel}` block {block:?}: barrier reached by only part of the block's threads (line {line})")]
-    DivergentBarrier {
-        kernel: String,
-        block: [u32; 3],
-        line: u32,
-    },
+    DivergentBarrier { kernel: String, block: [u32; 3], line: u32 },
     #[error("kernel `{kernel}` block {block:?} thread {thread:?}: trap (line {line})")]
-    Trap {
-        kernel: String,
-        block: [u32; 3],
-        thread: [u32; 3],
-        line: u32,
-    },
+    Trap { kernel: String, block: [u32; 3], thread: [u32; 3], line: u32 },
     #[error("kernel `{kernel}`: instruction budget of {budget} exhausted")]
     Budget { kernel: String, budget: u64 },
     #[error("kernel `{kernel}`: cancelled")]
@@ -261,11 +254,7 @@ impl<const MW: usize> Mask<MW> {
         }
     }
     #[inline]
-    fn try_each<E>(
-        &self,
-        nwords: usize,
-        mut f: impl FnMut(usize) -> Result<(), E>,
-    ) -> Result<(), E> {
+    fn try_each<E>(&self, nwords: usize, mut f: impl FnMut(usize) -> Result<(), E>) -> Result<(), E> {
         for w in 0..nwords {
             let mut bits = self.0[w];
             while bits != 0 {
@@ -363,14 +352,20 @@ fn with_scratch<const MW: usize, T>(f: impl FnOnce(&mut Scratch<MW>, &mut Native
     }
 }
 
-
 /// What native code's slow path needs from a worker, whatever its mask width: one thread's
 /// checked load, store or atomic.
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 trait ThreadAccess {
     /// Runs `inst` for thread `l` at `addr` (`b`, `c`: the value operands); `None` if `inst`
     /// does not access memory. Gives the result, the access size and whether it writes.
-    fn access(&mut self, inst: &Inst, addr: u64, b: u64, c: u64, l: usize) -> Option<(Result<u64, (Fault, Space)>, u8, bool)>;
+    fn access(
+        &mut self,
+        inst: &Inst,
+        addr: u64,
+        b: u64,
+        c: u64,
+        l: usize,
+    ) -> Option<(Result<u64, (Fault, Space)>, u8, bool)>;
     /// The fault of thread `l`'s vector load or store `ins` at `addr` when that is not aligned to
     /// the whole vector.
     fn misaligned(&self, ins: &Instr, addr: u64, l: usize) -> Option<Stop>;
@@ -378,14 +373,19 @@ trait ThreadAccess {
 
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 impl<const MW: usize> ThreadAccess for Worker<'_, MW> {
-    fn access(&mut self, inst: &Inst, addr: u64, b: u64, c: u64, l: usize) -> Option<(Result<u64, (Fault, Space)>, u8, bool)> {
+    fn access(
+        &mut self,
+        inst: &Inst,
+        addr: u64,
+        b: u64,
+        c: u64,
+        l: usize,
+    ) -> Option<(Result<u64, (Fault, Space)>, u8, bool)> {
         Some(match *inst {
             Inst::Ld { space, size, .. } => (self.load(space, addr, size, l), size, false),
-            Inst::St { space, size, .. } => (
-                self.store(space, addr, size, b & mask_bits(size as u32 * 8), l).map(|_| 0),
-                size,
-                true,
-            ),
+            Inst::St { space, size, .. } => {
+                (self.store(space, addr, size, b & mask_bits(size as u32 * 8), l).map(|_| 0), size, true)
+            }
             Inst::Atom { space, op, size, f, .. } => (self.atomic(space, addr, op, size, f, b, c, l), size, true),
             _ => return None,
         })
@@ -422,22 +422,9 @@ struct Worker<'a, const MW: usize> {
 
 /// A failure inside a block before it is dressed with kernel, block and thread.
 enum Stop {
-    Mem {
-        lane: usize,
-        addr: u64,
-        size: u32,
-        space: Space,
-        fault: Fault,
-        write: bool,
-        line: u32,
-    },
-    Barrier {
-        line: u32,
-    },
-    Trap {
-        lane: usize,
-        line: u32,
-    },
+    Mem { lane: usize, addr: u64, size: u32, space: Space, fault: Fault, write: bool, line: u32 },
+    Barrier { line: u32 },
+    Trap { lane: usize, line: u32 },
     Budget,
     Cancelled,
     Aborted,
@@ -512,43 +499,25 @@ impl LaunchPlan {
             .position(|e| e.name == entry)
             .ok_or_else(|| ExecError::NoSuchKernel(entry.to_string()))?;
         let e = &module.entries[index];
-        let bad = |reason: String| ExecError::BadLaunch {
-            kernel: entry.to_string(),
-            reason,
-        };
+        let bad = |reason: String| ExecError::BadLaunch { kernel: entry.to_string(), reason };
         let threads: u64 = dims.block.iter().map(|&d| d as u64).product();
         if dims.block.contains(&0) || dims.grid.contains(&0) {
-            return Err(bad(format!(
-                "empty grid {:?} or block {:?}",
-                dims.grid, dims.block
-            )));
+            return Err(bad(format!("empty grid {:?} or block {:?}", dims.grid, dims.block)));
         }
         if threads > MAX_THREADS || dims.block[2] > 64 {
-            return Err(bad(format!(
-                "block {:?} has more than {MAX_THREADS} threads or z above 64",
-                dims.block
-            )));
+            return Err(bad(format!("block {:?} has more than {MAX_THREADS} threads or z above 64", dims.block)));
         }
         if dims.grid[1] > 65535 || dims.grid[2] > 65535 || dims.grid[0] > i32::MAX as u32 {
-            return Err(bad(format!(
-                "grid {:?} exceeds the limits of a launch",
-                dims.grid
-            )));
+            return Err(bad(format!("grid {:?} exceeds the limits of a launch", dims.grid)));
         }
         let shared_size = module.dynamic_shared_base as u64 + dims.dynamic_shared as u64;
-        if dims.dynamic_shared > 0 && shared_size > MAX_SHARED_BYTES
-            || module.static_shared as u64 > MAX_SHARED_BYTES
-        {
+        if dims.dynamic_shared > 0 && shared_size > MAX_SHARED_BYTES || module.static_shared as u64 > MAX_SHARED_BYTES {
             return Err(bad(format!(
                 "{} bytes of shared memory per block ({} static + {} dynamic) exceed the {MAX_SHARED_BYTES} byte limit",
                 shared_size, module.static_shared, dims.dynamic_shared
             )));
         }
-        let shared_size = if dims.dynamic_shared > 0 {
-            shared_size
-        } else {
-            module.static_shared as u64
-        };
+        let shared_size = if dims.dynamic_shared > 0 { shared_size } else { module.static_shared as u64 };
         Ok(LaunchPlan {
             module: module.id,
             entry: index as u32,
@@ -599,11 +568,7 @@ impl LaunchPlan {
         if (params.len() as u64) < self.params_size as u64 {
             return Err(ExecError::BadLaunch {
                 kernel: entry.to_string(),
-                reason: format!(
-                    "{} bytes of parameters given, the kernel takes {}",
-                    params.len(),
-                    self.params_size
-                ),
+                reason: format!("{} bytes of parameters given, the kernel takes {}", params.len(), self.params_size),
             });
         }
         run_grid(self, module, entry, params, mem, opts)
@@ -678,18 +643,11 @@ fn over_blocks(
         #[cfg(feature = "parallel")]
         {
             use rayon::prelude::*;
-            let workers = if opts.threads == 0 {
-                rayon::current_num_threads()
-            } else {
-                opts.threads
-            };
+            let workers = if opts.threads == 0 { rayon::current_num_threads() } else { opts.threads };
             let chunks = (workers as u64 * 4).min(nblocks).max(1);
             let per = nblocks.div_ceil(chunks);
-            let ranges: Vec<_> = (0..chunks)
-                .map(|c| c * per..((c + 1) * per).min(nblocks))
-                .collect();
-            let results: Vec<Result<(u64, u64), ExecError>> =
-                ranges.into_par_iter().map(&run_range).collect();
+            let ranges: Vec<_> = (0..chunks).map(|c| c * per..((c + 1) * per).min(nblocks)).collect();
+            let results: Vec<Result<(u64, u64), ExecError>> = ranges.into_par_iter().map(&run_range).collect();
             let mut first_err = None;
             for r in results {
                 match r {
@@ -700,9 +658,7 @@ fn over_blocks(
                     Err(ExecError::Cancelled { .. }) if first_err.is_some() => {}
                     Err(e) => {
                         // A block stopped because another failed says nothing new.
-                        if first_err.is_none()
-                            || matches!(first_err, Some(ExecError::Cancelled { .. }))
-                        {
+                        if first_err.is_none() || matches!(first_err, Some(ExecError::Cancelled { .. })) {
                             first_err = Some(e);
                         }
                     }
@@ -713,13 +669,7 @@ fn over_blocks(
             }
         }
     }
-    Ok(LaunchStats {
-        blocks: nblocks,
-        instructions,
-        thread_instructions,
-        jit,
-        lanes: false,
-    })
+    Ok(LaunchStats { blocks: nblocks, instructions, thread_instructions, jit, lanes: false })
 }
 
 /// Runs the blocks of `range` on this OS thread's worker: `block` runs one and returns the
@@ -760,11 +710,7 @@ fn run_range_on<const MW: usize>(
     }
 }
 
-fn run_blocks<const MW: usize>(
-    ctx: &Ctx,
-    plan: &LaunchPlan,
-    opts: &ExecOptions,
-) -> Result<LaunchStats, ExecError> {
+fn run_blocks<const MW: usize>(ctx: &Ctx, plan: &LaunchPlan, opts: &ExecOptions) -> Result<LaunchStats, ExecError> {
     let threads = plan.threads;
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
         let (_, count) = run_range_on::<MW>(ctx, range, |_| {}, |w, _, b| w.run_block(b).map(|()| 0))?;
@@ -784,7 +730,8 @@ fn run_native<const MW: usize>(
     let threads = plan.threads;
     let code = k.variant(&ctx.module.funcs[plan.func as usize], plan.dims.block, opts.engine == Engine::Jit);
     let run_range = |range: std::ops::Range<u64>| -> Result<(u64, u64), ExecError> {
-        let (total, _) = run_range_on::<MW>(ctx, range, |js| js.prepare(mem), |w, js, b| k.run_block_named(code, w, js, b))?;
+        let (total, _) =
+            run_range_on::<MW>(ctx, range, |js| js.prepare(mem), |w, js, b| k.run_block_named(code, w, js, b))?;
         // A division is a good share of a one-thread launch: skip the common trivial one.
         Ok((if threads == 1 { total } else { total / threads }, total))
     };
@@ -867,9 +814,9 @@ macro_rules! with_compare {
             (CmpTy::F(F::F32), Cmp::Eq, false) => {
                 $run!(|x: u64, y: u64| (f32v(x) == f32v(y)) as u64)
             }
-            (CmpTy::F(F::F32), Cmp::Ne, false) => $run!(|x: u64, y: u64| {
-                f32v(x).partial_cmp(&f32v(y)).is_some_and(|o| o.is_ne()) as u64
-            }),
+            (CmpTy::F(F::F32), Cmp::Ne, false) => {
+                $run!(|x: u64, y: u64| { f32v(x).partial_cmp(&f32v(y)).is_some_and(|o| o.is_ne()) as u64 })
+            }
             (CmpTy::F(F::F32), Cmp::Lt, false) => {
                 $run!(|x: u64, y: u64| (f32v(x) < f32v(y)) as u64)
             }
@@ -909,45 +856,20 @@ fn un(regs: &[u64], out: &mut [u64], n: usize, a: usize, f: impl Fn(u64) -> u64)
 
 #[inline(always)]
 fn bin(regs: &[u64], out: &mut [u64], n: usize, a: usize, b: usize, f: impl Fn(u64, u64) -> u64) {
-    for ((o, &x), &y) in out[..n]
-        .iter_mut()
-        .zip(&regs[a..a + n])
-        .zip(&regs[b..b + n])
-    {
+    for ((o, &x), &y) in out[..n].iter_mut().zip(&regs[a..a + n]).zip(&regs[b..b + n]) {
         *o = f(x, y);
     }
 }
 
 #[inline(always)]
-fn tern(
-    regs: &[u64],
-    out: &mut [u64],
-    n: usize,
-    a: usize,
-    b: usize,
-    c: usize,
-    f: impl Fn(u64, u64, u64) -> u64,
-) {
-    for (((o, &x), &y), &z) in out[..n]
-        .iter_mut()
-        .zip(&regs[a..a + n])
-        .zip(&regs[b..b + n])
-        .zip(&regs[c..c + n])
-    {
+fn tern(regs: &[u64], out: &mut [u64], n: usize, a: usize, b: usize, c: usize, f: impl Fn(u64, u64, u64) -> u64) {
+    for (((o, &x), &y), &z) in out[..n].iter_mut().zip(&regs[a..a + n]).zip(&regs[b..b + n]).zip(&regs[c..c + n]) {
         *o = f(x, y, z);
     }
 }
 
 #[inline]
-fn commit<const MW: usize>(
-    regs: &mut [u64],
-    d: usize,
-    out: &[u64],
-    n: usize,
-    m: &Mask<MW>,
-    full: bool,
-    nwords: usize,
-) {
+fn commit<const MW: usize>(regs: &mut [u64], d: usize, out: &[u64], n: usize, m: &Mask<MW>, full: bool, nwords: usize) {
     if full {
         regs[d..d + n].copy_from_slice(&out[..n]);
         return;
@@ -1043,15 +965,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
         let kernel = self.ctx.kernel.to_string();
         let block = self.ctaid;
         match s {
-            Stop::Mem {
-                lane,
-                addr,
-                size,
-                space,
-                fault,
-                write,
-                line,
-            } => ExecError::Memory {
+            Stop::Mem { lane, addr, size, space, fault, write, line } => ExecError::Memory {
                 kernel,
                 block,
                 thread: self.thread_of(lane),
@@ -1067,21 +981,9 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 },
                 line,
             },
-            Stop::Barrier { line } => ExecError::DivergentBarrier {
-                kernel,
-                block,
-                line,
-            },
-            Stop::Trap { lane, line } => ExecError::Trap {
-                kernel,
-                block,
-                thread: self.thread_of(lane),
-                line,
-            },
-            Stop::Budget => ExecError::Budget {
-                kernel,
-                budget: self.ctx.budget.unwrap_or(0),
-            },
+            Stop::Barrier { line } => ExecError::DivergentBarrier { kernel, block, line },
+            Stop::Trap { lane, line } => ExecError::Trap { kernel, block, thread: self.thread_of(lane), line },
+            Stop::Budget => ExecError::Budget { kernel, budget: self.ctx.budget.unwrap_or(0) },
             Stop::Cancelled | Stop::Aborted => ExecError::Cancelled { kernel },
         }
     }
@@ -1089,9 +991,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
     fn flush(&mut self) {
         let d = self.count - self.flushed;
         self.flushed = self.count;
-        self.ctx
-            .used
-            .fetch_add(d * self.n as u64, Ordering::Relaxed);
+        self.ctx.used.fetch_add(d * self.n as u64, Ordering::Relaxed);
     }
 
     #[cold]
@@ -1100,9 +1000,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
         let before = self.ctx.used.load(Ordering::Relaxed);
         self.flush();
         if let Some(b) = self.ctx.budget {
-            if before + (CHECK_EVERY * self.n as u64) > b
-                && self.ctx.used.load(Ordering::Relaxed) > b
-            {
+            if before + (CHECK_EVERY * self.n as u64) > b && self.ctx.used.load(Ordering::Relaxed) > b {
                 return Err(Stop::Budget);
             }
         }
@@ -1132,37 +1030,20 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 }
                 Sreg::Ntid(d) => dst.fill(dims.block[d as usize] as u64),
                 Sreg::Nctaid(d) => dst.fill(dims.grid[d as usize] as u64),
-                Sreg::LaneId => dst
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(l, x)| *x = (l & 31) as u64),
-                Sreg::WarpId => dst
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(l, x)| *x = (l >> 5) as u64),
+                Sreg::LaneId => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (l & 31) as u64),
+                Sreg::WarpId => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (l >> 5) as u64),
                 Sreg::NWarpId => dst.fill(n.div_ceil(32) as u64),
                 Sreg::SmId | Sreg::GridId | Sreg::Zero => dst.fill(0),
                 Sreg::NSmId => dst.fill(1),
-                Sreg::LaneMaskEq => dst
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(l, x)| *x = 1u64 << (l & 31)),
-                Sreg::LaneMaskLt => dst
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(l, x)| *x = (1u64 << (l & 31)) - 1),
-                Sreg::LaneMaskLe => dst
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(l, x)| *x = (2u64 << (l & 31)) - 1),
-                Sreg::LaneMaskGt => dst
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(l, x)| *x = (!((2u64 << (l & 31)) - 1)) & 0xFFFF_FFFF),
-                Sreg::LaneMaskGe => dst
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(l, x)| *x = (!((1u64 << (l & 31)) - 1)) & 0xFFFF_FFFF),
+                Sreg::LaneMaskEq => dst.iter_mut().enumerate().for_each(|(l, x)| *x = 1u64 << (l & 31)),
+                Sreg::LaneMaskLt => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (1u64 << (l & 31)) - 1),
+                Sreg::LaneMaskLe => dst.iter_mut().enumerate().for_each(|(l, x)| *x = (2u64 << (l & 31)) - 1),
+                Sreg::LaneMaskGt => {
+                    dst.iter_mut().enumerate().for_each(|(l, x)| *x = (!((2u64 << (l & 31)) - 1)) & 0xFFFF_FFFF)
+                }
+                Sreg::LaneMaskGe => {
+                    dst.iter_mut().enumerate().for_each(|(l, x)| *x = (!((1u64 << (l & 31)) - 1)) & 0xFFFF_FFFF)
+                }
                 Sreg::DynSmemSize => dst.fill(dims.dynamic_shared as u64),
                 Sreg::TotalSmemSize => dst.fill(self.ctx.shared_size as u64),
             }
@@ -1218,11 +1099,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             call_mask: self.all,
             call: None,
         });
-        self.b.simt.push(SimtEntry {
-            pc: 0,
-            rpc: u32::MAX,
-            mask: self.all,
-        });
+        self.b.simt.push(SimtEntry { pc: 0, rpc: u32::MAX, mask: self.all });
         self.pending = None;
         self.run()?;
         self.pending.take().map_or(Ok(()), Err)
@@ -1350,8 +1227,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                                 pc = t;
                             } else {
                                 let r = *reconv;
-                                let mut groups: [(u32, Mask<MW>); 2] =
-                                    [(t as u32, em), (pc as u32 + 1, not_taken)];
+                                let mut groups: [(u32, Mask<MW>); 2] = [(t as u32, em), (pc as u32 + 1, not_taken)];
                                 let mut k = 0;
                                 for i in 0..2 {
                                     if groups[i].0 != r {
@@ -1365,34 +1241,16 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                                         0 => {
                                             self.b.simt.pop();
                                         }
-                                        1 => {
-                                            *top = SimtEntry {
-                                                pc: groups[0].0,
-                                                rpc: r,
-                                                mask: groups[0].1,
-                                            }
-                                        }
+                                        1 => *top = SimtEntry { pc: groups[0].0, rpc: r, mask: groups[0].1 },
                                         _ => {
-                                            *top = SimtEntry {
-                                                pc: groups[1].0,
-                                                rpc: r,
-                                                mask: groups[1].1,
-                                            };
-                                            self.b.simt.push(SimtEntry {
-                                                pc: groups[0].0,
-                                                rpc: r,
-                                                mask: groups[0].1,
-                                            });
+                                            *top = SimtEntry { pc: groups[1].0, rpc: r, mask: groups[1].1 };
+                                            self.b.simt.push(SimtEntry { pc: groups[0].0, rpc: r, mask: groups[0].1 });
                                         }
                                     }
                                 } else {
                                     top.pc = r;
                                     for g in groups[..k].iter().rev() {
-                                        self.b.simt.push(SimtEntry {
-                                            pc: g.0,
-                                            rpc: r,
-                                            mask: g.1,
-                                        });
+                                        self.b.simt.push(SimtEntry { pc: g.0, rpc: r, mask: g.1 });
                                     }
                                 }
                                 continue 'entry;
@@ -1434,19 +1292,12 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                             }
                             pc += 1;
                         }
-                        Inst::Call {
-                            func: callee_idx,
-                            args,
-                            ..
-                        } => {
+                        Inst::Call { func: callee_idx, args, .. } => {
                             if em.is_empty() {
                                 pc += 1;
                             } else {
                                 if self.b.frames.len() >= MAX_CALL_DEPTH {
-                                    return Err(Stop::Trap {
-                                        lane: 0,
-                                        line: ins.line,
-                                    });
+                                    return Err(Stop::Trap { lane: 0, line: ins.line });
                                 }
                                 self.b.simt.last_mut().expect("entry").pc = pc as u32 + 1;
                                 let callee = &module.funcs[*callee_idx as usize];
@@ -1471,20 +1322,11 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                                     call_mask: em,
                                     call: Some((pc as u32, lb)),
                                 });
-                                self.b.simt.push(SimtEntry {
-                                    pc: 0,
-                                    rpc: u32::MAX,
-                                    mask: em,
-                                });
+                                self.b.simt.push(SimtEntry { pc: 0, rpc: u32::MAX, mask: em });
                                 continue 'frame;
                             }
                         }
-                        Inst::Bar {
-                            count,
-                            red,
-                            d,
-                            arrive,
-                        } => {
+                        Inst::Bar { count, red, d, arrive } => {
                             if !em.is_empty() {
                                 self.segment_end()?;
                                 self.barrier(fi, func, em, *count, rb, ins.line)?;
@@ -1537,15 +1379,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
         }
     }
 
-    fn barrier(
-        &self,
-        fi: usize,
-        func: &Function,
-        em: Mask<MW>,
-        count: Option<R>,
-        rb: usize,
-        line: u32,
-    ) -> Res<()> {
+    fn barrier(&self, fi: usize, func: &Function, em: Mask<MW>, count: Option<R>, rb: usize, line: u32) -> Res<()> {
         let live = self.all.andnot(self.exited);
         let mut missing = live.andnot(em);
         if missing.is_empty() {
@@ -1633,17 +1467,13 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 Ok(r.load(off, size))
             }
             Space::Shared => {
-                if a.checked_add(sz)
-                    .is_none_or(|e| e > self.b.shared.len() as u64)
-                {
+                if a.checked_add(sz).is_none_or(|e| e > self.b.shared.len() as u64) {
                     return Err((Fault::OutOfBounds, sp));
                 }
                 if a & (sz - 1) != 0 {
                     return Err((Fault::Misaligned, sp));
                 }
-                Ok(read_le(
-                    &self.b.shared[a as usize..a as usize + size as usize],
-                ))
+                Ok(read_le(&self.b.shared[a as usize..a as usize + size as usize]))
             }
             Space::Local => {
                 let stride = self.ctx.stack as u64;
@@ -1665,14 +1495,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
     }
 
     #[inline]
-    fn store(
-        &mut self,
-        space: Space,
-        a: u64,
-        size: u8,
-        v: u64,
-        l: usize,
-    ) -> Result<(), (Fault, Space)> {
+    fn store(&mut self, space: Space, a: u64, size: u8, v: u64, l: usize) -> Result<(), (Fault, Space)> {
         let (sp, a) = self.resolve(space, a);
         let sz = size as u64;
         match sp {
@@ -1682,9 +1505,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 r.store(off, size, v).map_err(|f| (f, sp))
             }
             Space::Shared => {
-                if a.checked_add(sz)
-                    .is_none_or(|e| e > self.b.shared.len() as u64)
-                {
+                if a.checked_add(sz).is_none_or(|e| e > self.b.shared.len() as u64) {
                     return Err((Fault::OutOfBounds, sp));
                 }
                 if a & (sz - 1) != 0 {
@@ -1726,10 +1547,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 let (r, off) = self.global(a).ok_or((Fault::OutOfBounds, sp))?;
                 r.check(off, sz).map_err(|f| (f, sp))?;
                 if size == 4 && op == AtomOp::Add {
-                    return r
-                        .fetch_add32(off, b as u32)
-                        .map(|v| v as u64)
-                        .map_err(|f| (f, sp));
+                    return r.fetch_add32(off, b as u32).map(|v| v as u64).map_err(|f| (f, sp));
                 }
                 r.rmw(off, size, apply).map_err(|f| (f, sp))
             }
@@ -1807,11 +1625,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 for l in 0..n {
                     let a = regs[o + l].wrapping_add(off);
                     if a >= lim.saturating_sub(3) || a & 3 != 0 {
-                        let f = if a & 3 != 0 && a < lim {
-                            Fault::Misaligned
-                        } else {
-                            Fault::OutOfBounds
-                        };
+                        let f = if a & 3 != 0 && a < lim { Fault::Misaligned } else { Fault::OutOfBounds };
                         return Err(fail(l, a, f));
                     }
                     let i = a as usize;
@@ -1890,21 +1704,12 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 None => fixed,
             };
             let (r, o) = cache.get(ctx, a, sz).map_err(|f| fail(l, a, f))?;
-            r.store(o, size, regs[src + l] & mask_bits(size as u32 * 8))
-                .map_err(|f| fail(l, a, f))
+            r.store(o, size, regs[src + l] & mask_bits(size as u32 * 8)).map_err(|f| fail(l, a, f))
         })
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn exec(
-        &mut self,
-        inst: &Inst,
-        rb: usize,
-        lb: usize,
-        em: Mask<MW>,
-        full: bool,
-        line: u32,
-    ) -> Res<()> {
+    fn exec(&mut self, inst: &Inst, rb: usize, lb: usize, em: Mask<MW>, full: bool, line: u32) -> Res<()> {
         let n = self.n;
         let nw = self.nwords;
         let ro = |r: R| (rb + r as usize) * n;
@@ -1929,11 +1734,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             ($d:expr, $a:expr, $b:expr, $f:expr) => {{
                 if full {
                     let c = std::cell::Cell::from_mut(&mut self.b.regs[..]).as_slice_of_cells();
-                    let (dd, aa, bb) = (
-                        &c[ro($d)..ro($d) + n],
-                        &c[ro($a)..ro($a) + n],
-                        &c[ro($b)..ro($b) + n],
-                    );
+                    let (dd, aa, bb) = (&c[ro($d)..ro($d) + n], &c[ro($a)..ro($a) + n], &c[ro($b)..ro($b) + n]);
                     let f = as_bin($f);
                     for ((o, x), y) in dd.iter().zip(aa).zip(bb) {
                         o.set(f(x.get(), y.get()));
@@ -1968,14 +1769,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             Inst::Un { op, d, a } => exec_un!(un, op, d, a),
             Inst::Bin { op, d, a, b } => exec_bin!(bin, op, d, a, b),
             Inst::Tern { op, d, a, b, c } => exec_tern!(tern, op, d, a, b, c),
-            Inst::Bfi {
-                w,
-                d,
-                f,
-                b,
-                pos,
-                len,
-            } => {
+            Inst::Bfi { w, d, f, b, pos, len } => {
                 let bits = w.bits() as u64;
                 let (po, lo) = (ro(pos), ro(len));
                 for l in 0..n {
@@ -1989,16 +1783,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 }
                 commit(&mut self.b.regs, ro(d), &self.b.out, n, &em, full, nw);
             }
-            Inst::Setp {
-                ty,
-                cmp,
-                ftz,
-                d,
-                dn,
-                a,
-                b,
-                comb,
-            } => {
+            Inst::Setp { ty, cmp, ftz, d, dn, a, b, comb } => {
                 macro_rules! run {
                     ($f:expr) => {
                         bin(&self.b.regs, &mut self.b.out, n, ro(a), ro(b), $f)
@@ -2023,19 +1808,8 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                     commit(&mut self.b.regs, ro(q), &self.b.out2, n, &em, full, nw);
                 }
             }
-            Inst::Set {
-                ty,
-                cmp,
-                ftz,
-                d,
-                float_result,
-                a,
-                b,
-                comb,
-            } => {
-                bin(&self.b.regs, &mut self.b.out, n, ro(a), ro(b), |x, y| {
-                    compare(ty, cmp, ftz, x, y) as u64
-                });
+            Inst::Set { ty, cmp, ftz, d, float_result, a, b, comb } => {
+                bin(&self.b.regs, &mut self.b.out, n, ro(a), ro(b), |x, y| compare(ty, cmp, ftz, x, y) as u64);
                 if let Some((op, c, neg)) = comb {
                     let co = ro(c);
                     for l in 0..n {
@@ -2058,13 +1832,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 let o = ro(d);
                 em.for_each(nw, |l| self.b.regs[o + l] = v);
             }
-            Inst::Cvta {
-                to_generic,
-                space,
-                d,
-                a,
-                dmask,
-            } => {
+            Inst::Cvta { to_generic, space, d, a, dmask } => {
                 let base = window_base(space);
                 if to_generic {
                     un!(d, a, |x| x.wrapping_add(base) & dmask)
@@ -2072,35 +1840,13 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                     un!(d, a, |x| x.wrapping_sub(base) & dmask)
                 }
             }
-            Inst::Ld {
-                space,
-                size,
-                sext,
-                dmask,
-                n: 1,
-                d,
-                addr,
-            } if matches!(space, Space::Global | Space::Shared) => {
+            Inst::Ld { space, size, sext, dmask, n: 1, d, addr } if matches!(space, Space::Global | Space::Shared) => {
                 self.ld1(space, size, sext, dmask, ro(d[0]), &addr, rb, lb, em, line)?;
             }
-            Inst::St {
-                space,
-                size,
-                n: 1,
-                a: srcs,
-                addr,
-            } if matches!(space, Space::Global | Space::Shared) => {
+            Inst::St { space, size, n: 1, a: srcs, addr } if matches!(space, Space::Global | Space::Shared) => {
                 self.st1(space, size, ro(srcs[0]), &addr, rb, lb, em, line)?;
             }
-            Inst::Ld {
-                space,
-                size,
-                sext,
-                dmask,
-                n: cnt,
-                d,
-                addr,
-            } => {
+            Inst::Ld { space, size, sext, dmask, n: cnt, d, addr } => {
                 let sbits = size as u32 * 8;
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
@@ -2109,34 +1855,22 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                     }
                     for (k, &dk) in d.iter().enumerate().take(cnt as usize) {
                         let ea = a.wrapping_add((k * size as usize) as u64);
-                        let v = self
-                            .load(space, ea, size, l)
-                            .map_err(|(fault, sp)| Stop::Mem {
-                                lane: l,
-                                addr: ea,
-                                size: size as u32,
-                                space: sp,
-                                fault,
-                                write: false,
-                                line,
-                            })?;
-                        let v = if sext && sbits < 64 {
-                            sx(v, sbits) as u64
-                        } else {
-                            v
-                        };
+                        let v = self.load(space, ea, size, l).map_err(|(fault, sp)| Stop::Mem {
+                            lane: l,
+                            addr: ea,
+                            size: size as u32,
+                            space: sp,
+                            fault,
+                            write: false,
+                            line,
+                        })?;
+                        let v = if sext && sbits < 64 { sx(v, sbits) as u64 } else { v };
                         self.b.regs[ro(dk) + l] = v & dmask;
                     }
                     Ok(())
                 })?;
             }
-            Inst::St {
-                space,
-                size,
-                n: cnt,
-                a: srcs,
-                addr,
-            } => {
+            Inst::St { space, size, n: cnt, a: srcs, addr } => {
                 let vm = mask_bits(size as u32 * 8);
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
@@ -2146,59 +1880,40 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                     for (k, &s) in srcs.iter().enumerate().take(cnt as usize) {
                         let ea = a.wrapping_add((k * size as usize) as u64);
                         let v = self.b.regs[ro(s) + l] & vm;
-                        self.store(space, ea, size, v, l)
-                            .map_err(|(fault, sp)| Stop::Mem {
-                                lane: l,
-                                addr: ea,
-                                size: size as u32,
-                                space: sp,
-                                fault,
-                                write: true,
-                                line,
-                            })?;
+                        self.store(space, ea, size, v, l).map_err(|(fault, sp)| Stop::Mem {
+                            lane: l,
+                            addr: ea,
+                            size: size as u32,
+                            space: sp,
+                            fault,
+                            write: true,
+                            line,
+                        })?;
                     }
                     Ok(())
                 })?;
             }
-            Inst::Atom {
-                space,
-                op,
-                size,
-                f,
-                d,
-                addr,
-                b,
-                c,
-            } => {
+            Inst::Atom { space, op, size, f, d, addr, b, c } => {
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
                     let bv = self.b.regs[ro(b) + l];
                     let cv = self.b.regs[ro(c) + l];
-                    let old =
-                        self.atomic(space, a, op, size, f, bv, cv, l)
-                            .map_err(|(fault, sp)| Stop::Mem {
-                                lane: l,
-                                addr: a,
-                                size: size as u32,
-                                space: sp,
-                                fault,
-                                write: true,
-                                line,
-                            })?;
+                    let old = self.atomic(space, a, op, size, f, bv, cv, l).map_err(|(fault, sp)| Stop::Mem {
+                        lane: l,
+                        addr: a,
+                        size: size as u32,
+                        space: sp,
+                        fault,
+                        write: true,
+                        line,
+                    })?;
                     if let Some(d) = d {
                         self.b.regs[ro(d) + l] = old;
                     }
                     Ok(())
                 })?;
             }
-            Inst::Shfl {
-                mode,
-                d,
-                p,
-                a,
-                b,
-                c,
-            } => {
+            Inst::Shfl { mode, d, p, a, b, c } => {
                 let (ao, bo, co) = (ro(a), ro(b), ro(c));
                 em.for_each(nw, |l| {
                     let (src, ok) = shfl_source(mode, l, self.b.regs[bo + l], self.b.regs[co + l], n);
@@ -2243,9 +1958,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                     if act == 0 {
                         continue;
                     }
-                    let lanes = (0..32)
-                        .filter(|k| act >> k & 1 != 0)
-                        .map(|k| self.b.regs[ao + w * 32 + k] as u32);
+                    let lanes = (0..32).filter(|k| act >> k & 1 != 0).map(|k| self.b.regs[ao + w * 32 + k] as u32);
                     let v = match op {
                         ReduxOp::Add => lanes.fold(0u32, |x, y| x.wrapping_add(y)),
                         ReduxOp::MinU => lanes.min().unwrap_or(0),
@@ -2264,21 +1977,12 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 }
             }
             Inst::Clock { d, wide } => {
-                let v = if wide {
-                    self.count
-                } else {
-                    self.count & 0xFFFF_FFFF
-                };
+                let v = if wide { self.count } else { self.count & 0xFFFF_FFFF };
                 let o = ro(d);
                 em.for_each(nw, |l| self.b.regs[o + l] = v);
             }
             Inst::Nop | Inst::WarpSync => {}
-            Inst::Bra { .. }
-            | Inst::Ret
-            | Inst::Exit
-            | Inst::Trap
-            | Inst::Bar { .. }
-            | Inst::Call { .. } => {
+            Inst::Bra { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Call { .. } => {
                 unreachable!("control flow is handled by the scheduler")
             }
         }

@@ -79,13 +79,7 @@ pub(crate) fn uses_defs(ins: &Instr) -> (Vec<R>, Vec<R>) {
             u.push(*a);
             d.push(*x);
         }
-        Inst::Bra { .. }
-        | Inst::Ret
-        | Inst::Exit
-        | Inst::Trap
-        | Inst::Call { .. }
-        | Inst::Nop
-        | Inst::WarpSync => {}
+        Inst::Bra { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Call { .. } | Inst::Nop | Inst::WarpSync => {}
     }
     if ins.guard.is_some() {
         // A guarded write may not happen: the old value stays live through it.
@@ -99,10 +93,7 @@ pub(crate) fn uses_defs(ins: &Instr) -> (Vec<R>, Vec<R>) {
 pub(crate) fn successors(f: &Function, pc: usize) -> [Option<usize>; 2] {
     let ins = &f.insts[pc];
     match ins.inst {
-        Inst::Bra { target, .. } => [
-            Some((target as usize).min(f.insts.len())),
-            ins.guard.is_some().then_some(pc + 1),
-        ],
+        Inst::Bra { target, .. } => [Some((target as usize).min(f.insts.len())), ins.guard.is_some().then_some(pc + 1)],
         Inst::Ret | Inst::Exit | Inst::Trap if ins.guard.is_none() => [None, None],
         _ => [Some(pc + 1), None],
     }

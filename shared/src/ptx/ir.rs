@@ -108,10 +108,7 @@ impl Ty {
         matches!(self, Ty::S8 | Ty::S16 | Ty::S32 | Ty::S64)
     }
     pub fn is_float(self) -> bool {
-        matches!(
-            self,
-            Ty::F16 | Ty::BF16 | Ty::F32 | Ty::F64 | Ty::F16x2 | Ty::BF16x2
-        )
+        matches!(self, Ty::F16 | Ty::BF16 | Ty::F32 | Ty::F64 | Ty::F16x2 | Ty::BF16x2)
     }
     pub fn float(self) -> Option<F> {
         match self {

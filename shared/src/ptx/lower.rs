@@ -4,11 +4,11 @@
 
 use std::collections::HashMap;
 
+use super::error::PtxError;
 use super::ir::*;
 use super::memory::Region;
-use super::parse::{self, InitElem, Lit, Operand, Stmt, VarDecl};
-use super::error::PtxError;
 use super::module::{Entry, Module, ParamInfo};
+use super::parse::{self, InitElem, Lit, Operand, Stmt, VarDecl};
 
 /// Largest static + dynamic shared memory a block may use (bytes), as on sm_90.
 pub const MAX_SHARED_BYTES: u64 = 228 * 1024;
@@ -32,12 +32,8 @@ fn align_up(x: u64, a: u64) -> u64 {
 }
 
 fn decl_ty(d: &VarDecl) -> Result<Ty, PtxError> {
-    Ty::parse(d.ty.trim_start_matches('.')).ok_or_else(|| {
-        PtxError::new(
-            d.line,
-            format!("unsupported type `{}` of `{}`", d.ty, d.name),
-        )
-    })
+    Ty::parse(d.ty.trim_start_matches('.'))
+        .ok_or_else(|| PtxError::new(d.line, format!("unsupported type `{}` of `{}`", d.ty, d.name)))
 }
 
 fn decl_size(d: &VarDecl, init_len: Option<u64>) -> Result<u64, PtxError> {
@@ -57,19 +53,13 @@ fn decl_size(d: &VarDecl, init_len: Option<u64>) -> Result<u64, PtxError> {
 
 fn decl_align(d: &VarDecl) -> Result<u64, PtxError> {
     let ty = decl_ty(d)?;
-    Ok(d.align
-        .map(|a| a as u64)
-        .unwrap_or((ty.bytes() * d.vec) as u64)
-        .max(1))
+    Ok(d.align.map(|a| a as u64).unwrap_or((ty.bytes() * d.vec) as u64).max(1))
 }
 
 pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
     let pm = parse::parse(text)?;
     if pm.address_size == Some(32) {
-        return Err(PtxError::new(
-            1,
-            "32-bit addressing (`.address_size 32`) is not supported".into(),
-        ));
+        return Err(PtxError::new(1, "32-bit addressing (`.address_size 32`) is not supported".into()));
     }
     let mut globals: HashMap<String, Sym> = HashMap::new();
     let mut func_index: HashMap<String, u32> = HashMap::new();
@@ -80,10 +70,7 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
                 if pm.funcs[j as usize].body.is_none() {
                     func_index.insert(f.name.clone(), i as u32);
                 } else if f.body.is_some() {
-                    return Err(PtxError::new(
-                        f.line,
-                        format!("function `{}` is defined twice", f.name),
-                    ));
+                    return Err(PtxError::new(f.line, format!("function `{}` is defined twice", f.name)));
                 }
             }
             None => {
@@ -130,10 +117,7 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
                 let init_len = v.init.as_ref().map(|i| i.len() as u64 / v.vec as u64);
                 let size = decl_size(v, init_len)?;
                 if size >= (1u64 << REGION_SHIFT) {
-                    return Err(PtxError::new(
-                        v.line,
-                        format!("variable `{}` is too large ({size} bytes)", v.name),
-                    ));
+                    return Err(PtxError::new(v.line, format!("variable `{}` is too large ({size} bytes)", v.name)));
                 }
                 if var_regions.len() as u64 >= MAX_REGION_SLOTS {
                     return Err(PtxError::new(v.line, "too many module variables".into()));
@@ -143,10 +127,7 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
                     .map_err(|e| PtxError::new(v.line, format!("variable `{}`: {e}", v.name)))?;
                 var_regions.push(region);
                 var_names.push(v.name.clone());
-                globals.insert(
-                    v.name.clone(),
-                    Sym::Var(MODVAR_BASE + ((idx as u64) << REGION_SHIFT)),
-                );
+                globals.insert(v.name.clone(), Sym::Var(MODVAR_BASE + ((idx as u64) << REGION_SHIFT)));
                 if v.init.is_some() {
                     pending_inits.push((idx, v));
                 }
@@ -154,18 +135,10 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
             ".local" => {
                 return Err(PtxError::new(
                     v.line,
-                    format!(
-                        "module-level `.local` variable `{}` is not supported",
-                        v.name
-                    ),
+                    format!("module-level `.local` variable `{}` is not supported", v.name),
                 ))
             }
-            s => {
-                return Err(PtxError::new(
-                    v.line,
-                    format!("unsupported module-level `{s}` variable `{}`", v.name),
-                ))
-            }
+            s => return Err(PtxError::new(v.line, format!("unsupported module-level `{s}` variable `{}`", v.name))),
         }
     }
     for name in func_index.keys() {
@@ -204,22 +177,11 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
     let n = funcs.len();
     let mut state = vec![0u8; n];
     let mut stack_size = vec![0u64; n];
-    fn visit(
-        i: usize,
-        funcs: &[Function],
-        state: &mut [u8],
-        stack: &mut [u64],
-    ) -> Result<u64, PtxError> {
+    fn visit(i: usize, funcs: &[Function], state: &mut [u8], stack: &mut [u64]) -> Result<u64, PtxError> {
         match state[i] {
             2 => return Ok(stack[i]),
             1 => {
-                return Err(PtxError::new(
-                    1,
-                    format!(
-                        "recursive call involving `{}` is not supported",
-                        funcs[i].name
-                    ),
-                ))
+                return Err(PtxError::new(1, format!("recursive call involving `{}` is not supported", funcs[i].name)))
             }
             _ => {}
         }
@@ -248,10 +210,7 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
         if stack_size[i] > MAX_LOCAL_BYTES {
             return Err(PtxError::new(
                 f.line,
-                format!(
-                    "kernel `{}` needs {} bytes of local memory per thread",
-                    f.name, stack_size[i]
-                ),
+                format!("kernel `{}` needs {} bytes of local memory per thread", f.name, stack_size[i]),
             ));
         }
         let mut params = Vec::new();
@@ -269,12 +228,7 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
             });
             off += size;
         }
-        entries.push(Entry {
-            name: f.name.clone(),
-            func: i as u32,
-            params,
-            params_size: off as u32,
-        });
+        entries.push(Entry { name: f.name.clone(), func: i as u32, params, params_size: off as u32 });
     }
     Ok(Module {
         id: super::module::next_module_id(),
@@ -324,10 +278,7 @@ fn init_bytes(v: &VarDecl, globals: &HashMap<String, Sym>) -> Result<Vec<u8>, Pt
                 _ => {
                     return Err(PtxError::new(
                         v.line,
-                        format!(
-                            "initializer of `{}` refers to `{name}`, which is not a variable",
-                            v.name
-                        ),
+                        format!("initializer of `{}` refers to `{name}`, which is not a variable", v.name),
                     ))
                 }
             },
@@ -406,12 +357,7 @@ impl<'a> Opc<'a> {
                 None => mods.push(p),
             }
         }
-        Opc {
-            base,
-            types,
-            mods,
-            full: op,
-        }
+        Opc { base, types, mods, full: op }
     }
     fn has(&self, m: &str) -> bool {
         self.mods.contains(&m)
@@ -441,10 +387,7 @@ impl<'a> Opc<'a> {
         None
     }
     fn flags(&self) -> FFlags {
-        FFlags {
-            ftz: self.has("ftz"),
-            sat: self.has("sat"),
-        }
+        FFlags { ftz: self.has("ftz"), sat: self.has("sat") }
     }
 }
 
@@ -527,11 +470,7 @@ impl<'m> FnLower<'m> {
         let out = o.has("cc");
         if !with_in {
             // Carry out first: `d` may be one of the sources.
-            let op = if sub {
-                BinOp::SubBorrowOut(w)
-            } else {
-                BinOp::AddCarryOut(w)
-            };
+            let op = if sub { BinOp::SubBorrowOut(w) } else { BinOp::AddCarryOut(w) };
             self.push(Inst::Bin { op, d: cc, a, b });
             let op = if sub { BinOp::Sub(w) } else { BinOp::Add(w) };
             self.push(Inst::Bin { op, d, a, b });
@@ -539,31 +478,13 @@ impl<'m> FnLower<'m> {
         }
         let t = self.new_reg(1);
         if out {
-            let op = if sub {
-                TernOp::SubcBorrowOut(w)
-            } else {
-                TernOp::AddcCarryOut(w)
-            };
-            self.push(Inst::Tern {
-                op,
-                d: t,
-                a,
-                b,
-                c: cc,
-            });
+            let op = if sub { TernOp::SubcBorrowOut(w) } else { TernOp::AddcCarryOut(w) };
+            self.push(Inst::Tern { op, d: t, a, b, c: cc });
         }
-        let op = if sub {
-            TernOp::Subc(w)
-        } else {
-            TernOp::Addc(w)
-        };
+        let op = if sub { TernOp::Subc(w) } else { TernOp::Addc(w) };
         self.push(Inst::Tern { op, d, a, b, c: cc });
         if out {
-            self.push(Inst::Un {
-                op: UnOp::Mov(1),
-                d: cc,
-                a: t,
-            });
+            self.push(Inst::Un { op: UnOp::Mov(1), d: cc, a: t });
         }
         Ok(())
     }
@@ -581,10 +502,7 @@ impl<'m> FnLower<'m> {
         let off = align_up(self.frame, align.max(1));
         self.frame = off + size;
         if self.frame > MAX_LOCAL_BYTES {
-            return self.err(format!(
-                "local frame of {} bytes exceeds the {MAX_LOCAL_BYTES} byte limit",
-                self.frame
-            ));
+            return self.err(format!("local frame of {} bytes exceeds the {MAX_LOCAL_BYTES} byte limit", self.frame));
         }
         Ok(off as u32)
     }
@@ -596,10 +514,7 @@ impl<'m> FnLower<'m> {
                 let ty = decl_ty(d)?;
                 let bits = ty.bits().min(64) * d.vec;
                 if bits > 64 {
-                    return self.err(format!(
-                        "register `{}` wider than 64 bits is not supported",
-                        d.name
-                    ));
+                    return self.err(format!("register `{}` wider than 64 bits is not supported", d.name));
                 }
                 match d.count {
                     Some(k) => {
@@ -608,45 +523,28 @@ impl<'m> FnLower<'m> {
                         }
                         for i in 0..k {
                             let r = self.new_reg(bits);
-                            self.scopes
-                                .last_mut()
-                                .unwrap()
-                                .insert(format!("{}{}", d.name, i), Sym::Reg(r));
+                            self.scopes.last_mut().unwrap().insert(format!("{}{}", d.name, i), Sym::Reg(r));
                         }
                     }
                     None => {
                         let r = self.new_reg(bits);
-                        self.scopes
-                            .last_mut()
-                            .unwrap()
-                            .insert(d.name.clone(), Sym::Reg(r));
+                        self.scopes.last_mut().unwrap().insert(d.name.clone(), Sym::Reg(r));
                     }
                 }
             }
             ".local" | ".param" => {
                 if d.init.is_some() {
-                    return self.err(format!(
-                        "initialized `{}` variable `{}` is not supported",
-                        d.space, d.name
-                    ));
+                    return self.err(format!("initialized `{}` variable `{}` is not supported", d.space, d.name));
                 }
                 let size = decl_size(d, None)?;
                 let off = self.frame_slot(size, decl_align(d)?)?;
-                self.scopes
-                    .last_mut()
-                    .unwrap()
-                    .insert(d.name.clone(), Sym::Frame(off));
+                self.scopes.last_mut().unwrap().insert(d.name.clone(), Sym::Frame(off));
             }
             ".shared" => {
                 let sym = shared.next().unwrap_or(Sym::DynShared);
                 self.scopes.last_mut().unwrap().insert(d.name.clone(), sym);
             }
-            s => {
-                return self.err(format!(
-                    "unsupported `{s}` declaration of `{}` inside a function",
-                    d.name
-                ))
-            }
+            s => return self.err(format!("unsupported `{s}` declaration of `{}` inside a function", d.name)),
         }
         Ok(())
     }
@@ -680,11 +578,7 @@ impl<'m> FnLower<'m> {
     }
 
     fn push(&mut self, inst: Inst) {
-        self.insts.push(Instr {
-            guard: self.guard,
-            inst,
-            line: self.line,
-        });
+        self.insts.push(Instr { guard: self.guard, inst, line: self.line });
     }
 
     fn lit_bits(&self, l: &Lit, ty: Ty) -> u64 {
@@ -697,15 +591,11 @@ impl<'m> FnLower<'m> {
             }
             (Lit::F32(b), Some(F::F64)) => (f32::from_bits(*b) as f64).to_bits(),
             (Lit::F32(b), Some(F::F16)) => half::f16::from_f32(f32::from_bits(*b)).to_bits() as u64,
-            (Lit::F32(b), Some(F::BF16)) => {
-                half::bf16::from_f32(f32::from_bits(*b)).to_bits() as u64
-            }
+            (Lit::F32(b), Some(F::BF16)) => half::bf16::from_f32(f32::from_bits(*b)).to_bits() as u64,
             (Lit::F32(b), _) => *b as u64 & m,
             (Lit::F64(b), Some(F::F32)) => (f64::from_bits(*b) as f32).to_bits() as u64,
             (Lit::F64(b), Some(F::F16)) => half::f16::from_f64(f64::from_bits(*b)).to_bits() as u64,
-            (Lit::F64(b), Some(F::BF16)) => {
-                half::bf16::from_f64(f64::from_bits(*b)).to_bits() as u64
-            }
+            (Lit::F64(b), Some(F::BF16)) => half::bf16::from_f64(f64::from_bits(*b)).to_bits() as u64,
             (Lit::F64(b), _) => *b & m,
             (Lit::Float(f), Some(_)) => float_bits(ty, *f),
             (Lit::Float(f), None) => (*f as i64 as u64) & m,
@@ -740,9 +630,7 @@ impl<'m> FnLower<'m> {
             Some(Sym::Shared(o)) => Ok(self.konst((o as i64 + off) as u64)),
             Some(Sym::DynShared) => Ok(self.konst((self.dyn_base as i64 + off) as u64)),
             Some(Sym::Var(a)) => Ok(self.konst(a.wrapping_add(off as u64))),
-            Some(Sym::Frame(_)) => {
-                self.err(format!("the address of `{n}` may only be taken by `mov`"))
-            }
+            Some(Sym::Frame(_)) => self.err(format!("the address of `{n}` may only be taken by `mov`")),
             Some(Sym::Func) => self.err(format!("function pointers (`{n}`) are not supported")),
             None => self.err(format!("undeclared name `{n}`")),
         }
@@ -762,9 +650,7 @@ impl<'m> FnLower<'m> {
             Operand::Name(n) => match self.lookup(n) {
                 Some(Sym::Reg(r)) => Ok(r),
                 Some(_) => self.err(format!("`{n}` is not a register")),
-                None if sreg_of(n).is_some() => {
-                    self.err(format!("cannot write special register `{n}`"))
-                }
+                None if sreg_of(n).is_some() => self.err(format!("cannot write special register `{n}`")),
                 None => self.err(format!("undeclared register `{n}`")),
             },
             _ => self.err("destination must be a register"),
@@ -818,11 +704,7 @@ impl<'m> FnLower<'m> {
             match s {
                 Stmt::Decl(d) => self.declare(d, &mut shared)?,
                 Stmt::Label(l, line) => {
-                    if self
-                        .labels
-                        .insert(l.clone(), self.insts.len() as u32)
-                        .is_some()
-                    {
+                    if self.labels.insert(l.clone(), self.insts.len() as u32).is_some() {
                         return Err(PtxError::new(*line, format!("label `{l}` defined twice")));
                     }
                 }
@@ -836,9 +718,7 @@ impl<'m> FnLower<'m> {
                         None => None,
                         Some((p, neg)) => match self.lookup(p) {
                             Some(Sym::Reg(r)) => Some((r, *neg)),
-                            _ => {
-                                return self.err(format!("guard `{p}` is not a predicate register"))
-                            }
+                            _ => return self.err(format!("guard `{p}` is not a predicate register")),
                         },
                     };
                     self.inst(i)?;
@@ -903,34 +783,23 @@ impl<'m> FnLower<'m> {
             "mov" => self.mov(&o, ops),
             "add" | "sub" if o.has("cc") => self.carry_arith(&o, ops),
             "addc" | "subc" => self.carry_arith(&o, ops),
-            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
-            | "shl" | "shr" | "copysign" | "mul24" => self.binary(&o, ops),
+            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "shl" | "shr"
+            | "copysign" | "mul24" => self.binary(&o, ops),
             "mad" | "fma" | "mad24" | "sad" | "selp" | "slct" | "bfe" | "prmt" | "shf" | "lop3" => {
                 self.ternary(&o, ops)
             }
-            "neg" | "abs" | "not" | "cnot" | "popc" | "clz" | "brev" | "bfind" | "rcp" | "sqrt"
-            | "rsqrt" | "sin" | "cos" | "lg2" | "ex2" | "tanh" | "testp" => self.unary(&o, ops),
+            "neg" | "abs" | "not" | "cnot" | "popc" | "clz" | "brev" | "bfind" | "rcp" | "sqrt" | "rsqrt" | "sin"
+            | "cos" | "lg2" | "ex2" | "tanh" | "testp" => self.unary(&o, ops),
             "bfi" => {
                 self.want(ops, 5, o.full)?;
                 let ty = self.ty1(&o)?;
-                let w = ty
-                    .int_w()
-                    .filter(|w| *w != W::W16)
-                    .ok_or(())
-                    .or_else(|_| self.unsupported(o.full))?;
+                let w = ty.int_w().filter(|w| *w != W::W16).ok_or(()).or_else(|_| self.unsupported(o.full))?;
                 let d = self.dst(&ops[0])?;
                 let f = self.src(&ops[1], ty)?;
                 let b = self.src(&ops[2], ty)?;
                 let pos = self.src(&ops[3], Ty::U32)?;
                 let len = self.src(&ops[4], Ty::U32)?;
-                self.push(Inst::Bfi {
-                    w,
-                    d,
-                    f,
-                    b,
-                    pos,
-                    len,
-                });
+                self.push(Inst::Bfi { w, d, f, b, pos, len });
                 Ok(())
             }
             "bmsk" => {
@@ -941,12 +810,7 @@ impl<'m> FnLower<'m> {
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], Ty::U32)?;
                 let b = self.src(&ops[2], Ty::U32)?;
-                self.push(Inst::Bin {
-                    op: BinOp::Bmsk,
-                    d,
-                    a,
-                    b,
-                });
+                self.push(Inst::Bin { op: BinOp::Bmsk, d, a, b });
                 Ok(())
             }
             "isspacep" => {
@@ -956,11 +820,7 @@ impl<'m> FnLower<'m> {
                 };
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], Ty::U64)?;
-                self.push(Inst::Un {
-                    op: UnOp::IsSpace(space),
-                    d,
-                    a,
-                });
+                self.push(Inst::Un { op: UnOp::IsSpace(space), d, a });
                 Ok(())
             }
             "setp" | "set" => self.setp(&o, ops),
@@ -986,24 +846,12 @@ impl<'m> FnLower<'m> {
                         // `cvta.local.u64 %rd, __local_depot0`
                         let t = self.new_reg(64);
                         self.push(Inst::FrameAddr { d: t, off });
-                        self.push(Inst::Cvta {
-                            to_generic: !to,
-                            space,
-                            d,
-                            a: t,
-                            dmask: mask_bits(ty.bits()),
-                        });
+                        self.push(Inst::Cvta { to_generic: !to, space, d, a: t, dmask: mask_bits(ty.bits()) });
                         return Ok(());
                     }
                 }
                 let a = self.src(&ops[1], ty)?;
-                self.push(Inst::Cvta {
-                    to_generic: !to,
-                    space,
-                    d,
-                    a,
-                    dmask: mask_bits(ty.bits()),
-                });
+                self.push(Inst::Cvta { to_generic: !to, space, d, a, dmask: mask_bits(ty.bits()) });
                 Ok(())
             }
             "ld" | "ldu" => self.ld(&o, ops),
@@ -1018,10 +866,7 @@ impl<'m> FnLower<'m> {
                     return self.err("`bra` needs a label");
                 };
                 self.fixups.push((self.insts.len(), l.clone(), self.line));
-                self.push(Inst::Bra {
-                    target: 0,
-                    reconv: 0,
-                });
+                self.push(Inst::Bra { target: 0, reconv: 0 });
                 Ok(())
             }
             "ret" => {
@@ -1037,17 +882,13 @@ impl<'m> FnLower<'m> {
                 Ok(())
             }
             "bar" | "barrier" => self.bar(&o, ops),
-            "membar" | "fence" | "prefetch" | "prefetchu" | "nanosleep" | "pmevent" | "discard"
-            | "applypriority" | "createpolicy" => {
+            "membar" | "fence" | "prefetch" | "prefetchu" | "nanosleep" | "pmevent" | "discard" | "applypriority"
+            | "createpolicy" => {
                 if o.base == "createpolicy" {
                     // Cache policies are hints: produce a zero policy.
                     let d = self.dst(&ops[0])?;
                     let z = self.konst(0);
-                    self.push(Inst::Un {
-                        op: UnOp::Mov(u64::MAX),
-                        d,
-                        a: z,
-                    });
+                    self.push(Inst::Un { op: UnOp::Mov(u64::MAX), d, a: z });
                     return Ok(());
                 }
                 self.push(Inst::Nop);
@@ -1118,11 +959,7 @@ impl<'m> FnLower<'m> {
                         continue;
                     }
                     let d = self.dst(dop)?;
-                    self.push(Inst::Un {
-                        op: UnOp::Extract((k as u32 * part) as u8, mask_bits(part)),
-                        d,
-                        a,
-                    });
+                    self.push(Inst::Un { op: UnOp::Extract((k as u32 * part) as u8, mask_bits(part)), d, a });
                 }
                 Ok(())
             }
@@ -1139,70 +976,37 @@ impl<'m> FnLower<'m> {
                 let mut acc = first;
                 for (k, s) in ss.iter().enumerate().skip(1) {
                     let b = self.src(s, pty)?;
-                    let t = if k + 1 == ss.len() {
-                        d
-                    } else {
-                        self.new_reg(64)
-                    };
-                    self.push(Inst::Bin {
-                        op: BinOp::Pack((k as u32 * part) as u8),
-                        d: t,
-                        a: acc,
-                        b,
-                    });
+                    let t = if k + 1 == ss.len() { d } else { self.new_reg(64) };
+                    self.push(Inst::Bin { op: BinOp::Pack((k as u32 * part) as u8), d: t, a: acc, b });
                     acc = t;
                 }
                 if ss.len() == 1 {
-                    self.push(Inst::Un {
-                        op: UnOp::Mov(mask_bits(ty.bits())),
-                        d,
-                        a: first,
-                    });
+                    self.push(Inst::Un { op: UnOp::Mov(mask_bits(ty.bits())), d, a: first });
                 }
                 Ok(())
             }
-            (dop, Operand::Name(n))
-                if n == "%clock" || n == "%clock64" || n.starts_with("%globaltimer") =>
-            {
+            (dop, Operand::Name(n)) if n == "%clock" || n == "%clock64" || n.starts_with("%globaltimer") => {
                 let d = self.dst(dop)?;
-                self.push(Inst::Clock {
-                    d,
-                    wide: n != "%clock" && !n.ends_with("_lo") && !n.ends_with("_hi"),
-                });
+                self.push(Inst::Clock { d, wide: n != "%clock" && !n.ends_with("_lo") && !n.ends_with("_hi") });
                 Ok(())
             }
             (dop, Operand::Name(n)) if matches!(self.lookup(n), Some(Sym::Frame(_))) => {
-                let Some(Sym::Frame(off)) = self.lookup(n) else {
-                    unreachable!()
-                };
+                let Some(Sym::Frame(off)) = self.lookup(n) else { unreachable!() };
                 let d = self.dst(dop)?;
                 self.push(Inst::FrameAddr { d, off });
                 Ok(())
             }
             (dop, Operand::SymOff(n, k)) if matches!(self.lookup(n), Some(Sym::Frame(_))) => {
-                let Some(Sym::Frame(off)) = self.lookup(n) else {
-                    unreachable!()
-                };
+                let Some(Sym::Frame(off)) = self.lookup(n) else { unreachable!() };
                 let d = self.dst(dop)?;
-                self.push(Inst::FrameAddr {
-                    d,
-                    off: (off as i64 + k) as u32,
-                });
+                self.push(Inst::FrameAddr { d, off: (off as i64 + k) as u32 });
                 Ok(())
             }
             (dop, src) => {
                 let d = self.dst(dop)?;
                 let a = self.src(src, ty)?;
-                let m = if ty == Ty::Pred {
-                    1
-                } else {
-                    mask_bits(ty.bits())
-                };
-                self.push(Inst::Un {
-                    op: UnOp::Mov(m),
-                    d,
-                    a,
-                });
+                let m = if ty == Ty::Pred { 1 } else { mask_bits(ty.bits()) };
+                self.push(Inst::Un { op: UnOp::Mov(m), d, a });
                 Ok(())
             }
         }
@@ -1368,13 +1172,7 @@ impl<'m> FnLower<'m> {
             let a = self.src(&ops[1], ty)?;
             let b = self.src(&ops[2], ty)?;
             let c = self.src(&ops[3], ty)?;
-            self.push(Inst::Tern {
-                op: TernOp::Lop3(lut),
-                d,
-                a,
-                b,
-                c,
-            });
+            self.push(Inst::Tern { op: TernOp::Lop3(lut), d, a, b, c });
             return Ok(());
         }
         self.want(ops, 4, o.full)?;
@@ -1454,10 +1252,7 @@ impl<'m> FnLower<'m> {
                     return self.unsupported(o.full);
                 };
                 tys = [ty, Ty::U32, Ty::U32];
-                TernOp::Bfe {
-                    w,
-                    signed: ty.is_signed(),
-                }
+                TernOp::Bfe { w, signed: ty.is_signed() }
             }
             "prmt" => {
                 let mode = if o.has("f4e") {
@@ -1497,11 +1292,7 @@ impl<'m> FnLower<'m> {
             let (c, neg) = self.pred_src(&ops[3])?;
             if neg {
                 let t = self.new_reg(1);
-                self.push(Inst::Un {
-                    op: UnOp::PredNot,
-                    d: t,
-                    a: c,
-                });
+                self.push(Inst::Un { op: UnOp::PredNot, d: t, a: c });
                 t
             } else {
                 c
@@ -1537,11 +1328,9 @@ impl<'m> FnLower<'m> {
             ("popc", None, Some(w)) if w != W::W16 => UnOp::Popc(w),
             ("clz", None, Some(w)) if w != W::W16 => UnOp::Clz(w),
             ("brev", None, Some(w)) if w != W::W16 => UnOp::Brev(w),
-            ("bfind", None, Some(w)) if w != W::W16 => UnOp::Bfind {
-                w,
-                signed: ty.is_signed(),
-                shiftamt: o.has("shiftamt"),
-            },
+            ("bfind", None, Some(w)) if w != W::W16 => {
+                UnOp::Bfind { w, signed: ty.is_signed(), shiftamt: o.has("shiftamt") }
+            }
             ("rcp", Some(f @ (F::F32 | F::F64)), _) => UnOp::FRcp(f, mode, ftz),
             ("sqrt", Some(f @ (F::F32 | F::F64)), _) => UnOp::FSqrt(f, mode, ftz),
             ("rsqrt", Some(f @ (F::F32 | F::F64)), _) => UnOp::FRsqrt(f, ftz),
@@ -1629,10 +1418,7 @@ impl<'m> FnLower<'m> {
             _ => return self.unsupported(o.full),
         };
         if matches!(cty, CmpTy::B(_)) && !matches!(cmp, Cmp::Eq | Cmp::Ne) {
-            return self.err(format!(
-                "`{}`: bit types compare only with eq and ne",
-                o.full
-            ));
+            return self.err(format!("`{}`: bit types compare only with eq and ne", o.full));
         }
         let n = if bop.is_some() { 4 } else { 3 };
         self.want(ops, n, o.full)?;
@@ -1649,16 +1435,7 @@ impl<'m> FnLower<'m> {
         if o.base == "set" {
             let dty = o.types.first().copied().unwrap_or(Ty::U32);
             let d = self.dst(&ops[0])?;
-            self.push(Inst::Set {
-                ty: cty,
-                cmp,
-                ftz,
-                d,
-                float_result: dty == Ty::F32,
-                a,
-                b,
-                comb,
-            });
+            self.push(Inst::Set { ty: cty, cmp, ftz, d, float_result: dty == Ty::F32, a, b, comb });
             return Ok(());
         }
         let (d, dn) = match &ops[0] {
@@ -1669,25 +1446,13 @@ impl<'m> FnLower<'m> {
             }
             x => (self.dst(x)?, None),
         };
-        self.push(Inst::Setp {
-            ty: cty,
-            cmp,
-            ftz,
-            d,
-            dn,
-            a,
-            b,
-            comb,
-        });
+        self.push(Inst::Setp { ty: cty, cmp, ftz, d, dn, a, b, comb });
         Ok(())
     }
 
     fn cvt(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
         if o.types.len() != 2 {
-            return self.err(format!(
-                "`{}` needs a destination and a source type",
-                o.full
-            ));
+            return self.err(format!("`{}` needs a destination and a source type", o.full));
         }
         let (to, from) = (o.types[0], o.types[1]);
         if matches!(to, Ty::F16x2 | Ty::BF16x2) && from == Ty::F32 {
@@ -1710,22 +1475,9 @@ impl<'m> FnLower<'m> {
             let lo = self.src(&ops[2], from)?;
             let th = self.new_reg(16);
             let tl = self.new_reg(16);
-            self.push(Inst::Un {
-                op: UnOp::Cvt(cv),
-                d: th,
-                a: hi,
-            });
-            self.push(Inst::Un {
-                op: UnOp::Cvt(cv),
-                d: tl,
-                a: lo,
-            });
-            self.push(Inst::Bin {
-                op: BinOp::Pack(16),
-                d,
-                a: tl,
-                b: th,
-            });
+            self.push(Inst::Un { op: UnOp::Cvt(cv), d: th, a: hi });
+            self.push(Inst::Un { op: UnOp::Cvt(cv), d: tl, a: lo });
+            self.push(Inst::Bin { op: BinOp::Pack(16), d, a: tl, b: th });
             return Ok(());
         }
         self.want(ops, 2, o.full)?;
@@ -1755,11 +1507,7 @@ impl<'m> FnLower<'m> {
             dst_bits,
         };
         let a = self.src(&ops[1], from)?;
-        self.push(Inst::Un {
-            op: UnOp::Cvt(cv),
-            d,
-            a,
-        });
+        self.push(Inst::Un { op: UnOp::Cvt(cv), d, a });
         Ok(())
     }
 
@@ -1785,19 +1533,9 @@ impl<'m> FnLower<'m> {
         };
         let off = *off;
         let Some(name) = base else {
-            return Ok((
-                space.unwrap_or(Space::Generic),
-                Addr {
-                    base: Base::Abs,
-                    off,
-                },
-            ));
+            return Ok((space.unwrap_or(Space::Generic), Addr { base: Base::Abs, off }));
         };
-        let sym = if sreg_of(name).is_some() {
-            None
-        } else {
-            self.lookup(name)
-        };
+        let sym = if sreg_of(name).is_some() { None } else { self.lookup(name) };
         let generic = space.is_none();
         Ok(match sym {
             Some(Sym::Reg(r)) => {
@@ -1806,73 +1544,29 @@ impl<'m> FnLower<'m> {
                     Some(s) => s,
                     None => Space::Generic,
                 };
-                (
-                    sp,
-                    Addr {
-                        base: Base::Reg(r),
-                        off,
-                    },
-                )
+                (sp, Addr { base: Base::Reg(r), off })
             }
             Some(Sym::KParam(p)) => {
                 if !matches!(space, Some(Space::KParam)) {
-                    return self.err(format!(
-                        "kernel parameter `{name}` accessed outside `.param`"
-                    ));
+                    return self.err(format!("kernel parameter `{name}` accessed outside `.param`"));
                 }
-                (
-                    Space::KParam,
-                    Addr {
-                        base: Base::Abs,
-                        off: p as i64 + off,
-                    },
-                )
+                (Space::KParam, Addr { base: Base::Abs, off: p as i64 + off })
             }
-            Some(Sym::Frame(p)) => (
-                Space::Local,
-                Addr {
-                    base: Base::Frame,
-                    off: p as i64 + off,
-                },
-            ),
+            Some(Sym::Frame(p)) => (Space::Local, Addr { base: Base::Frame, off: p as i64 + off }),
             Some(Sym::Shared(p)) => {
                 let a = p as i64 + off;
                 if generic {
-                    (
-                        Space::Generic,
-                        Addr {
-                            base: Base::Abs,
-                            off: (SHARED_BASE as i64).wrapping_add(a),
-                        },
-                    )
+                    (Space::Generic, Addr { base: Base::Abs, off: (SHARED_BASE as i64).wrapping_add(a) })
                 } else {
-                    (
-                        Space::Shared,
-                        Addr {
-                            base: Base::Abs,
-                            off: a,
-                        },
-                    )
+                    (Space::Shared, Addr { base: Base::Abs, off: a })
                 }
             }
             Some(Sym::DynShared) => {
                 let a = self.dyn_base as i64 + off;
                 if generic {
-                    (
-                        Space::Generic,
-                        Addr {
-                            base: Base::Abs,
-                            off: (SHARED_BASE as i64).wrapping_add(a),
-                        },
-                    )
+                    (Space::Generic, Addr { base: Base::Abs, off: (SHARED_BASE as i64).wrapping_add(a) })
                 } else {
-                    (
-                        Space::Shared,
-                        Addr {
-                            base: Base::Abs,
-                            off: a,
-                        },
-                    )
+                    (Space::Shared, Addr { base: Base::Abs, off: a })
                 }
             }
             Some(Sym::Var(a)) => (
@@ -1880,10 +1574,7 @@ impl<'m> FnLower<'m> {
                     Some(Space::Const) => Space::Const,
                     _ => Space::Global,
                 },
-                Addr {
-                    base: Base::Abs,
-                    off: (a as i64).wrapping_add(off),
-                },
+                Addr { base: Base::Abs, off: (a as i64).wrapping_add(off) },
             ),
             Some(Sym::Func) => return self.err(format!("`{name}` is a function, not an address")),
             None => return self.err(format!("undeclared name `{name}` in address")),
@@ -1926,15 +1617,7 @@ impl<'m> FnLower<'m> {
             dmask = mask_bits(self.bits_of(d[k]).max(ty.bits()).min(64));
         }
         let size = ty.bytes() as u8;
-        self.push(Inst::Ld {
-            space,
-            size,
-            sext: ty.is_signed(),
-            dmask,
-            n,
-            d,
-            addr,
-        });
+        self.push(Inst::Ld { space, size, sext: ty.is_signed(), dmask, n, d, addr });
         Ok(())
     }
 
@@ -1966,13 +1649,7 @@ impl<'m> FnLower<'m> {
         for (k, x) in srcs.iter().enumerate() {
             a[k] = self.src(x, ty)?;
         }
-        self.push(Inst::St {
-            space,
-            size: ty.bytes() as u8,
-            n,
-            a,
-            addr,
-        });
+        self.push(Inst::St { space, size: ty.bytes() as u8, n, a, addr });
         Ok(())
     }
 
@@ -2025,40 +1702,18 @@ impl<'m> FnLower<'m> {
         }
         let nops = if red { 2 } else { 3 } + (op == AtomOp::Cas) as usize;
         // A trailing cache-policy operand is ignored.
-        if ops.len() != nops
-            && !(o.mods.iter().any(|m| m.contains("cache_hint")) && ops.len() == nops + 1)
-        {
-            return self.err(format!(
-                "`{}` takes {nops} operands, found {}",
-                o.full,
-                ops.len()
-            ));
+        if ops.len() != nops && !(o.mods.iter().any(|m| m.contains("cache_hint")) && ops.len() == nops + 1) {
+            return self.err(format!("`{}` takes {nops} operands, found {}", o.full, ops.len()));
         }
         let k = if red { 0 } else { 1 };
         let d = if red { None } else { Some(self.dst(&ops[0])?) };
         let (space, addr) = self.addr(o, &ops[k], self.space_of(o))?;
         if !matches!(space, Space::Global | Space::Shared | Space::Generic) {
-            return self.err(format!(
-                "`{}`: atomics work on global and shared memory only",
-                o.full
-            ));
+            return self.err(format!("`{}`: atomics work on global and shared memory only", o.full));
         }
         let b = self.src(&ops[k + 1], ty)?;
-        let c = if op == AtomOp::Cas {
-            self.src(&ops[k + 2], ty)?
-        } else {
-            b
-        };
-        self.push(Inst::Atom {
-            space,
-            op,
-            size: ty.bytes() as u8,
-            f: ty.float(),
-            d,
-            addr,
-            b,
-            c,
-        });
+        let c = if op == AtomOp::Cas { self.src(&ops[k + 2], ty)? } else { b };
+        self.push(Inst::Atom { space, op, size: ty.bytes() as u8, f: ty.float(), d, addr, b, c });
         Ok(())
     }
 
@@ -2083,46 +1738,20 @@ impl<'m> FnLower<'m> {
                 return self.err(format!("`{}` takes 3 or 4 operands", o.full));
             }
             let d = self.dst(&ops[0])?;
-            let count = if ops.len() == 4 {
-                Some(self.src(&ops[2], Ty::U32)?)
-            } else {
-                None
-            };
+            let count = if ops.len() == 4 { Some(self.src(&ops[2], Ty::U32)?) } else { None };
             let (p, neg) = self.pred_src(ops.last().unwrap())?;
-            self.push(Inst::Bar {
-                count,
-                red: Some((kind, p, neg)),
-                d: Some(d),
-                arrive: false,
-            });
+            self.push(Inst::Bar { count, red: Some((kind, p, neg)), d: Some(d), arrive: false });
             return Ok(());
         }
         if ops.is_empty() && o.base == "barrier" {
-            self.push(Inst::Bar {
-                count: None,
-                red: None,
-                d: None,
-                arrive,
-            });
+            self.push(Inst::Bar { count: None, red: None, d: None, arrive });
             return Ok(());
         }
         if ops.is_empty() || ops.len() > 2 {
-            return self.err(format!(
-                "`{}` takes a barrier id and an optional thread count",
-                o.full
-            ));
+            return self.err(format!("`{}` takes a barrier id and an optional thread count", o.full));
         }
-        let count = if ops.len() == 2 {
-            Some(self.src(&ops[1], Ty::U32)?)
-        } else {
-            None
-        };
-        self.push(Inst::Bar {
-            count,
-            red: None,
-            d: None,
-            arrive,
-        });
+        let count = if ops.len() == 2 { Some(self.src(&ops[1], Ty::U32)?) } else { None };
+        self.push(Inst::Bar { count, red: None, d: None, arrive });
         Ok(())
     }
 
@@ -2141,23 +1770,13 @@ impl<'m> FnLower<'m> {
         let sync = o.has("sync");
         self.want(ops, if sync { 5 } else { 4 }, o.full)?;
         let (d, p) = match &ops[0] {
-            Operand::Pair(a, b) => (
-                self.dst(&Operand::Name(a.clone()))?,
-                Some(self.dst(&Operand::Name(b.clone()))?),
-            ),
+            Operand::Pair(a, b) => (self.dst(&Operand::Name(a.clone()))?, Some(self.dst(&Operand::Name(b.clone()))?)),
             x => (self.dst(x)?, None),
         };
         let a = self.src(&ops[1], Ty::B32)?;
         let b = self.src(&ops[2], Ty::B32)?;
         let c = self.src(&ops[3], Ty::B32)?;
-        self.push(Inst::Shfl {
-            mode,
-            d,
-            p,
-            a,
-            b,
-            c,
-        });
+        self.push(Inst::Shfl { mode, d, p, a, b, c });
         Ok(())
     }
 
@@ -2185,17 +1804,13 @@ impl<'m> FnLower<'m> {
         };
         let callee = &self.all[fi as usize];
         if callee.body.is_none() {
-            return self.err(format!(
-                "call of `{fname}`, which has no body in this module"
-            ));
+            return self.err(format!("call of `{fname}`, which has no body in this module"));
         }
         if callee.is_entry {
             return self.err(format!("call of kernel `{fname}`"));
         }
         if callee.params.len() != arg_ops.len() || callee.rets.len() != ret_ops.len() {
-            return self.err(format!(
-                "call of `{fname}` with the wrong number of arguments"
-            ));
+            return self.err(format!("call of `{fname}` with the wrong number of arguments"));
         }
         // Callee frame offsets follow the same layout rule as in its own lowering: returns, then params.
         let mut off = 0u64;
@@ -2215,11 +1830,7 @@ impl<'m> FnLower<'m> {
             let Some(Sym::Frame(c)) = self.lookup(n) else {
                 return self.err(format!("call result `{n}` is not a `.param` variable"));
             };
-            rets.push(CallArg {
-                caller: c,
-                callee: slots[i].0,
-                size: slots[i].1,
-            });
+            rets.push(CallArg { caller: c, callee: slots[i].0, size: slots[i].1 });
         }
         for (i, a) in arg_ops.iter().enumerate() {
             let Operand::Name(n) = a else {
@@ -2229,17 +1840,9 @@ impl<'m> FnLower<'m> {
                 return self.err(format!("call argument `{n}` is not a `.param` variable"));
             };
             let s = slots[ret_ops.len() + i];
-            args.push(CallArg {
-                caller: c,
-                callee: s.0,
-                size: s.1,
-            });
+            args.push(CallArg { caller: c, callee: s.0, size: s.1 });
         }
-        self.push(Inst::Call {
-            func: fi,
-            args,
-            rets,
-        });
+        self.push(Inst::Call { func: fi, args, rets });
         Ok(())
     }
 }
@@ -2361,11 +1964,7 @@ fn reconvergence(insts: &[Instr]) -> Vec<u32> {
         if let Inst::Bra { .. } = ins.inst {
             let b = block_of[i];
             let p = idom[b];
-            out[i] = if p == UNDEF || p == exit {
-                n as u32
-            } else {
-                starts[p] as u32
-            };
+            out[i] = if p == UNDEF || p == exit { n as u32 } else { starts[p] as u32 };
         }
     }
     out
@@ -2381,9 +1980,8 @@ fn define_undefined(func: &mut Function, reg_bits: &[u32], line: u32) {
     let mut preset = vec![false; func.nregs as usize];
     func.consts.iter().for_each(|&(r, _)| preset[r as usize] = true);
     func.sregs.iter().for_each(|&(r, _)| preset[r as usize] = true);
-    let undefined: Vec<R> = (0..func.nregs)
-        .filter(|&r| live[r as usize / 64] >> (r % 64) & 1 == 1 && !preset[r as usize])
-        .collect();
+    let undefined: Vec<R> =
+        (0..func.nregs).filter(|&r| live[r as usize / 64] >> (r % 64) & 1 == 1 && !preset[r as usize]).collect();
     if undefined.is_empty() {
         return;
     }

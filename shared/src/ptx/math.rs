@@ -117,11 +117,7 @@ pub(crate) fn round_f32(hi: f64, lo: f64, mode: Rnd) -> f32 {
                 // Exactly halfway in f64 but not in exact arithmetic: lo decides.
                 let ulp = (next_up32(r.abs()) - r.abs()) as f64;
                 if (diff.abs() * 2.0 - ulp).abs() == 0.0 && (lo > 0.0) == (diff > 0.0) {
-                    return if diff > 0.0 {
-                        next_up32(r)
-                    } else {
-                        next_down32(r)
-                    };
+                    return if diff > 0.0 { next_up32(r) } else { next_down32(r) };
                 }
             }
             r
@@ -281,12 +277,7 @@ pub(crate) fn add32(a: f32, b: f32, mode: Rnd) -> f32 {
         return a + b;
     }
     let (s, e) = two_sum(a as f64, b as f64);
-    if s == 0.0
-        && e == 0.0
-        && mode == Rnd::Rm
-        && a != 0.0
-        && a.is_sign_negative() != b.is_sign_negative()
-    {
+    if s == 0.0 && e == 0.0 && mode == Rnd::Rm && a != 0.0 && a.is_sign_negative() != b.is_sign_negative() {
         return -0.0;
     }
     round_f32(s, e, mode)
@@ -418,11 +409,7 @@ pub(crate) fn cmp_f64(a: f64, b: f64, cmp: Cmp) -> bool {
 }
 
 pub(crate) fn testp(x: f64, t: Testp, is32: bool) -> bool {
-    let sub = if is32 {
-        (x as f32).is_subnormal()
-    } else {
-        x.is_subnormal()
-    };
+    let sub = if is32 { (x as f32).is_subnormal() } else { x.is_subnormal() };
     match t {
         Testp::Finite => x.is_finite(),
         Testp::Infinite => x.is_infinite(),
@@ -530,11 +517,7 @@ pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
     let from_f = c.from.float();
     let to_f = c.to.float();
     let to_bits = c.to.bits();
-    let mask = if to_bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << to_bits) - 1
-    };
+    let mask = if to_bits >= 64 { u64::MAX } else { (1u64 << to_bits) - 1 };
     match (from_f, to_f) {
         (None, None) => {
             let v = int_value(x, c.from);
@@ -583,21 +566,13 @@ pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
         }
         (Some(ff), Some(tf)) => {
             let v = to_f64(x, ff, c.ftz);
-            let mut r = if c.int_round {
-                round_int(v, c.rnd.unwrap_or(Rnd::Rn))
-            } else {
-                v
-            };
+            let mut r = if c.int_round { round_int(v, c.rnd.unwrap_or(Rnd::Rn)) } else { v };
             if c.sat {
                 r = sat64(r);
             }
             match tf {
                 F::F32 => {
-                    let mode = if c.int_round {
-                        Rnd::Rn
-                    } else {
-                        c.rnd.unwrap_or(Rnd::Rn)
-                    };
+                    let mode = if c.int_round { Rnd::Rn } else { c.rnd.unwrap_or(Rnd::Rn) };
                     let f = round_f32(r, 0.0, mode);
                     b32(if c.ftz { ftz32(f) } else { f })
                 }
@@ -608,11 +583,7 @@ pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
                         // .satfinite: clamp infinities to the largest finite value.
                         let t = to_f64(o, tf, false);
                         if t.is_infinite() {
-                            let max = if tf == F::F16 {
-                                f16::MAX.to_f64()
-                            } else {
-                                bf16::MAX.to_f64()
-                            };
+                            let max = if tf == F::F16 { f16::MAX.to_f64() } else { bf16::MAX.to_f64() };
                             return from_f64(max.copysign(t), tf, false);
                         }
                     }

@@ -52,14 +52,9 @@ impl Region {
         }
         let nwords = size.div_ceil(4) as usize;
         let mut v: Vec<AtomicU32> = Vec::new();
-        v.try_reserve_exact(nwords)
-            .map_err(|_| MemError::AllocFailed { size })?;
+        v.try_reserve_exact(nwords).map_err(|_| MemError::AllocFailed { size })?;
         v.resize_with(nwords, || AtomicU32::new(0));
-        Ok(Region {
-            size,
-            readonly,
-            words: v.into_boxed_slice(),
-        })
+        Ok(Region { size, readonly, words: v.into_boxed_slice() })
     }
 
     pub(crate) fn size(&self) -> u64 {
@@ -83,9 +78,7 @@ impl Region {
         let i = (off >> 2) as usize;
         match size {
             4 => self.words[i].load(Relaxed) as u64,
-            8 => {
-                self.words[i].load(Relaxed) as u64 | (self.words[i + 1].load(Relaxed) as u64) << 32
-            }
+            8 => self.words[i].load(Relaxed) as u64 | (self.words[i + 1].load(Relaxed) as u64) << 32,
             _ => {
                 let w = self.words[i].load(Relaxed) as u64;
                 (w >> ((off & 3) * 8)) & ((1u64 << (size as u32 * 8)) - 1)
@@ -122,9 +115,8 @@ impl Region {
         }
         let i = (off >> 2) as usize;
         if size == 4 {
-            let old = self.words[i]
-                .fetch_update(Relaxed, Relaxed, |old| Some(f(old as u64) as u32))
-                .unwrap_or_else(|x| x);
+            let old =
+                self.words[i].fetch_update(Relaxed, Relaxed, |old| Some(f(old as u64) as u32)).unwrap_or_else(|x| x);
             return Ok(old as u64);
         }
         let lock = &WIDE_LOCKS[((off >> 3) as usize ^ (self as *const Region as usize >> 4)) % 64];
@@ -189,10 +181,7 @@ impl Memory {
     pub fn add_region(&mut self, size: u64, align: u64) -> Result<u64, MemError> {
         let max_align = 1u64 << REGION_SHIFT;
         if !align.is_power_of_two() && align != 0 || align > max_align {
-            return Err(MemError::BadAlign {
-                align,
-                max: max_align,
-            });
+            return Err(MemError::BadAlign { align, max: max_align });
         }
         let region = Region::new(size, false)?;
         let slot = if (self.slots.len() as u64) < MAX_REGION_SLOTS {
@@ -200,9 +189,7 @@ impl Memory {
             self.slots.len() - 1
         } else {
             // Fresh addresses first (a stale pointer then faults); reuse freed ones when none are left.
-            self.free.pop().ok_or(MemError::TooManyRegions {
-                max: MAX_REGION_SLOTS,
-            })?
+            self.free.pop().ok_or(MemError::TooManyRegions { max: MAX_REGION_SLOTS })?
         };
         self.slots[slot] = Some(region);
         Ok(((slot as u64) + 1) << REGION_SHIFT)
@@ -240,10 +227,7 @@ impl Memory {
     /// kernels' inline bounds checks. The pointers stay valid while `self` is borrowed.
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     pub(crate) fn slot_regions(&self) -> impl Iterator<Item = Option<(*mut u8, u64)>> + '_ {
-        self.slots.iter().map(|s| {
-            s.as_ref()
-                .map(|r| (r.words.as_ptr() as *mut u8, r.size))
-        })
+        self.slots.iter().map(|s| s.as_ref().map(|r| (r.words.as_ptr() as *mut u8, r.size)))
     }
 
     /// The size of the region starting at `base`.
@@ -321,9 +305,7 @@ impl Memory {
 
     /// Reads a whole region into a vector.
     pub fn read_region(&self, base: u64) -> Result<Vec<u8>, MemError> {
-        let size = self
-            .region_size(base)
-            .ok_or(MemError::NotARegion { base })?;
+        let size = self.region_size(base).ok_or(MemError::NotARegion { base })?;
         let mut v = vec![0u8; size as usize];
         self.read(base, &mut v)?;
         Ok(v)

@@ -1,9 +1,9 @@
 //! A loaded module: its kernels (`Entry`, with their parameters as the PTX declares them), its
 //! lowered functions and its module-scope variables.
 
+use super::error::PtxError;
 use super::ir::Function;
 use super::{exec, lower, memory};
-use super::error::PtxError;
 
 /// One kernel parameter as the PTX declares it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,10 +64,7 @@ pub struct Module {
 impl std::fmt::Debug for Module {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Module")
-            .field(
-                "entries",
-                &self.entries.iter().map(|e| &e.name).collect::<Vec<_>>(),
-            )
+            .field("entries", &self.entries.iter().map(|e| &e.name).collect::<Vec<_>>())
             .field("functions", &self.funcs.len())
             .field("variables", &self.var_names)
             .field("static_shared", &self.static_shared)
@@ -118,9 +115,7 @@ impl Module {
     /// [`Engine::Jit`](super::exec::Engine::Jit), and if not, why not (`Err` names the first
     /// construct that needs the interpreter).
     pub fn jit_support(&self, entry: &str) -> Result<(), String> {
-        let e = self
-            .entry(entry)
-            .ok_or_else(|| format!("no kernel named `{entry}`"))?;
+        let e = self.entry(entry).ok_or_else(|| format!("no kernel named `{entry}`"))?;
         exec::jit_support(self, e)
     }
 
@@ -128,9 +123,7 @@ impl Module {
     /// vector lanes (used by [`Engine::Jit`](super::exec::Engine::Jit) when a block's rows split
     /// into whole groups), and if not, why not.
     pub fn lanes_support(&self, entry: &str) -> Result<(), String> {
-        let e = self
-            .entry(entry)
-            .ok_or_else(|| format!("no kernel named `{entry}`"))?;
+        let e = self.entry(entry).ok_or_else(|| format!("no kernel named `{entry}`"))?;
         exec::lanes_support(self, e)
     }
 

@@ -4,7 +4,7 @@
 
 macro_rules! exec_un {
     ($m:ident, $op:expr, $d:expr, $a:expr) => {{
-        use $crate::ptx::ir::{UnOp, W, F, FMode, Rnd};
+        use $crate::ptx::ir::{FMode, Rnd, UnOp, F, W};
         use $crate::ptx::math::*;
         match $op {
             UnOp::Mov(mask) => $m!($d, $a, |x| x & mask),
@@ -46,7 +46,11 @@ macro_rules! exec_un {
                         0xFFFF_FFFF
                     } else {
                         let pos = 63 - s.leading_zeros() as u64;
-                        if shiftamt { (bits as u64 - 1) - pos } else { pos }
+                        if shiftamt {
+                            (bits as u64 - 1) - pos
+                        } else {
+                            pos
+                        }
                     }
                 })
             }
@@ -169,18 +173,8 @@ macro_rules! exec_bin {
             BinOp::Sub(W::W32) => $m!($d, $a, $b, |x, y| (x as u32).wrapping_sub(y as u32) as u64),
             BinOp::Sub(W::W64) => $m!($d, $a, $b, |x, y| x.wrapping_sub(y)),
             BinOp::Sub(W::W16) => $m!($d, $a, $b, |x, y| (x as u16).wrapping_sub(y as u16) as u64),
-            BinOp::AddSatS32 => $m!(
-                $d,
-                $a,
-                $b,
-                |x, y| (x as i32).saturating_add(y as i32) as u32 as u64
-            ),
-            BinOp::SubSatS32 => $m!(
-                $d,
-                $a,
-                $b,
-                |x, y| (x as i32).saturating_sub(y as i32) as u32 as u64
-            ),
+            BinOp::AddSatS32 => $m!($d, $a, $b, |x, y| (x as i32).saturating_add(y as i32) as u32 as u64),
+            BinOp::SubSatS32 => $m!($d, $a, $b, |x, y| (x as i32).saturating_sub(y as i32) as u32 as u64),
             BinOp::MulLo(W::W32) => {
                 $m!($d, $a, $b, |x, y| (x as u32).wrapping_mul(y as u32) as u64)
             }
@@ -188,55 +182,27 @@ macro_rules! exec_bin {
             BinOp::MulLo(W::W16) => {
                 $m!($d, $a, $b, |x, y| (x as u16).wrapping_mul(y as u16) as u64)
             }
-            BinOp::MulHiU(W::W16) => $m!($d, $a, $b, |x, y| ((x as u16 as u32 * y as u16 as u32)
-                >> 16) as u64),
-            BinOp::MulHiU(W::W32) => $m!($d, $a, $b, |x, y| ((x as u32 as u64 * y as u32 as u64)
-                >> 32)),
+            BinOp::MulHiU(W::W16) => $m!($d, $a, $b, |x, y| ((x as u16 as u32 * y as u16 as u32) >> 16) as u64),
+            BinOp::MulHiU(W::W32) => $m!($d, $a, $b, |x, y| ((x as u32 as u64 * y as u32 as u64) >> 32)),
             BinOp::MulHiU(W::W64) => $m!($d, $a, $b, |x, y| ((x as u128 * y as u128) >> 64) as u64),
             BinOp::MulHiS(W::W16) => {
-                $m!(
-                    $d,
-                    $a,
-                    $b,
-                    |x, y| (((x as i16 as i32 * y as i16 as i32) >> 16) as u16) as u64
-                )
+                $m!($d, $a, $b, |x, y| (((x as i16 as i32 * y as i16 as i32) >> 16) as u16) as u64)
             }
             BinOp::MulHiS(W::W32) => {
-                $m!(
-                    $d,
-                    $a,
-                    $b,
-                    |x, y| (((x as i32 as i64 * y as i32 as i64) >> 32) as u32) as u64
-                )
+                $m!($d, $a, $b, |x, y| (((x as i32 as i64 * y as i32 as i64) >> 32) as u32) as u64)
             }
             BinOp::MulHiS(W::W64) => {
-                $m!(
-                    $d,
-                    $a,
-                    $b,
-                    |x, y| ((x as i64 as i128 * y as i64 as i128) >> 64) as u64
-                )
+                $m!($d, $a, $b, |x, y| ((x as i64 as i128 * y as i64 as i128) >> 64) as u64)
             }
             BinOp::MulWideU(W::W32) => {
                 $m!($d, $a, $b, |x, y| (x as u32 as u64) * (y as u32 as u64))
             }
             BinOp::MulWideS(W::W32) => {
-                $m!(
-                    $d,
-                    $a,
-                    $b,
-                    |x, y| ((x as u32 as i32 as i64) * (y as u32 as i32 as i64)) as u64
-                )
+                $m!($d, $a, $b, |x, y| ((x as u32 as i32 as i64) * (y as u32 as i32 as i64)) as u64)
             }
-            BinOp::MulWideU(_) => $m!($d, $a, $b, |x, y| ((x as u16 as u32) * (y as u16 as u32))
-                as u64),
+            BinOp::MulWideU(_) => $m!($d, $a, $b, |x, y| ((x as u16 as u32) * (y as u16 as u32)) as u64),
             BinOp::MulWideS(_) => {
-                $m!(
-                    $d,
-                    $a,
-                    $b,
-                    |x, y| ((x as u16 as i16 as i32) * (y as u16 as i16 as i32)) as u32 as u64
-                )
+                $m!($d, $a, $b, |x, y| ((x as u16 as i16 as i32) * (y as u16 as i16 as i32)) as u32 as u64)
             }
             BinOp::Mul24Lo(s) => $m!($d, $a, $b, |x, y| {
                 let (p, q) = if s {
@@ -361,42 +327,19 @@ macro_rules! exec_bin {
                     ((sx(x, bits) >> s) as u64) & m
                 })
             }
-            BinOp::FAdd(
-                F::F32,
-                Rnd::Rn,
-                FFlags {
-                    ftz: false,
-                    sat: false,
-                },
-            ) => {
+            BinOp::FAdd(F::F32, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
                 $m!($d, $a, $b, |x, y| b32(f32v(x) + f32v(y)))
             }
-            BinOp::FSub(
-                F::F32,
-                Rnd::Rn,
-                FFlags {
-                    ftz: false,
-                    sat: false,
-                },
-            ) => {
+            BinOp::FSub(F::F32, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
                 $m!($d, $a, $b, |x, y| b32(f32v(x) - f32v(y)))
             }
-            BinOp::FMul(
-                F::F32,
-                Rnd::Rn,
-                FFlags {
-                    ftz: false,
-                    sat: false,
-                },
-            ) => {
+            BinOp::FMul(F::F32, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
                 $m!($d, $a, $b, |x, y| b32(f32v(x) * f32v(y)))
             }
             BinOp::FAdd(F::F64, Rnd::Rn, _) => $m!($d, $a, $b, |x, y| b64(f64v(x) + f64v(y))),
             BinOp::FSub(F::F64, Rnd::Rn, _) => $m!($d, $a, $b, |x, y| b64(f64v(x) - f64v(y))),
             BinOp::FMul(F::F64, Rnd::Rn, _) => $m!($d, $a, $b, |x, y| b64(f64v(x) * f64v(y))),
-            BinOp::FAdd(F::F32, r, fl)
-            | BinOp::FSub(F::F32, r, fl)
-            | BinOp::FMul(F::F32, r, fl) => {
+            BinOp::FAdd(F::F32, r, fl) | BinOp::FSub(F::F32, r, fl) | BinOp::FMul(F::F32, r, fl) => {
                 let kind = match $op {
                     BinOp::FAdd(..) => 0,
                     BinOp::FSub(..) => 1,
@@ -422,9 +365,7 @@ macro_rules! exec_bin {
                     b32(v)
                 })
             }
-            BinOp::FAdd(F::F64, r, fl)
-            | BinOp::FSub(F::F64, r, fl)
-            | BinOp::FMul(F::F64, r, fl) => {
+            BinOp::FAdd(F::F64, r, fl) | BinOp::FSub(F::F64, r, fl) | BinOp::FMul(F::F64, r, fl) => {
                 let kind = match $op {
                     BinOp::FAdd(..) => 0,
                     BinOp::FSub(..) => 1,
@@ -481,11 +422,9 @@ macro_rules! exec_bin {
                     FMode::Approx => p / q,
                 })
             }),
-            BinOp::FDiv(f, _, _) => $m!($d, $a, $b, |x, y| from_f64(
-                to_f64(x, f, false) / to_f64(y, f, false),
-                f,
-                false
-            )),
+            BinOp::FDiv(f, _, _) => {
+                $m!($d, $a, $b, |x, y| from_f64(to_f64(x, f, false) / to_f64(y, f, false), f, false))
+            }
             BinOp::FMin(f, ftz, nan) | BinOp::FMax(f, ftz, nan) => {
                 let max = matches!($op, BinOp::FMax(..));
                 $m!($d, $a, $b, |x, y| {
@@ -499,9 +438,9 @@ macro_rules! exec_bin {
                     }
                 })
             }
-            BinOp::CopySign(F::F32) => $m!($d, $a, $b, |x, y| ((y as u32 & 0x7FFF_FFFF)
-                | (x as u32 & 0x8000_0000))
-                as u64),
+            BinOp::CopySign(F::F32) => {
+                $m!($d, $a, $b, |x, y| ((y as u32 & 0x7FFF_FFFF) | (x as u32 & 0x8000_0000)) as u64)
+            }
             BinOp::CopySign(_) => $m!($d, $a, $b, |x, y| (y & !(1 << 63)) | (x & (1 << 63))),
             BinOp::Pack(sh) => $m!($d, $a, $b, |x, y| x | (y << sh)),
             BinOp::Bmsk => $m!($d, $a, $b, |x, y| {
@@ -514,8 +453,7 @@ macro_rules! exec_bin {
             }),
             BinOp::AddCarryOut(w) => {
                 let m = mask_bits(w.bits()) as u128;
-                $m!($d, $a, $b, |x, y| (((x as u128 & m) + (y as u128 & m)) > m)
-                    as u64)
+                $m!($d, $a, $b, |x, y| (((x as u128 & m) + (y as u128 & m)) > m) as u64)
             }
             BinOp::SubBorrowOut(w) => {
                 let m = mask_bits(w.bits());
@@ -550,67 +488,50 @@ macro_rules! exec_tern {
         use $crate::ptx::ir::{FFlags, Prmt, Rnd, TernOp, F, W};
         use $crate::ptx::math::*;
         match $op {
-            TernOp::MadLo(W::W32) => $m!($d, $a, $b, $c, |x, y, z| (x as u32)
-                .wrapping_mul(y as u32)
-                .wrapping_add(z as u32)
-                as u64),
+            TernOp::MadLo(W::W32) => {
+                $m!($d, $a, $b, $c, |x, y, z| (x as u32).wrapping_mul(y as u32).wrapping_add(z as u32) as u64)
+            }
             TernOp::MadLo(W::W64) => {
                 $m!($d, $a, $b, $c, |x, y, z| x.wrapping_mul(y).wrapping_add(z))
             }
-            TernOp::MadLo(_) => $m!($d, $a, $b, $c, |x, y, z| (x as u16)
-                .wrapping_mul(y as u16)
-                .wrapping_add(z as u16)
-                as u64),
-            TernOp::MadHiU(W::W32) => $m!($d, $a, $b, $c, |x, y, z| (((x as u32 as u64
-                * y as u32 as u64)
-                >> 32) as u32)
-                .wrapping_add(z as u32)
-                as u64),
-            TernOp::MadHiU(W::W64) => {
-                $m!($d, $a, $b, $c, |x, y, z| (((x as u128 * y as u128) >> 64)
-                    as u64)
-                    .wrapping_add(z))
+            TernOp::MadLo(_) => {
+                $m!($d, $a, $b, $c, |x, y, z| (x as u16).wrapping_mul(y as u16).wrapping_add(z as u16) as u64)
             }
-            TernOp::MadHiU(_) => $m!($d, $a, $b, $c, |x, y, z| (((x as u16 as u32
-                * y as u16 as u32)
-                >> 16) as u16)
-                .wrapping_add(z as u16)
-                as u64),
-            TernOp::MadHiS(W::W32) => $m!($d, $a, $b, $c, |x, y, z| (((x as i32 as i64
-                * y as i32 as i64)
-                >> 32) as u32)
-                .wrapping_add(z as u32)
-                as u64),
+            TernOp::MadHiU(W::W32) => {
+                $m!($d, $a, $b, $c, |x, y, z| (((x as u32 as u64 * y as u32 as u64) >> 32) as u32)
+                    .wrapping_add(z as u32) as u64)
+            }
+            TernOp::MadHiU(W::W64) => {
+                $m!($d, $a, $b, $c, |x, y, z| (((x as u128 * y as u128) >> 64) as u64).wrapping_add(z))
+            }
+            TernOp::MadHiU(_) => $m!($d, $a, $b, $c, |x, y, z| (((x as u16 as u32 * y as u16 as u32) >> 16) as u16)
+                .wrapping_add(z as u16) as u64),
+            TernOp::MadHiS(W::W32) => {
+                $m!($d, $a, $b, $c, |x, y, z| (((x as i32 as i64 * y as i32 as i64) >> 32) as u32)
+                    .wrapping_add(z as u32) as u64)
+            }
             TernOp::MadHiS(W::W64) => {
                 $m!($d, $a, $b, $c, |x, y, z| {
                     (((x as i64 as i128 * y as i64 as i128) >> 64) as u64).wrapping_add(z)
                 })
             }
-            TernOp::MadHiS(_) => $m!($d, $a, $b, $c, |x, y, z| (((x as i16 as i32
-                * y as i16 as i32)
-                >> 16) as u16)
-                .wrapping_add(z as u16)
-                as u64),
+            TernOp::MadHiS(_) => $m!($d, $a, $b, $c, |x, y, z| (((x as i16 as i32 * y as i16 as i32) >> 16) as u16)
+                .wrapping_add(z as u16) as u64),
             TernOp::MadHiSatS32 => $m!($d, $a, $b, $c, |x, y, z| {
                 let hi = ((x as i32 as i64 * y as i32 as i64) >> 32) as i32;
                 hi.saturating_add(z as i32) as u32 as u64
             }),
-            TernOp::MadWideU(W::W32) => $m!($d, $a, $b, $c, |x, y, z| (x as u32 as u64
-                * y as u32 as u64)
-                .wrapping_add(z)),
-            TernOp::MadWideS(W::W32) => $m!($d, $a, $b, $c, |x, y, z| ((x as i32 as i64
-                * y as i32 as i64)
-                as u64)
-                .wrapping_add(z)),
-            TernOp::MadWideU(_) => $m!($d, $a, $b, $c, |x, y, z| ((x as u16 as u32
-                * y as u16 as u32)
-                .wrapping_add(z as u32))
-                as u64),
-            TernOp::MadWideS(_) => $m!($d, $a, $b, $c, |x, y, z| ((x as i16 as i32
-                * y as i16 as i32)
-                as u32)
-                .wrapping_add(z as u32)
-                as u64),
+            TernOp::MadWideU(W::W32) => {
+                $m!($d, $a, $b, $c, |x, y, z| (x as u32 as u64 * y as u32 as u64).wrapping_add(z))
+            }
+            TernOp::MadWideS(W::W32) => {
+                $m!($d, $a, $b, $c, |x, y, z| ((x as i32 as i64 * y as i32 as i64) as u64).wrapping_add(z))
+            }
+            TernOp::MadWideU(_) => {
+                $m!($d, $a, $b, $c, |x, y, z| ((x as u16 as u32 * y as u16 as u32).wrapping_add(z as u32)) as u64)
+            }
+            TernOp::MadWideS(_) => $m!($d, $a, $b, $c, |x, y, z| ((x as i16 as i32 * y as i16 as i32) as u32)
+                .wrapping_add(z as u32) as u64),
             TernOp::Mad24Lo(s) => $m!($d, $a, $b, $c, |x, y, z| {
                 let (p, q) = if s {
                     (((x << 40) as i64 >> 40), ((y << 40) as i64 >> 40))
@@ -619,27 +540,11 @@ macro_rules! exec_tern {
                 };
                 ((p.wrapping_mul(q) as u64).wrapping_add(z)) & 0xFFFF_FFFF
             }),
-            TernOp::Fma(
-                F::F32,
-                Rnd::Rn,
-                FFlags {
-                    ftz: false,
-                    sat: false,
-                },
-            ) => {
+            TernOp::Fma(F::F32, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
                 $m!($d, $a, $b, $c, fma_lane_f32)
             }
-            TernOp::Fma(
-                F::F64,
-                Rnd::Rn,
-                FFlags {
-                    ftz: false,
-                    sat: false,
-                },
-            ) => {
-                $m!($d, $a, $b, $c, |x, y, z| b64(
-                    f64v(x).mul_add(f64v(y), f64v(z))
-                ))
+            TernOp::Fma(F::F64, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
+                $m!($d, $a, $b, $c, |x, y, z| b64(f64v(x).mul_add(f64v(y), f64v(z))))
             }
             TernOp::Fma(F::F32, r, fl) => $m!($d, $a, $b, $c, |x, y, z| {
                 let (mut p, mut q, mut s) = (f32v(x), f32v(y), f32v(z));
@@ -682,41 +587,22 @@ macro_rules! exec_tern {
             }),
             TernOp::Addc(w) => {
                 let m = mask_bits(w.bits());
-                $m!($d, $a, $b, $c, |x, y, z| x
-                    .wrapping_add(y)
-                    .wrapping_add(z & 1)
-                    & m)
+                $m!($d, $a, $b, $c, |x, y, z| x.wrapping_add(y).wrapping_add(z & 1) & m)
             }
             TernOp::AddcCarryOut(w) => {
                 let m = mask_bits(w.bits()) as u128;
-                $m!($d, $a, $b, $c, |x, y, z| (((x as u128 & m)
-                    + (y as u128 & m)
-                    + (z as u128 & 1))
-                    > m) as u64)
+                $m!($d, $a, $b, $c, |x, y, z| (((x as u128 & m) + (y as u128 & m) + (z as u128 & 1)) > m) as u64)
             }
             TernOp::Subc(w) => {
                 let m = mask_bits(w.bits());
-                $m!($d, $a, $b, $c, |x, y, z| x
-                    .wrapping_sub(y)
-                    .wrapping_sub(z & 1)
-                    & m)
+                $m!($d, $a, $b, $c, |x, y, z| x.wrapping_sub(y).wrapping_sub(z & 1) & m)
             }
             TernOp::SubcBorrowOut(w) => {
                 let m = mask_bits(w.bits()) as u128;
-                $m!(
-                    $d,
-                    $a,
-                    $b,
-                    $c,
-                    |x, y, z| ((x as u128 & m) < (y as u128 & m) + (z as u128 & 1)) as u64
-                )
+                $m!($d, $a, $b, $c, |x, y, z| ((x as u128 & m) < (y as u128 & m) + (z as u128 & 1)) as u64)
             }
             TernOp::Selp => $m!($d, $a, $b, $c, |x, y, z| if z & 1 != 0 { x } else { y }),
-            TernOp::SlctS(_) => $m!($d, $a, $b, $c, |x, y, z| if (z as u32 as i32) >= 0 {
-                x
-            } else {
-                y
-            }),
+            TernOp::SlctS(_) => $m!($d, $a, $b, $c, |x, y, z| if (z as u32 as i32) >= 0 { x } else { y }),
             TernOp::SlctF(ftz) => $m!($d, $a, $b, $c, |x, y, z| {
                 let v = f32v(z);
                 let v = if ftz { ftz32(v) } else { v };
@@ -740,11 +626,7 @@ macro_rules! exec_tern {
                     };
                     let mut v = 0u64;
                     for i in 0..bits {
-                        let bit = if i < len && pos + i <= msb {
-                            (x >> (pos + i)) & 1
-                        } else {
-                            sbit
-                        };
+                        let bit = if i < len && pos + i <= msb { (x >> (pos + i)) & 1 } else { sbit };
                         v |= bit << i;
                     }
                     v
@@ -782,36 +664,23 @@ macro_rules! exec_tern {
                 out
             }),
             TernOp::ShfL { wrap, .. } => $m!($d, $a, $b, $c, |x, y, z| {
-                let n = if wrap {
-                    z & 31
-                } else {
-                    (z & 0xFFFF_FFFF).min(32)
-                };
+                let n = if wrap { z & 31 } else { (z & 0xFFFF_FFFF).min(32) };
                 let v = ((y & 0xFFFF_FFFF) << 32) | (x & 0xFFFF_FFFF);
                 ((v << n) >> 32) & 0xFFFF_FFFF
             }),
             TernOp::ShfR { wrap } => $m!($d, $a, $b, $c, |x, y, z| {
-                let n = if wrap {
-                    z & 31
-                } else {
-                    (z & 0xFFFF_FFFF).min(32)
-                };
+                let n = if wrap { z & 31 } else { (z & 0xFFFF_FFFF).min(32) };
                 let v = ((y & 0xFFFF_FFFF) << 32) | (x & 0xFFFF_FFFF);
                 (v >> n) & 0xFFFF_FFFF
             }),
             TernOp::SadU(w) => {
                 let m = mask_bits(w.bits());
-                $m!($d, $a, $b, $c, |x, y, z| ((x & m).abs_diff(y & m))
-                    .wrapping_add(z)
-                    & m)
+                $m!($d, $a, $b, $c, |x, y, z| ((x & m).abs_diff(y & m)).wrapping_add(z) & m)
             }
             TernOp::SadS(w) => {
                 let bits = w.bits();
                 let m = mask_bits(bits);
-                $m!($d, $a, $b, $c, |x, y, z| (sx(x, bits)
-                    .abs_diff(sx(y, bits)))
-                .wrapping_add(z)
-                    & m)
+                $m!($d, $a, $b, $c, |x, y, z| (sx(x, bits).abs_diff(sx(y, bits))).wrapping_add(z) & m)
             }
             TernOp::Lop3(lut) => $m!($d, $a, $b, $c, |x, y, z| {
                 let mut r = 0u64;

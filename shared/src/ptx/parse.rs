@@ -76,10 +76,7 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, PtxError> {
                 }
                 continue;
             }
-            out.push(Token {
-                tok: Tok::Word(w.to_string()),
-                line,
-            });
+            out.push(Token { tok: Tok::Word(w.to_string()), line });
             continue;
         }
         if c == b'@' && b.get(i + 1) == Some(&b'@') {
@@ -104,10 +101,7 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, PtxError> {
                 }
                 i += 1;
             }
-            out.push(Token {
-                tok: Tok::Num(text[s..i].to_string()),
-                line,
-            });
+            out.push(Token { tok: Tok::Num(text[s..i].to_string()), line });
             continue;
         }
         if c == b'"' {
@@ -119,24 +113,15 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, PtxError> {
                 i += 1;
             }
             i += 1;
-            out.push(Token {
-                tok: Tok::Str,
-                line,
-            });
+            out.push(Token { tok: Tok::Str, line });
             continue;
         }
         if b",;:{}[]()<>+-@!=|*".contains(&c) {
-            out.push(Token {
-                tok: Tok::Punct(c),
-                line,
-            });
+            out.push(Token { tok: Tok::Punct(c), line });
             i += 1;
             continue;
         }
-        return Err(PtxError::new(
-            line,
-            format!("unexpected character {:?}", c as char),
-        ));
+        return Err(PtxError::new(line, format!("unexpected character {:?}", c as char)));
     }
     Ok(out)
 }
@@ -252,11 +237,7 @@ fn describe(t: Option<&Token>) -> String {
 
 impl Parser {
     fn line(&self) -> u32 {
-        self.toks
-            .get(self.pos)
-            .or_else(|| self.toks.last())
-            .map(|t| t.line)
-            .unwrap_or(1)
+        self.toks.get(self.pos).or_else(|| self.toks.last()).map(|t| t.line).unwrap_or(1)
     }
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.pos).map(|t| &t.tok)
@@ -282,11 +263,7 @@ impl Parser {
         if self.eat_punct(c) {
             Ok(())
         } else {
-            self.err(format!(
-                "expected `{}`, found {}",
-                c as char,
-                describe(self.toks.get(self.pos))
-            ))
+            self.err(format!("expected `{}`, found {}", c as char, describe(self.toks.get(self.pos))))
         }
     }
     fn word(&mut self) -> Result<String, PtxError> {
@@ -296,10 +273,7 @@ impl Parser {
                 self.pos += 1;
                 Ok(w)
             }
-            _ => self.err(format!(
-                "expected a name, found {}",
-                describe(self.toks.get(self.pos))
-            )),
+            _ => self.err(format!("expected a name, found {}", describe(self.toks.get(self.pos)))),
         }
     }
     fn peek_word(&self) -> Option<&str> {
@@ -319,10 +293,7 @@ impl Parser {
                     _ => self.err(format!("expected an integer, found `{n}`")),
                 }
             }
-            _ => self.err(format!(
-                "expected a number, found {}",
-                describe(self.toks.get(self.pos))
-            )),
+            _ => self.err(format!("expected a number, found {}", describe(self.toks.get(self.pos)))),
         }
     }
     /// Skips tokens through the next `;` at brace depth zero.
@@ -362,9 +333,7 @@ pub(crate) fn parse_lit(s: &str) -> Option<Lit> {
         }
     }
     if let Some(h) = body.strip_prefix("0x") {
-        return u128::from_str_radix(h, 16)
-            .ok()
-            .map(|v| Lit::Int(v as i128));
+        return u128::from_str_radix(h, 16).ok().map(|v| Lit::Int(v as i128));
     }
     if let Some(h) = body.strip_prefix("0b") {
         return u128::from_str_radix(h, 2).ok().map(|v| Lit::Int(v as i128));
@@ -373,21 +342,17 @@ pub(crate) fn parse_lit(s: &str) -> Option<Lit> {
         return body.parse::<f64>().ok().map(Lit::Float);
     }
     if body.len() > 1 && body.starts_with('0') {
-        return u128::from_str_radix(&body[1..], 8)
-            .ok()
-            .map(|v| Lit::Int(v as i128));
+        return u128::from_str_radix(&body[1..], 8).ok().map(|v| Lit::Int(v as i128));
     }
     body.parse::<u128>().ok().map(|v| Lit::Int(v as i128))
 }
 
 const TYPE_WORDS: &[&str] = &[
-    ".b8", ".b16", ".b32", ".b64", ".b128", ".u8", ".u16", ".u32", ".u64", ".s8", ".s16", ".s32",
-    ".s64", ".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".pred", ".e4m3x2", ".e5m2x2",
+    ".b8", ".b16", ".b32", ".b64", ".b128", ".u8", ".u16", ".u32", ".u64", ".s8", ".s16", ".s32", ".s64", ".f16",
+    ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".pred", ".e4m3x2", ".e5m2x2",
 ];
 
-const SPACES: &[&str] = &[
-    ".global", ".const", ".shared", ".local", ".param", ".reg", ".tex",
-];
+const SPACES: &[&str] = &[".global", ".const", ".shared", ".local", ".param", ".reg", ".tex"];
 
 pub(crate) fn parse(text: &str) -> Result<ParsedModule, PtxError> {
     let toks = tokenize(text)?;
@@ -400,12 +365,7 @@ pub(crate) fn parse(text: &str) -> Result<ParsedModule, PtxError> {
                 p.pos += 1;
                 continue;
             }
-            _ => {
-                return p.err(format!(
-                    "unexpected {} at module level",
-                    describe(p.toks.get(p.pos))
-                ))
-            }
+            _ => return p.err(format!("unexpected {} at module level", describe(p.toks.get(p.pos)))),
         };
         match w.as_str() {
             ".version" => {
@@ -444,8 +404,8 @@ pub(crate) fn parse(text: &str) -> Result<ParsedModule, PtxError> {
                 }
             }
             ".pragma" => p.skip_statement(),
-            ".visible" | ".extern" | ".weak" | ".common" | ".entry" | ".func" | ".global"
-            | ".const" | ".shared" | ".local" | ".tex" | ".alias" => {
+            ".visible" | ".extern" | ".weak" | ".common" | ".entry" | ".func" | ".global" | ".const" | ".shared"
+            | ".local" | ".tex" | ".alias" => {
                 let line = p.line();
                 let mut is_extern = false;
                 while let Some(l) = p.peek_word() {
@@ -470,12 +430,7 @@ pub(crate) fn parse(text: &str) -> Result<ParsedModule, PtxError> {
                         p.expect_punct(b';')?;
                         m.vars.push(v);
                     }
-                    _ => {
-                        return p.err(format!(
-                            "unexpected {} at module level",
-                            describe(p.toks.get(p.pos))
-                        ))
-                    }
+                    _ => return p.err(format!("unexpected {} at module level", describe(p.toks.get(p.pos)))),
                 }
             }
             _ => return p.err(format!("unexpected `{w}` at module level")),
@@ -513,25 +468,11 @@ fn parse_func(p: &mut Parser, line: u32) -> Result<Func, PtxError> {
         }
     }
     if p.eat_punct(b';') {
-        return Ok(Func {
-            line,
-            name,
-            is_entry,
-            rets,
-            params,
-            body: None,
-        });
+        return Ok(Func { line, name, is_entry, rets, params, body: None });
     }
     p.expect_punct(b'{')?;
     let body = parse_body(p)?;
-    Ok(Func {
-        line,
-        name,
-        is_entry,
-        rets,
-        params,
-        body: Some(body),
-    })
+    Ok(Func { line, name, is_entry, rets, params, body: Some(body) })
 }
 
 fn parse_param_list(p: &mut Parser) -> Result<Vec<VarDecl>, PtxError> {
@@ -569,10 +510,7 @@ fn parse_var_decl(p: &mut Parser) -> Result<VarDecl, PtxError> {
     };
     loop {
         let Some(w) = p.peek_word().map(str::to_string) else {
-            return p.err(format!(
-                "expected a declaration, found {}",
-                describe(p.toks.get(p.pos))
-            ));
+            return p.err(format!("expected a declaration, found {}", describe(p.toks.get(p.pos))));
         };
         if !w.starts_with('.') {
             break;
@@ -601,9 +539,7 @@ fn parse_var_decl(p: &mut Parser) -> Result<VarDecl, PtxError> {
             ".visible" | ".weak" | ".common" => {}
             s if SPACES.contains(&s) => d.space = w.clone(),
             s if TYPE_WORDS.contains(&s) => d.ty = w.clone(),
-            ".texref" | ".samplerref" | ".surfref" => {
-                return p.err(format!("`{w}` declarations are not supported"))
-            }
+            ".texref" | ".samplerref" | ".surfref" => return p.err(format!("`{w}` declarations are not supported")),
             _ => return p.err(format!("unknown qualifier `{w}` in declaration")),
         }
     }
@@ -704,9 +640,7 @@ fn parse_body(p: &mut Parser) -> Result<Vec<Stmt>, PtxError> {
                 out.push(Stmt::Open);
             }
             Some(Tok::Punct(b';')) => p.pos += 1,
-            Some(Tok::Word(w))
-                if p.peek_at(1) == Some(&Tok::Punct(b':')) && !w.starts_with('.') =>
-            {
+            Some(Tok::Word(w)) if p.peek_at(1) == Some(&Tok::Punct(b':')) && !w.starts_with('.') => {
                 p.pos += 2;
                 out.push(Stmt::Label(w, line));
             }
@@ -751,12 +685,8 @@ fn parse_inst(p: &mut Parser) -> Result<Inst, PtxError> {
     let mut operands = Vec::new();
     if !p.eat_punct(b';') {
         loop {
-            let o = parse_operand(p).map_err(|e| {
-                PtxError::new(
-                    e.line,
-                    format!("unsupported instruction `{opcode}` ({})", e.message),
-                )
-            })?;
+            let o = parse_operand(p)
+                .map_err(|e| PtxError::new(e.line, format!("unsupported instruction `{opcode}` ({})", e.message)))?;
             operands.push(o);
             if p.eat_punct(b';') {
                 break;
@@ -764,12 +694,7 @@ fn parse_inst(p: &mut Parser) -> Result<Inst, PtxError> {
             p.expect_punct(b',')?;
         }
     }
-    Ok(Inst {
-        line,
-        guard,
-        opcode,
-        operands,
-    })
+    Ok(Inst { line, guard, opcode, operands })
 }
 
 fn parse_operand(p: &mut Parser) -> Result<Operand, PtxError> {
@@ -823,8 +748,7 @@ fn parse_operand(p: &mut Parser) -> Result<Operand, PtxError> {
     match p.peek().cloned() {
         Some(Tok::Num(n)) => {
             p.pos += 1;
-            let lit = parse_lit(&n)
-                .ok_or_else(|| PtxError::new(p.line(), format!("bad number `{n}`")))?;
+            let lit = parse_lit(&n).ok_or_else(|| PtxError::new(p.line(), format!("bad number `{n}`")))?;
             Ok(Operand::Lit(if neg { negate(lit) } else { lit }))
         }
         Some(Tok::Word(w)) if !neg => {

@@ -24,15 +24,23 @@ pub struct ReplayLimits {
 
 impl ReplayLimits {
     /// No limit at all (for tools that replay archives they made themselves).
-    pub const UNLIMITED: ReplayLimits =
-        ReplayLimits { max_region_bytes: u64::MAX, max_total_bytes: u64::MAX, max_regions: u64::MAX, max_grid_blocks: u64::MAX };
+    pub const UNLIMITED: ReplayLimits = ReplayLimits {
+        max_region_bytes: u64::MAX,
+        max_total_bytes: u64::MAX,
+        max_regions: u64::MAX,
+        max_grid_blocks: u64::MAX,
+    };
 }
 
 impl ReplayLimits {
     /// Room for real workloads on a developer's machine (a 1 GiB tensor, 4 GiB of them, a grid of
     /// 16 million blocks), well short of what takes a machine down.
-    pub const DEFAULT: ReplayLimits =
-        ReplayLimits { max_region_bytes: 1 << 30, max_total_bytes: 4 << 30, max_regions: 4096, max_grid_blocks: 1 << 24 };
+    pub const DEFAULT: ReplayLimits = ReplayLimits {
+        max_region_bytes: 1 << 30,
+        max_total_bytes: 4 << 30,
+        max_regions: 4096,
+        max_grid_blocks: 1 << 24,
+    };
 }
 
 impl Default for ReplayLimits {
@@ -66,7 +74,12 @@ impl ReplayLimits {
         over("the number of regions".into(), archive.region_count() as u64, self.max_regions, "max-regions")?;
         let mut total = 0u64;
         for r in archive.regions() {
-            over(format!("the size of region {:?} in bytes", r.name), r.size, self.max_region_bytes, "max-region-bytes")?;
+            over(
+                format!("the size of region {:?} in bytes", r.name),
+                r.size,
+                self.max_region_bytes,
+                "max-region-bytes",
+            )?;
             total = total.saturating_add(r.size);
         }
         over("the size of all regions together in bytes".into(), total, self.max_total_bytes, "max-total-bytes")?;

@@ -128,12 +128,33 @@ pub struct IterationStats {
 /// An op decoded once, with everything it needs at hand.
 enum Step {
     Launch(usize),
-    Copy { src: RegionId, src_offset: u64, dst: RegionId, dst_offset: u64, len: u64 },
-    Memset { region: RegionId, offset: u64, len: u64, width: u32, pattern: u64 },
+    Copy {
+        src: RegionId,
+        src_offset: u64,
+        dst: RegionId,
+        dst_offset: u64,
+        len: u64,
+    },
+    Memset {
+        region: RegionId,
+        offset: u64,
+        len: u64,
+        width: u32,
+        pattern: u64,
+    },
     Alloc(RegionId),
     Free(RegionId),
-    While { region: RegionId, offset: u64, max_iterations: u32, end: usize },
-    If { region: RegionId, offset: u64, end: usize },
+    While {
+        region: RegionId,
+        offset: u64,
+        max_iterations: u32,
+        end: usize,
+    },
+    If {
+        region: RegionId,
+        offset: u64,
+        end: usize,
+    },
     Marker(String),
     /// A signal or wait: one memory in archive order already holds every order it asks for.
     Sync(&'static str),
@@ -228,8 +249,8 @@ impl<'a> CpuReplay<'a> {
         let mut modules = Vec::with_capacity(archive.module_count());
         for m in archive.modules() {
             let text = m.ptx_text()?;
-            let parsed = ptx::Module::parse(&text)
-                .map_err(|error| ReplayError::Load { module: m.name.to_string(), error })?;
+            let parsed =
+                ptx::Module::parse(&text).map_err(|error| ReplayError::Load { module: m.name.to_string(), error })?;
             modules.push(parsed);
         }
         for k in archive.kernels() {
@@ -243,7 +264,13 @@ impl<'a> CpuReplay<'a> {
         }
         let regions = archive
             .regions()
-            .map(|r| RegionState { name: r.name.to_string(), size: r.size, align: r.align, scratch: r.scratch, base: None })
+            .map(|r| RegionState {
+                name: r.name.to_string(),
+                size: r.size,
+                align: r.align,
+                scratch: r.scratch,
+                base: None,
+            })
             .collect();
         let mut replay = CpuReplay {
             archive: archive.clone(),
@@ -397,10 +424,9 @@ impl<'a> CpuReplay<'a> {
                 continue;
             };
             let addr = target + r.target_offset;
-            self.memory.write(at + r.offset, &addr.to_le_bytes()).map_err(|error| ReplayError::Upload {
-                region: self.regions[owner as usize].name.clone(),
-                error,
-            })?;
+            self.memory
+                .write(at + r.offset, &addr.to_le_bytes())
+                .map_err(|error| ReplayError::Upload { region: self.regions[owner as usize].name.clone(), error })?;
         }
         Ok(())
     }
@@ -446,9 +472,7 @@ impl<'a> CpuReplay<'a> {
             region: r.name.clone(),
             reason: "is scratch and not allocated".to_string(),
         })?;
-        self.memory
-            .write(base, bytes)
-            .map_err(|error| ReplayError::Upload { region: r.name.clone(), error })
+        self.memory.write(base, bytes).map_err(|error| ReplayError::Upload { region: r.name.clone(), error })
     }
 
     /// A region's current contents.
@@ -464,9 +488,7 @@ impl<'a> CpuReplay<'a> {
             reason: format!("cannot allocate {} bytes to read it", r.size),
         })?;
         out.resize(r.size as usize, 0);
-        self.memory
-            .read(base, &mut out)
-            .map_err(|error| ReplayError::Upload { region: r.name.clone(), error })?;
+        self.memory.read(base, &mut out).map_err(|error| ReplayError::Upload { region: r.name.clone(), error })?;
         Ok(out)
     }
 
@@ -497,15 +519,19 @@ impl<'a> CpuReplay<'a> {
 
     fn condition(&self, op: usize, region: RegionId, offset: u64) -> Result<bool, ReplayError> {
         let base = self.mapped(op, region)?;
-        let word = self
-            .memory
-            .read_u32(base + offset)
-            .map_err(|error| ReplayError::Memory { op: op as OpId, kind: self.steps[op].kind(), error })?;
+        let word = self.memory.read_u32(base + offset).map_err(|error| ReplayError::Memory {
+            op: op as OpId,
+            kind: self.steps[op].kind(),
+            error,
+        })?;
         Ok(word != 0)
     }
 
     /// Runs every op once, in order, through loops and conditionals.
-    pub fn run_iteration<O: ReplayObserver + ?Sized>(&mut self, observer: &mut O) -> Result<IterationStats, ReplayError> {
+    pub fn run_iteration<O: ReplayObserver + ?Sized>(
+        &mut self,
+        observer: &mut O,
+    ) -> Result<IterationStats, ReplayError> {
         let mut cursor = Cursor::default();
         while self.step(&mut cursor, observer)?.is_some() {}
         Ok(cursor.stats)
@@ -528,7 +554,11 @@ impl<'a> CpuReplay<'a> {
     /// without a body, or a while/if whose body is done (a false condition finishes it at once).
     /// Gives that op, or `None` once the iteration is over. This is how two replays are held side by
     /// side, op by op, to find where they part; [`CpuReplay::run_iteration`] is this in a loop.
-    pub fn step<O: ReplayObserver + ?Sized>(&mut self, cursor: &mut Cursor, observer: &mut O) -> Result<Option<OpId>, ReplayError> {
+    pub fn step<O: ReplayObserver + ?Sized>(
+        &mut self,
+        cursor: &mut Cursor,
+        observer: &mut O,
+    ) -> Result<Option<OpId>, ReplayError> {
         let Cursor { frames, pc, stats, stop_before } = cursor;
         loop {
             // Close (or repeat) the bodies that end here, innermost first.
@@ -632,7 +662,10 @@ impl<'a> CpuReplay<'a> {
             }
             Step::Alloc(region) => {
                 if self.regions[region as usize].base.is_some() {
-                    return Err(ReplayError::DoubleAlloc { op: pc as OpId, region: self.regions[region as usize].name.clone() });
+                    return Err(ReplayError::DoubleAlloc {
+                        op: pc as OpId,
+                        region: self.regions[region as usize].name.clone(),
+                    });
                 }
                 let base = self.map_region(region)?;
                 let size = self.regions[region as usize].size;
@@ -681,10 +714,11 @@ impl<'a> CpuReplay<'a> {
             self.exec.instruction_budget = budget;
         }
         let module = &self.modules[l.module];
-        let done = l
-            .plan
-            .launch(module, params, &self.memory, &self.exec)
-            .map_err(|error| ReplayError::Exec { op: pc as OpId, kernel: l.entry.clone(), error })?;
+        let done = l.plan.launch(module, params, &self.memory, &self.exec).map_err(|error| ReplayError::Exec {
+            op: pc as OpId,
+            kernel: l.entry.clone(),
+            error,
+        })?;
         stats.instructions += done.thread_instructions;
         stats.native_launches += done.jit as u64;
         stats.lane_launches += done.lanes as u64;

@@ -121,7 +121,10 @@ pub enum SessionError<E> {
     Cancelled,
     Replay(E),
     /// A region's final contents could not be kept.
-    Keep { region: RegionId, error: String },
+    Keep {
+        region: RegionId,
+        error: String,
+    },
 }
 
 impl<E: std::fmt::Display> std::fmt::Display for SessionError<E> {

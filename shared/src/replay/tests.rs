@@ -224,8 +224,16 @@ fn nested_bodies_ending_together_close_in_order() {
     assert_eq!(
         log.0,
         [
-            "start 0 if -", "start 1 memset -", "end 1 memset -", "start 2 if -", "start 3 memset -",
-            "end 3 memset -", "end 2 if -", "end 0 if -", "start 4 memset -", "end 4 memset -",
+            "start 0 if -",
+            "start 1 memset -",
+            "end 1 memset -",
+            "start 2 if -",
+            "start 3 memset -",
+            "end 3 memset -",
+            "end 2 if -",
+            "end 0 if -",
+            "start 4 memset -",
+            "end 4 memset -",
         ]
     );
 }
@@ -363,7 +371,12 @@ fn check_judges_regions_with_an_expected_state() {
 #[test]
 fn load_errors_name_the_module_and_the_kernel() {
     let mut w = writer();
-    let m = w.add_module("broken", ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k()\n{\n\tbogus.op %r1;\n\tret;\n}\n").unwrap();
+    let m = w
+        .add_module(
+            "broken",
+            ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k()\n{\n\tbogus.op %r1;\n\tret;\n}\n",
+        )
+        .unwrap();
     w.add_kernel(m, "k", vec![]).unwrap();
     let bytes = finish(w);
     let err = run_once(&bytes).err().unwrap();
@@ -518,7 +531,8 @@ fn faults_name_the_same_thread_and_address_on_both_engines_for_small_and_large_b
     let mut memory = ptx::Memory::new();
     let base = memory.add_region(4 * 128, 4).unwrap();
     let dims = ptx::LaunchDims { grid: [1, 1, 1], block: [128, 1, 1], dynamic_shared: 0 };
-    let stats = ptx::launch(&module, "store_tid", &dims, &base.to_le_bytes(), &memory, &ptx::ExecOptions::default()).unwrap();
+    let stats =
+        ptx::launch(&module, "store_tid", &dims, &base.to_le_bytes(), &memory, &ptx::ExecOptions::default()).unwrap();
     assert!(stats.jit, "the kernel ran on the interpreter");
 
     // Blocks of up to 64 threads and larger ones take different worker shapes in both engines.
@@ -566,11 +580,9 @@ fn iteration_stats_say_which_engine_ran_each_launch() {
     let bytes = finish(w);
     let archive = Archive::open(&bytes).unwrap();
     let native = cfg!(all(feature = "jit", not(target_arch = "wasm32")));
-    for (engine, want_native, want_lanes) in [
-        (ptx::Engine::Jit, 2, 1),
-        (ptx::Engine::JitScalar, 2, 0),
-        (ptx::Engine::Interpreter, 0, 0),
-    ] {
+    for (engine, want_native, want_lanes) in
+        [(ptx::Engine::Jit, 2, 1), (ptx::Engine::JitScalar, 2, 0), (ptx::Engine::Interpreter, 0, 0)]
+    {
         let options = ReplayOptions { threads: 1, engine, ..ReplayOptions::default() };
         let mut replay = CpuReplay::new(&archive, options).unwrap();
         let stats = replay.run_iteration(&mut NoObserver).unwrap();

@@ -34,7 +34,9 @@ pub struct WrpError {
 pub enum CaptureDevice {
     Cpu,
     /// A CUDA GPU; its modules were compiled for this architecture (`90` for sm_90).
-    Cuda { arch: u32 },
+    Cuda {
+        arch: u32,
+    },
 }
 
 /// A whole capture.
@@ -107,22 +109,56 @@ pub struct WrpOp<'a> {
 pub enum OpKind<'a> {
     Launch(Launch<'a>),
     /// A copy between (or within) regions.
-    Copy { dst: i32, src: i32, dst_offset: u64, src_offset: u64, size: u64 },
+    Copy {
+        dst: i32,
+        src: i32,
+        dst_offset: u64,
+        src_offset: u64,
+        size: u64,
+    },
     /// A copy of bytes the file carries into a region.
-    Upload { dst: i32, dst_offset: u64, data: &'a [u8] },
+    Upload {
+        dst: i32,
+        dst_offset: u64,
+        data: &'a [u8],
+    },
     /// Every byte of `[offset, offset + size)` set to `value`.
-    Memset { region: i32, value: u8, offset: u64, size: u64 },
+    Memset {
+        region: i32,
+        value: u8,
+        offset: u64,
+        size: u64,
+    },
     /// `count` copies of `value` back to back from `offset`.
-    Fill { region: i32, offset: u64, count: u64, value: &'a [u8] },
+    Fill {
+        region: i32,
+        offset: u64,
+        count: u64,
+        value: &'a [u8],
+    },
     /// A reservation Warp's replay ignores.
-    Alloc { region: i32, size: u64 },
+    Alloc {
+        region: i32,
+        size: u64,
+    },
     /// `then` when the `i32` at (region, offset) is non-zero, else `otherwise`.
-    If { region: i32, offset: u64, then: Vec<WrpOp<'a>>, otherwise: Vec<WrpOp<'a>> },
+    If {
+        region: i32,
+        offset: u64,
+        then: Vec<WrpOp<'a>>,
+        otherwise: Vec<WrpOp<'a>>,
+    },
     /// `body` while the `i32` at (region, offset) is non-zero (tested before every pass).
-    While { region: i32, offset: u64, body: Vec<WrpOp<'a>> },
+    While {
+        region: i32,
+        offset: u64,
+        body: Vec<WrpOp<'a>>,
+    },
     /// One of Warp's library routines (scans, sorts, reductions, sparse matrices, BVHs), which runs
     /// no kernel the capture holds.
-    Library { opcode: u32 },
+    Library {
+        opcode: u32,
+    },
 }
 
 /// A kernel launch.

@@ -95,7 +95,10 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
     if magic != MAGIC {
         return Err(WrpError {
             offset: 0,
-            what: format!("not a Warp capture: the file starts with {:?}, not \"WRP1\"", String::from_utf8_lossy(magic)),
+            what: format!(
+                "not a Warp capture: the file starts with {:?}, not \"WRP1\"",
+                String::from_utf8_lossy(magic)
+            ),
         });
     }
     if bytes.len() < HEADER_BYTES {
@@ -123,9 +126,13 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
     let device = match (device_type, target_arch) {
         (1, 0) => CaptureDevice::Cpu,
         (0, arch) if arch > 0 => CaptureDevice::Cuda { arch },
-        (1, arch) => return Err(WrpError { offset: 28, what: format!("a CPU capture with target architecture {arch}") }),
+        (1, arch) => {
+            return Err(WrpError { offset: 28, what: format!("a CPU capture with target architecture {arch}") })
+        }
         (0, _) => return Err(WrpError { offset: 28, what: "a CUDA capture without a target architecture".into() }),
-        (other, _) => return Err(WrpError { offset: 24, what: format!("device type {other}: expected 0 (CUDA) or 1 (CPU)") }),
+        (other, _) => {
+            return Err(WrpError { offset: 24, what: format!("device type {other}: expected 0 (CUDA) or 1 (CPU)") })
+        }
     };
 
     // The section table.
@@ -153,12 +160,18 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
             _ => continue,
         };
         if uncompressed != size {
-            return Err(WrpError { offset: entry, what: format!("the {name} section is compressed, which format {FORMAT_VERSION} never is") });
+            return Err(WrpError {
+                offset: entry,
+                what: format!("the {name} section is compressed, which format {FORMAT_VERSION} never is"),
+            });
         }
         if offset.checked_add(size).is_none_or(|end| end > bytes.len() as u64) {
             return Err(WrpError {
                 offset: entry,
-                what: format!("the {name} section ({size} bytes at byte {offset}) runs past the end of the file ({} bytes)", bytes.len()),
+                what: format!(
+                    "the {name} section ({size} bytes at byte {offset}) runs past the end of the file ({} bytes)",
+                    bytes.len()
+                ),
             });
         }
         let slot = &mut found[kind as usize - 1];
@@ -168,8 +181,12 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
         *slot = Some(Reader::new(&bytes[offset as usize..(offset + size) as usize], offset));
     }
     let [Some(mut meta), Some(mut memory), Some(mut operations)] = found else {
-        let missing: Vec<&str> =
-            ["metadata", "memory", "operations"].iter().zip(&found).filter(|(_, s)| s.is_none()).map(|(n, _)| *n).collect();
+        let missing: Vec<&str> = ["metadata", "memory", "operations"]
+            .iter()
+            .zip(&found)
+            .filter(|(_, s)| s.is_none())
+            .map(|(n, _)| *n)
+            .collect();
         return Err(WrpError { offset: table, what: format!("the file has no {} section", missing.join(" or ")) });
     };
 
@@ -248,7 +265,9 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
                 };
                 Some(memory.take(len, &format!("region {id}'s contents"))?)
             }
-            other => return Err(WrpError { offset: record + 16, what: format!("region {id}: data flag {other} (0 or 1)") }),
+            other => {
+                return Err(WrpError { offset: record + 16, what: format!("region {id}: data flag {other} (0 or 1)") })
+            }
         };
         if regions.iter().any(|r| r.id == id) {
             return Err(WrpError { offset: record, what: format!("region {id} is declared twice") });
@@ -277,7 +296,10 @@ fn ops<'a>(r: &mut Reader<'a>, count: u32, depth: usize) -> Result<Vec<WrpOp<'a>
         let opcode = r.u32("an op's type")?;
         let total = r.u32("an op's size")? as usize;
         if total < 8 {
-            return Err(WrpError { offset: start + 4, what: format!("op {index} ({}) says it is {total} bytes long", opcode_name(opcode)) });
+            return Err(WrpError {
+                offset: start + 4,
+                what: format!("op {index} ({}) says it is {total} bytes long", opcode_name(opcode)),
+            });
         }
         let body = r.take(total - 8, &format!("op {index} ({})", opcode_name(opcode)))?;
         let mut rec = Reader::new(body, start + 8);
@@ -462,30 +484,45 @@ fn launch<'a>(r: &mut Reader<'a>) -> Result<Launch<'a>, WrpError> {
         return r.error(format!("{} bytes after the launch record", r.remaining()));
     }
     if records.iter().map(|rec| rec.2).sum::<usize>() != pointer_count {
-        return r.error(format!("the parameters claim a different number of pointers than the {pointer_count} recorded"));
+        return r
+            .error(format!("the parameters claim a different number of pointers than the {pointer_count} recorded"));
     }
     let mut next_pointer = pointer_records.into_iter();
     let mut params = Vec::new();
     for (i, (at, index, pointers, offset, size, align)) in records.into_iter().enumerate() {
         if index as usize != i + 1 {
-            return Err(WrpError { offset: at, what: format!("parameter {i} says it is parameter {}", index as i64 - 1) });
+            return Err(WrpError {
+                offset: at,
+                what: format!("parameter {i} says it is parameter {}", index as i64 - 1),
+            });
         }
         let Some(value) = offset.checked_add(size).and_then(|end| values.get(offset..end)) else {
             return Err(WrpError {
                 offset: at,
-                what: format!("parameter {i}'s {size} bytes at {offset} lie outside the {} argument bytes (at byte {values_at})", values.len()),
+                what: format!(
+                    "parameter {i}'s {size} bytes at {offset} lie outside the {} argument bytes (at byte {values_at})",
+                    values.len()
+                ),
             });
         };
         let mut list = Vec::new();
         for (at, value_offset, region, region_offset, kind) in next_pointer.by_ref().take(pointers) {
             if value_offset as usize + 8 > size {
-                return Err(WrpError { offset: at, what: format!("parameter {i}: a pointer at {value_offset} of its {size} bytes") });
+                return Err(WrpError {
+                    offset: at,
+                    what: format!("parameter {i}: a pointer at {value_offset} of its {size} bytes"),
+                });
             }
             let target = match kind {
                 1 => PointerTarget::Data { region, offset: region_offset },
                 2 => PointerTarget::Handle,
                 3 => PointerTarget::Null,
-                other => return Err(WrpError { offset: at + 16, what: format!("parameter {i}: pointer kind {other} (1 to 3)") }),
+                other => {
+                    return Err(WrpError {
+                        offset: at + 16,
+                        what: format!("parameter {i}: pointer kind {other} (1 to 3)"),
+                    })
+                }
             };
             list.push(Pointer { at: value_offset, target });
         }
@@ -589,7 +626,10 @@ mod tests {
     fn a_small_capture_reads_back() {
         let bytes = tiny();
         let c = parse(&bytes).unwrap();
-        assert_eq!((c.device, c.producer.as_str(), c.bindings.clone()), (CaptureDevice::Cpu, "1.19.0", vec![("x".to_string(), 1)]));
+        assert_eq!(
+            (c.device, c.producer.as_str(), c.bindings.clone()),
+            (CaptureDevice::Cpu, "1.19.0", vec![("x".to_string(), 1)])
+        );
         assert_eq!(c.regions, vec![Region { id: 1, size: 8, initial: Some(&[7u8; 8][..]) }]);
         let OpKind::While { region: 1, offset: 0, body } = &c.ops[0].kind else { panic!("{:?}", c.ops) };
         assert_eq!(body[0].kind, OpKind::Memset { region: 1, value: 0, offset: 0, size: 4 });

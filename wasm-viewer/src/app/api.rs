@@ -20,7 +20,11 @@ pub fn token() -> Option<String> {
 /// `path` with the token appended when there is one.
 pub fn url(path: &str) -> String {
     match token() {
-        Some(t) => format!("{path}{}token={}", if path.contains('?') { '&' } else { '?' }, String::from(js_sys::encode_uri_component(&t))),
+        Some(t) => format!(
+            "{path}{}token={}",
+            if path.contains('?') { '&' } else { '?' },
+            String::from(js_sys::encode_uri_component(&t))
+        ),
         None => path.to_string(),
     }
 }
@@ -62,14 +66,16 @@ async fn send(method: &str, path: &str, json: Option<String>) -> Result<Response
 pub async fn get_json<T: DeserializeOwned>(path: &str) -> Result<T, String> {
     let resp = send("GET", path, None).await?;
     let text = JsFuture::from(resp.text().map_err(|e| format!("{e:?}"))?).await.map_err(|e| format!("{e:?}"))?;
-    serde_json::from_str(&text.as_string().unwrap_or_default()).map_err(|e| format!("GET {path}: unexpected answer: {e}"))
+    serde_json::from_str(&text.as_string().unwrap_or_default())
+        .map_err(|e| format!("GET {path}: unexpected answer: {e}"))
 }
 
 pub async fn post_json<T: DeserializeOwned>(path: &str, body: &impl serde::Serialize) -> Result<T, String> {
     let body = serde_json::to_string(body).map_err(|e| e.to_string())?;
     let resp = send("POST", path, Some(body)).await?;
     let text = JsFuture::from(resp.text().map_err(|e| format!("{e:?}"))?).await.map_err(|e| format!("{e:?}"))?;
-    serde_json::from_str(&text.as_string().unwrap_or_default()).map_err(|e| format!("POST {path}: unexpected answer: {e}"))
+    serde_json::from_str(&text.as_string().unwrap_or_default())
+        .map_err(|e| format!("POST {path}: unexpected answer: {e}"))
 }
 
 pub async fn get_bytes(path: &str) -> Result<Vec<u8>, String> {
@@ -104,7 +110,9 @@ pub fn upload(
     let content_type = upload_content_type(&file.name());
     // A converted capture is named by the host after its .wrp file.
     let path = match content_type {
-        "application/octet-stream" => format!("/api/archives?name={}", String::from(js_sys::encode_uri_component(&file.name()))),
+        "application/octet-stream" => {
+            format!("/api/archives?name={}", String::from(js_sys::encode_uri_component(&file.name())))
+        }
         _ => "/api/archives".to_string(),
     };
     xhr.open("POST", &url(&path)).map_err(|e| format!("{e:?}"))?;

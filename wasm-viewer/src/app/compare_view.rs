@@ -33,7 +33,13 @@ pub fn html(c: &CompareView, archive: &Archive, selected: Option<u32>, download:
         Some(v) => {
             let control = v.control.as_ref().map_or(String::new(), |p| {
                 let next = |o: Option<u32>| o.map_or("nothing".to_string(), |op| format!("op {op}"));
-                format!("; control flow parts: {} ran {}, {} ran {}", esc(&v.a), next(p.a_next), esc(&v.b), next(p.b_next))
+                format!(
+                    "; control flow parts: {} ran {}, {} ran {}",
+                    esc(&v.a),
+                    next(p.a_next),
+                    esc(&v.b),
+                    next(p.b_next)
+                )
             });
             let _ = write!(
                 h,
@@ -57,7 +63,8 @@ pub fn html(c: &CompareView, archive: &Archive, selected: Option<u32>, download:
     h.push_str(r#"<div class="split cmp"><div class="table cmp-ops" style="flex:0 0 520px"><div class="row head"><span>#</span><span>op</span><span>passes</span><span>verdict</span></div><div class="tbody" id="cmp-ops">"#);
     for &op in c.order.iter().take(MAX_ROWS) {
         let (passes, differ) = c.ops[&op];
-        let (class, badge) = if differ == 0 { ("agree", "agree".to_string()) } else { ("differ", format!("differ ×{differ}")) };
+        let (class, badge) =
+            if differ == 0 { ("agree", "agree".to_string()) } else { ("differ", format!("differ ×{differ}")) };
         let label = if (op as usize) < archive.op_count() { archive.op_label(op) } else { format!("op {op}") };
         let _ = write!(
             h,
@@ -68,7 +75,11 @@ pub fn html(c: &CompareView, archive: &Archive, selected: Option<u32>, download:
         );
     }
     if c.order.len() > MAX_ROWS {
-        let _ = write!(h, r#"<div class="row muted"><span></span><span>… {} more ops</span></div>"#, c.order.len() - MAX_ROWS);
+        let _ = write!(
+            h,
+            r#"<div class="row muted"><span></span><span>… {} more ops</span></div>"#,
+            c.order.len() - MAX_ROWS
+        );
     }
     h.push_str("</div></div>");
     match shown.and_then(|op| c.partings.iter().find(|p| p.op == op)) {
@@ -93,7 +104,13 @@ fn parting_html(p: &Parting, download: Option<&str>) -> String {
     );
     if let Some(m) = &p.check.first_mismatch {
         let v = |x: Option<f64>| x.map(plot::num).unwrap_or_else(|| "NaN".into());
-        let _ = write!(h, r#"<p class="mono" id="cmp-first-mismatch">first at element {}: A {} · B {}</p>"#, m.index, v(m.want), v(m.got));
+        let _ = write!(
+            h,
+            r#"<p class="mono" id="cmp-first-mismatch">first at element {}: A {} · B {}</p>"#,
+            m.index,
+            v(m.want),
+            v(m.got)
+        );
     }
     if !p.histogram.is_empty() {
         let buckets: Vec<String> = p.histogram.iter().map(|(k, n)| format!("{k}: {n}")).collect();

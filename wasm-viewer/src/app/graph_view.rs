@@ -35,7 +35,11 @@ fn dags_for(open: &super::Open) -> (Vec<DagInput>, usize) {
             owner: d.owner,
             nodes: d.nodes.clone(),
             edges: d.edges.iter().map(|e| (e.from, e.to)).collect(),
-            devices: if plan.device_count > 1 { d.nodes.iter().map(|&n| plan.device_of(n)).collect() } else { Vec::new() },
+            devices: if plan.device_count > 1 {
+                d.nodes.iter().map(|&n| plan.device_of(n)).collect()
+            } else {
+                Vec::new()
+            },
         })
         .collect();
     let edges = plan.edge_count();
@@ -64,7 +68,11 @@ pub fn render() {
         let ms = dom::now_ms() - t0;
         SIZE.with(|s| s.set((layout.w, layout.h)));
         let omitted = if layout.omitted > 0 {
-            format!(r#"<span class="warn">showing the first {} top-level ops of {}</span>"#, graph::MAX_NODES, graph::MAX_NODES + layout.omitted)
+            format!(
+                r#"<span class="warn">showing the first {} top-level ops of {}</span>"#,
+                graph::MAX_NODES,
+                graph::MAX_NODES + layout.omitted
+            )
         } else {
             String::new()
         };
@@ -159,7 +167,11 @@ pub fn wire() {
         let factor = (-ev.delta_y() * 0.0015).exp();
         zoom_at(factor, ev.client_x() as f64 - r.left(), ev.client_y() as f64 - r.top());
     });
-    let _ = doc.add_event_listener_with_callback_and_add_event_listener_options("wheel", cb.as_ref().unchecked_ref(), &wheel_opts);
+    let _ = doc.add_event_listener_with_callback_and_add_event_listener_options(
+        "wheel",
+        cb.as_ref().unchecked_ref(),
+        &wheel_opts,
+    );
     cb.forget();
     listen(&doc, "mousedown", false, |ev| {
         if !in_graph(&ev) {
@@ -209,7 +221,8 @@ pub fn wire() {
     });
     listen(&doc, "keydown", false, |ev| {
         let ev: web_sys::KeyboardEvent = ev.unchecked_into();
-        let on_graph = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).is_some_and(|e| e.id() == "graph-wrap");
+        let on_graph =
+            ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).is_some_and(|e| e.id() == "graph-wrap");
         if !on_graph {
             return;
         }

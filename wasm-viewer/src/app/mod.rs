@@ -303,7 +303,11 @@ fn start_upload(file: web_sys::File) {
         &file,
         move |sent, total| {
             let pct = if total > 0.0 { sent / total * 100.0 } else { 100.0 };
-            show(sent, total, &format!("{}: {} of {} ({pct:.0}%)", name, bytes_human(sent as u64), bytes_human(total as u64)));
+            show(
+                sent,
+                total,
+                &format!("{}: {} of {} ({pct:.0}%)", name, bytes_human(sent as u64), bytes_human(total as u64)),
+            );
             // Kept on the body so it outlives the page change that follows the upload.
             if let Some(b) = document().body() {
                 let _ = b.set_attribute("data-upload-progress", &format!("{pct:.0}"));
@@ -321,7 +325,10 @@ fn start_upload(file: web_sys::File) {
                 if let Some(p) = by_id("upload-progress") {
                     p.set_hidden(true);
                 }
-                show_home_error(format!(r#"<div class="error" id="upload-error" role="alert">The upload was refused: {}</div>"#, esc(&e)));
+                show_home_error(format!(
+                    r#"<div class="error" id="upload-error" role="alert">The upload was refused: {}</div>"#,
+                    esc(&e)
+                ));
             }
         },
     );
@@ -402,7 +409,8 @@ fn wire_drop() {
         if let Some(b) = document().body() {
             let _ = b.class_list().remove_1("dragging");
         }
-        let upload = dom::closest_with(&ev, "data-drop").and_then(|z| z.get_attribute("data-drop")).as_deref() == Some("upload");
+        let upload =
+            dom::closest_with(&ev, "data-drop").and_then(|z| z.get_attribute("data-drop")).as_deref() == Some("upload");
         let ev: web_sys::DragEvent = ev.unchecked_into();
         if let Some(file) = ev.data_transfer().and_then(|d| d.files()).and_then(|f| f.get(0)) {
             if upload {
@@ -446,16 +454,17 @@ pub fn show_page_error(html: &str) {
     set_status("");
     set_html(
         "main",
-        &format!(r#"<section class="home"><div class="error" id="page-error" role="alert">{html}. <a href="/" data-link>Back to the archive list</a>.</div></section>"#),
+        &format!(
+            r#"<section class="home"><div class="error" id="page-error" role="alert">{html}. <a href="/" data-link>Back to the archive list</a>.</div></section>"#
+        ),
     );
 }
 
 /// Makes host archive `id` the open archive (downloading and parsing it unless it already is).
 /// False when it could not be opened (the page says why) or the user navigated away meanwhile.
 pub async fn ensure_host_archive(id: &str, generation: u64) -> bool {
-    let already = with_app(|app| {
-        app.open.as_ref().is_some_and(|o| matches!(&o.source, Source::Host { info } if info.id == id))
-    });
+    let already =
+        with_app(|app| app.open.as_ref().is_some_and(|o| matches!(&o.source, Source::Host { info } if info.id == id)));
     if already {
         return true;
     }
@@ -475,7 +484,11 @@ pub async fn ensure_host_archive(id: &str, generation: u64) -> bool {
         Ok((info, bytes)) => match parse(bytes, Source::Host { info }) {
             Ok(()) => true,
             Err(e) => {
-                show_page_error(&format!("The host's archive <code>{}</code> does not open here: {}", esc(id), esc(&e.to_string())));
+                show_page_error(&format!(
+                    "The host's archive <code>{}</code> does not open here: {}",
+                    esc(id),
+                    esc(&e.to_string())
+                ));
                 false
             }
         },
@@ -538,8 +551,19 @@ pub fn render_archive() {
         let open = app.open.as_ref()?;
         let s = model::summary(open.loaded.archive());
         let (name, tag) = match &open.source {
-            Source::Local { file_name } => (file_name.as_str(), r#"<span class="tag" title="opened from disk, parsed in this browser, not uploaded">local</span>"#.to_string()),
-            Source::Host { info } => (info.name.as_str(), format!(r#"<span class="tag mono" title="{}">{}</span>"#, esc(&info.hash), esc(&info.id[..info.id.len().min(12)]))),
+            Source::Local { file_name } => (
+                file_name.as_str(),
+                r#"<span class="tag" title="opened from disk, parsed in this browser, not uploaded">local</span>"#
+                    .to_string(),
+            ),
+            Source::Host { info } => (
+                info.name.as_str(),
+                format!(
+                    r#"<span class="tag mono" title="{}">{}</span>"#,
+                    esc(&info.hash),
+                    esc(&info.id[..info.id.len().min(12)])
+                ),
+            ),
         };
         Some(format!(
             r#"<a href="/" data-link class="up">archives</a><span class="sep">/</span><span class="name">{}</span>{tag}
@@ -556,7 +580,10 @@ pub fn render_archive() {
     let Some(header) = header else { return };
     set_html("crumb", &header);
     set_status("");
-    set_html("main", r#"<div class="archive"><nav class="tabs" id="tabs" role="tablist" aria-label="archive views"></nav><div class="view" id="main-view"></div></div>"#);
+    set_html(
+        "main",
+        r#"<div class="archive"><nav class="tabs" id="tabs" role="tablist" aria-label="archive views"></nav><div class="view" id="main-view"></div></div>"#,
+    );
     let tab = with_app(|app| app.open.as_ref().map(|o| o.tab)).unwrap_or(Tab::Ops);
     show_tab(tab);
     dom::mark("recap:archive-painted");
@@ -571,7 +598,9 @@ pub fn show_tab(tab: Tab) {
     let is_host = with_app(|app| app.open.as_ref().is_some_and(|o| matches!(o.source, Source::Host { .. })));
     let path = window().location().pathname().unwrap_or_default();
     if is_host && path.starts_with("/archives/") {
-        let _ = window().history().and_then(|h| h.replace_state_with_url(&JsValue::NULL, "", Some(&format!("#{}", tab.name()))));
+        let _ = window()
+            .history()
+            .and_then(|h| h.replace_state_with_url(&JsValue::NULL, "", Some(&format!("#{}", tab.name()))));
     }
     let mut html = String::new();
     for (i, t) in Tab::ALL.into_iter().enumerate() {

@@ -241,7 +241,8 @@ pub fn wire() {
     let doc: web_sys::EventTarget = document().into();
     // Scroll does not bubble; listening in the capture phase sees it anyway.
     listen(&doc, "scroll", true, |ev| {
-        let is_ops = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).is_some_and(|e| e.id() == "ops-scroll");
+        let is_ops =
+            ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).is_some_and(|e| e.id() == "ops-scroll");
         if is_ops {
             scrolled();
         }
@@ -264,7 +265,8 @@ pub fn wire() {
     });
     listen(&doc, "keydown", false, |ev| {
         let ev: web_sys::KeyboardEvent = ev.unchecked_into();
-        let target_id = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).map(|e| e.id()).unwrap_or_default();
+        let target_id =
+            ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).map(|e| e.id()).unwrap_or_default();
         let typing = ev
             .target()
             .and_then(|t| t.dyn_into::<web_sys::Element>().ok())

@@ -149,7 +149,11 @@ fn fill_devices(is_local: bool) {
     let html = with_state(|s| {
         let mut h = String::new();
         for d in &s.devices {
-            let busy = if d.running + d.queued > 0 { format!(" · {} running, {} queued", d.running, d.queued) } else { String::new() };
+            let busy = if d.running + d.queued > 0 {
+                format!(" · {} running, {} queued", d.running, d.queued)
+            } else {
+                String::new()
+            };
             let _ = write!(h, r#"<option value="{}">host: {}{busy}</option>"#, esc(&d.id), esc(&d.name));
         }
         if let Some(e) = &s.devices_error {
@@ -182,7 +186,8 @@ fn fill_devices(is_local: bool) {
     let sel: web_sys::HtmlSelectElement = sel.unchecked_into();
     if is_local {
         sel.set_value("browser");
-    } else if let Some(d) = with_state(|s| s.preferred_device.clone().filter(|d| s.devices.iter().any(|x| &x.id == d))) {
+    } else if let Some(d) = with_state(|s| s.preferred_device.clone().filter(|d| s.devices.iter().any(|x| &x.id == d)))
+    {
         sel.set_value(&d);
     }
 }
@@ -208,7 +213,11 @@ fn downsample(v: &[f64], max: usize) -> Vec<f64> {
         .map(|b| {
             let (lo, hi) = (b * v.len() / max, ((b + 1) * v.len() / max).max(b * v.len() / max + 1));
             let s: Vec<f64> = v[lo..hi].iter().copied().filter(|x| x.is_finite()).collect();
-            if s.is_empty() { f64::NAN } else { s.iter().sum::<f64>() / s.len() as f64 }
+            if s.is_empty() {
+                f64::NAN
+            } else {
+                s.iter().sum::<f64>() / s.len() as f64
+            }
         })
         .collect()
 }
@@ -285,18 +294,31 @@ fn redraw() {
         let check_html = match &v.check {
             None if v.state == Some(SessionState::Finished) => r#"<p class="muted">Not checked.</p>"#.to_string(),
             None => r#"<p class="muted">The verdict comes when the replay finishes.</p>"#.to_string(),
-            Some(c) if c.regions.is_empty() => r#"<p class="muted">This archive records no expected state to check against.</p>"#.to_string(),
+            Some(c) if c.regions.is_empty() => {
+                r#"<p class="muted">This archive records no expected state to check against.</p>"#.to_string()
+            }
             Some(c) => {
                 let mut h = format!(
                     r#"<div class="verdict {}" id="r-verdict">{}</div><table class="params check"><thead><tr><th>region</th><th>verdict</th><th>tolerance</th><th>mismatches</th><th>max abs err</th><th>max rel err</th><th>first mismatch</th></tr></thead><tbody>"#,
                     if c.passed { "pass" } else { "fail" },
-                    if c.passed { "PASS: every region matches its expected state" } else { "FAIL: some regions differ from their expected state" }
+                    if c.passed {
+                        "PASS: every region matches its expected state"
+                    } else {
+                        "FAIL: some regions differ from their expected state"
+                    }
                 );
                 for r in &c.regions {
                     let first = r
                         .first_mismatch
                         .as_ref()
-                        .map(|m| format!("[{}] got {} want {}", m.index, m.got.map(plot::num).unwrap_or("NaN".into()), m.want.map(plot::num).unwrap_or("NaN".into())))
+                        .map(|m| {
+                            format!(
+                                "[{}] got {} want {}",
+                                m.index,
+                                m.got.map(plot::num).unwrap_or("NaN".into()),
+                                m.want.map(plot::num).unwrap_or("NaN".into())
+                            )
+                        })
                         .unwrap_or_default();
                     let _ = write!(
                         h,
@@ -359,7 +381,11 @@ fn redraw() {
                 r.min.map(plot::num).unwrap_or("–".into()),
                 r.max.map(plot::num).unwrap_or("–".into()),
                 r.mean.map(plot::num).unwrap_or("–".into()),
-                if r.nan_count + r.inf_count > 0 { format!(" · {} NaN, {} inf", r.nan_count, r.inf_count) } else { String::new() },
+                if r.nan_count + r.inf_count > 0 {
+                    format!(" · {} NaN, {} inf", r.nan_count, r.inf_count)
+                } else {
+                    String::new()
+                },
                 first.join(", "),
                 if (r.first.len() as u64) < r.count { ", …" } else { "" }
             );
@@ -367,7 +393,8 @@ fn redraw() {
         if regions_html.is_empty() {
             regions_html = r#"<p class="muted">Final region contents arrive when the replay finishes.</p>"#.to_string();
         }
-        let running = matches!(v.state, Some(SessionState::Queued) | Some(SessionState::Running)) || (s.runner != Runner::None && v.state.is_none());
+        let running = matches!(v.state, Some(SessionState::Queued) | Some(SessionState::Running))
+            || (s.runner != Runner::None && v.state.is_none());
         (s.runner.clone(), st, iter_chart, op_chart, check_html, regions_html, running, compare_html)
     });
     if let Some(section) = by_id("r-compare-section") {
@@ -414,10 +441,20 @@ fn histogram_svg(bins: &[u64], min: Option<f64>, max: Option<f64>) -> String {
     let (w, h) = (360.0, 70.0);
     let top = bins.iter().copied().max().unwrap_or(1).max(1) as f64;
     let bw = w / bins.len() as f64;
-    let mut s = format!(r#"<svg class="plot hist" viewBox="0 0 {w} {}" width="{w}" height="{}" role="img"><title>histogram of final values</title>"#, h + 14.0, h + 14.0);
+    let mut s = format!(
+        r#"<svg class="plot hist" viewBox="0 0 {w} {}" width="{w}" height="{}" role="img"><title>histogram of final values</title>"#,
+        h + 14.0,
+        h + 14.0
+    );
     for (i, &b) in bins.iter().enumerate() {
         let bh = b as f64 / top * h;
-        let _ = write!(s, r#"<rect class="bar" x="{:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}"/>"#, i as f64 * bw + 0.5, h - bh, (bw - 1.0).max(0.5));
+        let _ = write!(
+            s,
+            r#"<rect class="bar" x="{:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}"/>"#,
+            i as f64 * bw + 0.5,
+            h - bh,
+            (bw - 1.0).max(0.5)
+        );
     }
     let _ = write!(
         s,
@@ -482,7 +519,11 @@ pub fn attach(id: String, control: Option<String>) {
         with_state(|s| {
             let ended = s.view.state.is_some_and(|st| st.is_terminal());
             if !ended && ev.code() != 1000 {
-                s.view.error = Some(format!("the live stream closed (code {}){}", ev.code(), if ev.reason().is_empty() { String::new() } else { format!(": {}", ev.reason()) }));
+                s.view.error = Some(format!(
+                    "the live stream closed (code {}){}",
+                    ev.code(),
+                    if ev.reason().is_empty() { String::new() } else { format!(": {}", ev.reason()) }
+                ));
             }
         });
         schedule_redraw();
@@ -514,7 +555,9 @@ async fn start_host(archive: String, device: String, iterations: u32, check: boo
     match api::post_json::<SessionCreated>("/api/sessions", &req).await {
         Ok(created) => {
             let path = api::url(&format!("/sessions/{}", created.id));
-            let _ = window().history().and_then(|h| h.push_state_with_url(&JsValue::NULL, "", Some(&format!("{path}#replay"))));
+            let _ = window()
+                .history()
+                .and_then(|h| h.push_state_with_url(&JsValue::NULL, "", Some(&format!("{path}#replay"))));
             attach(created.id, Some(created.control));
         }
         Err(e) => {
@@ -561,7 +604,8 @@ pub async fn open_session(id: String, generation: u64) {
 }
 
 fn start_clicked() {
-    let device = by_id("r-device").map(|e| e.unchecked_into::<web_sys::HtmlSelectElement>().value()).unwrap_or_default();
+    let device =
+        by_id("r-device").map(|e| e.unchecked_into::<web_sys::HtmlSelectElement>().value()).unwrap_or_default();
     let iterations = by_id("r-iters")
         .map(|e| e.unchecked_into::<web_sys::HtmlInputElement>().value())
         .and_then(|v| v.trim().parse::<u32>().ok())
@@ -602,7 +646,11 @@ fn cancel_clicked() {
         Runner::Browser => with_state(|s| s.stop.set(true)),
         Runner::Host { id, control: Some(control) } => {
             wasm_bindgen_futures::spawn_local(async move {
-                let r = api::post_json::<SessionInfo>(&format!("/api/sessions/{id}/cancel?control={control}"), &serde_json::json!({})).await;
+                let r = api::post_json::<SessionInfo>(
+                    &format!("/api/sessions/{id}/cancel?control={control}"),
+                    &serde_json::json!({}),
+                )
+                .await;
                 if let Err(e) = r {
                     super::set_status(&e);
                 }
@@ -702,7 +750,9 @@ pub fn wire() {
                 Some("start") => start_clicked(),
                 Some("cancel") => cancel_clicked(),
                 Some("share") => share_clicked(),
-                Some("first-divergence") => show_divergence(with_state(|s| s.view.compare.as_ref().and_then(|c| c.first_divergence()))),
+                Some("first-divergence") => {
+                    show_divergence(with_state(|s| s.view.compare.as_ref().and_then(|c| c.first_divergence())))
+                }
                 _ => {}
             }
         }

@@ -27,7 +27,9 @@ pub fn render_kernels() {
         let open = app.open.as_mut()?;
         let a = open.loaded.archive();
         if a.kernel_count() == 0 {
-            return Some(r#"<div class="pane"><p class="muted">This archive launches no kernels.</p></div>"#.to_string());
+            return Some(
+                r#"<div class="pane"><p class="muted">This archive launches no kernels.</p></div>"#.to_string(),
+            );
         }
         let sel = open.selected_kernel.min(a.kernel_count() as u32 - 1);
         let counts = launches_per_kernel(a);
@@ -62,7 +64,8 @@ pub fn render_kernels() {
             Ok(t) => highlight_entry(&t, k.name),
             Err(e) => format!(r#"<div class="error">{}</div>"#, esc(&e.to_string())),
         };
-        let cubins: Vec<String> = module.cubins.iter().map(|(sm, b)| format!("sm_{sm} ({})", bytes_human(b.len()))).collect();
+        let cubins: Vec<String> =
+            module.cubins.iter().map(|(sm, b)| format!("sm_{sm} ({})", bytes_human(b.len()))).collect();
         Some(format!(
             r#"<div class="split">
   <div class="table kernels" style="flex:0 0 460px">
@@ -205,7 +208,9 @@ pub fn render_regions() {
 /// (`archive` is its id).
 fn region_plots(r: &RegionView, archive: Option<&str>) -> String {
     let mut out = String::new();
-    for (label, contents, blob) in [("initial", "initial", &r.initial), ("expected after replay", "expected", &r.expected)] {
+    for (label, contents, blob) in
+        [("initial", "initial", &r.initial), ("expected after replay", "expected", &r.expected)]
+    {
         let link = archive.map_or(String::new(), |id| {
             format!(
                 r#" <a class="npy" data-npy="{contents}" download href="{}">.npy</a>"#,
@@ -221,16 +226,15 @@ fn region_plots(r: &RegionView, archive: Option<&str>) -> String {
         let _ = write!(out, "<h4>{label}{link}</h4>");
         // Previews decode at most 64 MiB; larger regions are summarised from their head.
         let limit = 64 << 20;
-        let bytes = if blob.len() <= limit {
-            blob.decode()
-        } else {
-            let mut v = vec![0u8; limit as usize];
-            std::io::Read::read_exact(&mut blob.reader(), &mut v).map(|_| v).map_err(|e| shared::archive::FormatError {
-                section: "blobs",
-                offset: 0,
-                reason: e.to_string(),
-            })
-        };
+        let bytes =
+            if blob.len() <= limit {
+                blob.decode()
+            } else {
+                let mut v = vec![0u8; limit as usize];
+                std::io::Read::read_exact(&mut blob.reader(), &mut v)
+                    .map(|_| v)
+                    .map_err(|e| shared::archive::FormatError { section: "blobs", offset: 0, reason: e.to_string() })
+            };
         match bytes {
             Ok(bytes) => out.push_str(&data_plot(&bytes, r, label)),
             Err(e) => {
@@ -257,11 +261,11 @@ pub fn data_chart(bytes: &[u8], r: &RegionView, label: &str, with_stats: bool) -
         String::new()
     } else {
         format!(
-        r#"<div class="stats mono">min {} · max {} · {} elements{}</div>"#,
-        plot::num(s.min),
-        plot::num(s.max),
-        s.elements,
-        if s.non_finite > 0 { format!(" · {} non-finite", s.non_finite) } else { String::new() }
+            r#"<div class="stats mono">min {} · max {} · {} elements{}</div>"#,
+            plot::num(s.min),
+            plot::num(s.max),
+            s.elements,
+            if s.non_finite > 0 { format!(" · {} non-finite", s.non_finite) } else { String::new() }
         )
     };
     if let Some((rows, cols)) = grid_shape(r) {
@@ -315,7 +319,9 @@ pub fn render_bindings() {
         let open = app.open.as_ref()?;
         let a = open.loaded.archive();
         if a.binding_count() == 0 {
-            return Some(r#"<div class="pane"><p class="muted">This archive declares no named bindings.</p></div>"#.to_string());
+            return Some(
+                r#"<div class="pane"><p class="muted">This archive declares no named bindings.</p></div>"#.to_string(),
+            );
         }
         let mut rows = String::new();
         for b in a.bindings() {
@@ -364,7 +370,8 @@ pub fn wire() {
     });
     listen(&doc, "keydown", false, |ev| {
         let ev: web_sys::KeyboardEvent = ev.unchecked_into();
-        let target = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).map(|e| e.id()).unwrap_or_default();
+        let target =
+            ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).map(|e| e.id()).unwrap_or_default();
         let delta: i64 = match ev.key().as_str() {
             "ArrowDown" | "j" => 1,
             "ArrowUp" | "k" => -1,

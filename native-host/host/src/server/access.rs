@@ -46,7 +46,12 @@ pub struct Access {
 }
 
 impl Access {
-    pub fn new(bound: SocketAddr, allowed_hosts: &[String], allowed_origins: &[String], token: Option<String>) -> Access {
+    pub fn new(
+        bound: SocketAddr,
+        allowed_hosts: &[String],
+        allowed_origins: &[String],
+        token: Option<String>,
+    ) -> Access {
         let allowed_hosts = allowed_hosts.iter().map(|h| h.trim_end_matches('.').to_ascii_lowercase()).collect();
         let allowed_origins = allowed_origins.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect();
         let view_token = token.as_deref().map(view_token_for);
@@ -180,7 +185,9 @@ pub async fn require_token(State(app): State<AppState>, req: Request, next: Next
                     ));
                 }
             }
-            Some(_) => return Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the access token is wrong")),
+            Some(_) => {
+                return Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the access token is wrong"))
+            }
             None => {
                 return Err(ApiError::new(
                     StatusCode::UNAUTHORIZED,
@@ -222,7 +229,6 @@ pub fn check_origin(access: &Access, headers: &HeaderMap, what: &str) -> Result<
     }
 }
 
-
 /// Methods and headers an allowed foreign origin may use.
 const CORS_METHODS: &str = "GET, HEAD, POST, DELETE";
 const CORS_HEADERS: &str = "authorization, content-type, x-recap-control";
@@ -234,8 +240,10 @@ pub async fn cross_origin(State(app): State<AppState>, req: Request, next: Next)
     let access = &app.config.access;
     let host = header_str(req.headers(), header::HOST).unwrap_or("").to_string();
     let origin = header_str(req.headers(), header::ORIGIN).map(str::to_string);
-    let foreign_allowed =
-        origin.as_deref().filter(|o| access.allowed_origins.iter().any(|a| a.eq_ignore_ascii_case(o))).map(str::to_string);
+    let foreign_allowed = origin
+        .as_deref()
+        .filter(|o| access.allowed_origins.iter().any(|a| a.eq_ignore_ascii_case(o)))
+        .map(str::to_string);
     if req.method() == Method::OPTIONS {
         let Some(allowed) = foreign_allowed else {
             let origin = origin.unwrap_or_else(|| "(none)".into());
@@ -341,7 +349,8 @@ mod tests {
         for ok in ["127.0.0.1:9000", "127.0.0.1", "localhost:9000", "LOCALHOST.:9000", "[::1]:9000", "127.0.0.2:9000"] {
             assert!(a.host_allowed(ok), "{ok}");
         }
-        for bad in ["evil.example:9000", "evil.example", "10.0.0.1:9000", "", "a b", "user@127.0.0.1", "[::1", "1:2:3"] {
+        for bad in ["evil.example:9000", "evil.example", "10.0.0.1:9000", "", "a b", "user@127.0.0.1", "[::1", "1:2:3"]
+        {
             assert!(!a.host_allowed(bad), "{bad}");
         }
     }

@@ -63,7 +63,8 @@ fn too_large(limit: u64) -> Response {
 /// The request back, or the 413 answer when its `Content-Length` already says it is over `limit`
 /// (what it still sends is drained).
 fn refuse_declared_over(req: Request, limit: u64) -> Result<Request, Response> {
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
         drain(req.into_body().into_data_stream());
         return Err(too_large(limit));
@@ -85,7 +86,8 @@ pub async fn upload(
     if let Some(kind) = bundle {
         return upload_bundle(app, query, req, kind).await;
     }
-    let what = "POST /api/archives (or, for an NVIDIA Warp capture, application/zip, application/x-tar or application/gzip)";
+    let what =
+        "POST /api/archives (or, for an NVIDIA Warp capture, application/zip, application/x-tar or application/gzip)";
     if let Err(e) = require_content_type(req.headers(), "application/octet-stream", what) {
         drain(req.into_body().into_data_stream());
         return Err(e);
@@ -171,7 +173,8 @@ async fn upload_bundle(
     let mut body = req.into_body().into_data_stream();
     let mut received = 0u64;
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the upload failed after {received} bytes: {e}")))?;
+        let chunk = chunk
+            .map_err(|e| ApiError::bad_request(format!("reading the upload failed after {received} bytes: {e}")))?;
         received += chunk.len() as u64;
         if received > limit {
             drain(body);
@@ -260,9 +263,12 @@ pub async fn raw(State(app): State<AppState>, Path(id): Path<String>, req: Reque
 /// `attachment` with the name twice (RFC 6266): `filename` a plain-ASCII fallback without path
 /// separators or quotes, `filename*` the exact name in UTF-8, percent-encoded.
 pub fn content_disposition(name: &str) -> String {
-    let base = name.rsplit(['/', '\\']).next().filter(|b| !b.is_empty() && *b != "." && *b != "..").unwrap_or("archive.recap");
-    let fallback: String =
-        base.chars().map(|c| if c.is_ascii_graphic() && !matches!(c, '"' | '\\' | '%' | ';') { c } else { '_' }).collect();
+    let base =
+        name.rsplit(['/', '\\']).next().filter(|b| !b.is_empty() && *b != "." && *b != "..").unwrap_or("archive.recap");
+    let fallback: String = base
+        .chars()
+        .map(|c| if c.is_ascii_graphic() && !matches!(c, '"' | '\\' | '%' | ';') { c } else { '_' })
+        .collect();
     let mut encoded = String::new();
     for b in base.bytes() {
         if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
@@ -292,7 +298,10 @@ mod tests {
 
     #[test]
     fn download_names_are_sanitised_and_encoded() {
-        assert_eq!(content_disposition("saxpy.recap"), "attachment; filename=\"saxpy.recap\"; filename*=UTF-8''saxpy.recap");
+        assert_eq!(
+            content_disposition("saxpy.recap"),
+            "attachment; filename=\"saxpy.recap\"; filename*=UTF-8''saxpy.recap"
+        );
         assert_eq!(
             content_disposition("../../etc/pass\"wd;x.recap"),
             "attachment; filename=\"pass_wd_x.recap\"; filename*=UTF-8''pass%22wd%3Bx.recap"

@@ -212,9 +212,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let sessions = Sessions::start(store.clone(), backends(config.worker.as_deref()), config.session_limits.clone())?;
 
-    let listener = tokio::net::TcpListener::bind(&config.addr)
-        .await
-        .with_context(|| format!("binding {}", config.addr))?;
+    let listener =
+        tokio::net::TcpListener::bind(&config.addr).await.with_context(|| format!("binding {}", config.addr))?;
     let local: SocketAddr = listener.local_addr()?;
     let token = match config.token.clone() {
         Some(t) if t.is_empty() => anyhow::bail!("--token must not be empty"),

@@ -66,7 +66,9 @@ pub async fn archive_region(
     let expected = match query.contents.as_deref() {
         None | Some("initial") => false,
         Some("expected") => true,
-        Some(other) => return Err(ApiError::bad_request(format!("contents must be initial or expected, got {other:?}"))),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!("contents must be initial or expected, got {other:?}")))
+        }
     };
     let store = app.store.clone();
     tokio::task::spawn_blocking(move || {
@@ -79,7 +81,10 @@ pub async fn archive_region(
                 blob.decode().map_err(|e| ApiError::internal(format!("archive {id}, region {:?}: {e}", region.name)))?
             }
             (true, None, _) => {
-                return Err(ApiError::not_found(format!("region {:?} of archive {id} has no expected state", region.name)))
+                return Err(ApiError::not_found(format!(
+                    "region {:?} of archive {id} has no expected state",
+                    region.name
+                )))
             }
             // A region without initial data starts zeroed, as every replay starts it.
             (false, _, None) => vec![0; region.size as usize],
@@ -111,7 +116,9 @@ pub async fn session_region(
         (SessionKind::Replay, None) => None,
         (SessionKind::Compare, Some(side @ ("a" | "b"))) => Some(side.to_string()),
         (SessionKind::Replay, Some(_)) => return Err(ApiError::bad_request("side belongs to compare sessions")),
-        (SessionKind::Compare, _) => return Err(ApiError::bad_request("a compare session keeps two sides: add ?side=a or ?side=b")),
+        (SessionKind::Compare, _) => {
+            return Err(ApiError::bad_request("a compare session keeps two sides: add ?side=a or ?side=b"))
+        }
     };
     let store = app.store.clone();
     tokio::task::spawn_blocking(move || {
@@ -125,8 +132,15 @@ pub async fn session_region(
         let path = store.session_dir(&id).join(kept_file(region.id, side.as_deref()));
         let bytes = std::fs::read(&path).map_err(|_| {
             let what = match &side {
-                Some(side) => format!("side {side} of region {:?} (a comparison keeps the regions where its sides part)", region.name),
-                None => format!("region {:?} (a replay keeps its output regions, {} MiB at most)", region.name, crate::sessions::KEEP_BYTES >> 20),
+                Some(side) => format!(
+                    "side {side} of region {:?} (a comparison keeps the regions where its sides part)",
+                    region.name
+                ),
+                None => format!(
+                    "region {:?} (a replay keeps its output regions, {} MiB at most)",
+                    region.name,
+                    crate::sessions::KEEP_BYTES >> 20
+                ),
             };
             ApiError::not_found(format!("session {id} did not keep {what}"))
         })?;

@@ -44,16 +44,14 @@ pub async fn create(State(app): State<AppState>, req: Request) -> Result<(Status
 /// declares, or the largest body allowed when it declares nothing.
 async fn read_json_body(app: &AppState, req: Request) -> Result<Bytes, ApiError> {
     let limit = super::MAX_JSON_BODY;
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
+    let declared =
+        req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(json_too_large(limit));
     }
     let kib = (declared.unwrap_or(limit).div_ceil(1024)).max(1) as u32;
-    let _share = app.config.json_kib.acquire_many(kib).await.map_err(|_| ApiError::internal("the host is shutting down"))?;
+    let _share =
+        app.config.json_kib.acquire_many(kib).await.map_err(|_| ApiError::internal("the host is shutting down"))?;
     let _done = super::BodyDone;
     let mut body = req.into_body().into_data_stream();
     let mut out = bytes::BytesMut::with_capacity(declared.unwrap_or(0));
@@ -96,9 +94,7 @@ pub async fn cancel(
         .get("x-recap-control")
         .and_then(|v| v.to_str().ok())
         .or_else(|| query_param(req.uri().query(), "control"))
-        .ok_or_else(|| {
-            ApiError::new(StatusCode::FORBIDDEN, "forbidden", "cancelling needs the session's control key")
-        })?
+        .ok_or_else(|| ApiError::new(StatusCode::FORBIDDEN, "forbidden", "cancelling needs the session's control key"))?
         .to_string();
     let sessions = app.sessions.clone();
     Ok(Json(tokio::task::spawn_blocking(move || sessions.cancel(&id, &key)).await??))

@@ -12,9 +12,9 @@ use shared::protocol::{
 };
 
 use super::kept::{kept_file, Keeper};
-use shared::report::parting;
 use super::{Job, RunError};
 use recap::compare::{compare, CompareObserver, CompareOptions, Side};
+use shared::report::parting;
 
 /// The two sides of a comparison, as the host names them (`interp`, `jit`, `cuda:0`, ...).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,10 +75,15 @@ impl CompareObserver for Streamer<'_, '_> {
 }
 
 /// Runs a comparison session.
-pub fn run(job: &Job<'_>, sides: &CompareSides, emit: &mut dyn FnMut(SessionMessage)) -> Result<Option<CheckReport>, RunError> {
+pub fn run(
+    job: &Job<'_>,
+    sides: &CompareSides,
+    emit: &mut dyn FnMut(SessionMessage),
+) -> Result<Option<CheckReport>, RunError> {
     let side = |s: &str| s.parse::<Side>().map_err(RunError::Failed);
     let (a, b) = (side(&sides.a)?, side(&sides.b)?);
-    let options = CompareOptions { budget: job.budget, limits: job.limits, all: sides.all, cancel: Some(job.cancel.clone()) };
+    let options =
+        CompareOptions { budget: job.budget, limits: job.limits, all: sides.all, cancel: Some(job.cancel.clone()) };
     let mut streamer = Streamer {
         archive: job.archive,
         emit,
@@ -90,13 +95,15 @@ pub fn run(job: &Job<'_>, sides: &CompareSides, emit: &mut dyn FnMut(SessionMess
     };
     let other_map = match &sides.against {
         Some(path) => Some(
-            recap::mapped::MappedFile::open(path).map_err(|e| RunError::Failed(format!("opening {}: {e}", path.display())))?,
+            recap::mapped::MappedFile::open(path)
+                .map_err(|e| RunError::Failed(format!("opening {}: {e}", path.display())))?,
         ),
         None => None,
     };
     let other = match &other_map {
         Some(map) => {
-            let other = Archive::open(map).map_err(|e| RunError::Failed(format!("reading the archive side b replays: {e}")))?;
+            let other =
+                Archive::open(map).map_err(|e| RunError::Failed(format!("reading the archive side b replays: {e}")))?;
             recap::compare::same_shape(job.archive, &other).map_err(RunError::Failed)?;
             other
         }
@@ -121,8 +128,12 @@ pub fn run(job: &Job<'_>, sides: &CompareSides, emit: &mut dyn FnMut(SessionMess
             agree: outcome.agree(),
             ops: outcome.ops,
             regions: outcome.regions,
-            differing: outcome.divergences.iter().map(|d| (d.op, d.pass)).collect::<std::collections::HashSet<_>>().len()
-                as u64,
+            differing: outcome
+                .divergences
+                .iter()
+                .map(|d| (d.op, d.pass))
+                .collect::<std::collections::HashSet<_>>()
+                .len() as u64,
             control: outcome.control.map(|(after, a_next, b_next)| ControlParting { after, a_next, b_next }),
         },
     });

@@ -65,10 +65,11 @@ impl Backend for CpuBackend {
         let mut keeper = Keeper::new(job.keep_dir);
         let mut keep = |region, bytes: &[u8]| keeper.keep(&kept_file(region, None), bytes).map_err(|e| e.to_string());
         let clock = recap::clock::MonotonicClock::new();
-        run_session(&mut replay, archive, job.iterations, &inputs, job.check, &clock, &cancelled, emit, &mut keep).map_err(|e| match e {
-            SessionError::Cancelled => RunError::Cancelled,
-            SessionError::Replay(e) => failed(e),
-            other => RunError::Failed(other.to_string()),
-        })
+        run_session(&mut replay, archive, job.iterations, &inputs, job.check, &clock, &cancelled, emit, &mut keep)
+            .map_err(|e| match e {
+                SessionError::Cancelled => RunError::Cancelled,
+                SessionError::Replay(e) => failed(e),
+                other => RunError::Failed(other.to_string()),
+            })
     }
 }

@@ -24,7 +24,7 @@ use shared::archive::Archive;
 use shared::protocol::{CheckReport, OpTiming, SessionMessage};
 
 use super::kept::{kept_file, Keeper};
-use super::{CompareSides, CpuBackend, Backend, Job, RunError};
+use super::{Backend, CompareSides, CpuBackend, Job, RunError};
 use recap::cuda::{locate_fault, CudaReplay, Device, Mode, ReplayOptions};
 use shared::replay::{run_session, SessionError};
 
@@ -111,6 +111,15 @@ impl WorkerBackend {
     }
 }
 
+/// What the host could not make of a worker's output.
+#[derive(Debug, thiserror::Error)]
+enum WorkerOutputError {
+    #[error("the replay worker wrote a line that is not a message ({error}): {line}")]
+    NotAMessage { error: serde_json::Error, line: String },
+    #[error("reading the replay worker's output: {0}")]
+    Read(std::io::Error),
+}
+
 /// Bytes of a worker's stderr kept to explain its death.
 const STDERR_TAIL: usize = 4096;
 
@@ -158,7 +167,9 @@ impl Backend for WorkerBackend {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| RunError::Failed(format!("starting the replay worker for {id} ({}): {e}", self.exe.display())))?;
+            .map_err(|e| {
+                RunError::Failed(format!("starting the replay worker for {id} ({}): {e}", self.exe.display()))
+            })?;
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         let mut stderr = child.stderr.take().expect("piped stderr");
@@ -183,13 +194,14 @@ impl Backend for WorkerBackend {
             }
             String::from_utf8_lossy(&tail).trim().to_string()
         });
-        let (tx, rx) = std::sync::mpsc::channel::<Result<WorkerLine, String>>();
+        let (tx, rx) = std::sync::mpsc::channel::<Result<WorkerLine, WorkerOutputError>>();
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let parsed = match line {
-                    Ok(line) => serde_json::from_str::<WorkerLine>(&line)
-                        .map_err(|e| format!("the replay worker wrote a line that is not a message ({e}): {line:.200}")),
-                    Err(e) => Err(format!("reading the replay worker's output: {e}")),
+                    Ok(line) => serde_json::from_str::<WorkerLine>(&line).map_err(|error| {
+                        WorkerOutputError::NotAMessage { error, line: line.chars().take(200).collect() }
+                    }),
+                    Err(error) => Err(WorkerOutputError::Read(error)),
                 };
                 let stop = parsed.is_err();
                 if tx.send(parsed).is_err() || stop {
@@ -210,7 +222,7 @@ impl Backend for WorkerBackend {
                 Ok(Ok(WorkerLine::Failed { error })) => outcome = Some(Err(RunError::Failed(error))),
                 Ok(Err(e)) => {
                     let _ = child.kill();
-                    outcome = Some(Err(RunError::Failed(e)));
+                    outcome = Some(Err(RunError::Failed(e.to_string())));
                     break;
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
@@ -224,7 +236,9 @@ impl Backend for WorkerBackend {
         outcome.unwrap_or_else(|| {
             let status = status.map(|s| s.to_string()).unwrap_or_else(|e| format!("status unknown: {e}"));
             let tail = if tail.is_empty() { String::new() } else { format!("; its last output: {tail}") };
-            Err(RunError::Failed(format!("the replay worker for {id} ended ({status}) before the session finished{tail}")))
+            Err(RunError::Failed(format!(
+                "the replay worker for {id} ended ({status}) before the session finished{tail}"
+            )))
         })
     }
 }
@@ -322,8 +336,9 @@ fn replay_here(
     let fault = |e: recap::cuda::CudaError| failed(locate_fault(device, bytes, e, 1));
     // Per-op times come from one stream-mode pass with an event after every op; the timed
     // iterations then run as the graph.
-    let mut timing = CudaReplay::load(device, archive, ReplayOptions { mode: Mode::Stream, op_timing: true, ..Default::default() })
-        .map_err(failed)?;
+    let mut timing =
+        CudaReplay::load(device, archive, ReplayOptions { mode: Mode::Stream, op_timing: true, ..Default::default() })
+            .map_err(failed)?;
     for (name, bytes) in job.bindings {
         timing.set_input(name, bytes).map_err(failed)?;
     }
@@ -358,8 +373,10 @@ fn replay_here(
     let clock = recap::clock::MonotonicClock::new();
     let cancelled = || job.cancel.load(Ordering::Relaxed);
     // The replay names a fault's op itself ([`recap::cuda::locate_fault`]).
-    run_session(&mut replay, archive, job.iterations, &inputs, job.check, &clock, &cancelled, emit, &mut keep).map_err(|e| match e {
-        SessionError::Cancelled => RunError::Cancelled,
-        other => failed(other),
-    })
+    run_session(&mut replay, archive, job.iterations, &inputs, job.check, &clock, &cancelled, emit, &mut keep).map_err(
+        |e| match e {
+            SessionError::Cancelled => RunError::Cancelled,
+            other => failed(other),
+        },
+    )
 }

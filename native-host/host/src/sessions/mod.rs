@@ -29,19 +29,19 @@ use crate::store::{now_rfc3339, SessionRecord, Store, StoreError};
 
 pub use compare::CompareSides;
 pub use cpu::CpuBackend;
+pub use cuda::{backends as cuda_backends, run_worker, WorkerBackend, WorkerDevice, WorkerJob, WorkerLine};
 pub use kept::{kept_file, KEEP_BYTES};
-pub use cuda::{backends as cuda_backends, run_worker, WorkerDevice, WorkerBackend, WorkerJob, WorkerLine};
 
-/// What an engine is asked to do.
+/// What a backend is asked to do.
 pub struct Job<'a> {
     pub archive: &'a Archive<'a>,
-    /// The file `archive` was read from (for engines that replay in another process).
+    /// The file `archive` was read from (for backends that replay in another process).
     pub archive_path: &'a std::path::Path,
     pub iterations: u32,
     pub check: bool,
     /// Replacement initial bytes of named bindings (sizes already checked against their regions).
     pub bindings: &'a [(String, Vec<u8>)],
-    /// Set when the session is cancelled, runs out of time or the host shuts down; engines poll
+    /// Set when the session is cancelled, runs out of time or the host shuts down; backends poll
     /// it between ops and pass it to kernels.
     pub cancel: &'a Arc<AtomicBool>,
     /// Most PTX instructions one iteration may execute on the CPU.
@@ -67,7 +67,7 @@ impl Job<'_> {
 }
 
 impl Job<'_> {
-    /// Runs a `compare` job; `None` for a replay, which the engine runs itself.
+    /// Runs a `compare` job; `None` for a replay, which the backend runs itself.
     fn run_compare(&self, emit: &mut dyn FnMut(SessionMessage)) -> Option<Result<Option<CheckReport>, RunError>> {
         self.compare.map(|sides| compare::run(self, sides, emit))
     }
@@ -275,14 +275,15 @@ impl Subscription {
     }
 }
 
-struct Device {
-    engine: Arc<dyn Backend>,
+/// One backend and the sessions queued for it.
+struct DeviceQueue {
+    backend: Arc<dyn Backend>,
     queue: Mutex<VecDeque<Arc<Live>>>,
     running: AtomicU32,
     wake: Notify,
 }
 
-impl Device {
+impl DeviceQueue {
     /// Tells every queued session its position when it changed.
     fn announce_positions(&self) {
         let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -296,10 +297,10 @@ impl Device {
 
     fn info(&self) -> DeviceInfo {
         DeviceInfo {
-            id: self.engine.id(),
-            kind: self.engine.kind().into(),
-            name: self.engine.name(),
-            concurrency: self.engine.concurrency(),
+            id: self.backend.id(),
+            kind: self.backend.kind().into(),
+            name: self.backend.name(),
+            concurrency: self.backend.concurrency(),
             running: self.running.load(Ordering::SeqCst),
             queued: self.queue.lock().unwrap_or_else(|e| e.into_inner()).len() as u32,
         }
@@ -310,7 +311,7 @@ impl Device {
 pub struct Sessions {
     store: Arc<Store>,
     limits: SessionLimits,
-    devices: Vec<Arc<Device>>,
+    devices: Vec<Arc<DeviceQueue>>,
     live: Mutex<HashMap<String, Arc<Live>>>,
     stopping: AtomicBool,
 }
@@ -329,18 +330,23 @@ const STOPPING_RUNNING: &str =
 const RESUMED: &str = "the host started again: this session is queued again";
 
 impl Sessions {
-    /// Starts the workers of each engine's device. Sessions a previous run of the host left queued
+    /// Starts the workers of each backend. Sessions a previous run of the host left queued
     /// (a clean shutdown also leaves the running ones queued) are queued again, oldest first; one
     /// still recorded as running was cut off by a kill or a crash and is marked failed.
     pub fn start(
         store: Arc<Store>,
-        engines: Vec<Arc<dyn Backend>>,
+        backends: Vec<Arc<dyn Backend>>,
         limits: SessionLimits,
     ) -> Result<Arc<Sessions>, StoreError> {
-        let devices = engines
+        let devices = backends
             .into_iter()
-            .map(|engine| {
-                Arc::new(Device { engine, queue: Default::default(), running: AtomicU32::new(0), wake: Notify::new() })
+            .map(|backend| {
+                Arc::new(DeviceQueue {
+                    backend,
+                    queue: Default::default(),
+                    running: AtomicU32::new(0),
+                    wake: Notify::new(),
+                })
             })
             .collect::<Vec<_>>();
         let sessions =
@@ -350,7 +356,7 @@ impl Sessions {
         }
         for device in &sessions.devices {
             device.announce_positions();
-            for _ in 0..device.engine.concurrency().max(1) {
+            for _ in 0..device.backend.concurrency().max(1) {
                 tokio::spawn(Arc::clone(&sessions).worker(Arc::clone(device)));
             }
         }
@@ -391,14 +397,14 @@ impl Sessions {
         self.devices.iter().map(|d| d.info()).collect()
     }
 
-    fn device(&self, id: &str) -> Option<&Arc<Device>> {
-        let wanted = if id == "cuda" { self.devices.iter().find(|d| d.engine.kind() == "cuda") } else { None };
-        wanted.or_else(|| self.devices.iter().find(|d| d.engine.id() == id))
+    fn device(&self, id: &str) -> Option<&Arc<DeviceQueue>> {
+        let wanted = if id == "cuda" { self.devices.iter().find(|d| d.backend.kind() == "cuda") } else { None };
+        wanted.or_else(|| self.devices.iter().find(|d| d.backend.id() == id))
     }
 
     /// The device whose queue a session waits in: its device for a replay; for a comparison, the
     /// GPU of a side that is one (the scarcer of the two), else the CPU.
-    fn queue_device(&self, info: &SessionInfo) -> Option<&Arc<Device>> {
+    fn queue_device(&self, info: &SessionInfo) -> Option<&Arc<DeviceQueue>> {
         match info.kind {
             SessionKind::Replay => self.device(&info.device),
             SessionKind::Compare => {
@@ -413,12 +419,16 @@ impl Sessions {
 
     /// Whether archive `other` can be replayed op by op beside `archive`.
     fn check_against(&self, archive: &shared::protocol::ArchiveInfo, other: &str) -> Result<(), SessionError> {
-        let other_info = self.store.index.archive(other)?.ok_or_else(|| SessionError::UnknownArchive(other.to_string()))?;
+        let other_info =
+            self.store.index.archive(other)?.ok_or_else(|| SessionError::UnknownArchive(other.to_string()))?;
         let (map, other_map) = (self.store.map(archive)?, self.store.map(&other_info)?);
         let parsed = Archive::open(&map).map_err(StoreError::from)?;
         let other_parsed = Archive::open(&other_map).map_err(StoreError::from)?;
         recap::compare::same_shape(&parsed, &other_parsed).map_err(|e| {
-            SessionError::BadRequest(format!("archive {other} cannot be compared op by op with archive {}: {e}", archive.id))
+            SessionError::BadRequest(format!(
+                "archive {other} cannot be compared op by op with archive {}: {e}",
+                archive.id
+            ))
         })
     }
 
@@ -434,7 +444,11 @@ impl Sessions {
         for given in [&req.device, with] {
             let side: Side = given.parse().map_err(SessionError::BadRequest)?;
             if let Side::Cuda(n) = side {
-                let id = if given == "cuda" { self.device("cuda").map(|d| d.engine.id()) } else { Some(format!("cuda:{n}")) };
+                let id = if given == "cuda" {
+                    self.device("cuda").map(|d| d.backend.id())
+                } else {
+                    Some(format!("cuda:{n}"))
+                };
                 match id.filter(|id| self.device(id).is_some()) {
                     Some(id) => named.push(id),
                     None => return Err(SessionError::UnknownDevice(given.clone())),
@@ -451,18 +465,12 @@ impl Sessions {
     }
 
     /// Queues a new session; returns its info and its control key.
-    pub fn create(
-        &self,
-        req: shared::protocol::CreateSession,
-    ) -> Result<(SessionInfo, String), SessionError> {
+    pub fn create(&self, req: shared::protocol::CreateSession) -> Result<(SessionInfo, String), SessionError> {
         if self.stopping.load(Ordering::SeqCst) {
             return Err(SessionError::BadRequest("the host is shutting down".into()));
         }
-        let archive = self
-            .store
-            .index
-            .archive(&req.archive)?
-            .ok_or_else(|| SessionError::UnknownArchive(req.archive.clone()))?;
+        let archive =
+            self.store.index.archive(&req.archive)?.ok_or_else(|| SessionError::UnknownArchive(req.archive.clone()))?;
         let (device_name, compare_with) = match req.kind {
             SessionKind::Replay => {
                 if req.compare_with.is_some() || req.compare_all || req.compare_against.is_some() {
@@ -471,7 +479,7 @@ impl Sessions {
                     ));
                 }
                 let device = self.device(&req.device).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
-                (device.engine.id(), None)
+                (device.backend.id(), None)
             }
             SessionKind::Compare => {
                 if req.iterations != 1 {
@@ -693,7 +701,7 @@ impl Sessions {
         self.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&info.id);
     }
 
-    async fn worker(self: Arc<Self>, device: Arc<Device>) {
+    async fn worker(self: Arc<Self>, device: Arc<DeviceQueue>) {
         loop {
             let next = if self.stopping.load(Ordering::SeqCst) {
                 None
@@ -713,8 +721,8 @@ impl Sessions {
             device.running.fetch_add(1, Ordering::SeqCst);
             device.announce_positions();
             let sessions = Arc::clone(&self);
-            let engine = Arc::clone(&device.engine);
-            let task = tokio::task::spawn_blocking(move || sessions.run(engine, live));
+            let backend = Arc::clone(&device.backend);
+            let task = tokio::task::spawn_blocking(move || sessions.run(backend, live));
             if let Err(e) = task.await {
                 tracing::error!("a replay thread panicked: {e}");
             }
@@ -723,7 +731,7 @@ impl Sessions {
     }
 
     /// Runs one session to its end (blocking).
-    fn run(&self, engine: Arc<dyn Backend>, live: Arc<Live>) {
+    fn run(&self, backend: Arc<dyn Backend>, live: Arc<Live>) {
         let id = live.info().id;
         if live.cancel.load(Ordering::SeqCst) {
             if self.stopping.load(Ordering::SeqCst) {
@@ -737,7 +745,7 @@ impl Sessions {
         let started = Instant::now();
         let time_limit_s = live.info().time_limit_s.unwrap_or(self.limits.default_time_limit_s);
         let watchdog = Watchdog::start(std::time::Duration::from_secs(time_limit_s), live.cancel.clone());
-        let outcome = self.replay(engine.as_ref(), &live);
+        let outcome = self.replay(backend.as_ref(), &live);
         let timed_out = watchdog.stop();
         let total_ms = started.elapsed().as_secs_f64() * 1e3;
         let message = match outcome {
@@ -758,14 +766,12 @@ impl Sessions {
         self.end(&id, &live, message);
     }
 
-    fn replay(&self, engine: &dyn Backend, live: &Live) -> Result<Option<CheckReport>, RunError> {
+    fn replay(&self, backend: &dyn Backend, live: &Live) -> Result<Option<CheckReport>, RunError> {
         let info = live.info();
-        let archive = self
-            .store
-            .index
-            .archive(&info.archive)
-            .map_err(|e| RunError::Failed(e.to_string()))?
-            .ok_or_else(|| RunError::Failed(format!("archive {} was deleted before the session ran", info.archive)))?;
+        let archive =
+            self.store.index.archive(&info.archive).map_err(|e| RunError::Failed(e.to_string()))?.ok_or_else(|| {
+                RunError::Failed(format!("archive {} was deleted before the session ran", info.archive))
+            })?;
         let map = self.store.map(&archive).map_err(|e| RunError::Failed(e.to_string()))?;
         let parsed = Archive::open(&map).map_err(|e| RunError::Failed(format!("archive {}: {e}", archive.id)))?;
         live.push(SessionMessage::Started {
@@ -777,12 +783,10 @@ impl Sessions {
         let path = self.store.blobs.local_path(&archive.hash);
         let against = match &info.compare_against {
             Some(other) => {
-                let other = self
-                    .store
-                    .index
-                    .archive(other)
-                    .map_err(|e| RunError::Failed(e.to_string()))?
-                    .ok_or_else(|| RunError::Failed(format!("archive {other} was deleted before the session ran")))?;
+                let other =
+                    self.store.index.archive(other).map_err(|e| RunError::Failed(e.to_string()))?.ok_or_else(|| {
+                        RunError::Failed(format!("archive {other} was deleted before the session ran"))
+                    })?;
                 Some(self.store.blobs.local_path(&other.hash))
             }
             None => None,
@@ -799,7 +803,11 @@ impl Sessions {
         let keep_dir = match std::fs::create_dir_all(&keep_dir) {
             Ok(()) => Some(keep_dir),
             Err(e) => {
-                tracing::warn!(session = info.id, "no region contents kept for download: creating {}: {e}", keep_dir.display());
+                tracing::warn!(
+                    session = info.id,
+                    "no region contents kept for download: creating {}: {e}",
+                    keep_dir.display()
+                );
                 None
             }
         };
@@ -816,7 +824,7 @@ impl Sessions {
             keep_dir: keep_dir.as_deref(),
             cuda_mode: info.cuda_mode.as_deref(),
         };
-        let outcome = engine.run(&job, &mut |m| live.push(m));
+        let outcome = backend.run(&job, &mut |m| live.push(m));
         if outcome.is_err() {
             if let Some(dir) = &keep_dir {
                 let _ = std::fs::remove_dir_all(dir);

@@ -29,9 +29,7 @@ impl FsBlobStore {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(format!("syncing folder {}", dir.display())))
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(format!("syncing folder {}", dir.display())))
 }
 
 fn is_hash(name: &str) -> bool {
@@ -50,10 +48,8 @@ impl BlobStore for FsBlobStore {
         assert!(is_hash(hash), "blob names are blake3 hashes");
         temp.as_file().sync_all().map_err(io_err("syncing an archive before storing it"))?;
         let target = self.local_path(hash);
-        temp.persist(&target).map_err(|e| StoreError::Io {
-            what: format!("renaming into {}", target.display()),
-            source: e.error,
-        })?;
+        temp.persist(&target)
+            .map_err(|e| StoreError::Io { what: format!("renaming into {}", target.display()), source: e.error })?;
         sync_dir(&self.blobs)
     }
 

@@ -255,8 +255,7 @@ impl Store {
     /// Brings blobs and index back in line after a crash: a blob no row names was never
     /// acknowledged (the crash came between rename and insert), a row whose blob is gone is useless.
     fn reconcile(&self) -> Result<(), StoreError> {
-        let listed: std::collections::HashSet<String> =
-            self.index.archives()?.into_iter().map(|a| a.hash).collect();
+        let listed: std::collections::HashSet<String> = self.index.archives()?.into_iter().map(|a| a.hash).collect();
         for hash in self.blobs.hashes()? {
             if !listed.contains(&hash) {
                 tracing::warn!(hash, "removing a stored archive that is not in the index");
@@ -290,7 +289,8 @@ impl Store {
         let temp = self.blobs.create_temp()?;
         #[cfg(target_os = "linux")]
         let out = Output::Direct(
-            direct::DirectWriter::new(temp.path(), temp.as_file()).map_err(io_err("opening the upload's temporary file"))?,
+            direct::DirectWriter::new(temp.path(), temp.as_file())
+                .map_err(io_err("opening the upload's temporary file"))?,
         );
         #[cfg(not(target_os = "linux"))]
         let out = Output::Buffered;
@@ -384,7 +384,9 @@ impl Store {
             buf.truncate(n);
             incoming.write(buf.into())?;
         }
-        let name = name.map(str::to_string).unwrap_or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let name = name
+            .map(str::to_string)
+            .unwrap_or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
         self.finish(incoming, &name)
     }
 

@@ -153,7 +153,16 @@ impl Index for SqliteIndex {
     fn put_archive(&self, a: &ArchiveInfo) -> Result<bool, StoreError> {
         let n = self.conn().execute(
             &format!("INSERT OR IGNORE INTO archives ({ARCHIVE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
-            params![a.id, a.name, a.size as i64, a.hash, a.ops as i64, a.kernels as i64, a.regions as i64, a.uploaded_at],
+            params![
+                a.id,
+                a.name,
+                a.size as i64,
+                a.hash,
+                a.ops as i64,
+                a.kernels as i64,
+                a.regions as i64,
+                a.uploaded_at
+            ],
         )?;
         Ok(n == 1)
     }
@@ -211,7 +220,10 @@ impl Index for SqliteIndex {
             ],
         )?;
         for (name, bytes) in bindings {
-            tx.execute("INSERT INTO session_bindings (session, name, bytes) VALUES (?1, ?2, ?3)", params![i.id, name, bytes])?;
+            tx.execute(
+                "INSERT INTO session_bindings (session, name, bytes) VALUES (?1, ?2, ?3)",
+                params![i.id, name, bytes],
+            )?;
         }
         tx.commit()?;
         Ok(())
@@ -241,8 +253,7 @@ impl Index for SqliteIndex {
 
     fn sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError> {
         let conn = self.conn();
-        let mut stmt =
-            conn.prepare(&format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY rowid DESC LIMIT ?1"))?;
+        let mut stmt = conn.prepare(&format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY rowid DESC LIMIT ?1"))?;
         let rows = stmt.query_map([limit as i64], session_row)?.map(|r| r.map(|s| s.info));
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }

@@ -160,11 +160,7 @@ pub(crate) fn pack(kernel: &Kernel, args: &[Arg]) -> Result<PackedParams> {
                         buffer.byte_len()
                     ));
                 }
-                pointers.push(PointerField {
-                    offset: at as u64,
-                    target: buffer.clone(),
-                    target_offset: *byte_offset,
-                });
+                pointers.push(PointerField { offset: at as u64, target: buffer.clone(), target_offset: *byte_offset });
             }
             Arg::Value(v) => {
                 if v.len() != p.size as usize {

@@ -67,7 +67,9 @@ impl CudaBackend {
     }
 
     pub fn fill(&self, addr: u64, len: u64, width: u32, pattern: u64) -> Result<()> {
-        self.device.fill(addr, len, width, pattern).map_err(self.err(&format!("filling {len} bytes with a {width}-byte pattern")))
+        self.device
+            .fill(addr, len, width, pattern)
+            .map_err(self.err(&format!("filling {len} bytes with a {width}-byte pattern")))
     }
 
     pub fn load_module(&self, name: &str, ptx: &str) -> Result<CudaModule> {

@@ -163,9 +163,7 @@ impl std::fmt::Debug for Device {
 
 impl Device {
     fn with_backend(backend: Backend) -> Device {
-        Device {
-            inner: Arc::new(DeviceInner { backend, recording: Mutex::new(None), made: AtomicU64::new(1) }),
-        }
+        Device { inner: Arc::new(DeviceInner { backend, recording: Mutex::new(None), made: AtomicU64::new(1) }) }
     }
 
     /// The CPU: kernels run as PTX on `shared::ptx`'s executor over all cores.
@@ -335,7 +333,13 @@ impl Device {
             self.inner.backend.write(constant.0.addr, bytes)?;
             let src = r.region(&constant)?;
             let dst_region = r.region(dst)?;
-            r.push(GOp::Copy(CopyOp { src, src_offset: 0, dst: dst_region, dst_offset: offset, len: bytes.len() as u64 }));
+            r.push(GOp::Copy(CopyOp {
+                src,
+                src_offset: 0,
+                dst: dst_region,
+                dst_offset: offset,
+                len: bytes.len() as u64,
+            }));
             return Ok(());
         }
         drop(rec);
@@ -373,7 +377,12 @@ impl Device {
         }
         let mine = |b: &RawBuffer| Arc::ptr_eq(&b.0.device, &self.inner);
         if !mine(&src.raw) && !mine(&dst.raw) {
-            return usage(format!("copy from {} to {}: neither buffer belongs to {}", src.raw.name(), dst.raw.name(), self.name()));
+            return usage(format!(
+                "copy from {} to {}: neither buffer belongs to {}",
+                src.raw.name(),
+                dst.raw.name(),
+                self.name()
+            ));
         }
         let mut rec = self.recording();
         if let Some(r) = rec.as_mut() {
@@ -404,7 +413,11 @@ impl Device {
         for (b, o) in [(&src.raw, so), (&dst.raw, doff)] {
             self.check_device(b)?;
             if o + len > b.byte_len() {
-                return usage(format!("copy of {len} bytes at offset {o} runs past buffer {} ({} bytes)", b.name(), b.byte_len()));
+                return usage(format!(
+                    "copy of {len} bytes at offset {o} runs past buffer {} ({} bytes)",
+                    b.name(),
+                    b.byte_len()
+                ));
             }
         }
         let mut rec = self.recording();
@@ -428,7 +441,11 @@ impl Device {
     pub fn fill<T: Element>(&self, buf: &Buffer<T>, value: T) -> Result<()> {
         let bytes = bytemuck::bytes_of(&value);
         if ![1, 2, 4, 8].contains(&bytes.len()) {
-            return usage(format!("fill of buffer {}: a {}-byte value; 1, 2, 4 or 8 bytes expected", buf.raw.name(), bytes.len()));
+            return usage(format!(
+                "fill of buffer {}: a {}-byte value; 1, 2, 4 or 8 bytes expected",
+                buf.raw.name(),
+                bytes.len()
+            ));
         }
         let mut p = [0u8; 8];
         p[..bytes.len()].copy_from_slice(bytes);
@@ -452,13 +469,23 @@ impl Device {
     /// Writes the device address of `target` + `target_offset` into `buf` at `byte_offset`, and
     /// remembers that those 8 bytes hold a pointer, so a saved archive relocates them. Always eager:
     /// it sets up data, it is not an op.
-    pub fn write_pointer(&self, buf: &RawBuffer, byte_offset: u64, target: &RawBuffer, target_offset: u64) -> Result<()> {
+    pub fn write_pointer(
+        &self,
+        buf: &RawBuffer,
+        byte_offset: u64,
+        target: &RawBuffer,
+        target_offset: u64,
+    ) -> Result<()> {
         self.check_device(buf)?;
         self.check_device(target)?;
         buf.check_live()?;
         target.check_live()?;
         if byte_offset + 8 > buf.byte_len() || target_offset > target.byte_len() {
-            return usage(format!("pointer at offset {byte_offset} of buffer {} to offset {target_offset} of {} is out of range", buf.name(), target.name()));
+            return usage(format!(
+                "pointer at offset {byte_offset} of buffer {} to offset {target_offset} of {} is out of range",
+                buf.name(),
+                target.name()
+            ));
         }
         self.inner.backend.write(buf.0.addr + byte_offset, &(target.0.addr + target_offset).to_le_bytes())?;
         let mut fields = buf.0.pointer_fields.lock().unwrap_or_else(|p| p.into_inner());
@@ -484,7 +511,10 @@ impl Device {
         }
         let (grid, block) = (grid.into().0, block.into().0);
         if grid.contains(&0) || block.contains(&0) {
-            return usage(format!("launch of kernel {}: grid {grid:?} and block {block:?} must not be zero", kernel.entry));
+            return usage(format!(
+                "launch of kernel {}: grid {grid:?} and block {block:?} must not be zero",
+                kernel.entry
+            ));
         }
         let mut packed = pack(kernel, args)?;
         for p in &packed.pointers {
@@ -642,7 +672,9 @@ pub fn capture_devices(devices: &[&Device], body: impl FnOnce(&[Device]) -> Resu
         match d.recording().take().map(Recording::finish_numbered) {
             Some(Ok(part)) => parts.push(part),
             Some(Err(e)) => ended = Err(e),
-            None => ended = usage(format!("the capture on {} was ended inside the capture of several devices", d.name())),
+            None => {
+                ended = usage(format!("the capture on {} was ended inside the capture of several devices", d.name()))
+            }
         }
     }
     outcome?;

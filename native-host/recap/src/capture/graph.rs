@@ -130,7 +130,8 @@ impl Graph {
         if slot.is_none() {
             let (out, buffers) = self.write_archive(Cursor::new(Vec::new()), &[], &[])?;
             let bytes = out.into_inner();
-            let archive = Archive::open(&bytes).map_err(|e| CaptureError::Usage(format!("the recorded archive: {e}")))?;
+            let archive =
+                Archive::open(&bytes).map_err(|e| CaptureError::Usage(format!("the recorded archive: {e}")))?;
             let gpus = self
                 .devices
                 .iter()
@@ -176,7 +177,10 @@ impl Graph {
     fn addr(&self, addrs: &[u64], region: RegionId) -> Result<u64> {
         match addrs.get(region as usize) {
             Some(&a) if a != 0 => Ok(a),
-            Some(_) => usage(format!("scratch region {} is used outside its alloc/free", self.data.regions[region as usize].decl.name)),
+            Some(_) => usage(format!(
+                "scratch region {} is used outside its alloc/free",
+                self.data.regions[region as usize].decl.name
+            )),
             None => usage(format!("op names region {region}, which the graph does not have")),
         }
     }
@@ -311,7 +315,12 @@ impl Graph {
 
     /// Writes the graph as one archive. Each region's current contents become its initial data;
     /// `inputs` and `outputs` name buffers the graph uses (a buffer in both is in-out).
-    pub fn save(&self, path: impl AsRef<Path>, inputs: &[(&str, &RawBuffer)], outputs: &[(&str, &RawBuffer)]) -> Result<()> {
+    pub fn save(
+        &self,
+        path: impl AsRef<Path>,
+        inputs: &[(&str, &RawBuffer)],
+        outputs: &[(&str, &RawBuffer)],
+    ) -> Result<()> {
         let path = path.as_ref();
         let tmp = path.with_extension("recap.partial");
         let file = File::create(&tmp).map_err(|e| archive_error(path, format!("cannot create: {e}")))?;
@@ -380,7 +389,8 @@ impl Graph {
                 // No raw device address is ever stored: pointer fields are relocations.
                 for f in b.pointer_fields() {
                     bytes[f.offset as usize..f.offset as usize + 8].fill(0);
-                    let reloc = Reloc { offset: f.offset, target: by_buffer[&f.target.id()], target_offset: f.target_offset };
+                    let reloc =
+                        Reloc { offset: f.offset, target: by_buffer[&f.target.id()], target_offset: f.target_offset };
                     w.add_region_reloc(id, reloc).map_err(werr)?;
                 }
                 w.set_initial(id, &mut bytes.as_slice()).map_err(werr)?;
@@ -434,7 +444,8 @@ impl Graph {
     /// Loads an archive onto `device`: allocates and fills its regions, loads its modules.
     pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Graph> {
         let path = path.as_ref();
-        let map = crate::mapped::MappedFile::open(path).map_err(|e| archive_error(path, format!("cannot open: {e}")))?;
+        let map =
+            crate::mapped::MappedFile::open(path).map_err(|e| archive_error(path, format!("cannot open: {e}")))?;
         let archive = Archive::open(&map).map_err(|e| archive_error(path, e))?;
         archive.validate().map_err(|e| archive_error(path, e))?;
         Graph::from_archive(&archive, device).map_err(|e| match e {
@@ -484,7 +495,10 @@ impl Graph {
         }
         for (owner, reloc) in archive.region_relocs() {
             let (Some(o), Some(t)) = (&regions[owner as usize].buffer, &regions[reloc.target as usize].buffer) else {
-                return usage(format!("region relocation {owner} -> {} involves scratch, which has no fixed address", reloc.target));
+                return usage(format!(
+                    "region relocation {owner} -> {} involves scratch, which has no fixed address",
+                    reloc.target
+                ));
             };
             device.write_pointer(o, reloc.offset, t, reloc.target_offset)?;
         }
@@ -493,7 +507,13 @@ impl Graph {
             .bindings()
             .map(|b| {
                 let r = archive.region(b.region);
-                BindingInfo { name: b.name.to_owned(), direction: b.direction, bytes: r.size, dtype: r.dtype, region: b.region }
+                BindingInfo {
+                    name: b.name.to_owned(),
+                    direction: b.direction,
+                    bytes: r.size,
+                    dtype: r.dtype,
+                    region: b.region,
+                }
             })
             .collect();
         Ok(Graph::from_data(device.clone(), GraphData { regions, kernels, ops, devices: Vec::new() }, bindings))
@@ -550,7 +570,8 @@ fn read_ops(archive: &Archive<'_>, ids: Vec<u32>, kernels: &[Kernel]) -> Result<
         let op = match archive.op(id) {
             Op::Launch(l) => {
                 let kernel = l.kernel as usize;
-                let need = kernels[kernel].params.iter().map(|p| p.offset as usize + p.size as usize).max().unwrap_or(0);
+                let need =
+                    kernels[kernel].params.iter().map(|p| p.offset as usize + p.size as usize).max().unwrap_or(0);
                 let mut params = l.params.to_vec();
                 params.resize(params.len().max(need), 0);
                 GOp::Launch {
@@ -566,9 +587,7 @@ fn read_ops(archive: &Archive<'_>, ids: Vec<u32>, kernels: &[Kernel]) -> Result<
             Op::Memset(m) => GOp::Memset(m),
             Op::Alloc(r) => GOp::Alloc(r),
             Op::Free(r) => GOp::Free(r),
-            Op::While { cond, .. } => {
-                GOp::While { cond, body: read_ops(archive, body_ids(archive, id), kernels)? }
-            }
+            Op::While { cond, .. } => GOp::While { cond, body: read_ops(archive, body_ids(archive, id), kernels)? },
             Op::If { cond, .. } => GOp::If { cond, body: read_ops(archive, body_ids(archive, id), kernels)? },
             // One device runs the ops in archive order, which already holds what a signal and a
             // wait between devices ask for.

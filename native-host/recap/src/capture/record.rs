@@ -169,7 +169,14 @@ impl Recording {
         Ok(self.stack.pop().unwrap_or_default())
     }
 
-    pub fn launch(&mut self, kernel: &Kernel, grid: [u32; 3], block: [u32; 3], shared: u32, packed: PackedParams) -> Result<()> {
+    pub fn launch(
+        &mut self,
+        kernel: &Kernel,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        packed: PackedParams,
+    ) -> Result<()> {
         let key = (kernel.module.id, kernel.entry.clone());
         let k = match self.kernel_index.get(&key) {
             Some(&k) => k,
@@ -209,7 +216,10 @@ impl Recording {
 /// Merges the parts of a capture of several devices (`parts[d]` recorded on device `d`) into one
 /// graph: regions shared through copies between devices become one region, on the device whose
 /// buffer it is (`device_of`), and the top-level ops interleave in the order they were issued.
-pub(crate) fn merge(parts: Vec<(GraphData, Vec<u64>)>, device_of: impl Fn(&RawBuffer) -> Result<DeviceId>) -> Result<GraphData> {
+pub(crate) fn merge(
+    parts: Vec<(GraphData, Vec<u64>)>,
+    device_of: impl Fn(&RawBuffer) -> Result<DeviceId>,
+) -> Result<GraphData> {
     let mut merged = GraphData { regions: Vec::new(), kernels: Vec::new(), ops: Vec::new(), devices: Vec::new() };
     let mut by_buffer: HashMap<u64, RegionId> = HashMap::new();
     let mut top: Vec<(u64, DeviceId, GOp)> = Vec::new();
@@ -229,7 +239,9 @@ pub(crate) fn merge(parts: Vec<(GraphData, Vec<u64>)>, device_of: impl Fn(&RawBu
                 },
                 None => {
                     // Scratch belongs to the device that allocated it.
-                    merged.regions.push(GraphRegion { decl: RegionDecl { device: device as DeviceId, ..r.decl }, buffer: None });
+                    merged
+                        .regions
+                        .push(GraphRegion { decl: RegionDecl { device: device as DeviceId, ..r.decl }, buffer: None });
                     merged.regions.len() as RegionId - 1
                 }
             };

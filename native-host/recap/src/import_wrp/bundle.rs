@@ -53,7 +53,8 @@ fn unpack(mut src: impl Read, path: &Path, left: &mut u64, limit: u64) -> Result
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|error| WrpImportError::Io { path: dir.to_path_buf(), error })?;
     }
-    let mut file = std::fs::File::create(path).map_err(|error| WrpImportError::Io { path: path.to_path_buf(), error })?;
+    let mut file =
+        std::fs::File::create(path).map_err(|error| WrpImportError::Io { path: path.to_path_buf(), error })?;
     let copied = std::io::copy(&mut (&mut src).take(*left + 1), &mut file)
         .map_err(|e| bad(format!("reading {}: {e}", path.display())))?;
     if copied > *left {
@@ -76,7 +77,10 @@ fn unpack_all(bundle: &Path, kind: BundleKind, root: &Path, limit: u64) -> Resul
             for i in 0..zip.len() {
                 let entry = zip.by_index(i).map_err(|e| bad(format!("zip entry {i}: {e}")))?;
                 let Some(name) = entry.enclosed_name() else {
-                    return Err(bad(format!("the entry {} leaves the bundle's folder", entry.name().unwrap_or_default())));
+                    return Err(bad(format!(
+                        "the entry {} leaves the bundle's folder",
+                        entry.name().unwrap_or_default()
+                    )));
                 };
                 let path = place(root, &name)?;
                 if entry.is_dir() {
@@ -110,7 +114,10 @@ fn unpack_all(bundle: &Path, kind: BundleKind, root: &Path, limit: u64) -> Resul
                     // pax headers and the like carry no file.
                     tar::EntryType::XHeader | tar::EntryType::XGlobalHeader | tar::EntryType::GNULongName => {}
                     other => {
-                        return Err(bad(format!("the entry {} is a {other:?}, which a bundle may not hold", name.display())))
+                        return Err(bad(format!(
+                            "the entry {} is a {other:?}, which a bundle may not hold",
+                            name.display()
+                        )))
                     }
                 }
             }
@@ -129,12 +136,14 @@ struct Parts {
 fn find_parts(root: &Path) -> Result<Parts, WrpImportError> {
     // The .wrp is at the top or inside one folder.
     let list = |dir: &Path| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+        let mut v: Vec<PathBuf> =
+            std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
         v.sort();
         v
     };
     let top = list(root);
-    let mut wrps: Vec<PathBuf> = top.iter().filter(|p| p.extension().is_some_and(|e| e == "wrp") && p.is_file()).cloned().collect();
+    let mut wrps: Vec<PathBuf> =
+        top.iter().filter(|p| p.extension().is_some_and(|e| e == "wrp") && p.is_file()).cloned().collect();
     if wrps.is_empty() {
         for dir in top.iter().filter(|p| p.is_dir()) {
             wrps.extend(list(dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "wrp") && p.is_file()));
@@ -144,8 +153,12 @@ fn find_parts(root: &Path) -> Result<Parts, WrpImportError> {
         1 => wrps.remove(0),
         0 => return Err(bad("the bundle holds no .wrp file (at its top or inside one folder)")),
         n => {
-            let names: Vec<String> = wrps.iter().map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string()).collect();
-            return Err(bad(format!("the bundle holds {n} .wrp files ({}): send one capture per upload", names.join(", "))));
+            let names: Vec<String> =
+                wrps.iter().map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string()).collect();
+            return Err(bad(format!(
+                "the bundle holds {n} .wrp files ({}): send one capture per upload",
+                names.join(", ")
+            )));
         }
     };
     let dir = wrp.parent().unwrap_or(root).to_path_buf();

@@ -31,8 +31,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use shared::archive::{
-    ArchiveWriter, Condition, CopyOp, DType, Direction, KernelId, LaunchDecl, MemsetOp,
-    RegionDecl, RegionId, Reloc, Tolerance, WriteError,
+    ArchiveWriter, Condition, CopyOp, DType, Direction, KernelId, LaunchDecl, MemsetOp, RegionDecl, RegionId, Reloc,
+    Tolerance, WriteError,
 };
 use shared::npy;
 use shared::wrp::{self, Capture, CaptureDevice, Launch, OpKind, Param, PointerTarget, WrpError, WrpOp};
@@ -119,7 +119,8 @@ pub fn import_wrp(wrp: &Path, options: &WrpOptions, out: &Path) -> Result<WrpSum
         capture: &capture,
         options,
         modules_dir,
-        w: ArchiveWriter::new(std::io::Cursor::new(Vec::new())).map_err(|error| WrpImportError::Write { path: out.to_path_buf(), error })?,
+        w: ArchiveWriter::new(std::io::Cursor::new(Vec::new()))
+            .map_err(|error| WrpImportError::Write { path: out.to_path_buf(), error })?,
         out,
         regions: HashMap::new(),
         ptx: HashMap::new(),
@@ -243,11 +244,18 @@ impl Importer<'_, '_> {
             let dtype = npy::dtype_of(&header.descr)
                 .ok_or_else(|| fail(format!("{}: dtype {} is not one a region holds", file.display(), header.descr)))?;
             if header.fortran_order && header.shape.iter().filter(|&&d| d > 1).count() > 1 {
-                return Err(fail(format!("{}: Fortran-ordered data: save it in C order (`np.ascontiguousarray`)", file.display())));
+                return Err(fail(format!(
+                    "{}: Fortran-ordered data: save it in C order (`np.ascontiguousarray`)",
+                    file.display()
+                )));
             }
             let size = self.capture.regions.iter().find(|r| r.id == warp_region).map_or(0, |r| r.size);
             if data.len() as u64 != size {
-                return Err(fail(format!("{} holds {} bytes but region {warp_region} has {size}", file.display(), data.len())));
+                return Err(fail(format!(
+                    "{} holds {} bytes but region {warp_region} has {size}",
+                    file.display(),
+                    data.len()
+                )));
             }
             // Two names of one region (an array passed as an input and as an output) may both be given.
             if let Some(other) = out.iter().find(|e: &&Expected| e.warp_region == warp_region) {
@@ -271,9 +279,15 @@ impl Importer<'_, '_> {
         let mut ids: Vec<&wrp::Region> = c.regions.iter().collect();
         ids.sort_by_key(|r| r.id);
         for r in ids {
-            let name = c.bindings.iter().find(|(_, id)| *id == r.id).map_or_else(|| format!("region{}", r.id), |(n, _)| n.clone());
+            let name = c
+                .bindings
+                .iter()
+                .find(|(_, id)| *id == r.id)
+                .map_or_else(|| format!("region{}", r.id), |(n, _)| n.clone());
             let (dtype, shape) = match expected.iter().find(|e| e.warp_region == r.id) {
-                Some(e) => (e.dtype, if e.shape.len() > 1 && e.shape.len() <= 4 { e.shape.clone() } else { Vec::new() }),
+                Some(e) => {
+                    (e.dtype, if e.shape.len() > 1 && e.shape.len() <= 4 { e.shape.clone() } else { Vec::new() })
+                }
                 None => (DType::Bytes, Vec::new()),
             };
             let decl = RegionDecl { shape, ..RegionDecl::new(name, r.size, dtype) };
@@ -293,7 +307,8 @@ impl Importer<'_, '_> {
             }
             bound.push(name);
             let Some(&region) = self.regions.get(&(*id as i32)) else {
-                return self.unsupported(format!("binding {name:?} names region {id}, which the capture does not declare"));
+                return self
+                    .unsupported(format!("binding {name:?} names region {id}, which the capture does not declare"));
             };
             let result = self.w.add_binding(name, region, Direction::InOut);
             self.write(result)?;
@@ -313,7 +328,8 @@ impl Importer<'_, '_> {
         for hash in hashes.into_iter().copied() {
             let entries = &needed[hash];
             let Some(module) = c.modules.iter().find(|m| m.hash == hash) else {
-                return self.unsupported(format!("a launch names module {}, which the capture does not declare", short(hash)));
+                return self
+                    .unsupported(format!("a launch names module {}, which the capture does not declare", short(hash)));
             };
             let (ptx, source) = self.module_ptx(module, entries)?;
             let result = self.w.add_module(&module.name, &ptx.text);
@@ -373,7 +389,8 @@ impl Importer<'_, '_> {
             match check_entries(&text, entries) {
                 Ok(()) => {
                     let smem = read_meta(&path.with_extension("")).map_err(fail)?;
-                    let source = format!("AOT PTX {} (--ptx-from)", path.file_name().unwrap_or_default().to_string_lossy());
+                    let source =
+                        format!("AOT PTX {} (--ptx-from)", path.file_name().unwrap_or_default().to_string_lossy());
                     return Ok((ModulePtx { text, smem }, source));
                 }
                 Err(e) => refused.push(format!("{}: {e}", path.display())),
@@ -390,7 +407,10 @@ impl Importer<'_, '_> {
             let path = op_path(parent, index);
             self.op(op, &path).map_err(|e| match e {
                 WrpImportError::Unsupported { path: file, reason } if !reason.starts_with("op ") => {
-                    WrpImportError::Unsupported { path: file, reason: format!("{path} (at byte {}): {reason}", op.offset) }
+                    WrpImportError::Unsupported {
+                        path: file,
+                        reason: format!("{path} (at byte {}): {reason}", op.offset),
+                    }
                 }
                 other => other,
             })?;
@@ -448,7 +468,13 @@ impl Importer<'_, '_> {
                 if matches!(value.len(), 1 | 2 | 4 | 8) {
                     let mut pattern = [0u8; 8];
                     pattern[..value.len()].copy_from_slice(value);
-                    let m = MemsetOp { region, offset, len, width: value.len() as u32, pattern: u64::from_le_bytes(pattern) };
+                    let m = MemsetOp {
+                        region,
+                        offset,
+                        len,
+                        width: value.len() as u32,
+                        pattern: u64::from_le_bytes(pattern),
+                    };
                     let result = self.w.memset(m);
                     self.emitted(result)?;
                 } else {
@@ -457,7 +483,8 @@ impl Importer<'_, '_> {
                     };
                     let tiled: Vec<u8> = value.iter().copied().cycle().take(len).collect();
                     let src = self.hidden_region("fill", &tiled, DType::Bytes)?;
-                    let result = self.w.copy(CopyOp { src, src_offset: 0, dst: region, dst_offset: offset, len: len as u64 });
+                    let result =
+                        self.w.copy(CopyOp { src, src_offset: 0, dst: region, dst_offset: offset, len: len as u64 });
                     self.emitted(result)?;
                 }
             }
@@ -517,7 +544,11 @@ impl Importer<'_, '_> {
     fn launch(&mut self, l: &Launch<'_>) -> Result<(), WrpImportError> {
         let c = self.capture;
         let Some(kernel) = c.kernels.iter().find(|k| k.module_hash == l.module_hash && k.key == l.kernel_key) else {
-            return self.unsupported(format!("a launch of {}, which module {} does not declare", l.kernel_key, short(&l.module_hash)));
+            return self.unsupported(format!(
+                "a launch of {}, which module {} does not declare",
+                l.kernel_key,
+                short(&l.module_hash)
+            ));
         };
         if !l.forward && kernel.backward_name.is_empty() {
             return self.unsupported(format!("a backward launch of {}, built without adjoints", l.kernel_key));
@@ -590,8 +621,19 @@ impl Importer<'_, '_> {
             }
             blocks = MAX_GRID_X;
         }
-        let shared_bytes = if l.smem_bytes > 0 { l.smem_bytes } else { self.ptx[&l.module_hash].1.smem.get(&entry).copied().unwrap_or(0) };
-        let decl = LaunchDecl { kernel: kernel_id, grid: [blocks as u32, 1, 1], block: [block, 1, 1], shared_bytes, params, relocs };
+        let shared_bytes = if l.smem_bytes > 0 {
+            l.smem_bytes
+        } else {
+            self.ptx[&l.module_hash].1.smem.get(&entry).copied().unwrap_or(0)
+        };
+        let decl = LaunchDecl {
+            kernel: kernel_id,
+            grid: [blocks as u32, 1, 1],
+            block: [block, 1, 1],
+            shared_bytes,
+            params,
+            relocs,
+        };
         let result = self.w.launch(decl);
         self.emitted(result)?;
         self.summary.launches += 1;
@@ -599,15 +641,25 @@ impl Importer<'_, '_> {
     }
 
     /// The recap kernel of a module's entry, declared on first use with the PTX's layout.
-    fn kernel(&mut self, module_hash: &str, entry: &str) -> Result<(KernelId, Vec<crate::import::PtxParam>), WrpImportError> {
+    fn kernel(
+        &mut self,
+        module_hash: &str,
+        entry: &str,
+    ) -> Result<(KernelId, Vec<crate::import::PtxParam>), WrpImportError> {
         let key = (module_hash.to_string(), entry.to_string());
         if let Some(found) = self.kernels.get(&key) {
             return Ok(found.clone());
         }
         let (module, ptx) = &self.ptx[module_hash];
         let module = *module;
-        let name = self.capture.modules.iter().find(|m| m.hash == module_hash).map_or_else(|| short(module_hash), |m| m.name.clone());
-        let layout = crate::import::entry_params(&ptx.text, entry).map_err(|reason| WrpImportError::Ptx { module: name, reason })?;
+        let name = self
+            .capture
+            .modules
+            .iter()
+            .find(|m| m.hash == module_hash)
+            .map_or_else(|| short(module_hash), |m| m.name.clone());
+        let layout = crate::import::entry_params(&ptx.text, entry)
+            .map_err(|reason| WrpImportError::Ptx { module: name, reason })?;
         // Warp's arguments are values; the pointers inside them are relocations.
         let decls = layout.iter().map(|p| p.decl(false)).collect();
         let result = self.w.add_kernel(module, entry, decls);

@@ -55,8 +55,7 @@ fn undefined_reads() -> String {
 fn registers_read_before_any_write_read_as_zero_on_every_engine() {
     let (blocks, threads) = (3u32, 32u32);
     let n = (blocks * threads) as usize;
-    let out = run_kernel(&undefined_reads(), "k", [blocks, 1, 1], [threads, 1, 1], &[vec![0xAB; n * 16]], &[])
-        .unwrap();
+    let out = run_kernel(&undefined_reads(), "k", [blocks, 1, 1], [threads, 1, 1], &[vec![0xAB; n * 16]], &[]).unwrap();
     let w = words(&out[0]);
     for i in 0..n {
         let tid = (i as u32) % threads;

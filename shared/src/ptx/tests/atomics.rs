@@ -48,15 +48,8 @@ LOOP:
     init[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
     mem.write(c, &init).unwrap();
     let blocks = 200u32;
-    let dims = LaunchDims {
-        grid: [blocks, 1, 1],
-        block: [256, 1, 1],
-        dynamic_shared: 0,
-    };
-    let opts = ExecOptions {
-        threads: 0,
-        ..Default::default()
-    };
+    let dims = LaunchDims { grid: [blocks, 1, 1], block: [256, 1, 1], dynamic_shared: 0 };
+    let opts = ExecOptions { threads: 0, ..Default::default() };
     launch(&m, "k", &dims, &c.to_le_bytes(), &mem, &opts).unwrap();
     let v = mem.read_region(c).unwrap();
     let u32_at = |k: usize| u32::from_le_bytes(v[k..k + 4].try_into().unwrap());
@@ -102,10 +95,7 @@ fn shared_atomics_and_dec() {
     );
     let out = super::run_kernel(&ptx, "k", [1, 1, 1], [101, 1, 1], &[vec![0; 8]], &[]).unwrap();
     let v = &out[0];
-    assert_eq!(
-        u32::from_le_bytes(v[0..4].try_into().unwrap()),
-        100 * 101 / 2
-    );
+    assert_eq!(u32::from_le_bytes(v[0..4].try_into().unwrap()), 100 * 101 / 2);
     // dec from 0 with limit 4 cycles 0 -> 4 -> 3 -> 2 -> 1 -> 0 with period 5; 101 steps end at 4.
     assert_eq!(u32::from_le_bytes(v[4..8].try_into().unwrap()), 4);
 }

@@ -4,9 +4,7 @@ use super::run_kernel;
 use crate::ptx::*;
 
 fn words(b: &[u8]) -> Vec<u32> {
-    b.chunks(4)
-        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+    b.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 const HEAD: &str = ".version 8.0\n.target sm_90\n.address_size 64\n";
@@ -98,11 +96,7 @@ DONE:
     let out = run_kernel(&ptx, "k", [2, 1, 1], [100, 1, 1], &[vec![0; 100 * 4]], &[]).unwrap();
     for (t, v) in words(&out[0]).into_iter().enumerate() {
         let t = t as u32;
-        let want = if t > 20 {
-            210
-        } else {
-            t * t.saturating_sub(1) / 2
-        };
+        let want = if t > 20 { 210 } else { t * t.saturating_sub(1) / 2 };
         assert_eq!(v, want, "thread {t}");
     }
 }
@@ -140,11 +134,7 @@ END:
     );
     let out = run_kernel(&ptx, "k", [3, 1, 1], [64, 1, 1], &[vec![0xAA; 64 * 4]], &[]).unwrap();
     for (t, v) in words(&out[0]).into_iter().enumerate() {
-        let want = if t < 40 {
-            2 * (39 - t as u32)
-        } else {
-            0xAAAA_AAAA
-        };
+        let want = if t < 40 { 2 * (39 - t as u32) } else { 0xAAAA_AAAA };
         assert_eq!(v, want, "thread {t}");
     }
 }
@@ -341,37 +331,14 @@ fn dynamic_shared_memory_and_multi_dimensional_ids() {
     let mut mem = Memory::new();
     let n = 3 * 2 * 8 * 4;
     let out = mem.add_region(n * 4, 256).unwrap();
-    let dims = LaunchDims {
-        grid: [3, 2, 1],
-        block: [8, 4, 1],
-        dynamic_shared: 128,
-    };
-    launch(
-        &m,
-        "k",
-        &dims,
-        &out.to_le_bytes(),
-        &mem,
-        &ExecOptions::default(),
-    )
-    .unwrap();
+    let dims = LaunchDims { grid: [3, 2, 1], block: [8, 4, 1], dynamic_shared: 128 };
+    launch(&m, "k", &dims, &out.to_le_bytes(), &mem, &ExecOptions::default()).unwrap();
     let v = words(&mem.read_region(out).unwrap());
     for (i, x) in v.into_iter().enumerate() {
         assert_eq!(x, i as u32 + 128);
     }
-    let small = LaunchDims {
-        dynamic_shared: 64,
-        ..dims
-    };
-    let err = launch(
-        &m,
-        "k",
-        &small,
-        &out.to_le_bytes(),
-        &mem,
-        &ExecOptions::default(),
-    )
-    .unwrap_err();
+    let small = LaunchDims { dynamic_shared: 64, ..dims };
+    let err = launch(&m, "k", &small, &out.to_le_bytes(), &mem, &ExecOptions::default()).unwrap_err();
     assert!(err.to_string().contains("out-of-bounds write"), "{err}");
 }
 

@@ -77,10 +77,7 @@ fn scalar_bytes(ty: &str, v: &Value) -> Vec<u8> {
 }
 
 fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
 /// What one engine made of a case: the final bytes of every buffer, and how many launches ran as
@@ -92,8 +89,7 @@ struct CaseRun {
 
 /// Runs a case with the PTX of one architecture on one engine and checks it against the GPU.
 fn run_case(case: &Path, arch: &str, engine: Engine) -> Option<Result<CaseRun, String>> {
-    let c: Value =
-        serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
     let ptx_file = c["ptx"][arch].as_str()?;
     let text = std::fs::read_to_string(case.join(ptx_file)).unwrap();
     let module = Module::parse(&text).unwrap();
@@ -136,10 +132,7 @@ fn run_case(case: &Path, arch: &str, engine: Engine) -> Option<Result<CaseRun, S
             block: [0, 1, 2].map(|i| bl[i].as_u64().unwrap() as u32),
             dynamic_shared: l["dynamic_shared_bytes"].as_u64().unwrap_or(0) as u32,
         };
-        let opts = ExecOptions {
-            engine,
-            ..ExecOptions::default()
-        };
+        let opts = ExecOptions { engine, ..ExecOptions::default() };
         match launch(&module, entry, &dims, &params, &mem, &opts) {
             Ok(stats) => native_launches += stats.jit as usize,
             Err(e) => return Some(Err(format!("{}: {e}", case.display()))),
@@ -156,16 +149,10 @@ fn run_case(case: &Path, arch: &str, engine: Engine) -> Option<Result<CaseRun, S
         let expected = std::fs::read(case.join(exp_file)).unwrap();
         let got = mem.read_region(bufs[name]).unwrap();
         if let Err(e) = compare(&got, &expected, b["dtype"].as_str().unwrap(), tol) {
-            return Some(Err(format!(
-                "{} [{arch}] buffer {name}: {e}",
-                case.display()
-            )));
+            return Some(Err(format!("{} [{arch}] buffer {name}: {e}", case.display())));
         }
     }
-    Some(Ok(CaseRun {
-        buffers,
-        native_launches,
-    }))
+    Some(Ok(CaseRun { buffers, native_launches }))
 }
 
 fn compare(got: &[u8], exp: &[u8], dtype: &str, tol: &Value) -> Result<(), String> {
@@ -183,14 +170,8 @@ fn compare(got: &[u8], exp: &[u8], dtype: &str, tol: &Value) -> Result<(), Strin
     let frac = tol["mismatch_frac"].as_f64().unwrap_or(0.0);
     let vals = |b: &[u8]| -> Vec<f64> {
         match dtype {
-            "f32" => b
-                .chunks(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
-                .collect(),
-            "f64" => b
-                .chunks(8)
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
+            "f32" => b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+            "f64" => b.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
             _ => panic!("dtype {dtype}"),
         }
     };
@@ -206,10 +187,7 @@ fn compare(got: &[u8], exp: &[u8], dtype: &str, tol: &Value) -> Result<(), Strin
     }
     if bad as f64 > frac * g.len() as f64 {
         let (i, x, y) = first.unwrap();
-        return Err(format!(
-            "{bad} of {} elements differ, first at {i}: {x} vs {y}",
-            g.len()
-        ));
+        return Err(format!("{bad} of {} elements differ, first at {i}: {x} vs {y}", g.len()));
     }
     Ok(())
 }
@@ -260,12 +238,7 @@ fn every_corpus_case_matches_the_gpu() {
     assert!(native >= 20, "only {native} launches ran as native code");
     #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
     assert_eq!(native, 0);
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
     assert!(ran >= 29, "only {ran} case runs");
 }
 

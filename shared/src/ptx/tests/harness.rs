@@ -112,22 +112,12 @@ fn try_rows_on(body: &str, inputs: &[[u64; 3]], engine: Engine) -> Result<Vec<Ro
     let n = inputs.len();
     let inp = mem.add_region(24 * n as u64, 256).unwrap();
     let out = mem.add_region(40 * n as u64, 256).unwrap();
-    let bytes: Vec<u8> = inputs
-        .iter()
-        .flat_map(|r| r.iter().flat_map(|w| w.to_le_bytes()))
-        .collect();
+    let bytes: Vec<u8> = inputs.iter().flat_map(|r| r.iter().flat_map(|w| w.to_le_bytes())).collect();
     mem.write(inp, &bytes).unwrap();
     let mut params = out.to_le_bytes().to_vec();
     params.extend_from_slice(&inp.to_le_bytes());
-    let dims = LaunchDims {
-        grid: [1, 1, 1],
-        block: [n as u32, 1, 1],
-        dynamic_shared: 0,
-    };
-    let opts = ExecOptions {
-        engine,
-        ..ExecOptions::default()
-    };
+    let dims = LaunchDims { grid: [1, 1, 1], block: [n as u32, 1, 1], dynamic_shared: 0 };
+    let opts = ExecOptions { engine, ..ExecOptions::default() };
     launch(&m, "t", &dims, &params, &mem, &opts).map_err(|e| e.to_string())?;
     let o = mem.read_region(out).unwrap();
     Ok(o.chunks(40)

@@ -18,7 +18,8 @@ fn bits(x: f32) -> u32 {
 
 #[test]
 fn add_rounding_modes() {
-    let body = "add.rn.f32 %f10, %f1, %f2; add.rz.f32 %f11, %f1, %f2; add.rp.f32 %f12, %f1, %f2; add.rm.f32 %f13, %f1, %f2;
+    let body =
+        "add.rn.f32 %f10, %f1, %f2; add.rz.f32 %f11, %f1, %f2; add.rp.f32 %f12, %f1, %f2; add.rm.f32 %f13, %f1, %f2;
                 mov.b32 %r10, %f11; mov.b32 %r11, %f12; mov.b32 %r12, %f13; mov.b64 %rd10, {%r12, %r12};";
     let r = onef(body, 1.0, TINY, 0.0);
     assert_eq!(bits(r.f), 0x3F80_0000, "rn");
@@ -38,41 +39,26 @@ fn add_rounding_modes() {
 #[test]
 fn mul_div_sqrt_fma_rounding_modes() {
     let a = f32::from_bits(ONE_UP);
-    let r = onef(
-        "mul.rn.f32 %f10, %f1, %f1; mul.rp.f32 %f11, %f1, %f1; mov.b32 %r10, %f11;",
-        a,
-        0.0,
-        0.0,
-    );
+    let r = onef("mul.rn.f32 %f10, %f1, %f1; mul.rp.f32 %f11, %f1, %f1; mov.b32 %r10, %f11;", a, 0.0, 0.0);
     assert_eq!(bits(r.f), 0x3F80_0002);
     assert_eq!(r.r, 0x3F80_0003);
-    let r = onef(
-        "div.rn.f32 %f10, %f1, %f2; div.rz.f32 %f11, %f1, %f2; mov.b32 %r10, %f11;",
-        1.0,
-        3.0,
-        0.0,
-    );
+    let r = onef("div.rn.f32 %f10, %f1, %f2; div.rz.f32 %f11, %f1, %f2; mov.b32 %r10, %f11;", 1.0, 3.0, 0.0);
     assert_eq!(bits(r.f), 0x3EAA_AAAB);
     assert_eq!(r.r, 0x3EAA_AAAA);
-    let r = onef(
-        "sqrt.rn.f32 %f10, %f1; sqrt.rp.f32 %f11, %f1; mov.b32 %r10, %f11;",
-        2.0,
-        0.0,
-        0.0,
-    );
+    let r = onef("sqrt.rn.f32 %f10, %f1; sqrt.rp.f32 %f11, %f1; mov.b32 %r10, %f11;", 2.0, 0.0, 0.0);
     assert_eq!(bits(r.f), 0x3FB5_04F3);
     assert_eq!(r.r, 0x3FB5_04F4);
     // fma is fused: (1 + 2^-12)^2 - 1 keeps the 2^-24 term a separate multiply would round away.
     let x = 1.0 + p2(-12);
-    let r = onef("fma.rn.f32 %f10, %f1, %f1, %f2; mul.rn.f32 %f11, %f1, %f1; add.rn.f32 %f12, %f11, %f2; mov.b32 %r10, %f12;", x, -1.0, 0.0);
-    assert_eq!(r.f, p2(-11) + p2(-24));
-    assert_eq!(f32::from_bits(r.r), p2(-11));
     let r = onef(
-        "fma.rz.f32 %f10, %f1, %f1, %f2; fma.rp.f32 %f11, %f1, %f1, %f2; mov.b32 %r10, %f11;",
-        a,
-        0.0,
+        "fma.rn.f32 %f10, %f1, %f1, %f2; mul.rn.f32 %f11, %f1, %f1; add.rn.f32 %f12, %f11, %f2; mov.b32 %r10, %f12;",
+        x,
+        -1.0,
         0.0,
     );
+    assert_eq!(r.f, p2(-11) + p2(-24));
+    assert_eq!(f32::from_bits(r.r), p2(-11));
+    let r = onef("fma.rz.f32 %f10, %f1, %f1, %f2; fma.rp.f32 %f11, %f1, %f1, %f2; mov.b32 %r10, %f11;", a, 0.0, 0.0);
     assert_eq!(bits(r.f), 0x3F80_0002);
     assert_eq!(r.r, 0x3F80_0003);
 }
@@ -87,28 +73,13 @@ fn f64_rounding_modes() {
     );
     assert_eq!(r.fd, 1.0 + f64::EPSILON);
     assert_eq!(f64::from_bits(r.rd), 1.0);
-    let r = oned(
-        "div.rz.f64 %fd10, %fd1, %fd2; div.rp.f64 %fd11, %fd1, %fd2; mov.b64 %rd10, %fd11;",
-        1.0,
-        3.0,
-        0.0,
-    );
+    let r = oned("div.rz.f64 %fd10, %fd1, %fd2; div.rp.f64 %fd11, %fd1, %fd2; mov.b64 %rd10, %fd11;", 1.0, 3.0, 0.0);
     assert_eq!(r.fd.to_bits(), 0x3FD5_5555_5555_5555);
     assert_eq!(r.rd, 0x3FD5_5555_5555_5556);
-    let r = oned(
-        "mul.rm.f64 %fd10, %fd1, %fd2;",
-        -(1.0 + f64::EPSILON),
-        1.0 + f64::EPSILON,
-        0.0,
-    );
+    let r = oned("mul.rm.f64 %fd10, %fd1, %fd2;", -(1.0 + f64::EPSILON), 1.0 + f64::EPSILON, 0.0);
     // exact: -(1 + 2^-51 + 2^-104): toward -inf is one ulp past the nearest.
     assert_eq!(r.fd.to_bits(), (-(1.0 + 2.0 * f64::EPSILON)).to_bits() + 1);
-    let r = oned(
-        "sqrt.rn.f64 %fd10, %fd1; fma.rn.f64 %fd11, %fd1, %fd2, %fd3; mov.b64 %rd10, %fd11;",
-        2.0,
-        3.0,
-        1.0,
-    );
+    let r = oned("sqrt.rn.f64 %fd10, %fd1; fma.rn.f64 %fd11, %fd1, %fd2, %fd3; mov.b64 %rd10, %fd11;", 2.0, 3.0, 1.0);
     assert_eq!(r.fd, 2f64.sqrt());
     assert_eq!(f64::from_bits(r.rd), 7.0);
 }
@@ -116,30 +87,15 @@ fn f64_rounding_modes() {
 #[test]
 fn flush_to_zero_and_saturation() {
     let den = p2(-140);
-    let r = onef(
-        "add.f32 %f10, %f1, %f2; add.ftz.f32 %f11, %f1, %f2; mov.b32 %r10, %f11;",
-        den,
-        0.0,
-        0.0,
-    );
+    let r = onef("add.f32 %f10, %f1, %f2; add.ftz.f32 %f11, %f1, %f2; mov.b32 %r10, %f11;", den, 0.0, 0.0);
     assert_eq!(r.f, den, "denormals survive without .ftz");
     assert_eq!(r.r, 0, "flushed with .ftz");
-    let r = onef(
-        "mul.f32 %f10, %f1, %f1; mul.ftz.f32 %f11, %f1, %f1; mov.b32 %r10, %f11;",
-        -(p2(-70)),
-        0.0,
-        0.0,
-    );
+    let r = onef("mul.f32 %f10, %f1, %f1; mul.ftz.f32 %f11, %f1, %f1; mov.b32 %r10, %f11;", -(p2(-70)), 0.0, 0.0);
     assert_eq!(r.f, p2(-140));
     assert_eq!(r.r, 0);
     let r = onef("mul.ftz.f32 %f10, %f1, %f2;", -den, 1.0, 0.0);
     assert_eq!(bits(r.f), 0x8000_0000, "flush keeps the sign");
-    let r = onef(
-        "add.sat.f32 %f10, %f1, %f2; mul.sat.f32 %f11, %f3, %f2; mov.b32 %r10, %f11;",
-        0.75,
-        0.5,
-        f32::NAN,
-    );
+    let r = onef("add.sat.f32 %f10, %f1, %f2; mul.sat.f32 %f11, %f3, %f2; mov.b32 %r10, %f11;", 0.75, 0.5, f32::NAN);
     assert_eq!(r.f, 1.0);
     assert_eq!(r.r, 0, "NaN saturates to 0");
     let r = onef("fma.rn.sat.f32 %f10, %f1, %f2, %f3;", -2.0, 1.0, 0.5);
@@ -151,63 +107,28 @@ fn flush_to_zero_and_saturation() {
 #[test]
 fn nan_and_infinity_rules() {
     let qnan_payload = f32::from_bits(0x7FC0_0123);
-    let r = onef(
-        "add.f32 %f10, %f1, %f2; mul.f32 %f11, %f3, %f2; mov.b32 %r10, %f11;",
-        qnan_payload,
-        1.0,
-        0.0,
-    );
+    let r = onef("add.f32 %f10, %f1, %f2; mul.f32 %f11, %f3, %f2; mov.b32 %r10, %f11;", qnan_payload, 1.0, 0.0);
     assert_eq!(bits(r.f), NAN_CANON, "NaN results are canonical");
     let r = onef("mul.f32 %f10, %f1, %f2;", f32::INFINITY, 0.0, 0.0);
     assert_eq!(bits(r.f), NAN_CANON);
-    let r = onef(
-        "div.rn.f32 %f10, %f1, %f2; div.rn.f32 %f11, %f2, %f2; mov.b32 %r10, %f11;",
-        1.0,
-        0.0,
-        0.0,
-    );
+    let r = onef("div.rn.f32 %f10, %f1, %f2; div.rn.f32 %f11, %f2, %f2; mov.b32 %r10, %f11;", 1.0, 0.0, 0.0);
     assert_eq!(r.f, f32::INFINITY);
     assert_eq!(r.r, NAN_CANON);
     let r = onef("div.rn.f32 %f10, %f1, %f2;", -1.0, 0.0, 0.0);
     assert_eq!(r.f, f32::NEG_INFINITY);
-    let r = onef(
-        "sqrt.rn.f32 %f10, %f1; rcp.rn.f32 %f11, %f2; mov.b32 %r10, %f11;",
-        -1.0,
-        -0.0,
-        0.0,
-    );
+    let r = onef("sqrt.rn.f32 %f10, %f1; rcp.rn.f32 %f11, %f2; mov.b32 %r10, %f11;", -1.0, -0.0, 0.0);
     assert_eq!(bits(r.f), NAN_CANON);
     assert_eq!(f32::from_bits(r.r), f32::NEG_INFINITY);
-    let r = onef(
-        "min.f32 %f10, %f1, %f2; max.f32 %f11, %f2, %f1; mov.b32 %r10, %f11;",
-        f32::NAN,
-        3.0,
-        0.0,
-    );
+    let r = onef("min.f32 %f10, %f1, %f2; max.f32 %f11, %f2, %f1; mov.b32 %r10, %f11;", f32::NAN, 3.0, 0.0);
     assert_eq!(r.f, 3.0, "min ignores one NaN");
     assert_eq!(f32::from_bits(r.r), 3.0);
-    let r = onef(
-        "min.f32 %f10, %f1, %f1; min.NaN.f32 %f11, %f1, %f2; mov.b32 %r10, %f11;",
-        f32::NAN,
-        3.0,
-        0.0,
-    );
+    let r = onef("min.f32 %f10, %f1, %f1; min.NaN.f32 %f11, %f1, %f2; mov.b32 %r10, %f11;", f32::NAN, 3.0, 0.0);
     assert_eq!(bits(r.f), NAN_CANON);
     assert_eq!(r.r, NAN_CANON);
-    let r = onef(
-        "min.f32 %f10, %f1, %f2; max.f32 %f11, %f1, %f2; mov.b32 %r10, %f11;",
-        0.0,
-        -0.0,
-        0.0,
-    );
+    let r = onef("min.f32 %f10, %f1, %f2; max.f32 %f11, %f1, %f2; mov.b32 %r10, %f11;", 0.0, -0.0, 0.0);
     assert_eq!(bits(r.f), 0x8000_0000);
     assert_eq!(r.r, 0);
-    let r = oned(
-        "min.f64 %fd10, %fd1, %fd2; max.f64 %fd11, %fd1, %fd2; mov.b64 %rd10, %fd11;",
-        f64::NAN,
-        -2.0,
-        0.0,
-    );
+    let r = oned("min.f64 %fd10, %fd1, %fd2; max.f64 %fd11, %fd1, %fd2; mov.b64 %rd10, %fd11;", f64::NAN, -2.0, 0.0);
     assert_eq!(r.fd, -2.0);
     assert_eq!(f64::from_bits(r.rd), -2.0);
 }
@@ -239,11 +160,7 @@ fn float_registers_keep_their_bits() {
     assert_eq!(bits(r[1].f), snan);
     assert_eq!(r[1].rd, 0x8000_0000, "-0 + -0");
     assert_eq!(bits(r[2].f), 1, "selp picks b");
-    assert_eq!(
-        r[2].fd.to_bits(),
-        0x7FF0_0000_0000_0042,
-        "an f64 NaN payload survives neg and abs"
-    );
+    assert_eq!(r[2].fd.to_bits(), 0x7FF0_0000_0000_0042, "an f64 NaN payload survives neg and abs");
     assert_eq!(r[3].rd, 0, "max(-0, +0) + min(+0, -0) = +0 + -0");
     let looped = "mov.f32 %f4, 0f00000000; mov.u32 %r4, 0;
 $Lx:
@@ -283,24 +200,14 @@ fn float_compare_ordered_and_unordered() {
     }
     let r = oned("setp.equ.f64 %p1, %fd1, %fd2;", f64::NAN, 0.0, 0.0);
     assert!(r.p);
-    let r = onef(
-        "set.lt.u32.f32 %r10, %f1, %f2; set.gt.f32.f32 %f10, %f1, %f2;",
-        1.0,
-        2.0,
-        0.0,
-    );
+    let r = onef("set.lt.u32.f32 %r10, %f1, %f2; set.gt.f32.f32 %f10, %f1, %f2;", 1.0, 2.0, 0.0);
     assert_eq!(r.r, 0xFFFF_FFFF);
     assert_eq!(r.f, 0.0);
 }
 
 #[test]
 fn approximate_functions_within_their_error() {
-    let r = onef(
-        "ex2.approx.f32 %f10, %f1; lg2.approx.f32 %f11, %f2; mov.b32 %r10, %f11;",
-        3.0,
-        8.0,
-        0.0,
-    );
+    let r = onef("ex2.approx.f32 %f10, %f1; lg2.approx.f32 %f11, %f2; mov.b32 %r10, %f11;", 3.0, 8.0, 0.0);
     assert_eq!(r.f, 8.0);
     assert_eq!(f32::from_bits(r.r), 3.0);
     let r = onef(
@@ -312,45 +219,19 @@ fn approximate_functions_within_their_error() {
     assert_eq!(r.f, 0.0);
     assert_eq!(f32::from_bits(r.r), f32::NEG_INFINITY);
     for x in [0.1f32, 1.0, 2.5, -3.0, 100.0] {
-        let r = onef(
-            "sin.approx.f32 %f10, %f1; cos.approx.f32 %f11, %f1; mov.b32 %r10, %f11;",
-            x,
-            0.0,
-            0.0,
-        );
+        let r = onef("sin.approx.f32 %f10, %f1; cos.approx.f32 %f11, %f1; mov.b32 %r10, %f11;", x, 0.0, 0.0);
         assert!((r.f - x.sin()).abs() < p2(-20), "sin {x}");
         assert!((f32::from_bits(r.r) - x.cos()).abs() < p2(-20), "cos {x}");
-        let r = onef(
-            "rsqrt.approx.f32 %f10, %f1; rcp.approx.f32 %f11, %f1; mov.b32 %r10, %f11;",
-            x.abs(),
-            0.0,
-            0.0,
-        );
-        assert!(
-            (r.f - 1.0 / x.abs().sqrt()).abs() <= 2.0 * f32::EPSILON * r.f.abs(),
-            "rsqrt {x}"
-        );
-        assert!(
-            (f32::from_bits(r.r) - 1.0 / x.abs()).abs() <= f32::EPSILON * r.f.abs().max(1.0),
-            "rcp {x}"
-        );
+        let r = onef("rsqrt.approx.f32 %f10, %f1; rcp.approx.f32 %f11, %f1; mov.b32 %r10, %f11;", x.abs(), 0.0, 0.0);
+        assert!((r.f - 1.0 / x.abs().sqrt()).abs() <= 2.0 * f32::EPSILON * r.f.abs(), "rsqrt {x}");
+        assert!((f32::from_bits(r.r) - 1.0 / x.abs()).abs() <= f32::EPSILON * r.f.abs().max(1.0), "rcp {x}");
     }
-    let r = onef(
-        "div.approx.f32 %f10, %f1, %f2; div.full.f32 %f11, %f1, %f2; mov.b32 %r10, %f11;",
-        1.0,
-        3.0,
-        0.0,
-    );
+    let r = onef("div.approx.f32 %f10, %f1, %f2; div.full.f32 %f11, %f1, %f2; mov.b32 %r10, %f11;", 1.0, 3.0, 0.0);
     assert!((r.f - 1.0 / 3.0).abs() < 2.0 * f32::EPSILON);
     assert!((f32::from_bits(r.r) - 1.0 / 3.0).abs() < 2.0 * f32::EPSILON);
     let r = onef("tanh.approx.f32 %f10, %f1;", 0.5, 0.0, 0.0);
     assert!((r.f - 0.5f32.tanh()).abs() < 1e-6);
-    let r = oned(
-        "rcp.rn.f64 %fd10, %fd1; rsqrt.approx.f64 %fd11, %fd2; mov.b64 %rd10, %fd11;",
-        4.0,
-        16.0,
-        0.0,
-    );
+    let r = oned("rcp.rn.f64 %fd10, %fd1; rsqrt.approx.f64 %fd11, %fd2; mov.b64 %rd10, %fd11;", 4.0, 16.0, 0.0);
     assert_eq!(r.fd, 0.25);
     assert_eq!(f64::from_bits(r.rd), 0.25);
 }
@@ -367,21 +248,18 @@ fn testp_copysign_abs_neg() {
     assert!(!r.p, "zero is not normal");
     let r = oned("testp.infinite.f64 %p1, %fd1;", f64::NEG_INFINITY, 0.0, 0.0);
     assert!(r.p);
-    let r = onef("copysign.f32 %f10, %f1, %f2; abs.f32 %f11, %f1; mov.b32 %r10, %f11; neg.f32 %f12, %f2; mov.b32 %r11, %f12;", -1.0, 2.5, 0.0);
-    assert_eq!(
-        r.f, -2.5,
-        "copysign takes the sign of a and the magnitude of b"
+    let r = onef(
+        "copysign.f32 %f10, %f1, %f2; abs.f32 %f11, %f1; mov.b32 %r10, %f11; neg.f32 %f12, %f2; mov.b32 %r11, %f12;",
+        -1.0,
+        2.5,
+        0.0,
     );
+    assert_eq!(r.f, -2.5, "copysign takes the sign of a and the magnitude of b");
     assert_eq!(f32::from_bits(r.r), 1.0);
     assert_eq!(f32::from_bits(r.r11), -2.5);
     let r = onef("abs.ftz.f32 %f10, %f1;", -p2(-130), 0.0, 0.0);
     assert_eq!(bits(r.f), 0);
-    let r = oned(
-        "neg.f64 %fd10, %fd1; abs.f64 %fd11, %fd1; mov.b64 %rd10, %fd11;",
-        -0.0,
-        0.0,
-        0.0,
-    );
+    let r = oned("neg.f64 %fd10, %fd1; abs.f64 %fd11, %fd1; mov.b64 %rd10, %fd11;", -0.0, 0.0, 0.0);
     assert_eq!(r.fd.to_bits(), 0);
     assert_eq!(r.rd, 0);
 }
@@ -393,33 +271,13 @@ fn float_to_int_conversions_saturate() {
     assert_eq!((r.r as i32, r.r11 as i32, r.rd as i64), (-2, 2, -3));
     let r = onef(body, 3.5, 3.5, 2.1);
     assert_eq!((r.r as i32, r.r11 as i32, r.rd as i64), (3, 4, 2));
-    let r = onef(
-        "cvt.rpi.s32.f32 %r10, %f1; cvt.rzi.s32.f32 %r11, %f2;",
-        2.1,
-        f32::NAN,
-        0.0,
-    );
+    let r = onef("cvt.rpi.s32.f32 %r10, %f1; cvt.rzi.s32.f32 %r11, %f2;", 2.1, f32::NAN, 0.0);
     assert_eq!((r.r, r.r11), (3, 0), "NaN converts to 0");
-    let r = onef(
-        "cvt.rzi.s32.f32 %r10, %f1; cvt.rzi.s32.f32 %r11, %f2;",
-        f32::INFINITY,
-        -3e9,
-        0.0,
-    );
+    let r = onef("cvt.rzi.s32.f32 %r10, %f1; cvt.rzi.s32.f32 %r11, %f2;", f32::INFINITY, -3e9, 0.0);
     assert_eq!((r.r, r.r11), (0x7FFF_FFFF, 0x8000_0000));
-    let r = onef(
-        "cvt.rzi.u32.f32 %r10, %f1; cvt.rzi.u8.f32 %r11, %f2;",
-        -5.0,
-        300.0,
-        0.0,
-    );
+    let r = onef("cvt.rzi.u32.f32 %r10, %f1; cvt.rzi.u8.f32 %r11, %f2;", -5.0, 300.0, 0.0);
     assert_eq!((r.r, r.r11), (0, 255));
-    let r = oned(
-        "cvt.rni.u64.f64 %rd10, %fd1; cvt.rzi.s16.f64 %r10, %fd2;",
-        1e30,
-        -1e10,
-        0.0,
-    );
+    let r = oned("cvt.rni.u64.f64 %rd10, %fd1; cvt.rzi.s16.f64 %r10, %fd2;", 1e30, -1e10, 0.0);
     assert_eq!(r.rd, u64::MAX);
     assert_eq!(r.r, 0xFFFF_8000, "s16 minimum, sign-extended into 32 bits");
 }
@@ -431,12 +289,7 @@ fn int_to_float_conversions_round() {
     assert_eq!(r.f, 16_777_220.0, "tie to even");
     assert_eq!(f32::from_bits(r.r), 16_777_218.0);
     assert_eq!(f32::from_bits(r.r11), 16_777_220.0);
-    let r = one64(
-        "cvt.rn.f32.u64 %f10, %rd1; cvt.rz.f32.u64 %f11, %rd1; mov.b32 %r10, %f11;",
-        u64::MAX,
-        0,
-        0,
-    );
+    let r = one64("cvt.rn.f32.u64 %f10, %rd1; cvt.rz.f32.u64 %f11, %rd1; mov.b32 %r10, %f11;", u64::MAX, 0, 0);
     assert_eq!(r.f, 18_446_744_073_709_551_616.0);
     assert_eq!(r.r, 0x5F7F_FFFF);
     let r = one64(
@@ -447,12 +300,7 @@ fn int_to_float_conversions_round() {
     );
     assert_eq!(r.fd, -9_007_199_254_740_992.0);
     assert_eq!(f64::from_bits(r.rd), -9_007_199_254_740_994.0);
-    let r = one32(
-        "cvt.rn.f32.u16 %f10, %h1; cvt.rn.f64.s8 %fd10, %h2;",
-        65535,
-        0xFF,
-        0,
-    );
+    let r = one32("cvt.rn.f32.u16 %f10, %h1; cvt.rn.f64.s8 %fd10, %h2;", 65535, 0xFF, 0);
     assert_eq!(r.f, 65535.0);
     assert_eq!(r.fd, -1.0);
 }
@@ -465,20 +313,10 @@ fn float_to_float_conversions() {
     assert_eq!(r.f, 1.0, "tie to even");
     assert_eq!(r.r, ONE_UP);
     assert_eq!(f32::from_bits(r.r11), 1.0);
-    let r = oned(
-        "cvt.rn.f32.f64 %f10, %fd1; cvt.rz.f32.f64 %f11, %fd1; mov.b32 %r10, %f11;",
-        1e300,
-        0.0,
-        0.0,
-    );
+    let r = oned("cvt.rn.f32.f64 %f10, %fd1; cvt.rz.f32.f64 %f11, %fd1; mov.b32 %r10, %f11;", 1e300, 0.0, 0.0);
     assert_eq!(r.f, f32::INFINITY);
     assert_eq!(f32::from_bits(r.r), f32::MAX);
-    let r = onef(
-        "cvt.f64.f32 %fd10, %f1; cvt.ftz.f64.f32 %fd11, %f1; mov.b64 %rd10, %fd11;",
-        p2(-140),
-        0.0,
-        0.0,
-    );
+    let r = onef("cvt.f64.f32 %fd10, %f1; cvt.ftz.f64.f32 %fd11, %f1; mov.b64 %rd10, %fd11;", p2(-140), 0.0, 0.0);
     assert_eq!(r.fd, 2f64.powi(-140));
     assert_eq!(r.rd, 0);
     let r = onef("cvt.sat.f32.f32 %f10, %f1; cvt.rni.f32.f32 %f11, %f2; mov.b32 %r10, %f11; cvt.rmi.f32.f32 %f12, %f3; mov.b32 %r11, %f12;", 1.5, 2.5, -0.5);
@@ -489,40 +327,20 @@ fn float_to_float_conversions() {
 
 #[test]
 fn half_precision_conversions_and_arithmetic() {
-    let r = onef(
-        "cvt.rn.f16.f32 %h10, %f1; cvt.rn.bf16.f32 %h4, %f1; mov.b32 %r10, {%h4, %h4};",
-        1.0,
-        0.0,
-        0.0,
-    );
+    let r = onef("cvt.rn.f16.f32 %h10, %f1; cvt.rn.bf16.f32 %h4, %f1; mov.b32 %r10, {%h4, %h4};", 1.0, 0.0, 0.0);
     assert_eq!(r.h, 0x3C00);
     assert_eq!(r.r & 0xFFFF, 0x3F80);
     let r = onef("cvt.rn.f16.f32 %h10, %f1;", 65520.0, 0.0, 0.0);
     assert_eq!(r.h, 0x7C00, "65520 rounds to infinity in f16");
     let r = onef("cvt.rn.satfinite.f16.f32 %h10, %f1;", 1e6, 0.0, 0.0);
     assert_eq!(r.h, 0x7BFF, "satfinite clamps to 65504");
-    let r = one32(
-        "cvt.f32.f16 %f10, %h1; cvt.f32.bf16 %f11, %h2; mov.b32 %r10, %f11;",
-        0x3C00,
-        0x4049,
-        0,
-    );
+    let r = one32("cvt.f32.f16 %f10, %h1; cvt.f32.bf16 %f11, %h2; mov.b32 %r10, %f11;", 0x3C00, 0x4049, 0);
     assert_eq!(r.f, 1.0);
     assert_eq!(f32::from_bits(r.r), 3.140625);
-    let r = one32(
-        "add.f16 %h10, %h1, %h2; mul.rn.f16 %h4, %h1, %h2; cvt.f32.f16 %f10, %h4;",
-        0x3C00,
-        0x4000,
-        0,
-    );
+    let r = one32("add.f16 %h10, %h1, %h2; mul.rn.f16 %h4, %h1, %h2; cvt.f32.f16 %f10, %h4;", 0x3C00, 0x4000, 0);
     assert_eq!(r.h, 0x4200, "1 + 2 = 3");
     assert_eq!(r.f, 2.0);
-    let r = one32(
-        "add.f16x2 %r10, %r1, %r2; fma.rn.f16x2 %r11, %r1, %r2, %r2;",
-        0x4000_3C00,
-        0x3C00_4000,
-        0,
-    );
+    let r = one32("add.f16x2 %r10, %r1, %r2; fma.rn.f16x2 %r11, %r1, %r2, %r2;", 0x4000_3C00, 0x3C00_4000, 0);
     assert_eq!(r.r, 0x4200_4200);
     assert_eq!(r.r11, 0x4200_4400, "low: 1*2+2 = 4, high: 2*1+1 = 3");
     let r = onef("cvt.rn.f16x2.f32 %r10, %f1, %f2;", 2.0, 1.0, 0.0);
@@ -581,10 +399,7 @@ fn rsqrt_approx_stays_within_the_ptx_bound() {
         }
     }
     // One launch per 1024 inputs: the harness runs a thread per input in one block.
-    let rows: Vec<_> = inputs
-        .chunks(1024)
-        .flat_map(|c| rows("rsqrt.approx.f32 %f10, %f1;", c))
-        .collect();
+    let rows: Vec<_> = inputs.chunks(1024).flat_map(|c| rows("rsqrt.approx.f32 %f10, %f1;", c)).collect();
     for (row, inp) in rows.iter().zip(&inputs) {
         let x = f32::from_bits(inp[0] as u32) as f64;
         let exact = 1.0 / x.sqrt();

@@ -276,7 +276,8 @@ fn a_stretch_whose_check_fails_faults_where_the_checked_code_does() {
     let err = run_kernel(STRETCH, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 128]], &stretch_params(63, 0)).unwrap_err();
     assert!(err.contains("thread [0, 0, 0]"), "{err}");
     // A group address below the shared window (the index wraps to -1).
-    let err = run_kernel(STRETCH, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 128]], &stretch_params(u32::MAX, 0)).unwrap_err();
+    let err =
+        run_kernel(STRETCH, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 128]], &stretch_params(u32::MAX, 0)).unwrap_err();
     assert!(err.contains("thread [0, 0, 0]"), "{err}");
     // Only the last lane of the last group reads past the end.
     let err = run_kernel(STRETCH, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 128]], &stretch_params(0, 33)).unwrap_err();
@@ -320,7 +321,8 @@ fn steps_written_where_the_whole_group_runs_a_region_still_see_a_wrap() {
     let out = run_kernel(WRAP_IN_REGION, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &params(0, 0, 11)).unwrap();
     assert_eq!(words(&out[0]), (0..16).map(|t| if t < 11 { t } else { 0 }).collect::<Vec<u32>>());
     let k = u32::MAX - 3;
-    let err = run_kernel(WRAP_IN_REGION, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &params(k, -4 * k as i64, 16)).unwrap_err();
+    let err = run_kernel(WRAP_IN_REGION, "k", [1, 1, 1], [16, 1, 1], &[vec![0; 64]], &params(k, -4 * k as i64, 16))
+        .unwrap_err();
     assert!(err.contains("thread [4, 0, 0]"), "{err}");
 }
 
@@ -371,7 +373,15 @@ LOOP:
 fn values_computed_once_before_a_loop_of_barriers_survive_every_pass() {
     assert_lanes(LOOP_AROUND_BARRIERS);
     for (threads, n) in [(32u32, 5u32), (12, 3), (64, 1)] {
-        let out = run_kernel(LOOP_AROUND_BARRIERS, "k", [5, 1, 1], [threads, 1, 1], &[vec![0; 4 * threads as usize]], &n.to_le_bytes()).unwrap();
+        let out = run_kernel(
+            LOOP_AROUND_BARRIERS,
+            "k",
+            [5, 1, 1],
+            [threads, 1, 1],
+            &[vec![0; 4 * threads as usize]],
+            &n.to_le_bytes(),
+        )
+        .unwrap();
         let want: Vec<u32> = (0..threads)
             .map(|t| {
                 let (mut acc, mut mine, mut other) = (7 * t + 1000, 7 * t + 5, 7 * (t ^ 1) + 5);

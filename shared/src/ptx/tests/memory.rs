@@ -13,24 +13,14 @@ fn regions_are_checked_filled_copied_and_freed() {
     mem.write(a, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]).unwrap();
     assert!(mem.write(a + 5, &[0; 6]).is_err(), "write past the end");
     assert!(mem.read(a + 10, &mut [0; 1]).is_err());
-    assert!(
-        mem.read(b + 1000, &mut [0; 0]).is_ok(),
-        "empty read at the end"
-    );
+    assert!(mem.read(b + 1000, &mut [0; 0]).is_ok(), "empty read at the end");
     mem.copy(a + 2, a, 6).unwrap();
     let mut v = [0u8; 10];
     mem.read(a, &mut v).unwrap();
-    assert_eq!(
-        v,
-        [1, 2, 1, 2, 3, 4, 5, 6, 9, 10],
-        "overlapping copy behaves as memmove"
-    );
+    assert_eq!(v, [1, 2, 1, 2, 3, 4, 5, 6, 9, 10], "overlapping copy behaves as memmove");
     mem.fill(b + 3, 9, &[0xAB, 0xCD]).unwrap();
     let r = mem.read_region(b).unwrap();
-    assert_eq!(
-        &r[..14],
-        &[0, 0, 0, 0xAB, 0xCD, 0xAB, 0xCD, 0xAB, 0xCD, 0xAB, 0xCD, 0xAB, 0, 0]
-    );
+    assert_eq!(&r[..14], &[0, 0, 0, 0xAB, 0xCD, 0xAB, 0xCD, 0xAB, 0xCD, 0xAB, 0xCD, 0xAB, 0, 0]);
     mem.write(b + 4, &0xDEAD_BEEFu32.to_le_bytes()).unwrap();
     assert_eq!(mem.read_u32(b + 4).unwrap(), 0xDEAD_BEEF);
     assert_eq!(mem.region_size(b), Some(1000));
@@ -38,10 +28,7 @@ fn regions_are_checked_filled_copied_and_freed() {
     assert!(mem.read(a, &mut [0; 1]).is_err(), "freed");
     assert!(mem.remove_region(a).is_err());
     assert!(mem.remove_region(b + 4).is_err(), "not a base");
-    assert!(matches!(
-        mem.add_region(1 << 40, 8),
-        Err(MemError::TooLarge { .. })
-    ));
+    assert!(matches!(mem.add_region(1 << 40, 8), Err(MemError::TooLarge { .. })));
     assert!(mem.add_region(8, 3).is_err());
 }
 
@@ -77,35 +64,13 @@ fn a_pointer_derived_from_one_parameter_may_reach_another_region() {
     ret;
 }";
     let b: Vec<u8> = (0..8u32).flat_map(|v| (v * 3).to_le_bytes()).collect();
-    let out = run_kernel(
-        ptx,
-        "k",
-        [1, 1, 1],
-        [8, 1, 1],
-        &[vec![0; 32], b],
-        &0u64.to_le_bytes(),
-    )
-    .unwrap();
-    let words = |v: &[u8]| -> Vec<u32> {
-        v.chunks(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    };
+    let out = run_kernel(ptx, "k", [1, 1, 1], [8, 1, 1], &[vec![0; 32], b], &0u64.to_le_bytes()).unwrap();
+    let words = |v: &[u8]| -> Vec<u32> { v.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect() };
     assert_eq!(words(&out[0]), (0..8).collect::<Vec<u32>>());
-    assert_eq!(
-        words(&out[1]),
-        (0..8).map(|v| v * 3 + 100).collect::<Vec<u32>>()
-    );
+    assert_eq!(words(&out[1]), (0..8).map(|v| v * 3 + 100).collect::<Vec<u32>>());
     // The same pointer pushed one region further lands in no region: a fault on both engines.
-    let err = run_kernel(
-        ptx,
-        "k",
-        [1, 1, 1],
-        [8, 1, 1],
-        &[vec![0; 32], vec![0; 32]],
-        &(1u64 << 37).to_le_bytes(),
-    )
-    .unwrap_err();
+    let err = run_kernel(ptx, "k", [1, 1, 1], [8, 1, 1], &[vec![0; 32], vec![0; 32]], &(1u64 << 37).to_le_bytes())
+        .unwrap_err();
     assert!(err.contains("out-of-bounds read"), "{err}");
     assert!(err.contains("thread [0, 0, 0]"), "{err}");
 }
@@ -140,9 +105,7 @@ fn a_run_of_shared_accesses_through_one_base_is_checked_as_a_group() {
     st.global.u32 [%rd3], %r7;
     ret;
 }";
-    let words = |v: &[u8]| -> Vec<u32> {
-        v.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
-    };
+    let words = |v: &[u8]| -> Vec<u32> { v.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect() };
     let out = run_kernel(ptx, "k", [1, 1, 1], [8, 1, 1], &[vec![0; 32]], &4u32.to_le_bytes()).unwrap();
     assert_eq!(words(&out[0]), (0..8).map(|t| 2 * t).collect::<Vec<u32>>());
     // Thread 8's base is in bounds, its +32 is not: the fault is the second store.

@@ -60,15 +60,8 @@ pub(crate) fn run_kernel_on(
         bases.push(base);
     }
     params.extend_from_slice(extra);
-    let dims = LaunchDims {
-        grid,
-        block,
-        dynamic_shared: 0,
-    };
-    let opts = ExecOptions {
-        engine,
-        ..ExecOptions::default()
-    };
+    let dims = LaunchDims { grid, block, dynamic_shared: 0 };
+    let opts = ExecOptions { engine, ..ExecOptions::default() };
     launch(&m, entry, &dims, &params, &mem, &opts).map_err(|e| e.to_string())?;
     Ok(bases.iter().map(|&b| mem.read_region(b).unwrap()).collect())
 }

@@ -6,11 +6,7 @@ use crate::ptx::ir::Rnd;
 use crate::ptx::math::*;
 
 fn any_f32() -> impl Strategy<Value = f32> {
-    prop_oneof![
-        any::<u32>().prop_map(f32::from_bits),
-        (-1000.0f32..1000.0),
-        (-1.0f32..1.0).prop_map(|x| x * 1e-30),
-    ]
+    prop_oneof![any::<u32>().prop_map(f32::from_bits), (-1000.0f32..1000.0), (-1.0f32..1.0).prop_map(|x| x * 1e-30),]
 }
 
 proptest! {

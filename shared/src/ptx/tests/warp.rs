@@ -5,9 +5,7 @@ use super::run_kernel;
 const HEAD: &str = ".version 8.0\n.target sm_90\n.address_size 64\n";
 
 fn words(b: &[u8]) -> Vec<u32> {
-    b.chunks(4)
-        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+    b.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 /// Each thread shuffles `tid * 3 + 1` with the given instruction and stores value and predicate.
@@ -30,15 +28,7 @@ fn shuffle(inst: &str, threads: u32) -> Vec<(u32, u32)> {
     ret;
 }}"
     );
-    let out = run_kernel(
-        &ptx,
-        "k",
-        [1, 1, 1],
-        [threads, 1, 1],
-        &[vec![0; threads as usize * 8]],
-        &[],
-    )
-    .unwrap();
+    let out = run_kernel(&ptx, "k", [1, 1, 1], [threads, 1, 1], &[vec![0; threads as usize * 8]], &[]).unwrap();
     let w = words(&out[0]);
     w.chunks(2).map(|c| (c[0], c[1])).collect()
 }
@@ -59,11 +49,7 @@ fn shfl_up_down_bfly_idx_full_width() {
         let base = l - lane;
         let (src, ok) = if lane >= 1 { (l - 1, true) } else { (l, false) };
         assert_eq!(up[l], (val(src), ok as u32), "up lane {l}");
-        let (src, ok) = if lane + 3 < 32 {
-            (l + 3, true)
-        } else {
-            (l, false)
-        };
+        let (src, ok) = if lane + 3 < 32 { (l + 3, true) } else { (l, false) };
         assert_eq!(down[l], (val(src), ok as u32), "down lane {l}");
         assert_eq!(bfly[l], (val(base + (lane ^ 5)), 1), "bfly lane {l}");
         assert_eq!(idx[l], (val(base + 7), 1), "idx lane {l}");
@@ -76,18 +62,9 @@ fn shfl_with_segments_of_eight() {
     let n = 32;
     let seg = (32 - 8) << 8;
     let up = shuffle(&format!("shfl.sync.up.b32 %r3|%p1, %r2, 2, {seg}, -1;"), n);
-    let down = shuffle(
-        &format!("shfl.sync.down.b32 %r3|%p1, %r2, 3, {}, -1;", seg | 31),
-        n,
-    );
-    let bfly = shuffle(
-        &format!("shfl.sync.bfly.b32 %r3|%p1, %r2, 9, {}, -1;", seg | 31),
-        n,
-    );
-    let idx = shuffle(
-        &format!("shfl.sync.idx.b32 %r3|%p1, %r2, 13, {}, -1;", seg | 31),
-        n,
-    );
+    let down = shuffle(&format!("shfl.sync.down.b32 %r3|%p1, %r2, 3, {}, -1;", seg | 31), n);
+    let bfly = shuffle(&format!("shfl.sync.bfly.b32 %r3|%p1, %r2, 9, {}, -1;", seg | 31), n);
+    let idx = shuffle(&format!("shfl.sync.idx.b32 %r3|%p1, %r2, 13, {}, -1;", seg | 31), n);
     for l in 0..n as usize {
         let (w, k) = (8, l % 8);
         let src = if k >= 2 { l - 2 } else { l };
@@ -142,15 +119,7 @@ SKIP:
 }}"
     );
     let n = 64usize;
-    let out = run_kernel(
-        &ptx,
-        "k",
-        [1, 1, 1],
-        [n as u32, 1, 1],
-        &[vec![0; n * 12]],
-        &[],
-    )
-    .unwrap();
+    let out = run_kernel(&ptx, "k", [1, 1, 1], [n as u32, 1, 1], &[vec![0; n * 12]], &[]).unwrap();
     let w = words(&out[0]);
     for l in 0..n {
         let warp = l / 32;
@@ -167,16 +136,8 @@ SKIP:
         }
         assert_eq!(w[l * 3], ballot, "ballot lane {l}");
         assert_eq!(w[l * 3 + 1], 1 | 4, "any, not all, uniform: lane {l}");
-        let want = if l % 2 == 0 {
-            even_ballot ^ 0x5555_5555
-        } else {
-            0
-        };
-        assert_eq!(
-            w[l * 3 + 2],
-            want,
-            "ballot of the active half xor activemask, lane {l}"
-        );
+        let want = if l % 2 == 0 { even_ballot ^ 0x5555_5555 } else { 0 };
+        assert_eq!(w[l * 3 + 2], want, "ballot of the active half xor activemask, lane {l}");
     }
 }
 
@@ -263,25 +224,14 @@ fn shuffles_read_exited_lanes_and_past_a_partial_warp() {
     let w = words(&out[0]);
     let exited = |l: usize| l % 3 == 0;
     let own = |l: usize, s: usize| if s < n { s } else { l };
-    let idx: Vec<u32> = (0..n)
-        .map(|l| if exited(l) { 1000 } else { val(own(l, (l & !31) + (l * 7 & 31))) })
-        .collect();
+    let idx: Vec<u32> = (0..n).map(|l| if exited(l) { 1000 } else { val(own(l, (l & !31) + (l * 7 & 31))) }).collect();
     let down_ok = |l: usize| (l & 31) + 5 <= 31;
     let sum: Vec<u32> = (0..n)
-        .map(|l| {
-            if exited(l) {
-                1000
-            } else {
-                idx[l] + idx[if down_ok(l) { own(l, l + 5) } else { l }]
-            }
-        })
+        .map(|l| if exited(l) { 1000 } else { idx[l] + idx[if down_ok(l) { own(l, l + 5) } else { l }] })
         .collect();
     for l in 0..n {
-        let expect = if exited(l) {
-            (0, 0)
-        } else {
-            (sum[l] + sum[own(l, (l & !31) + ((l & 31) ^ 16))], down_ok(l) as u32)
-        };
+        let expect =
+            if exited(l) { (0, 0) } else { (sum[l] + sum[own(l, (l & !31) + ((l & 31) ^ 16))], down_ok(l) as u32) };
         assert_eq!((w[2 * l], w[2 * l + 1]), expect, "lane {l}");
     }
 }

@@ -110,29 +110,17 @@ impl<'f> Analysis<'f> {
                     leader[(target as usize).min(n_insts)] = true;
                     leader[pc + 1] = true;
                 }
-                Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Shfl { .. } => {
-                    leader[pc + 1] = true
-                }
+                Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Shfl { .. } => leader[pc + 1] = true,
                 _ => {}
             }
-            let src = |r: R| Src {
-                reg: r,
-                konst: consts[r as usize],
-            };
+            let src = |r: R| Src { reg: r, konst: consts[r as usize] };
             let shfl = match ins.inst {
                 Inst::Bar { .. } => None,
                 Inst::Shfl { mode, d, p, a, b, c } => {
                     if consts[a as usize].is_none() && !shfl_srcs.contains(&a) {
                         shfl_srcs.push(a);
                     }
-                    Some(ShflInfo {
-                        mode,
-                        d,
-                        p,
-                        a: src(a),
-                        b: src(b),
-                        c: src(c),
-                    })
+                    Some(ShflInfo { mode, d, p, a: src(a), b: src(b), c: src(c) })
                 }
                 _ => continue,
             };
@@ -303,11 +291,7 @@ pub(super) fn clean_at_boundaries(
     keep.keys()
         .map(|&pc| {
             let c = &clean[pc * words..(pc + 1) * words];
-            let regs = keep[&pc]
-                .iter()
-                .copied()
-                .filter(|&r| c[r as usize / 64] >> (r % 64) & 1 == 1)
-                .collect();
+            let regs = keep[&pc].iter().copied().filter(|&r| c[r as usize / 64] >> (r % 64) & 1 == 1).collect();
             (pc, regs)
         })
         .collect()
@@ -338,9 +322,7 @@ pub(super) fn reloaded_at_boundaries(
                 }
                 uses[q].iter().for_each(|&r| needed[r as usize] = true);
                 if let Some(kept) = keep.get(&q) {
-                    kept.iter()
-                        .filter(|r| !clean[&q].contains(r))
-                        .for_each(|&r| needed[r as usize] = true);
+                    kept.iter().filter(|r| !clean[&q].contains(r)).for_each(|&r| needed[r as usize] = true);
                     continue;
                 }
                 todo.extend(successors(f, q).into_iter().flatten());
@@ -380,40 +362,15 @@ pub(super) fn param_roots(f: &Function, params_size: u32) -> Vec<Option<u32>> {
             }
             let root_of = |x: R| roots[x as usize];
             let root = match f.insts[def_at[r]].inst {
-                Inst::Ld {
-                    space: Space::KParam,
-                    size: 8,
-                    n: 1,
-                    addr:
-                        Addr {
-                            base: Base::Abs,
-                            off,
-                        },
-                    ..
-                } if off >= 0 && off as u64 + 8 <= params_size as u64 => Some(off as u32),
-                Inst::Un {
-                    op: UnOp::Mov(m),
-                    a,
-                    ..
-                } if m == u64::MAX => root_of(a),
-                Inst::Cvta {
-                    to_generic: false,
-                    space: Space::Global,
-                    a,
-                    dmask,
-                    ..
-                } if dmask == u64::MAX => root_of(a),
-                Inst::Bin {
-                    op: BinOp::Add(W::W64),
-                    a,
-                    b,
-                    ..
-                } => root_of(a).or(root_of(b)),
-                Inst::Bin {
-                    op: BinOp::Sub(W::W64),
-                    a,
-                    ..
-                } => root_of(a),
+                Inst::Ld { space: Space::KParam, size: 8, n: 1, addr: Addr { base: Base::Abs, off }, .. }
+                    if off >= 0 && off as u64 + 8 <= params_size as u64 =>
+                {
+                    Some(off as u32)
+                }
+                Inst::Un { op: UnOp::Mov(m), a, .. } if m == u64::MAX => root_of(a),
+                Inst::Cvta { to_generic: false, space: Space::Global, a, dmask, .. } if dmask == u64::MAX => root_of(a),
+                Inst::Bin { op: BinOp::Add(W::W64), a, b, .. } => root_of(a).or(root_of(b)),
+                Inst::Bin { op: BinOp::Sub(W::W64), a, .. } => root_of(a),
                 _ => None,
             };
             if root.is_some() {
@@ -454,7 +411,12 @@ pub(super) enum Layout {
 
 /// Each register's layout: in code for groups (`plan`), a varying register lives in vectors when
 /// it holds 32 bits and per lane otherwise; every other register is one value.
-pub(super) fn layouts(plan: Option<&LanePlan>, classes: &[Class], fits: &[bool], consts: &[Option<u64>]) -> Vec<Layout> {
+pub(super) fn layouts(
+    plan: Option<&LanePlan>,
+    classes: &[Class],
+    fits: &[bool],
+    consts: &[Option<u64>],
+) -> Vec<Layout> {
     (0..classes.len())
         .map(|r| match plan {
             Some(p) if p.varying[r] && consts[r].is_none() => match classes[r] {
@@ -467,10 +429,7 @@ pub(super) fn layouts(plan: Option<&LanePlan>, classes: &[Class], fits: &[bool],
         .collect()
 }
 
-pub(super) const PLAIN_F: FFlags = FFlags {
-    ftz: false,
-    sat: false,
-};
+pub(super) const PLAIN_F: FFlags = FFlags { ftz: false, sat: false };
 
 /// The float format an instruction computes in natively (inline, in float registers), if any.
 pub(super) fn float_op(inst: &Inst) -> Option<F> {
@@ -482,9 +441,9 @@ pub(super) fn float_op(inst: &Inst) -> Option<F> {
             | BinOp::FDiv(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false)
             | BinOp::FMin(F::F32, false, false)
             | BinOp::FMax(F::F32, false, false) => F::F32,
-            BinOp::FAdd(F::F64, Rnd::Rn, _)
-            | BinOp::FSub(F::F64, Rnd::Rn, _)
-            | BinOp::FMul(F::F64, Rnd::Rn, _) => F::F64,
+            BinOp::FAdd(F::F64, Rnd::Rn, _) | BinOp::FSub(F::F64, Rnd::Rn, _) | BinOp::FMul(F::F64, Rnd::Rn, _) => {
+                F::F64
+            }
             _ => return None,
         },
         Inst::Tern { op, .. } => match op {
@@ -502,24 +461,10 @@ pub(super) fn float_op(inst: &Inst) -> Option<F> {
             UnOp::FNeg(F::F64, _) | UnOp::FAbs(F::F64, _) => F::F64,
             _ => return None,
         },
-        Inst::Setp {
-            ty: CmpTy::F(F::F32),
-            ftz: false,
-            ..
+        Inst::Setp { ty: CmpTy::F(F::F32), ftz: false, .. } | Inst::Set { ty: CmpTy::F(F::F32), ftz: false, .. } => {
+            F::F32
         }
-        | Inst::Set {
-            ty: CmpTy::F(F::F32),
-            ftz: false,
-            ..
-        } => F::F32,
-        Inst::Setp {
-            ty: CmpTy::F(F::F64),
-            ..
-        }
-        | Inst::Set {
-            ty: CmpTy::F(F::F64),
-            ..
-        } => F::F64,
+        Inst::Setp { ty: CmpTy::F(F::F64), .. } | Inst::Set { ty: CmpTy::F(F::F64), .. } => F::F64,
         _ => return None,
     };
     Some(f)
@@ -536,10 +481,7 @@ pub(super) fn nan_blind(f: &Function) -> Vec<bool> {
             && !matches!(
                 ins.inst,
                 // Sign operations keep a NaN's bits; the exponential is a library call.
-                Inst::Un {
-                    op: UnOp::FNeg(..) | UnOp::FAbs(..) | UnOp::FEx2(..),
-                    ..
-                }
+                Inst::Un { op: UnOp::FNeg(..) | UnOp::FAbs(..) | UnOp::FEx2(..), .. }
             );
         if !canonical_reader {
             for u in operands(ins).0 {
@@ -569,12 +511,7 @@ pub(super) fn def_fits32(ins: &Inst, fits: &[bool], consts: &[Option<u64>]) -> b
             UnOp::Cvt(c) => matches!(
                 (c.from, c.to, c.rnd, c.sat),
                 (Ty::U32, Ty::U64, _, false)
-                    | (
-                        Ty::U64 | Ty::S64 | Ty::B64,
-                        Ty::U32 | Ty::S32 | Ty::B32,
-                        _,
-                        false
-                    )
+                    | (Ty::U64 | Ty::S64 | Ty::B64, Ty::U32 | Ty::S32 | Ty::B32, _, false)
                     | (Ty::S32 | Ty::U32, Ty::F32, Some(Rnd::Rn) | None, false)
             ),
             _ => float_op(ins) == Some(F::F32),
@@ -592,12 +529,7 @@ pub(super) fn def_fits32(ins: &Inst, fits: &[bool], consts: &[Option<u64>]) -> b
             | BinOp::Shl(W::W32)
             | BinOp::ShrU(W::W32)
             | BinOp::ShrS(W::W32) => true,
-            BinOp::And
-            | BinOp::Or
-            | BinOp::Xor
-            | BinOp::PredAnd
-            | BinOp::PredOr
-            | BinOp::PredXor => src(a) && src(b),
+            BinOp::And | BinOp::Or | BinOp::Xor | BinOp::PredAnd | BinOp::PredOr | BinOp::PredXor => src(a) && src(b),
             _ => float_op(ins) == Some(F::F32),
         },
         Inst::Tern { op, a, b, .. } => match op {
@@ -606,9 +538,7 @@ pub(super) fn def_fits32(ins: &Inst, fits: &[bool], consts: &[Option<u64>]) -> b
             _ => float_op(ins) == Some(F::F32),
         },
         Inst::Setp { .. } | Inst::Set { .. } | Inst::FrameAddr { .. } => true,
-        Inst::Ld {
-            size, sext, dmask, ..
-        } => (size <= 4 && !sext) || dmask <= M32,
+        Inst::Ld { size, sext, dmask, .. } => (size <= 4 && !sext) || dmask <= M32,
         Inst::Cvta { dmask, .. } => dmask <= M32,
         // The exchange writes a 32-bit value and a 0/1 predicate.
         Inst::Shfl { .. } => true,
@@ -618,11 +548,7 @@ pub(super) fn def_fits32(ins: &Inst, fits: &[bool], consts: &[Option<u64>]) -> b
 
 /// Registers an instruction reads and writes, leaving its guard aside.
 pub(super) fn operands(ins: &Instr) -> (Vec<R>, Vec<R>) {
-    uses_defs(&Instr {
-        guard: None,
-        inst: ins.inst.clone(),
-        line: ins.line,
-    })
+    uses_defs(&Instr { guard: None, inst: ins.inst.clone(), line: ins.line })
 }
 
 /// Picks each register's class: a float class where the register meets float arithmetic and no
@@ -665,14 +591,8 @@ pub(super) fn reg_classes(f: &Function, consts: &[Option<u64>]) -> (Vec<Class>, 
         } else {
             match &ins.inst {
                 // Moves, selects, loads and stores carry any class without conversion.
-                Inst::Un {
-                    op: UnOp::Mov(_), ..
-                } => {}
-                Inst::Tern {
-                    op: TernOp::Selp,
-                    c,
-                    ..
-                } => touch[*c as usize][2] += 1,
+                Inst::Un { op: UnOp::Mov(_), .. } => {}
+                Inst::Tern { op: TernOp::Selp, c, .. } => touch[*c as usize][2] += 1,
                 Inst::Ld { addr, .. } | Inst::St { addr, .. } => {
                     if let Base::Reg(r) = addr.base {
                         touch[r as usize][2] += 1;
@@ -719,20 +639,8 @@ mod tests {
         let roots = param_roots(f, e.params_size());
         let mut seen = Vec::new();
         for ins in &f.insts {
-            if let Inst::Ld {
-                space: Space::Global,
-                addr: Addr {
-                    base: Base::Reg(r), ..
-                },
-                ..
-            }
-            | Inst::St {
-                space: Space::Global,
-                addr: Addr {
-                    base: Base::Reg(r), ..
-                },
-                ..
-            } = ins.inst
+            if let Inst::Ld { space: Space::Global, addr: Addr { base: Base::Reg(r), .. }, .. }
+            | Inst::St { space: Space::Global, addr: Addr { base: Base::Reg(r), .. }, .. } = ins.inst
             {
                 seen.push(roots[r as usize]);
             }

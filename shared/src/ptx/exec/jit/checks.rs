@@ -38,9 +38,9 @@ use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value
 
 use super::analysis::{Class, Layout};
 use super::emit::{flags, Repr, Tx};
+use super::error::JitError;
 use super::lanes::{is_control, LanePlan, Step, Vecs, LANES, PARTS};
 use super::runtime::{JitCtx, Slot, SLOT_SHIFT, VECTOR_BASE};
-use super::error::JitError;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
 
@@ -76,12 +76,7 @@ impl Tx<'_, '_> {
         let mut need: Vec<(u32, usize)> = Vec::new();
         for ins in &self.a.f.insts {
             let (space, size, addr) = match ins.inst {
-                Inst::Ld {
-                    space, size, addr, ..
-                }
-                | Inst::St {
-                    space, size, addr, ..
-                } => (space, size, addr),
+                Inst::Ld { space, size, addr, .. } | Inst::St { space, size, addr, .. } => (space, size, addr),
                 _ => continue,
             };
             if !matches!(space, Space::Global | Space::Generic) || !matches!(size, 1 | 2 | 4 | 8) {
@@ -180,14 +175,7 @@ impl Tx<'_, '_> {
     /// into the table), so accesses around one base share it and loops hoist it; an offset that
     /// leaves the base's region fails the bounds check and takes the slow path, which resolves
     /// the full address.
-    fn fast_ptr(
-        &mut self,
-        space: Space,
-        size: u8,
-        (base, off): (Value, i64),
-        root: Option<u32>,
-        slow: Block,
-    ) -> Value {
+    fn fast_ptr(&mut self, space: Space, size: u8, (base, off): (Value, i64), root: Option<u32>, slow: Block) -> Value {
         let h = self.h();
         let shared = h.shared;
         let k = size.trailing_zeros() as usize;
@@ -242,11 +230,7 @@ impl Tx<'_, '_> {
     /// Whether an access of `1 << k` bytes at `offset` is in bounds (`lim` aligned positions) and
     /// aligned: one compare of the rotated offset.
     pub(super) fn fits(&mut self, offset: Value, k: usize, lim: Value) -> Value {
-        let idx = if k > 0 {
-            self.b.ins().rotr_imm_s(offset, k as i64)
-        } else {
-            offset
-        };
+        let idx = if k > 0 { self.b.ins().rotr_imm_s(offset, k as i64) } else { offset };
         self.b.ins().icmp(IntCC::UnsignedLessThan, idx, lim)
     }
 
@@ -273,11 +257,7 @@ impl Tx<'_, '_> {
         k: usize,
         out: Type,
     ) -> Value {
-        let ty = if out == types::I64 {
-            Self::mem_ty(size)
-        } else {
-            out
-        };
+        let ty = if out == types::I64 { Self::mem_ty(size) } else { out };
         if space == Space::KParam {
             if let Base::Abs = addr.base {
                 let off = addr.off as u64 + (k as u64) * size as u64;
@@ -291,18 +271,12 @@ impl Tx<'_, '_> {
                         params,
                         off as i32,
                     );
-                    return if size == 8 || out != types::I64 {
-                        v
-                    } else {
-                        self.zx(v)
-                    };
+                    return if size == 8 || out != types::I64 { v } else { self.zx(v) };
                 }
             }
         }
         let ea = self.b.ins().iadd_imm_s(at.0, at.1);
-        if !matches!(space, Space::Global | Space::Shared | Space::Generic)
-            || !matches!(size, 1 | 2 | 4 | 8)
-        {
+        if !matches!(space, Space::Global | Space::Shared | Space::Generic) || !matches!(size, 1 | 2 | 4 | 8) {
             let z = self.iconst(0);
             let v = self.slow(pc, ea, z, z);
             return self.bits_as(v, out);
@@ -318,11 +292,7 @@ impl Tx<'_, '_> {
         let root = self.root_of(addr);
         let p = self.fast_ptr(space, size, at, root, slow);
         let v = self.b.ins().load(ty, flags(), p, 0);
-        let v = if size == 8 || out != types::I64 {
-            v
-        } else {
-            self.zx(v)
-        };
+        let v = if size == 8 || out != types::I64 { v } else { self.zx(v) };
         self.b.def_var(tmp, v);
         self.b.ins().jump(join, &[]);
         let mark = self.block_mark();
@@ -352,25 +322,18 @@ impl Tx<'_, '_> {
     /// Stores the low `size` bytes of register `src`.
     pub(super) fn store(&mut self, pc: usize, space: Space, size: u8, at: (Value, i64), addr: &Addr, src: R) {
         // A float register of the access's size is stored from its float register as it is.
-        let direct = matches!(
-            (self.a.classes[src as usize], size),
-            (Class::F32, 4) | (Class::F64, 8)
-        ) && self.a.consts[src as usize].is_none();
+        let direct = matches!((self.a.classes[src as usize], size), (Class::F32, 4) | (Class::F64, 8))
+            && self.a.consts[src as usize].is_none();
         let ea = self.b.ins().iadd_imm_s(at.0, at.1);
-        if !matches!(space, Space::Global | Space::Shared | Space::Generic)
-            || !matches!(size, 1 | 2 | 4 | 8)
-        {
+        if !matches!(space, Space::Global | Space::Shared | Space::Generic) || !matches!(size, 1 | 2 | 4 | 8) {
             let v = self.get(src);
             let v = self.mask(v, mask_bits(size as u32 * 8));
             let z = self.iconst(0);
             self.slow(pc, ea, v, z);
             return;
         }
-        let (slow, join) = if self.prechecked[pc] {
-            (None, None)
-        } else {
-            (Some(self.b.create_block()), Some(self.b.create_block()))
-        };
+        let (slow, join) =
+            if self.prechecked[pc] { (None, None) } else { (Some(self.b.create_block()), Some(self.b.create_block())) };
         let p = match slow {
             Some(slow) => {
                 let root = self.root_of(addr);
@@ -414,7 +377,8 @@ impl Tx<'_, '_> {
     pub(super) fn prechecked_stretch(&mut self, pc0: usize) -> Result<Option<usize>, JitError> {
         let plan = self.a.plan.as_ref().expect("code for groups");
         let blocks = &self.blocks;
-        let (end, pcs, checks) = stretch_checks(self.a.f, plan, pc0, &|q| blocks[q].is_some(), &self.a.layouts, self.steps());
+        let (end, pcs, checks) =
+            stretch_checks(self.a.f, plan, pc0, &|q| blocks[q].is_some(), &self.a.layouts, self.steps());
         if pcs.len() < 2 {
             return Ok(None);
         }
@@ -423,7 +387,10 @@ impl Tx<'_, '_> {
         for c in checks {
             let (base, lim) = if c.vector {
                 let Repr::Vector(vars) = self.reprs[c.base as usize] else {
-                    return Err(JitError::Translate { what: "a vector check of a register not in vectors", line: self.a.f.insts[pc0].line });
+                    return Err(JitError::Translate {
+                        what: "a vector check of a register not in vectors",
+                        line: self.a.f.insts[pc0].line,
+                    });
                 };
                 let p0 = self.b.use_var(vars[0]);
                 let x = self.b.ins().extractlane(p0, 0);
@@ -455,7 +422,10 @@ impl Tx<'_, '_> {
             for q in pc0..end {
                 self.pending += self.a.width as i64;
                 if !self.inst(q)? {
-                    return Err(JitError::Translate { what: "a control transfer in straight-line code", line: self.a.f.insts[q].line });
+                    return Err(JitError::Translate {
+                        what: "a control transfer in straight-line code",
+                        line: self.a.f.insts[q].line,
+                    });
                 }
             }
             self.unanchored = None;
@@ -484,7 +454,10 @@ impl Tx<'_, '_> {
             // Proven at the start of the stretch (`Tx::prechecked_stretch`): lanes consecutive
             // from lane 0, all in bounds.
             let Repr::Vector(vars) = self.reprs[base as usize] else {
-                return Err(JitError::Translate { what: "a proven vector access whose base is not in vectors", line: self.a.f.insts[pc].line });
+                return Err(JitError::Translate {
+                    what: "a proven vector access whose base is not in vectors",
+                    line: self.a.f.insts[pc].line,
+                });
             };
             let p0 = self.b.use_var(vars[0]);
             let x = self.b.ins().extractlane(p0, 0);
@@ -680,15 +653,15 @@ fn stretch_checks(
     let mut pcs = Vec::new();
     let mut checks: Vec<RangeCheck> = Vec::new();
     let mut end = pc0;
-    while end < f.insts.len() && (end == pc0 || !leader(end)) && !is_control(&f.insts[end].inst) && !plan.in_region[end] {
+    while end < f.insts.len() && (end == pc0 || !leader(end)) && !is_control(&f.insts[end].inst) && !plan.in_region[end]
+    {
         end += 1;
     }
     for q in pc0..end {
         let ins = &f.insts[q];
         let access = match ins.inst {
-            Inst::Ld { space: Space::Shared, size, n, addr, .. } | Inst::St { space: Space::Shared, size, n, addr, .. } => {
-                Some((size, n, addr))
-            }
+            Inst::Ld { space: Space::Shared, size, n, addr, .. }
+            | Inst::St { space: Space::Shared, size, n, addr, .. } => Some((size, n, addr)),
             _ => None,
         };
         if let Some((size, n, Addr { base: Base::Reg(r), off })) = access {

@@ -19,10 +19,10 @@ use cranelift_module::Module as _;
 
 use super::analysis::Analysis;
 use super::emit::{flags, Tx};
+use super::error::JitError;
 use super::lanes::{LanePlan, LANES};
 use super::runtime::{h_mem, EntryFn, JitCtx, Meta, Variant};
 use super::support::unsupported;
-use super::error::JitError;
 use crate::ptx::exec::JitDump;
 use crate::ptx::ir::*;
 
@@ -74,7 +74,13 @@ pub(crate) struct Cache(Mutex<HashMap<u32, Option<Arc<JitKernel>>>>);
 
 impl Cache {
     /// Kernel `func_index` (function `f`), compiled on the first call; `dump` receives its code.
-    pub(crate) fn kernel(&self, func_index: u32, f: &Function, params_size: u32, dump: Option<&JitDump>) -> Option<Arc<JitKernel>> {
+    pub(crate) fn kernel(
+        &self,
+        func_index: u32,
+        f: &Function,
+        params_size: u32,
+        dump: Option<&JitDump>,
+    ) -> Option<Arc<JitKernel>> {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         m.entry(func_index)
             .or_insert_with(|| {
@@ -115,7 +121,12 @@ fn compile_group(f: &Function, params_size: u32, dump: Option<&JitDump>) -> Resu
 
 /// Compiles the one-thread code (`plan: None`) or the code for groups of [`LANES`] threads, and
 /// hands it to `dump` if there is one.
-fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>, dump: Option<&JitDump>) -> Result<Compiled, JitError> {
+fn compile_variant(
+    f: &Function,
+    params_size: u32,
+    plan: Option<LanePlan>,
+    dump: Option<&JitDump>,
+) -> Result<Compiled, JitError> {
     let mut flags = settings::builder();
     let set = |fl: &mut settings::Builder, k: &str, v: &str| fl.set(k, v).map_err(|e| JitError::Setup(e.to_string()));
     set(&mut flags, "opt_level", "speed")?;
@@ -149,11 +160,7 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>, dump:
     let nregs = f.nregs as usize;
     let plan_is_some = plan.is_some();
     let analysis = Analysis::new(f, params_size, plan);
-    let meta = Box::new(Meta {
-        nregs,
-        bounds: analysis.bounds.clone(),
-        width: analysis.width,
-    });
+    let meta = Box::new(Meta { nregs, bounds: analysis.bounds.clone(), width: analysis.width });
     {
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let mut tx = Tx::new(b, &analysis, call_conv, slow_mem, &mut insts, &meta);
@@ -162,10 +169,11 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>, dump:
         tx.b.finalize(frontend);
     }
     ctx.set_disasm(dump.is_some());
-    module
-        .define_function(id, &mut ctx)
-        .map_err(|e| refused(format!("{e:?}")))?;
-    let listing = dump.as_ref().and_then(|_| ctx.compiled_code()).map(|c| (c.code_buffer().to_vec(), c.vcode.clone().unwrap_or_default()));
+    module.define_function(id, &mut ctx).map_err(|e| refused(format!("{e:?}")))?;
+    let listing = dump
+        .as_ref()
+        .and_then(|_| ctx.compiled_code())
+        .map(|c| (c.code_buffer().to_vec(), c.vcode.clone().unwrap_or_default()));
     module.finalize_definitions().map_err(|e| refused(e.to_string()))?;
     let ptr = module.get_finalized_function(id);
     if let (Some(dump), Some((code, text))) = (dump, listing) {
@@ -175,12 +183,7 @@ fn compile_variant(f: &Function, params_size: u32, plan: Option<LanePlan>, dump:
     // SAFETY: `ptr` is the finalized code of a function declared with exactly this signature
     // (pointer, u32) -> u32 in the target's default (C) calling convention.
     let entry: EntryFn = unsafe { std::mem::transmute::<*const u8, EntryFn>(ptr) };
-    Ok(Compiled {
-        entry,
-        _code: Code(Some(module)),
-        _insts: insts,
-        meta,
-    })
+    Ok(Compiled { entry, _code: Code(Some(module)), _insts: insts, meta })
 }
 
 /// Defines the trampoline through which generated code reaches [`h_mem`], the checked access
@@ -202,9 +205,8 @@ fn define_slow_mem(
         inner.params.push(AbiParam::new(types::I64));
     }
     inner.returns.push(AbiParam::new(types::I64));
-    let id = module
-        .declare_function(NAME, cranelift_module::Linkage::Local, &sig)
-        .map_err(|e| refused(e.to_string()))?;
+    let id =
+        module.declare_function(NAME, cranelift_module::Linkage::Local, &sig).map_err(|e| refused(e.to_string()))?;
     let frontend = module.target_config();
     let mut ctx = module.make_context();
     ctx.func.signature = sig;
@@ -216,20 +218,15 @@ fn define_slow_mem(
         b.switch_to_block(blk);
         let args = b.block_params(blk).to_vec();
         let inner = b.import_signature(inner);
-        let callee = b
-            .ins()
-            .iconst(types::I64, h_mem as *const () as usize as i64);
+        let callee = b.ins().iconst(types::I64, h_mem as *const () as usize as i64);
         let c = b.ins().call_indirect(inner, callee, &args);
         let v = b.inst_results(c)[0];
-        b.ins()
-            .store(flags(), v, args[0], offset_of!(JitCtx, slow_value) as i32);
+        b.ins().store(flags(), v, args[0], offset_of!(JitCtx, slow_value) as i32);
         b.ins().return_(&[]);
         b.seal_all_blocks();
         b.finalize(frontend);
     }
-    module
-        .define_function(id, &mut ctx)
-        .map_err(|e| refused(format!("{e:?}")))?;
+    module.define_function(id, &mut ctx).map_err(|e| refused(format!("{e:?}")))?;
     Ok(id)
 }
 

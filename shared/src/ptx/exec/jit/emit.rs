@@ -9,14 +9,16 @@ use std::collections::HashMap;
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
-use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value,
+};
 use cranelift_frontend::{FunctionBuilder, Variable};
 
 use super::analysis::{Analysis, Class, Layout};
 use super::checks::{LaneAddrs, RootEntry};
+use super::error::JitError;
 use super::lanes::{vflags, Step, LANES, PARTS};
 use super::runtime::Meta;
-use super::error::JitError;
 use crate::ptx::ir::*;
 use crate::ptx::math::*;
 
@@ -144,11 +146,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             .collect();
         let cnt = b.declare_var(types::I64);
         let t = b.declare_var(types::I64);
-        let tid = [
-            b.declare_var(types::I64),
-            b.declare_var(types::I64),
-            b.declare_var(types::I64),
-        ];
+        let tid = [b.declare_var(types::I64), b.declare_var(types::I64), b.declare_var(types::I64)];
         Tx {
             b,
             a,
@@ -251,8 +249,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     /// A varying register read where the code for the whole group is emitted: a flaw of the lane
     /// plan, which fails the compilation (the kernel then runs one thread at a time).
     pub(super) fn lane_missing(&mut self, r: R) -> Value {
-        self.broken
-            .get_or_insert(JitError::LaneMissing(r));
+        self.broken.get_or_insert(JitError::LaneMissing(r));
         match self.a.classes[r as usize] {
             Class::F32 => self.b.ins().f32const(Ieee32::with_bits(0)),
             Class::F64 => self.b.ins().f64const(Ieee64::with_bits(0)),
@@ -269,11 +266,7 @@ impl<'a, 'b> Tx<'a, 'b> {
                 None => vars.iter().for_each(|&x| self.b.def_var(x, v)),
             },
             Repr::Vector(vars) => {
-                let e = if self.a.classes[r as usize] == Class::F32 {
-                    v
-                } else {
-                    self.lo32(v)
-                };
+                let e = if self.a.classes[r as usize] == Class::F32 { v } else { self.lo32(v) };
                 match self.lane {
                     Some(l) => {
                         let cur = self.b.use_var(vars[l / 4]);

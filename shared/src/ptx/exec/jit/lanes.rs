@@ -41,8 +41,8 @@ use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackS
 
 use super::analysis::{Class, Layout, PLAIN_F};
 use super::emit::{Repr, Tx};
-use super::translate::int_cc;
 use super::error::JitError;
+use super::translate::int_cc;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
 use crate::ptx::math::NAN32;
@@ -77,7 +77,16 @@ impl LanePlan {
         let nregs = f.nregs as usize;
         let mut varying = vec![false; nregs];
         for &(r, s) in &f.sregs {
-            if matches!(s, Sreg::Tid(0) | Sreg::LaneId | Sreg::LaneMaskEq | Sreg::LaneMaskLt | Sreg::LaneMaskLe | Sreg::LaneMaskGt | Sreg::LaneMaskGe) {
+            if matches!(
+                s,
+                Sreg::Tid(0)
+                    | Sreg::LaneId
+                    | Sreg::LaneMaskEq
+                    | Sreg::LaneMaskLt
+                    | Sreg::LaneMaskLe
+                    | Sreg::LaneMaskGt
+                    | Sreg::LaneMaskGe
+            ) {
                 varying[r as usize] = true;
             }
         }
@@ -96,7 +105,10 @@ impl LanePlan {
                 }
                 let target = target as usize;
                 if target <= pc {
-                    return Err(JitError::NoLanes { what: "a loop whose condition differs between threads", line: ins.line });
+                    return Err(JitError::NoLanes {
+                        what: "a loop whose condition differs between threads",
+                        line: ins.line,
+                    });
                 }
                 for q in pc + 1..target.min(n) {
                     if in_region[q] || is_control(&f.insts[q].inst) {
@@ -111,9 +123,7 @@ impl LanePlan {
             let mut changed = false;
             for (pc, ins) in f.insts.iter().enumerate() {
                 let (uses, defs) = &ud[pc];
-                let v = in_region[pc]
-                    || per_thread(&ins.inst)
-                    || uses.iter().any(|&u| varying[u as usize]);
+                let v = in_region[pc] || per_thread(&ins.inst) || uses.iter().any(|&u| varying[u as usize]);
                 if v {
                     for &d in defs {
                         if !varying[d as usize] {
@@ -135,7 +145,10 @@ impl LanePlan {
             }
             if let Some((p, _)) = ins.guard {
                 if varying[p as usize] && matches!(ins.inst, Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. }) {
-                    return Err(JitError::NoLanes { what: "an exit or barrier under a condition that differs between threads", line: ins.line });
+                    return Err(JitError::NoLanes {
+                        what: "an exit or barrier under a condition that differs between threads",
+                        line: ins.line,
+                    });
                 }
             }
             if matches!(ins.inst, Inst::Shfl { .. }) {
@@ -155,7 +168,13 @@ impl LanePlan {
 pub(super) fn is_control(inst: &Inst) -> bool {
     matches!(
         inst,
-        Inst::Bra { .. } | Inst::Bar { .. } | Inst::Shfl { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Call { .. }
+        Inst::Bra { .. }
+            | Inst::Bar { .. }
+            | Inst::Shfl { .. }
+            | Inst::Ret
+            | Inst::Exit
+            | Inst::Trap
+            | Inst::Call { .. }
     )
 }
 
@@ -227,12 +246,17 @@ enum Width {
 /// every operation but integer add, subtract, multiply by a constant, shift left by a constant,
 /// copies and widenings, give [`Step::Unknown`]. A register some path reads before writing it
 /// holds the same zero in every lane, which counts as a definition.
-pub(super) fn lane_steps(f: &Function, plan: &LanePlan, layouts: &[Layout], classes: &[Class], consts: &[Option<u64>]) -> Vec<Step> {
+pub(super) fn lane_steps(
+    f: &Function,
+    plan: &LanePlan,
+    layouts: &[Layout],
+    classes: &[Class],
+    consts: &[Option<u64>],
+) -> Vec<Step> {
     let n = layouts.len();
     let width = |r: R| width_of(layouts, classes, r);
-    let mut steps: Vec<Step> = (0..n as R)
-        .map(|r| if width(r) == Width::Uniform { Step::UNIFORM } else { Step::Unset })
-        .collect();
+    let mut steps: Vec<Step> =
+        (0..n as R).map(|r| if width(r) == Width::Uniform { Step::UNIFORM } else { Step::Unset }).collect();
     // Special registers are written before the first instruction; any other register live there
     // is read before it is written.
     let (live, _) = crate::ptx::flow::live_in(f);
@@ -246,7 +270,9 @@ pub(super) fn lane_steps(f: &Function, plan: &LanePlan, layouts: &[Layout], clas
     for &(r, s) in &f.sregs {
         let step = match s {
             Sreg::Tid(0) | Sreg::LaneId => Step::affine(1, false),
-            Sreg::LaneMaskEq | Sreg::LaneMaskLt | Sreg::LaneMaskLe | Sreg::LaneMaskGt | Sreg::LaneMaskGe => Step::Unknown,
+            Sreg::LaneMaskEq | Sreg::LaneMaskLt | Sreg::LaneMaskLe | Sreg::LaneMaskGt | Sreg::LaneMaskGe => {
+                Step::Unknown
+            }
             _ => Step::UNIFORM,
         };
         steps[r as usize] = steps[r as usize].meet(step);
@@ -335,7 +361,9 @@ fn def_step(inst: &Inst, wd: Width, steps: &[Step], width: &dyn Fn(R) -> Width, 
                 None => Step::Unknown,
             },
             BinOp::Shl(w) if same_width(w) => match (operand(a, wd), consts[b as usize]) {
-                (Some((s, x)), Some(k)) if k < if wd == Width::V32 { 32 } else { 64 } => Step::affine(s.wrapping_shl(k as u32), x),
+                (Some((s, x)), Some(k)) if k < if wd == Width::V32 { 32 } else { 64 } => {
+                    Step::affine(s.wrapping_shl(k as u32), x)
+                }
                 _ => Step::Unknown,
             },
             BinOp::MulWideU(W::W32) | BinOp::MulWideS(W::W32) if wd == Width::P64 => match (konst(a), konst(b)) {
@@ -345,7 +373,9 @@ fn def_step(inst: &Inst, wd: Width, steps: &[Step], width: &dyn Fn(R) -> Width, 
             },
             _ => Step::Unknown,
         },
-        Inst::Tern { op: TernOp::MadLo(w), a, b, c, .. } if same_width(w) => sum(product(a, b, wd), operand(c, wd), false),
+        Inst::Tern { op: TernOp::MadLo(w), a, b, c, .. } if same_width(w) => {
+            sum(product(a, b, wd), operand(c, wd), false)
+        }
         Inst::Un { op: UnOp::Mov(m), a, .. } => match (wd, width(a)) {
             (Width::P64, Width::V32) if m == u32::MAX as u64 => widened(a, 1),
             // The low half of a 64-bit value that steps evenly steps evenly, wrapped or not
@@ -354,7 +384,9 @@ fn def_step(inst: &Inst, wd: Width, steps: &[Step], width: &dyn Fn(R) -> Width, 
                 Step::Affine { stride, .. } => Step::affine(stride, false),
                 _ => Step::Unknown,
             },
-            (Width::V32, _) if m >= u32::MAX as u64 => operand(a, wd).map_or(Step::Unknown, |(s, x)| Step::affine(s, x)),
+            (Width::V32, _) if m >= u32::MAX as u64 => {
+                operand(a, wd).map_or(Step::Unknown, |(s, x)| Step::affine(s, x))
+            }
             (Width::P64, _) if m == u64::MAX => operand(a, wd).map_or(Step::Unknown, |(s, x)| Step::affine(s, x)),
             _ => Step::Unknown,
         },
@@ -480,7 +512,10 @@ impl Tx<'_, '_> {
             let open = self.one_inst(pc)?;
             if !open {
                 self.lane = None;
-                return Err(JitError::Translate { what: "a control transfer run per lane", line: self.a.f.insts[pc].line });
+                return Err(JitError::Translate {
+                    what: "a control transfer run per lane",
+                    line: self.a.f.insts[pc].line,
+                });
             }
         }
         self.lane = None;
@@ -571,7 +606,10 @@ impl Tx<'_, '_> {
                 self.b.def_var(self.cnt, c);
                 if !self.one_inst(q)? {
                     self.lane = None;
-                    return Err(JitError::Translate { what: "control transfer in a region", line: self.a.f.insts[q].line });
+                    return Err(JitError::Translate {
+                        what: "control transfer in a region",
+                        line: self.a.f.insts[q].line,
+                    });
                 }
                 self.b.ins().jump(skip, &[]);
                 self.b.switch_to_block(skip);
@@ -635,7 +673,9 @@ impl Tx<'_, '_> {
             Inst::Bin { op, d, a, b } => {
                 let fop = matches!(
                     op,
-                    BinOp::FAdd(F::F32, Rnd::Rn, PLAIN_F) | BinOp::FSub(F::F32, Rnd::Rn, PLAIN_F) | BinOp::FMul(F::F32, Rnd::Rn, PLAIN_F)
+                    BinOp::FAdd(F::F32, Rnd::Rn, PLAIN_F)
+                        | BinOp::FSub(F::F32, Rnd::Rn, PLAIN_F)
+                        | BinOp::FMul(F::F32, Rnd::Rn, PLAIN_F)
                 );
                 if fop {
                     if !in_vectors(self, d) {
@@ -655,14 +695,23 @@ impl Tx<'_, '_> {
                 }
                 let iop = matches!(
                     op,
-                    BinOp::Add(W::W32) | BinOp::Sub(W::W32) | BinOp::MulLo(W::W32) | BinOp::And | BinOp::Or | BinOp::Xor
-                        | BinOp::PredAnd | BinOp::PredOr | BinOp::PredXor
+                    BinOp::Add(W::W32)
+                        | BinOp::Sub(W::W32)
+                        | BinOp::MulLo(W::W32)
+                        | BinOp::And
+                        | BinOp::Or
+                        | BinOp::Xor
+                        | BinOp::PredAnd
+                        | BinOp::PredOr
+                        | BinOp::PredXor
                 ) || (matches!(op, BinOp::Shl(W::W32) | BinOp::ShrU(W::W32) | BinOp::ShrS(W::W32))
                     && self.a.consts[b as usize].is_some_and(|k| k < 32));
                 if !iop || self.a.classes[d as usize] != Class::Int || !in_vectors(self, d) {
                     return Ok(false);
                 }
-                if let Some(k) = self.a.consts[b as usize].filter(|_| matches!(op, BinOp::Shl(_) | BinOp::ShrU(_) | BinOp::ShrS(_))) {
+                if let Some(k) =
+                    self.a.consts[b as usize].filter(|_| matches!(op, BinOp::Shl(_) | BinOp::ShrU(_) | BinOp::ShrS(_)))
+                {
                     let Some(x) = self.vec_of(a, i4) else { return Ok(false) };
                     let v = x.map(|x| match op {
                         BinOp::Shl(_) => self.b.ins().ishl_imm_s(x, k as i64),
@@ -693,7 +742,8 @@ impl Tx<'_, '_> {
                 }
                 match op {
                     TernOp::Fma(F::F32, Rnd::Rn, PLAIN_F) => {
-                        let (Some(x), Some(y), Some(z)) = (self.vec_of(a, f4), self.vec_of(b, f4), self.vec_of(c, f4)) else {
+                        let (Some(x), Some(y), Some(z)) = (self.vec_of(a, f4), self.vec_of(b, f4), self.vec_of(c, f4))
+                        else {
                             return Ok(false);
                         };
                         let v = std::array::from_fn(|p| self.b.ins().fma(x[p], y[p], z[p]));
@@ -702,7 +752,8 @@ impl Tx<'_, '_> {
                         Ok(self.def_vec(d, v))
                     }
                     TernOp::MadLo(W::W32) => {
-                        let (Some(x), Some(y), Some(z)) = (self.vec_of(a, i4), self.vec_of(b, i4), self.vec_of(c, i4)) else {
+                        let (Some(x), Some(y), Some(z)) = (self.vec_of(a, i4), self.vec_of(b, i4), self.vec_of(c, i4))
+                        else {
                             return Ok(false);
                         };
                         let v = std::array::from_fn(|p| {
@@ -713,7 +764,8 @@ impl Tx<'_, '_> {
                     }
                     TernOp::Selp => {
                         let ty = self.vec_ty(d);
-                        let (Some(x), Some(y), Some(c)) = (self.vec_of(a, ty), self.vec_of(b, ty), self.vec_of(c, i4)) else {
+                        let (Some(x), Some(y), Some(c)) = (self.vec_of(a, ty), self.vec_of(b, ty), self.vec_of(c, i4))
+                        else {
                             return Ok(false);
                         };
                         let v = std::array::from_fn(|p| {
@@ -790,7 +842,9 @@ impl Tx<'_, '_> {
                 }
                 Ok(true)
             }
-            Inst::Ld { space: space @ (Space::Shared | Space::Global), size: 4, sext: false, dmask, n: 1, d, addr } if dmask >= u32::MAX as u64 => {
+            Inst::Ld { space: space @ (Space::Shared | Space::Global), size: 4, sext: false, dmask, n: 1, d, addr }
+                if dmask >= u32::MAX as u64 =>
+            {
                 if !in_vectors(self, d[0]) {
                     return Ok(false);
                 }

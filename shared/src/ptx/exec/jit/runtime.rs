@@ -169,9 +169,7 @@ pub(super) extern "C" fn h_cmp(ins: *const Instr, x: u64, y: u64) -> u64 {
     // SAFETY: as in `h_un`.
     let ins = unsafe { &*ins };
     match ins.inst {
-        Inst::Setp { ty, cmp, ftz, .. } | Inst::Set { ty, cmp, ftz, .. } => {
-            compare(ty, cmp, ftz, x, y) as u64
-        }
+        Inst::Setp { ty, cmp, ftz, .. } | Inst::Set { ty, cmp, ftz, .. } => compare(ty, cmp, ftz, x, y) as u64,
         _ => 0,
     }
 }
@@ -205,15 +203,7 @@ pub(super) extern "C" fn h_mem(ctx: *mut JitCtx, ins: *const Instr, thread: u64,
     match res {
         Ok(v) => v,
         Err((fault, space)) => {
-            rt.stop = Some(Stop::Mem {
-                lane: l,
-                addr,
-                size: size as u32,
-                space,
-                fault,
-                write,
-                line: ins.line,
-            });
+            rt.stop = Some(Stop::Mem { lane: l, addr, size: size as u32, space, fault, write, line: ins.line });
             ctx.fault = 1;
             0
         }
@@ -358,7 +348,13 @@ impl JitKernel {
 
     /// Runs block `b` on worker `w` with code `v` (from [`JitKernel::variant`]); returns the
     /// thread-instructions executed.
-    pub(in crate::ptx::exec) fn run_block<const MW: usize>(&self, v: Variant<'_>, w: &mut Worker<'_, MW>, js: &mut Scratch, b: u64) -> Res<u64> {
+    pub(in crate::ptx::exec) fn run_block<const MW: usize>(
+        &self,
+        v: Variant<'_>,
+        w: &mut Worker<'_, MW>,
+        js: &mut Scratch,
+        b: u64,
+    ) -> Res<u64> {
         let v = v.0;
         let ctx = w.ctx;
         let g = ctx.dims.grid;
@@ -366,11 +362,7 @@ impl JitKernel {
         let ctaid: [u64; 3] = if g[1] == 1 && g[2] == 1 {
             [b, 0, 0]
         } else {
-            [
-                b % g[0] as u64,
-                (b / g[0] as u64) % g[1] as u64,
-                b / (g[0] as u64 * g[1] as u64),
-            ]
+            [b % g[0] as u64, (b / g[0] as u64) % g[1] as u64, b / (g[0] as u64 * g[1] as u64)]
         };
         // The native context takes the 64-bit values computed here rather than reading back
         // `w.ctaid`: a wide load of narrow stores just made stalls store forwarding.
@@ -412,9 +404,7 @@ impl JitKernel {
                 spill: js.spill.as_mut_ptr(),
                 state: js.state.as_mut_ptr(),
                 limit,
-                cancel: ctx
-                    .cancel
-                    .map_or(&NEVER as *const u8, |c| c.as_ptr() as *const u8),
+                cancel: ctx.cancel.map_or(&NEVER as *const u8, |c| c.as_ptr() as *const u8),
                 abort: ctx.abort.as_ptr() as *const u8,
                 count: 0,
                 n: n as u64,
@@ -471,11 +461,7 @@ impl JitKernel {
                     exchange(&v.meta, s, &js.state, &mut js.spill);
                     seg = s;
                 }
-                Err(k) => {
-                    return Err(Stop::Barrier {
-                        line: v.meta.bounds[k as usize].line,
-                    })
-                }
+                Err(k) => return Err(Stop::Barrier { line: v.meta.bounds[k as usize].line }),
             }
         }
     }

@@ -25,12 +25,7 @@ pub(crate) fn unsupported(f: &Function) -> Option<JitError> {
             Inst::WarpSync => "bar.warp.sync",
             Inst::Clock { .. } => "clock",
             Inst::Call { .. } => "call",
-            Inst::Bar {
-                count: None,
-                red: None,
-                d: None,
-                arrive: false,
-            } if ins.guard.is_none() => continue,
+            Inst::Bar { count: None, red: None, d: None, arrive: false } if ins.guard.is_none() => continue,
             Inst::Bar { .. } => "a guarded, named, counted or reducing barrier",
             _ => continue,
         };

@@ -13,8 +13,8 @@ use cranelift_frontend::Switch;
 
 use super::analysis::{Class, PLAIN_F};
 use super::emit::{flags, Hoisted, Repr, Tx};
-use super::runtime::*;
 use super::error::JitError;
+use super::runtime::*;
 use crate::ptx::ir::*;
 
 /// The integer condition of PTX compare `cmp` (signed or not), if it has one (the unordered
@@ -94,19 +94,8 @@ impl Tx<'_, '_> {
             nctaid[d] = self.ld_ctx(i64t, offset_of!(JitCtx, nctaid) + 8 * d);
             ctaid[d] = self.ld_ctx(i64t, offset_of!(JitCtx, ctaid) + 8 * d);
         }
-        self.h = Some(Hoisted {
-            ctx,
-            table,
-            table_max,
-            shared,
-            shared_lim,
-            params,
-            spill,
-            state,
-            limit,
-            cancel,
-            abort,
-        });
+        self.h =
+            Some(Hoisted { ctx, table, table_max, shared, shared_lim, params, spill, state, limit, cancel, abort });
         self.hoist_root_entries();
         if self.a.width > 1 {
             self.shared_lim_run = Some(self.lim_run(shared_lim[2]));
@@ -353,9 +342,7 @@ impl Tx<'_, '_> {
     fn ret(&mut self, code: u32) {
         let c = self.b.use_var(self.cnt);
         let ctx = self.h().ctx;
-        self.b
-            .ins()
-            .store(flags(), c, ctx, offset_of!(JitCtx, count) as i32);
+        self.b.ins().store(flags(), c, ctx, offset_of!(JitCtx, count) as i32);
         let r = self.b.ins().iconst(types::I32, code as i64);
         self.b.ins().return_(&[r]);
     }
@@ -423,11 +410,7 @@ impl Tx<'_, '_> {
     fn pred(&mut self, p: R, neg: bool) -> Value {
         let v = self.get(p);
         let bit = self.b.ins().band_imm_s(v, 1);
-        self.b.ins().icmp_imm_s(
-            if neg { IntCC::Equal } else { IntCC::NotEqual },
-            bit,
-            0,
-        )
+        self.b.ins().icmp_imm_s(if neg { IntCC::Equal } else { IntCC::NotEqual }, bit, 0)
     }
 
     /// Emits instruction `pc`; returns whether the current block is still open.
@@ -519,34 +502,12 @@ impl Tx<'_, '_> {
                 self.dst_nan_blind = false;
                 self.put(d, v);
             }
-            Inst::Bfi {
-                w,
-                d,
-                f,
-                b,
-                pos,
-                len,
-            } => {
-                let args = [
-                    self.iconst(w.bits() as u64),
-                    self.get(f),
-                    self.get(b),
-                    self.get(pos),
-                    self.get(len),
-                ];
+            Inst::Bfi { w, d, f, b, pos, len } => {
+                let args = [self.iconst(w.bits() as u64), self.get(f), self.get(b), self.get(pos), self.get(len)];
                 let v = self.call(h_bfi as *const () as usize, &args);
                 self.set(d, v);
             }
-            Inst::Setp {
-                ty,
-                cmp,
-                ftz,
-                d,
-                dn,
-                a,
-                b,
-                comb,
-            } => {
+            Inst::Setp { ty, cmp, ftz, d, dn, a, b, comb } => {
                 let t = self.compare(pc, ty, cmp, ftz, a, b);
                 match comb {
                     Some((op, c, neg)) => {
@@ -570,16 +531,7 @@ impl Tx<'_, '_> {
                     }
                 }
             }
-            Inst::Set {
-                ty,
-                cmp,
-                ftz,
-                d,
-                float_result,
-                a,
-                b,
-                comb,
-            } => {
+            Inst::Set { ty, cmp, ftz, d, float_result, a, b, comb } => {
                 let mut t = self.compare(pc, ty, cmp, ftz, a, b);
                 if let Some((op, c, neg)) = comb {
                     let cv = self.get(c);
@@ -587,11 +539,7 @@ impl Tx<'_, '_> {
                     let cv = if neg { self.b.ins().bxor_imm_s(cv, 1) } else { cv };
                     t = self.boolop(op, t, cv);
                 }
-                let yes = self.iconst(if float_result {
-                    1.0f32.to_bits() as u64
-                } else {
-                    0xFFFF_FFFF
-                });
+                let yes = self.iconst(if float_result { 1.0f32.to_bits() as u64 } else { 0xFFFF_FFFF });
                 let zero = self.iconst(0);
                 let r = self.b.ins().select(t, yes, zero);
                 self.set(d, r);
@@ -600,13 +548,7 @@ impl Tx<'_, '_> {
                 let v = self.iconst(off as u64);
                 self.set(d, v);
             }
-            Inst::Cvta {
-                to_generic,
-                space,
-                d,
-                a,
-                dmask,
-            } => {
+            Inst::Cvta { to_generic, space, d, a, dmask } => {
                 let base = window_base(space);
                 let x = self.get(a);
                 let v = if to_generic {
@@ -617,15 +559,7 @@ impl Tx<'_, '_> {
                 let v = self.mask(v, dmask);
                 self.set(d, v);
             }
-            Inst::Ld {
-                space,
-                size,
-                sext,
-                dmask,
-                n,
-                d,
-                addr,
-            } => {
+            Inst::Ld { space, size, sext, dmask, n, d, addr } => {
                 let (base, off) = self.addr_parts(&addr);
                 self.vector_alignment(pc, space, n, size, (base, off));
                 for k in 0..n as usize {
@@ -653,13 +587,7 @@ impl Tx<'_, '_> {
                     self.set(d[k], v);
                 }
             }
-            Inst::St {
-                space,
-                size,
-                n,
-                a: srcs,
-                addr,
-            } => {
+            Inst::St { space, size, n, a: srcs, addr } => {
                 let (base, off) = self.addr_parts(&addr);
                 self.vector_alignment(pc, space, n, size, (base, off));
                 for (k, &s) in srcs.iter().enumerate().take(n as usize) {
@@ -684,18 +612,12 @@ impl Tx<'_, '_> {
                 self.flush_count();
                 let t = self.b.use_var(self.t);
                 let ctx = self.h().ctx;
-                self.b
-                    .ins()
-                    .store(flags(), t, ctx, offset_of!(JitCtx, stop_thread) as i32);
+                self.b.ins().store(flags(), t, ctx, offset_of!(JitCtx, stop_thread) as i32);
                 let p = self.iconst(pc as u64);
-                self.b
-                    .ins()
-                    .store(flags(), p, ctx, offset_of!(JitCtx, stop_pc) as i32);
+                self.b.ins().store(flags(), p, ctx, offset_of!(JitCtx, stop_pc) as i32);
                 let r = self.b.ins().iconst(types::I32, ST_TRAP as i64);
                 let c = self.b.use_var(self.cnt);
-                self.b
-                    .ins()
-                    .store(flags(), c, ctx, offset_of!(JitCtx, count) as i32);
+                self.b.ins().store(flags(), c, ctx, offset_of!(JitCtx, count) as i32);
                 self.b.ins().return_(&[r]);
                 return Ok(false);
             }
@@ -746,7 +668,9 @@ impl Tx<'_, '_> {
             | Inst::Redux { .. }
             | Inst::Clock { .. }
             | Inst::Call { .. }
-            | Inst::WarpSync => return Err(JitError::Translate { what: "an instruction without native code", line: ins.line }),
+            | Inst::WarpSync => {
+                return Err(JitError::Translate { what: "an instruction without native code", line: ins.line })
+            }
         }
         Ok(true)
     }
@@ -817,13 +741,19 @@ impl Tx<'_, '_> {
             }
         };
         let c = match ty {
-            CmpTy::U(W::W32) | CmpTy::S(W::W32) | CmpTy::B(W::W32) if icc(matches!(ty, CmpTy::S(_))).is_some() && (matches!(ty, CmpTy::U(_) | CmpTy::S(_)) || matches!(cmp, Cmp::Eq | Cmp::Ne)) => {
+            CmpTy::U(W::W32) | CmpTy::S(W::W32) | CmpTy::B(W::W32)
+                if icc(matches!(ty, CmpTy::S(_))).is_some()
+                    && (matches!(ty, CmpTy::U(_) | CmpTy::S(_)) || matches!(cmp, Cmp::Eq | Cmp::Ne)) =>
+            {
                 let cc = icc(matches!(ty, CmpTy::S(_))).expect("int compare");
                 let (x, y) = (self.get(a), self.get(b));
                 let (x, y) = (self.lo32(x), self.lo32(y));
                 self.b.ins().icmp(cc, x, y)
             }
-            CmpTy::U(W::W64) | CmpTy::S(W::W64) | CmpTy::B(W::W64) if icc(matches!(ty, CmpTy::S(_))).is_some() && (matches!(ty, CmpTy::U(_) | CmpTy::S(_)) || matches!(cmp, Cmp::Eq | Cmp::Ne)) => {
+            CmpTy::U(W::W64) | CmpTy::S(W::W64) | CmpTy::B(W::W64)
+                if icc(matches!(ty, CmpTy::S(_))).is_some()
+                    && (matches!(ty, CmpTy::U(_) | CmpTy::S(_)) || matches!(cmp, Cmp::Eq | Cmp::Ne)) =>
+            {
                 let cc = icc(matches!(ty, CmpTy::S(_))).expect("int compare");
                 let (x, y) = (self.get(a), self.get(b));
                 self.b.ins().icmp(cc, x, y)
@@ -848,9 +778,7 @@ impl Tx<'_, '_> {
     fn un(&mut self, pc: usize, op: UnOp, d: R, a: R) -> Out {
         let dc = self.a.classes[d as usize];
         match op {
-            UnOp::Mov(m) if dc == Class::F32 && m >= u32::MAX as u64 => {
-                return Out::F32(self.get_f32(a))
-            }
+            UnOp::Mov(m) if dc == Class::F32 && m >= u32::MAX as u64 => return Out::F32(self.get_f32(a)),
             UnOp::Mov(u64::MAX) if dc == Class::F64 => return Out::F64(self.get_f64(a)),
             UnOp::FNeg(F::F32, false) => {
                 let v = self.get_f32(a);
@@ -976,11 +904,7 @@ impl Tx<'_, '_> {
                 // PTX min/max: a NaN operand yields the other one; Cranelift's min/max order -0
                 // below +0 as PTX does.
                 let (p, q) = (self.get_f32(a), self.get_f32(b));
-                let m = if matches!(op, BinOp::FMax(..)) {
-                    self.b.ins().fmax(p, q)
-                } else {
-                    self.b.ins().fmin(p, q)
-                };
+                let m = if matches!(op, BinOp::FMax(..)) { self.b.ins().fmax(p, q) } else { self.b.ins().fmin(p, q) };
                 let qn = self.b.ins().fcmp(FloatCC::Unordered, q, q);
                 let r = self.b.ins().select(qn, p, m);
                 let pn = self.b.ins().fcmp(FloatCC::Unordered, p, p);
@@ -1137,11 +1061,8 @@ impl Tx<'_, '_> {
             }
             TernOp::MadWideU(W::W32) | TernOp::MadWideS(W::W32) => {
                 let (p, q) = (self.lo32(x), self.lo32(y));
-                let (p, q) = if matches!(op, TernOp::MadWideU(_)) {
-                    (self.zx(p), self.zx(q))
-                } else {
-                    (self.sx(p), self.sx(q))
-                };
+                let (p, q) =
+                    if matches!(op, TernOp::MadWideU(_)) { (self.zx(p), self.zx(q)) } else { (self.sx(p), self.sx(q)) };
                 let m = self.b.ins().imul(p, q);
                 self.b.ins().iadd(m, z)
             }
