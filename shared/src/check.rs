@@ -82,7 +82,7 @@ pub fn element(bytes: &[u8], dtype: DType, i: usize) -> f64 {
 
 /// The dtype elements are read as: raw bytes when the length does not divide into elements.
 pub(crate) fn effective_dtype(dtype: DType, len: usize) -> DType {
-    if len % dtype.size() == 0 {
+    if len.is_multiple_of(dtype.size()) {
         dtype
     } else {
         DType::Bytes

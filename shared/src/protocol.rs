@@ -471,7 +471,7 @@ impl RegionPreview {
     /// elements). `shape` is the region's shape hint, outermost first; it is used only when the
     /// product of its dimensions equals the element count, otherwise the region is drawn as 1-D.
     pub fn of(bytes: &[u8], dtype: DType, shape: &[u64]) -> Option<RegionPreview> {
-        let dtype = if bytes.len() % dtype.size() == 0 { dtype } else { DType::Bytes };
+        let dtype = if bytes.len().is_multiple_of(dtype.size()) { dtype } else { DType::Bytes };
         let count = (bytes.len() / dtype.size()) as u64;
         if count == 0 {
             return None;

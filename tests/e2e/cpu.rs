@@ -371,7 +371,7 @@ fn archives_that_declare_too_much_are_refused_before_anything_is_allocated() {
         let m = w.add_module("spin", &format!("{HEADER}{SPIN}")).unwrap();
         let k = w.add_kernel(m, "spin", vec![]).unwrap();
         for (i, &size) in regions.iter().enumerate() {
-            w.add_region(RegionDecl::new(&format!("r{i}"), size, DType::U8)).unwrap();
+            w.add_region(RegionDecl::new(format!("r{i}"), size, DType::U8)).unwrap();
         }
         w.launch(LaunchDecl { kernel: k, grid, block: [1, 1, 1], shared_bytes: 0, params: vec![], relocs: vec![] })
             .unwrap();

@@ -166,7 +166,7 @@ fn the_cli_replays_every_corpus_case_with_check_in_both_modes() {
             ("stream", "op by op on a stream"),
         ] {
             let (ok, stdout, stderr) =
-                replay_cli(&file, &["--device", "cuda", "--mode", mode, "--iterations", "2", "--check"]);
+                replay_cli(file, &["--device", "cuda", "--mode", mode, "--iterations", "2", "--check"]);
             let summary = stdout.lines().find(|l| l.contains("regions pass")).unwrap_or("no check summary").to_string();
             let first = stdout.lines().next().unwrap_or_default().to_string();
             println!("{} {name} {mode}: {summary}; {first}", if ok { "PASS" } else { "FAIL" });

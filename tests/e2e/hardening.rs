@@ -204,7 +204,7 @@ fn declared_region(size: u64) -> Vec<u8> {
 fn many_regions(n: u32, size: u64) -> Vec<u8> {
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
     for i in 0..n {
-        let r = w.add_region(RegionDecl::new(&format!("r{i}"), size, DType::U8)).unwrap();
+        let r = w.add_region(RegionDecl::new(format!("r{i}"), size, DType::U8)).unwrap();
         w.memset(MemsetOp { region: r, offset: 0, len: 4, width: 4, pattern: 1 }).unwrap();
     }
     w.finish().unwrap().into_inner()

@@ -302,8 +302,7 @@ fn what_cannot_be_imported_says_what_and_where_in_one_line() {
 pub(crate) fn bundle(fixture: &str, dir: &Path, format: &str, with_ptx: bool) -> PathBuf {
     let out = dir.join(format!("{fixture}.{format}"));
     let base = fixture.trim_end_matches("_cuda_sm90");
-    let script = format!(
-        r#"
+    let script = r#"
 import glob, os, sys, tarfile, zipfile
 fx, out, fixture, base, fmt, with_ptx = sys.argv[1:7]
 files = [(os.path.join(fx, fixture + ".wrp"), "cap/" + fixture + ".wrp")]
@@ -323,7 +322,7 @@ else:
         for src, name in files:
             t.add(src, name)
 "#
-    );
+    .to_string();
     let status = std::process::Command::new("python3")
         .args(["-c", &script, &fixtures().display().to_string(), &out.display().to_string(), fixture, base, format])
         .arg(if with_ptx { "1" } else { "0" })

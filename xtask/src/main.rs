@@ -164,6 +164,13 @@ fn ensure_numpy() -> Result<()> {
 }
 
 fn test(root: &Path, extra: &[String]) -> Result<()> {
+    // The habits first: formatting and lints fail fast, before the long build of the suite.
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--check"]);
+    run(fmt).context("the workspace is not formatted: run `cargo fmt --all`")?;
+    let mut clippy = cargo();
+    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    run(clippy)?;
     ensure_chromium()?;
     ensure_numpy()?;
     build_wasm(root, true)?;

@@ -196,7 +196,7 @@ mod tests {
         for k in archive.kernels() {
             let entry = module.entry(k.name).unwrap_or_else(|| panic!("no entry {}", k.name));
             let declared: Vec<(u32, u32)> = k.params.iter().map(|p| (p.offset, p.size)).collect();
-            let parsed: Vec<(u32, u32)> = entry.params().iter().map(|p| (p.offset as u32, p.size as u32)).collect();
+            let parsed: Vec<(u32, u32)> = entry.params().iter().map(|p| (p.offset, p.size)).collect();
             assert_eq!(declared, parsed, "{}", k.name);
         }
     }

@@ -70,7 +70,9 @@ pub fn check(code: CUresult, call: &'static str) -> Result<(), DriverError> {
     Err(DriverError { call, code, name, text })
 }
 
-/// Calls a raw driver function and checks its result: `call!(cuMemAlloc_v2(&mut p, n))`.
+/// Calls a raw driver function and checks its result: `call!(cuMemAlloc_v2(&mut p, n))`. The
+/// arguments are evaluated inside the `unsafe` block on purpose: they are the raw pointers and
+/// handles the call takes.
 #[macro_export]
 macro_rules! call {
     ($f:ident($($arg:expr),* $(,)?)) => {

@@ -29,6 +29,9 @@
 
 // Errors carry the driver's own words and the JIT log: large, but only on the cold path.
 #![allow(clippy::result_large_err)]
+// `call!` evaluates its arguments inside its `unsafe` block on purpose: they are the raw pointers
+// and handles the driver call takes (see `driver::call`).
+#![allow(clippy::macro_metavars_in_unsafe)]
 
 pub mod driver;
 pub mod eager;

@@ -747,9 +747,8 @@ impl CudaReplay {
                 let on = !self.options.without_peer_access;
                 if i != j && !self.slots[i].device.set_peer_access(&self.slots[j].device, on)? && on {
                     self.warnings.push(format!(
-                        "{} cannot reach {} directly: copies between them are staged by the driver",
-                        format!("cuda:{}", self.slots[i].device.ordinal),
-                        format!("cuda:{}", self.slots[j].device.ordinal)
+                        "cuda:{} cannot reach cuda:{} directly: copies between them are staged by the driver",
+                        self.slots[i].device.ordinal, self.slots[j].device.ordinal
                     ));
                 }
             }

@@ -312,7 +312,7 @@ fn scalar_bytes(ty: &str, value: &serde_json::Number) -> Result<Vec<u8>, String>
 
 fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
     let hex = hex.trim();
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return Err(format!("hex string has an odd length {}", hex.len()));
     }
     (0..hex.len())

@@ -210,9 +210,9 @@ pub struct BackendSettings {
 /// The engine a replay runs on, as the command drives it: either one, through [`Replayer`],
 /// plus what the command says about how it ran.
 pub enum Backend<'a> {
-    Cpu(CpuReplay<'a>),
+    Cpu(Box<CpuReplay<'a>>),
     Cuda {
-        replay: recap::cuda::CudaReplay,
+        replay: Box<recap::cuda::CudaReplay>,
         /// Loop-limit stops reported so far, by op (the replay counts them since it was loaded).
         limits_reported: std::collections::HashMap<shared::archive::OpId, u64>,
     },
@@ -223,32 +223,32 @@ impl Replayer for Backend<'_> {
 
     fn restore_initial(&mut self, archive: &Archive<'_>) -> anyhow::Result<()> {
         match self {
-            Backend::Cpu(r) => Ok(Replayer::restore_initial(r, archive)?),
-            Backend::Cuda { replay, .. } => Ok(Replayer::restore_initial(replay, archive)?),
+            Backend::Cpu(r) => Ok(Replayer::restore_initial(r.as_mut(), archive)?),
+            Backend::Cuda { replay, .. } => Ok(Replayer::restore_initial(replay.as_mut(), archive)?),
         }
     }
     fn write_region(&mut self, region: RegionId, bytes: &[u8]) -> anyhow::Result<()> {
         match self {
-            Backend::Cpu(r) => Ok(Replayer::write_region(r, region, bytes)?),
-            Backend::Cuda { replay, .. } => Ok(Replayer::write_region(replay, region, bytes)?),
+            Backend::Cpu(r) => Ok(Replayer::write_region(r.as_mut(), region, bytes)?),
+            Backend::Cuda { replay, .. } => Ok(Replayer::write_region(replay.as_mut(), region, bytes)?),
         }
     }
     fn run_iteration(&mut self, archive: &Archive<'_>, observer: &mut dyn ReplayObserver) -> anyhow::Result<Ran> {
         match self {
-            Backend::Cpu(r) => Ok(Replayer::run_iteration(r, archive, observer)?),
-            Backend::Cuda { replay, .. } => Ok(Replayer::run_iteration(replay, archive, observer)?),
+            Backend::Cpu(r) => Ok(Replayer::run_iteration(r.as_mut(), archive, observer)?),
+            Backend::Cuda { replay, .. } => Ok(Replayer::run_iteration(replay.as_mut(), archive, observer)?),
         }
     }
     fn read_region(&mut self, region: RegionId) -> anyhow::Result<Vec<u8>> {
         match self {
-            Backend::Cpu(r) => Ok(Replayer::read_region(r, region)?),
-            Backend::Cuda { replay, .. } => Ok(Replayer::read_region(replay, region)?),
+            Backend::Cpu(r) => Ok(Replayer::read_region(r.as_mut(), region)?),
+            Backend::Cuda { replay, .. } => Ok(Replayer::read_region(replay.as_mut(), region)?),
         }
     }
     fn check(&mut self, archive: &Archive<'_>) -> anyhow::Result<Vec<RegionCheck>> {
         match self {
-            Backend::Cpu(r) => Ok(Replayer::check(r, archive)?),
-            Backend::Cuda { replay, .. } => Ok(Replayer::check(replay, archive)?),
+            Backend::Cpu(r) => Ok(Replayer::check(r.as_mut(), archive)?),
+            Backend::Cuda { replay, .. } => Ok(Replayer::check(replay.as_mut(), archive)?),
         }
     }
 }
@@ -313,7 +313,7 @@ pub fn open_backend<'a>(
                 limits: settings.limits,
                 jit_dump: recap::jit_dump::from_env(),
             };
-            Ok(Backend::Cpu(CpuReplay::new(archive, options)?))
+            Ok(Backend::Cpu(Box::new(CpuReplay::new(archive, options)?)))
         }
         DeviceArg::Cuda(ordinal) => {
             if settings.budget.is_some() {
@@ -331,7 +331,7 @@ pub fn open_backend<'a>(
                 Some(gpus) => gpus.iter().map(|&g| g as usize).collect(),
                 None => vec![ordinal as usize],
             };
-            let replay = recap::cuda::CudaReplay::open(archive, &ordinals, options)?;
+            let replay = Box::new(recap::cuda::CudaReplay::open(archive, &ordinals, options)?);
             Ok(Backend::Cuda { replay, limits_reported: Default::default() })
         }
     }

@@ -76,7 +76,7 @@ pub(crate) fn memset(m: &MemsetOp, size: u64) -> Result<(), Broken> {
         return Err((8, format!("memset pattern width {} is not 1, 2, 4 or 8", m.width)));
     }
     let w = m.width as u64;
-    if m.offset % w != 0 || m.len % w != 0 {
+    if !m.offset.is_multiple_of(w) || !m.len.is_multiple_of(w) {
         return Err((16, format!("memset of {}+{} bytes is not aligned to its {w}-byte pattern", m.offset, m.len)));
     }
     if w < 8 && m.pattern >> (8 * w) != 0 {
@@ -86,7 +86,7 @@ pub(crate) fn memset(m: &MemsetOp, size: u64) -> Result<(), Broken> {
 }
 
 pub(crate) fn condition(c: &Condition, size: u64) -> Result<(), Broken> {
-    if c.offset % 4 != 0 {
+    if !c.offset.is_multiple_of(4) {
         return Err((16, format!("condition word at offset {} is not 4-byte aligned", c.offset)));
     }
     range(16, "condition word", c.offset, 4, size)

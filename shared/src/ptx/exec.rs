@@ -111,7 +111,10 @@ pub struct ExecOptions {
 /// code, and Cranelift's listing of it, whose first line says where the code was loaded. A kernel
 /// keeps the sink of the launch that compiled it, for its code for groups too.
 #[derive(Clone)]
-pub struct JitDump(Arc<dyn Fn(&str, &[u8], &str) + Send + Sync>);
+pub struct JitDump(Arc<DumpFn>);
+
+/// What a [`JitDump`] calls: the function's name, its machine code and its listing.
+type DumpFn = dyn Fn(&str, &[u8], &str) + Send + Sync;
 
 impl JitDump {
     pub fn new(sink: impl Fn(&str, &[u8], &str) + Send + Sync + 'static) -> JitDump {
@@ -352,20 +355,17 @@ fn with_scratch<const MW: usize, T>(f: impl FnOnce(&mut Scratch<MW>, &mut Native
     }
 }
 
+/// What an access did: its address or the fault, the access size, and whether it writes.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+type Access = (Result<u64, (Fault, Space)>, u8, bool);
+
 /// What native code's slow path needs from a worker, whatever its mask width: one thread's
 /// checked load, store or atomic.
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 trait ThreadAccess {
     /// Runs `inst` for thread `l` at `addr` (`b`, `c`: the value operands); `None` if `inst`
     /// does not access memory. Gives the result, the access size and whether it writes.
-    fn access(
-        &mut self,
-        inst: &Inst,
-        addr: u64,
-        b: u64,
-        c: u64,
-        l: usize,
-    ) -> Option<(Result<u64, (Fault, Space)>, u8, bool)>;
+    fn access(&mut self, inst: &Inst, addr: u64, b: u64, c: u64, l: usize) -> Option<Access>;
     /// The fault of thread `l`'s vector load or store `ins` at `addr` when that is not aligned to
     /// the whole vector.
     fn misaligned(&self, ins: &Instr, addr: u64, l: usize) -> Option<Stop>;

@@ -115,6 +115,9 @@ pub struct Iteration {
     pub ops: Vec<OpTiming>,
 }
 
+/// Keeps a region's final contents (for download); an error message when it cannot.
+pub type KeepRegion<'k> = dyn FnMut(RegionId, &[u8]) -> Result<(), String> + 'k;
+
 /// Why a session stopped early.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SessionError<E> {
@@ -180,7 +183,7 @@ impl<'s, 'a> Session<'s, 'a> {
         let time_ms = ran.device_ms.unwrap_or_else(|| clock.now_ms() - started);
         self.next += 1;
         let ops = timer.take();
-        if !ops.is_empty() && (index < OP_TIMINGS_EVERY || index % OP_TIMINGS_EVERY == 0) {
+        if !ops.is_empty() && (index < OP_TIMINGS_EVERY || index.is_multiple_of(OP_TIMINGS_EVERY)) {
             emit(SessionMessage::OpTimings { iteration: index, ops: ops.clone() });
         }
         emit(SessionMessage::Iteration { index, time_ms });
@@ -194,7 +197,7 @@ impl<'s, 'a> Session<'s, 'a> {
         replayer: &mut R,
         check: bool,
         emit: &mut dyn FnMut(SessionMessage),
-        keep: &mut dyn FnMut(RegionId, &[u8]) -> Result<(), String>,
+        keep: &mut KeepRegion,
     ) -> Result<Option<CheckReport>, SessionError<R::Error>> {
         for region in output_regions(self.archive) {
             let bytes = replayer.read_region(region).map_err(SessionError::Replay)?;
@@ -220,7 +223,7 @@ pub fn run_session<R: Replayer + ?Sized>(
     clock: &dyn Clock,
     cancelled: &dyn Fn() -> bool,
     emit: &mut dyn FnMut(SessionMessage),
-    keep: &mut dyn FnMut(RegionId, &[u8]) -> Result<(), String>,
+    keep: &mut KeepRegion,
 ) -> Result<Option<CheckReport>, SessionError<R::Error>> {
     let mut session = Session::new(archive, iterations, inputs);
     while !session.done() {

@@ -550,7 +550,7 @@ fn faults_name_the_same_thread_and_address_on_both_engines_for_small_and_large_b
             .map(|engine| {
                 let options = ReplayOptions { threads: 1, engine, ..ReplayOptions::default() };
                 let mut replay = CpuReplay::new(&archive, options).unwrap();
-                replay.run_iteration(&mut NoObserver).err().expect("the store past the region faults")
+                replay.run_iteration(&mut NoObserver).expect_err("the store past the region faults")
             })
             .collect();
         for err in &errors {

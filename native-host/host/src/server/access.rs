@@ -82,7 +82,7 @@ impl Access {
             .strip_prefix("http://")
             .or_else(|| origin.strip_prefix("https://"))
             .is_some_and(|o| !host.is_empty() && o.eq_ignore_ascii_case(host));
-        own || self.allowed_origins.iter().any(|a| *a == origin)
+        own || self.allowed_origins.contains(&origin)
     }
 }
 
@@ -114,7 +114,7 @@ fn split_host(host: &str) -> Option<(&str, Option<&str>)> {
     }
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 

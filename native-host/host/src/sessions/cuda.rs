@@ -89,7 +89,7 @@ pub struct WorkerJob {
 #[serde(tag = "worker", rename_all = "snake_case")]
 pub enum WorkerLine {
     /// A session message, relayed as it is.
-    Message { message: SessionMessage },
+    Message { message: Box<SessionMessage> },
     /// The replay finished; the last line.
     Done { check: Option<CheckReport> },
     /// The replay failed; the last line.
@@ -217,7 +217,7 @@ impl Backend for WorkerBackend {
                 break;
             }
             match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(Ok(WorkerLine::Message { message })) => emit(message),
+                Ok(Ok(WorkerLine::Message { message })) => emit(*message),
                 Ok(Ok(WorkerLine::Done { check })) => outcome = Some(Ok(check)),
                 Ok(Ok(WorkerLine::Failed { error })) => outcome = Some(Err(RunError::Failed(error))),
                 Ok(Err(e)) => {
@@ -253,7 +253,7 @@ pub fn run_worker(input: impl Read, output: impl Write) -> std::io::Result<()> {
         output.write_all(b"\n")?;
         output.flush()
     };
-    let last = match worker_replay(input, &mut |message| send(&WorkerLine::Message { message })) {
+    let last = match worker_replay(input, &mut |message| send(&WorkerLine::Message { message: Box::new(message) })) {
         Ok(check) => WorkerLine::Done { check },
         Err(WorkerError::Output(e)) => return Err(e),
         Err(WorkerError::Failed(error)) => WorkerLine::Failed { error },

@@ -61,7 +61,11 @@ fn registers_read_before_any_write_read_as_zero_on_every_engine() {
         let tid = (i as u32) % threads;
         let row = &w[i * 4..i * 4 + 4];
         assert_eq!(row[0], tid, "thread {i}: unwritten register plus %tid.x");
-        assert_eq!(row[1], if tid % 2 == 0 { 9 } else { 0 }, "thread {i}: register written by even threads only");
+        assert_eq!(
+            row[1],
+            if tid.is_multiple_of(2) { 9 } else { 0 },
+            "thread {i}: register written by even threads only"
+        );
         assert_eq!(f32::from_bits(row[2]), 1.0, "thread {i}: unwritten float plus one");
         assert_eq!(row[3], 3, "thread {i}: unwritten register read after a barrier");
     }

@@ -222,9 +222,10 @@ fn shuffles_read_exited_lanes_and_past_a_partial_warp() {
     }
     let out = run_kernel(&ptx, "k", [1, 1, 1], [n as u32, 1, 1], &[vec![0; n * 8]], &[]).unwrap();
     let w = words(&out[0]);
-    let exited = |l: usize| l % 3 == 0;
+    let exited = |l: usize| l.is_multiple_of(3);
     let own = |l: usize, s: usize| if s < n { s } else { l };
-    let idx: Vec<u32> = (0..n).map(|l| if exited(l) { 1000 } else { val(own(l, (l & !31) + (l * 7 & 31))) }).collect();
+    let idx: Vec<u32> =
+        (0..n).map(|l| if exited(l) { 1000 } else { val(own(l, (l & !31) + ((l * 7) & 31))) }).collect();
     let down_ok = |l: usize| (l & 31) + 5 <= 31;
     let sum: Vec<u32> = (0..n)
         .map(|l| if exited(l) { 1000 } else { idx[l] + idx[if down_ok(l) { own(l, l + 5) } else { l }] })

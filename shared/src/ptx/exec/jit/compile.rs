@@ -62,7 +62,9 @@ pub(crate) struct JitKernel {
 pub(super) struct Compiled {
     pub(super) entry: EntryFn,
     _code: Code,
-    /// Instructions the code hands to the helpers by address.
+    /// Instructions the code hands to the helpers by address: boxed, so that the addresses stay
+    /// put while the list grows.
+    #[allow(clippy::vec_box)]
     _insts: Vec<Box<Instr>>,
     /// What the code and the runtime know of each boundary (the code holds its address).
     pub(super) meta: Box<Meta>,
@@ -235,7 +237,7 @@ impl JitKernel {
     /// it, the rows of a block split into whole groups and the kernel (`f`, the function this
     /// kernel was compiled from) has that shape.
     pub(in crate::ptx::exec) fn variant(&self, f: &Function, block: [u32; 3], lanes: bool) -> Variant<'_> {
-        if lanes && block[0] as usize % LANES == 0 {
+        if lanes && (block[0] as usize).is_multiple_of(LANES) {
             if let Ok(g) = self.group(f) {
                 return Variant(g);
             }

@@ -72,6 +72,8 @@ pub(super) struct Tx<'a, 'b> {
     pub(super) call_conv: cranelift_codegen::isa::CallConv,
     /// The `preserve_all` trampoline to `runtime::h_mem` (see `compile::define_slow_mem`).
     pub(super) slow_mem: FuncRef,
+    /// Instructions handed to helpers by address (boxed: the addresses stay put as it grows).
+    #[allow(clippy::vec_box)]
     pub(super) insts: &'a mut Vec<Box<Instr>>,
     /// The boundaries as the runtime sees them (the code passes their address to a helper).
     pub(super) meta: &'a Meta,
@@ -108,6 +110,7 @@ pub(super) fn flags() -> MemFlagsData {
 }
 
 impl<'a, 'b> Tx<'a, 'b> {
+    #[allow(clippy::vec_box)]
     pub(super) fn new(
         mut b: FunctionBuilder<'b>,
         a: &'a Analysis<'a>,

@@ -110,6 +110,8 @@ impl LanePlan {
                         line: ins.line,
                     });
                 }
+                // The index reads several parallel lists.
+                #[allow(clippy::needless_range_loop)]
                 for q in pc + 1..target.min(n) {
                     if in_region[q] || is_control(&f.insts[q].inst) {
                         return Err(JitError::NoLanes {

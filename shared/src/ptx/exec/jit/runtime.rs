@@ -244,6 +244,8 @@ fn exchange(meta: &Meta, s: u32, state: &[u32], spill: &mut [u64]) {
     let nr = meta.nregs;
     let read = |spill: &[u64], l: usize, x: Src| x.konst.unwrap_or_else(|| spill[l * nr + x.reg as usize]);
     let mut out = Vec::with_capacity(n);
+    // The index reads several parallel lists.
+    #[allow(clippy::needless_range_loop)]
     for l in 0..n {
         if state[l] == EXITED {
             out.push((0, 0));

@@ -271,7 +271,7 @@ impl Tx<'_, '_> {
         if self.a.bounds.is_empty() {
             self.b.ins().jump(done, &[]);
         } else {
-            let mp = &*self.meta as *const Meta as u64;
+            let mp = self.meta as *const Meta as u64;
             let mp = self.iconst(mp);
             let r = self.call(h_boundary as *const () as usize, &[ctx, mp]);
             let again = self.b.create_block();
@@ -444,26 +444,23 @@ impl Tx<'_, '_> {
     /// emitted, or the whole group where nothing in it varies by lane.
     pub(super) fn one_inst(&mut self, pc: usize) -> Result<bool, JitError> {
         let ins = self.a.f.insts[pc].clone();
-        match ins.inst {
-            Inst::Bra { target, .. } => {
-                self.flush_count();
-                if (target as usize) <= pc {
-                    self.back_edge_check();
-                }
-                let tb = self.blocks[(target as usize).min(self.a.f.insts.len())].expect("target");
-                let fall = self.blocks[pc + 1].expect("fallthrough");
-                match ins.guard {
-                    None => {
-                        self.b.ins().jump(tb, &[]);
-                    }
-                    Some((p, neg)) => {
-                        let c = self.pred(p, neg);
-                        self.b.ins().brif(c, tb, &[], fall, &[]);
-                    }
-                }
-                return Ok(false);
+        if let Inst::Bra { target, .. } = ins.inst {
+            self.flush_count();
+            if (target as usize) <= pc {
+                self.back_edge_check();
             }
-            _ => {}
+            let tb = self.blocks[(target as usize).min(self.a.f.insts.len())].expect("target");
+            let fall = self.blocks[pc + 1].expect("fallthrough");
+            match ins.guard {
+                None => {
+                    self.b.ins().jump(tb, &[]);
+                }
+                Some((p, neg)) => {
+                    let c = self.pred(p, neg);
+                    self.b.ins().brif(c, tb, &[], fall, &[]);
+                }
+            }
+            return Ok(false);
         }
         let Some((p, neg)) = ins.guard else {
             return self.body(pc, &ins);
@@ -562,6 +559,8 @@ impl Tx<'_, '_> {
             Inst::Ld { space, size, sext, dmask, n, d, addr } => {
                 let (base, off) = self.addr_parts(&addr);
                 self.vector_alignment(pc, space, n, size, (base, off));
+                // The index reads several parallel lists.
+                #[allow(clippy::needless_range_loop)]
                 for k in 0..n as usize {
                     let at = (base, off.wrapping_add((k * size as usize) as i64));
                     // A float register takes the loaded bits straight into a float register.
