@@ -782,3 +782,51 @@ async fn queued_sessions_run_after_a_restart_and_a_session_cut_off_by_kill_9_fai
     let (_, info) = get_json(&client, &format!("{}/api/sessions/{}", server.url, with["id"].as_str().unwrap())).await;
     assert_eq!((&info["state"], &info["passed"]), (&Value::from("finished"), &Value::from(true)), "{info}");
 }
+
+/// The binary carries the viewer: copied alone into an empty folder and started there (no `web/`
+/// anywhere above it), it serves the page, its script and its wasm, and the page's routes.
+#[tokio::test]
+async fn an_installed_binary_serves_the_whole_viewer_from_an_empty_folder() {
+    let built = recap_tests::repo_root().join("web/pkg/recap_viewer_bg.wasm");
+    if !built.is_file() {
+        println!("skipping: the viewer is not built (cargo xtask wasm), so no binary can carry it");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join("recap");
+    std::fs::copy(recap_tests::recap_bin(), &bin).unwrap();
+    let data = home.path().join("data");
+    let mut child = std::process::Command::new(&bin)
+        .args(["serve", "--addr", "127.0.0.1:0", "--data"])
+        .arg(&data)
+        .current_dir(home.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let url = line.trim().to_string();
+    assert!(url.starts_with("http://"), "{line}");
+    let client = reqwest::Client::new();
+    let get = |path: &str| {
+        let client = client.clone();
+        let url = format!("{url}{path}");
+        async move {
+            let res = client.get(&url).send().await.unwrap();
+            let kind = res.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+            (res.status().as_u16(), kind, res.bytes().await.unwrap().to_vec())
+        }
+    };
+    let (status, kind, page) = get("/").await;
+    assert_eq!((status, kind.as_str()), (200, "text/html; charset=utf-8"));
+    assert_eq!(page, std::fs::read(recap_tests::repo_root().join("web/index.html")).unwrap());
+    let (status, kind, wasm) = get("/pkg/recap_viewer_bg.wasm").await;
+    assert_eq!((status, kind.as_str()), (200, "application/wasm"));
+    assert_eq!(wasm, std::fs::read(&built).unwrap(), "the wasm the binary carries is the one built");
+    let (status, kind, _) = get("/main.js").await;
+    assert_eq!((status, kind.as_str()), (200, "text/javascript; charset=utf-8"));
+    assert_eq!(get("/archives/0123abcd").await.2, page, "client-side routes get the page");
+    assert_eq!(get("/no-such-file.js").await.0, 404);
+    let _ = child.kill();
+}

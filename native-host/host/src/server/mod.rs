@@ -125,17 +125,18 @@ fn api(state: AppState) -> Router<AppState> {
 }
 
 /// The whole application: `/api`, the viewer's files, and its client-side routes.
-pub fn router(state: AppState, web_dir: Option<PathBuf>) -> Router {
+pub fn router(state: AppState, viewer: web::Viewer) -> Router {
     let mut app = Router::new().nest("/api", api(state.clone()));
-    match web_dir {
-        Some(dir) => {
+    match viewer {
+        web::Viewer::Dir(dir) => {
             let index = tower_http::services::ServeFile::new(dir.join("index.html"));
             app = app
                 .route_service("/archives/{id}", index.clone())
                 .route_service("/sessions/{id}", index)
                 .fallback_service(tower_http::services::ServeDir::new(dir));
         }
-        None => app = app.fallback(web::not_built),
+        web::Viewer::Embedded => app = app.fallback(web::embedded),
+        web::Viewer::Missing => app = app.fallback(web::not_built),
     }
     app.layer(axum::middleware::from_fn_with_state(state.clone(), access::check_host))
         .layer(tower_http::trace::TraceLayer::new_for_http())
@@ -225,11 +226,16 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             Some(t)
         }
     };
-    let web_dir = web::find_web_dir(config.web.as_deref());
-    match &web_dir {
-        Some(dir) if dir.join("index.html").is_file() => tracing::info!(web = %dir.display(), "serving the viewer"),
-        Some(dir) => tracing::warn!(web = %dir.display(), "no index.html in the web folder"),
-        None => tracing::warn!("web viewer not found; run `cargo xtask wasm`; the API works without it"),
+    let viewer = web::Viewer::find(config.web.as_deref());
+    match &viewer {
+        web::Viewer::Dir(dir) if dir.join("index.html").is_file() => {
+            tracing::info!(web = %dir.display(), "serving the viewer")
+        }
+        web::Viewer::Dir(dir) => tracing::warn!(web = %dir.display(), "no index.html in the web folder"),
+        web::Viewer::Embedded => tracing::info!("serving the viewer built into this binary"),
+        web::Viewer::Missing => {
+            tracing::warn!("this binary has no viewer and no web/ folder was found; run `cargo xtask wasm`; the API works without it")
+        }
     }
     let shutdown = CancellationToken::new();
     let state = AppState {
@@ -244,7 +250,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         }),
         shutdown: shutdown.clone(),
     };
-    let app = router(state, web_dir);
+    let app = router(state, viewer);
 
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "http://{local}")?;

@@ -1,9 +1,54 @@
-//! The viewer's static files, and what `/` says when they are not built.
+//! The viewer's static files (a folder, or the copy built into this binary), and what `/` says
+//! when there are none.
 
 use std::path::{Path, PathBuf};
 
-use axum::http::{StatusCode, Uri};
+use axum::http::{header, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
+
+include!(concat!(env!("OUT_DIR"), "/embedded_web.rs"));
+
+/// Where the viewer's files come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Viewer {
+    /// A folder: `--web`, or `web/` found beside the working directory or the executable.
+    Dir(PathBuf),
+    /// The copy built into this binary (`build.rs`).
+    Embedded,
+    /// None: `/` says how to build it.
+    Missing,
+}
+
+impl Viewer {
+    /// `--web` if given, else the viewer built into this binary, else a `web/` folder found as
+    /// [`find_web_dir`] looks.
+    pub fn find(given: Option<&Path>) -> Viewer {
+        match (given, EMBEDDED.is_empty()) {
+            (Some(dir), _) => Viewer::Dir(dir.to_path_buf()),
+            (None, false) => Viewer::Embedded,
+            (None, true) => find_web_dir(None).map_or(Viewer::Missing, Viewer::Dir),
+        }
+    }
+}
+
+/// A file of the built-in viewer; the page itself for `/` and its client-side routes.
+pub async fn embedded(uri: Uri) -> Response {
+    let path = uri.path();
+    let page = path == "/" || path.starts_with("/archives/") || path.starts_with("/sessions/");
+    let wanted = if page { "/index.html" } else { path };
+    let Some((name, bytes)) = EMBEDDED.iter().find(|(name, _)| *name == wanted) else {
+        return (StatusCode::NOT_FOUND, Html("no such file")).into_response();
+    };
+    let kind = match name.rsplit('.').next() {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("css") => "text/css; charset=utf-8",
+        Some("wasm") => "application/wasm",
+        Some("json") => "application/json",
+        _ => "application/octet-stream",
+    };
+    ([(header::CONTENT_TYPE, kind)], *bytes).into_response()
+}
 
 /// `--web` if given, else `web/` under the current folder, else `web/` at the root of the
 /// repository the executable was built in (`target/<profile>/recap` → two levels up).
@@ -24,9 +69,10 @@ const NOT_BUILT: &str = r#"<!doctype html>
 <body style="font-family: sans-serif; max-width: 40em; margin: 3em auto">
 <h1>recap host</h1>
 <p>The API is up (<a href="/api/archives">/api/archives</a>, <a href="/api/devices">/api/devices</a>),
-but the web viewer was not found.</p>
-<p>Build it with <code>cargo xtask wasm</code> in the repository, then start the host from the
-repository root, or point it at the folder with <code>recap serve --web PATH/TO/web</code>.</p>
+but this binary was built without the web viewer and no <code>web/</code> folder was found.</p>
+<p>Build it with <code>cargo xtask wasm</code> in the repository, then build recap again (the
+release binary carries the viewer), or point the host at the folder with
+<code>recap serve --web PATH/TO/web</code>.</p>
 </body></html>
 "#;
 
