@@ -829,4 +829,5 @@ async fn an_installed_binary_serves_the_whole_viewer_from_an_empty_folder() {
     assert_eq!(get("/archives/0123abcd").await.2, page, "client-side routes get the page");
     assert_eq!(get("/no-such-file.js").await.0, 404);
     let _ = child.kill();
+    let _ = child.wait();
 }
