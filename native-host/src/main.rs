@@ -24,6 +24,7 @@ enum Command {
     Compare(cli::compare::Args),
     Diff(cli::diff::Args),
     Trim(cli::trim::Args),
+    Examples(cli::examples::Args),
     Serve(cli::serve::Args),
     Bench(cli::bench::Args),
     #[command(hide = true)]
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => return cli::validate::run(args),
         Command::Extract(args) => cli::extract::run(args),
         Command::Trim(args) => cli::trim::run(args),
+        Command::Examples(args) => cli::examples::run(args),
         Command::Compare(args) => match cli::compare::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

@@ -285,3 +285,25 @@ fn a_folder_is_named_as_one_and_quiet_replays_print_only_the_summary() {
     let said = text(&recap(&[&"replay", &archive, &"--iterations", &"12"]).stdout);
     assert_eq!(said.lines().filter(|l| l.starts_with("iteration ")).count(), 12, "{said}");
 }
+
+#[test]
+fn the_examples_are_valid_archives_that_replay_and_pass_their_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = recap(&[&"examples", &dir.path()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert_eq!(files.len(), 5, "{}", text(&out.stdout));
+    for file in &files {
+        let bytes = std::fs::read(file).unwrap();
+        let archive = Archive::open(&bytes).unwrap();
+        archive.validate().unwrap();
+        assert!(archive.op_count() >= 2, "{}", file.display());
+        let has_expected = archive.regions().any(|r| r.expected.is_some());
+        let replay = recap(&[&"replay", file, &"--quiet", &if has_expected { "--check" } else { "--iterations=1" }]);
+        assert!(replay.status.success(), "{}: {}{}", file.display(), text(&replay.stdout), text(&replay.stderr));
+    }
+    let loop_file = dir.path().join("while-countdown.recap");
+    let shown = text(&recap(&[&"replay", &loop_file, &"--check"]).stdout);
+    assert!(shown.contains("2 of 2 regions pass"), "{shown}");
+}

@@ -125,6 +125,10 @@ fn demo(root: &Path, args: &[String]) -> Result<()> {
         cmd.arg("import-case").arg(&case).arg("-o").arg(demo.join(format!("{name}.recap")));
         run(cmd)?;
     }
+    // Archives with many ops, a loop, two devices and 2-D fields, beside the corpus cases.
+    let mut cmd = Command::new(&recap);
+    cmd.arg("examples").arg(&demo);
+    run(cmd)?;
     let mut cmd = Command::new(&recap);
     cmd.args(["serve", "--addr", &addr, "--data"]).arg(root.join("data")).arg("--seed").arg(&demo);
     run(cmd)

@@ -330,6 +330,34 @@ pub fn chains_archive(chains: usize, len: usize, spin_ns: u64) -> Vec<u8> {
     b.finish()
 }
 
+/// [`while_archive`] with the counter starting at `passes`: the loop runs its body that often,
+/// and the archive expects the counter at 0 and the accumulator at `passes`.
+pub fn countdown_archive(passes: u32) -> Vec<u8> {
+    let mut b = Builder::new();
+    let counter = b.w.add_region(RegionDecl::new("counter", 4, DType::U32)).expect("region");
+    b.w.set_initial_bytes(counter, &passes.to_le_bytes()).expect("initial");
+    b.w.set_expected_bytes(counter, &0u32.to_le_bytes(), Tolerance::Exact).expect("expected");
+    let acc = b.w.add_region(RegionDecl::new("acc", 4, DType::U32)).expect("region");
+    b.w.set_expected_bytes(acc, &passes.to_le_bytes(), Tolerance::Exact).expect("expected");
+    b.w.begin_while(Condition { region: counter, offset: 0, max_iterations: passes.saturating_mul(2) }).expect("while");
+    let relocs = vec![
+        Reloc { offset: 0, target: counter, target_offset: 0 },
+        Reloc { offset: 8, target: acc, target_offset: 0 },
+    ];
+    b.w.launch(LaunchDecl {
+        kernel: b.k.count_down,
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        shared_bytes: 0,
+        params: vec![0; 16],
+        relocs,
+    })
+    .expect("launch");
+    b.w.end_body().expect("end");
+    b.w.add_binding("acc", acc, Direction::Out).expect("binding");
+    b.finish()
+}
+
 /// `while (counter) { counter -= 1; acc += 1 }`: one kernel per iteration, as in the floor.
 pub fn while_archive() -> Vec<u8> {
     let mut b = Builder::new();

@@ -5,6 +5,7 @@ pub mod compare;
 pub mod cuda_probe;
 pub mod data;
 pub mod diff;
+pub mod examples;
 pub mod extract;
 pub mod import_case;
 pub mod import_wrp;
