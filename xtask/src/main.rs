@@ -4,7 +4,7 @@
 //! | command | what it does |
 //! |---|---|
 //! | `demo [--addr A]` | builds everything, imports the public corpus as demo archives, starts the host |
-//! | `test` | installs what the tests need (wasm target, Chromium, numpy), builds the viewer, runs every test |
+//! | `test [--no-install]` | checks formatting and lints, installs what the tests need (Chromium, numpy) unless `--no-install`, builds the viewer, runs every test |
 //! | `wasm [--release]` | builds the wasm viewer into `web/pkg` |
 
 use std::path::{Path, PathBuf};
@@ -21,7 +21,9 @@ fn main() -> Result<()> {
         Some("demo") => demo(&root, &args[1..]),
         Some("test") => test(&root, &args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask demo [--addr HOST:PORT] | test [cargo test args] | wasm [--release]");
+            eprintln!(
+                "usage: cargo xtask demo [--addr HOST:PORT] | test [--no-install] [cargo test args] | wasm [--release]"
+            );
             std::process::exit(2);
         }
     }
@@ -145,6 +147,7 @@ fn ensure_chromium() -> Result<()> {
         eprintln!("xtask: chromium not found and cannot be installed here; browser tests will fail");
         return Ok(());
     }
+    eprintln!("xtask: installing Debian's chromium and chromium-driver with apt-get: the browser tests drive a headless Chromium");
     let mut update = Command::new("apt-get");
     update.args(["update", "-qq"]);
     run(update)?;
@@ -159,6 +162,7 @@ fn ensure_numpy() -> Result<()> {
     if has("python3") {
         return Ok(());
     }
+    eprintln!("xtask: installing numpy with pip: the tests read and write .npy files with it");
     let mut pip = Command::new("python3");
     pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "numpy"]);
     if run(pip).is_err() {
@@ -167,7 +171,18 @@ fn ensure_numpy() -> Result<()> {
     Ok(())
 }
 
-fn test(root: &Path, extra: &[String]) -> Result<()> {
+fn test(root: &Path, args: &[String]) -> Result<()> {
+    let no_install = args.iter().any(|a| a == "--no-install");
+    let extra: Vec<&String> = args.iter().filter(|a| *a != "--no-install").collect();
+    eprintln!(
+        "xtask test: 1) formatting and lints, 2) {}, 3) the wasm viewer, 4) every test of the workspace; \
+         about 20 minutes on 2 cores from a clean clone",
+        if no_install {
+            "no system packages (--no-install: without Chromium the browser tests fail, without numpy the .npy tests)"
+        } else {
+            "Chromium and numpy where missing"
+        }
+    );
     // The habits first: formatting and lints fail fast, before the long build of the suite.
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
@@ -175,8 +190,10 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     let mut clippy = cargo();
     clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
     run(clippy)?;
-    ensure_chromium()?;
-    ensure_numpy()?;
+    if !no_install {
+        ensure_chromium()?;
+        ensure_numpy()?;
+    }
     build_wasm(root, true)?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace", "--exclude", "xtask"]).args(extra);
