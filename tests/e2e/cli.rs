@@ -307,3 +307,36 @@ fn the_examples_are_valid_archives_that_replay_and_pass_their_checks() {
     let shown = text(&recap(&[&"replay", &loop_file, &"--check"]).stdout);
     assert!(shown.contains("2 of 2 regions pass"), "{shown}");
 }
+
+#[test]
+fn a_cases_shape_hint_makes_its_buffers_2d_and_a_wrong_one_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("laplace.recap");
+    let case = recap_tests::corpus_dir().join("nvcc/laplace2d");
+    let spec: Value = serde_json::from_slice(&std::fs::read(case.join("case.json")).unwrap()).unwrap();
+    if spec["buffers"][0].get("shape").is_none() {
+        println!("skipping: this corpus ({}) carries no shape hints", case.display());
+        return;
+    }
+    let import = recap(&[&"import-case", &case, &"-o", &out]);
+    assert!(import.status.success(), "{}", text(&import.stderr));
+    let bytes = std::fs::read(&out).unwrap();
+    let archive = Archive::open(&bytes).unwrap();
+    let r = archive.region(archive.region_named("in").unwrap());
+    assert_eq!(r.shape, vec![60, 70]);
+
+    // The same case with a shape that does not hold the buffer's elements.
+    let bad = dir.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    for entry in std::fs::read_dir(&case).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), bad.join(entry.file_name())).unwrap();
+    }
+    let mut spec = spec;
+    spec["buffers"][0]["shape"] = serde_json::json!([61, 70]);
+    std::fs::write(bad.join("case.json"), serde_json::to_vec(&spec).unwrap()).unwrap();
+    let import = recap(&[&"import-case", &bad, &"-o", &dir.path().join("bad.recap")]);
+    assert!(!import.status.success());
+    let err = text(&import.stderr);
+    assert!(err.contains("shape") && err.contains("[61, 70]") && err.contains("4200 elements"), "{err}");
+}

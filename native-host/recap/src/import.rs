@@ -106,6 +106,10 @@ struct BufferSpec {
     name: String,
     dtype: String,
     count: u64,
+    /// A shape hint, outermost first (`[rows, cols]`): 2-D data draws as a heatmap. Its product
+    /// must be `count`.
+    #[serde(default)]
+    shape: Option<Vec<u64>>,
     #[serde(default)]
     initial: Option<String>,
     #[serde(default)]
@@ -415,7 +419,22 @@ fn write_case<W: Write + Seek>(
             return im.field(field("name"), format!("buffer {:?} is declared twice", b.name));
         }
         let mut decl = RegionDecl::new(&b.name, size, dtype);
-        decl.shape = vec![b.count];
+        decl.shape = match &b.shape {
+            None => vec![b.count],
+            Some(shape) => {
+                let product = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+                if shape.is_empty() || shape.len() > 4 || product != Some(b.count) {
+                    return im.field(
+                        field("shape"),
+                        format!(
+                            "shape {shape:?} of buffer {:?} does not hold its {} elements in 1 to 4 dimensions",
+                            b.name, b.count
+                        ),
+                    );
+                }
+                shape.clone()
+            }
+        };
         let region = w.add_region(decl).map_err(werr)?;
         regions.insert(&b.name, region);
         for (which, file) in [("initial", &b.initial), ("expected", &b.expected)] {
