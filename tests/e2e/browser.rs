@@ -649,3 +649,57 @@ async fn a_warp_capture_uploads_from_the_page() -> Result<()> {
     b.screenshot("browser-warp-upload").await?;
     b.close().await
 }
+
+/// A two-device archive opened in the page: its DAG draws one lane per device, every op inside the
+/// lane of its device, and the halo copies are the edges between lanes.
+#[tokio::test]
+async fn a_two_device_archive_draws_one_lane_per_device() -> Result<()> {
+    if !browser::available("a_two_device_archive_draws_one_lane_per_device") {
+        return Ok(());
+    }
+    let root = recap_tests::repo_root();
+    assert!(root.join("web/pkg/recap_viewer_bg.wasm").exists(), "build the viewer first: cargo xtask wasm");
+    let server = recap_tests::static_server::serve(&root.join("web"))?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("halo.recap");
+    let bytes = recap_bench::halo_archive(24, 12, 1, 2, false);
+    std::fs::write(&file, &bytes)?;
+    let archive = shared::archive::Archive::open(&bytes)?;
+
+    let b = Browser::start().await?;
+    b.open(&server.url).await?;
+    b.choose_file("#file-input", &file).await?;
+    b.wait_for("#ops-rows .row", Duration::from_secs(10)).await?;
+    click(&b, "[data-tab='graph']").await?;
+    b.wait_for("#graph-root .lane", Duration::from_secs(10)).await?;
+    let lanes = b
+        .client
+        .execute(
+            "return [...document.querySelectorAll('#graph-root .lane')].map(l => { const r = l.querySelector('rect'); \
+             return [l.dataset.device, +r.getAttribute('x'), +r.getAttribute('width'), l.textContent]; })",
+            vec![],
+        )
+        .await?;
+    let lanes = lanes.as_array().unwrap();
+    assert_eq!(lanes.len(), 2, "{lanes:?}");
+    assert_eq!(lanes[1][3], "device 1");
+    for op in 0..archive.op_count() as u32 {
+        let device = archive.op_device(op) as usize;
+        let x = b
+            .client
+            .execute(
+                &format!("return +document.querySelector(`#graph-root [data-node='{op}'] rect`).getAttribute('x')"),
+                vec![],
+            )
+            .await?
+            .as_f64()
+            .unwrap();
+        let (left, width) = (lanes[device][1].as_f64().unwrap(), lanes[device][2].as_f64().unwrap());
+        assert!(
+            x >= left && x <= left + width,
+            "op {op} at x {x} lies in the lane of device {device} ({left}+{width})"
+        );
+    }
+    b.screenshot("browser-device-lanes").await?;
+    Ok(())
+}
