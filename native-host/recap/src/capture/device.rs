@@ -349,15 +349,7 @@ impl Device {
 
     /// Device to device, whole buffers of the same size.
     pub fn copy<T: Element>(&self, src: &Buffer<T>, dst: &Buffer<T>) -> Result<()> {
-        if src.len() != dst.len() {
-            return usage(format!(
-                "copy from {} ({} elements) to {} ({} elements): sizes differ",
-                src.raw.name(),
-                src.len(),
-                dst.raw.name(),
-                dst.len()
-            ));
-        }
+        same_len(src, dst)?;
         self.copy_range(src, 0, dst, 0, src.len())
     }
 
@@ -366,17 +358,8 @@ impl Device {
     /// ([`capture_devices`]) it is recorded as a copy between their memories; eagerly the bytes
     /// go through the host.
     pub fn copy_between<T: Element>(&self, src: &Buffer<T>, dst: &Buffer<T>) -> Result<()> {
-        if src.len() != dst.len() {
-            return usage(format!(
-                "copy from {} ({} elements) to {} ({} elements): sizes differ",
-                src.raw.name(),
-                src.len(),
-                dst.raw.name(),
-                dst.len()
-            ));
-        }
-        let mine = |b: &RawBuffer| Arc::ptr_eq(&b.0.device, &self.inner);
-        if !mine(&src.raw) && !mine(&dst.raw) {
+        same_len(src, dst)?;
+        if !self.owns(&src.raw) && !self.owns(&dst.raw) {
             return usage(format!(
                 "copy from {} to {}: neither buffer belongs to {}",
                 src.raw.name(),
@@ -632,6 +615,20 @@ impl Device {
     pub(crate) fn owns(&self, buffer: &RawBuffer) -> bool {
         Arc::ptr_eq(&self.inner, &buffer.0.device)
     }
+}
+
+/// Refuses a whole-buffer copy between buffers of different lengths.
+fn same_len<T: Element>(src: &Buffer<T>, dst: &Buffer<T>) -> Result<()> {
+    if src.len() != dst.len() {
+        return usage(format!(
+            "copy from {} ({} elements) to {} ({} elements): sizes differ",
+            src.raw.name(),
+            src.len(),
+            dst.raw.name(),
+            dst.len()
+        ));
+    }
+    Ok(())
 }
 
 /// Records what `body` does on several devices into one graph: a multi-device archive once saved,
