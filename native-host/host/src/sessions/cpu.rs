@@ -4,9 +4,8 @@
 use std::sync::atomic::Ordering;
 
 use shared::protocol::{CheckReport, SessionMessage};
-use shared::replay::{run_session, CpuReplay, ReplayError, ReplayOptions, SessionError};
+use shared::replay::{CpuReplay, ReplayError, ReplayOptions};
 
-use super::kept::{kept_file, Keeper};
 use super::{Backend, Job, RunError};
 
 /// Replays on this machine's CPU cores.
@@ -61,15 +60,6 @@ impl Backend for CpuBackend {
             ..Default::default()
         };
         let mut replay = CpuReplay::new(archive, options).map_err(failed)?;
-        let inputs = job.inputs();
-        let mut keeper = Keeper::new(job.keep_dir);
-        let mut keep = |region, bytes: &[u8]| keeper.keep(&kept_file(region, None), bytes).map_err(|e| e.to_string());
-        let clock = recap::clock::MonotonicClock::new();
-        run_session(&mut replay, archive, job.iterations, &inputs, job.check, &clock, &cancelled, emit, &mut keep)
-            .map_err(|e| match e {
-                SessionError::Cancelled => RunError::Cancelled,
-                SessionError::Replay(e) => failed(e),
-                other => RunError::Failed(other.to_string()),
-            })
+        job.run_replay(&mut replay, emit, failed)
     }
 }

@@ -23,10 +23,8 @@ use serde::{Deserialize, Serialize};
 use shared::archive::Archive;
 use shared::protocol::{CheckReport, OpTiming, SessionMessage};
 
-use super::kept::{kept_file, Keeper};
 use super::{Backend, CompareSides, CpuBackend, Job, RunError};
 use recap::cuda::{locate_fault, CudaReplay, Device, Mode, ReplayOptions};
-use shared::replay::{run_session, SessionError};
 
 /// Every CUDA device the driver reports, each replaying in worker processes started from `exe`;
 /// none (and no error) on a machine without a driver. The host opens each device once to learn its
@@ -367,16 +365,6 @@ fn replay_here(
     for warning in replay.warnings() {
         tracing::warn!("{warning}");
     }
-    let inputs = job.inputs();
-    let mut keeper = Keeper::new(job.keep_dir);
-    let mut keep = |region, bytes: &[u8]| keeper.keep(&kept_file(region, None), bytes).map_err(|e| e.to_string());
-    let clock = recap::clock::MonotonicClock::new();
-    let cancelled = || job.cancel.load(Ordering::Relaxed);
     // The replay names a fault's op itself ([`recap::cuda::locate_fault`]).
-    run_session(&mut replay, archive, job.iterations, &inputs, job.check, &clock, &cancelled, emit, &mut keep).map_err(
-        |e| match e {
-            SessionError::Cancelled => RunError::Cancelled,
-            other => failed(other),
-        },
-    )
+    job.run_replay(&mut replay, emit, failed)
 }

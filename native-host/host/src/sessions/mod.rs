@@ -57,6 +57,31 @@ pub struct Job<'a> {
 }
 
 impl Job<'_> {
+    /// Runs this job as a replay session on `replayer` (`shared::replay::run_session`): its
+    /// iterations, the summaries of its outputs (kept for download) and its check. `failed` says
+    /// what an error of the engine means for the session.
+    pub fn run_replay<R: shared::replay::Replayer + ?Sized>(
+        &self,
+        replayer: &mut R,
+        emit: &mut dyn FnMut(SessionMessage),
+        failed: impl Fn(R::Error) -> RunError,
+    ) -> Result<Option<CheckReport>, RunError> {
+        use shared::replay::SessionError;
+        let inputs = self.inputs();
+        let mut keeper = kept::Keeper::new(self.keep_dir);
+        let mut keep = |region, bytes: &[u8]| keeper.keep(&kept_file(region, None), bytes).map_err(|e| e.to_string());
+        let clock = recap::clock::MonotonicClock::new();
+        let cancelled = || self.cancel.load(Ordering::Relaxed);
+        let run = shared::replay::run_session;
+        run(replayer, self.archive, self.iterations, &inputs, self.check, &clock, &cancelled, emit, &mut keep).map_err(
+            |e| match e {
+                SessionError::Cancelled => RunError::Cancelled,
+                SessionError::Replay(e) => failed(e),
+                other => RunError::Failed(other.to_string()),
+            },
+        )
+    }
+
     /// The bound inputs, by region.
     pub fn inputs(&self) -> Vec<(shared::archive::RegionId, Vec<u8>)> {
         self.bindings
