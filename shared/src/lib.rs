@@ -23,6 +23,7 @@
 pub mod archive;
 pub mod check;
 pub mod compare;
+pub mod fatbin;
 pub mod npy;
 pub mod plan;
 pub mod protocol;

@@ -88,7 +88,7 @@ pub fn heat_archive(steps: usize) -> Vec<u8> {
     let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).expect("in-memory writer");
     let module = w.add_module("heat", PTX).expect("module");
     let kernel = |w: &mut ArchiveWriter<Cursor<Vec<u8>>>, name: &str| {
-        let layout = recap::import::entry_params(PTX, name).expect("the example's PTX declares its entries");
+        let layout = shared::ptx::signature::entry_params(PTX, name).expect("the example's PTX declares its entries");
         let decls = layout.iter().map(|p| p.decl(false)).collect();
         (w.add_kernel(module, name, decls).expect("kernel"), layout)
     };
@@ -107,8 +107,9 @@ pub fn heat_archive(steps: usize) -> Vec<u8> {
         r
     };
     let (u, v, src) = (grid("u", &mut w), grid("v", &mut w), grid("source", &mut w));
-    let params =
-        |layout: &[recap::import::PtxParam]| vec![0u8; layout.last().map_or(0, |p| (p.offset + p.size) as usize)];
+    let params = |layout: &[shared::ptx::signature::EntryParam]| {
+        vec![0u8; layout.last().map_or(0, |p| (p.offset + p.size) as usize)]
+    };
     let put = |bytes: &mut Vec<u8>, at: u32, value: &[u8]| {
         bytes[at as usize..at as usize + value.len()].copy_from_slice(value)
     };
@@ -181,7 +182,8 @@ pub fn heat_archive(steps: usize) -> Vec<u8> {
 pub fn halo_archive(nx: u32, ny: u32, steps: usize, devices: u32, expected: bool) -> Vec<u8> {
     const PTX: &str = include_str!("../../recap/examples/kernels/heat.ptx");
     assert!(devices >= 1 && ny >= 3 * devices, "each band needs rows of its own");
-    let layout = recap::import::entry_params(PTX, "heat_diffuse").expect("the example's PTX declares heat_diffuse");
+    let layout =
+        shared::ptx::signature::entry_params(PTX, "heat_diffuse").expect("the example's PTX declares heat_diffuse");
     let initial: Vec<f32> = (0..nx * ny)
         .map(|i| {
             let (x, y) = (i % nx, i / nx);

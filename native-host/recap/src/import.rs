@@ -15,9 +15,9 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 use shared::archive::{
-    ArchiveWriter, DType, Direction, KernelId, LaunchDecl, ParamDecl, ParamKind, RegionDecl, RegionId, Reloc,
-    Tolerance, WriteError,
+    ArchiveWriter, DType, Direction, KernelId, LaunchDecl, RegionDecl, RegionId, Reloc, Tolerance, WriteError,
 };
+use shared::ptx::signature::{entry_params, EntryParam};
 
 /// Buffer files up to this size are read whole (see `write_case`).
 const IN_MEMORY_LIMIT: u64 = 64 << 20;
@@ -159,130 +159,6 @@ struct ToleranceSpec {
     atol: Option<f64>,
     #[serde(default)]
     mismatch_frac: Option<f64>,
-}
-
-/// One `.param` of a PTX `.entry`, as declared.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PtxParam {
-    pub name: String,
-    pub offset: u32,
-    pub size: u32,
-    pub align: u32,
-    /// Declared with `.ptr` (Triton marks its pointer parameters this way).
-    pub ptr_annotated: bool,
-}
-
-impl PtxParam {
-    /// The archive's declaration of this parameter, as a pointer or a plain value.
-    pub fn decl(&self, pointer: bool) -> ParamDecl {
-        ParamDecl {
-            name: self.name.clone(),
-            offset: self.offset,
-            size: self.size,
-            align: self.align,
-            kind: if pointer { ParamKind::Pointer } else { ParamKind::Value },
-        }
-    }
-}
-
-/// Parses the parameter list of `.entry NAME(...)` in `ptx` and lays the parameters out as the CUDA
-/// driver does: each at the next multiple of its alignment (`.align N` before the type, or the type's
-/// own size), arrays as `element size × count`.
-pub fn entry_params(ptx: &str, entry: &str) -> Result<Vec<PtxParam>, String> {
-    let list = entry_param_list(ptx, entry)?;
-    let mut params = Vec::new();
-    let mut end = 0u32;
-    for decl in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-        let p = parse_param(decl, end).map_err(|e| format!(".entry {entry}: parameter `{decl}`: {e}"))?;
-        end = p.offset + p.size;
-        params.push(p);
-    }
-    Ok(params)
-}
-
-/// The text between the parentheses of `.entry NAME(...)`, comments removed.
-fn entry_param_list(ptx: &str, entry: &str) -> Result<String, String> {
-    let text: String = ptx.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
-    let mut search = 0;
-    while let Some(found) = text[search..].find(".entry") {
-        let after = search + found + ".entry".len();
-        search = after;
-        let rest = text[after..].trim_start();
-        let Some(name_rest) = rest.strip_prefix(entry) else { continue };
-        let name_rest = name_rest.trim_start();
-        if let Some(list) = name_rest.strip_prefix('(') {
-            return match list.find(')') {
-                Some(close) => Ok(list[..close].to_string()),
-                None => Err(format!(".entry {entry}: parameter list is not closed")),
-            };
-        }
-        if name_rest.starts_with('{') || name_rest.starts_with('.') {
-            return Ok(String::new()); // an entry without parameters
-        }
-    }
-    Err(format!("the PTX has no .entry named {entry}"))
-}
-
-fn parse_param(decl: &str, prev_end: u32) -> Result<PtxParam, String> {
-    let mut tokens = decl.split_whitespace().peekable();
-    if tokens.next() != Some(".param") {
-        return Err("does not start with .param".into());
-    }
-    let mut align: Option<u32> = None;
-    let mut elem: Option<u32> = None;
-    let mut ptr_annotated = false;
-    let mut name = None;
-    while let Some(tok) = tokens.next() {
-        match tok {
-            ".align" => {
-                let n = tokens.next().ok_or("`.align` without a value")?;
-                let n: u32 = n.parse().map_err(|_| format!("bad alignment {n:?}"))?;
-                // After `.ptr`, `.align` describes the pointee, not the parameter.
-                if !ptr_annotated {
-                    if !n.is_power_of_two() {
-                        return Err(format!("alignment {n} is not a power of two"));
-                    }
-                    align = Some(n);
-                }
-            }
-            ".ptr" => ptr_annotated = true,
-            ".global" | ".shared" | ".const" | ".local" => {}
-            t if t.starts_with('.') => {
-                elem = Some(type_size(t).ok_or_else(|| format!("unknown type {t}"))?);
-            }
-            t => {
-                name = Some(t.to_string());
-                break;
-            }
-        }
-    }
-    if let Some(extra) = tokens.next() {
-        return Err(format!("unexpected {extra:?} after the name"));
-    }
-    let name = name.ok_or("no parameter name")?;
-    let elem = elem.ok_or("no type")?;
-    let (name, count) = match name.split_once('[') {
-        Some((base, rest)) => {
-            let n = rest.strip_suffix(']').ok_or("unclosed array size")?;
-            let n: u32 = n.trim().parse().map_err(|_| format!("bad array size {n:?}"))?;
-            (base.to_string(), n)
-        }
-        None => (name, 1),
-    };
-    let align = align.unwrap_or(elem);
-    let size = elem.checked_mul(count).ok_or("parameter size overflows")?;
-    let offset = prev_end.div_ceil(align) * align;
-    Ok(PtxParam { name, offset, size, align, ptr_annotated })
-}
-
-fn type_size(t: &str) -> Option<u32> {
-    Some(match t {
-        ".b8" | ".u8" | ".s8" => 1,
-        ".b16" | ".u16" | ".s16" | ".f16" | ".bf16" => 2,
-        ".b32" | ".u32" | ".s32" | ".f32" | ".f16x2" | ".bf16x2" => 4,
-        ".b64" | ".u64" | ".s64" | ".f64" => 8,
-        _ => return None,
-    })
 }
 
 /// Little-endian bytes of a `scalar` parameter.
@@ -469,7 +345,7 @@ fn write_case<W: Write + Seek>(
 
     // Kernels in order of first launch; a parameter is a pointer if the PTX says `.ptr` or if any
     // launch passes a buffer in it.
-    let mut kernels: Vec<(String, Vec<PtxParam>, Vec<bool>)> = Vec::new();
+    let mut kernels: Vec<(String, Vec<EntryParam>, Vec<bool>)> = Vec::new();
     let mut kernel_of_launch = Vec::new();
     for (li, l) in case.launches.iter().enumerate() {
         let k = match kernels.iter().position(|k| k.0 == l.entry) {
@@ -595,32 +471,6 @@ fn write_case<W: Write + Seek>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lays_out_params_as_declared() {
-        let ptx = ".visible .entry k(\n\t.param .u32 k_param_0,\n\t.param .align 8 .b8 k_param_1[24],\n\
-                   \t.param .u64 .ptr .global .align 1 k_param_2,\n\t.param .f32 k_param_3\n)\n{\n}";
-        let p = entry_params(ptx, "k").unwrap();
-        let got: Vec<_> = p.iter().map(|p| (p.name.as_str(), p.offset, p.size, p.align, p.ptr_annotated)).collect();
-        assert_eq!(
-            got,
-            [
-                ("k_param_0", 0, 4, 4, false),
-                ("k_param_1", 8, 24, 8, false),
-                ("k_param_2", 32, 8, 8, true),
-                ("k_param_3", 40, 4, 4, false)
-            ]
-        );
-    }
-
-    #[test]
-    fn finds_the_named_entry_among_several() {
-        let ptx = ".entry kk(.param .u64 a)\n{}\n.entry k(.param .u16 b, .param .u64 c)\n{}";
-        let p = entry_params(ptx, "k").unwrap();
-        assert_eq!(p.iter().map(|p| (p.offset, p.size)).collect::<Vec<_>>(), [(0, 2), (8, 8)]);
-        assert!(entry_params(ptx, "nope").unwrap_err().contains("no .entry named nope"));
-        assert!(entry_params(".entry e(.param .u99 x)", "e").unwrap_err().contains("unknown type .u99"));
-    }
 
     #[test]
     fn scalars_and_hex() {

@@ -29,6 +29,7 @@ mod math;
 mod memory;
 mod module;
 mod parse;
+pub mod signature;
 
 #[cfg(test)]
 mod tests;

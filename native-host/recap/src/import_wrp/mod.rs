@@ -159,7 +159,7 @@ struct Importer<'c, 'a> {
     /// Module hash -> recap module and its PTX.
     ptx: HashMap<String, (shared::archive::ModuleId, ModulePtx)>,
     /// (module hash, entry) -> recap kernel and its parameter layout.
-    kernels: HashMap<(String, String), (KernelId, Vec<crate::import::PtxParam>)>,
+    kernels: HashMap<(String, String), (KernelId, Vec<shared::ptx::signature::EntryParam>)>,
     /// Regions the import adds (fill patterns, uploads, else flags), counted for their names.
     hidden: usize,
     summary: WrpSummary,
@@ -645,7 +645,7 @@ impl Importer<'_, '_> {
         &mut self,
         module_hash: &str,
         entry: &str,
-    ) -> Result<(KernelId, Vec<crate::import::PtxParam>), WrpImportError> {
+    ) -> Result<(KernelId, Vec<shared::ptx::signature::EntryParam>), WrpImportError> {
         let key = (module_hash.to_string(), entry.to_string());
         if let Some(found) = self.kernels.get(&key) {
             return Ok(found.clone());
@@ -658,7 +658,7 @@ impl Importer<'_, '_> {
             .iter()
             .find(|m| m.hash == module_hash)
             .map_or_else(|| short(module_hash), |m| m.name.clone());
-        let layout = crate::import::entry_params(&ptx.text, entry)
+        let layout = shared::ptx::signature::entry_params(&ptx.text, entry)
             .map_err(|reason| WrpImportError::Ptx { module: name, reason })?;
         // Warp's arguments are values; the pointers inside them are relocations.
         let decls = layout.iter().map(|p| p.decl(false)).collect();
@@ -716,7 +716,7 @@ fn read_ptx(path: &Path) -> Result<String, String> {
 /// Whether `ptx` defines every entry in `entries`.
 fn check_entries(ptx: &str, entries: &[String]) -> Result<(), String> {
     for entry in entries {
-        crate::import::entry_params(ptx, entry)?;
+        shared::ptx::signature::entry_params(ptx, entry)?;
     }
     Ok(())
 }

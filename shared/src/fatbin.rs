@@ -1,0 +1,374 @@
+//! NVIDIA fat binaries (`.nv_fatbin`, what `nvcc` embeds and the CUDA runtime hands the driver) and
+//! the other code images `cuModuleLoadData` accepts, read into plain data.
+//!
+//! A fat binary is one or more containers back to back. A container is a 16-byte header (magic
+//! `0xBA55ED50`, version 1, the header's own size, then the size of everything after it) followed
+//! by entries; each entry is a header of its own size (64 bytes up to sm_90, longer for newer
+//! architectures) and its payload, padded to 8 bytes:
+//!
+//! | bytes  | field                                                   |
+//! |--------|---------------------------------------------------------|
+//! | 0..2   | kind: 1 PTX text, 2 ELF (a cubin)                       |
+//! | 4..8   | this entry header's size: the payload starts there      |
+//! | 8..16  | the payload's size in the container (8-byte padded)     |
+//! | 16..20 | the compressed payload's size (0 when not compressed)   |
+//! | 28..32 | the SM architecture (`90` for sm_90)                    |
+//! | 40..48 | flags: `0x2000` LZ4 block, `0x8000` zstd frame          |
+//! | 56..64 | the uncompressed size (when compressed)                 |
+//!
+//! The layout is NVIDIA's and undocumented; it was read off containers `nvcc` 13 writes (plain,
+//! `-Xfatbin -compress-all`, `--compress-mode=size`) and checked against `cuobjdump`'s listing.
+//! Everything here is untrusted input: every size is checked against the bytes there, and a
+//! compressed payload may not grow past [`MAX_ENTRY_BYTES`].
+
+use std::io::Read;
+
+/// The magic of a fat binary container.
+pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+/// The magic of the wrapper the CUDA runtime registers (`__fatBinC_Wrapper_t`): magic, version,
+/// then a pointer to the container.
+pub const WRAPPER_MAGIC: u32 = 0x4662_43B1;
+/// The most one entry may decompress to: far above any real kernel image, far below what would
+/// hurt the process that reads it.
+pub const MAX_ENTRY_BYTES: u64 = 1 << 30;
+
+const CONTAINER_HEADER: usize = 16;
+const ENTRY_HEADER_MIN: usize = 64;
+const FLAG_LZ4: u64 = 0x2000;
+const FLAG_ZSTD: u64 = 0x8000;
+
+/// What a fat binary entry holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    Ptx,
+    Cubin,
+}
+
+/// One entry of a fat binary, its payload decompressed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FatbinEntry {
+    pub kind: EntryKind,
+    /// The architecture: `90` for sm_90 (cubins) or compute_90 (PTX).
+    pub sm: u32,
+    pub payload: Vec<u8>,
+}
+
+impl FatbinEntry {
+    /// The PTX text of a PTX entry (its NUL padding removed).
+    pub fn ptx(&self) -> Option<&str> {
+        if self.kind != EntryKind::Ptx {
+            return None;
+        }
+        let end = self.payload.iter().position(|&b| b == 0).unwrap_or(self.payload.len());
+        std::str::from_utf8(&self.payload[..end]).ok()
+    }
+}
+
+/// Why bytes are not a fat binary; each names the byte offset.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FatbinError {
+    #[error("byte {offset}: {reason}")]
+    Malformed { offset: usize, reason: String },
+    #[error("entry at byte {offset}: {reason}")]
+    Decompress { offset: usize, reason: String },
+}
+
+fn malformed(offset: usize, reason: impl Into<String>) -> FatbinError {
+    FatbinError::Malformed { offset, reason: reason.into() }
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The length of the container that starts `header` (at least its first 16 bytes), or `None` when
+/// it does not start with a container header. This is how an image handed over as a bare pointer
+/// is sized.
+pub fn container_len(header: &[u8]) -> Option<u64> {
+    if header.len() < CONTAINER_HEADER || u32_at(header, 0) != FATBIN_MAGIC {
+        return None;
+    }
+    let own = u16_at(header, 6) as u64;
+    own.checked_add(u64_at(header, 8))
+}
+
+/// Every entry of every container in `bytes` (containers back to back; trailing zero padding, as
+/// sections have, is allowed).
+pub fn parse(bytes: &[u8]) -> Result<Vec<FatbinEntry>, FatbinError> {
+    let mut entries = Vec::new();
+    let mut at = 0usize;
+    while at < bytes.len() {
+        if bytes[at..].iter().all(|&b| b == 0) {
+            break;
+        }
+        let header = &bytes[at..];
+        if header.len() < CONTAINER_HEADER {
+            return Err(malformed(at, "a container header needs 16 bytes"));
+        }
+        if u32_at(header, 0) != FATBIN_MAGIC {
+            return Err(malformed(at, format!("magic {:#010x} is not a fat binary's", u32_at(header, 0))));
+        }
+        let own = u16_at(header, 6) as usize;
+        if own < CONTAINER_HEADER {
+            return Err(malformed(at + 6, format!("container header size {own} is below 16")));
+        }
+        let body = u64_at(header, 8);
+        let end = (at as u64)
+            .checked_add(own as u64)
+            .and_then(|v| v.checked_add(body))
+            .filter(|&end| end <= bytes.len() as u64)
+            .ok_or_else(|| malformed(at + 8, format!("container of {body} bytes runs past the end")))?
+            as usize;
+        let mut entry = at + own;
+        while entry < end {
+            let (parsed, next) = parse_entry(bytes, entry, end)?;
+            entries.extend(parsed);
+            entry = next;
+        }
+        at = end;
+    }
+    Ok(entries)
+}
+
+/// One entry at `at` of a container ending at `end`: the entry (`None` for kinds other than PTX
+/// and cubins) and where the next one starts.
+fn parse_entry(bytes: &[u8], at: usize, end: usize) -> Result<(Option<FatbinEntry>, usize), FatbinError> {
+    if end - at < ENTRY_HEADER_MIN {
+        return Err(malformed(at, format!("an entry header needs {ENTRY_HEADER_MIN} bytes, {} left", end - at)));
+    }
+    let h = &bytes[at..end];
+    let kind = u16_at(h, 0);
+    let own = u32_at(h, 4) as usize;
+    if own < ENTRY_HEADER_MIN || own > end - at {
+        return Err(malformed(at + 4, format!("entry header size {own} is out of range")));
+    }
+    let stored = u64_at(h, 8);
+    let payload_start = at + own;
+    let next = (payload_start as u64)
+        .checked_add(stored)
+        .filter(|&n| n <= end as u64)
+        .ok_or_else(|| malformed(at + 8, format!("payload of {stored} bytes runs past the container")))?
+        as usize;
+    let compressed = u32_at(h, 16) as usize;
+    let sm = u32_at(h, 28);
+    let flags = u64_at(h, 40);
+    let raw_size = u64_at(h, 56);
+    let kind = match kind {
+        1 => EntryKind::Ptx,
+        2 => EntryKind::Cubin,
+        _ => return Ok((None, next)),
+    };
+    let stored_bytes = &bytes[payload_start..next];
+    let payload = if flags & (FLAG_LZ4 | FLAG_ZSTD) != 0 {
+        if compressed > stored_bytes.len() {
+            return Err(malformed(at + 16, format!("compressed size {compressed} exceeds the stored {stored} bytes")));
+        }
+        if raw_size > MAX_ENTRY_BYTES {
+            return Err(FatbinError::Decompress {
+                offset: at,
+                reason: format!("uncompressed size {raw_size} is above the limit of {MAX_ENTRY_BYTES}"),
+            });
+        }
+        decompress(&stored_bytes[..compressed], flags, raw_size as usize)
+            .map_err(|reason| FatbinError::Decompress { offset: at, reason })?
+    } else {
+        stored_bytes.to_vec()
+    };
+    Ok((Some(FatbinEntry { kind, sm, payload }), next))
+}
+
+fn decompress(data: &[u8], flags: u64, raw_size: usize) -> Result<Vec<u8>, String> {
+    if flags & FLAG_ZSTD != 0 {
+        let mut decoder = ruzstd::decoding::StreamingDecoder::new(data).map_err(|e| format!("zstd: {e}"))?;
+        let mut out = Vec::with_capacity(raw_size.min(1 << 24));
+        // One byte past the declared size tells a lying header from an honest one.
+        (&mut decoder).take(raw_size as u64 + 1).read_to_end(&mut out).map_err(|e| format!("zstd: {e}"))?;
+        if out.len() != raw_size {
+            return Err(format!("zstd payload decompresses to {} bytes, the header says {raw_size}", out.len()));
+        }
+        Ok(out)
+    } else {
+        let mut out = vec![0u8; raw_size];
+        let n = lz4_flex::block::decompress_into(data, &mut out).map_err(|e| format!("lz4: {e}"))?;
+        if n != raw_size {
+            return Err(format!("lz4 payload decompresses to {n} bytes, the header says {raw_size}"));
+        }
+        Ok(out)
+    }
+}
+
+/// What a code image handed to the driver (`cuModuleLoadData`, `cuLibraryLoadData`) is, by its
+/// first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageKind {
+    /// NUL-terminated PTX text.
+    Ptx,
+    /// An ELF cubin.
+    Cubin,
+    /// A fat binary container.
+    Fatbin,
+    /// The runtime's wrapper around a pointer to a fat binary.
+    Wrapper,
+}
+
+/// Classifies an image by its first bytes (at least 4).
+pub fn image_kind(head: &[u8]) -> Option<ImageKind> {
+    if head.len() < 4 {
+        return None;
+    }
+    match u32_at(head, 0) {
+        FATBIN_MAGIC => Some(ImageKind::Fatbin),
+        WRAPPER_MAGIC => Some(ImageKind::Wrapper),
+        0x464c_457f => Some(ImageKind::Cubin),
+        _ if head[..4].iter().all(|b| b.is_ascii() && *b != 0) => Some(ImageKind::Ptx),
+        _ => None,
+    }
+}
+
+/// The length of an ELF image from its 64-byte header: the end of its section and program header
+/// tables. Cubins keep their section header table last, so for them this is the whole file; use
+/// [`elf_len_with_sections`] to also cover section contents placed after it.
+pub fn elf_header_len(header: &[u8]) -> Option<u64> {
+    if header.len() < 64 || u32_at(header, 0) != 0x464c_457f || header[4] != 2 {
+        return None;
+    }
+    let phoff = u64_at(header, 0x20);
+    let shoff = u64_at(header, 0x28);
+    let phentsize = u16_at(header, 0x36) as u64;
+    let phnum = u16_at(header, 0x38) as u64;
+    let shentsize = u16_at(header, 0x3a) as u64;
+    let shnum = u16_at(header, 0x3c) as u64;
+    let ph_end = phoff.checked_add(phentsize * phnum)?;
+    let sh_end = shoff.checked_add(shentsize * shnum)?;
+    Some(ph_end.max(sh_end).max(64))
+}
+
+/// The length of an ELF image given its header and its section header table (`table`, the bytes
+/// at the header's `e_shoff`): the furthest end of any table or section.
+pub fn elf_len_with_sections(header: &[u8], table: &[u8]) -> Option<u64> {
+    let mut len = elf_header_len(header)?;
+    let shentsize = u16_at(header, 0x3a) as usize;
+    if shentsize < 64 {
+        return Some(len);
+    }
+    for sh in table.chunks_exact(shentsize) {
+        let kind = u32_at(sh, 4);
+        // SHT_NOBITS (8) takes no room in the file.
+        if kind == 8 {
+            continue;
+        }
+        let end = u64_at(sh, 0x18).checked_add(u64_at(sh, 0x20))?;
+        len = len.max(end);
+    }
+    Some(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(kind: u16, sm: u32, flags: u64, raw: u64, payload: &[u8], compressed: bool) -> Vec<u8> {
+        let padded = payload.len().div_ceil(8) * 8;
+        let mut h = vec![0u8; 64];
+        h[0..2].copy_from_slice(&kind.to_le_bytes());
+        h[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
+        h[4..8].copy_from_slice(&64u32.to_le_bytes());
+        h[8..16].copy_from_slice(&(padded as u64).to_le_bytes());
+        if compressed {
+            h[16..20].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        }
+        h[28..32].copy_from_slice(&sm.to_le_bytes());
+        h[40..48].copy_from_slice(&flags.to_le_bytes());
+        h[56..64].copy_from_slice(&raw.to_le_bytes());
+        h.extend_from_slice(payload);
+        h.resize(64 + padded, 0);
+        h
+    }
+
+    fn container(entries: &[Vec<u8>]) -> Vec<u8> {
+        let body: Vec<u8> = entries.concat();
+        let mut c = Vec::new();
+        c.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
+        c.extend_from_slice(&1u16.to_le_bytes());
+        c.extend_from_slice(&16u16.to_le_bytes());
+        c.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        c.extend_from_slice(&body);
+        c
+    }
+
+    #[test]
+    fn reads_plain_and_lz4_entries() {
+        let ptx = b".version 8.0\n.target sm_90\n";
+        let elf = b"\x7fELF\x02 pretend cubin";
+        let lz = lz4_flex::block::compress(ptx);
+        let bytes =
+            container(&[entry(2, 90, 0x11, 0, elf, false), entry(1, 90, 0x11 | FLAG_LZ4, ptx.len() as u64, &lz, true)]);
+        assert_eq!(container_len(&bytes), Some(bytes.len() as u64));
+        let entries = parse(&bytes).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!((entries[0].kind, entries[0].sm), (EntryKind::Cubin, 90));
+        assert_eq!(&entries[0].payload[..elf.len()], elf);
+        assert_eq!(entries[1].ptx(), Some(std::str::from_utf8(ptx).unwrap()));
+    }
+
+    #[test]
+    fn refuses_lies_with_the_offset() {
+        let ptx = b".version 8.0\n";
+        let lz = lz4_flex::block::compress(ptx);
+        // The header claims more than the payload decompresses to.
+        let bytes = container(&[entry(1, 80, FLAG_LZ4, 999, &lz, true)]);
+        let err = parse(&bytes).unwrap_err().to_string();
+        assert!(err.contains("entry at byte 16") && err.contains("999"), "{err}");
+        // A container that claims more bytes than there are.
+        let mut short = container(&[entry(1, 80, 0, 0, ptx, false)]);
+        short.truncate(short.len() - 8);
+        assert!(parse(&short).unwrap_err().to_string().contains("runs past the end"));
+        // A decompression bomb is refused before anything is allocated.
+        let bomb = container(&[entry(1, 80, FLAG_ZSTD, MAX_ENTRY_BYTES + 1, &[0; 8], true)]);
+        assert!(parse(&bomb).unwrap_err().to_string().contains("above the limit"));
+        assert!(parse(b"\x50\xed\x55\xba").is_err());
+    }
+
+    #[test]
+    fn classifies_images() {
+        assert_eq!(image_kind(b".version 8.0"), Some(ImageKind::Ptx));
+        assert_eq!(image_kind(b"\x7fELF\x02"), Some(ImageKind::Cubin));
+        assert_eq!(image_kind(&FATBIN_MAGIC.to_le_bytes()), Some(ImageKind::Fatbin));
+        assert_eq!(image_kind(&WRAPPER_MAGIC.to_le_bytes()), Some(ImageKind::Wrapper));
+        assert_eq!(image_kind(&[0, 1, 2, 3]), None);
+    }
+
+    /// The containers nvcc 13 writes (tests/fatbin/README.md says how they were made).
+    #[test]
+    fn reads_what_nvcc_writes() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fatbin/");
+        for (file, cubins) in [
+            ("nvcc13-sm90.fatbin", vec![90]),
+            ("nvcc13-sm90-compress-all.fatbin", vec![90]),
+            ("nvcc13-sm80-sm90-ptx90-size.fatbin", vec![80, 90]),
+        ] {
+            let bytes = std::fs::read(format!("{dir}{file}")).unwrap();
+            let entries = parse(&bytes).unwrap_or_else(|e| panic!("{file}: {e}"));
+            let mut sms: Vec<u32> = entries.iter().filter(|e| e.kind == EntryKind::Cubin).map(|e| e.sm).collect();
+            sms.sort();
+            sms.dedup();
+            assert_eq!(sms, cubins, "{file}");
+            for cubin in entries.iter().filter(|e| e.kind == EntryKind::Cubin) {
+                assert_eq!(&cubin.payload[..4], b"\x7fELF", "{file}");
+                let len = elf_header_len(&cubin.payload).unwrap();
+                assert!(len <= cubin.payload.len() as u64, "{file}");
+            }
+            let ptx: Vec<&str> = entries.iter().filter_map(FatbinEntry::ptx).collect();
+            assert_eq!(ptx.len(), 1, "{file}");
+            assert!(ptx[0].contains(".target sm_90") && ptx[0].contains(".entry _Z3addPfPKfi"), "{file}");
+        }
+    }
+}

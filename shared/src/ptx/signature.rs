@@ -1,0 +1,184 @@
+//! The parameter list of a PTX `.entry`, read from the declaration alone and laid out as the CUDA
+//! driver lays out a kernel's parameter buffer.
+//!
+//! This reads only the `.entry NAME(...)` text, not the body: an importer or a capture needs a
+//! kernel's layout even when the rest of the module uses instructions the CPU engine refuses (or
+//! when the module is never run on the CPU at all), so it must not depend on a full parse.
+
+use crate::archive::{ParamDecl, ParamKind};
+
+/// One `.param` of a PTX `.entry`, as declared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryParam {
+    pub name: String,
+    pub offset: u32,
+    pub size: u32,
+    pub align: u32,
+    /// Declared with `.ptr` (Triton marks its pointer parameters this way).
+    pub ptr_annotated: bool,
+}
+
+impl EntryParam {
+    /// The archive's declaration of this parameter, as a pointer or a plain value.
+    pub fn decl(&self, pointer: bool) -> ParamDecl {
+        ParamDecl {
+            name: self.name.clone(),
+            offset: self.offset,
+            size: self.size,
+            align: self.align,
+            kind: if pointer { ParamKind::Pointer } else { ParamKind::Value },
+        }
+    }
+}
+
+/// Parses the parameter list of `.entry NAME(...)` in `ptx` and lays the parameters out as the CUDA
+/// driver does: each at the next multiple of its alignment (`.align N` before the type, or the type's
+/// own size), arrays as `element size × count`.
+pub fn entry_params(ptx: &str, entry: &str) -> Result<Vec<EntryParam>, String> {
+    let list = entry_param_list(ptx, entry)?;
+    let mut params = Vec::new();
+    let mut end = 0u32;
+    for decl in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let p = parse_param(decl, end).map_err(|e| format!(".entry {entry}: parameter `{decl}`: {e}"))?;
+        end = p.offset + p.size;
+        params.push(p);
+    }
+    Ok(params)
+}
+
+/// The text between the parentheses of `.entry NAME(...)`, comments removed.
+fn entry_param_list(ptx: &str, entry: &str) -> Result<String, String> {
+    let text: String = ptx.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    let mut search = 0;
+    while let Some(found) = text[search..].find(".entry") {
+        let after = search + found + ".entry".len();
+        search = after;
+        let rest = text[after..].trim_start();
+        let Some(name_rest) = rest.strip_prefix(entry) else { continue };
+        let name_rest = name_rest.trim_start();
+        if let Some(list) = name_rest.strip_prefix('(') {
+            return match list.find(')') {
+                Some(close) => Ok(list[..close].to_string()),
+                None => Err(format!(".entry {entry}: parameter list is not closed")),
+            };
+        }
+        if name_rest.starts_with('{') || name_rest.starts_with('.') {
+            return Ok(String::new()); // an entry without parameters
+        }
+    }
+    Err(format!("the PTX has no .entry named {entry}"))
+}
+
+fn parse_param(decl: &str, prev_end: u32) -> Result<EntryParam, String> {
+    let mut tokens = decl.split_whitespace().peekable();
+    if tokens.next() != Some(".param") {
+        return Err("does not start with .param".into());
+    }
+    let mut align: Option<u32> = None;
+    let mut elem: Option<u32> = None;
+    let mut ptr_annotated = false;
+    let mut name = None;
+    while let Some(tok) = tokens.next() {
+        match tok {
+            ".align" => {
+                let n = tokens.next().ok_or("`.align` without a value")?;
+                let n: u32 = n.parse().map_err(|_| format!("bad alignment {n:?}"))?;
+                // After `.ptr`, `.align` describes the pointee, not the parameter.
+                if !ptr_annotated {
+                    if !n.is_power_of_two() {
+                        return Err(format!("alignment {n} is not a power of two"));
+                    }
+                    align = Some(n);
+                }
+            }
+            ".ptr" => ptr_annotated = true,
+            ".global" | ".shared" | ".const" | ".local" => {}
+            t if t.starts_with('.') => {
+                elem = Some(type_size(t).ok_or_else(|| format!("unknown type {t}"))?);
+            }
+            t => {
+                name = Some(t.to_string());
+                break;
+            }
+        }
+    }
+    if let Some(extra) = tokens.next() {
+        return Err(format!("unexpected {extra:?} after the name"));
+    }
+    let name = name.ok_or("no parameter name")?;
+    let elem = elem.ok_or("no type")?;
+    let (name, count) = match name.split_once('[') {
+        Some((base, rest)) => {
+            let n = rest.strip_suffix(']').ok_or("unclosed array size")?;
+            let n: u32 = n.trim().parse().map_err(|_| format!("bad array size {n:?}"))?;
+            (base.to_string(), n)
+        }
+        None => (name, 1),
+    };
+    let align = align.unwrap_or(elem);
+    let size = elem.checked_mul(count).ok_or("parameter size overflows")?;
+    let offset = prev_end.div_ceil(align) * align;
+    Ok(EntryParam { name, offset, size, align, ptr_annotated })
+}
+
+fn type_size(t: &str) -> Option<u32> {
+    Some(match t {
+        ".b8" | ".u8" | ".s8" => 1,
+        ".b16" | ".u16" | ".s16" | ".f16" | ".bf16" => 2,
+        ".b32" | ".u32" | ".s32" | ".f32" | ".f16x2" | ".bf16x2" => 4,
+        ".b64" | ".u64" | ".s64" | ".f64" => 8,
+        _ => return None,
+    })
+}
+
+/// The names of every `.entry` the PTX declares, in order.
+pub fn entry_names(ptx: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in ptx.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let Some(at) = code.find(".entry") else { continue };
+        let rest = code[at + ".entry".len()..].trim_start();
+        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || "_$.".contains(*c)).collect();
+        if !name.is_empty() {
+            names.push(name);
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lays_out_params_as_declared() {
+        let ptx = ".visible .entry k(\n\t.param .u32 k_param_0,\n\t.param .align 8 .b8 k_param_1[24],\n\
+                   \t.param .u64 .ptr .global .align 1 k_param_2,\n\t.param .f32 k_param_3\n)\n{\n}";
+        let p = entry_params(ptx, "k").unwrap();
+        let got: Vec<_> = p.iter().map(|p| (p.name.as_str(), p.offset, p.size, p.align, p.ptr_annotated)).collect();
+        assert_eq!(
+            got,
+            [
+                ("k_param_0", 0, 4, 4, false),
+                ("k_param_1", 8, 24, 8, false),
+                ("k_param_2", 32, 8, 8, true),
+                ("k_param_3", 40, 4, 4, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn finds_the_named_entry_among_several() {
+        let ptx = ".entry kk(.param .u64 a)\n{}\n.entry k(.param .u16 b, .param .u64 c)\n{}";
+        let p = entry_params(ptx, "k").unwrap();
+        assert_eq!(p.iter().map(|p| (p.offset, p.size)).collect::<Vec<_>>(), [(0, 2), (8, 8)]);
+        assert!(entry_params(ptx, "nope").unwrap_err().contains("no .entry named nope"));
+        assert!(entry_params(".entry e(.param .u99 x)", "e").unwrap_err().contains("unknown type .u99"));
+    }
+
+    #[test]
+    fn names_every_entry() {
+        let ptx = "// .entry commented(\n.visible .entry first(\n.param .u64 a\n)\n{}\n.entry second()\n{}";
+        assert_eq!(entry_names(ptx), ["first", "second"]);
+    }
+}
