@@ -15,6 +15,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Capture(cli::capture::Args),
     ImportCase(cli::import_case::Args),
     ImportWrp(cli::import_wrp::Args),
     Inspect(cli::inspect::Args),
@@ -55,6 +56,10 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Diff(args) => match cli::diff::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
+        Command::Capture(args) => match cli::capture::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),
         },

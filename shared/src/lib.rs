@@ -21,6 +21,7 @@
 //! | [`wrp`] | NVIDIA Warp's graph captures (`.wrp`), read into plain data for the importer |
 
 pub mod archive;
+pub mod capture;
 pub mod check;
 pub mod compare;
 pub mod fatbin;

@@ -1,6 +1,7 @@
 //! The `recap` subcommands, one module each; `main.rs` wires them into clap.
 
 pub mod bench;
+pub mod capture;
 pub mod compare;
 pub mod cuda_probe;
 pub mod data;

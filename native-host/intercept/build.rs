@@ -1,0 +1,74 @@
+//! Generates the forwarding trampolines: one exported symbol for every entry point of the real
+//! driver (`exports.txt`, read off NVIDIA's driver 580) that `src/hooks.rs` does not define, each a
+//! counted jump through a slot that `real::load` fills from the real driver at start-up. A program
+//! linked against `libcuda.so.1` therefore finds every symbol it expects, and a call recap does not
+//! record costs one atomic increment.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::Path;
+
+fn main() {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
+    let out = std::env::var("OUT_DIR").unwrap();
+    println!("cargo:rerun-if-changed=exports.txt");
+    println!("cargo:rerun-if-changed=src/hooks.rs");
+    // The interposer is `libcuda.so.1` to whoever loads it.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libcuda.so.1");
+
+    let exports = std::fs::read_to_string(Path::new(&dir).join("exports.txt")).unwrap();
+    let hooks = std::fs::read_to_string(Path::new(&dir).join("src/hooks.rs")).unwrap();
+    let hooked = hooked_names(&hooks);
+    let forwarded: Vec<&str> =
+        exports.lines().map(str::trim).filter(|n| !n.is_empty() && !hooked.contains(*n)).collect();
+
+    // Naked functions rather than `global_asm!`: a cdylib exports only the symbols rustc puts
+    // in its version script, which are its `#[no_mangle]` functions.
+    let mut code = String::new();
+    for (i, name) in forwarded.iter().enumerate() {
+        writeln!(
+            code,
+            "#[unsafe(naked)]\n#[no_mangle]\npub unsafe extern \"C\" fn {name}() {{\n    \
+             core::arch::naked_asm!(\"lock inc qword ptr [rip + {{counts}} + {off}]\", \
+             \"jmp qword ptr [rip + {{slots}} + {off}]\", counts = sym super::FORWARD_COUNTS, \
+             slots = sym super::FORWARD_SLOTS)\n}}",
+            off = 8 * i
+        )
+        .unwrap();
+    }
+    std::fs::write(Path::new(&out).join("trampolines.rs"), code).unwrap();
+
+    let mut names = String::new();
+    writeln!(
+        names,
+        "/// Every entry point forwarded untouched, in slot order.\npub const FORWARDED: [&str; {}] = [",
+        forwarded.len()
+    )
+    .unwrap();
+    for name in &forwarded {
+        writeln!(names, "    {name:?},").unwrap();
+    }
+    names.push_str("];\n");
+    writeln!(names, "/// Every entry point `hooks.rs` defines.\npub const HOOKED: [&str; {}] = [", hooked.len())
+        .unwrap();
+    for name in &hooked {
+        writeln!(names, "    {name:?},").unwrap();
+    }
+    names.push_str("];\n");
+    std::fs::write(Path::new(&out).join("names.rs"), names).unwrap();
+}
+
+/// The names `hook!` defines in `src/hooks.rs`: every `cu...` between `[` and `]` of a `hook!`
+/// line's name list.
+fn hooked_names(src: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in src.lines() {
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix("[cu") else { continue };
+        let Some(end) = rest.find(']') else { continue };
+        for name in format!("cu{}", &rest[..end]).split(',') {
+            names.insert(name.trim().to_string());
+        }
+    }
+    names
+}

@@ -1,0 +1,220 @@
+//! The recording of a range written as a `.recap` archive.
+//!
+//! Allocations become regions named by their allocation order (`alloc7`), their contents at first
+//! touch the initial state and at the end of the range the expected state, so every capture checks
+//! itself on replay. Host data a copy uploaded becomes a region of its own (`upload3`) and the copy
+//! a device copy from it. Pointers found in kernel parameters and in region contents become
+//! relocations and their bytes zeros: no captured address is stored. A region that holds pointers
+//! has no expected state (the replay's addresses differ), which the report says.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+
+use shared::archive::{
+    ArchiveWriter, CopyOp, DType, LaunchDecl, MemsetOp, ModuleId, ParamDecl, ParamKind, RegionDecl, Reloc, Tolerance,
+};
+
+use crate::record::{region_name, OpRec, Recording, State};
+use shared::capture::KernelReport;
+
+/// The archive's path: `RECAP_CAPTURE_OUT`, else `capture.recap`.
+fn out_path() -> PathBuf {
+    std::env::var_os(shared::capture::env::OUT).map_or_else(|| PathBuf::from("capture.recap"), PathBuf::from)
+}
+
+/// Writes the archive (through a temporary file, renamed into place when complete) and the
+/// report (`RECAP_CAPTURE_REPORT`, JSON).
+pub fn write(st: &mut State, rec: &Recording) {
+    st.report.sm = rec.sm;
+    st.report.regions = rec.regions.len() as u64;
+    st.report.upload_bytes = rec.uploads.iter().map(|u| u.bytes.len() as u64).sum();
+    let out = out_path();
+    if rec.ops.is_empty() {
+        st.report.error = Some("the range recorded no work".into());
+    } else {
+        let tmp = out.with_extension("recap.partial");
+        match build(st, rec, &tmp).and_then(|()| std::fs::rename(&tmp, &out).map_err(|e| e.to_string())) {
+            Ok(()) => st.report.archive = Some(out.display().to_string()),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                st.report.error = Some(format!("writing {}: {e}", out.display()));
+            }
+        }
+    }
+    if let Some(path) = std::env::var_os(shared::capture::env::REPORT) {
+        let json = serde_json::to_string_pretty(&st.report).expect("the report serialises");
+        if let Err(e) = std::fs::write(&path, json) {
+            eprintln!("recap capture: writing the report {}: {e}", PathBuf::from(path).display());
+        }
+    }
+}
+
+fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> {
+    let file = File::create(path).map_err(|e| e.to_string())?;
+    let mut w = ArchiveWriter::new(BufWriter::new(file)).map_err(|e| e.to_string())?;
+    let err = |e: shared::archive::WriteError| e.to_string();
+
+    // Which parameters ever held a pointer: those are declared pointers.
+    let mut pointer_words: HashMap<usize, Vec<u64>> = HashMap::new();
+    for op in &rec.ops {
+        if let OpRec::Launch { kernel, relocs, .. } = op {
+            pointer_words.entry(*kernel).or_default().extend(relocs.iter().map(|r| r.0));
+        }
+    }
+
+    let mut modules: HashMap<usize, ModuleId> = HashMap::new();
+    let mut kernels = Vec::new();
+    let mut reports = Vec::new();
+    for (k, kernel) in rec.kernels.iter().enumerate() {
+        let image = &st.modules[kernel.module];
+        let parsed = image.parsed();
+        let mut cubin_sms = Vec::new();
+        if let Some(p) = parsed {
+            for (sm, _) in &p.cubins {
+                let sm = if *sm == 0 { rec.sm } else { *sm };
+                if sm == rec.sm && !cubin_sms.contains(&sm) {
+                    cubin_sms.push(sm);
+                }
+            }
+        }
+        let module = match modules.get(&kernel.module) {
+            Some(&m) => m,
+            None => {
+                let ptx = parsed.and_then(|p| p.ptx.as_deref()).unwrap_or("");
+                let m = w.add_module(&format!("module{}", kernel.module), ptx).map_err(err)?;
+                if let Some(p) = parsed {
+                    let mut added = Vec::new();
+                    for (sm, cubin) in &p.cubins {
+                        let sm = if *sm == 0 { rec.sm } else { *sm };
+                        if sm == rec.sm && !added.contains(&sm) {
+                            w.add_cubin(m, sm, cubin).map_err(err)?;
+                            added.push(sm);
+                        }
+                    }
+                }
+                modules.insert(kernel.module, m);
+                m
+            }
+        };
+        let words = pointer_words.get(&k).cloned().unwrap_or_default();
+        let params = kernel
+            .layout
+            .params
+            .iter()
+            .map(|(name, offset, size, align)| ParamDecl {
+                name: name.clone(),
+                offset: *offset,
+                size: *size,
+                align: *align,
+                kind: if *size == 8 && words.contains(&(*offset as u64)) {
+                    ParamKind::Pointer
+                } else {
+                    ParamKind::Value
+                },
+            })
+            .collect();
+        kernels.push(w.add_kernel(module, &kernel.name, params).map_err(err)?);
+        reports.push(KernelReport {
+            name: kernel.name.clone(),
+            module: image.via.clone(),
+            launches: kernel.launches,
+            ptx: parsed.is_some_and(|p| p.ptx.is_some()),
+            ptx_from: parsed.map_or_else(|| "none: the image could not be read".into(), |p| p.ptx_from.clone()),
+            cubins: cubin_sms,
+            layout_from: kernel.layout.from.to_string(),
+        });
+    }
+    st.report.kernels = reports;
+
+    let mut regions = Vec::new();
+    for (index, r) in rec.regions.iter().enumerate() {
+        let id = w.add_region(RegionDecl::new(region_name(&r.alloc), r.alloc.size, DType::Bytes)).map_err(err)?;
+        w.set_initial_bytes(id, &r.initial).map_err(err)?;
+        match (&r.expected, !rec.pointer_holders.contains(&index)) {
+            (Some(expected), true) => w.set_expected_bytes(id, expected, Tolerance::Exact).map_err(err)?,
+            (Some(_), false) => st.report.note(format!(
+                "{} holds pointers, so its final contents are not checked (a replay's addresses differ)",
+                region_name(&r.alloc)
+            )),
+            (None, _) => {}
+        }
+        regions.push(id);
+    }
+    let mut uploads = Vec::new();
+    for (i, upload) in rec.uploads.iter().enumerate() {
+        let size = upload.bytes.len() as u64;
+        let id = w.add_region(RegionDecl::new(format!("upload{i}"), size, DType::Bytes)).map_err(err)?;
+        w.set_initial_bytes(id, &upload.bytes).map_err(err)?;
+        uploads.push(id);
+    }
+    for (r, rr) in rec.regions.iter().enumerate() {
+        for &(offset, target, target_offset) in &rr.relocs {
+            w.add_region_reloc(regions[r], Reloc { offset, target: regions[target], target_offset }).map_err(err)?;
+        }
+    }
+    for (u, upload) in rec.uploads.iter().enumerate() {
+        for &(offset, target, target_offset) in &upload.relocs {
+            w.add_region_reloc(uploads[u], Reloc { offset, target: regions[target], target_offset }).map_err(err)?;
+        }
+    }
+    for op in &rec.ops {
+        match op {
+            OpRec::Launch { kernel, grid, block, shared, params, relocs } => {
+                let relocs = relocs
+                    .iter()
+                    .map(|&(offset, target, target_offset)| Reloc { offset, target: regions[target], target_offset })
+                    .collect();
+                w.launch(LaunchDecl {
+                    kernel: kernels[*kernel],
+                    grid: *grid,
+                    block: *block,
+                    shared_bytes: *shared,
+                    params: params.clone(),
+                    relocs,
+                })
+                .map_err(err)?;
+            }
+            OpRec::Upload { upload, dst, dst_offset } => {
+                let len = rec.uploads[*upload].bytes.len() as u64;
+                w.copy(CopyOp {
+                    src: uploads[*upload],
+                    src_offset: 0,
+                    dst: regions[*dst],
+                    dst_offset: *dst_offset,
+                    len,
+                })
+                .map_err(err)?;
+            }
+            OpRec::Copy { src, src_offset, dst, dst_offset, len } => {
+                w.copy(CopyOp {
+                    src: regions[*src],
+                    src_offset: *src_offset,
+                    dst: regions[*dst],
+                    dst_offset: *dst_offset,
+                    len: *len,
+                })
+                .map_err(err)?;
+            }
+            OpRec::Memset { dst, offset, len, width, pattern } => {
+                w.memset(MemsetOp {
+                    region: regions[*dst],
+                    offset: *offset,
+                    len: *len,
+                    width: *width,
+                    pattern: *pattern,
+                })
+                .map_err(err)?;
+            }
+        }
+    }
+    w.set_meta("producer", "recap capture");
+    w.set_meta("capture.range", &st.report.range);
+    if let Ok(command) = std::env::var(shared::capture::env::COMMAND) {
+        w.set_meta("capture.command", &command);
+    }
+    w.set_meta("capture.report", &serde_json::to_string(&st.report).expect("the report serialises"));
+    w.finish().map_err(err)?;
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! Code images the program hands the driver, and the PTX and cubins recovered from them.
+//!
+//! An image arrives as a bare pointer (`cuModuleLoadData`, `cuLibraryLoadData`), a file
+//! (`cuModuleLoad`) or the output of the driver's linker. What it is comes from its first bytes
+//! (`shared::fatbin::image_kind`) and its length from its own headers. Images inside a loaded
+//! library's data (the fat binaries nvcc embeds, which the runtime registers by the hundred in a
+//! program like PyTorch) are only referenced, and parsed the first time the range launches one of
+//! their kernels; anything else is copied at once, since the program may free it after the call.
+//!
+//! PTX is taken wherever it exists: the image itself, a fat binary's PTX entry (the lowest
+//! architecture, the most portable), the PTX inputs of a link, or — for a bare cubin, as Triton
+//! loads them — the `.ptx` file its producer keeps beside a byte-identical copy of the cubin in
+//! its cache (Triton's `TRITON_CACHE_DIR`, by default `~/.triton/cache`).
+
+use std::ffi::{c_void, CStr};
+use std::path::{Path, PathBuf};
+
+use shared::fatbin::{self, EntryKind, ImageKind};
+use shared::ptx::signature;
+
+use crate::record::Layout;
+use crate::sys::{CU_JIT_INPUT_FATBINARY, CU_JIT_INPUT_PTX};
+
+/// Where an image's bytes are.
+pub enum ImageSource {
+    Owned(Vec<u8>),
+    /// Inside a loaded object's data, valid for the life of the process.
+    Static {
+        ptr: usize,
+        len: usize,
+    },
+}
+
+impl ImageSource {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            ImageSource::Owned(b) => b,
+            // SAFETY: `from_pointer` only keeps pointers that dladdr places inside a loaded
+            // object, with the length the image's own header gives.
+            ImageSource::Static { ptr, len } => unsafe { std::slice::from_raw_parts(*ptr as *const u8, *len) },
+        }
+    }
+}
+
+/// What a module's image holds once parsed.
+pub struct Parsed {
+    pub ptx: Option<String>,
+    /// Where the PTX came from, for the report.
+    pub ptx_from: String,
+    /// `(sm, cubin)`; sm 0 for a bare cubin, which is for the GPU it was loaded on.
+    pub cubins: Vec<(u32, Vec<u8>)>,
+}
+
+pub struct ModuleImage {
+    /// The call that loaded it.
+    pub via: String,
+    pub kind: ImageKind,
+    source: ImageSource,
+    link_inputs: Vec<(u32, Vec<u8>)>,
+    parsed: Option<Result<Parsed, String>>,
+}
+
+impl ModuleImage {
+    /// Reads (or references) the image at `image`.
+    ///
+    /// # Safety
+    /// `image` points to a code image the driver accepted.
+    pub unsafe fn from_pointer(image: *const c_void, via: &str) -> Result<ModuleImage, String> {
+        let head = std::slice::from_raw_parts(image as *const u8, 4);
+        let kind = fatbin::image_kind(head).ok_or("the image is neither PTX, a cubin nor a fat binary")?;
+        let source = match kind {
+            ImageKind::Ptx => ImageSource::Owned(CStr::from_ptr(image.cast()).to_bytes().to_vec()),
+            ImageKind::Cubin => {
+                let header = std::slice::from_raw_parts(image as *const u8, 64);
+                let table_at = u64::from_le_bytes(header[0x28..0x30].try_into().expect("8 bytes")) as usize;
+                let table_len = u16::from_le_bytes([header[0x3a], header[0x3b]]) as usize
+                    * u16::from_le_bytes([header[0x3c], header[0x3d]]) as usize;
+                let table = std::slice::from_raw_parts((image as *const u8).add(table_at), table_len);
+                let len = fatbin::elf_len_with_sections(header, table).ok_or("a cubin with a malformed ELF header")?;
+                ImageSource::Owned(std::slice::from_raw_parts(image as *const u8, len as usize).to_vec())
+            }
+            ImageKind::Fatbin => fatbin_source(image)?,
+            ImageKind::Wrapper => {
+                let inner = *(image as *const u8).add(8).cast::<*const c_void>();
+                if inner.is_null() {
+                    return Err("a fat binary wrapper without a fat binary".into());
+                }
+                return ModuleImage::from_pointer(inner, via).map(|mut m| {
+                    m.kind = ImageKind::Fatbin;
+                    m
+                });
+            }
+        };
+        Ok(ModuleImage { via: via.to_string(), kind, source, link_inputs: Vec::new(), parsed: None })
+    }
+
+    /// A module from a file (`cuModuleLoad`, `cuLibraryLoadFromFile`).
+    pub fn from_file(path: &Path, via: &str) -> Result<ModuleImage, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let kind = fatbin::image_kind(&bytes)
+            .ok_or_else(|| format!("{}: not PTX, a cubin or a fat binary", path.display()))?;
+        Ok(ModuleImage {
+            via: format!("{via} {}", path.display()),
+            kind,
+            source: ImageSource::Owned(bytes),
+            link_inputs: Vec::new(),
+            parsed: None,
+        })
+    }
+
+    /// The cubin the driver's linker made from `inputs`.
+    pub fn linked(via: &str, cubin: Vec<u8>, inputs: Vec<(u32, Vec<u8>)>) -> ModuleImage {
+        ModuleImage {
+            via: format!("{via} (linked)"),
+            kind: ImageKind::Cubin,
+            source: ImageSource::Owned(cubin),
+            link_inputs: inputs,
+            parsed: None,
+        }
+    }
+
+    /// Parses the image once; the error says why its kernels have no PTX or no code at all.
+    pub fn prepare(&mut self) -> Result<&Parsed, String> {
+        if self.parsed.is_none() {
+            self.parsed = Some(self.parse());
+        }
+        self.parsed.as_ref().expect("just parsed").as_ref().map_err(Clone::clone)
+    }
+
+    pub fn parsed(&self) -> Option<&Parsed> {
+        self.parsed.as_ref().and_then(|p| p.as_ref().ok())
+    }
+
+    fn parse(&self) -> Result<Parsed, String> {
+        let bytes = self.source.bytes();
+        match self.kind {
+            ImageKind::Ptx => {
+                let text = std::str::from_utf8(bytes).map_err(|e| format!("PTX is not UTF-8: {e}"))?;
+                Ok(Parsed { ptx: Some(text.to_string()), ptx_from: "loaded as PTX".into(), cubins: Vec::new() })
+            }
+            ImageKind::Cubin => {
+                let (ptx, ptx_from) = match self.linked_ptx() {
+                    Some(found) => found,
+                    None => match producer_ptx(bytes) {
+                        Some((text, path)) => (Some(text), format!("{}", path.display())),
+                        None => (None, "none: a cubin, and no PTX found beside it".into()),
+                    },
+                };
+                Ok(Parsed { ptx, ptx_from, cubins: vec![(0, bytes.to_vec())] })
+            }
+            ImageKind::Fatbin | ImageKind::Wrapper => {
+                let entries = fatbin::parse(bytes).map_err(|e| format!("fat binary: {e}"))?;
+                let ptx = entries
+                    .iter()
+                    .filter(|e| e.kind == EntryKind::Ptx)
+                    .min_by_key(|e| e.sm)
+                    .and_then(|e| e.ptx().map(|t| (t.to_string(), e.sm)));
+                let cubins =
+                    entries.iter().filter(|e| e.kind == EntryKind::Cubin).map(|e| (e.sm, e.payload.clone())).collect();
+                Ok(match ptx {
+                    Some((text, sm)) => {
+                        Parsed { ptx: Some(text), ptx_from: format!("fat binary (compute_{sm})"), cubins }
+                    }
+                    None => {
+                        Parsed { ptx: None, ptx_from: "none: the fat binary holds machine code only".into(), cubins }
+                    }
+                })
+            }
+        }
+    }
+
+    /// The PTX a linked cubin was made from, when the link had exactly one PTX input (a PTX
+    /// entry of a fat binary input counts).
+    fn linked_ptx(&self) -> Option<(Option<String>, String)> {
+        if self.link_inputs.is_empty() {
+            return None;
+        }
+        let mut texts = Vec::new();
+        for (kind, bytes) in &self.link_inputs {
+            match *kind {
+                CU_JIT_INPUT_PTX => {
+                    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+                    texts.push(String::from_utf8_lossy(&bytes[..end]).into_owned());
+                }
+                CU_JIT_INPUT_FATBINARY => {
+                    if let Ok(entries) = fatbin::parse(bytes) {
+                        texts.extend(entries.iter().filter_map(|e| e.ptx().map(str::to_string)).take(1));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Some(match texts.len() {
+            1 => (texts.pop(), "the link's PTX input".into()),
+            0 => (None, "none: the link had no PTX input".into()),
+            n => (None, format!("none: the link joined {n} PTX inputs, which one module cannot hold")),
+        })
+    }
+
+    /// The layout of kernel `name` from the module's PTX `.entry`, when there is PTX.
+    pub fn ptx_layout(&mut self, name: &str) -> Option<Layout> {
+        let ptx = self.prepare().ok()?.ptx.as_deref()?;
+        let params = signature::entry_params(ptx, name).ok()?;
+        Some(Layout {
+            params: params.into_iter().map(|p| (p.name, p.offset, p.size, p.align)).collect(),
+            from: "PTX .entry",
+        })
+    }
+}
+
+/// A fat binary at `image`: referenced where it lies inside a loaded object, else copied.
+///
+/// # Safety
+/// `image` points to a fat binary container the driver accepted.
+unsafe fn fatbin_source(image: *const c_void) -> Result<ImageSource, String> {
+    let header = std::slice::from_raw_parts(image as *const u8, 16);
+    let len = fatbin::container_len(header).ok_or("a fat binary with a malformed header")? as usize;
+    let mut info: libc::Dl_info = std::mem::zeroed();
+    if libc::dladdr(image, &mut info) != 0 && !info.dli_fname.is_null() {
+        return Ok(ImageSource::Static { ptr: image as usize, len });
+    }
+    Ok(ImageSource::Owned(std::slice::from_raw_parts(image as *const u8, len).to_vec()))
+}
+
+/// The PTX its producer keeps beside a byte-identical copy of `cubin` (Triton's cache).
+fn producer_ptx(cubin: &[u8]) -> Option<(String, PathBuf)> {
+    for root in cache_dirs() {
+        let Ok(dirs) = std::fs::read_dir(&root) else { continue };
+        for dir in dirs.flatten() {
+            let Ok(files) = std::fs::read_dir(dir.path()) else { continue };
+            for file in files.flatten() {
+                let path = file.path();
+                if path.extension().is_none_or(|e| e != "cubin") {
+                    continue;
+                }
+                if file.metadata().map(|m| m.len()).ok() != Some(cubin.len() as u64) {
+                    continue;
+                }
+                if std::fs::read(&path).ok().as_deref() != Some(cubin) {
+                    continue;
+                }
+                let ptx = path.with_extension("ptx");
+                if let Ok(text) = std::fs::read_to_string(&ptx) {
+                    return Some((text, ptx));
+                }
+            }
+        }
+    }
+    None
+}
+
+fn cache_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("TRITON_CACHE_DIR") {
+        dirs.push(PathBuf::from(d));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join(".triton/cache"));
+    }
+    dirs
+}

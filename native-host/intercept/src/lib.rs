@@ -1,0 +1,54 @@
+//! recap's CUDA driver interposer: a `libcuda.so.1` that forwards every call to the real driver
+//! and records the work a range of the program issues (`recap capture -- CMD`).
+//!
+//! # How it sits in front of the driver
+//!
+//! `recap capture` runs the program with this library first on `LD_LIBRARY_PATH` under the names
+//! `libcuda.so.1` and `libcuda.so`, and names the real driver in `RECAP_REAL_LIBCUDA`. So every
+//! way a program reaches the driver reaches this library first:
+//! - linked against `libcuda.so.1` (driver API programs): the dynamic linker finds this library;
+//! - `dlopen("libcuda.so.1")` or `dlopen("libcuda.so")` (the CUDA runtime, NVIDIA Warp, numba,
+//!   CuPy's bindings) and `dlsym`: the same;
+//! - `cuGetProcAddress` (how the CUDA runtime resolves every entry point at start-up, at exact
+//!   ABI versions and per-thread-stream variants, and how `cudaGetDriverEntryPoint` answers): the
+//!   hook calls the real resolver, then maps the address it returns back to the export of this
+//!   library with the same name ([`real::ours_for`]). Whatever variant a new driver picks is one of
+//!   its exports, and this library exports all of them, so no version table is kept here.
+//!
+//! Every export of the real driver (`exports.txt`, read off driver 580) that recap does not record
+//! is a generated trampoline: a counted jump through a slot filled from the real driver when this
+//! library loads (build.rs). The counts are how the capture report lists the calls that passed
+//! through unrecorded. The entry points recap records are in [`hooks`].
+//!
+//! Why not CUPTI callbacks (`CUDA_INJECTION64_PATH`): they observe, but a callback cannot read the
+//! PTX the program loaded (CUPTI hands out cubins), only one subscriber may exist on older CUPTI
+//! (so recap would fight Nsight and PyTorch's profiler for it), and the runtime's own resolution
+//! through `cuGetProcAddress` happens before an injection library can subscribe.
+//!
+//! # Environment
+//! - `RECAP_REAL_LIBCUDA`: the real driver's path (required);
+//! - `RECAP_CAPTURE_RANGE`: `profiler` (default), `launches:SKIP:COUNT` or `all`;
+//! - `RECAP_CAPTURE_OUT`: the archive to write (default `capture.recap`);
+//! - `RECAP_CAPTURE_REPORT`: where to write the JSON capture report;
+//! - `RECAP_CAPTURE_COMMAND`: the command line, kept in the archive's metadata.
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+compile_error!("the interposer's trampolines are x86-64 Linux assembly");
+
+mod archive;
+pub mod hooks;
+mod images;
+pub mod real;
+pub mod record;
+
+pub mod sys;
+
+/// Loads the real driver when this library is loaded, before the program can call any export.
+#[used]
+#[link_section = ".init_array"]
+static LOAD_REAL_DRIVER: extern "C" fn() = {
+    extern "C" fn load() {
+        real::load();
+    }
+    load
+};

@@ -1,0 +1,868 @@
+//! The recorder: what the hooks tell it, kept as the program runs, and the recording of the range.
+//!
+//! Three kinds of bookkeeping, with different costs:
+//! - always, because the range may need them later: live allocations, loaded code images and the
+//!   kernels found in them, link states, and the work of stream captures (a CUDA graph captured
+//!   before the range may be launched inside it). Each is a map update on a call that is rare in
+//!   a hot loop (allocation, module load, capture), never on a plain launch or copy;
+//! - inside the range: every launch, copy and memset becomes [`Work`] and is issued into the
+//!   [`Recording`]: its pointers resolved against live allocations, each allocation snapshotted
+//!   the first time the range touches it (after a context synchronise, so the snapshot is the
+//!   state this op sees in issue order);
+//! - at the end of the range: a synchronise, every touched allocation read back as the expected
+//!   state, and the archive written.
+//!
+//! Issue order is the order of the calls. A program's streams and events only ever let work wait
+//! for work issued earlier, so issue order is one valid serial order of the program; the archive's
+//! plan then recovers the concurrency from the data each op touches.
+//!
+//! Everything here runs inside the program's own process and threads: no panics escape (the hooks
+//! catch them), and a failure marks the recording incomplete instead of disturbing the program.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use crate::images::ModuleImage;
+use crate::real;
+use crate::sys::*;
+use shared::capture::{Range, Report};
+
+const ARMED: u8 = 0;
+const RECORDING: u8 = 1;
+const DONE: u8 = 2;
+
+/// Where the range is; read without the lock on every launch and copy.
+static PHASE: AtomicU8 = AtomicU8::new(ARMED);
+/// Stream captures in progress; while any is, work must be routed through the lock.
+static CAPTURING: AtomicUsize = AtomicUsize::new(0);
+/// Launches seen, for `launches:SKIP:COUNT`.
+static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+/// Host bytes of an upload: taken at the call, or (in a captured graph, which reads host memory
+/// each time it runs) read where they are when the graph is launched.
+#[derive(Clone, Debug)]
+pub enum HostData {
+    Taken(Vec<u8>),
+    At { ptr: usize, len: usize },
+}
+
+/// One piece of device work as the program issued it.
+#[derive(Clone, Debug)]
+pub enum Work {
+    Launch { func: usize, grid: [u32; 3], block: [u32; 3], shared: u32, params: Vec<u8> },
+    Upload { dst: u64, data: HostData },
+    Download { src: u64, len: u64 },
+    Copy { dst: u64, src: u64, len: u64 },
+    Memset { dst: u64, width: u32, pattern: u64, count: u64 },
+    Graph { exec: usize },
+}
+
+/// A live allocation.
+#[derive(Clone, Debug)]
+pub struct Alloc {
+    /// Its number in allocation order: what names its region.
+    pub id: u64,
+    pub base: u64,
+    pub size: u64,
+    pub kind: &'static str,
+}
+
+/// A kernel handle (`CUfunction` or `CUkernel`): its module and name.
+#[derive(Clone, Debug)]
+struct Func {
+    module: usize,
+    name: String,
+}
+
+/// A kernel's parameter layout: `(offset, size)` per parameter, and where it came from.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub params: Vec<(String, u32, u32, u32)>,
+    pub from: &'static str,
+}
+
+impl Layout {
+    pub fn size(&self) -> usize {
+        self.params.iter().map(|p| (p.1 + p.2) as usize).max().unwrap_or(0)
+    }
+}
+
+/// A touched allocation: a region of the archive.
+pub struct RegionRec {
+    pub alloc: Alloc,
+    pub initial: Vec<u8>,
+    pub expected: Option<Vec<u8>>,
+    /// `(offset, target region, target offset)`: pointers found in the initial contents.
+    pub relocs: Vec<(u64, usize, u64)>,
+}
+
+/// A link's inputs: `(CUjitInputType, bytes)`.
+type LinkInputs = Vec<(u32, Vec<u8>)>;
+
+/// Host data a copy uploaded, and the device pointers found in it.
+pub struct Upload {
+    pub bytes: Vec<u8>,
+    pub relocs: Vec<(u64, usize, u64)>,
+}
+
+pub struct KernelRec {
+    pub module: usize,
+    pub name: String,
+    pub layout: Layout,
+    pub launches: u64,
+}
+
+pub enum OpRec {
+    Launch {
+        kernel: usize,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        params: Vec<u8>,
+        relocs: Vec<(u64, usize, u64)>,
+    },
+    Upload {
+        upload: usize,
+        dst: usize,
+        dst_offset: u64,
+    },
+    Copy {
+        src: usize,
+        src_offset: u64,
+        dst: usize,
+        dst_offset: u64,
+        len: u64,
+    },
+    Memset {
+        dst: usize,
+        offset: u64,
+        len: u64,
+        width: u32,
+        pattern: u64,
+    },
+}
+
+/// The range's recording.
+pub struct Recording {
+    pub regions: Vec<RegionRec>,
+    region_of: HashMap<u64, usize>,
+    pub uploads: Vec<Upload>,
+    /// Regions that hold device pointers: their final contents cannot be checked byte for byte.
+    pub pointer_holders: HashSet<usize>,
+    pub ops: Vec<OpRec>,
+    pub kernels: Vec<KernelRec>,
+    kernel_of: HashMap<(usize, String), usize>,
+    pub downloads: u64,
+    forwarded_before: HashMap<&'static str, u64>,
+    pub sm: u32,
+    ctx: usize,
+}
+
+#[derive(Default)]
+struct CaptureBook {
+    by_stream: HashMap<usize, usize>,
+    by_event: HashMap<usize, usize>,
+    work: HashMap<usize, Vec<Work>>,
+    next: usize,
+}
+
+pub struct State {
+    pub range: Range,
+    allocs: BTreeMap<u64, Alloc>,
+    next_alloc: u64,
+    pub modules: Vec<ModuleImage>,
+    module_of: HashMap<usize, usize>,
+    funcs: HashMap<usize, Func>,
+    layouts: HashMap<usize, Option<Layout>>,
+    links: HashMap<usize, LinkInputs>,
+    /// A cubin `cuLinkComplete` handed out: its size and the link's inputs.
+    linked: HashMap<usize, (usize, LinkInputs)>,
+    captures: CaptureBook,
+    graphs: HashMap<usize, Vec<Work>>,
+    execs: HashMap<usize, Option<Vec<Work>>>,
+    pub recording: Option<Recording>,
+    pub report: Report,
+    exit_hook: bool,
+}
+
+static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| {
+    let range = std::env::var(shared::capture::env::RANGE).unwrap_or_else(|_| "profiler".into());
+    let range = Range::parse(&range).unwrap_or_else(|e| {
+        eprintln!("recap capture: {e}; recording between cuProfilerStart and cuProfilerStop");
+        Range::Profiler
+    });
+    Mutex::new(State {
+        report: Report::new(&range),
+        range,
+        allocs: BTreeMap::new(),
+        next_alloc: 0,
+        modules: Vec::new(),
+        module_of: HashMap::new(),
+        funcs: HashMap::new(),
+        layouts: HashMap::new(),
+        links: HashMap::new(),
+        linked: HashMap::new(),
+        captures: CaptureBook::default(),
+        graphs: HashMap::new(),
+        execs: HashMap::new(),
+        recording: None,
+        exit_hook: false,
+    })
+});
+
+pub fn state() -> MutexGuard<'static, State> {
+    // A panic while the lock was held left the state as it was; the hooks already noted it.
+    STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether work on a plain (not capturing) stream must be looked at: inside the range, or while
+/// a capture might need it.
+pub fn busy() -> bool {
+    PHASE.load(Ordering::Relaxed) == RECORDING || CAPTURING.load(Ordering::Relaxed) > 0
+}
+
+/// Called by every launch hook before anything else: counts launches for `launches:SKIP:COUNT`
+/// and opens that range at the right one.
+pub fn count_launch() {
+    let n = LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    if PHASE.load(Ordering::Relaxed) != ARMED {
+        return;
+    }
+    let mut st = state();
+    if let Range::Launches { skip, .. } = st.range {
+        if n == skip {
+            st.begin();
+        }
+    }
+}
+
+/// After a launch has been forwarded: closes a `launches:SKIP:COUNT` range after its last launch.
+pub fn after_launch() {
+    if PHASE.load(Ordering::Relaxed) != RECORDING {
+        return;
+    }
+    let mut st = state();
+    if let Range::Launches { skip, count } = st.range {
+        if LAUNCHES.load(Ordering::Relaxed) >= skip + count {
+            st.finish("its last launch");
+        }
+    }
+}
+
+/// The program's own range markers.
+pub fn profiler_start() {
+    let mut st = state();
+    if st.range == Range::Profiler {
+        match PHASE.load(Ordering::Relaxed) {
+            ARMED => st.begin(),
+            DONE => st.report.note("cuProfilerStart after the recorded range: only the first range is recorded"),
+            _ => {}
+        }
+    }
+}
+
+pub fn profiler_stop() {
+    let mut st = state();
+    if st.range == Range::Profiler && PHASE.load(Ordering::Relaxed) == RECORDING {
+        st.finish("cuProfilerStop");
+    }
+}
+
+/// The program is tearing down a context: a range still open ends here, while its memory can
+/// still be read.
+pub fn context_ending(call: &str) {
+    if PHASE.load(Ordering::Relaxed) == RECORDING {
+        let mut st = state();
+        st.report.note(format!("the range was still open at {call}; it ends there"));
+        st.finish(call);
+    }
+}
+
+/// At process exit: a range still open ends here.
+extern "C" fn at_exit() {
+    if PHASE.load(Ordering::Relaxed) == RECORDING {
+        let mut st = state();
+        st.finish("the end of the program");
+    }
+}
+
+impl State {
+    fn begin(&mut self) {
+        let mut ctx: Handle = std::ptr::null_mut();
+        let mut device: CUdevice = 0;
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: plain out-parameters.
+        unsafe {
+            real::ctx_get_current(&mut ctx);
+            real::ctx_get_device(&mut device);
+            real::device_get_attribute(&mut major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+            real::device_get_attribute(&mut minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+        }
+        self.recording = Some(Recording {
+            regions: Vec::new(),
+            region_of: HashMap::new(),
+            uploads: Vec::new(),
+            pointer_holders: HashSet::new(),
+            ops: Vec::new(),
+            kernels: Vec::new(),
+            kernel_of: HashMap::new(),
+            downloads: 0,
+            forwarded_before: real::forward_counts(),
+            sm: (major * 10 + minor).max(0) as u32,
+            ctx: ctx as usize,
+        });
+        if !self.exit_hook {
+            // Registered now, after the CUDA runtime registered its own teardown, so it runs
+            // first (atexit handlers run in reverse order) while the context is still alive.
+            // SAFETY: a plain extern "C" fn.
+            unsafe { libc::atexit(at_exit) };
+            self.exit_hook = true;
+        }
+        PHASE.store(RECORDING, Ordering::Relaxed);
+    }
+
+    fn finish(&mut self, at: &str) {
+        PHASE.store(DONE, Ordering::Relaxed);
+        let Some(mut rec) = self.recording.take() else { return };
+        self.report.ended_at = at.to_string();
+        let pushed = rec.ctx != 0 && current_ctx() != rec.ctx;
+        if pushed {
+            // SAFETY: the context the range ran in; popped below.
+            unsafe { real::ctx_push_current(rec.ctx as Handle) };
+        }
+        // SAFETY: no arguments.
+        let sync = unsafe { real::ctx_synchronize() };
+        if sync != CUDA_SUCCESS {
+            self.report.incomplete(format!("synchronising at the end of the range failed (CUresult {sync})"));
+        }
+        for r in &mut rec.regions {
+            if r.expected.is_none() {
+                match read_device(r.alloc.base, r.alloc.size) {
+                    Ok(bytes) => r.expected = Some(bytes),
+                    Err(e) => self.report.incomplete(format!(
+                        "{}: reading the final contents failed (CUresult {e})",
+                        region_name(&r.alloc)
+                    )),
+                }
+            }
+        }
+        if pushed {
+            let mut popped: Handle = std::ptr::null_mut();
+            // SAFETY: pops what was pushed above.
+            unsafe { real::ctx_pop_current(&mut popped) };
+        }
+        let now = real::forward_counts();
+        for (name, n) in now {
+            let before = rec.forwarded_before.get(name).copied().unwrap_or(0);
+            if n > before {
+                self.report.passed_through.insert(name.to_string(), n - before);
+            }
+        }
+        crate::archive::write(self, &rec);
+    }
+
+    // ---- always-kept bookkeeping ----
+
+    pub fn add_alloc(&mut self, base: u64, size: u64, kind: &'static str) {
+        if base == 0 || size == 0 {
+            return;
+        }
+        let id = self.next_alloc;
+        self.next_alloc += 1;
+        self.allocs.insert(base, Alloc { id, base, size, kind });
+    }
+
+    /// An allocation goes away: inside the range its contents are read first (they are the
+    /// region's final state).
+    pub fn free(&mut self, base: u64) {
+        let Some(alloc) = self.allocs.remove(&base) else { return };
+        let Some(rec) = self.recording.as_mut() else { return };
+        let Some(&r) = rec.region_of.get(&alloc.id) else { return };
+        // SAFETY: no arguments.
+        unsafe { real::ctx_synchronize() };
+        match read_device(alloc.base, alloc.size) {
+            Ok(bytes) => rec.regions[r].expected = Some(bytes),
+            Err(e) => self
+                .report
+                .incomplete(format!("{}: reading it before its free failed (CUresult {e})", region_name(&alloc))),
+        }
+    }
+
+    /// The live allocation holding `addr`, and the offset in it.
+    pub fn resolve(&self, addr: u64) -> Option<(&Alloc, u64)> {
+        let (_, a) = self.allocs.range(..=addr).next_back()?;
+        (addr < a.base + a.size).then_some((a, addr - a.base))
+    }
+
+    pub fn add_module(&mut self, handle: usize, image: ModuleImage) {
+        let index = self.modules.len();
+        self.modules.push(image);
+        self.module_of.insert(handle, index);
+    }
+
+    /// A code image handed to the driver by pointer: what it is, read (or referenced) now.
+    ///
+    /// # Safety
+    /// `image` is a code image the driver just accepted.
+    pub unsafe fn add_module_from(&mut self, handle: usize, image: *const c_void, via: &str) {
+        if let Some((size, inputs)) = self.linked.get(&(image as usize)) {
+            // SAFETY: the driver gave this cubin and its size from cuLinkComplete.
+            let bytes = unsafe { std::slice::from_raw_parts(image as *const u8, *size) }.to_vec();
+            let module = ModuleImage::linked(via, bytes, inputs.clone());
+            self.add_module(handle, module);
+            return;
+        }
+        // SAFETY: the driver accepted this image, so it is a readable image of a known kind.
+        match unsafe { ModuleImage::from_pointer(image, via) } {
+            Ok(m) => self.add_module(handle, m),
+            Err(e) => self.report.note(format!("{via}: {e}; its kernels cannot be recorded")),
+        }
+    }
+
+    pub fn alias_module(&mut self, handle: usize, of: usize) {
+        if let Some(&m) = self.module_of.get(&of) {
+            self.module_of.insert(handle, m);
+        }
+    }
+
+    pub fn add_func(&mut self, handle: usize, module: usize, name: &str) {
+        if let Some(&m) = self.module_of.get(&module) {
+            self.funcs.insert(handle, Func { module: m, name: name.to_string() });
+        }
+    }
+
+    pub fn alias_func(&mut self, handle: usize, of: usize) {
+        if let Some(f) = self.funcs.get(&of).cloned() {
+            self.funcs.insert(handle, f);
+        }
+    }
+
+    pub fn link_create(&mut self, state: usize) {
+        self.links.insert(state, Vec::new());
+    }
+
+    pub fn link_add(&mut self, state: usize, kind: u32, bytes: Vec<u8>) {
+        if let Some(inputs) = self.links.get_mut(&state) {
+            inputs.push((kind, bytes));
+        }
+    }
+
+    pub fn link_complete(&mut self, state: usize, cubin: usize, size: usize) {
+        if let Some(inputs) = self.links.get(&state) {
+            self.linked.insert(cubin, (size, inputs.clone()));
+        }
+    }
+
+    pub fn link_destroy(&mut self, state: usize) {
+        self.links.remove(&state);
+    }
+
+    // ---- stream capture ----
+
+    fn capture_of(&self, stream: usize) -> Option<usize> {
+        self.captures.by_stream.get(&stream).copied()
+    }
+
+    pub fn capture_begin(&mut self, stream: usize) {
+        let id = self.captures.next;
+        self.captures.next += 1;
+        self.captures.by_stream.insert(stream, id);
+        self.captures.work.insert(id, Vec::new());
+        CAPTURING.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn capture_end(&mut self, stream: usize, graph: Option<usize>) {
+        let Some(id) = self.captures.by_stream.get(&stream).copied() else { return };
+        self.captures.by_stream.retain(|_, c| *c != id);
+        self.captures.by_event.retain(|_, c| *c != id);
+        let work = self.captures.work.remove(&id).unwrap_or_default();
+        if let Some(graph) = graph {
+            self.graphs.insert(graph, work);
+        }
+        CAPTURING.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn event_recorded(&mut self, event: usize, stream: usize) {
+        match self.capture_of(stream) {
+            Some(id) => drop(self.captures.by_event.insert(event, id)),
+            None => drop(self.captures.by_event.remove(&event)),
+        }
+    }
+
+    pub fn stream_waits(&mut self, stream: usize, event: usize) {
+        if let Some(&id) = self.captures.by_event.get(&event) {
+            self.captures.by_stream.insert(stream, id);
+        }
+    }
+
+    pub fn graph_instantiated(&mut self, exec: usize, graph: usize) {
+        let work = self.graphs.get(&graph).cloned();
+        self.execs.insert(exec, work);
+    }
+
+    // ---- work ----
+
+    /// A kernel handle's layout (cached), packing its parameters now: the pointers the program
+    /// passed are only valid during the call.
+    ///
+    /// # Safety
+    /// `params` and `extra` are as the program passed them to a launch the driver is given.
+    pub unsafe fn pack_params(
+        &mut self,
+        func: usize,
+        params: *mut *mut c_void,
+        extra: *mut *mut c_void,
+    ) -> Option<Vec<u8>> {
+        let layout = self.layout(func)?;
+        // SAFETY: the program passes kernelParams or extra as cuLaunchKernel documents them.
+        unsafe { pack(&layout, params, extra) }
+    }
+
+    fn layout(&mut self, func: usize) -> Option<Layout> {
+        if let Some(l) = self.layouts.get(&func) {
+            return l.clone();
+        }
+        let found = self.find_func(func);
+        let layout = match &found {
+            Some(f) => {
+                let from_ptx = self.modules[f.module].ptx_layout(&f.name);
+                from_ptx.or_else(|| param_info_layout(func))
+            }
+            None => param_info_layout(func),
+        };
+        if layout.is_none() {
+            let name = found.map_or_else(|| "an unknown kernel".to_string(), |f| f.name);
+            self.report
+                .incomplete(format!("{name}: no parameter layout (no PTX .entry, and cuFuncGetParamInfo failed)"));
+        }
+        self.layouts.insert(func, layout.clone());
+        layout
+    }
+
+    /// The module and name of a kernel handle: from the calls that made it, else asked of the
+    /// driver (a handle the runtime made before we could see it, or a `CUkernel` used as a
+    /// `CUfunction`).
+    fn find_func(&mut self, func: usize) -> Option<Func> {
+        if let Some(f) = self.funcs.get(&func) {
+            return Some(f.clone());
+        }
+        let mut name: *const std::ffi::c_char = std::ptr::null();
+        let mut owner: Handle = std::ptr::null_mut();
+        // SAFETY: out-parameters; the driver answers with an error for a handle of the other kind.
+        let found = unsafe {
+            if real::func_get_name(&mut name, func as Handle) == CUDA_SUCCESS
+                && real::func_get_module(&mut owner, func as Handle) == CUDA_SUCCESS
+            {
+                true
+            } else {
+                real::kernel_get_name(&mut name, func as Handle) == CUDA_SUCCESS
+                    && real::kernel_get_library(&mut owner, func as Handle) == CUDA_SUCCESS
+            }
+        };
+        if !found || name.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated name owned by the driver.
+        let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned();
+        let module = *self.module_of.get(&(owner as usize))?;
+        let f = Func { module, name };
+        self.funcs.insert(func, f.clone());
+        Some(f)
+    }
+
+    /// Routes work issued on `stream`: into the capture it belongs to, or into the recording.
+    pub fn submit(&mut self, stream: usize, work: Work) {
+        if let Some(id) = self.capture_of(stream) {
+            if let Some(list) = self.captures.work.get_mut(&id) {
+                list.push(work);
+            }
+            return;
+        }
+        if self.recording.is_some() {
+            self.issue(work);
+        }
+    }
+
+    fn issue(&mut self, work: Work) {
+        match work {
+            Work::Launch { func, grid, block, shared, params } => self.issue_launch(func, grid, block, shared, params),
+            Work::Upload { dst, data } => {
+                let bytes = match data {
+                    HostData::Taken(b) => b,
+                    // SAFETY: a captured graph reads this host memory when it runs; the program
+                    // must keep it valid for as long as it launches the graph.
+                    HostData::At { ptr, len } => unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }.to_vec(),
+                };
+                let len = bytes.len() as u64;
+                if len == 0 {
+                    return;
+                }
+                let Some((dst, dst_offset)) = self.region_range(dst, len, "a copy from the host") else { return };
+                let mut bytes = bytes;
+                let relocs = self.pointers_in(&mut bytes, 0);
+                let rec = self.recording.as_mut().expect("recording");
+                if !relocs.is_empty() {
+                    rec.pointer_holders.insert(dst);
+                }
+                rec.uploads.push(Upload { bytes, relocs });
+                let upload = rec.uploads.len() - 1;
+                rec.ops.push(OpRec::Upload { upload, dst, dst_offset });
+                self.report.count("upload");
+            }
+            Work::Download { src, len } => {
+                if self.region_range(src, len, "a copy to the host").is_some() {
+                    self.recording.as_mut().expect("recording").downloads += 1;
+                    self.report.count("download (checked, not replayed)");
+                }
+            }
+            Work::Copy { dst, src, len } => {
+                let Some((src, src_offset)) = self.region_range(src, len, "a device copy's source") else { return };
+                let Some((dst, dst_offset)) = self.region_range(dst, len, "a device copy's destination") else {
+                    return;
+                };
+                self.recording.as_mut().expect("recording").ops.push(OpRec::Copy {
+                    src,
+                    src_offset,
+                    dst,
+                    dst_offset,
+                    len,
+                });
+                self.report.count("copy");
+            }
+            Work::Memset { dst, width, pattern, count } => {
+                let len = count * width as u64;
+                let Some((dst, offset)) = self.region_range(dst, len, "a memset") else { return };
+                self.recording.as_mut().expect("recording").ops.push(OpRec::Memset {
+                    dst,
+                    offset,
+                    len,
+                    width,
+                    pattern,
+                });
+                self.report.count("memset");
+            }
+            Work::Graph { exec } => match self.execs.get(&exec).cloned() {
+                Some(Some(list)) => {
+                    self.report.count("graph launch (expanded)");
+                    for w in list {
+                        self.issue(w);
+                    }
+                }
+                _ => self.report.incomplete(
+                    "a CUDA graph launched in the range was not built by stream capture: its work is not recorded"
+                        .to_string(),
+                ),
+            },
+        }
+    }
+
+    fn issue_launch(&mut self, func: usize, grid: [u32; 3], block: [u32; 3], shared: u32, mut params: Vec<u8>) {
+        let Some(f) = self.find_func(func) else {
+            self.report.incomplete("a launch of a kernel from code recap did not see loaded: not recorded".to_string());
+            return;
+        };
+        let Some(layout) = self.layout(func) else { return };
+        // Every 8-byte word of a parameter that points into a live allocation is a pointer.
+        let mut relocs = Vec::new();
+        for &(_, offset, size, _) in &layout.params {
+            let end = ((offset + size) as usize).min(params.len());
+            let start = (offset as usize).min(end);
+            relocs.extend(self.pointers_in(&mut params[start..end], offset as u64));
+        }
+        let module = f.module;
+        if let Err(e) = self.modules[module].prepare() {
+            self.report.incomplete(format!("kernel {}: {e}", f.name));
+        }
+        let rec = self.recording.as_mut().expect("recording");
+        let kernel = match rec.kernel_of.get(&(module, f.name.clone())) {
+            Some(&k) => k,
+            None => {
+                rec.kernels.push(KernelRec { module, name: f.name.clone(), layout, launches: 0 });
+                rec.kernel_of.insert((module, f.name.clone()), rec.kernels.len() - 1);
+                rec.kernels.len() - 1
+            }
+        };
+        rec.kernels[kernel].launches += 1;
+        rec.ops.push(OpRec::Launch { kernel, grid, block, shared, params, relocs });
+        self.report.count("launch");
+    }
+
+    /// The region and offset of `[addr, addr + len)`, touching it; notes work it cannot place.
+    fn region_range(&mut self, addr: u64, len: u64, what: &str) -> Option<(usize, u64)> {
+        let fits = self.resolve(addr).is_some_and(|(a, off)| off + len <= a.size);
+        if !fits {
+            self.report
+                .incomplete(format!("{what} of {len} bytes is not inside one allocation recap saw: not recorded"));
+            return None;
+        }
+        self.touch_addr(addr)
+    }
+
+    /// The region holding `addr` and the offset in it, snapshotting its allocation the first time
+    /// the range touches it.
+    fn touch_addr(&mut self, addr: u64) -> Option<(usize, u64)> {
+        let (alloc, offset) = self.resolve(addr).map(|(a, o)| (a.clone(), o))?;
+        Some((self.touch(&alloc), offset))
+    }
+
+    fn touch(&mut self, alloc: &Alloc) -> usize {
+        let rec = self.recording.as_mut().expect("recording");
+        if let Some(&r) = rec.region_of.get(&alloc.id) {
+            return r;
+        }
+        // SAFETY: no arguments; the snapshot must see every op issued before this one.
+        unsafe { real::ctx_synchronize() };
+        let initial = match read_device(alloc.base, alloc.size) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.report.incomplete(format!(
+                    "{}: reading its contents failed (CUresult {e}); zeros stand in",
+                    region_name(alloc)
+                ));
+                vec![0; alloc.size as usize]
+            }
+        };
+        self.report.bytes_snapshotted += alloc.size;
+        let rec = self.recording.as_mut().expect("recording");
+        rec.regions.push(RegionRec { alloc: alloc.clone(), initial, expected: None, relocs: Vec::new() });
+        let r = rec.regions.len() - 1;
+        rec.region_of.insert(alloc.id, r);
+        // Pointers stored in the contents (tables of buffers, structs of arrays).
+        let mut initial = std::mem::take(&mut self.recording.as_mut().expect("recording").regions[r].initial);
+        let relocs = self.pointers_in(&mut initial, 0);
+        let rec = self.recording.as_mut().expect("recording");
+        if !relocs.is_empty() {
+            rec.pointer_holders.insert(r);
+        }
+        rec.regions[r].initial = initial;
+        rec.regions[r].relocs = relocs;
+        r
+    }
+
+    /// The device pointers in `bytes` (whose first byte is at `base` in its owner): every 8-byte
+    /// aligned word that points into a live allocation. Each one's allocation is touched, and its
+    /// bytes are zeroed, since the relocation stands for it. Returns `(offset in the owner, region,
+    /// offset in the region)`.
+    fn pointers_in(&mut self, bytes: &mut [u8], base: u64) -> Vec<(u64, usize, u64)> {
+        let (lo, hi) = self.address_span();
+        let mut found = Vec::new();
+        let first = (base.next_multiple_of(8) - base) as usize;
+        let mut at = first;
+        while at + 8 <= bytes.len() {
+            let word = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+            if word >= lo && word < hi {
+                if let Some((region, offset)) = self.touch_addr(word) {
+                    found.push((base + at as u64, region, offset));
+                    bytes[at..at + 8].fill(0);
+                }
+            }
+            at += 8;
+        }
+        found
+    }
+
+    /// The lowest and one past the highest address of any live allocation: a cheap filter before
+    /// looking a word up.
+    fn address_span(&self) -> (u64, u64) {
+        let lo = self.allocs.keys().next().copied().unwrap_or(0);
+        let hi = self.allocs.values().next_back().map_or(0, |a| a.base + a.size);
+        (lo, hi)
+    }
+}
+
+fn current_ctx() -> usize {
+    let mut ctx: Handle = std::ptr::null_mut();
+    // SAFETY: an out-parameter.
+    unsafe { real::ctx_get_current(&mut ctx) };
+    ctx as usize
+}
+
+pub fn region_name(a: &Alloc) -> String {
+    format!("alloc{}", a.id)
+}
+
+/// Reads device memory through the real driver.
+fn read_device(addr: u64, len: u64) -> Result<Vec<u8>, CUresult> {
+    let mut out = vec![0u8; len as usize];
+    // SAFETY: `out` has `len` bytes.
+    let r = unsafe { real::memcpy_dtoh(out.as_mut_ptr().cast(), addr, len as usize) };
+    if r == CUDA_SUCCESS {
+        Ok(out)
+    } else {
+        Err(r)
+    }
+}
+
+/// A layout from the driver's own record of the kernel's parameters (CUDA 12.4 and later).
+fn param_info_layout(func: usize) -> Option<Layout> {
+    let mut params = Vec::new();
+    for index in 0.. {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: out-parameters; an index past the last parameter is an error.
+        let ok = unsafe {
+            real::func_get_param_info(func as Handle, index, &mut offset, &mut size) == CUDA_SUCCESS
+                || real::kernel_get_param_info(func as Handle, index, &mut offset, &mut size) == CUDA_SUCCESS
+        };
+        if !ok {
+            break;
+        }
+        params.push((format!("param{index}"), offset as u32, size as u32, (size as u32).clamp(1, 8)));
+    }
+    if params.is_empty() {
+        // A kernel without parameters also answers an error for index 0; it has an empty layout,
+        // which is what an unknown kernel would get too, so the PTX or nothing decides.
+        return None;
+    }
+    Some(Layout { params, from: "cuFuncGetParamInfo" })
+}
+
+/// Packs a launch's parameters into one buffer laid out as `layout` says.
+///
+/// # Safety
+/// `params` is NULL or holds one valid pointer per parameter, each to that parameter's bytes;
+/// `extra` is NULL or a `CU_LAUNCH_PARAM_END`-terminated key/value list as cuLaunchKernel takes.
+unsafe fn pack(layout: &Layout, params: *mut *mut c_void, extra: *mut *mut c_void) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; layout.size()];
+    if !params.is_null() {
+        for (i, &(_, offset, size, _)) in layout.params.iter().enumerate() {
+            let src = *params.add(i) as *const u8;
+            if src.is_null() {
+                return None;
+            }
+            std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr().add(offset as usize), size as usize);
+        }
+        return Some(buf);
+    }
+    if extra.is_null() {
+        return (layout.size() == 0).then_some(buf);
+    }
+    let (mut data, mut len): (*const u8, Option<usize>) = (std::ptr::null(), None);
+    let mut i = 0;
+    loop {
+        let key = *extra.add(i) as usize;
+        if key == CU_LAUNCH_PARAM_END {
+            break;
+        }
+        let value = *extra.add(i + 1);
+        match key {
+            CU_LAUNCH_PARAM_BUFFER_POINTER => data = value as *const u8,
+            CU_LAUNCH_PARAM_BUFFER_SIZE => len = Some(*(value as *const usize)),
+            _ => {}
+        }
+        i += 2;
+    }
+    let len = len?;
+    if data.is_null() {
+        return None;
+    }
+    let n = len.min(buf.len());
+    std::ptr::copy_nonoverlapping(data, buf.as_mut_ptr(), n);
+    Some(buf)
+}
+
+/// Whether `stream` is being captured into a graph.
+pub fn capturing(stream: usize) -> bool {
+    CAPTURING.load(Ordering::Relaxed) > 0 && state().capture_of(stream).is_some()
+}

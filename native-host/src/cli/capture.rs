@@ -1,0 +1,206 @@
+//! `recap capture [--range R] [-o OUT] -- CMD [ARGS]`: runs an unmodified CUDA program with recap's
+//! interposer in front of the driver and writes the work of the range as one archive.
+//!
+//! This command only sets the stage: it finds the interposer (`librecap_intercept.so`, beside this
+//! binary) and the real driver, puts the interposer first on `LD_LIBRARY_PATH` as `libcuda.so.1`
+//! and `libcuda.so` (a fresh folder of two symlinks), tells it what to record through the
+//! environment (`shared::capture::env`), runs the program, and prints the report the interposer
+//! left. The recording itself happens inside the program (`native-host/intercept`).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context};
+use shared::capture::{env, Range, Report};
+
+/// Record a CUDA program's work into an archive
+#[derive(Clone, Debug, clap::Args)]
+#[command(after_help = "Examples:\n  recap capture -o step.recap -- python train.py\n  \
+                        recap capture --range launches:10:5 -- ./my_cuda_app --size 4096")]
+pub struct Args {
+    /// What to record: `profiler` (between cudaProfilerStart and cudaProfilerStop, as Nsight's
+    /// --capture-range=cudaProfilerApi), `launches:SKIP:COUNT` (COUNT launches after the first
+    /// SKIP), or `all` (everything the program issues)
+    #[arg(long, default_value = "profiler")]
+    pub range: String,
+    /// The archive to write
+    #[arg(short, long, default_value = "capture.recap")]
+    pub output: PathBuf,
+    /// The CUDA driver to forward to (default: the system's libcuda.so.1, found as the dynamic
+    /// linker would)
+    #[arg(long, value_name = "LIBCUDA")]
+    pub driver: Option<PathBuf>,
+    /// Print the capture report as JSON instead of a summary
+    #[arg(long)]
+    pub json: bool,
+    /// The program and its arguments
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let range = Range::parse(&args.range).map_err(anyhow::Error::msg)?;
+    let interposer = interposer()?;
+    let driver = match &args.driver {
+        Some(d) => d.canonicalize().with_context(|| format!("--driver {}", d.display()))?,
+        None => system_driver()?,
+    };
+    if driver == interposer.canonicalize().unwrap_or_default() {
+        bail!(
+            "the driver to forward to is recap's own interposer ({}); name the real one with --driver",
+            driver.display()
+        );
+    }
+    let output = std::path::absolute(&args.output).with_context(|| format!("{}", args.output.display()))?;
+    if let Some(dir) = output.parent() {
+        if !dir.is_dir() {
+            bail!("the folder of {} does not exist", output.display());
+        }
+    }
+
+    let shim = tempfile::Builder::new().prefix("recap-capture-").tempdir().context("making the interposer's folder")?;
+    for name in ["libcuda.so.1", "libcuda.so"] {
+        std::os::unix::fs::symlink(&interposer, shim.path().join(name))
+            .with_context(|| format!("linking {} as {name}", interposer.display()))?;
+    }
+    let report_path = shim.path().join("report.json");
+    let mut search = OsString::from(shim.path());
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
+        search.push(":");
+        search.push(old);
+    }
+    let command_line = args.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
+    let _ = std::fs::remove_file(&output);
+    let status = Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .env("LD_LIBRARY_PATH", search)
+        .env(env::REAL_DRIVER, &driver)
+        .env(env::RANGE, range.to_string())
+        .env(env::OUT, &output)
+        .env(env::REPORT, &report_path)
+        .env(env::COMMAND, &command_line)
+        .status()
+        .with_context(|| format!("running {}", args.command[0].to_string_lossy()))?;
+
+    let report: Option<Report> = std::fs::read(&report_path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let Some(report) = report else {
+        let why = match range {
+            Range::Profiler => "it never called cuProfilerStart (cudaProfilerStart, torch.cuda.profiler.start()); \
+                                record with --range all or --range launches:SKIP:COUNT instead"
+                .to_string(),
+            Range::Launches { skip, .. } => format!("it made no more than {skip} kernel launches through the driver"),
+            Range::All => "it issued no work through the CUDA driver".to_string(),
+        };
+        let program = if status.success() { "the program".to_string() } else { format!("the program ({status})") };
+        bail!("nothing was recorded: {program} ran, but {why}");
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_summary(&report);
+    }
+    if !status.success() {
+        eprintln!("recap capture: the program exited with {status}");
+    }
+    match (&report.archive, &report.error) {
+        (Some(_), _) if status.success() => Ok(ExitCode::SUCCESS),
+        (Some(_), _) => Ok(ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8)),
+        (None, Some(e)) => bail!("no archive was written: {e}"),
+        (None, None) => bail!("no archive was written"),
+    }
+}
+
+fn print_summary(r: &Report) {
+    let out = r.archive.as_deref().unwrap_or("(no archive)");
+    println!("recap capture: {out} (range {}, ended at {}, sm_{})", r.range, r.ended_at, r.sm);
+    let ops: Vec<String> = r.ops.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    println!("  ops: {}", if ops.is_empty() { "none".into() } else { ops.join(", ") });
+    let with_ptx = r.kernels.iter().filter(|k| k.ptx).count();
+    println!("  kernels: {} ({with_ptx} with PTX, {} machine code only)", r.kernels.len(), r.kernels.len() - with_ptx);
+    for k in &r.kernels {
+        let cubins: Vec<String> = k.cubins.iter().map(|sm| format!("sm_{sm}")).collect();
+        println!(
+            "    {} x{}: PTX {}; cubins [{}]; layout from {}",
+            k.name,
+            k.launches,
+            k.ptx_from,
+            cubins.join(", "),
+            k.layout_from
+        );
+    }
+    println!(
+        "  regions: {}, {} snapshotted, {} uploaded",
+        r.regions,
+        human_bytes(r.bytes_snapshotted),
+        human_bytes(r.upload_bytes)
+    );
+    if !r.passed_through.is_empty() {
+        let calls: Vec<String> = r.passed_through.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+        println!("  passed through unrecorded: {}", calls.join(", "));
+    }
+    for (what, n) in &r.incomplete {
+        println!("  incomplete: {what}{}", if *n > 1 { format!(" (x{n})") } else { String::new() });
+    }
+    for note in &r.notes {
+        println!("  note: {note}");
+    }
+}
+
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+/// The interposer: `RECAP_INTERCEPT_LIB`, else `librecap_intercept.so` beside this binary.
+fn interposer() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("RECAP_INTERCEPT_LIB") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let lib = exe.with_file_name("librecap_intercept.so");
+    if !lib.is_file() {
+        bail!(
+            "the interposer {} is missing (build it with `cargo build -p recap-intercept`, or set RECAP_INTERCEPT_LIB)",
+            lib.display()
+        );
+    }
+    Ok(lib)
+}
+
+/// The system's CUDA driver, found as the dynamic linker would: `ldconfig`'s cache, then the
+/// usual folders.
+fn system_driver() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os(env::REAL_DRIVER) {
+        return Ok(PathBuf::from(p));
+    }
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Ok(out) = Command::new("ldconfig").arg("-p").output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let line = line.trim();
+            if line.starts_with("libcuda.so.1 ") && line.contains("x86-64") {
+                if let Some((_, path)) = line.rsplit_once("=> ") {
+                    candidates.push(PathBuf::from(path.trim()));
+                }
+            }
+        }
+    }
+    for dir in [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+        "/usr/local/nvidia/lib64",
+        "/usr/lib/wsl/lib",
+        "/usr/local/cuda/compat",
+    ] {
+        candidates.push(Path::new(dir).join("libcuda.so.1"));
+    }
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .and_then(|p| p.canonicalize().ok())
+        .context("no CUDA driver (libcuda.so.1) found on this machine; name one with --driver")
+}

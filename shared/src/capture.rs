@@ -1,0 +1,130 @@
+//! What `recap capture` and its interposer (the `libcuda.so.1` it puts in front of the driver)
+//! agree on: the range to record, the environment that carries the request, and the capture
+//! report that comes back (printed by the command, kept in the archive's `capture.report`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The environment variables that carry a capture request to the interposer.
+pub mod env {
+    /// The real driver's path.
+    pub const REAL_DRIVER: &str = "RECAP_REAL_LIBCUDA";
+    /// The range, as [`Range::parse`](super::Range::parse) reads it.
+    pub const RANGE: &str = "RECAP_CAPTURE_RANGE";
+    /// The archive to write.
+    pub const OUT: &str = "RECAP_CAPTURE_OUT";
+    /// Where to write the report (JSON).
+    pub const REPORT: &str = "RECAP_CAPTURE_REPORT";
+    /// The command line, for the archive's metadata.
+    pub const COMMAND: &str = "RECAP_CAPTURE_COMMAND";
+}
+
+/// Which part of the program is recorded (`recap capture --range`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Range {
+    /// Between `cuProfilerStart` and `cuProfilerStop` (the first such pair).
+    Profiler,
+    /// From launch `skip + 1` for `count` launches.
+    Launches { skip: u64, count: u64 },
+    /// From the first call to the end of the program (or of its context).
+    All,
+}
+
+impl Range {
+    /// Parses `profiler`, `launches:SKIP:COUNT` or `all`.
+    pub fn parse(text: &str) -> Result<Range, String> {
+        match text {
+            "profiler" => Ok(Range::Profiler),
+            "all" => Ok(Range::All),
+            _ => {
+                let Some(rest) = text.strip_prefix("launches:") else {
+                    return Err(format!(
+                        "range {text:?} is not one of profiler, launches:SKIP:COUNT, all (nvtx ranges are not supported yet)"
+                    ));
+                };
+                let (skip, count) =
+                    rest.split_once(':').ok_or_else(|| format!("range {text:?}: want launches:SKIP:COUNT"))?;
+                let skip = skip.parse().map_err(|_| format!("range {text:?}: SKIP {skip:?} is not a number"))?;
+                let count: u64 =
+                    count.parse().map_err(|_| format!("range {text:?}: COUNT {count:?} is not a number"))?;
+                if count == 0 {
+                    return Err(format!("range {text:?}: COUNT must be at least 1"));
+                }
+                Ok(Range::Launches { skip, count })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Range {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Range::Profiler => f.write_str("profiler"),
+            Range::All => f.write_str("all"),
+            Range::Launches { skip, count } => write!(f, "launches:{skip}:{count}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelReport {
+    pub name: String,
+    /// The call that loaded its code.
+    pub module: String,
+    pub launches: u64,
+    pub ptx: bool,
+    /// Where its PTX came from, or why there is none.
+    pub ptx_from: String,
+    /// The SM architectures it has machine code for in the archive.
+    pub cubins: Vec<u32>,
+    /// Where its parameter layout came from.
+    pub layout_from: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub range: String,
+    /// What ended the range.
+    pub ended_at: String,
+    /// The GPU it ran on (`90` for sm_90).
+    pub sm: u32,
+    /// Ops recorded, by kind.
+    pub ops: BTreeMap<String, u64>,
+    pub kernels: Vec<KernelReport>,
+    pub regions: u64,
+    /// Device memory read at first touch (the initial state); the final state is as much again.
+    pub bytes_snapshotted: u64,
+    pub upload_bytes: u64,
+    /// Driver calls made inside the range that the recorder passed through without recording,
+    /// with how often.
+    pub passed_through: BTreeMap<String, u64>,
+    /// What makes the archive an incomplete record of the range, with how often.
+    pub incomplete: BTreeMap<String, u64>,
+    pub notes: Vec<String>,
+    /// The archive written, if one was.
+    pub archive: Option<String>,
+    /// Why no archive was written.
+    pub error: Option<String>,
+}
+
+impl Report {
+    pub fn new(range: &Range) -> Report {
+        Report { range: range.to_string(), ..Report::default() }
+    }
+
+    pub fn count(&mut self, op: &str) {
+        *self.ops.entry(op.to_string()).or_default() += 1;
+    }
+
+    pub fn incomplete(&mut self, what: String) {
+        *self.incomplete.entry(what).or_default() += 1;
+    }
+
+    pub fn note(&mut self, what: impl Into<String>) {
+        let what = what.into();
+        if !self.notes.contains(&what) {
+            self.notes.push(what);
+        }
+    }
+}
