@@ -19,6 +19,10 @@ use crate::real::{self, Slot};
 use crate::record::{self, busy, state, HostData, Work};
 use crate::sys::*;
 
+/// `RECAP_CAPTURE_TRACE=1` prints every hooked call on stderr (what the recorder saw, in order).
+static TRACE: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| std::env::var_os("RECAP_CAPTURE_TRACE").is_some_and(|v| v == "1"));
+
 /// Runs a hook's body with the call to the real driver in hand. If the body panics before
 /// forwarding, the call is forwarded here; either way it is forwarded exactly once.
 fn guarded(
@@ -26,6 +30,9 @@ fn guarded(
     body: impl FnOnce(&mut dyn FnMut() -> CUresult) -> CUresult,
     forward: impl Fn() -> CUresult,
 ) -> CUresult {
+    if *TRACE {
+        eprintln!("recap capture: {name}");
+    }
     let result = Cell::new(None);
     let mut call = || {
         let r = forward();

@@ -53,6 +53,13 @@ pub enum ReplayError {
     Format(FormatError),
     #[error("module {module}: {error}")]
     Load { module: String, error: ptx::PtxError },
+    #[error(
+        "the CPU cannot run {}: the archive has machine code only for {} (no PTX); replay it on a GPU of \
+         that architecture",
+        kernels.join(", "),
+        sms.iter().map(|sm| format!("sm_{sm}")).collect::<Vec<_>>().join(", ")
+    )]
+    NoPtx { kernels: Vec<String>, sms: Vec<u32> },
     #[error("kernel {kernel}: module {module} has no entry named {kernel}")]
     MissingEntry { kernel: String, module: String },
     #[error("op {op} (launch of {kernel}): {reason}")]
@@ -246,6 +253,24 @@ impl<'a> CpuReplay<'a> {
     pub fn new(archive: &Archive<'a>, options: ReplayOptions) -> Result<Self, ReplayError> {
         options.limits.check(archive)?;
         archive.verify_blobs()?;
+        // Kernels captured as machine code only (library kernels that ship no PTX) are named all
+        // at once, before anything runs.
+        let mut no_ptx = Vec::new();
+        let mut sms = Vec::new();
+        for k in archive.kernels() {
+            let m = archive.module(k.module);
+            if m.ptx.is_empty() {
+                no_ptx.push(k.name.to_string());
+                for (sm, _) in &m.cubins {
+                    if !sms.contains(sm) {
+                        sms.push(*sm);
+                    }
+                }
+            }
+        }
+        if !no_ptx.is_empty() {
+            return Err(ReplayError::NoPtx { kernels: no_ptx, sms });
+        }
         let mut modules = Vec::with_capacity(archive.module_count());
         for m in archive.modules() {
             let text = m.ptx_text()?;
