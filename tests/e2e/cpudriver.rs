@@ -45,7 +45,12 @@ impl Program {
     fn run_ok(&self, args: &[&str]) -> (String, String) {
         let out = self.run(args);
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-        assert!(out.status.success(), "{} {args:?}: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", name(&self.exe), out.status);
+        assert!(
+            out.status.success(),
+            "{} {args:?}: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            name(&self.exe),
+            out.status
+        );
         (stdout, stderr)
     }
 }

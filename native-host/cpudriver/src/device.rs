@@ -79,33 +79,40 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -
 }
 
 /// `CUdevice_attribute` values: those of a compute capability 9.0 device whose limits are the CPU
-/// engine's; 0 for attributes the engine has no notion of.
+/// engine's; 0 for attributes the engine has no notion of, `None` past the enum's end.
 fn attribute(attr: c_int) -> Option<c_int> {
-    let shared_per_block = MAX_SHARED_BYTES as c_int;
-    Some(match attr {
-        1 => 1024,                                                    // MAX_THREADS_PER_BLOCK
-        2 | 3 => 1024,                                                // MAX_BLOCK_DIM_X, _Y
-        4 => 64,                                                      // MAX_BLOCK_DIM_Z
-        5 => i32::MAX,                                                // MAX_GRID_DIM_X
-        6 | 7 => 65535,                                               // MAX_GRID_DIM_Y, _Z
-        8 => 48 * 1024,                                               // MAX_SHARED_MEMORY_PER_BLOCK
-        9 => 64 * 1024,                                               // TOTAL_CONSTANT_MEMORY
-        10 => 32,                                                     // WARP_SIZE
-        11 => i32::MAX,                                               // MAX_PITCH
-        12 | 82 => 65536,                                             // MAX_REGISTERS_PER_BLOCK, _PER_MULTIPROCESSOR
-        13 => 1_000_000,                                              // CLOCK_RATE (kHz)
-        14 => 512,                                                    // TEXTURE_ALIGNMENT
-        16 => std::thread::available_parallelism().map_or(1, |n| n.get() as c_int), // MULTIPROCESSOR_COUNT
-        39 => 2048,                                                   // MAX_THREADS_PER_MULTIPROCESSOR
-        41 => 1,                                                      // UNIFIED_ADDRESSING
-        75 => 9,                                                      // COMPUTE_CAPABILITY_MAJOR
-        76 => 0,                                                      // COMPUTE_CAPABILITY_MINOR
-        81 | 97 => shared_per_block,                                  // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, _PER_BLOCK_OPTIN
-        106 => 32,                                                    // MAX_BLOCKS_PER_MULTIPROCESSOR
-        115 => 1,                                                     // MEMORY_POOLS_SUPPORTED
-        0..=200 => 0,
-        _ => return None,
-    })
+    let value = match attr {
+        // MAX_THREADS_PER_BLOCK, MAX_BLOCK_DIM_X, _Y, _Z
+        1..=3 => 1024,
+        4 => 64,
+        // MAX_GRID_DIM_X, _Y, _Z
+        5 => i32::MAX,
+        6 | 7 => 65535,
+        // MAX_SHARED_MEMORY_PER_BLOCK, TOTAL_CONSTANT_MEMORY, WARP_SIZE, MAX_PITCH
+        8 => 48 * 1024,
+        9 => 64 * 1024,
+        10 => 32,
+        11 => i32::MAX,
+        // MAX_REGISTERS_PER_BLOCK and _PER_MULTIPROCESSOR, CLOCK_RATE (kHz), TEXTURE_ALIGNMENT
+        12 | 82 => 65536,
+        13 => 1_000_000,
+        14 => 512,
+        // MULTIPROCESSOR_COUNT: blocks run on all cores
+        16 => std::thread::available_parallelism().map_or(1, |n| n.get() as c_int),
+        // MAX_THREADS_PER_MULTIPROCESSOR, UNIFIED_ADDRESSING
+        39 => 2048,
+        41 => 1,
+        // COMPUTE_CAPABILITY_MAJOR, _MINOR
+        75 => 9,
+        76 => 0,
+        // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, _PER_BLOCK_OPTIN: the engine's limit
+        81 | 97 => MAX_SHARED_BYTES as c_int,
+        // MAX_BLOCKS_PER_MULTIPROCESSOR, MEMORY_POOLS_SUPPORTED
+        106 => 32,
+        115 => 1,
+        _ => 0,
+    };
+    (1..=200).contains(&attr).then_some(value)
 }
 
 #[no_mangle]

@@ -64,7 +64,7 @@ unsafe fn unified(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Option<H
 fn memset(dst: CUdeviceptr, pattern: &[u8], count: usize, stream: Option<Handle>) -> CUresult {
     guard(|| {
         let d = ready(stream)?;
-        if dst % pattern.len() as u64 != 0 {
+        if !dst.is_multiple_of(pattern.len() as u64) {
             return Err(CUresult::INVALID_VALUE);
         }
         let len = (count as u64).checked_mul(pattern.len() as u64).ok_or(CUresult::INVALID_VALUE)?;
@@ -89,12 +89,10 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> C
     alloc(&unsafe { Out::new(dptr) }, size, None)
 }
 
-
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
     free(dptr, None)
 }
-
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {

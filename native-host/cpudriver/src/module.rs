@@ -224,7 +224,12 @@ pub unsafe extern "C" fn cuKernelGetFunction(func: *mut Handle, kernel: Handle) 
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuFuncGetParamInfo(func: Handle, index: usize, offset: *mut usize, size: *mut usize) -> CUresult {
+pub unsafe extern "C" fn cuFuncGetParamInfo(
+    func: Handle,
+    index: usize,
+    offset: *mut usize,
+    size: *mut usize,
+) -> CUresult {
     let (offset, size) = unsafe { (Out::new(offset), Out::new(size)) };
     guard(|| {
         let d = driver()?;
@@ -258,12 +263,12 @@ pub unsafe extern "C" fn cuFuncGetAttribute(value: *mut c_int, attr: c_int, func
         let (_, ptx) = d.function(func)?;
         let static_shared = ptx.static_shared_bytes() as c_int;
         value.set(match attr {
-            0 => 1024,                                         // MAX_THREADS_PER_BLOCK
-            1 => static_shared,                                // SHARED_SIZE_BYTES
-            4 => 32,                                           // NUM_REGS
-            5 => ptx_version(ptx.version()),                   // PTX_VERSION
-            6 => 90,                                           // BINARY_VERSION
-            8 => MAX_SHARED_BYTES as c_int - static_shared,    // MAX_DYNAMIC_SHARED_SIZE_BYTES
+            0 => 1024,                                      // MAX_THREADS_PER_BLOCK
+            1 => static_shared,                             // SHARED_SIZE_BYTES
+            4 => 32,                                        // NUM_REGS
+            5 => ptx_version(ptx.version()),                // PTX_VERSION
+            6 => 90,                                        // BINARY_VERSION
+            8 => MAX_SHARED_BYTES as c_int - static_shared, // MAX_DYNAMIC_SHARED_SIZE_BYTES
             2 | 3 | 7 | 9..=20 => 0,
             _ => return Err(CUresult::INVALID_VALUE),
         })

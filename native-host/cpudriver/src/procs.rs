@@ -26,14 +26,12 @@ struct Proc {
 
 /// `name: version => function, ...; per thread version => function;` rows.
 macro_rules! procs {
-    ($($symbol:literal: $($version:literal => $f:ident),+ $(; per thread $pversion:literal => $pf:ident)?;)*) => {{
-        let mut table = Vec::new();
-        $(
-            $(table.push(Proc { symbol: $symbol, version: $version, per_thread: false, address: $f as *const () as usize });)+
-            $(table.push(Proc { symbol: $symbol, version: $pversion, per_thread: true, address: $pf as *const () as usize });)?
-        )*
-        table
-    }};
+    ($($symbol:literal: $($version:literal => $f:ident),+ $(; per thread $pversion:literal => $pf:ident)?;)*) => {
+        vec![$(
+            $(Proc { symbol: $symbol, version: $version, per_thread: false, address: $f as *const () as usize },)+
+            $(Proc { symbol: $symbol, version: $pversion, per_thread: true, address: $pf as *const () as usize },)?
+        )*]
+    };
 }
 
 static PROCS: LazyLock<Vec<Proc>> = LazyLock::new(|| {

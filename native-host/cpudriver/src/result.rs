@@ -67,7 +67,11 @@ pub(crate) fn report(message: impl std::fmt::Display) {
     eprintln!("recap-cpudriver: {message}");
 }
 
-fn describe(error: CUresult, pick: impl Fn(&(CUresult, &'static CStr, &'static CStr)) -> &'static CStr, text: *mut *const c_char) -> CUresult {
+fn describe(
+    error: CUresult,
+    pick: impl Fn(&(CUresult, &'static CStr, &'static CStr)) -> &'static CStr,
+    text: *mut *const c_char,
+) -> CUresult {
     // SAFETY: `text` is the caller's out-parameter, per the driver API.
     let text = unsafe { Out::new(text) };
     guard(|| match CODES.iter().find(|c| c.0 == error) {
