@@ -6,6 +6,7 @@ mod capi;
 mod capture;
 mod cli;
 mod cpu;
+mod cpudriver;
 mod debugging;
 mod devices;
 mod gpu;

@@ -7,6 +7,9 @@
 //!    into the same target dir and profile as this test executable, once per test process, so a
 //!    `cargo test -p recap-tests` never runs a stale binary;
 //! 3. `target/<profile>/recap` beside this test executable's `deps/` folder.
+//!
+//! [`cdylib`] finds a workspace package's C library (the CPU CUDA driver, for one) the same way:
+//! beside `RECAP_BIN`, else built by cargo, else in `target/<profile>/`.
 
 pub mod archive;
 pub mod browser;
@@ -15,7 +18,7 @@ pub mod static_server;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// The corpus of real cases: `RECAP_CORPUS`, or `tests/corpus` in the repository.
 pub fn corpus_dir() -> PathBuf {
@@ -60,31 +63,53 @@ pub fn recap_bin() -> PathBuf {
         if let Some(bin) = std::env::var_os("RECAP_BIN") {
             return PathBuf::from(bin);
         }
-        let exe = std::env::current_exe().expect("test executable path");
-        // target/<profile>/deps/e2e-HASH
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
-        let bin = profile_dir.join(format!("recap{}", std::env::consts::EXE_SUFFIX));
-        if let Some(cargo) = std::env::var_os("CARGO") {
-            build_recap(Path::new(&cargo), profile_dir);
-        }
+        let bin = built("recap-cli", &["--bin", "recap"], &format!("recap{}", std::env::consts::EXE_SUFFIX));
         assert!(bin.is_file(), "no recap binary at {}; build it or set RECAP_BIN", bin.display());
         bin
     })
     .clone()
 }
 
-fn build_recap(cargo: &Path, profile_dir: &Path) {
-    let target_dir = profile_dir.parent().expect("target dir");
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "recap-cli", "--bin", "recap", "--target-dir"]).arg(target_dir);
-    match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => {}
-        Some("release") => drop(cmd.arg("--release")),
-        Some(other) => drop(cmd.args(["--profile", other])),
-        None => {}
+/// The C library (`cdylib`) `lib` of workspace package `package`, e.g.
+/// `cdylib("recap-cpudriver", "recap_cpudriver")` is the path of `librecap_cpudriver.so` (see the
+/// module docs for how it is found).
+pub fn cdylib(package: &str, lib: &str) -> PathBuf {
+    static LIBS: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let mut libs = LIBS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, path)) = libs.iter().find(|(p, _)| p == package) {
+        return path.clone();
     }
-    let status = cmd.current_dir(repo_root()).status().expect("running cargo build for the recap binary");
-    assert!(status.success(), "cargo build -p recap-cli failed: {status}");
+    let file = format!("{}{lib}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    let path = match std::env::var_os("RECAP_BIN") {
+        Some(bin) => Path::new(&bin).parent().expect("the folder of RECAP_BIN").join(&file),
+        None => built(package, &["--lib"], &file),
+    };
+    assert!(path.is_file(), "no {file} of {package} at {}; build it or stage it beside RECAP_BIN", path.display());
+    libs.push((package.to_string(), path.clone()));
+    path
+}
+
+/// `target/<profile>/FILE` beside this test executable, after `cargo build -p PACKAGE TARGET...`
+/// into the same target dir and profile when the tests run under cargo (`CARGO` is set at run time),
+/// so that a `cargo test -p recap-tests` never runs a stale build.
+fn built(package: &str, target: &[&str], file: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/e2e-HASH
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        let target_dir = profile_dir.parent().expect("target dir");
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", package]).args(target).arg("--target-dir").arg(target_dir);
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => {}
+            Some("release") => drop(cmd.arg("--release")),
+            Some(other) => drop(cmd.args(["--profile", other])),
+            None => {}
+        }
+        let status = cmd.current_dir(repo_root()).status().expect("running cargo build");
+        assert!(status.success(), "cargo build -p {package} failed: {status}");
+    }
+    profile_dir.join(file)
 }
 
 /// `len` incompressible bytes from `seed` (xorshift64, one byte per step): test data that lz4 cannot

@@ -1,0 +1,248 @@
+//! The driver's state: one device, its memory (one `shared::ptx::Memory`), and the tables every
+//! handle is looked up in. One mutex guards it all; work runs synchronously under it, in call order.
+
+use std::alloc::Layout;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::CString;
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::Instant;
+
+use shared::ptx::{ExecOptions, Memory};
+
+use crate::ffi::{CUdeviceptr, Handle};
+use crate::result::{CUresult, Result};
+
+/// Device memory the driver reports (`cuDeviceTotalMem`, `cuMemGetInfo`); allocations are host
+/// memory, so this is what the driver promises, not a limit it enforces beyond the host's own.
+pub(crate) const TOTAL_MEMORY: u64 = 16 << 30;
+
+/// Objects behind opaque handles. A handle is the address of a small box owned by the table, so
+/// it is unique while the object lives, and a handle that is not in the table (never made, or
+/// destroyed) is refused with `CUDA_ERROR_INVALID_HANDLE` instead of being dereferenced.
+pub(crate) struct Handles<T> {
+    objects: HashMap<usize, (Box<u64>, T)>,
+}
+
+impl<T> Default for Handles<T> {
+    fn default() -> Self {
+        Handles { objects: HashMap::new() }
+    }
+}
+
+impl<T> Handles<T> {
+    pub(crate) fn insert(&mut self, value: T) -> Handle {
+        let token = Box::new(0u64);
+        let key = &*token as *const u64 as usize;
+        self.objects.insert(key, (token, value));
+        key as Handle
+    }
+
+    pub(crate) fn get(&self, h: Handle) -> Result<&T> {
+        self.objects.get(&(h as usize)).map(|o| &o.1).ok_or(CUresult::INVALID_HANDLE)
+    }
+
+    pub(crate) fn get_mut(&mut self, h: Handle) -> Result<&mut T> {
+        self.objects.get_mut(&(h as usize)).map(|o| &mut o.1).ok_or(CUresult::INVALID_HANDLE)
+    }
+
+    pub(crate) fn remove(&mut self, h: Handle) -> Result<T> {
+        self.objects.remove(&(h as usize)).map(|o| o.1).ok_or(CUresult::INVALID_HANDLE)
+    }
+}
+
+pub(crate) struct Context {
+    /// Whether this is the device's primary context (retained, never destroyed by `cuCtxDestroy`).
+    pub primary: bool,
+    /// Retains of the primary context not yet released.
+    pub retained: u32,
+    /// A kernel fault keeps the context's status, as the real driver's sticky errors do.
+    pub fault: Option<CUresult>,
+}
+
+pub(crate) struct Module {
+    pub ptx: shared::ptx::Module,
+    /// Handles of the kernels asked for so far, by name: the same kernel gives the same handle.
+    pub functions: HashMap<String, Handle>,
+}
+
+pub(crate) struct Function {
+    pub module: Handle,
+    /// Index into the module's entries.
+    pub entry: usize,
+    pub name: CString,
+}
+
+pub(crate) struct Event {
+    pub recorded: Option<Instant>,
+    pub timing: bool,
+}
+
+pub(crate) struct Driver {
+    pub initialized: bool,
+    pub memory: Memory,
+    /// Device allocations, base to size: which addresses are device addresses.
+    pub allocations: BTreeMap<CUdeviceptr, u64>,
+    /// `cuMemAllocHost` allocations, address to layout, so `cuMemFreeHost` frees only those.
+    pub host_allocations: HashMap<usize, Layout>,
+    pub contexts: Handles<Context>,
+    pub primary: Option<Handle>,
+    pub modules: Handles<Module>,
+    pub functions: Handles<Function>,
+    /// Streams are bookkeeping: work runs when it is issued.
+    pub streams: Handles<()>,
+    pub events: Handles<Event>,
+    pub exec: ExecOptions,
+}
+
+// SAFETY: the handles stored in the tables are plain keys (addresses of boxes the tables own),
+// never dereferenced; everything else is `Send`.
+unsafe impl Send for Driver {}
+
+static DRIVER: LazyLock<Mutex<Driver>> = LazyLock::new(|| {
+    Mutex::new(Driver {
+        initialized: false,
+        memory: Memory::new(),
+        allocations: BTreeMap::new(),
+        host_allocations: HashMap::new(),
+        contexts: Handles::default(),
+        primary: None,
+        modules: Handles::default(),
+        functions: Handles::default(),
+        streams: Handles::default(),
+        events: Handles::default(),
+        exec: ExecOptions::default(),
+    })
+});
+
+thread_local! {
+    /// The calling thread's context stack; its top is the current context.
+    static CURRENT: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The driver's state, whether or not `cuInit` has run (a panic while it was held leaves it usable).
+pub(crate) fn lock() -> MutexGuard<'static, Driver> {
+    DRIVER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The driver's state after `cuInit`.
+pub(crate) fn driver() -> Result<MutexGuard<'static, Driver>> {
+    let d = lock();
+    if !d.initialized {
+        return Err(CUresult::NOT_INITIALIZED);
+    }
+    Ok(d)
+}
+
+/// Whether `cuInit` has run, for calls that need nothing else.
+pub(crate) fn initialized() -> Result<()> {
+    driver().map(drop)
+}
+
+/// The driver after `cuInit`, with a current context and, for a call on a stream, a valid stream.
+pub(crate) fn ready(stream: Option<Handle>) -> Result<MutexGuard<'static, Driver>> {
+    let d = driver()?;
+    d.current()?;
+    if let Some(s) = stream {
+        d.stream(s)?;
+    }
+    Ok(d)
+}
+
+/// The calling thread's current context, or null.
+pub(crate) fn current_handle() -> Handle {
+    CURRENT.with(|c| c.borrow().last().copied().unwrap_or(0)) as Handle
+}
+
+/// Replaces the top of the calling thread's stack (null pops it), as `cuCtxSetCurrent` does.
+pub(crate) fn set_current(ctx: Handle) {
+    CURRENT.with(|c| {
+        let mut c = c.borrow_mut();
+        c.pop();
+        if !ctx.is_null() {
+            c.push(ctx as usize);
+        }
+    });
+}
+
+pub(crate) fn push_current(ctx: Handle) {
+    CURRENT.with(|c| c.borrow_mut().push(ctx as usize));
+}
+
+pub(crate) fn pop_current() -> Handle {
+    CURRENT.with(|c| c.borrow_mut().pop().unwrap_or(0)) as Handle
+}
+
+/// The device ordinal a call names: there is one device, 0.
+pub(crate) fn device(dev: i32) -> Result<()> {
+    if dev != 0 {
+        return Err(CUresult::INVALID_DEVICE);
+    }
+    Ok(())
+}
+
+impl Driver {
+    /// The calling thread's current context; its sticky fault, if it has one, is the error.
+    pub(crate) fn current(&self) -> Result<Handle> {
+        let h = current_handle();
+        let ctx = self.contexts.get(h).map_err(|_| CUresult::INVALID_CONTEXT)?;
+        match ctx.fault {
+            Some(fault) => Err(fault),
+            None => Ok(h),
+        }
+    }
+
+    /// A stream handle: null, `CU_STREAM_LEGACY` (1), `CU_STREAM_PER_THREAD` (2) or one created here.
+    pub(crate) fn stream(&self, s: Handle) -> Result<()> {
+        if (s as usize) <= 2 {
+            return Ok(());
+        }
+        self.streams.get(s).map(|_| ())
+    }
+
+    /// The allocation holding device address `addr`, as (base, size).
+    pub(crate) fn allocation(&self, addr: CUdeviceptr) -> Option<(CUdeviceptr, u64)> {
+        let (&base, &size) = self.allocations.range(..=addr).next_back()?;
+        (addr - base < size).then_some((base, size))
+    }
+
+    pub(crate) fn is_device(&self, addr: CUdeviceptr) -> bool {
+        self.allocation(addr).is_some()
+    }
+
+    pub(crate) fn alloc(&mut self, size: usize) -> Result<CUdeviceptr> {
+        if size == 0 {
+            return Err(CUresult::INVALID_VALUE);
+        }
+        let base = self.memory.add_region(size as u64, 256).map_err(|e| {
+            crate::result::report(format_args!("cannot allocate {size} bytes of device memory: {e}"));
+            CUresult::OUT_OF_MEMORY
+        })?;
+        self.allocations.insert(base, size as u64);
+        Ok(base)
+    }
+
+    pub(crate) fn free(&mut self, base: CUdeviceptr) -> Result<()> {
+        if base == 0 {
+            return Ok(());
+        }
+        self.allocations.remove(&base).ok_or(CUresult::INVALID_VALUE)?;
+        self.memory.remove_region(base).map_err(|_| CUresult::INVALID_VALUE)
+    }
+
+    pub(crate) fn allocated(&self) -> u64 {
+        self.allocations.values().sum()
+    }
+
+    /// A context's handle, for calls that name one (null is refused).
+    pub(crate) fn context(&mut self, h: Handle) -> Result<&mut Context> {
+        self.contexts.get_mut(h).map_err(|_| CUresult::INVALID_CONTEXT)
+    }
+
+    /// A function handle's module and entry.
+    pub(crate) fn function(&self, f: Handle) -> Result<(&Function, &shared::ptx::Module)> {
+        let func = self.functions.get(f)?;
+        let module = self.modules.get(func.module)?;
+        Ok((func, &module.ptx))
+    }
+}

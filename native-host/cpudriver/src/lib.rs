@@ -1,0 +1,70 @@
+//! A CPU stand-in for the CUDA driver: a `libcuda.so.1` that runs PTX on `shared::ptx`, so that
+//! C programs written against the driver API, and `recap capture`'s interposer in front of them,
+//! can be tested on machines without a GPU. It is a test fixture, not a product driver: one device,
+//! no graphs, no cubins, no concurrency.
+//!
+//! What it implements, with the C ABI of cuda.h (a program linked with `-lcuda` or resolving entry
+//! points with `cuGetProcAddress` finds the same functions):
+//! - initialisation, the driver version (13.0), one device (`cuDeviceGet*`, compute capability 9.0,
+//!   the CPU engine's limits as its attributes), primary and created contexts with a per-thread
+//!   context stack (`device.rs`);
+//! - modules and libraries from PTX text, their kernels, parameter layouts and names (`module.rs`);
+//! - device memory, copies in every direction, fills, page-locked host memory (`memory.rs`);
+//! - launches, from `kernelParams` or an `extra` buffer (`launch.rs`);
+//! - streams and events, the profiler switches (`stream.rs`);
+//! - status names and descriptions (`result.rs`) and `cuGetProcAddress` (`procs.rs`: the one table
+//!   of entry points), with the per-thread default stream variants (`_ptds`, `_ptsz`).
+//!
+//! How it differs from the real driver:
+//! - Work runs when it is issued, in call order, under one lock: streams and events are
+//!   bookkeeping (an event records the host time), and async calls have finished when they return.
+//! - A kernel fault is returned by the launch itself (the real driver returns it from a later
+//!   call), printed on stderr prefixed `recap-cpudriver:`, and stays the context's sticky error.
+//! - Memory, modules, streams and events belong to the driver, not to a context: destroying or
+//!   resetting a context frees none of them (a reset clears the sticky error).
+//! - Only PTX text loads: cubins and fat binaries are `CUDA_ERROR_INVALID_IMAGE`. Module-scope
+//!   variables have no device address (`cuModuleGetGlobal` is `CUDA_ERROR_NOT_SUPPORTED`).
+//! - JIT and launch options and attributes are accepted and ignored, except the JIT error log.
+//!
+//! Safety: every handle is looked up in a table before use (a stale or made-up one is
+//! `CUDA_ERROR_INVALID_HANDLE`), every device address is checked by `shared::ptx::Memory` (a bad
+//! one is `CUDA_ERROR_INVALID_VALUE`, in a kernel `CUDA_ERROR_ILLEGAL_ADDRESS`), and host pointers
+//! are read and written only in `ffi.rs`, on the terms the driver API sets. No panic crosses into C.
+
+// The exports keep cuda.h's names; their safety contract is the driver API's.
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+#![warn(unsafe_op_in_unsafe_fn)]
+
+/// Defines exports whose bodies are one expression, each with an optional alias: the variant for
+/// the per-thread default stream, the same call here (every stream is the same).
+macro_rules! exports {
+    ($($name:ident $params:tt $(| $alias:ident)? => $body:expr;)*) => {$(
+        exports!(@export $name $params $body);
+        $(exports!(@alias $alias $name $params);)?
+    )*};
+    (@export $name:ident ($($arg:ident: $ty:ty),* $(,)?) $body:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $crate::result::CUresult {
+            // SAFETY: the arguments are the caller's, valid as the driver API requires of them.
+            #[allow(unused_unsafe)]
+            unsafe { $body }
+        }
+    };
+    (@alias $alias:ident $name:ident ($($arg:ident: $ty:ty),* $(,)?)) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $alias($($arg: $ty),*) -> $crate::result::CUresult {
+            // SAFETY: as for the call it stands for.
+            unsafe { $name($($arg),*) }
+        }
+    };
+}
+
+mod device;
+mod driver;
+mod ffi;
+mod launch;
+mod memory;
+mod module;
+mod procs;
+mod result;
+mod stream;

@@ -1,0 +1,181 @@
+//! Device memory: allocations (regions of the one `shared::ptx::Memory`, whose base address is the
+//! `CUdeviceptr`), copies, fills, and page-locked host memory (plain host memory here). Every
+//! device access is checked: an address outside every allocation is `CUDA_ERROR_INVALID_VALUE`.
+//! Async calls run at once, like everything else here; their stream is only checked.
+
+use std::alloc::Layout;
+use std::ffi::{c_int, c_uint, c_void};
+
+use crate::driver::{driver, ready, Driver, TOTAL_MEMORY};
+use crate::ffi::{host, host_copy, host_mut, CUdeviceptr, Handle, Out};
+use crate::result::{guard, CUresult, Result};
+
+fn bad_address(_: shared::ptx::MemError) -> CUresult {
+    CUresult::INVALID_VALUE
+}
+
+/// A host address the caller passed as host memory must not be a device address: reading it as
+/// host memory would fault the process instead of failing the call.
+fn host_address(d: &Driver, p: *const c_void) -> Result<()> {
+    if d.is_device(p as CUdeviceptr) {
+        return Err(CUresult::INVALID_VALUE);
+    }
+    Ok(())
+}
+
+// SAFETY (every `unsafe` below): host pointers and lengths are the caller's, valid as the driver
+// API requires of them.
+
+unsafe fn htod(dst: CUdeviceptr, src: *const c_void, n: usize, stream: Option<Handle>) -> CUresult {
+    guard(|| {
+        let d = ready(stream)?;
+        host_address(&d, src)?;
+        d.memory.write(dst, unsafe { host(src, n) }?).map_err(bad_address)
+    })
+}
+
+unsafe fn dtoh(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: Option<Handle>) -> CUresult {
+    guard(|| {
+        let d = ready(stream)?;
+        host_address(&d, dst)?;
+        d.memory.read(src, unsafe { host_mut(dst, n) }?).map_err(bad_address)
+    })
+}
+
+fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Option<Handle>) -> CUresult {
+    guard(|| ready(stream)?.memory.copy(dst, src, n as u64).map_err(bad_address))
+}
+
+/// `cuMemcpy`: each side is device memory when it falls in an allocation, host memory otherwise.
+unsafe fn unified(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Option<Handle>) -> CUresult {
+    let (dst_device, src_device) = match ready(stream) {
+        Ok(d) => (d.is_device(dst), d.is_device(src)),
+        Err(status) => return status,
+    };
+    match (dst_device, src_device) {
+        (true, false) => unsafe { htod(dst, src as *const c_void, n, stream) },
+        (false, true) => unsafe { dtoh(dst as *mut c_void, src, n, stream) },
+        (false, false) => guard(|| unsafe { host_copy(dst as *mut c_void, src as *const c_void, n) }),
+        (true, true) => dtod(dst, src, n, stream),
+    }
+}
+
+/// Fills `count` elements of `pattern`'s width; the address must be aligned to that width.
+fn memset(dst: CUdeviceptr, pattern: &[u8], count: usize, stream: Option<Handle>) -> CUresult {
+    guard(|| {
+        let d = ready(stream)?;
+        if !dst.is_multiple_of(pattern.len() as u64) {
+            return Err(CUresult::INVALID_VALUE);
+        }
+        let len = (count as u64).checked_mul(pattern.len() as u64).ok_or(CUresult::INVALID_VALUE)?;
+        d.memory.fill(dst, len, pattern).map_err(bad_address)
+    })
+}
+
+fn alloc(dptr: &Out<CUdeviceptr>, size: usize, stream: Option<Handle>) -> CUresult {
+    guard(|| {
+        dptr.check()?;
+        let p = ready(stream)?.alloc(size)?;
+        dptr.set(p)
+    })
+}
+
+fn free(dptr: CUdeviceptr, stream: Option<Handle>) -> CUresult {
+    guard(|| ready(stream)?.free(dptr))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> CUresult {
+    alloc(&unsafe { Out::new(dptr) }, size, None)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+    free(dptr, None)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
+    let (free, total) = unsafe { (Out::new(free), Out::new(total)) };
+    guard(|| {
+        let d = ready(None)?;
+        free.set(TOTAL_MEMORY.saturating_sub(d.allocated()) as usize)?;
+        total.set(TOTAL_MEMORY as usize)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, size: usize) -> CUresult {
+    let p = unsafe { Out::new(p) };
+    guard(|| {
+        let mut d = ready(None)?;
+        p.check()?;
+        if size == 0 {
+            return Err(CUresult::INVALID_VALUE);
+        }
+        let layout = Layout::from_size_align(size, 64).map_err(|_| CUresult::OUT_OF_MEMORY)?;
+        // SAFETY: the layout's size is not zero.
+        let mem = unsafe { std::alloc::alloc(layout) };
+        if mem.is_null() {
+            return Err(CUresult::OUT_OF_MEMORY);
+        }
+        d.host_allocations.insert(mem as usize, layout);
+        p.set(mem as *mut c_void)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+    guard(|| {
+        let mut d = driver()?;
+        let layout = d.host_allocations.remove(&(p as usize)).ok_or(CUresult::INVALID_VALUE)?;
+        // SAFETY: `p` came from `cuMemAllocHost_v2` with this layout, and is freed once (it has
+        // just left the table).
+        unsafe { std::alloc::dealloc(p as *mut u8, layout) };
+        Ok(())
+    })
+}
+
+/// `CUpointer_attribute`: context (1), memory type (2), device pointer (3), device ordinal (9),
+/// range start (11) and size (12) of device allocations; the memory type of `cuMemAllocHost` memory.
+#[no_mangle]
+pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attr: c_int, ptr: CUdeviceptr) -> CUresult {
+    guard(|| {
+        let d = ready(None)?;
+        let Some((base, size)) = d.allocation(ptr) else {
+            if attr == 2 && d.host_allocations.keys().any(|&h| ptr as usize == h) {
+                return unsafe { Out::new(data as *mut c_uint) }.set(1);
+            }
+            return Err(CUresult::INVALID_VALUE);
+        };
+        match attr {
+            1 => unsafe { Out::new(data as *mut Handle) }.set(crate::driver::current_handle()),
+            2 => unsafe { Out::new(data as *mut c_uint) }.set(2),
+            3 => unsafe { Out::new(data as *mut CUdeviceptr) }.set(ptr),
+            9 => unsafe { Out::new(data as *mut c_int) }.set(0),
+            11 => unsafe { Out::new(data as *mut CUdeviceptr) }.set(base),
+            12 => unsafe { Out::new(data as *mut usize) }.set(size as usize),
+            _ => Err(CUresult::INVALID_VALUE),
+        }
+    })
+}
+
+exports! {
+    cuMemAllocAsync(dptr: *mut CUdeviceptr, size: usize, s: Handle) | cuMemAllocAsync_ptsz =>
+        alloc(&Out::new(dptr), size, Some(s));
+    cuMemFreeAsync(dptr: CUdeviceptr, s: Handle) | cuMemFreeAsync_ptsz => free(dptr, Some(s));
+    cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) | cuMemcpyHtoD_v2_ptds => htod(dst, src, n, None);
+    cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) | cuMemcpyDtoH_v2_ptds => dtoh(dst, src, n, None);
+    cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) | cuMemcpyDtoD_v2_ptds => dtod(dst, src, n, None);
+    cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: usize) | cuMemcpy_ptds => unified(dst, src, n, None);
+    cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, s: Handle) | cuMemcpyHtoDAsync_v2_ptsz => htod(dst, src, n, Some(s));
+    cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, s: Handle) | cuMemcpyDtoHAsync_v2_ptsz => dtoh(dst, src, n, Some(s));
+    cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: Handle) | cuMemcpyDtoDAsync_v2_ptsz => dtod(dst, src, n, Some(s));
+    cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: Handle) | cuMemcpyAsync_ptsz => unified(dst, src, n, Some(s));
+    cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: usize) | cuMemsetD8_v2_ptds => memset(dst, &[v], n, None);
+    cuMemsetD16_v2(dst: CUdeviceptr, v: u16, n: usize) | cuMemsetD16_v2_ptds => memset(dst, &v.to_le_bytes(), n, None);
+    cuMemsetD32_v2(dst: CUdeviceptr, v: u32, n: usize) | cuMemsetD32_v2_ptds => memset(dst, &v.to_le_bytes(), n, None);
+    cuMemsetD8Async(dst: CUdeviceptr, v: u8, n: usize, s: Handle) | cuMemsetD8Async_ptsz => memset(dst, &[v], n, Some(s));
+    cuMemsetD16Async(dst: CUdeviceptr, v: u16, n: usize, s: Handle) | cuMemsetD16Async_ptsz => memset(dst, &v.to_le_bytes(), n, Some(s));
+    cuMemsetD32Async(dst: CUdeviceptr, v: u32, n: usize, s: Handle) | cuMemsetD32Async_ptsz => memset(dst, &v.to_le_bytes(), n, Some(s));
+}

@@ -1,0 +1,288 @@
+//! Modules and libraries (PTX text only), their kernels and what a kernel declares.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+
+use shared::ptx::MAX_SHARED_BYTES;
+
+use crate::driver::{driver, Driver, Function, Module};
+use crate::ffi::{c_str, element, host_mut, CUdeviceptr, Handle, Out};
+use crate::result::{guard, report, CUresult, Result};
+
+/// `CU_JIT_ERROR_LOG_BUFFER` and `CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES`: where a failed load's
+/// reason goes, besides stderr.
+const JIT_ERROR_LOG_BUFFER: c_int = 5;
+const JIT_ERROR_LOG_BUFFER_SIZE: c_int = 6;
+
+/// Where the caller asked for the error log of a load (`cuModuleLoadDataEx`, `cuLibraryLoadData`).
+struct ErrorLog {
+    buffer: *mut c_void,
+    size: usize,
+}
+
+impl ErrorLog {
+    /// # Safety
+    /// `options` and `values` hold `n` elements each, as the JIT option arrays of the driver API.
+    unsafe fn from_options(n: c_uint, options: *const c_int, values: *const *mut c_void) -> ErrorLog {
+        let mut log = ErrorLog { buffer: std::ptr::null_mut(), size: 0 };
+        for i in 0..n as usize {
+            // SAFETY: `i < n`, by the contract.
+            let (Ok(option), Ok(value)) = (unsafe { element(options, i) }, unsafe { element(values, i) }) else {
+                break;
+            };
+            match option {
+                JIT_ERROR_LOG_BUFFER => log.buffer = value,
+                // The size is passed as the pointer's value.
+                JIT_ERROR_LOG_BUFFER_SIZE => log.size = value as usize,
+                _ => {}
+            }
+        }
+        log
+    }
+
+    fn write(&self, message: &str) {
+        if self.buffer.is_null() || self.size == 0 {
+            return;
+        }
+        // SAFETY: the caller gave a buffer of `size` bytes for the log.
+        let Ok(out) = (unsafe { host_mut(self.buffer, self.size) }) else { return };
+        let n = message.len().min(self.size - 1);
+        out[..n].copy_from_slice(&message.as_bytes()[..n]);
+        out[n] = 0;
+    }
+}
+
+/// Parses a module image: PTX text, NUL-terminated. Cubins and fat binaries are refused: the CPU
+/// runs PTX only.
+///
+/// # Safety
+/// `image` is a module image as the driver API takes it: NUL-terminated when it is text.
+unsafe fn load(image: *const c_void, log: &ErrorLog) -> Result<shared::ptx::Module> {
+    if image.is_null() {
+        return Err(CUresult::INVALID_VALUE);
+    }
+    let fail = |status: CUresult, message: String| {
+        report(format_args!("module load: {message}"));
+        log.write(&message);
+        status
+    };
+    // The first four bytes (fewer where text ends sooner): an ELF or fat binary magic, or text.
+    let mut magic = [0u8; 4];
+    for (i, b) in magic.iter_mut().enumerate() {
+        // SAFETY: a binary has a header of more than 4 bytes; text is read up to its NUL.
+        *b = unsafe { element(image as *const u8, i) }?;
+        if *b == 0 {
+            break;
+        }
+    }
+    if &magic == b"\x7fELF" {
+        return Err(fail(CUresult::INVALID_IMAGE, "a cubin (ELF), not PTX text: the CPU driver runs PTX only".into()));
+    }
+    if [0xba55ed50u32, 0x466243b1].contains(&u32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]])) {
+        return Err(fail(CUresult::INVALID_IMAGE, "a fat binary, not PTX text: the CPU driver runs PTX only".into()));
+    }
+    // SAFETY: text, so NUL-terminated by the contract.
+    let text = unsafe { CStr::from_ptr(image as *const c_char) }
+        .to_str()
+        .map_err(|_| fail(CUresult::INVALID_IMAGE, "the image is neither PTX text nor a binary".into()))?;
+    if !text.contains(".version") && !text.contains(".target") && !text.contains(".entry") {
+        return Err(fail(CUresult::INVALID_IMAGE, "the image is not PTX text (no .version, .target or .entry)".into()));
+    }
+    shared::ptx::Module::parse(text).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()))
+}
+
+fn insert(d: &mut Driver, ptx: shared::ptx::Module) -> Handle {
+    d.modules.insert(Module { ptx, functions: HashMap::new() })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuModuleLoadData(module: *mut Handle, image: *const c_void) -> CUresult {
+    unsafe { cuModuleLoadDataEx(module, image, 0, std::ptr::null(), std::ptr::null()) }
+}
+
+/// JIT options are ignored, except that the error log buffer gets a failed load's reason.
+#[no_mangle]
+pub unsafe extern "C" fn cuModuleLoadDataEx(
+    module: *mut Handle,
+    image: *const c_void,
+    num_options: c_uint,
+    options: *const c_int,
+    values: *const *mut c_void,
+) -> CUresult {
+    // SAFETY (here and in every export below): the pointers are the caller's, valid as the driver
+    // API requires of them.
+    let module = unsafe { Out::new(module) };
+    guard(|| {
+        let mut d = driver()?;
+        d.current()?;
+        module.check()?;
+        let log = unsafe { ErrorLog::from_options(num_options, options, values) };
+        let ptx = unsafe { load(image, &log) }?;
+        module.set(insert(&mut d, ptx))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuModuleUnload(module: Handle) -> CUresult {
+    guard(|| {
+        let mut d = driver()?;
+        let m = d.modules.remove(module)?;
+        for f in m.functions.values() {
+            let _ = d.functions.remove(*f);
+        }
+        Ok(())
+    })
+}
+
+/// The kernel `name` of a module: the same handle every time it is asked for.
+fn function(d: &mut Driver, module: Handle, name: &CStr) -> Result<Handle> {
+    let m = d.modules.get(module)?;
+    let name = name.to_str().map_err(|_| CUresult::NOT_FOUND)?;
+    if let Some(&f) = m.functions.get(name) {
+        return Ok(f);
+    }
+    let entry = m.ptx.entries().iter().position(|e| e.name() == name).ok_or(CUresult::NOT_FOUND)?;
+    let c_name = CString::new(name).map_err(|_| CUresult::NOT_FOUND)?;
+    let f = d.functions.insert(Function { module, entry, name: c_name });
+    d.modules.get_mut(module)?.functions.insert(name.to_string(), f);
+    Ok(f)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuModuleGetFunction(func: *mut Handle, module: Handle, name: *const c_char) -> CUresult {
+    let func = unsafe { Out::new(func) };
+    guard(|| {
+        let mut d = driver()?;
+        let name = unsafe { c_str(name) }?;
+        func.set(function(&mut d, module, name)?)
+    })
+}
+
+/// Module-scope variables live inside the loaded module on the CPU engine, where kernels reach
+/// them, not in device memory, so they have no device address to give.
+#[no_mangle]
+pub unsafe extern "C" fn cuModuleGetGlobal_v2(
+    _dptr: *mut CUdeviceptr,
+    _bytes: *mut usize,
+    module: Handle,
+    name: *const c_char,
+) -> CUresult {
+    guard(|| {
+        let d = driver()?;
+        let m = d.modules.get(module)?;
+        let name = unsafe { c_str(name) }?.to_str().map_err(|_| CUresult::NOT_FOUND)?;
+        if m.ptx.read_variable(name).is_none() {
+            return Err(CUresult::NOT_FOUND);
+        }
+        report(format_args!(
+            "cuModuleGetGlobal: `{name}` lives in the module on the CPU engine and has no device address"
+        ));
+        Err(CUresult::NOT_SUPPORTED)
+    })
+}
+
+/// A library is a module here, and its kernels are its functions: `cuKernelGetFunction` gives
+/// back the kernel's own handle, and a `CUkernel` launches as a `CUfunction` (as CUDA 12 allows).
+#[no_mangle]
+pub unsafe extern "C" fn cuLibraryLoadData(
+    library: *mut Handle,
+    code: *const c_void,
+    jit_options: *const c_int,
+    jit_values: *const *mut c_void,
+    num_jit_options: c_uint,
+    _library_options: *const c_int,
+    _library_values: *const *mut c_void,
+    _num_library_options: c_uint,
+) -> CUresult {
+    let library = unsafe { Out::new(library) };
+    guard(|| {
+        let mut d = driver()?;
+        library.check()?;
+        let log = unsafe { ErrorLog::from_options(num_jit_options, jit_options, jit_values) };
+        let ptx = unsafe { load(code, &log) }?;
+        library.set(insert(&mut d, ptx))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuLibraryUnload(library: Handle) -> CUresult {
+    unsafe { cuModuleUnload(library) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuLibraryGetKernel(kernel: *mut Handle, library: Handle, name: *const c_char) -> CUresult {
+    unsafe { cuModuleGetFunction(kernel, library, name) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuKernelGetFunction(func: *mut Handle, kernel: Handle) -> CUresult {
+    let func = unsafe { Out::new(func) };
+    guard(|| {
+        driver()?.functions.get(kernel)?;
+        func.set(kernel)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuFuncGetParamInfo(
+    func: Handle,
+    index: usize,
+    offset: *mut usize,
+    size: *mut usize,
+) -> CUresult {
+    let (offset, size) = unsafe { (Out::new(offset), Out::new(size)) };
+    guard(|| {
+        let d = driver()?;
+        let (f, ptx) = d.function(func)?;
+        let p = ptx.entries()[f.entry].params().get(index).ok_or(CUresult::INVALID_VALUE)?;
+        if offset.is_null() && size.is_null() {
+            return Err(CUresult::INVALID_VALUE);
+        }
+        offset.set_if_asked(p.offset as usize);
+        size.set_if_asked(p.size as usize);
+        Ok(())
+    })
+}
+
+/// The name stays valid while the module is loaded.
+#[no_mangle]
+pub unsafe extern "C" fn cuFuncGetName(name: *mut *const c_char, func: Handle) -> CUresult {
+    let name = unsafe { Out::new(name) };
+    guard(|| {
+        let d = driver()?;
+        name.set(d.function(func)?.0.name.as_ptr())
+    })
+}
+
+/// `CUfunction_attribute` values, from what the PTX declares where it says, else the limits.
+#[no_mangle]
+pub unsafe extern "C" fn cuFuncGetAttribute(value: *mut c_int, attr: c_int, func: Handle) -> CUresult {
+    let value = unsafe { Out::new(value) };
+    guard(|| {
+        let d = driver()?;
+        let (_, ptx) = d.function(func)?;
+        let static_shared = ptx.static_shared_bytes() as c_int;
+        value.set(match attr {
+            0 => 1024,                                      // MAX_THREADS_PER_BLOCK
+            1 => static_shared,                             // SHARED_SIZE_BYTES
+            4 => 32,                                        // NUM_REGS
+            5 => ptx_version(ptx.version()),                // PTX_VERSION
+            6 => 90,                                        // BINARY_VERSION
+            8 => MAX_SHARED_BYTES as c_int - static_shared, // MAX_DYNAMIC_SHARED_SIZE_BYTES
+            2 | 3 | 7 | 9..=20 => 0,
+            _ => return Err(CUresult::INVALID_VALUE),
+        })
+    })
+}
+
+/// `"8.7"` as 87, the way `CU_FUNC_ATTRIBUTE_PTX_VERSION` counts.
+fn ptx_version(v: Option<&str>) -> c_int {
+    let Some((major, minor)) = v.and_then(|v| v.split_once('.')) else { return 0 };
+    major.parse::<c_int>().unwrap_or(0) * 10 + minor.parse::<c_int>().unwrap_or(0)
+}
+
+/// Accepted and ignored: the CPU engine's limits do not depend on a kernel's attributes.
+#[no_mangle]
+pub unsafe extern "C" fn cuFuncSetAttribute(func: Handle, _attr: c_int, _value: c_int) -> CUresult {
+    guard(|| driver()?.function(func).map(|_| ()))
+}

@@ -1,0 +1,177 @@
+//! `cuGetProcAddress`: the one table of entry points by the name a caller asks for, with the
+//! CUDA version each variant appeared in; a caller gets the newest variant its version knows, and
+//! the per-thread default stream one (`_ptds`/`_ptsz`) where it asks for that and one exists.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::LazyLock;
+
+use crate::device::*;
+use crate::ffi::{c_str, Out};
+use crate::launch::*;
+use crate::memory::*;
+use crate::module::*;
+use crate::result::{cuGetErrorName, cuGetErrorString, guard, CUresult};
+use crate::stream::*;
+
+/// One exported variant of an entry point.
+struct Proc {
+    /// The name a caller asks for (`cuMemAlloc`, not `cuMemAlloc_v2`).
+    symbol: &'static str,
+    /// The CUDA version (`1000 * major + 10 * minor`) that introduced this variant.
+    version: c_int,
+    /// A variant for the per-thread default stream.
+    per_thread: bool,
+    address: usize,
+}
+
+/// `name: version => function, ...; per thread version => function;` rows.
+macro_rules! procs {
+    ($($symbol:literal: $($version:literal => $f:ident),+ $(; per thread $pversion:literal => $pf:ident)?;)*) => {
+        vec![$(
+            $(Proc { symbol: $symbol, version: $version, per_thread: false, address: $f as *const () as usize },)+
+            $(Proc { symbol: $symbol, version: $pversion, per_thread: true, address: $pf as *const () as usize },)?
+        )*]
+    };
+}
+
+static PROCS: LazyLock<Vec<Proc>> = LazyLock::new(|| {
+    procs! {
+        "cuInit": 2000 => cuInit;
+        "cuDriverGetVersion": 2020 => cuDriverGetVersion;
+        "cuDeviceGet": 2000 => cuDeviceGet;
+        "cuDeviceGetCount": 2000 => cuDeviceGetCount;
+        "cuDeviceGetName": 2000 => cuDeviceGetName;
+        "cuDeviceGetAttribute": 2000 => cuDeviceGetAttribute;
+        "cuDeviceTotalMem": 3020 => cuDeviceTotalMem_v2;
+        "cuDevicePrimaryCtxRetain": 7000 => cuDevicePrimaryCtxRetain;
+        "cuDevicePrimaryCtxRelease": 7000 => cuDevicePrimaryCtxRelease, 11000 => cuDevicePrimaryCtxRelease_v2;
+        "cuDevicePrimaryCtxReset": 7000 => cuDevicePrimaryCtxReset, 11000 => cuDevicePrimaryCtxReset_v2;
+        "cuDevicePrimaryCtxGetState": 7000 => cuDevicePrimaryCtxGetState;
+        "cuCtxCreate": 3020 => cuCtxCreate_v2, 11040 => cuCtxCreate_v3, 12050 => cuCtxCreate_v4;
+        "cuCtxDestroy": 4000 => cuCtxDestroy_v2;
+        "cuCtxSetCurrent": 4000 => cuCtxSetCurrent;
+        "cuCtxGetCurrent": 4000 => cuCtxGetCurrent;
+        "cuCtxPushCurrent": 4000 => cuCtxPushCurrent_v2;
+        "cuCtxPopCurrent": 4000 => cuCtxPopCurrent_v2;
+        "cuCtxGetDevice": 2000 => cuCtxGetDevice;
+        "cuCtxSynchronize": 2000 => cuCtxSynchronize;
+        "cuModuleLoadData": 2000 => cuModuleLoadData;
+        "cuModuleLoadDataEx": 2010 => cuModuleLoadDataEx;
+        "cuModuleUnload": 2000 => cuModuleUnload;
+        "cuModuleGetFunction": 2000 => cuModuleGetFunction;
+        "cuModuleGetGlobal": 3020 => cuModuleGetGlobal_v2;
+        "cuLibraryLoadData": 12000 => cuLibraryLoadData;
+        "cuLibraryUnload": 12000 => cuLibraryUnload;
+        "cuLibraryGetKernel": 12000 => cuLibraryGetKernel;
+        "cuKernelGetFunction": 12000 => cuKernelGetFunction;
+        "cuFuncGetParamInfo": 12040 => cuFuncGetParamInfo;
+        "cuFuncGetName": 12030 => cuFuncGetName;
+        "cuFuncGetAttribute": 2020 => cuFuncGetAttribute;
+        "cuFuncSetAttribute": 9000 => cuFuncSetAttribute;
+        "cuMemAlloc": 3020 => cuMemAlloc_v2;
+        "cuMemFree": 3020 => cuMemFree_v2;
+        "cuMemAllocAsync": 11020 => cuMemAllocAsync; per thread 11020 => cuMemAllocAsync_ptsz;
+        "cuMemFreeAsync": 11020 => cuMemFreeAsync; per thread 11020 => cuMemFreeAsync_ptsz;
+        "cuMemGetInfo": 3020 => cuMemGetInfo_v2;
+        "cuMemAllocHost": 3020 => cuMemAllocHost_v2;
+        "cuMemFreeHost": 2000 => cuMemFreeHost;
+        "cuPointerGetAttribute": 4000 => cuPointerGetAttribute;
+        "cuMemcpyHtoD": 3020 => cuMemcpyHtoD_v2; per thread 7000 => cuMemcpyHtoD_v2_ptds;
+        "cuMemcpyDtoH": 3020 => cuMemcpyDtoH_v2; per thread 7000 => cuMemcpyDtoH_v2_ptds;
+        "cuMemcpyDtoD": 3020 => cuMemcpyDtoD_v2; per thread 7000 => cuMemcpyDtoD_v2_ptds;
+        "cuMemcpy": 4000 => cuMemcpy; per thread 7000 => cuMemcpy_ptds;
+        "cuMemcpyHtoDAsync": 3020 => cuMemcpyHtoDAsync_v2; per thread 7000 => cuMemcpyHtoDAsync_v2_ptsz;
+        "cuMemcpyDtoHAsync": 3020 => cuMemcpyDtoHAsync_v2; per thread 7000 => cuMemcpyDtoHAsync_v2_ptsz;
+        "cuMemcpyDtoDAsync": 3020 => cuMemcpyDtoDAsync_v2; per thread 7000 => cuMemcpyDtoDAsync_v2_ptsz;
+        "cuMemcpyAsync": 4000 => cuMemcpyAsync; per thread 7000 => cuMemcpyAsync_ptsz;
+        "cuMemsetD8": 3020 => cuMemsetD8_v2; per thread 7000 => cuMemsetD8_v2_ptds;
+        "cuMemsetD16": 3020 => cuMemsetD16_v2; per thread 7000 => cuMemsetD16_v2_ptds;
+        "cuMemsetD32": 3020 => cuMemsetD32_v2; per thread 7000 => cuMemsetD32_v2_ptds;
+        "cuMemsetD8Async": 3020 => cuMemsetD8Async; per thread 7000 => cuMemsetD8Async_ptsz;
+        "cuMemsetD16Async": 3020 => cuMemsetD16Async; per thread 7000 => cuMemsetD16Async_ptsz;
+        "cuMemsetD32Async": 3020 => cuMemsetD32Async; per thread 7000 => cuMemsetD32Async_ptsz;
+        "cuLaunchKernel": 4000 => cuLaunchKernel; per thread 7000 => cuLaunchKernel_ptsz;
+        "cuLaunchKernelEx": 11060 => cuLaunchKernelEx; per thread 11060 => cuLaunchKernelEx_ptsz;
+        "cuStreamCreate": 2000 => cuStreamCreate;
+        "cuStreamCreateWithPriority": 5050 => cuStreamCreateWithPriority;
+        "cuStreamDestroy": 4000 => cuStreamDestroy_v2;
+        "cuStreamSynchronize": 2000 => cuStreamSynchronize; per thread 7000 => cuStreamSynchronize_ptsz;
+        "cuStreamQuery": 2000 => cuStreamQuery; per thread 7000 => cuStreamQuery_ptsz;
+        "cuStreamWaitEvent": 3020 => cuStreamWaitEvent; per thread 7000 => cuStreamWaitEvent_ptsz;
+        "cuEventCreate": 2000 => cuEventCreate;
+        "cuEventRecord": 2000 => cuEventRecord; per thread 7000 => cuEventRecord_ptsz;
+        "cuEventQuery": 2000 => cuEventQuery;
+        "cuEventSynchronize": 2000 => cuEventSynchronize;
+        "cuEventElapsedTime": 2000 => cuEventElapsedTime, 12080 => cuEventElapsedTime_v2;
+        "cuEventDestroy": 4000 => cuEventDestroy_v2;
+        "cuProfilerStart": 4000 => cuProfilerStart;
+        "cuProfilerStop": 4000 => cuProfilerStop;
+        "cuGetErrorString": 6000 => cuGetErrorString;
+        "cuGetErrorName": 6000 => cuGetErrorName;
+        "cuGetProcAddress": 11030 => cuGetProcAddress, 12000 => cuGetProcAddress_v2;
+    }
+});
+
+/// `CUdriverProcAddressQueryResult`.
+const SYMBOL_NOT_FOUND: c_int = 1;
+const VERSION_NOT_SUFFICIENT: c_int = 2;
+
+/// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`; the other flags (0, 1) ask for the legacy stream.
+const PER_THREAD_DEFAULT_STREAM: u64 = 2;
+
+/// The variant of `symbol` a caller built for CUDA `version` gets, or why there is none.
+fn resolve(symbol: &str, version: c_int, flags: u64) -> Result<usize, c_int> {
+    let known: Vec<&Proc> = PROCS.iter().filter(|p| p.symbol == symbol).collect();
+    if known.is_empty() {
+        return Err(SYMBOL_NOT_FOUND);
+    }
+    let usable: Vec<&Proc> = known.into_iter().filter(|p| p.version <= version).collect();
+    let per_thread = flags & PER_THREAD_DEFAULT_STREAM != 0 && usable.iter().any(|p| p.per_thread);
+    usable
+        .into_iter()
+        .filter(|p| p.per_thread == per_thread)
+        .max_by_key(|p| p.version)
+        .map(|p| p.address)
+        .ok_or(VERSION_NOT_SUFFICIENT)
+}
+
+/// Works before `cuInit`, as the real driver's does: it is how the CUDA runtime finds `cuInit`.
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CUresult {
+    // SAFETY: the pointers are the caller's, valid as the driver API requires of them.
+    let (pfn, status) = unsafe { (Out::new(pfn), Out::new(status)) };
+    guard(|| {
+        let symbol = unsafe { c_str(symbol) }?;
+        if flags > PER_THREAD_DEFAULT_STREAM {
+            return Err(CUresult::INVALID_VALUE);
+        }
+        pfn.check()?;
+        match symbol.to_str().map_err(|_| SYMBOL_NOT_FOUND).and_then(|s| resolve(s, version, flags)) {
+            Ok(address) => {
+                status.set_if_asked(0);
+                pfn.set(address as *mut c_void)
+            }
+            Err(why) => {
+                status.set_if_asked(why);
+                pfn.set(std::ptr::null_mut())?;
+                Err(CUresult::NOT_FOUND)
+            }
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) -> CUresult {
+    unsafe { cuGetProcAddress_v2(symbol, pfn, version, flags, std::ptr::null_mut()) }
+}

@@ -1,0 +1,106 @@
+/* The few CUDA driver API declarations the test programs use, written for recap's tests: types,
+ * status and enum values, and prototypes with the ABI of the real driver (libcuda.so.1), so the
+ * programs build without the CUDA toolkit and run on the real driver or recap's CPU stand-in. */
+#ifndef RECAP_CUDA_MIN_H
+#define RECAP_CUDA_MIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_INVALID_IMAGE 200
+#define CUDA_ERROR_INVALID_PTX 218
+#define CUDA_ERROR_NOT_FOUND 500
+#define CUDA_ERROR_ILLEGAL_ADDRESS 700
+
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_STREAM_NON_BLOCKING 0x1
+#define CU_EVENT_DEFAULT 0x0
+#define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 0x2
+
+#define CU_LAUNCH_PARAM_END ((void *)0x00)
+#define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+
+/* CUdriverProcAddressQueryResult */
+#define CU_GET_PROC_ADDRESS_SUCCESS 0
+#define CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND 1
+#define CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT 2
+
+/* The versioned names the real header maps the plain ones to. */
+#define cuCtxCreate cuCtxCreate_v2
+#define cuCtxDestroy cuCtxDestroy_v2
+#define cuMemAlloc cuMemAlloc_v2
+#define cuMemFree cuMemFree_v2
+#define cuMemcpyHtoD cuMemcpyHtoD_v2
+#define cuMemcpyDtoH cuMemcpyDtoH_v2
+#define cuMemcpyDtoD cuMemcpyDtoD_v2
+#define cuMemsetD32 cuMemsetD32_v2
+
+CUresult cuInit(unsigned int flags);
+CUresult cuDriverGetVersion(int *version);
+CUresult cuDeviceGet(CUdevice *device, int ordinal);
+CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice device);
+CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice device);
+CUresult cuCtxDestroy_v2(CUcontext ctx);
+CUresult cuCtxSynchronize(void);
+CUresult cuModuleLoadData(CUmodule *module, const void *image);
+CUresult cuModuleUnload(CUmodule module);
+CUresult cuModuleGetFunction(CUfunction *function, CUmodule module, const char *name);
+CUresult cuFuncGetParamInfo(CUfunction function, size_t index, size_t *offset, size_t *size);
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes);
+CUresult cuMemFree_v2(CUdeviceptr dptr);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes);
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes);
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t count);
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX,
+                        unsigned int blockY, unsigned int blockZ, unsigned int sharedBytes, CUstream stream,
+                        void **kernelParams, void **extra);
+CUresult cuProfilerStart(void);
+CUresult cuProfilerStop(void);
+CUresult cuGetErrorName(CUresult error, const char **name);
+CUresult cuGetErrorString(CUresult error, const char **text);
+
+/* Pointer types of entry points resolved through cuGetProcAddress (runtime_style.c). */
+typedef CUresult (*PFN_cuGetProcAddress_v2)(const char *symbol, void **pfn, int cudaVersion, uint64_t flags,
+                                            int *symbolStatus);
+typedef CUresult (*PFN_cuGetProcAddress)(const char *symbol, void **pfn, int cudaVersion, uint64_t flags);
+typedef CUresult (*PFN_cuInit)(unsigned int flags);
+typedef CUresult (*PFN_cuDeviceGet)(CUdevice *device, int ordinal);
+typedef CUresult (*PFN_cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice device);
+typedef CUresult (*PFN_cuDevicePrimaryCtxRelease)(CUdevice device);
+typedef CUresult (*PFN_cuCtxSetCurrent)(CUcontext ctx);
+typedef CUresult (*PFN_cuModuleLoadData)(CUmodule *module, const void *image);
+typedef CUresult (*PFN_cuModuleUnload)(CUmodule module);
+typedef CUresult (*PFN_cuModuleGetFunction)(CUfunction *function, CUmodule module, const char *name);
+typedef CUresult (*PFN_cuMemAlloc)(CUdeviceptr *dptr, size_t bytes);
+typedef CUresult (*PFN_cuMemFree)(CUdeviceptr dptr);
+typedef CUresult (*PFN_cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream);
+typedef CUresult (*PFN_cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
+typedef CUresult (*PFN_cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream);
+typedef CUresult (*PFN_cuLaunchKernel)(CUfunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ,
+                                       unsigned int blockX, unsigned int blockY, unsigned int blockZ,
+                                       unsigned int sharedBytes, CUstream stream, void **kernelParams, void **extra);
+typedef CUresult (*PFN_cuStreamCreate)(CUstream *stream, unsigned int flags);
+typedef CUresult (*PFN_cuStreamDestroy)(CUstream stream);
+typedef CUresult (*PFN_cuStreamSynchronize)(CUstream stream);
+typedef CUresult (*PFN_cuStreamWaitEvent)(CUstream stream, CUevent event, unsigned int flags);
+typedef CUresult (*PFN_cuEventCreate)(CUevent *event, unsigned int flags);
+typedef CUresult (*PFN_cuEventRecord)(CUevent event, CUstream stream);
+typedef CUresult (*PFN_cuEventDestroy)(CUevent event);
+typedef CUresult (*PFN_cuProfilerStart)(void);
+typedef CUresult (*PFN_cuProfilerStop)(void);
+typedef CUresult (*PFN_cuGetErrorName)(CUresult error, const char **name);
+
+#endif
