@@ -10,6 +10,7 @@ mod isa_float;
 mod isa_int;
 mod lanes;
 mod memory;
+mod mma;
 mod numerics;
 mod warp;
 
