@@ -1347,14 +1347,15 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                         }
                         inst => {
                             if !em.is_empty() {
-                                if matches!(
+                                let warp_wide = matches!(
                                     inst,
                                     Inst::Shfl { .. }
                                         | Inst::Mma(_)
                                         | Inst::Ldmatrix { .. }
                                         | Inst::Stmatrix { .. }
                                         | Inst::Movmatrix { .. }
-                                ) {
+                                );
+                                if warp_wide {
                                     self.segment_end()?;
                                 }
                                 let (mut left, mut left_full) = (em, efull);
@@ -1362,7 +1363,9 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                                 while let Err(stop) = self.exec(inst, rb, lb, left, left_full, ins.line) {
                                     left = self.fault(stop, left)?;
                                     (left_full, faulted) = (false, true);
-                                    if left.is_empty() {
+                                    // A warp-wide instruction that faults stops there: running it
+                                    // again for the lanes above would use the same row addresses.
+                                    if left.is_empty() || warp_wide {
                                         break;
                                     }
                                 }
