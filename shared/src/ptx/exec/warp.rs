@@ -92,7 +92,7 @@ impl<const MW: usize> Worker<'_, MW> {
             return Err(Stop::Mem { lane, addr: 0, size: 16, space, fault: Fault::OutOfBounds, write, line });
         }
         let a = self.address(addr, rb, lb, l);
-        if a % 16 != 0 {
+        if !a.is_multiple_of(16) {
             return Err(self.vector_fault(space, a, 16, write, l, line));
         }
         Ok((l, a))
@@ -222,10 +222,10 @@ impl<const MW: usize> Worker<'_, MW> {
             write,
             line,
         };
-        if da % sz != 0 {
+        if !da.is_multiple_of(sz) {
             return Err(fail(da, sz, Space::Shared, Fault::Misaligned, true));
         }
-        if keep > 0 && sa % sz != 0 {
+        if keep > 0 && !sa.is_multiple_of(sz) {
             return Err(fail(sa, keep, Space::Global, Fault::Misaligned, false));
         }
         let mut buf = [0u8; 16];

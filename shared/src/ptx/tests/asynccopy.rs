@@ -124,7 +124,8 @@ fn tma_tensor_copies_wgmma_and_tcgen05_are_refused_with_a_reason() {
         ("tcgen05.fence::before_thread_sync;", "tensor memory"),
     ] {
         let ptx = format!("{HEAD}.visible .entry k() {{\n .reg .b32 %r<8>; .reg .b64 %rd<4>;\n {inst}\n ret; }}");
-        let e = crate::ptx::Module::parse(&ptx).err().expect("refused").to_string();
+        let Err(e) = crate::ptx::Module::parse(&ptx) else { panic!("{inst} was accepted") };
+        let e = e.to_string();
         assert!(e.contains("line 6") && e.contains(why), "{e}");
     }
 }

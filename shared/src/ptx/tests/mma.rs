@@ -364,7 +364,8 @@ impl Gen {
     }
 }
 
-fn case(shape: (usize, usize, usize), d: Ty, a: Ty, b: Ty, c: Ty, pa: Pos, pb: Pos, pc: Pos) -> Case {
+/// A case of `shape` with D, A, B, C of `[d, a, b, c]` laid out by the tables `[pa, pb, pc]`.
+fn case(shape: (usize, usize, usize), [d, a, b, c]: [Ty; 4], [pa, pb, pc]: [Pos; 3]) -> Case {
     Case { shape, d, a, b, c, satfinite: false, pa, pb, pc }
 }
 
@@ -388,7 +389,7 @@ fn f32b(v: f32) -> u64 {
 #[test]
 fn m16n8k16_f16_fragments_and_accumulation() {
     for (d, c) in [(Ty::F32, Ty::F32), (Ty::F16, Ty::F16), (Ty::F32, Ty::F16), (Ty::F16, Ty::F32)] {
-        let cs = case((16, 8, 16), d, Ty::F16, Ty::F16, c, a_f16_k16, b_f16_k16, c_m16n8);
+        let cs = case((16, 8, 16), [d, Ty::F16, Ty::F16, c], [a_f16_k16, b_f16_k16, c_m16n8]);
         let (a, b, cm) = random(&cs, 7);
         cs.check(&a, &b, &cm);
     }
@@ -398,7 +399,7 @@ fn m16n8k16_f16_fragments_and_accumulation() {
 fn m16n8k16_one_element_lands_where_the_table_says() {
     // A[9][13] = 2, B[13][3] = 3, everything else zero: D[9][3] = 6, held by lane
     // (9 - 8) * 4 + 3 / 2 = 5 as c3 (row g + 8, column 2t + 1).
-    let cs = case((16, 8, 16), Ty::F32, Ty::F16, Ty::F16, Ty::F32, a_f16_k16, b_f16_k16, c_m16n8);
+    let cs = case((16, 8, 16), [Ty::F32, Ty::F16, Ty::F16, Ty::F32], [a_f16_k16, b_f16_k16, c_m16n8]);
     let mut a = vec![0; 256];
     let mut b = vec![0; 128];
     a[9 * 16 + 13] = f16b(2.0);
@@ -416,7 +417,7 @@ fn m16n8k16_one_element_lands_where_the_table_says() {
 
 #[test]
 fn m16n8k16_f16_nan_infinity_subnormal_overflow() {
-    let cs = case((16, 8, 16), Ty::F32, Ty::F16, Ty::F16, Ty::F32, a_f16_k16, b_f16_k16, c_m16n8);
+    let cs = case((16, 8, 16), [Ty::F32, Ty::F16, Ty::F16, Ty::F32], [a_f16_k16, b_f16_k16, c_m16n8]);
     let mut a = vec![0; 256];
     let mut b = vec![0; 128];
     let mut c = vec![0; 128];
@@ -443,7 +444,7 @@ fn m16n8k16_f16_nan_infinity_subnormal_overflow() {
     assert_eq!(d[3 * 8 + 3], f32b(f32::MAX));
     assert_eq!(d[4 * 8 + 4], 0x7FFF_FFFF);
     // An f16 D overflows to infinity and keeps subnormals.
-    let cs = case((16, 8, 16), Ty::F16, Ty::F16, Ty::F16, Ty::F16, a_f16_k16, b_f16_k16, c_m16n8);
+    let cs = case((16, 8, 16), [Ty::F16, Ty::F16, Ty::F16, Ty::F16], [a_f16_k16, b_f16_k16, c_m16n8]);
     let mut a = vec![0; 256];
     let mut b = vec![0; 128];
     a[0] = f16b(300.0);
@@ -459,7 +460,7 @@ fn m16n8k16_f16_nan_infinity_subnormal_overflow() {
 fn accumulation_is_in_k_order_rounding_each_step() {
     // C = 1, then + 2^24 and - 2^24: in k order 1 + 2^24 rounds to 2^24 (ties to even), and
     // the result is 0, where exact or reordered sums give 1.
-    let cs = case((16, 8, 16), Ty::F32, Ty::F16, Ty::F16, Ty::F32, a_f16_k16, b_f16_k16, c_m16n8);
+    let cs = case((16, 8, 16), [Ty::F32, Ty::F16, Ty::F16, Ty::F32], [a_f16_k16, b_f16_k16, c_m16n8]);
     let mut a = vec![0; 256];
     let mut b = vec![0; 128];
     let mut c = vec![0; 128];
@@ -474,7 +475,7 @@ fn accumulation_is_in_k_order_rounding_each_step() {
 
 #[test]
 fn m16n8k16_and_k8_bf16() {
-    let cs = case((16, 8, 16), Ty::F32, Ty::BF16, Ty::BF16, Ty::F32, a_f16_k16, b_f16_k16, c_m16n8);
+    let cs = case((16, 8, 16), [Ty::F32, Ty::BF16, Ty::BF16, Ty::F32], [a_f16_k16, b_f16_k16, c_m16n8]);
     let (a, b, c) = random(&cs, 11);
     cs.check(&a, &b, &c);
     // A bf16 product beyond f32's range overflows the f32 sum to infinity.
@@ -484,7 +485,7 @@ fn m16n8k16_and_k8_bf16() {
     b[0] = bf16::from_f64(2f64.powi(100)).to_bits() as u64;
     let d = cs.check(&a, &b, &[0; 128]);
     assert_eq!(d[0], f32b(f32::INFINITY));
-    let cs = case((16, 8, 8), Ty::F32, Ty::BF16, Ty::BF16, Ty::F32, a_f16_k8, b_f16_k8, c_m16n8);
+    let cs = case((16, 8, 8), [Ty::F32, Ty::BF16, Ty::BF16, Ty::F32], [a_f16_k8, b_f16_k8, c_m16n8]);
     let (a, b, c) = random(&cs, 12);
     cs.check(&a, &b, &c);
 }
@@ -492,7 +493,7 @@ fn m16n8k16_and_k8_bf16() {
 #[test]
 fn m16n8k8_f16() {
     for (d, c) in [(Ty::F32, Ty::F32), (Ty::F16, Ty::F16)] {
-        let cs = case((16, 8, 8), d, Ty::F16, Ty::F16, c, a_f16_k8, b_f16_k8, c_m16n8);
+        let cs = case((16, 8, 8), [d, Ty::F16, Ty::F16, c], [a_f16_k8, b_f16_k8, c_m16n8]);
         let (a, b, cm) = random(&cs, 13);
         cs.check(&a, &b, &cm);
     }
@@ -500,10 +501,10 @@ fn m16n8k8_f16() {
 
 #[test]
 fn tf32_k8_and_k4_ignore_low_mantissa_bits() {
-    let cs = case((16, 8, 8), Ty::F32, Ty::TF32, Ty::TF32, Ty::F32, a_tf32_k8, b_tf32_k8, c_m16n8);
+    let cs = case((16, 8, 8), [Ty::F32, Ty::TF32, Ty::TF32, Ty::F32], [a_tf32_k8, b_tf32_k8, c_m16n8]);
     let (a, b, c) = random(&cs, 17);
     cs.check(&a, &b, &c);
-    let cs = case((16, 8, 4), Ty::F32, Ty::TF32, Ty::TF32, Ty::F32, a_tf32_k4, b_tf32_k4, c_m16n8);
+    let cs = case((16, 8, 4), [Ty::F32, Ty::TF32, Ty::TF32, Ty::F32], [a_tf32_k4, b_tf32_k4, c_m16n8]);
     let (a, b, c) = random(&cs, 19);
     cs.check(&a, &b, &c);
     // 1 + 2^-20 is 1 as a tf32; a NaN whose payload is only in the low bits stays NaN.
@@ -520,7 +521,7 @@ fn tf32_k8_and_k4_ignore_low_mantissa_bits() {
 
 #[test]
 fn m8n8k4_f64() {
-    let cs = case((8, 8, 4), Ty::F64, Ty::F64, Ty::F64, Ty::F64, a_f64_m8n8k4, b_f64_m8n8k4, c_m8n8);
+    let cs = case((8, 8, 4), [Ty::F64, Ty::F64, Ty::F64, Ty::F64], [a_f64_m8n8k4, b_f64_m8n8k4, c_m8n8]);
     let (a, b, c) = random(&cs, 23);
     cs.check(&a, &b, &c);
     let mut a = vec![0; 32];
@@ -534,17 +535,18 @@ fn m8n8k4_f64() {
 #[test]
 fn integer_k32_and_k16_wrap_or_saturate() {
     for (a, b) in [(Ty::S8, Ty::S8), (Ty::U8, Ty::S8), (Ty::S8, Ty::U8), (Ty::U8, Ty::U8)] {
-        let cs = case((16, 8, 32), Ty::S32, a, b, Ty::S32, a_i8_k32, b_i8_k32, c_m16n8);
+        let cs = case((16, 8, 32), [Ty::S32, a, b, Ty::S32], [a_i8_k32, b_i8_k32, c_m16n8]);
         let (am, bm, cm) = random(&cs, 29);
         cs.check(&am, &bm, &cm);
-        let cs = case((16, 8, 16), Ty::S32, a, b, Ty::S32, a_i8_k16, b_i8_k16, c_m16n8);
+        let cs = case((16, 8, 16), [Ty::S32, a, b, Ty::S32], [a_i8_k16, b_i8_k16, c_m16n8]);
         let (am, bm, cm) = random(&cs, 31);
         cs.check(&am, &bm, &cm);
     }
     // C = i32::MAX - 10 plus 127 * 127: wraps, or with .satfinite stops at i32::MAX; C = i32::MIN
     // plus -128 * 127 likewise at i32::MIN.
     for satfinite in [false, true] {
-        let cs = Case { satfinite, ..case((16, 8, 32), Ty::S32, Ty::S8, Ty::S8, Ty::S32, a_i8_k32, b_i8_k32, c_m16n8) };
+        let cs =
+            Case { satfinite, ..case((16, 8, 32), [Ty::S32, Ty::S8, Ty::S8, Ty::S32], [a_i8_k32, b_i8_k32, c_m16n8]) };
         let mut a = vec![0; 512];
         let mut b = vec![0; 256];
         let mut c = vec![0; 128];
@@ -565,11 +567,11 @@ fn integer_k32_and_k16_wrap_or_saturate() {
 #[test]
 fn fp8_k32_products() {
     for (a, b) in [(Ty::E4M3, Ty::E4M3), (Ty::E4M3, Ty::E5M2), (Ty::E5M2, Ty::E5M2)] {
-        let cs = case((16, 8, 32), Ty::F32, a, b, Ty::F32, a_i8_k32, b_i8_k32, c_m16n8);
+        let cs = case((16, 8, 32), [Ty::F32, a, b, Ty::F32], [a_i8_k32, b_i8_k32, c_m16n8]);
         let (am, bm, cm) = random(&cs, 37);
         cs.check(&am, &bm, &cm);
     }
-    let cs = case((16, 8, 32), Ty::F32, Ty::E4M3, Ty::E5M2, Ty::F32, a_i8_k32, b_i8_k32, c_m16n8);
+    let cs = case((16, 8, 32), [Ty::F32, Ty::E4M3, Ty::E5M2, Ty::F32], [a_i8_k32, b_i8_k32, c_m16n8]);
     let mut a = vec![0; 512];
     let mut b = vec![0; 256];
     a[0] = 0x7F; // e4m3 NaN
@@ -583,7 +585,7 @@ fn fp8_k32_products() {
     assert_eq!(d[8 + 1], f32b(f32::INFINITY));
     assert_eq!(d[2 * 8 + 2], f32b(2f32.powi(-25)));
     // The k16 shape of fp8 reads the 8-bit table of k16.
-    let cs = case((16, 8, 16), Ty::F32, Ty::E5M2, Ty::E4M3, Ty::F32, a_i8_k16, b_i8_k16, c_m16n8);
+    let cs = case((16, 8, 16), [Ty::F32, Ty::E5M2, Ty::E4M3, Ty::F32], [a_i8_k16, b_i8_k16, c_m16n8]);
     let (am, bm, cm) = random(&cs, 41);
     cs.check(&am, &bm, &cm);
 }
@@ -600,7 +602,8 @@ fn unsupported_shapes_and_types_are_refused_at_load() {
         let ptx = format!(
             "{HEAD}.visible .entry k() {{ .reg .b32 %r<8>;\n {inst} {{%r0,%r1,%r2,%r3}}, {{%r0,%r1,%r2,%r3}}, {{%r0,%r1}}, {{%r0,%r1,%r2,%r3}};\n ret; }}"
         );
-        let e = crate::ptx::Module::parse(&ptx).err().expect("refused").to_string();
+        let Err(e) = crate::ptx::Module::parse(&ptx) else { panic!("{inst} was accepted") };
+        let e = e.to_string();
         assert!(e.contains("line 5") && e.contains(inst), "{e}");
     }
 }
