@@ -17,6 +17,7 @@ use super::module::{Entry, Module};
 
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 mod jit;
+mod warp;
 
 /// Compiled kernels of a module (empty where there is no code generator).
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
@@ -1346,7 +1347,15 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                         }
                         inst => {
                             if !em.is_empty() {
-                                if matches!(inst, Inst::Shfl { .. }) {
+                                let warp_wide = matches!(
+                                    inst,
+                                    Inst::Shfl { .. }
+                                        | Inst::Mma(_)
+                                        | Inst::Ldmatrix { .. }
+                                        | Inst::Stmatrix { .. }
+                                        | Inst::Movmatrix { .. }
+                                );
+                                if warp_wide {
                                     self.segment_end()?;
                                 }
                                 let (mut left, mut left_full) = (em, efull);
@@ -1354,7 +1363,9 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                                 while let Err(stop) = self.exec(inst, rb, lb, left, left_full, ins.line) {
                                     left = self.fault(stop, left)?;
                                     (left_full, faulted) = (false, true);
-                                    if left.is_empty() {
+                                    // A warp-wide instruction that faults stops there: running it
+                                    // again for the lanes above would use the same row addresses.
+                                    if left.is_empty() || warp_wide {
                                         break;
                                     }
                                 }
@@ -1980,6 +1991,17 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 let v = if wide { self.count } else { self.count & 0xFFFF_FFFF };
                 let o = ro(d);
                 em.for_each(nw, |l| self.b.regs[o + l] = v);
+            }
+            Inst::Mma(ref op) => self.mma(op, rb, em),
+            Inst::Movmatrix { d, a } => self.movmatrix(d, a, rb, em),
+            Inst::Ldmatrix { n: cnt, trans, space, d, addr } => {
+                self.ldmatrix(cnt, trans, space, &d, &addr, rb, lb, em, line)?
+            }
+            Inst::Stmatrix { n: cnt, trans, space, a, addr } => {
+                self.stmatrix(cnt, trans, space, &a, &addr, rb, lb, em, line)?
+            }
+            Inst::CpAsync { size, src_size, dst, src } => {
+                em.try_each(nw, |l| self.cp_async(size, src_size, &dst, &src, rb, lb, l, line))?
             }
             Inst::Nop | Inst::WarpSync => {}
             Inst::Bra { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Call { .. } => {

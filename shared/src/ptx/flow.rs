@@ -79,6 +79,27 @@ pub(crate) fn uses_defs(ins: &Instr) -> (Vec<R>, Vec<R>) {
             u.push(*a);
             d.push(*x);
         }
+        Inst::Mma(m) => {
+            u.extend(m.a.iter().chain(&m.b).chain(&m.c));
+            d.extend(&m.d);
+        }
+        Inst::Ldmatrix { n, d: ds, addr: a, .. } => {
+            addr(a, &mut u);
+            d.extend(&ds[..*n as usize]);
+        }
+        Inst::Stmatrix { n, a: srcs, addr: a, .. } => {
+            addr(a, &mut u);
+            u.extend(&srcs[..*n as usize]);
+        }
+        Inst::Movmatrix { d: x, a } => {
+            u.push(*a);
+            d.push(*x);
+        }
+        Inst::CpAsync { src_size, dst, src, .. } => {
+            addr(dst, &mut u);
+            addr(src, &mut u);
+            u.push(*src_size);
+        }
         Inst::Bra { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Call { .. } | Inst::Nop | Inst::WarpSync => {}
     }
     if ins.guard.is_some() {

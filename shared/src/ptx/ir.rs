@@ -267,6 +267,27 @@ pub(crate) enum UnOp {
     PredNot,
     /// `isspacep`: whether a generic address falls in the given state space's window.
     IsSpace(Space),
+    /// Conversions to and from the 8-bit float pairs (`.e4m3x2`, `.e5m2x2`).
+    Fp8(Fp8Cvt),
+}
+
+/// The 8-bit float formats of `cvt` and `mma`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fp8 {
+    E4M3,
+    E5M2,
+}
+
+/// A conversion of `cvt` with an 8-bit float pair on one side; `.relu` clamps negative results
+/// to zero. Conversions to fp8 are always `.rn.satfinite` (the only form PTX has).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fp8Cvt {
+    /// One `.f32` (the low 32 bits) to one 8-bit value; two of them are packed by `BinOp::Pack`.
+    FromF32 { to: Fp8, relu: bool },
+    /// The two halves of an `.f16x2` to the two bytes of a `.b16` (high to high).
+    FromF16x2 { to: Fp8, relu: bool },
+    /// The two bytes of a `.b16` to the two halves of an `.f16x2` (exact).
+    ToF16x2 { from: Fp8, relu: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -590,10 +611,77 @@ pub(crate) enum Inst {
         args: Vec<CallArg>,
         rets: Vec<CallArg>,
     },
+    /// `mma.sync.aligned`: reads and writes the fragments of a whole warp.
+    Mma(Box<Mma>),
+    /// `ldmatrix.sync.aligned.m8n8.xN{.trans}.b16`: `n` 8x8 matrices of 16-bit elements whose rows
+    /// the warp's lanes address, spread over the lanes' `d` registers.
+    Ldmatrix {
+        n: u8,
+        trans: bool,
+        space: Space,
+        d: [R; 4],
+        addr: Addr,
+    },
+    /// `stmatrix.sync.aligned.m8n8.xN{.trans}.b16`: the inverse of `ldmatrix`.
+    Stmatrix {
+        n: u8,
+        trans: bool,
+        space: Space,
+        a: [R; 4],
+        addr: Addr,
+    },
+    /// `movmatrix.sync.aligned.m8n8.trans.b16`: the transpose of an 8x8 matrix held across a warp.
+    Movmatrix {
+        d: R,
+        a: R,
+    },
+    /// `cp.async.{ca,cg}.shared.global`: `size` bytes from global to shared memory, of which
+    /// only the first `src_size` are read and the rest are zero; done when it issues.
+    CpAsync {
+        size: u8,
+        src_size: R,
+        dst: Addr,
+        src: Addr,
+    },
     Nop,
     /// `bar.warp.sync`: a no-op for lanes in lockstep, but a synchronisation point for an engine that
     /// runs threads one after another.
     WarpSync,
+}
+
+/// Element types of `mma` operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MmaTy {
+    F16,
+    BF16,
+    /// An `.f32` register of which the low 13 mantissa bits are ignored.
+    TF32,
+    F32,
+    F64,
+    S8,
+    U8,
+    S32,
+    E4M3,
+    E5M2,
+}
+
+/// `mma.sync.aligned.mMnNkK.row.col.dtype.atype.btype.ctype`: one matrix product per warp, each
+/// operand a vector of registers holding the lane's fragment (`matrix.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Mma {
+    pub m: u8,
+    pub n: u8,
+    pub k: u8,
+    pub dty: MmaTy,
+    pub aty: MmaTy,
+    pub bty: MmaTy,
+    pub cty: MmaTy,
+    /// Integer products: clamp the sum to the s32 range instead of wrapping.
+    pub satfinite: bool,
+    pub d: Vec<R>,
+    pub a: Vec<R>,
+    pub b: Vec<R>,
+    pub c: Vec<R>,
 }
 
 #[derive(Debug, Clone)]

@@ -769,6 +769,195 @@ impl<'m> FnLower<'m> {
         self.err(format!("unsupported instruction `{op}`"))
     }
 
+    fn refused<T>(&self, op: &str, why: &str) -> Res<T> {
+        self.err(format!("unsupported instruction `{op}`: {why}"))
+    }
+
+    /// Registers of a brace-enclosed vector operand (`{%r1, %r2}`), or of a single register.
+    fn reg_list(&mut self, op: &Operand, ty: Ty, dst: bool) -> Res<Vec<R>> {
+        let items: Vec<&Operand> = match op {
+            Operand::Vec(v) => v.iter().collect(),
+            x => vec![x],
+        };
+        items.into_iter().map(|x| if dst { self.dst(x) } else { self.src(x, ty) }).collect()
+    }
+
+    /// `mma.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype d, a, b, c`.
+    fn mma(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        self.want(ops, 4, o.full)?;
+        let mut shape = None;
+        let mut tys = Vec::new();
+        let mut layout = Vec::new();
+        let mut satfinite = false;
+        for p in o.full.split('.').skip(1) {
+            let t = match p {
+                "sync" | "aligned" | "rn" => continue,
+                "row" | "col" => {
+                    layout.push(p);
+                    continue;
+                }
+                "satfinite" => {
+                    satfinite = true;
+                    continue;
+                }
+                "f16" => MmaTy::F16,
+                "bf16" => MmaTy::BF16,
+                "tf32" => MmaTy::TF32,
+                "f32" => MmaTy::F32,
+                "f64" => MmaTy::F64,
+                "s8" => MmaTy::S8,
+                "u8" => MmaTy::U8,
+                "s32" => MmaTy::S32,
+                "e4m3" => MmaTy::E4M3,
+                "e5m2" => MmaTy::E5M2,
+                _ => match mma_shape(p) {
+                    Some(s) if shape.is_none() => {
+                        shape = Some(s);
+                        continue;
+                    }
+                    _ => return self.unsupported(o.full),
+                },
+            };
+            tys.push(t);
+        }
+        let (Some((m, n, k)), &[dty, aty, bty, cty], ["row", "col"]) = (shape, &tys[..], &layout[..]) else {
+            return self.unsupported(o.full);
+        };
+        use MmaTy::*;
+        let float_acc = |t: MmaTy| matches!(t, F16 | F32);
+        let ok = match (m, n, k, aty) {
+            (16, 8, 16 | 8, F16) => bty == F16 && float_acc(cty) && float_acc(dty),
+            (16, 8, 16 | 8, BF16) => bty == BF16 && cty == F32 && dty == F32,
+            (16, 8, 8 | 4, TF32) => bty == TF32 && cty == F32 && dty == F32,
+            (8, 8, 4, F64) => bty == F64 && cty == F64 && dty == F64,
+            (16, 8, 32 | 16, S8 | U8) => matches!(bty, S8 | U8) && cty == S32 && dty == S32,
+            (16, 8, 32 | 16, E4M3 | E5M2) => matches!(bty, E4M3 | E5M2) && float_acc(cty) && cty == dty,
+            _ => false,
+        };
+        if !ok || (satfinite && dty != S32) || (m, k) == (16, 8) && cty != dty {
+            return self.unsupported(o.full);
+        }
+        let reg_ty = |t: MmaTy| match t {
+            F32 => Ty::F32,
+            F64 => Ty::F64,
+            _ => Ty::B32,
+        };
+        let mut op = Mma { m, n, k, dty, aty, bty, cty, satfinite, d: vec![], a: vec![], b: vec![], c: vec![] };
+        op.d = self.reg_list(&ops[0], reg_ty(dty), true)?;
+        op.a = self.reg_list(&ops[1], reg_ty(aty), false)?;
+        op.b = self.reg_list(&ops[2], reg_ty(bty), false)?;
+        op.c = self.reg_list(&ops[3], reg_ty(cty), false)?;
+        let want = op.reg_counts();
+        for (name, (have, want)) in ["d", "a", "b", "c"]
+            .iter()
+            .zip([op.d.len(), op.a.len(), op.b.len(), op.c.len()].into_iter().zip([want[3], want[0], want[1], want[2]]))
+        {
+            if have != want {
+                return self.err(format!("`{}`: operand {name} needs {want} registers, found {have}", o.full));
+            }
+        }
+        self.push(Inst::Mma(Box::new(op)));
+        Ok(())
+    }
+
+    /// `ldmatrix.sync.aligned.m8n8.xN{.trans}{.shared}.b16 d, [p]` and `stmatrix` (operands swapped).
+    fn ldst_matrix(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        self.want(ops, 2, o.full)?;
+        let n = if o.has("x1") {
+            1
+        } else if o.has("x2") {
+            2
+        } else if o.has("x4") {
+            4
+        } else {
+            return self.unsupported(o.full);
+        };
+        if !o.has("m8n8") || o.types != [Ty::B16] {
+            return self.unsupported(o.full);
+        }
+        let space = match self.space_of(o) {
+            None => None,
+            Some(Space::Shared) => Some(Space::Shared),
+            Some(_) => return self.unsupported(o.full),
+        };
+        let trans = o.has("trans");
+        let load = o.base == "ldmatrix";
+        let (regs, at) = if load { (&ops[0], &ops[1]) } else { (&ops[1], &ops[0]) };
+        let (space, addr) = self.addr(o, at, space)?;
+        let list = self.reg_list(regs, Ty::B32, load)?;
+        if list.len() != n as usize {
+            return self.err(format!("`{}` needs {n} registers", o.full));
+        }
+        let mut r = [0; 4];
+        r[..list.len()].copy_from_slice(&list);
+        self.push(if load {
+            Inst::Ldmatrix { n, trans, space, d: r, addr }
+        } else {
+            Inst::Stmatrix { n, trans, space, a: r, addr }
+        });
+        Ok(())
+    }
+
+    /// `cp.async` and its groups. The copies complete when they issue, which the ISA allows (they
+    /// must complete by the `cp.async.wait_group`/`wait_all` that waits for them), so waiting is
+    /// nothing.
+    fn cp(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        if !o.has("async") {
+            return self.unsupported(o.full);
+        }
+        if o.has("tensor") {
+            return self
+                .refused(o.full, "TMA tensor copies read a CUtensorMap descriptor, which the CPU does not model");
+        }
+        if o.has("bulk") || o.has("mbarrier") || o.has("reduce") {
+            return self.unsupported(o.full);
+        }
+        if o.has("commit_group") || o.has("wait_group") || o.has("wait_all") {
+            self.push(Inst::Nop);
+            return Ok(());
+        }
+        if !(o.has("ca") || o.has("cg")) || self.space_of(o) != Some(Space::Shared) || !o.has("global") {
+            return self.unsupported(o.full);
+        }
+        let hint = o.mods.iter().any(|m| m.ends_with("cache_hint"));
+        let rest = ops.len().checked_sub(3 + hint as usize).filter(|r| *r <= 1);
+        let Some(rest) = rest else {
+            return self.err(format!("`{}` takes 3 or 4 operands and its cache policy", o.full));
+        };
+        let size = match &ops[2] {
+            Operand::Lit(Lit::Int(v @ (4 | 8 | 16))) => *v as u8,
+            _ => return self.err(format!("`{}`: the copy size must be 4, 8 or 16", o.full)),
+        };
+        if o.has("cg") && size != 16 {
+            return self.unsupported(o.full);
+        }
+        let (_, dst) = self.addr(o, &ops[0], Some(Space::Shared))?;
+        let (_, src) = self.addr(o, &ops[1], Some(Space::Global))?;
+        let full = self.konst(size as u64);
+        let src_size = if rest == 0 {
+            full
+        } else {
+            let pred = match &ops[3] {
+                Operand::Not(_) => true,
+                Operand::Name(n) => matches!(self.lookup(n), Some(Sym::Reg(r)) if self.bits_of(r) == 1),
+                _ => false,
+            };
+            if pred {
+                // `ignore-src`: when true nothing is read and the whole copy is zeros.
+                let (p, neg) = self.pred_src(&ops[3])?;
+                let t = self.new_reg(32);
+                let zero = self.konst(0);
+                let (x, y) = if neg { (full, zero) } else { (zero, full) };
+                self.push(Inst::Tern { op: TernOp::Selp, d: t, a: x, b: y, c: p });
+                t
+            } else {
+                self.src(&ops[3], Ty::U32)?
+            }
+        };
+        self.push(Inst::CpAsync { size, src_size, dst, src });
+        Ok(())
+    }
+
     fn ty1(&self, o: &Opc) -> Res<Ty> {
         match o.types.last() {
             Some(t) => Ok(*t),
@@ -942,6 +1131,21 @@ impl<'m> FnLower<'m> {
                 Ok(())
             }
             "call" => self.call(&o, ops),
+            "mma" => self.mma(&o, ops),
+            "ldmatrix" | "stmatrix" => self.ldst_matrix(&o, ops),
+            "movmatrix" => {
+                self.want(ops, 2, o.full)?;
+                if !(o.has("m8n8") && o.has("trans") && o.types == [Ty::B16]) {
+                    return self.unsupported(o.full);
+                }
+                let d = self.dst(&ops[0])?;
+                let a = self.src(&ops[1], Ty::B32)?;
+                self.push(Inst::Movmatrix { d, a });
+                Ok(())
+            }
+            "cp" => self.cp(&o, ops),
+            "wgmma" => self.refused(o.full, "warpgroup matrix products (wgmma) are not implemented on the CPU"),
+            "tcgen05" => self.refused(o.full, "tensor memory (tcgen05, sm_100) is not modelled on the CPU"),
             _ => self.unsupported(&i.opcode),
         }
     }
@@ -1451,6 +1655,9 @@ impl<'m> FnLower<'m> {
     }
 
     fn cvt(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        if o.mods.iter().any(|m| matches!(*m, "e4m3x2" | "e5m2x2")) {
+            return self.cvt_fp8(o, ops);
+        }
         if o.types.len() != 2 {
             return self.err(format!("`{}` needs a destination and a source type", o.full));
         }
@@ -1508,6 +1715,47 @@ impl<'m> FnLower<'m> {
         };
         let a = self.src(&ops[1], from)?;
         self.push(Inst::Un { op: UnOp::Cvt(cv), d, a });
+        Ok(())
+    }
+
+    /// `cvt` to or from `.e4m3x2`/`.e5m2x2`: `.rn.satfinite{.relu}.f8x2.f32 d, a, b` (a to the
+    /// high byte), `.rn.satfinite{.relu}.f8x2.f16x2 d, a` and `.rn{.relu}.f16x2.f8x2 d, a`.
+    fn cvt_fp8(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        let names: Vec<&str> =
+            o.full.split('.').skip(1).filter(|p| matches!(*p, "e4m3x2" | "e5m2x2" | "f32" | "f16x2")).collect();
+        let fp8 = |s: &str| if s == "e4m3x2" { Fp8::E4M3 } else { Fp8::E5M2 };
+        let relu = o.has("relu");
+        let known = o.mods.iter().all(|m| matches!(*m, "rn" | "satfinite" | "relu" | "e4m3x2" | "e5m2x2"));
+        if !known || !o.has("rn") {
+            return self.unsupported(o.full);
+        }
+        let satfinite = o.has("satfinite");
+        match names[..] {
+            [to @ ("e4m3x2" | "e5m2x2"), "f32"] if satfinite => {
+                self.want(ops, 3, o.full)?;
+                let d = self.dst(&ops[0])?;
+                let hi = self.src(&ops[1], Ty::F32)?;
+                let lo = self.src(&ops[2], Ty::F32)?;
+                let op = UnOp::Fp8(Fp8Cvt::FromF32 { to: fp8(to), relu });
+                let (th, tl) = (self.new_reg(8), self.new_reg(8));
+                self.push(Inst::Un { op, d: th, a: hi });
+                self.push(Inst::Un { op, d: tl, a: lo });
+                self.push(Inst::Bin { op: BinOp::Pack(8), d, a: tl, b: th });
+            }
+            [to @ ("e4m3x2" | "e5m2x2"), "f16x2"] if satfinite => {
+                self.want(ops, 2, o.full)?;
+                let d = self.dst(&ops[0])?;
+                let a = self.src(&ops[1], Ty::B32)?;
+                self.push(Inst::Un { op: UnOp::Fp8(Fp8Cvt::FromF16x2 { to: fp8(to), relu }), d, a });
+            }
+            ["f16x2", from @ ("e4m3x2" | "e5m2x2")] if !satfinite => {
+                self.want(ops, 2, o.full)?;
+                let d = self.dst(&ops[0])?;
+                let a = self.src(&ops[1], Ty::B16)?;
+                self.push(Inst::Un { op: UnOp::Fp8(Fp8Cvt::ToF16x2 { from: fp8(from), relu }), d, a });
+            }
+            _ => return self.unsupported(o.full),
+        }
         Ok(())
     }
 
@@ -1845,6 +2093,14 @@ impl<'m> FnLower<'m> {
         self.push(Inst::Call { func: fi, args, rets });
         Ok(())
     }
+}
+
+/// `mMnNkK` as numbers.
+fn mma_shape(p: &str) -> Option<(u8, u8, u8)> {
+    let rest = p.strip_prefix('m')?;
+    let (m, rest) = rest.split_once('n')?;
+    let (n, k) = rest.split_once('k')?;
+    Some((m.parse().ok()?, n.parse().ok()?, k.parse().ok()?))
 }
 
 /// The immediate post-dominator of every branch, as an instruction index (`insts.len()` when the

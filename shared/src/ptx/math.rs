@@ -9,7 +9,7 @@
 
 use half::{bf16, f16};
 
-use super::ir::{Cmp, Cvt, Rnd, Testp, Ty, F};
+use super::ir::{Cmp, Cvt, Fp8, Fp8Cvt, Rnd, Testp, Ty, F};
 
 pub(crate) const NAN32: u32 = 0x7FFF_FFFF;
 pub(crate) const NAN64: u64 = 0x7FFF_FFFF_FFFF_FFFF;
@@ -597,4 +597,88 @@ pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
 /// `ex2.approx`: 2^x (computed exactly; PTX allows 2 ulp).
 pub(crate) fn ex2(x: f32) -> f32 {
     (x as f64).exp2() as f32
+}
+
+/// The value of an 8-bit float: `.e4m3` (no infinities, NaN `S.1111.111`, largest 448) or
+/// `.e5m2` (IEEE-like, infinities and NaNs, largest 57344). Exact in f32.
+pub(crate) fn fp8_to_f32(x: u8, f: Fp8) -> f32 {
+    let neg = x & 0x80 != 0;
+    let (exp, man, bias, mbits) = match f {
+        Fp8::E4M3 => ((x >> 3) & 0xF, x & 7, 7, 3),
+        Fp8::E5M2 => ((x >> 2) & 0x1F, x & 3, 15, 2),
+    };
+    let v = match f {
+        Fp8::E4M3 if exp == 0xF && man == 7 => f32::NAN,
+        Fp8::E5M2 if exp == 0x1F => {
+            if man == 0 {
+                f32::INFINITY
+            } else {
+                f32::NAN
+            }
+        }
+        _ if exp == 0 => man as f32 * (2.0f32).powi(1 - bias - mbits),
+        _ => (1.0 + man as f32 / (1 << mbits) as f32) * (2.0f32).powi(exp as i32 - bias),
+    };
+    if neg {
+        -v
+    } else {
+        v
+    }
+}
+
+/// `cvt.rn.satfinite{.relu}` of a value to an 8-bit float: round to nearest even, magnitudes
+/// beyond the largest finite value (infinities included) become it with their sign, NaN becomes
+/// the canonical `0x7F`; with `relu` negative values become `+0`.
+pub(crate) fn fp8_from_f64(v: f64, f: Fp8, relu: bool) -> u8 {
+    if v.is_nan() {
+        return 0x7F;
+    }
+    let v = if relu && v < 0.0 { 0.0 } else { v };
+    let sign = if v.is_sign_negative() { 0x80 } else { 0 };
+    let a = v.abs();
+    let (bias, mbits, max): (i32, i32, u8) = match f {
+        Fp8::E4M3 => (7, 3, 0x7E),
+        Fp8::E5M2 => (15, 2, 0x7B),
+    };
+    let bits = if a.is_infinite() {
+        max as u32
+    } else if a < (2.0f64).powi(1 - bias) {
+        // Subnormal: a multiple of the smallest step; rounding up to 2^mbits steps lands exactly on
+        // the smallest normal's encoding.
+        (a / (2.0f64).powi(1 - bias - mbits)).round_ties_even() as u32
+    } else {
+        let e = ((a.to_bits() >> 52) & 0x7FF) as i32 - 1023;
+        let frac = a / (2.0f64).powi(e) - 1.0;
+        let m = (frac * (1u32 << mbits) as f64).round_ties_even() as u32;
+        let (e, m) = if m == 1 << mbits { (e + 1, 0) } else { (e, m) };
+        let biased = (e + bias).min(0x3F) as u32;
+        (biased << mbits) | m
+    };
+    (bits.min(max as u32) as u8) | sign
+}
+
+/// `cvt` with an 8-bit float pair on one side, on one lane.
+pub(crate) fn fp8_cvt(x: u64, c: Fp8Cvt) -> u64 {
+    let h2f = |h: u16| f16::from_bits(h).to_f64();
+    match c {
+        Fp8Cvt::FromF32 { to, relu } => fp8_from_f64(f32v(x) as f64, to, relu) as u64,
+        Fp8Cvt::FromF16x2 { to, relu } => {
+            let lo = fp8_from_f64(h2f(x as u16), to, relu) as u64;
+            let hi = fp8_from_f64(h2f((x >> 16) as u16), to, relu) as u64;
+            lo | hi << 8
+        }
+        Fp8Cvt::ToF16x2 { from, relu } => {
+            let one = |b: u8| -> u64 {
+                let v = fp8_to_f32(b, from);
+                if v.is_nan() {
+                    0x7FFF
+                } else if relu && v < 0.0 {
+                    0
+                } else {
+                    f16::from_f32(v).to_bits() as u64
+                }
+            };
+            one(x as u8) | one((x >> 8) as u8) << 16
+        }
+    }
 }

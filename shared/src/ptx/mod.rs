@@ -26,6 +26,7 @@ mod flow;
 mod ir;
 mod lower;
 mod math;
+mod matrix;
 mod memory;
 mod module;
 mod parse;

@@ -12,6 +12,7 @@ macro_rules! exec_un {
             UnOp::Not(mask) => $m!($d, $a, |x| !x & mask),
             UnOp::CNot(mask) => $m!($d, $a, |x| ((x & mask) == 0) as u64),
             UnOp::PredNot => $m!($d, $a, |x| (x & 1) ^ 1),
+            UnOp::Fp8(c) => $m!($d, $a, |x| fp8_cvt(x, c)),
             UnOp::IsSpace(sp) => {
                 use $crate::ptx::ir::{Space, LOCAL_BASE, MODVAR_BASE, SHARED_BASE, WINDOW_MASK};
                 $m!($d, $a, |x| {

@@ -65,8 +65,18 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, PtxError> {
         line_start = false;
         if is_word_start(c) {
             let s = i;
-            while i < b.len() && is_word_char(b[i]) {
-                i += 1;
+            loop {
+                if i < b.len() && is_word_char(b[i]) {
+                    i += 1;
+                } else if b.get(i) == Some(&b':')
+                    && b.get(i + 1) == Some(&b':')
+                    && b.get(i + 2).is_some_and(|c| is_word_char(*c))
+                {
+                    // Scoped modifiers: `.shared::cta`, `.mbarrier::complete_tx::bytes`.
+                    i += 2;
+                } else {
+                    break;
+                }
             }
             let w = &text[s..i];
             // Debug-info directives run to the end of their line without a terminating `;`.
@@ -146,6 +156,8 @@ pub(crate) enum Operand {
         base: Option<String>,
         off: i64,
     },
+    /// `[tensorMap, {c0, c1}]`: a tensor and coordinates (TMA copies, which lowering refuses).
+    TensorAddr,
     /// `{a, b}`
     Vec(Vec<Operand>),
     /// `%p|%q`
@@ -712,6 +724,11 @@ fn parse_operand(p: &mut Parser) -> Result<Operand, PtxError> {
         // `+k`, `+-k` and `-k` (the sign belongs to the number).
         while p.eat_punct(b'+') || p.is_punct(b'-') {
             off = off.wrapping_add(p.number()? as i64);
+        }
+        if base.is_some() && p.eat_punct(b',') {
+            parse_operand(p)?;
+            p.expect_punct(b']')?;
+            return Ok(Operand::TensorAddr);
         }
         p.expect_punct(b']')?;
         return Ok(Operand::Addr { base, off });

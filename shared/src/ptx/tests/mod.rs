@@ -1,15 +1,19 @@
 //! Executor tests: real corpus PTX, and small PTX kernels per instruction family.
 
 mod agreement;
+mod asynccopy;
 mod atomics;
 mod control;
 mod corpus;
+mod fp8;
 mod harness;
 mod hostile;
 mod isa_float;
 mod isa_int;
 mod lanes;
+mod ldmatrix;
 mod memory;
+mod mma;
 mod numerics;
 mod warp;
 

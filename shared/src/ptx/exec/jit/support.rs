@@ -1,8 +1,8 @@
 //! Which kernels run as native code: decided when a kernel is first launched, before any of its
 //! threads runs. A kernel that needs lanes in lockstep (votes, `redux`, `activemask`,
 //! `bar.warp.sync`, a shuffle under a guard or where threads of a warp may be on different
-//! paths), named or counted barriers, calls, `%clock` or a barrier under a guard runs on the
-//! interpreter instead.
+//! paths), named or counted barriers, calls, `%clock`, `cp.async` or a barrier under a guard
+//! runs on the interpreter instead.
 //!
 //! Shuffles are the one warp operation native code runs, because of how it runs threads: one
 //! after another up to the next boundary, where the values are exchanged across each warp. That
@@ -25,6 +25,11 @@ pub(crate) fn unsupported(f: &Function) -> Option<JitError> {
             Inst::WarpSync => "bar.warp.sync",
             Inst::Clock { .. } => "clock",
             Inst::Call { .. } => "call",
+            Inst::Mma(_) => "mma",
+            Inst::Ldmatrix { .. } => "ldmatrix",
+            Inst::Stmatrix { .. } => "stmatrix",
+            Inst::Movmatrix { .. } => "movmatrix",
+            Inst::CpAsync { .. } => "cp.async",
             Inst::Bar { count: None, red: None, d: None, arrive: false } if ins.guard.is_none() => continue,
             Inst::Bar { .. } => "a guarded, named, counted or reducing barrier",
             _ => continue,

@@ -667,6 +667,11 @@ impl Tx<'_, '_> {
             | Inst::Redux { .. }
             | Inst::Clock { .. }
             | Inst::Call { .. }
+            | Inst::Mma(_)
+            | Inst::Ldmatrix { .. }
+            | Inst::Stmatrix { .. }
+            | Inst::Movmatrix { .. }
+            | Inst::CpAsync { .. }
             | Inst::WarpSync => {
                 return Err(JitError::Translate { what: "an instruction without native code", line: ins.line })
             }

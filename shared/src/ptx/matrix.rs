@@ -1,0 +1,229 @@
+//! The warp-level matrix instructions' semantics: which element of which matrix each lane's
+//! registers hold (the fragment layouts of the PTX ISA, "Matrix fragments for mma"), and the
+//! arithmetic of `mma`. No engine in it: the executor hands in one warp's register values.
+//!
+//! **Fragments.** An `mma` of shape MxNxK multiplies A (MxK) by B (KxN) and adds C (MxN), and no
+//! lane holds a whole matrix: each of the 32 lanes holds a few elements of each, packed into its
+//! registers low bits first (two 16-bit or four 8-bit elements to a 32-bit register, one tf32,
+//! f32 or s32, one f64 to a 64-bit register). With `g = lane >> 2` (the lane's group) and
+//! `t = lane & 3` (its place in the group), element `i` of a lane's fragment sits at:
+//!
+//! | operand, element size | row | column |
+//! |---|---|---|
+//! | A, 16-bit (f16, bf16) | `g + 8*((i>>1)&1)` | `2t + (i&1) + 8*(i>>2)` |
+//! | A, 32/64-bit (tf32, f64) | `g + 8*(i&1)` | `t + 4*(i>>1)` |
+//! | A, 8-bit (s8, u8, e4m3, e5m2) | `g + 8*((i>>2)&1)` | `4t + (i&3) + 16*(i>>3)` |
+//! | B, 16-bit | `2t + (i&1) + 8*(i>>1)` | `g` |
+//! | B, 32/64-bit | `t + 4i` | `g` |
+//! | B, 8-bit | `4t + (i&3) + 16*(i>>2)` | `g` |
+//! | C and D | `g + 8*(i>>1)` | `2t + (i&1)` |
+//!
+//! One formula per element size covers every shape of that size: a smaller K or M just stops
+//! at fewer elements (m16n8k8 f16 uses `i < 4` of the m16n8k16 table, m16n8k4 tf32 `i < 2` of
+//! m16n8k8's, m8n8k4 f64 `i < 1`, m16n8k16 s8 `i < 8` of m16n8k32's), which is how the ISA's
+//! tables read. B is stored column by column ("`.col`"): a lane's B elements run down a column.
+//!
+//! **Arithmetic.** The ISA leaves the accumulation order, its intermediate rounding and the
+//! handling of subnormal inputs open; recap defines them: each element of D starts from C and
+//! adds the products of its row of A and column of B in increasing k, each step one fused
+//! multiply-add in f32 (the product exact, one round to nearest even per step), so a float `mma`
+//! is `K` chained `fma.rn.f32`. Inputs (f16, bf16, tf32, e4m3, e5m2) widen to f32 exactly;
+//! subnormals are kept, never flushed; a NaN result is the canonical NaN. An f16 C widens to f32
+//! and an f16 D is the f32 sum rounded to nearest even once at the end. tf32 inputs ignore the
+//! low 13 mantissa bits of their register (a NaN stays NaN). f64 uses f64 fused multiply-adds in
+//! the same order. Integer products are exact and their sum with C wraps modulo 2^32, or with
+//! `.satfinite` is clamped to the s32 range (the exact sum is clamped once, at the end).
+//!
+//! **ldmatrix, stmatrix, movmatrix.** An 8x8 matrix of 16-bit elements is held by a warp as a
+//! fragment of one 32-bit register per lane: lane `l` holds row `l >> 2`, columns `2(l&3)` and
+//! `2(l&3)+1` (low half first). `ldmatrix` loads up to four such matrices, the rows of matrix `j`
+//! at the addresses held by lanes `8j..8j+8`; `.trans` gives each lane the transposed matrix's
+//! fragment instead. `stmatrix` is the inverse, `movmatrix.trans` the transpose in registers.
+
+use half::{bf16, f16};
+
+use super::ir::{Fp8, Mma, MmaTy};
+use super::math::{b32, b64, fp8_to_f32};
+
+/// How an element type's fragments are laid out (its size class).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Half,
+    Word,
+    Byte,
+}
+
+fn class(t: MmaTy) -> Class {
+    match t {
+        MmaTy::F16 | MmaTy::BF16 => Class::Half,
+        MmaTy::TF32 | MmaTy::F32 | MmaTy::F64 | MmaTy::S32 => Class::Word,
+        MmaTy::S8 | MmaTy::U8 | MmaTy::E4M3 | MmaTy::E5M2 => Class::Byte,
+    }
+}
+
+/// Bits of one element.
+pub(crate) fn elem_bits(t: MmaTy) -> u32 {
+    match class(t) {
+        Class::Half => 16,
+        Class::Byte => 8,
+        Class::Word if t == MmaTy::F64 => 64,
+        Class::Word => 32,
+    }
+}
+
+/// Elements per register.
+fn per_reg(t: MmaTy) -> usize {
+    match elem_bits(t) {
+        64 => 1,
+        b => (32 / b) as usize,
+    }
+}
+
+/// Where element `i` of lane `lane`'s A fragment sits: (row, column).
+fn a_pos(t: MmaTy, lane: usize, i: usize) -> (usize, usize) {
+    let (g, q) = (lane >> 2, lane & 3);
+    match class(t) {
+        Class::Half => (g + 8 * ((i >> 1) & 1), 2 * q + (i & 1) + 8 * (i >> 2)),
+        Class::Word => (g + 8 * (i & 1), q + 4 * (i >> 1)),
+        Class::Byte => (g + 8 * ((i >> 2) & 1), 4 * q + (i & 3) + 16 * (i >> 3)),
+    }
+}
+
+/// Where element `i` of lane `lane`'s B fragment sits: (row, column).
+fn b_pos(t: MmaTy, lane: usize, i: usize) -> (usize, usize) {
+    let (g, q) = (lane >> 2, lane & 3);
+    match class(t) {
+        Class::Half => (2 * q + (i & 1) + 8 * (i >> 1), g),
+        Class::Word => (q + 4 * i, g),
+        Class::Byte => (4 * q + (i & 3) + 16 * (i >> 2), g),
+    }
+}
+
+/// Where element `i` of lane `lane`'s C or D fragment sits: (row, column).
+fn c_pos(lane: usize, i: usize) -> (usize, usize) {
+    (lane / 4 + 8 * (i >> 1), 2 * (lane & 3) + (i & 1))
+}
+
+impl Mma {
+    /// Registers each lane holds for A, B, C and D.
+    pub(crate) fn reg_counts(&self) -> [usize; 4] {
+        let (m, n, k) = (self.m as usize, self.n as usize, self.k as usize);
+        let regs = |elems: usize, t: MmaTy| elems / 32 / per_reg(t);
+        [regs(m * k, self.aty), regs(k * n, self.bty), regs(m * n, self.cty), regs(m * n, self.dty)]
+    }
+}
+
+/// An element widened to f64 (exact for every input type).
+fn value(t: MmaTy, bits: u64) -> f64 {
+    match t {
+        MmaTy::F16 => f16::from_bits(bits as u16).to_f64(),
+        MmaTy::BF16 => bf16::from_bits(bits as u16).to_f64(),
+        MmaTy::TF32 => {
+            let x = f32::from_bits(bits as u32);
+            if x.is_nan() {
+                x as f64
+            } else {
+                f32::from_bits(bits as u32 & 0xFFFF_E000) as f64
+            }
+        }
+        MmaTy::F32 => f32::from_bits(bits as u32) as f64,
+        MmaTy::F64 => f64::from_bits(bits),
+        MmaTy::S8 => bits as u8 as i8 as f64,
+        MmaTy::U8 => bits as u8 as f64,
+        MmaTy::S32 => bits as u32 as i32 as f64,
+        MmaTy::E4M3 => fp8_to_f32(bits as u8, Fp8::E4M3) as f64,
+        MmaTy::E5M2 => fp8_to_f32(bits as u8, Fp8::E5M2) as f64,
+    }
+}
+
+/// Unpacks one operand of a warp (`regs`: lane-major, `count` registers per lane) into a
+/// row-major matrix with `cols` columns.
+fn unpack(t: MmaTy, regs: &[u64], count: usize, cols: usize, pos: impl Fn(usize, usize) -> (usize, usize)) -> Vec<f64> {
+    let per = per_reg(t);
+    let bits = elem_bits(t);
+    let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let mut out = vec![0.0; count * per * 32];
+    for lane in 0..32 {
+        for i in 0..count * per {
+            let r = regs[lane * count + i / per];
+            let x = (r >> ((i % per) as u32 * bits)) & mask;
+            let (row, col) = pos(lane, i);
+            out[row * cols + col] = value(t, x);
+        }
+    }
+    out
+}
+
+/// One warp's `mma`: `a`, `b`, `c` hold every lane's operand registers (lane-major, as many per
+/// lane as [`Mma::reg_counts`] says); gives every lane's D registers, lane-major.
+pub(crate) fn mma(op: &Mma, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
+    let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
+    let [na, nb, nc, nd] = op.reg_counts();
+    let am = unpack(op.aty, a, na, k, |l, i| a_pos(op.aty, l, i));
+    let bm = unpack(op.bty, b, nb, n, |l, i| b_pos(op.bty, l, i));
+    let cm = unpack(op.cty, c, nc, n, c_pos);
+    let mut dm = vec![0u64; m * n];
+    for row in 0..m {
+        for col in 0..n {
+            let arow = &am[row * k..row * k + k];
+            let bcol = (0..k).map(|kk| bm[kk * n + col]);
+            let acc = cm[row * n + col];
+            dm[row * n + col] = match op.dty {
+                MmaTy::S32 => {
+                    // Exact: |products| < 2^16 * 32, plus an s32.
+                    let sum = arow.iter().zip(bcol).fold(acc as i64, |s, (x, y)| s + (*x as i64) * (y as i64));
+                    if op.satfinite {
+                        sum.clamp(i32::MIN as i64, i32::MAX as i64) as i32 as u32 as u64
+                    } else {
+                        sum as i32 as u32 as u64
+                    }
+                }
+                MmaTy::F64 => b64(arow.iter().zip(bcol).fold(acc, |s, (x, y)| x.mul_add(y, s))),
+                _ => {
+                    let s = arow.iter().zip(bcol).fold(acc as f32, |s, (x, y)| (*x as f32).mul_add(y as f32, s));
+                    if op.dty == MmaTy::F16 {
+                        if s.is_nan() {
+                            0x7FFF
+                        } else {
+                            f16::from_f32(s).to_bits() as u64
+                        }
+                    } else {
+                        b32(s)
+                    }
+                }
+            };
+        }
+    }
+    let per = per_reg(op.dty);
+    let bits = elem_bits(op.dty);
+    let mut d = vec![0u64; 32 * nd];
+    for lane in 0..32 {
+        for i in 0..nd * per {
+            let (row, col) = c_pos(lane, i);
+            d[lane * nd + i / per] |= dm[row * n + col] << ((i % per) as u32 * bits);
+        }
+    }
+    d
+}
+
+/// The two elements (low half first) lane `lane` holds of an 8x8 matrix fragment, as (row,
+/// column); `trans` gives those of the transposed matrix, read from the original.
+pub(crate) fn frag8x8(lane: usize, trans: bool) -> [(usize, usize); 2] {
+    let (r, c) = (lane >> 2, 2 * (lane & 3));
+    if trans {
+        [(c, r), (c + 1, r)]
+    } else {
+        [(r, c), (r, c + 1)]
+    }
+}
+
+/// `movmatrix.m8n8.trans.b16` of one warp: `a` holds each lane's source register.
+pub(crate) fn movmatrix(a: &[u64; 32]) -> [u64; 32] {
+    let elem = |row: usize, col: usize| (a[row * 4 + col / 2] >> (16 * (col & 1))) & 0xFFFF;
+    let mut d = [0u64; 32];
+    for (lane, out) in d.iter_mut().enumerate() {
+        let [(r0, c0), (r1, c1)] = frag8x8(lane, true);
+        *out = elem(r0, c0) | elem(r1, c1) << 16;
+    }
+    d
+}

@@ -1,0 +1,609 @@
+//! `mma.sync.aligned` against the fragment layout tables of the PTX ISA ("Matrix fragments for
+//! mma.mMnNkK"), each table written out here per shape as the ISA states it (not the executor's
+//! unified formulas), and against the accumulation recap defines (docs/PTX.md): from C, in
+//! increasing k, one f32 fused multiply-add per step.
+
+use half::{bf16, f16};
+
+use super::run_kernel;
+
+const HEAD: &str = ".version 8.0\n.target sm_90\n.address_size 64\n";
+
+/// Where element `i` of lane `lane`'s fragment sits: (row, column).
+type Pos = fn(usize, usize) -> (usize, usize);
+
+fn g(l: usize) -> usize {
+    l >> 2
+}
+fn t(l: usize) -> usize {
+    l % 4
+}
+
+// The ISA's tables, shape by shape.
+fn a_f16_k16(l: usize, i: usize) -> (usize, usize) {
+    let row = if i < 2 || (4..6).contains(&i) { g(l) } else { g(l) + 8 };
+    let col = if i < 4 { t(l) * 2 + (i & 1) } else { t(l) * 2 + (i & 1) + 8 };
+    (row, col)
+}
+fn b_f16_k16(l: usize, i: usize) -> (usize, usize) {
+    let row = if i < 2 { t(l) * 2 + (i & 1) } else { t(l) * 2 + (i & 1) + 8 };
+    (row, g(l))
+}
+fn a_f16_k8(l: usize, i: usize) -> (usize, usize) {
+    (if i < 2 { g(l) } else { g(l) + 8 }, t(l) * 2 + (i & 1))
+}
+fn b_f16_k8(l: usize, i: usize) -> (usize, usize) {
+    (t(l) * 2 + i, g(l))
+}
+fn a_tf32_k8(l: usize, i: usize) -> (usize, usize) {
+    let row = if i == 0 || i == 2 { g(l) } else { g(l) + 8 };
+    let col = if i < 2 { t(l) } else { t(l) + 4 };
+    (row, col)
+}
+fn b_tf32_k8(l: usize, i: usize) -> (usize, usize) {
+    (if i == 0 { t(l) } else { t(l) + 4 }, g(l))
+}
+fn a_tf32_k4(l: usize, i: usize) -> (usize, usize) {
+    (if i == 0 { g(l) } else { g(l) + 8 }, t(l))
+}
+fn b_tf32_k4(l: usize, _i: usize) -> (usize, usize) {
+    (t(l), g(l))
+}
+fn a_f64_m8n8k4(l: usize, _i: usize) -> (usize, usize) {
+    (l >> 2, l % 4)
+}
+fn b_f64_m8n8k4(l: usize, _i: usize) -> (usize, usize) {
+    (l % 4, l >> 2)
+}
+fn c_m8n8(l: usize, i: usize) -> (usize, usize) {
+    (g(l), t(l) * 2 + (i & 1))
+}
+fn a_i8_k16(l: usize, i: usize) -> (usize, usize) {
+    (if i < 4 { g(l) } else { g(l) + 8 }, t(l) * 4 + (i & 3))
+}
+fn b_i8_k16(l: usize, i: usize) -> (usize, usize) {
+    (t(l) * 4 + i, g(l))
+}
+fn a_i8_k32(l: usize, i: usize) -> (usize, usize) {
+    let row = if i < 4 || (8..12).contains(&i) { g(l) } else { g(l) + 8 };
+    let col = if i < 8 { t(l) * 4 + (i & 3) } else { t(l) * 4 + (i & 3) + 16 };
+    (row, col)
+}
+fn b_i8_k32(l: usize, i: usize) -> (usize, usize) {
+    let row = if i < 4 { t(l) * 4 + (i & 3) } else { t(l) * 4 + (i & 3) + 16 };
+    (row, g(l))
+}
+fn c_m16n8(l: usize, i: usize) -> (usize, usize) {
+    (if i < 2 { g(l) } else { g(l) + 8 }, t(l) * 2 + (i & 1))
+}
+
+/// An element type: its bits and its value.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Ty {
+    F16,
+    BF16,
+    TF32,
+    F32,
+    F64,
+    S8,
+    U8,
+    S32,
+    E4M3,
+    E5M2,
+}
+
+impl Ty {
+    fn bits(self) -> usize {
+        match self {
+            Ty::F16 | Ty::BF16 => 16,
+            Ty::S8 | Ty::U8 | Ty::E4M3 | Ty::E5M2 => 8,
+            Ty::F64 => 64,
+            _ => 32,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Ty::F16 => "f16",
+            Ty::BF16 => "bf16",
+            Ty::TF32 => "tf32",
+            Ty::F32 => "f32",
+            Ty::F64 => "f64",
+            Ty::S8 => "s8",
+            Ty::U8 => "u8",
+            Ty::S32 => "s32",
+            Ty::E4M3 => "e4m3",
+            Ty::E5M2 => "e5m2",
+        }
+    }
+    fn value(self, x: u64) -> f64 {
+        match self {
+            Ty::F16 => f16::from_bits(x as u16).to_f64(),
+            Ty::BF16 => bf16::from_bits(x as u16).to_f64(),
+            Ty::TF32 if f32::from_bits(x as u32).is_nan() => f64::NAN,
+            Ty::TF32 => f32::from_bits(x as u32 & !0x1FFF) as f64,
+            Ty::F32 => f32::from_bits(x as u32) as f64,
+            Ty::F64 => f64::from_bits(x),
+            Ty::S8 => x as u8 as i8 as f64,
+            Ty::U8 => x as u8 as f64,
+            Ty::S32 => x as u32 as i32 as f64,
+            Ty::E4M3 => fp8(x as u8, 4, 3),
+            Ty::E5M2 => fp8(x as u8, 5, 2),
+        }
+    }
+}
+
+/// An 8-bit float with `e` exponent and `m` mantissa bits, as the OCP FP8 formats define them.
+fn fp8(x: u8, e: u32, m: u32) -> f64 {
+    let s = if x & 0x80 != 0 { -1.0 } else { 1.0 };
+    let ex = ((x >> m) & ((1 << e) - 1) as u8) as i32;
+    let mant = (x & ((1 << m) - 1) as u8) as f64;
+    let bias = (1 << (e - 1)) - 1;
+    let top = (1 << e) - 1;
+    if e == 4 && ex == top && mant == 7.0 {
+        return f64::NAN;
+    }
+    if e == 5 && ex == top {
+        return if mant == 0.0 { s * f64::INFINITY } else { f64::NAN };
+    }
+    if ex == 0 {
+        s * mant * 2f64.powi(1 - bias - m as i32)
+    } else {
+        s * (1.0 + mant / (1 << m) as f64) * 2f64.powi(ex - bias)
+    }
+}
+
+/// One shape and type combination with its layout tables.
+struct Case {
+    shape: (usize, usize, usize),
+    d: Ty,
+    a: Ty,
+    b: Ty,
+    c: Ty,
+    satfinite: bool,
+    pa: Pos,
+    pb: Pos,
+    pc: Pos,
+}
+
+impl Case {
+    fn regs(&self, elems: usize, ty: Ty) -> usize {
+        let per = if ty.bits() == 64 { 1 } else { 32 / ty.bits() };
+        elems / 32 / per
+    }
+
+    /// Packs a row-major matrix (element bits) into each lane's registers.
+    fn pack(&self, m: &[u64], cols: usize, ty: Ty, pos: Pos, count: usize) -> Vec<u64> {
+        let per = if ty.bits() == 64 { 1 } else { 32 / ty.bits() };
+        let mask = if ty.bits() == 64 { u64::MAX } else { (1u64 << ty.bits()) - 1 };
+        let mut regs = vec![0u64; 32 * count];
+        for l in 0..32 {
+            for i in 0..count * per {
+                let (r, c) = pos(l, i);
+                regs[l * count + i / per] |= (m[r * cols + c] & mask) << ((i % per) * ty.bits());
+            }
+        }
+        regs
+    }
+
+    /// Runs the `mma` on every engine with the given matrices (element bits, row-major); gives D
+    /// as element bits, row-major, read back through the table.
+    fn run(&self, am: &[u64], bm: &[u64], cm: &[u64]) -> Vec<u64> {
+        let (m, n, k) = self.shape;
+        let (na, nb, nc, nd) =
+            (self.regs(m * k, self.a), self.regs(k * n, self.b), self.regs(m * n, self.c), self.regs(m * n, self.d));
+        let wide = self.a == Ty::F64;
+        let (reg, ld, sz) = if wide { ("%x", "u64", 8) } else { ("%r", "u32", 4) };
+        let total = na + nb + nc;
+        let mut body = String::new();
+        for i in 0..total {
+            body += &format!("    ld.global.{ld} {reg}{i}, [%rd4+{}];\n", i * sz);
+        }
+        let list =
+            |from: usize, cnt: usize| (from..from + cnt).map(|i| format!("{reg}{i}")).collect::<Vec<_>>().join(", ");
+        let dregs = (0..nd).map(|i| format!("{reg}{}", 40 + i)).collect::<Vec<_>>().join(", ");
+        let sat = if self.satfinite { ".satfinite" } else { "" };
+        body += &format!(
+            "    mma.sync.aligned.m{}n{}k{}.row.col{sat}.{}.{}.{}.{} {{{dregs}}}, {{{}}}, {{{}}}, {{{}}};\n",
+            m,
+            n,
+            k,
+            self.d.name(),
+            self.a.name(),
+            self.b.name(),
+            self.c.name(),
+            list(0, na),
+            list(na, nb),
+            list(na + nb, nc)
+        );
+        for i in 0..nd {
+            body += &format!("    st.global.{ld} [%rd6+{}], {reg}{};\n", i * sz, 40 + i);
+        }
+        let ptx = format!(
+            "{HEAD}
+.visible .entry k(.param .u64 out, .param .u64 inp)
+{{
+    .reg .b32 %r<64>;
+    .reg .b64 %x<64>;
+    .reg .b64 %rd<8>;
+    .reg .b32 %t0;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [inp];
+    mov.u32 %t0, %tid.x;
+    mul.wide.u32 %rd3, %t0, {};
+    add.s64 %rd4, %rd2, %rd3;
+    mul.wide.u32 %rd5, %t0, {};
+    add.s64 %rd6, %rd1, %rd5;
+{body}    ret;
+}}",
+            total * sz,
+            nd * sz
+        );
+        let ra = self.pack(am, k, self.a, self.pa, na);
+        let rb = self.pack(bm, n, self.b, self.pb, nb);
+        let rc = self.pack(cm, n, self.c, self.pc, nc);
+        let mut inp = Vec::new();
+        for l in 0..32 {
+            for w in ra[l * na..(l + 1) * na].iter().chain(&rb[l * nb..(l + 1) * nb]).chain(&rc[l * nc..(l + 1) * nc]) {
+                inp.extend_from_slice(&w.to_le_bytes()[..sz]);
+            }
+        }
+        let out = run_kernel(&ptx, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 32 * nd * sz], inp], &[]).unwrap();
+        let words: Vec<u64> = out[0]
+            .chunks(sz)
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b[..sz].copy_from_slice(c);
+                u64::from_le_bytes(b)
+            })
+            .collect();
+        let per = if self.d.bits() == 64 { 1 } else { 32 / self.d.bits() };
+        let mask = if self.d.bits() == 64 { u64::MAX } else { (1u64 << self.d.bits()) - 1 };
+        let mut d = vec![0u64; m * n];
+        for l in 0..32 {
+            for i in 0..nd * per {
+                let (r, c) = (self.pc)(l, i);
+                d[r * n + c] = (words[l * nd + i / per] >> ((i % per) * self.d.bits())) & mask;
+            }
+        }
+        d
+    }
+
+    /// D as recap defines it, element bits, row-major.
+    fn expect(&self, am: &[u64], bm: &[u64], cm: &[u64]) -> Vec<u64> {
+        let (m, n, k) = self.shape;
+        let mut d = vec![0u64; m * n];
+        for r in 0..m {
+            for c in 0..n {
+                let a = |kk: usize| self.a.value(am[r * k + kk]);
+                let b = |kk: usize| self.b.value(bm[kk * n + c]);
+                d[r * n + c] = match self.d {
+                    Ty::S32 => {
+                        let mut s = self.c.value(cm[r * n + c]) as i64;
+                        for kk in 0..k {
+                            s += a(kk) as i64 * b(kk) as i64;
+                        }
+                        let s = if self.satfinite { s.clamp(i32::MIN as i64, i32::MAX as i64) } else { s };
+                        s as i32 as u32 as u64
+                    }
+                    Ty::F64 => {
+                        let mut s = self.c.value(cm[r * n + c]);
+                        for kk in 0..k {
+                            s = a(kk).mul_add(b(kk), s);
+                        }
+                        if s.is_nan() {
+                            0x7FFF_FFFF_FFFF_FFFF
+                        } else {
+                            s.to_bits()
+                        }
+                    }
+                    _ => {
+                        let mut s = self.c.value(cm[r * n + c]) as f32;
+                        for kk in 0..k {
+                            s = (a(kk) as f32).mul_add(b(kk) as f32, s);
+                        }
+                        match (self.d, s.is_nan()) {
+                            (Ty::F16, true) => 0x7FFF,
+                            (Ty::F16, false) => f16::from_f32(s).to_bits() as u64,
+                            (_, true) => 0x7FFF_FFFF,
+                            _ => s.to_bits() as u64,
+                        }
+                    }
+                };
+            }
+        }
+        d
+    }
+
+    fn check(&self, am: &[u64], bm: &[u64], cm: &[u64]) -> Vec<u64> {
+        let got = self.run(am, bm, cm);
+        let want = self.expect(am, bm, cm);
+        let (_, n, _) = self.shape;
+        for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(x, y, "{:?}x{:?}: D[{}][{}] is {x:#x}, want {y:#x}", self.a, self.b, i / n, i % n);
+        }
+        got
+    }
+}
+
+/// A small deterministic generator of element bits.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// Values of -2..=2 in steps of 1/8 (fp8: any finite positive or negative bits), as the bits
+    /// of type `ty`.
+    fn floats(&mut self, len: usize, ty: Ty) -> Vec<u64> {
+        (0..len)
+            .map(|_| {
+                let v = (self.next() % 33) as f64 / 8.0 - 2.0;
+                match ty {
+                    Ty::F16 => f16::from_f64(v).to_bits() as u64,
+                    Ty::BF16 => bf16::from_f64(v).to_bits() as u64,
+                    // tf32 inputs with stray low mantissa bits, which must be ignored.
+                    Ty::TF32 => (v as f32).to_bits() as u64 | (self.next() & 0x1FFF),
+                    Ty::F32 => ((v * 1.37) as f32).to_bits() as u64,
+                    Ty::F64 => (v * 1.37).to_bits(),
+                    Ty::E4M3 | Ty::E5M2 => self.next() & 0x77,
+                    _ => unreachable!(),
+                }
+            })
+            .collect()
+    }
+    fn ints(&mut self, len: usize, ty: Ty) -> Vec<u64> {
+        (0..len)
+            .map(|_| match ty {
+                Ty::S32 => ((self.next() % 2001) as i64 - 1000) as u64,
+                _ => self.next() & 0xFF,
+            })
+            .collect()
+    }
+}
+
+/// A case of `shape` with D, A, B, C of `[d, a, b, c]` laid out by the tables `[pa, pb, pc]`.
+fn case(shape: (usize, usize, usize), [d, a, b, c]: [Ty; 4], [pa, pb, pc]: [Pos; 3]) -> Case {
+    Case { shape, d, a, b, c, satfinite: false, pa, pb, pc }
+}
+
+fn random(cs: &Case, seed: u64) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    let (m, n, k) = cs.shape;
+    let mut g = Gen(seed);
+    let ints = cs.d == Ty::S32;
+    let a = if ints { g.ints(m * k, cs.a) } else { g.floats(m * k, cs.a) };
+    let b = if ints { g.ints(k * n, cs.b) } else { g.floats(k * n, cs.b) };
+    let c = if ints { g.ints(m * n, Ty::S32) } else { g.floats(m * n, cs.c) };
+    (a, b, c)
+}
+
+fn f16b(v: f64) -> u64 {
+    f16::from_f64(v).to_bits() as u64
+}
+fn f32b(v: f32) -> u64 {
+    v.to_bits() as u64
+}
+
+#[test]
+fn m16n8k16_f16_fragments_and_accumulation() {
+    for (d, c) in [(Ty::F32, Ty::F32), (Ty::F16, Ty::F16), (Ty::F32, Ty::F16), (Ty::F16, Ty::F32)] {
+        let cs = case((16, 8, 16), [d, Ty::F16, Ty::F16, c], [a_f16_k16, b_f16_k16, c_m16n8]);
+        let (a, b, cm) = random(&cs, 7);
+        cs.check(&a, &b, &cm);
+    }
+}
+
+#[test]
+fn m16n8k16_one_element_lands_where_the_table_says() {
+    // A[9][13] = 2, B[13][3] = 3, everything else zero: D[9][3] = 6, held by lane
+    // (9 - 8) * 4 + 3 / 2 = 5 as c3 (row g + 8, column 2t + 1).
+    let cs = case((16, 8, 16), [Ty::F32, Ty::F16, Ty::F16, Ty::F32], [a_f16_k16, b_f16_k16, c_m16n8]);
+    let mut a = vec![0; 256];
+    let mut b = vec![0; 128];
+    a[9 * 16 + 13] = f16b(2.0);
+    b[13 * 8 + 3] = f16b(3.0);
+    let d = cs.check(&a, &b, &[0; 128]);
+    assert_eq!(d[9 * 8 + 3], f32b(6.0));
+    assert_eq!(d.iter().filter(|x| **x != 0).count(), 1);
+    // The table's own reading: lane 5's c3.
+    assert_eq!(c_m16n8(5, 3), (9, 3));
+    // A[9][13] is lane (9 - 8) * 4 + (13 - 8) / 2 = 6, element a7 (row g + 8, column 2t + 1 + 8).
+    assert_eq!(a_f16_k16(6, 7), (9, 13));
+    // B[13][3] is lane 3 * 4 + (13 - 8) / 2 = 14, element b3.
+    assert_eq!(b_f16_k16(14, 3), (13, 3));
+}
+
+#[test]
+fn m16n8k16_f16_nan_infinity_subnormal_overflow() {
+    let cs = case((16, 8, 16), [Ty::F32, Ty::F16, Ty::F16, Ty::F32], [a_f16_k16, b_f16_k16, c_m16n8]);
+    let mut a = vec![0; 256];
+    let mut b = vec![0; 128];
+    let mut c = vec![0; 128];
+    // Row 0: inf * 0 is NaN (canonical).
+    a[0] = f16b(f64::INFINITY);
+    b[0] = 0;
+    // Row 1: inf * 1 stays inf.
+    a[16] = f16b(f64::INFINITY);
+    b[1] = f16b(1.0);
+    // Row 2: the smallest f16 subnormal squared, 2^-48, is exact in f32.
+    a[2 * 16 + 5] = 1;
+    b[5 * 8 + 2] = 1;
+    // Row 3: C at f32's largest absorbs a product far below its ulp.
+    c[3 * 8 + 3] = f32b(f32::MAX);
+    a[3 * 16 + 7] = f16b(65504.0);
+    b[7 * 8 + 3] = f16b(65504.0);
+    // Row 4: a NaN input.
+    a[4 * 16 + 1] = 0x7E01;
+    b[8 + 4] = f16b(1.0);
+    let d = cs.check(&a, &b, &c);
+    assert_eq!(d[0], 0x7FFF_FFFF);
+    assert_eq!(d[8 + 1], f32b(f32::INFINITY));
+    assert_eq!(d[2 * 8 + 2], f32b(2f32.powi(-48)));
+    assert_eq!(d[3 * 8 + 3], f32b(f32::MAX));
+    assert_eq!(d[4 * 8 + 4], 0x7FFF_FFFF);
+    // An f16 D overflows to infinity and keeps subnormals.
+    let cs = case((16, 8, 16), [Ty::F16, Ty::F16, Ty::F16, Ty::F16], [a_f16_k16, b_f16_k16, c_m16n8]);
+    let mut a = vec![0; 256];
+    let mut b = vec![0; 128];
+    a[0] = f16b(300.0);
+    b[0] = f16b(300.0);
+    a[16] = f16b(2f64.powi(-12));
+    b[1] = f16b(2f64.powi(-12));
+    let d = cs.check(&a, &b, &[0; 128]);
+    assert_eq!(d[0], 0x7C00);
+    assert_eq!(d[8 + 1], 0x0001, "2^-24, the smallest f16 subnormal");
+}
+
+#[test]
+fn accumulation_is_in_k_order_rounding_each_step() {
+    // C = 1, then + 2^24 and - 2^24: in k order 1 + 2^24 rounds to 2^24 (ties to even), and
+    // the result is 0, where exact or reordered sums give 1.
+    let cs = case((16, 8, 16), [Ty::F32, Ty::F16, Ty::F16, Ty::F32], [a_f16_k16, b_f16_k16, c_m16n8]);
+    let mut a = vec![0; 256];
+    let mut b = vec![0; 128];
+    let mut c = vec![0; 128];
+    c[0] = f32b(1.0);
+    a[0] = f16b(4096.0);
+    b[0] = f16b(4096.0);
+    a[1] = f16b(-4096.0);
+    b[8] = f16b(4096.0);
+    let d = cs.check(&a, &b, &c);
+    assert_eq!(d[0], f32b(0.0));
+}
+
+#[test]
+fn m16n8k16_and_k8_bf16() {
+    let cs = case((16, 8, 16), [Ty::F32, Ty::BF16, Ty::BF16, Ty::F32], [a_f16_k16, b_f16_k16, c_m16n8]);
+    let (a, b, c) = random(&cs, 11);
+    cs.check(&a, &b, &c);
+    // A bf16 product beyond f32's range overflows the f32 sum to infinity.
+    let mut a = vec![0; 256];
+    let mut b = vec![0; 128];
+    a[0] = bf16::from_f64(2f64.powi(100)).to_bits() as u64;
+    b[0] = bf16::from_f64(2f64.powi(100)).to_bits() as u64;
+    let d = cs.check(&a, &b, &[0; 128]);
+    assert_eq!(d[0], f32b(f32::INFINITY));
+    let cs = case((16, 8, 8), [Ty::F32, Ty::BF16, Ty::BF16, Ty::F32], [a_f16_k8, b_f16_k8, c_m16n8]);
+    let (a, b, c) = random(&cs, 12);
+    cs.check(&a, &b, &c);
+}
+
+#[test]
+fn m16n8k8_f16() {
+    for (d, c) in [(Ty::F32, Ty::F32), (Ty::F16, Ty::F16)] {
+        let cs = case((16, 8, 8), [d, Ty::F16, Ty::F16, c], [a_f16_k8, b_f16_k8, c_m16n8]);
+        let (a, b, cm) = random(&cs, 13);
+        cs.check(&a, &b, &cm);
+    }
+}
+
+#[test]
+fn tf32_k8_and_k4_ignore_low_mantissa_bits() {
+    let cs = case((16, 8, 8), [Ty::F32, Ty::TF32, Ty::TF32, Ty::F32], [a_tf32_k8, b_tf32_k8, c_m16n8]);
+    let (a, b, c) = random(&cs, 17);
+    cs.check(&a, &b, &c);
+    let cs = case((16, 8, 4), [Ty::F32, Ty::TF32, Ty::TF32, Ty::F32], [a_tf32_k4, b_tf32_k4, c_m16n8]);
+    let (a, b, c) = random(&cs, 19);
+    cs.check(&a, &b, &c);
+    // 1 + 2^-20 is 1 as a tf32; a NaN whose payload is only in the low bits stays NaN.
+    let mut a = vec![0; 64];
+    let mut b = vec![0; 32];
+    a[0] = f32b(1.0 + 2f32.powi(-20));
+    b[0] = f32b(3.0);
+    a[4] = 0x7F80_0001;
+    b[1] = f32b(1.0);
+    let d = cs.check(&a, &b, &[0; 128]);
+    assert_eq!(d[0], f32b(3.0));
+    assert_eq!(d[8 + 1], 0x7FFF_FFFF);
+}
+
+#[test]
+fn m8n8k4_f64() {
+    let cs = case((8, 8, 4), [Ty::F64, Ty::F64, Ty::F64, Ty::F64], [a_f64_m8n8k4, b_f64_m8n8k4, c_m8n8]);
+    let (a, b, c) = random(&cs, 23);
+    cs.check(&a, &b, &c);
+    let mut a = vec![0; 32];
+    let b = vec![1f64.to_bits(); 32];
+    a[0] = f64::INFINITY.to_bits();
+    a[1] = f64::NEG_INFINITY.to_bits();
+    let d = cs.check(&a, &b, &[0; 64]);
+    assert_eq!(d[0], 0x7FFF_FFFF_FFFF_FFFF);
+}
+
+#[test]
+fn integer_k32_and_k16_wrap_or_saturate() {
+    for (a, b) in [(Ty::S8, Ty::S8), (Ty::U8, Ty::S8), (Ty::S8, Ty::U8), (Ty::U8, Ty::U8)] {
+        let cs = case((16, 8, 32), [Ty::S32, a, b, Ty::S32], [a_i8_k32, b_i8_k32, c_m16n8]);
+        let (am, bm, cm) = random(&cs, 29);
+        cs.check(&am, &bm, &cm);
+        let cs = case((16, 8, 16), [Ty::S32, a, b, Ty::S32], [a_i8_k16, b_i8_k16, c_m16n8]);
+        let (am, bm, cm) = random(&cs, 31);
+        cs.check(&am, &bm, &cm);
+    }
+    // C = i32::MAX - 10 plus 127 * 127: wraps, or with .satfinite stops at i32::MAX; C = i32::MIN
+    // plus -128 * 127 likewise at i32::MIN.
+    for satfinite in [false, true] {
+        let cs =
+            Case { satfinite, ..case((16, 8, 32), [Ty::S32, Ty::S8, Ty::S8, Ty::S32], [a_i8_k32, b_i8_k32, c_m16n8]) };
+        let mut a = vec![0; 512];
+        let mut b = vec![0; 256];
+        let mut c = vec![0; 128];
+        c[0] = (i32::MAX - 10) as u32 as u64;
+        c[9] = i32::MIN as u32 as u64;
+        a[0] = 127;
+        a[32] = 0x80;
+        b[0] = 127;
+        b[1] = 127;
+        let d = cs.check(&a, &b, &c);
+        let want_hi = if satfinite { i32::MAX } else { (i32::MAX - 10).wrapping_add(127 * 127) };
+        let want_lo = if satfinite { i32::MIN } else { i32::MIN.wrapping_add(-128 * 127) };
+        assert_eq!(d[0] as u32 as i32, want_hi);
+        assert_eq!(d[8 + 1] as u32 as i32, want_lo);
+    }
+}
+
+#[test]
+fn fp8_k32_products() {
+    for (a, b) in [(Ty::E4M3, Ty::E4M3), (Ty::E4M3, Ty::E5M2), (Ty::E5M2, Ty::E5M2)] {
+        let cs = case((16, 8, 32), [Ty::F32, a, b, Ty::F32], [a_i8_k32, b_i8_k32, c_m16n8]);
+        let (am, bm, cm) = random(&cs, 37);
+        cs.check(&am, &bm, &cm);
+    }
+    let cs = case((16, 8, 32), [Ty::F32, Ty::E4M3, Ty::E5M2, Ty::F32], [a_i8_k32, b_i8_k32, c_m16n8]);
+    let mut a = vec![0; 512];
+    let mut b = vec![0; 256];
+    a[0] = 0x7F; // e4m3 NaN
+    b[0] = 0x3C; // e5m2 1.0
+    a[32] = 0x7E; // e4m3 448
+    b[1] = 0x7C; // e5m2 inf
+    a[64] = 0x01; // e4m3 2^-9, the smallest subnormal
+    b[2] = 0x01; // e5m2 2^-16, the smallest subnormal
+    let d = cs.check(&a, &b, &[0; 128]);
+    assert_eq!(d[0], 0x7FFF_FFFF);
+    assert_eq!(d[8 + 1], f32b(f32::INFINITY));
+    assert_eq!(d[2 * 8 + 2], f32b(2f32.powi(-25)));
+    // The k16 shape of fp8 reads the 8-bit table of k16.
+    let cs = case((16, 8, 16), [Ty::F32, Ty::E5M2, Ty::E4M3, Ty::F32], [a_i8_k16, b_i8_k16, c_m16n8]);
+    let (am, bm, cm) = random(&cs, 41);
+    cs.check(&am, &bm, &cm);
+}
+
+#[test]
+fn unsupported_shapes_and_types_are_refused_at_load() {
+    for inst in [
+        "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32",
+        "mma.sync.aligned.m16n8k16.col.row.f32.f16.f16.f32",
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f16",
+        "mma.sync.aligned.m16n8k32.row.col.s32.s4.s4.s32",
+        "mma.sync.aligned.m16n8k16.row.col.satfinite.f32.f16.f16.f32",
+    ] {
+        let ptx = format!(
+            "{HEAD}.visible .entry k() {{ .reg .b32 %r<8>;\n {inst} {{%r0,%r1,%r2,%r3}}, {{%r0,%r1,%r2,%r3}}, {{%r0,%r1}}, {{%r0,%r1,%r2,%r3}};\n ret; }}"
+        );
+        let Err(e) = crate::ptx::Module::parse(&ptx) else { panic!("{inst} was accepted") };
+        let e = e.to_string();
+        assert!(e.contains("line 5") && e.contains(inst), "{e}");
+    }
+}
