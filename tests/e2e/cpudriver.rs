@@ -9,14 +9,14 @@ use recap_tests::{cdylib, repo_root};
 
 /// A C program built against the CPU driver, in a temporary folder that also holds the driver as
 /// `libcuda.so.1` and `libcuda.so` (links to the cdylib), which it runs with.
-struct Program {
+pub(crate) struct Program {
     dir: tempfile::TempDir,
-    exe: PathBuf,
+    pub(crate) exe: PathBuf,
 }
 
 impl Program {
     /// Compiles `tests/capture/programs/NAME.c`, with `link` after it (`-lcuda`, `-ldl`).
-    fn build(name: &str, link: &[&str]) -> Program {
+    pub(crate) fn build(name: &str, link: &[&str]) -> Program {
         let dir = tempfile::tempdir().unwrap();
         let driver = cdylib("recap-cpudriver", "recap_cpudriver");
         for alias in ["libcuda.so.1", "libcuda.so"] {
@@ -35,6 +35,11 @@ impl Program {
             .expect("running cc");
         assert!(out.status.success(), "cc {name}.c failed:\n{}", String::from_utf8_lossy(&out.stderr));
         Program { dir, exe }
+    }
+
+    /// The folder holding the program and the CPU driver's two names.
+    pub(crate) fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     fn run(&self, args: &[&str]) -> Output {

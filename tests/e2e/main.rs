@@ -12,4 +12,5 @@ mod devices;
 mod gpu;
 mod hardening;
 mod host;
+mod intercept;
 mod wrp;

@@ -1,0 +1,158 @@
+//! `recap capture -- CMD`: unmodified C programs on the CUDA driver API (`tests/capture/programs/`)
+//! run under recap's interposer, in front of the CPU driver (`recap-cpudriver`) in place of a GPU;
+//! the archives they leave replay bit-exactly on every CPU engine and check themselves.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use recap_tests::{cdylib, recap_bin};
+use serde_json::Value;
+
+use crate::cpudriver::Program;
+
+/// Runs `recap capture ARGS -- PROGRAM PROGRAM_ARGS` against the CPU driver.
+fn capture(program: &Program, args: &[&str], program_args: &[&str]) -> Output {
+    Command::new(recap_bin())
+        .arg("capture")
+        .arg("--driver")
+        .arg(cdylib("recap-cpudriver", "recap_cpudriver"))
+        .args(args)
+        .arg("--")
+        .arg(&program.exe)
+        .args(program_args)
+        .env("RECAP_INTERCEPT_LIB", cdylib("recap-intercept", "recap_intercept"))
+        .current_dir(program.dir())
+        .output()
+        .expect("running recap capture")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Captures with `--json` and returns the report; the program's own `ok` line must be there too.
+fn capture_ok(program: &Program, out: &Path, range: &str) -> Value {
+    let o = capture(program, &["--json", "--range", range, "-o", out.to_str().unwrap()], &[]);
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "recap capture failed: {}\nstdout:\n{stdout}\nstderr:\n{}", o.status, text(&o.stderr));
+    let json = &stdout[stdout.find('{').expect("a JSON report")..];
+    assert!(stdout[..stdout.find('{').unwrap()].contains(": ok "), "the program ran and passed:\n{stdout}");
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("report: {e}\n{json}"))
+}
+
+fn replay_check(archive: &Path, engine: &str) -> String {
+    let o = Command::new(recap_bin())
+        .args(["replay", "--check", "--engine", engine])
+        .arg(archive)
+        .output()
+        .expect("running recap replay");
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "replay --engine {engine} failed: {}\n{stdout}\n{}", o.status, text(&o.stderr));
+    stdout
+}
+
+fn inspect(archive: &Path) -> String {
+    let o = Command::new(recap_bin()).arg("inspect").arg(archive).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+fn tmp_archive(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+#[test]
+fn capture_records_a_program_linked_against_libcuda_and_replays_it_exactly() {
+    let program = Program::build("driver_api", &["-lcuda"]);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = tmp_archive(&dir, "driver_api.recap");
+    let report = capture_ok(&program, &archive, "profiler");
+    assert_eq!(report["ended_at"], "cuProfilerStop");
+    // What the program issues between cuProfilerStart and cuProfilerStop.
+    assert_eq!(report["ops"]["launch"], 4, "{report:#}");
+    assert_eq!(report["ops"]["copy"], 1, "{report:#}");
+    let kernels: Vec<&str> =
+        report["kernels"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
+    assert_eq!(kernels, ["scale_add", "mix_u32"]);
+    assert!(report["kernels"].as_array().unwrap().iter().all(|k| k["ptx"] == true && k["layout_from"] == "PTX .entry"));
+    // A call recap does not record passes through and is counted.
+    assert_eq!(report["passed_through"]["cuCtxSynchronize"], 1, "{report:#}");
+    assert!(report["incomplete"].as_object().unwrap().is_empty(), "{report:#}");
+
+    let listing = inspect(&archive);
+    assert!(listing.contains("capture.range: profiler") && listing.contains("producer: recap capture"), "{listing}");
+    assert!(listing.contains("launch scale_add") && listing.contains("&alloc"), "pointers are relocations:\n{listing}");
+    for engine in ["interp", "jit", "jit-scalar"] {
+        let out = replay_check(&archive, engine);
+        assert!(out.contains("3 of 3 regions pass"), "engine {engine}:\n{out}");
+    }
+}
+
+#[test]
+fn capture_follows_the_runtime_style_resolution_and_relocates_pointers_in_buffers() {
+    let program = Program::build("runtime_style", &["-ldl"]);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = tmp_archive(&dir, "runtime_style.recap");
+    let report = capture_ok(&program, &archive, "profiler");
+    // Every entry point came from cuGetProcAddress_v2 (per-thread-stream variants included); the
+    // launches were recorded, so the resolver handed out recap's exports.
+    assert_eq!(report["ops"]["launch"], 2, "{report:#}");
+    assert_eq!(report["ops"]["upload"], 3, "{report:#}");
+    assert_eq!(report["ops"]["memset"], 1, "{report:#}");
+    assert_eq!(report["passed_through"]["cuStreamSynchronize_ptsz"], 1, "{report:#}");
+    // The table of pointers the program uploaded became relocations, and the region holding it
+    // is not checked byte for byte.
+    let listing = inspect(&archive);
+    assert!(listing.contains("pointers inside regions (2)"), "{listing}");
+    assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("holds pointers")));
+    // The struct parameter's pointer is a relocation too.
+    assert!(listing.contains("param_0={16 B: &alloc0}"), "{listing}");
+    for engine in ["interp", "jit"] {
+        let out = replay_check(&archive, engine);
+        assert!(out.contains("3 of 3 regions pass"), "engine {engine}:\n{out}");
+    }
+}
+
+#[test]
+fn capture_ranges_by_launch_count_and_the_whole_program() {
+    let program = Program::build("driver_api", &["-lcuda"]);
+    let dir = tempfile::tempdir().unwrap();
+    // Launches 2 and 3 of the program (the range ends after its last launch).
+    let two = tmp_archive(&dir, "two.recap");
+    let report = capture_ok(&program, &two, "launches:1:2");
+    assert_eq!(report["ops"]["launch"], 2, "{report:#}");
+    assert_eq!(report["ended_at"], "its last launch");
+    assert!(replay_check(&two, "jit").contains("regions pass"));
+    // Everything: the uploads before cuProfilerStart and the downloads after it are in.
+    let all = tmp_archive(&dir, "all.recap");
+    let report = capture_ok(&program, &all, "all");
+    assert!(report["ops"]["launch"].as_u64().unwrap() >= 4, "{report:#}");
+    assert!(report["ops"]["upload"].as_u64().unwrap() >= 1, "{report:#}");
+    assert!(report["ops"]["download (checked, not replayed)"].as_u64().unwrap() >= 1, "{report:#}");
+    let out = replay_check(&all, "jit");
+    assert!(out.contains("regions pass") && !out.contains("FAIL"), "{out}");
+}
+
+#[test]
+fn capture_says_why_nothing_was_recorded_and_refuses_bad_requests() {
+    let program = Program::build("driver_api", &["-lcuda"]);
+    // This mode exits before its cuProfilerStart.
+    let o = capture(&program, &["-o", "never.recap"], &["garbage-module"]);
+    let stderr = text(&o.stderr);
+    assert!(!o.status.success());
+    assert!(stderr.contains("nothing was recorded") && stderr.contains("never called cuProfilerStart"), "{stderr}");
+    assert!(!program.dir().join("never.recap").exists());
+
+    let o = capture(&program, &["--range", "nvtx-ish"], &[]);
+    assert!(text(&o.stderr).contains("range \"nvtx-ish\" is not one of"), "{}", text(&o.stderr));
+    let o = capture(&program, &["--range", "launches:3:0"], &[]);
+    assert!(text(&o.stderr).contains("COUNT must be at least 1"), "{}", text(&o.stderr));
+
+    let o = Command::new(recap_bin())
+        .args(["capture", "--driver", "/nonexistent/libcuda.so.1", "--"])
+        .arg(&program.exe)
+        .env("RECAP_INTERCEPT_LIB", cdylib("recap-intercept", "recap_intercept"))
+        .output()
+        .unwrap();
+    assert!(text(&o.stderr).contains("--driver /nonexistent/libcuda.so.1"), "{}", text(&o.stderr));
+}
