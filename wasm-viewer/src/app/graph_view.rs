@@ -47,6 +47,15 @@ fn dags_for(open: &super::Open) -> (Vec<DagInput>, usize) {
     (dags, edges)
 }
 
+/// The top-level DAG's edges of the open archive (what the timeline's critical path follows).
+pub fn top_level_edges() -> Option<Vec<(u32, u32)>> {
+    with_app(|app| {
+        let open = app.open.as_ref()?;
+        let (dags, _) = dags_for(open);
+        dags.into_iter().find(|d| d.owner.is_none()).map(|d| d.edges)
+    })
+}
+
 pub fn render() {
     let html = with_app(|app| {
         let open = app.open.as_ref()?;
