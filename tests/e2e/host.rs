@@ -679,6 +679,7 @@ async fn run_session(client: &reqwest::Client, server: &Server, body: Value, wan
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a CUDA GPU"]
 async fn cuda_sessions_run_in_workers_and_survive_a_gpu_fault() {
     let test = "cuda_sessions_run_in_workers_and_survive_a_gpu_fault";
     match recap::cuda::Device::open(0) {
