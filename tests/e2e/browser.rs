@@ -195,6 +195,16 @@ async fn click(b: &Browser, css: &str) -> Result<()> {
     Ok(())
 }
 
+/// Key `key` pressed and released with `css` focused, as on a keyboard.
+async fn press(b: &Browser, css: &str, key: char) -> Result<()> {
+    use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+    b.client.execute("document.querySelector(arguments[0]).focus()", vec![css.into()]).await?;
+    let keys =
+        KeyActions::new("keyboard".into()).then(KeyAction::Down { value: key }).then(KeyAction::Up { value: key });
+    b.client.perform_actions(keys).await?;
+    Ok(())
+}
+
 async fn select_value(b: &Browser, css: &str, value: &str) -> Result<()> {
     b.client
         .execute(
@@ -273,6 +283,28 @@ async fn host_archive_upload_op_list_graph_and_regions() -> Result<()> {
     assert_ne!(ys[1], ys[2], "the dependent op sits below: {ys}");
     b.wait_for("#graph-root .node.body[data-node='3'] [data-node='4']", Duration::from_secs(1)).await?;
     b.screenshot("browser-graph").await?;
+    // A click shows the op in the side pane, with the ops it waits for, which open in turn.
+    click(&b, "#graph-root [data-node='2']").await?;
+    let pane = b.text("#graph-pane").await?;
+    assert!(pane.contains("combine") && pane.contains("&x+0"), "{pane}");
+    assert_eq!(b.text("#g-before").await?.replace('\n', " "), "0 fill_a 1 fill_b");
+    click(&b, "#g-before [data-goto-node='1']").await?;
+    b.wait_for("#graph-root .node.sel[data-node='1']", Duration::from_secs(1)).await?;
+    assert!(b.text("#graph-pane").await?.contains("fill_b"));
+    // Search by kernel name: matches marked, Enter jumps from one to the next; j/k step through ops.
+    let search = b.client.find(fantoccini::Locator::Css("#g-search")).await?;
+    search.send_keys("fill").await?;
+    assert_eq!(b.text("#g-matches").await?, "2 matches");
+    assert_eq!(b.client.find_all(fantoccini::Locator::Css("#graph-root .node.match")).await?.len(), 2);
+    search.send_keys("\u{E007}").await?;
+    b.wait_for("#graph-root .node.sel.match[data-node='0']", Duration::from_secs(1)).await?;
+    search.send_keys("\u{E007}").await?;
+    b.wait_for("#graph-root .node.sel.match[data-node='1']", Duration::from_secs(1)).await?;
+    press(&b, "#graph-wrap", 'j').await?;
+    b.wait_for("#graph-root .node.sel[data-node='2']", Duration::from_secs(1)).await?;
+    press(&b, "#graph-wrap", 'k').await?;
+    b.wait_for("#graph-root .node.sel[data-node='1']", Duration::from_secs(1)).await?;
+    b.screenshot("browser-graph-search").await?;
 
     // Regions: the 2-D region previews as a heatmap, the 1-D one as a line.
     click(&b, "[data-tab='regions']").await?;
@@ -712,12 +744,13 @@ async fn timeline_window(b: &Browser) -> Result<(f64, f64)> {
     Ok((t0, t1))
 }
 
-/// `[left, top, width, height]` of the element `css`, in viewport pixels.
+/// `[left, top, width, height]` of the element `css` (scrolled into view first), in viewport pixels.
 async fn rect_of(b: &Browser, css: &str) -> Result<[f64; 4]> {
     let r = b
         .client
         .execute(
-            "const r = document.querySelector(arguments[0]).getBoundingClientRect(); return [r.left, r.top, r.width, r.height];",
+            "const e = document.querySelector(arguments[0]); e.scrollIntoView({block: 'center'}); \
+             const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height];",
             vec![css.into()],
         )
         .await?;
@@ -828,7 +861,13 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
         .await?;
     assert!(lanes.as_u64().unwrap_or(0) >= 8, "8 chains side by side: {lanes}");
     let (_, dep_end) = timeline_window(&b).await?;
-    assert!(dep_end < serial_end / 3.0, "by dependency {dep_end} ms against {serial_end} ms one after another");
+    let el = b.wait_for("#tl-critical", Duration::from_secs(1)).await?;
+    let critical_ms: f64 = el.attr("data-ms").await?.unwrap_or_default().parse()?;
+    assert!(
+        (dep_end - critical_ms).abs() <= 1e-9 * critical_ms.max(1.0),
+        "ends with the critical path: {dep_end} {critical_ms}"
+    );
+    assert!(dep_end < serial_end, "by dependency {dep_end} ms against {serial_end} ms one after another");
     click(&b, "[data-tl='run']").await?;
     b.screenshot("browser-timeline").await?;
 

@@ -114,7 +114,7 @@ fn draw() {
             let pct = if t.serial_ms > 0.0 { ms / t.serial_ms * 100.0 } else { 100.0 };
             let _ = write!(
                 stats,
-                r#" · <span class="crit-key">critical path</span> <span id="tl-critical" data-ops="{}">{} ms over {} ops ({pct:.0}% of serial)</span>"#,
+                r#" · <span class="crit-key">critical path</span> <span id="tl-critical" data-ms="{ms}" data-ops="{}">{} ms over {} ops ({pct:.0}% of serial)</span>"#,
                 path.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
                 num(*ms),
                 path.len()
