@@ -524,6 +524,14 @@ pub fn attach(id: String, control: Option<String>) {
             }
         });
         schedule_redraw();
+        // The archive's own list of sessions now holds this one as it ended.
+        let archive = with_app(|app| match app.open.as_ref().map(|o| &o.source) {
+            Some(Source::Host { info }) => Some(info.id.clone()),
+            _ => None,
+        });
+        if let (Some(archive), true) = (archive, by_id("r-sessions").is_some()) {
+            wasm_bindgen_futures::spawn_local(super::sessions::load_for_archive(archive));
+        }
     });
     ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
     on_close.forget();
