@@ -146,7 +146,7 @@ pub fn iterations_svg(times: &[f64], w: u32, h: u32) -> String {
         .collect();
     let lo = buckets.iter().map(|b| b.3).fold(f64::INFINITY, f64::min).min(0.0);
     let mut hi = buckets.iter().map(|b| b.4).fold(f64::NEG_INFINITY, f64::max);
-    if !(hi > lo) {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
         hi = lo + 1.0;
     }
     let y = |v: f64| pt + ih - (v - lo) / (hi - lo) * ih;

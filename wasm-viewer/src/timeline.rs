@@ -153,7 +153,7 @@ fn span(t: &OpTiming, start_ms: f64, time_ms: f64, lane: usize, critical: bool) 
 
 /// A round step for about `n` ticks over `span` (1, 2 or 5 times a power of ten).
 pub fn tick_step(span: f64, n: f64) -> f64 {
-    if !(span > 0.0) || !span.is_finite() {
+    if span.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || !span.is_finite() {
         return 1.0;
     }
     let raw = span / n;

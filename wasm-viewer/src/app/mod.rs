@@ -488,7 +488,7 @@ pub async fn ensure_host_archive(id: &str, generation: u64) -> bool {
     if already {
         return true;
     }
-    set_html("crumb", &format!(r#"<span class="name">{}</span>"#, esc(&id)));
+    set_html("crumb", &format!(r#"<span class="name">{}</span>"#, esc(id)));
     set_html("main", r#"<p class="muted pad">Loading the archive…</p>"#);
     set_status("downloading…");
     let info = api::get_json::<ArchiveInfo>(&format!("/api/archives/{id}")).await;

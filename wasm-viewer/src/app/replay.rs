@@ -630,7 +630,7 @@ fn render_without_archive(info: &SessionInfo) {
         &format!(
             r#"<a href="/" data-link class="up">archives</a><span class="sep">/</span><span class="name">session {}</span><span class="tag">{}</span>"#,
             esc(&info.id[..info.id.len().min(12)]),
-            esc(&info.kind.name())
+            esc(info.kind.name())
         ),
     );
     super::set_status("");

@@ -245,8 +245,11 @@ fn region_plots(r: &RegionView, archive: Option<&str>) -> String {
     out
 }
 
+/// A heatmap waiting for its canvas: the canvas id, width, height and RGBA pixels.
+type Pixels = (String, u32, u32, Vec<u8>);
+
 thread_local! {
-    static PENDING: std::cell::RefCell<Vec<(String, u32, u32, Vec<u8>)>> = const { std::cell::RefCell::new(Vec::new()) };
+    static PENDING: std::cell::RefCell<Vec<Pixels>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A plot of region bytes: a heatmap when the shape is 2-D or more, else a min/max line.
@@ -295,6 +298,9 @@ pub fn preview_plot(id: &str, p: &shared::protocol::RegionPreview, label: &str) 
     }
 }
 
+/// One value per heatmap cell, `None` where it covers no finite element.
+pub type Cells = Vec<Option<f64>>;
+
 /// A heatmap's cells as drawn: `w`×`h` cells over a `rows`×`cols` source, each the mean of what it
 /// covers, with the min and max of each where known (a host's preview).
 pub struct HeatCells {
@@ -303,7 +309,7 @@ pub struct HeatCells {
     pub rows: u64,
     pub cols: u64,
     pub mean: Vec<Option<f64>>,
-    pub range: Option<(Vec<Option<f64>>, Vec<Option<f64>>)>,
+    pub range: Option<(Cells, Cells)>,
 }
 
 thread_local! {
