@@ -122,7 +122,7 @@ pub async fn archive_region(
             (false, _, None) => vec![0; region.size as usize],
         };
         let suffix = if expected { "expected" } else { "initial" };
-        let file = format!("{}.{suffix}.npy", npy::file_stem(&region.name));
+        let file = format!("{}.{suffix}.npy", npy::file_stem(region.name));
         Ok(npy_file(region.dtype, &region.shape, &file, &bytes))
     })
     .await?
