@@ -19,9 +19,9 @@ clocks=$!
 log "GPU tests"
 e2e=$(ls $gpu/tests/e2e-* | head -1)
 # The fault test poisons its process's context, so it runs alone.
-"$e2e" gpu:: --test-threads=1 --skip a_kernel_fault 2>&1 | tee "$out/tests.txt"
-"$e2e" gpu::a_kernel_fault --test-threads=1 2>&1 | tee -a "$out/tests.txt"
-"$e2e" host::cuda capture:: --test-threads=1 2>&1 | grep -E "^test |test result" | tee -a "$out/tests.txt"
+"$e2e" gpu:: --include-ignored --test-threads=1 --skip a_kernel_fault 2>&1 | tee "$out/tests.txt"
+"$e2e" gpu::a_kernel_fault --include-ignored --test-threads=1 2>&1 | tee -a "$out/tests.txt"
+"$e2e" host::cuda capture:: --include-ignored --test-threads=1 2>&1 | grep -E "^test |test result" | tee -a "$out/tests.txt"
 for c in $gpu/corpus/*/*/; do
   for mode in graph stream; do
     for ptx in "$c"*.ptx; do

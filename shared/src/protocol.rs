@@ -217,6 +217,9 @@ impl SessionState {
 pub struct SessionInfo {
     pub id: String,
     pub archive: String,
+    /// The archive's name when the session was created, kept after the archive is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_name: Option<String>,
     pub device: String,
     pub iterations: u32,
     pub check: bool,

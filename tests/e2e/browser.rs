@@ -195,6 +195,16 @@ async fn click(b: &Browser, css: &str) -> Result<()> {
     Ok(())
 }
 
+/// Key `key` pressed and released with `css` focused, as on a keyboard.
+async fn press(b: &Browser, css: &str, key: char) -> Result<()> {
+    use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+    b.client.execute("document.querySelector(arguments[0]).focus()", vec![css.into()]).await?;
+    let keys =
+        KeyActions::new("keyboard".into()).then(KeyAction::Down { value: key }).then(KeyAction::Up { value: key });
+    b.client.perform_actions(keys).await?;
+    Ok(())
+}
+
 async fn select_value(b: &Browser, css: &str, value: &str) -> Result<()> {
     b.client
         .execute(
@@ -230,7 +240,7 @@ async fn host_archive_upload_op_list_graph_and_regions() -> Result<()> {
 
     let b = Browser::start().await?;
     b.open(&host.url).await?;
-    b.wait_for("#archive-list a.row", Duration::from_secs(10)).await?;
+    b.wait_for("#archive-list .row[data-archive-id]", Duration::from_secs(10)).await?;
     assert!(b.text("#archive-list").await?.contains("saxpy.recap"));
 
     // Upload: progress reaches 100 %, then the page moves to the stored archive's own URL.
@@ -273,6 +283,28 @@ async fn host_archive_upload_op_list_graph_and_regions() -> Result<()> {
     assert_ne!(ys[1], ys[2], "the dependent op sits below: {ys}");
     b.wait_for("#graph-root .node.body[data-node='3'] [data-node='4']", Duration::from_secs(1)).await?;
     b.screenshot("browser-graph").await?;
+    // A click shows the op in the side pane, with the ops it waits for, which open in turn.
+    click(&b, "#graph-root [data-node='2']").await?;
+    let pane = b.text("#graph-pane").await?;
+    assert!(pane.contains("combine") && pane.contains("&x+0"), "{pane}");
+    assert_eq!(b.text("#g-before").await?.replace('\n', " "), "0 fill_a 1 fill_b");
+    click(&b, "#g-before [data-goto-node='1']").await?;
+    b.wait_for("#graph-root .node.sel[data-node='1']", Duration::from_secs(1)).await?;
+    assert!(b.text("#graph-pane").await?.contains("fill_b"));
+    // Search by kernel name: matches marked, Enter jumps from one to the next; j/k step through ops.
+    let search = b.client.find(fantoccini::Locator::Css("#g-search")).await?;
+    search.send_keys("fill").await?;
+    assert_eq!(b.text("#g-matches").await?, "2 matches");
+    assert_eq!(b.client.find_all(fantoccini::Locator::Css("#graph-root .node.match")).await?.len(), 2);
+    search.send_keys("\u{E007}").await?;
+    b.wait_for("#graph-root .node.sel.match[data-node='0']", Duration::from_secs(1)).await?;
+    search.send_keys("\u{E007}").await?;
+    b.wait_for("#graph-root .node.sel.match[data-node='1']", Duration::from_secs(1)).await?;
+    press(&b, "#graph-wrap", 'j').await?;
+    b.wait_for("#graph-root .node.sel[data-node='2']", Duration::from_secs(1)).await?;
+    press(&b, "#graph-wrap", 'k').await?;
+    b.wait_for("#graph-root .node.sel[data-node='1']", Duration::from_secs(1)).await?;
+    b.screenshot("browser-graph-search").await?;
 
     // Regions: the 2-D region previews as a heatmap, the 1-D one as a line.
     click(&b, "[data-tab='regions']").await?;
@@ -702,4 +734,221 @@ async fn a_two_device_archive_draws_one_lane_per_device() -> Result<()> {
     }
     b.screenshot("browser-device-lanes").await?;
     Ok(())
+}
+
+/// The window of the timeline on screen: `(t0, t1)` in ms.
+async fn timeline_window(b: &Browser) -> Result<(f64, f64)> {
+    let svg = b.wait_for("#tl-svg", Duration::from_secs(5)).await?;
+    let t0: f64 = svg.attr("data-t0").await?.unwrap_or_default().parse()?;
+    let t1: f64 = svg.attr("data-t1").await?.unwrap_or_default().parse()?;
+    Ok((t0, t1))
+}
+
+/// `[left, top, width, height]` of the element `css` (scrolled into view first), in viewport pixels.
+async fn rect_of(b: &Browser, css: &str) -> Result<[f64; 4]> {
+    let r = b
+        .client
+        .execute(
+            "const e = document.querySelector(arguments[0]); e.scrollIntoView({block: 'center'}); \
+             const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height];",
+            vec![css.into()],
+        )
+        .await?;
+    Ok(serde_json::from_value(r)?)
+}
+
+/// The pointer moved to `(x, y)` of the viewport, as a user's mouse would.
+async fn mouse_to(b: &Browser, x: f64, y: f64) -> Result<()> {
+    use fantoccini::actions::{InputSource, MouseActions, PointerAction};
+    let m =
+        MouseActions::new("mouse".into()).then(PointerAction::MoveTo { duration: None, x: x.round(), y: y.round() });
+    b.client.perform_actions(m).await?;
+    Ok(())
+}
+
+/// The tooltip's attribute `attr` once it shows.
+async fn tip_attr(b: &Browser, attr: &str) -> Result<String> {
+    let tip = b.wait_for("#tip:not([hidden])", Duration::from_secs(5)).await?;
+    Ok(tip.attr(attr).await?.unwrap_or_default())
+}
+
+async fn start_cpu_replay(b: &Browser, iterations: u32) -> Result<()> {
+    b.wait_for("#r-device option[value='cpu']", Duration::from_secs(10)).await?;
+    select_value(b, "#r-device", "cpu").await?;
+    let iters = b.client.find(fantoccini::Locator::Css("#r-iters")).await?;
+    iters.clear().await?;
+    iters.send_keys(&iterations.to_string()).await?;
+    click(b, "#r-start").await?;
+    wait_attr_eq(b, "#r-state", "data-state", "finished", Duration::from_secs(120)).await
+}
+
+/// A replay's timeline (every op a span, the critical path through the DAG outlined, zoomed by the
+/// wheel and panned by dragging, by dependency the chains side by side), values under the pointer
+/// on the iteration chart and on a heatmap with its colour scale, the host's sessions listed and
+/// filtered by archive, an archive deleted from its row, and its session still showing its results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
+    use fantoccini::actions::{InputSource, MouseActions, PointerAction, WheelAction, WheelActions, MOUSE_BUTTON_LEFT};
+    if !browser::available("timeline_heatmap_hover_and_the_sessions_list") {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let seed = dir.path().join("seed");
+    let o = std::process::Command::new(recap_tests::recap_bin()).arg("examples").arg(&seed).output()?;
+    anyhow::ensure!(o.status.success(), "recap examples: {}", String::from_utf8_lossy(&o.stderr));
+    let web = recap_tests::repo_root().join("web");
+    let host =
+        Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy(), "--seed", &seed.to_string_lossy()]);
+    let stored = archives(&host.url).await?;
+    let id_of = |name: &str| stored.iter().find(|a| a.name == name).map(|a| a.id.clone()).expect("seeded");
+    let (dag, heat) = (id_of("dag-8-chains.recap"), id_of("heat-step.recap"));
+
+    // 8 independent chains of 40 launches, replayed 3 times on the host's CPU.
+    let b = Browser::start().await?;
+    b.open(&format!("{}/archives/{dag}#replay", host.url)).await?;
+    start_cpu_replay(&b, 3).await?;
+    let session = b.client.current_url().await?.path().trim_start_matches("/sessions/").to_string();
+    b.wait_for("#tl-svg .span", Duration::from_secs(5)).await?;
+    let spans = b.client.find_all(fantoccini::Locator::Css("#tl-svg .span")).await?;
+    assert_eq!(spans.len(), 320, "a span per op");
+    let critical =
+        b.wait_for("#tl-critical", Duration::from_secs(1)).await?.attr("data-ops").await?.unwrap_or_default();
+    let path: Vec<u32> = critical.split(',').map(|v| v.parse()).collect::<Result<_, _>>()?;
+    assert_eq!(path.len(), 40, "the critical path is one chain: {path:?}");
+    assert_eq!(b.client.find_all(fantoccini::Locator::Css("#tl-svg .span.crit")).await?.len(), 40);
+    assert!(b.text("#tl-stats").await?.contains("critical path"));
+
+    // The wheel zooms in around the pointer; a drag pans.
+    let (t0, t1) = timeline_window(&b).await?;
+    let [left, top, width, height] = rect_of(&b, "#tl-wrap").await?;
+    let (cx, cy) = (left + width / 2.0, top + height / 2.0);
+    let wheel = WheelActions::new("wheel".into()).then(WheelAction::Scroll {
+        duration: None,
+        x: (left + 40.0) as i64,
+        y: cy as i64,
+        delta_x: 0,
+        delta_y: -600,
+    });
+    b.client.perform_actions(wheel).await?;
+    let (z0, z1) = timeline_window(&b).await?;
+    assert!(z1 - z0 < (t1 - t0) / 2.0, "zoomed in: {t0}..{t1} -> {z0}..{z1}");
+    assert!(z0 < t0 + (t1 - t0) * 0.05, "around the pointer at the left: {z0}..{z1}");
+    let shown = b.client.find_all(fantoccini::Locator::Css("#tl-svg .span")).await?.len();
+    assert!(shown < 320, "only the spans in view are drawn: {shown}");
+    let drag = MouseActions::new("mouse".into())
+        .then(PointerAction::MoveTo { duration: None, x: cx.round(), y: cy.round() })
+        .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
+        .then(PointerAction::MoveBy { duration: Some(Duration::from_millis(100)), x: -200.0, y: 0.0 })
+        .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT });
+    b.client.perform_actions(drag).await?;
+    let (p0, p1) = timeline_window(&b).await?;
+    assert!(p0 > z0 && ((p1 - p0) - (z1 - z0)).abs() < 1e-6 * (z1 - z0).max(1e-9), "panned: {z0}..{z1} -> {p0}..{p1}");
+    // A click on a span says which op it is.
+    click(&b, "#tl-svg .span.crit").await?;
+    let detail = b.text("#tl-detail").await?;
+    assert!(detail.starts_with("op ") && detail.contains("on the critical path"), "{detail}");
+    b.screenshot("browser-timeline-zoomed").await?;
+    // By dependency, the chains run side by side and end with the critical path.
+    click(&b, "[data-tl='fit']").await?;
+    let (_, serial_end) = timeline_window(&b).await?;
+    click(&b, "[data-tl='dep']").await?;
+    let lanes = b
+        .client
+        .execute(
+            "return new Set([...document.querySelectorAll('#tl-svg .span rect')].map(r => r.getAttribute('y'))).size",
+            vec![],
+        )
+        .await?;
+    assert!(lanes.as_u64().unwrap_or(0) >= 8, "8 chains side by side: {lanes}");
+    let (_, dep_end) = timeline_window(&b).await?;
+    let el = b.wait_for("#tl-critical", Duration::from_secs(1)).await?;
+    let critical_ms: f64 = el.attr("data-ms").await?.unwrap_or_default().parse()?;
+    assert!(
+        (dep_end - critical_ms).abs() <= 1e-9 * critical_ms.max(1.0),
+        "ends with the critical path: {dep_end} {critical_ms}"
+    );
+    assert!(dep_end < serial_end, "by dependency {dep_end} ms against {serial_end} ms one after another");
+    click(&b, "[data-tl='run']").await?;
+    b.screenshot("browser-timeline").await?;
+
+    // The iteration chart: the first iteration apart, the others by number, values under the pointer.
+    b.wait_for("#r-iter-chart .first-iter", Duration::from_secs(1)).await?;
+    let ticks = b
+        .client
+        .execute("return [...document.querySelectorAll('#r-iter-chart .xtick')].map(t => t.textContent)", vec![])
+        .await?;
+    assert_eq!(ticks, serde_json::json!(["2", "3"]), "iterations 2 and 3 on the axis");
+    let [l, t, w, h] = rect_of(&b, "#r-iter-chart rect.hover").await?;
+    mouse_to(&b, l + w - 2.0, t + h / 2.0).await?;
+    assert_eq!(tip_attr(&b, "data-index").await?, "1");
+    let tip = b.text("#tip").await?;
+    assert!(tip.starts_with("iteration 3: ") && tip.ends_with(" ms"), "{tip}");
+
+    // A heat step's fields as heatmaps with their colour scale; the pointer tells a cell's value.
+    b.open(&format!("{}/archives/{heat}#replay", host.url)).await?;
+    start_cpu_replay(&b, 1).await?;
+    let heat_session = b.client.current_url().await?.path().trim_start_matches("/sessions/").to_string();
+    b.wait_for("[data-out-region='0'] canvas.heatmap", Duration::from_secs(5)).await?;
+    let legend = b.wait_for("[data-out-region='0'] .hm-legend", Duration::from_secs(1)).await?;
+    let lo: f64 = legend.attr("data-lo").await?.unwrap_or_default().parse()?;
+    let hi: f64 = legend.attr("data-hi").await?.unwrap_or_default().parse()?;
+    let events = crate::host::collect_stream(&host.ws(&format!("/api/sessions/{heat_session}/ws"))).await;
+    let u = events
+        .iter()
+        .find(|e| e["type"] == "region" && e["summary"]["name"] == "u")
+        .map(|e| e["summary"].clone())
+        .expect("a summary of u");
+    let means: Vec<Option<f64>> = serde_json::from_value(u["preview"]["mean"].clone())?;
+    let finite = means.iter().flatten().copied();
+    let (want_lo, want_hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+    assert_eq!((lo, hi), (want_lo, want_hi), "the scale spans the drawn cells");
+    let [l, t, w, h] = rect_of(&b, "[data-out-region='0'] canvas.heatmap").await?;
+    mouse_to(&b, l + 1.0, t + 1.0).await?;
+    assert_eq!((tip_attr(&b, "data-row").await?, tip_attr(&b, "data-col").await?), ("0".into(), "0".into()));
+    let value: f64 = tip_attr(&b, "data-value").await?.parse()?;
+    assert_eq!(Some(value), means[0], "the top-left cell's value");
+    let cols = u["preview"]["cols"].as_u64().unwrap_or(0) as usize;
+    let rows = u["preview"]["rows"].as_u64().unwrap_or(0) as usize;
+    mouse_to(&b, l + w - 1.0, t + h - 1.0).await?;
+    let value: f64 = tip_attr(&b, "data-value").await?.parse()?;
+    assert_eq!(Some(value), means[rows * cols - 1], "the bottom-right cell's value");
+    assert!(b.text("#tip").await?.contains("mean"), "a cell over several elements says so");
+    mouse_to(&b, l + w / 2.0, t + h / 2.0).await?;
+    b.wait_for("#tip:not([hidden])", Duration::from_secs(1)).await?;
+    b.screenshot("browser-heatmap-hover").await?;
+
+    // The host's sessions, newest first, filtered by archive.
+    b.open(&host.url).await?;
+    b.wait_for("#session-list .row[data-session-id]", Duration::from_secs(10)).await?;
+    let rows = b.client.find_all(fantoccini::Locator::Css("#session-list .row[data-session-id]")).await?;
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].attr("data-session-id").await?.as_deref(), Some(heat_session.as_str()), "newest first");
+    select_value(&b, "#session-archive", &dag).await?;
+    let rows = b.client.find_all(fantoccini::Locator::Css("#session-list .row[data-session-id]")).await?;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].attr("data-session-id").await?.as_deref(), Some(session.as_str()));
+    assert_eq!(b.text("#session-count").await?, "1 of 2 sessions");
+    select_value(&b, "#session-archive", "").await?;
+    b.screenshot("browser-sessions").await?;
+
+    // Its archive deleted from its row (the first click arms the button), the session is listed
+    // as such and its page still shows its results.
+    click(&b, &format!("[data-archive-delete='{dag}']")).await?;
+    assert!(archives(&host.url).await?.iter().any(|a| a.id == dag), "one click only arms the button");
+    click(&b, &format!("[data-archive-delete='{dag}']")).await?;
+    b.wait_for(&format!("#session-list .row[data-session-id='{session}'] .tag.gone"), Duration::from_secs(10)).await?;
+    assert!(!archives(&host.url).await?.iter().any(|a| a.id == dag), "deleted on the host");
+    assert!(b.client.find(fantoccini::Locator::Css(&format!("[data-archive-id='{dag}']"))).await.is_err());
+    click(&b, &format!("#session-list .row[data-session-id='{session}']")).await?;
+    b.wait_for("#r-archive-gone", Duration::from_secs(10)).await?;
+    assert!(b.text("#r-archive-gone").await?.contains("dag-8-chains.recap"));
+    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(30)).await?;
+    assert_eq!(b.text("#r-progress").await?, "3/3");
+    b.wait_for("#tl-svg .span", Duration::from_secs(5)).await?;
+    assert_eq!(b.client.find_all(fantoccini::Locator::Css("#tl-svg .span")).await?.len(), 320);
+    let link = b.wait_for("#r-regions a.npy", Duration::from_secs(5)).await?.attr("href").await?.unwrap_or_default();
+    let npy = reqwest::get(format!("{}{link}", host.url)).await?.error_for_status()?.bytes().await?;
+    assert_eq!(&npy[1..6], b"NUMPY", "a kept region downloads without its archive: {link}");
+    b.screenshot("browser-session-without-archive").await?;
+    b.close().await
 }

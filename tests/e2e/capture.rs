@@ -329,12 +329,14 @@ fn cuda_c_through_nvrtc_runs_on_the_cpu_when_nvrtc_is_installed() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn cuda_capture_save_load_replay_equals_eager() {
     let Some(dev) = cuda_or_skip("cuda_capture_save_load_replay_equals_eager") else { return };
     capture_save_load_matches_eager(&dev);
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn archive_captured_on_cuda_replays_on_the_cpu_and_back() {
     let Some(gpu) = cuda_or_skip("archive_captured_on_cuda_replays_on_the_cpu_and_back") else { return };
     let cpu = Device::cpu();
@@ -427,6 +429,7 @@ fn a_capture_of_two_devices_records_one_graph_and_a_two_device_archive() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn a_capture_of_two_gpus_launches_in_place_and_saves_a_two_device_archive() {
     let Some(d0) = cuda_or_skip("a_capture_of_two_gpus_launches_in_place_and_saves_a_two_device_archive") else {
         return;

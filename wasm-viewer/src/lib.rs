@@ -10,6 +10,7 @@ pub mod graph;
 pub mod model;
 pub mod plot;
 pub mod session;
+pub mod timeline;
 
 #[cfg(target_arch = "wasm32")]
 mod app;

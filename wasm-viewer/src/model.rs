@@ -378,6 +378,27 @@ pub fn esc(s: &str) -> String {
     out
 }
 
+/// Seconds between two RFC 3339 UTC times of the host (`2026-11-22T02:20:03Z`).
+pub fn seconds_between(a: &str, b: &str) -> Option<i64> {
+    let secs = |t: &str| -> Option<i64> {
+        let t = t.strip_suffix('Z')?;
+        let (date, time) = t.split_once('T')?;
+        let d: Vec<i64> = date.split('-').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        let h: Vec<i64> = time.split(':').map(|x| x.parse::<f64>().ok().map(|v| v as i64)).collect::<Option<_>>()?;
+        let (y, m, day) = (d.first()?, d.get(1)?, d.get(2)?);
+        // Days from the civil date (Howard Hinnant's algorithm).
+        let y = if *m <= 2 { y - 1 } else { *y };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let mp = (m + 9) % 12;
+        let doy = (153 * mp + 2) / 5 + day - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146097 + doe;
+        Some(days * 86400 + h.first()? * 3600 + h.get(1)? * 60 + h.get(2)?)
+    };
+    Some(secs(b)? - secs(a)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,5 +470,12 @@ mod tests {
         bytes[0] = b'X';
         let e = LoadedArchive::load(bytes).err().unwrap();
         assert_eq!((e.section, e.offset), ("header", 0));
+    }
+
+    #[test]
+    fn durations_come_from_the_hosts_timestamps() {
+        assert_eq!(seconds_between("2026-11-22T02:20:00Z", "2026-11-22T02:20:03Z"), Some(3));
+        assert_eq!(seconds_between("2026-12-31T23:59:59Z", "2027-01-01T00:00:01Z"), Some(2));
+        assert_eq!(seconds_between("garbage", "2027-01-01T00:00:01Z"), None);
     }
 }

@@ -71,6 +71,162 @@ pub fn series_svg(s: &Series, w: u32, h: u32, class: &str) -> String {
     if !d.is_empty() {
         let _ = write!(svg, r#"<path class="band" d="{d}Z"/>"#);
     }
+    let tips: Vec<String> = (0..n)
+        .map(|i| {
+            let (a, b) = bucket_range(i, n, s.elements);
+            let what = if b - a <= 1 { format!("element {a}") } else { format!("elements {a}–{}", b - 1) };
+            match (s.lo[i].is_finite(), s.hi[i].is_finite()) {
+                (true, _) if s.lo[i] == s.hi[i] => format!("{what}: {}", num(s.lo[i])),
+                (true, true) => format!("{what}: min {}, max {}", num(s.lo[i]), num(s.hi[i])),
+                _ => format!("{what}: no finite value"),
+            }
+        })
+        .collect();
+    svg.push_str(&hover_layer(pl, pt, iw, ih, &tips));
+    svg.push_str("</svg>");
+    svg
+}
+
+/// An invisible layer over a plot's area `(x, y, w, h)` whose `n` equal columns carry the tooltip
+/// texts `tips` (the page shows the one under the pointer, with a cursor line).
+fn hover_layer(x: f64, y: f64, w: f64, h: f64, tips: &[String]) -> String {
+    let joined: Vec<String> = tips.iter().map(|t| crate::model::esc(&t.replace('|', "/"))).collect();
+    format!(
+        r#"<line class="hover-x" x1="{x:.1}" x2="{x:.1}" y1="{y:.1}" y2="{:.1}" visibility="hidden"/><rect class="hover" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" data-tips="{}"/>"#,
+        y + h,
+        joined.join("|")
+    )
+}
+
+/// Time per iteration, `times[i]` being iteration `i + 1`: the first iteration (code compiled,
+/// the graph instantiated) drawn apart on its own scale, so that it does not flatten the others,
+/// which are drawn as a line over their real iteration numbers (averaged into at most 600 points,
+/// with the min..max of each as a band). Every point tells its value under the pointer.
+pub fn iterations_svg(times: &[f64], w: u32, h: u32) -> String {
+    let (pl, pr, pt, pb) = (64.0, 8.0, 8.0, 20.0);
+    let first_w = if times.len() > 1 { 78.0 } else { 0.0 };
+    let (x0, iw, ih) = (pl + first_w, w as f64 - pl - pr - first_w, h as f64 - pt - pb);
+    let mut svg =
+        format!(r#"<svg class="plot lines iterations" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img">"#);
+    let finite = |v: &f64| v.is_finite();
+    if !times.iter().any(finite) {
+        let _ = write!(svg, r#"<text class="axis" x="{pl}" y="{}">waiting for data</text></svg>"#, h / 2);
+        return svg;
+    }
+    // The first iteration, apart: a bar on its own scale with its value.
+    let (rest, first_no) = if times.len() > 1 { (&times[1..], 2usize) } else { (times, 1usize) };
+    if times.len() > 1 {
+        let v = times[0];
+        let bar_h = if v.is_finite() { ih } else { 0.0 };
+        let _ = write!(
+            svg,
+            r#"<g class="first-iter" data-ms="{v}"><rect class="bar first" x="{:.1}" y="{pt:.1}" width="22" height="{bar_h:.1}"/><text class="axis" x="{:.1}" y="{:.1}" text-anchor="middle">1</text><text class="axis val" x="{:.1}" y="{:.1}">{} ms</text><title>iteration 1 (code compiled, graph instantiated): {} ms</title></g><line class="grid sep" x1="{:.1}" x2="{:.1}" y1="{pt}" y2="{:.1}"/>"#,
+            pl,
+            pl + 11.0,
+            h as f64 - 6.0,
+            pl + 26.0,
+            pt + 12.0,
+            num(v),
+            num(v),
+            x0 - 8.0,
+            x0 - 8.0,
+            pt + ih
+        );
+    }
+    let n = rest.len().min(600);
+    let buckets: Vec<(usize, usize, f64, f64, f64)> = (0..n)
+        .map(|b| {
+            let (a, e) = bucket_range(b, n, rest.len());
+            let vals: Vec<f64> = rest[a..e].iter().copied().filter(|v| v.is_finite()).collect();
+            let mean = if vals.is_empty() { f64::NAN } else { vals.iter().sum::<f64>() / vals.len() as f64 };
+            let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (a + first_no, e - 1 + first_no, mean, lo, hi)
+        })
+        .collect();
+    let lo = buckets.iter().map(|b| b.3).fold(f64::INFINITY, f64::min).min(0.0);
+    let mut hi = buckets.iter().map(|b| b.4).fold(f64::NEG_INFINITY, f64::max);
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
+        hi = lo + 1.0;
+    }
+    let y = |v: f64| pt + ih - (v - lo) / (hi - lo) * ih;
+    let last_no = first_no + rest.len() - 1;
+    let span = (last_no - first_no).max(1) as f64;
+    let x = |it: f64| x0 + if last_no > first_no { (it - first_no as f64) / span * iw } else { iw / 2.0 };
+    let _ =
+        write!(svg, r#"<line class="grid" x1="{x0}" x2="{:.1}" y1="{:.1}" y2="{:.1}"/>"#, x0 + iw, pt + ih, pt + ih);
+    let _ = write!(svg, r#"<line class="grid" x1="{x0}" x2="{:.1}" y1="{pt}" y2="{pt}"/>"#, x0 + iw);
+    let _ = write!(
+        svg,
+        r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{} ms</text>"#,
+        pl - 4.0,
+        pt + 8.0,
+        num(hi)
+    );
+    let _ = write!(
+        svg,
+        r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+        pl - 4.0,
+        pt + ih,
+        num(lo)
+    );
+    // The x axis in real iteration numbers, at round steps.
+    let step = (crate::timeline::tick_step(span, (iw / 70.0).max(1.0)).round() as usize).max(1);
+    let mut tick = first_no.div_ceil(step) * step;
+    let mut ticks = vec![first_no];
+    while tick <= last_no {
+        if tick > first_no && (x(tick as f64) - x(*ticks.last().unwrap_or(&first_no) as f64)) > 28.0 {
+            ticks.push(tick);
+        }
+        tick += step;
+    }
+    // The last iteration's own number ends the axis (in place of a round tick too close to it).
+    let end = *ticks.last().unwrap_or(&first_no);
+    if end != last_no {
+        if x(last_no as f64) - x(end as f64) <= 28.0 && ticks.len() > 1 {
+            ticks.pop();
+        }
+        ticks.push(last_no);
+    }
+    for t in ticks {
+        let _ = write!(
+            svg,
+            r#"<text class="axis xtick" x="{:.1}" y="{:.1}" text-anchor="middle">{t}</text>"#,
+            x(t as f64),
+            h as f64 - 6.0
+        );
+    }
+    let mid = |b: &(usize, usize, f64, f64, f64)| (b.0 + b.1) as f64 / 2.0;
+    let mut band = String::new();
+    for b in buckets.iter().filter(|b| b.4.is_finite()) {
+        let _ = write!(band, "{}{:.1},{:.1}", if band.is_empty() { "M" } else { "L" }, x(mid(b)), y(b.4));
+    }
+    for b in buckets.iter().rev().filter(|b| b.3.is_finite()) {
+        let _ = write!(band, "L{:.1},{:.1}", x(mid(b)), y(b.3));
+    }
+    if buckets.iter().any(|b| b.1 > b.0) && !band.is_empty() {
+        let _ = write!(svg, r#"<path class="band" d="{band}Z"/>"#);
+    }
+    let mut d = String::new();
+    for b in buckets.iter().filter(|b| b.2.is_finite()) {
+        let _ = write!(d, "{}{:.1},{:.1}", if d.is_empty() { "M" } else { "L" }, x(mid(b)), y(b.2));
+    }
+    let _ = write!(svg, r#"<path class="line c0" d="{d}"><title>time per iteration</title></path>"#);
+    if buckets.len() == 1 {
+        let b = &buckets[0];
+        let _ = write!(svg, r#"<circle class="dot c0" cx="{:.1}" cy="{:.1}" r="3"/>"#, x(mid(b)), y(b.2));
+    }
+    let tips: Vec<String> = buckets
+        .iter()
+        .map(|&(a, e, mean, lo, hi)| {
+            if a == e {
+                format!("iteration {a}: {} ms", num(mean))
+            } else {
+                format!("iterations {a}–{e}: mean {} ms (min {}, max {})", num(mean), num(lo), num(hi))
+            }
+        })
+        .collect();
+    svg.push_str(&hover_layer(x0, pt, iw, ih, &tips));
     svg.push_str("</svg>");
     svg
 }
@@ -167,6 +323,19 @@ fn ramp(t: f64) -> [u8; 3] {
 /// A heatmap image of a `rows`×`cols` grid, downsampled (by averaging) to at most `max_side`
 /// pixels per side. Returns `(width, height, rgba, min, max)`.
 pub fn heatmap(bytes: &[u8], dtype: DType, rows: usize, cols: usize, max_side: usize) -> (u32, u32, Vec<u8>, f64, f64) {
+    let (w, h, cells) = heatmap_cells(bytes, dtype, rows, cols, max_side);
+    grid_rgba(&cells, w, h)
+}
+
+/// The cells of a heatmap of a `rows`×`cols` grid at most `max_side` cells per side: each the mean
+/// of the finite elements it covers (`None` when it covers none). Returns `(w, h, cells)`.
+pub fn heatmap_cells(
+    bytes: &[u8],
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    max_side: usize,
+) -> (usize, usize, Vec<Option<f64>>) {
     let n = (bytes.len() / dtype.size()).min(rows * cols);
     let w = cols.min(max_side).max(1);
     let h = rows.min(max_side).max(1);
@@ -182,8 +351,27 @@ pub fn heatmap(bytes: &[u8], dtype: DType, rows: usize, cols: usize, max_side: u
         sum[p] += v;
         cnt[p] += 1;
     }
-    let cells: Vec<Option<f64>> = (0..w * h).map(|p| (cnt[p] > 0).then(|| sum[p] / cnt[p] as f64)).collect();
-    grid_rgba(&cells, w, h)
+    let cells = (0..w * h).map(|p| (cnt[p] > 0).then(|| sum[p] / cnt[p] as f64)).collect();
+    (w, h, cells)
+}
+
+/// The source rows (or columns) `[start, end)` that cell `b` of `n` covers over `len`: the rule of
+/// the host's previews and of [`heatmap_cells`] (as near as integer steps allow).
+pub fn bucket_range(b: usize, n: usize, len: usize) -> (usize, usize) {
+    let n = n.max(1);
+    (b * len / n, ((b + 1) * len / n).max(b * len / n + 1).min(len.max(1)))
+}
+
+/// The colour ramp as a CSS gradient, low values on the left: the legend under a heatmap.
+pub fn ramp_css() -> String {
+    let stops: Vec<String> = (0..=8)
+        .map(|i| {
+            let t = i as f64 / 8.0;
+            let [r, g, b] = ramp(t);
+            format!("rgb({r},{g},{b}) {:.1}%", t * 100.0)
+        })
+        .collect();
+    format!("linear-gradient(to right, {})", stops.join(", "))
 }
 
 /// Colours a row-major grid of cells (`None`: no finite value, drawn magenta) on the ramp from
@@ -240,6 +428,10 @@ mod tests {
         let vals: Vec<u8> = (0..16).flat_map(|i| (i as f32).to_le_bytes()).collect();
         let (w, h, px, lo, hi) = heatmap(&vals, DType::F32, 4, 4, 512);
         assert_eq!((w, h, lo, hi), (4, 4, 0.0, 15.0));
+        assert!(ramp_css().starts_with("linear-gradient(to right, rgb(68,1,84) 0.0%"));
+        // A 5-row grid in 2 cells: rows 0..2 and 2..5.
+        assert_eq!((bucket_range(0, 2, 5), bucket_range(1, 2, 5)), ((0, 2), (2, 5)));
+        assert_eq!(bucket_range(3, 4, 4), (3, 4));
         assert_eq!(&px[0..3], &[68, 1, 84]);
         assert_eq!(&px[15 * 4..15 * 4 + 3], &[253, 231, 37]);
     }
@@ -253,6 +445,26 @@ mod tests {
         assert!(svg.contains("class=\"line c0\" d=\"M"));
         assert_eq!(num(1234567.0), "1.23e6");
         assert_eq!(num(0.25), "0.25");
+    }
+
+    #[test]
+    fn the_first_iteration_is_drawn_apart_and_the_axis_counts_real_iterations() {
+        let mut times = vec![500.0];
+        times.extend((0..2000).map(|i| 2.0 + (i % 7) as f64 * 0.1));
+        let svg = iterations_svg(&times, 600, 160);
+        assert!(svg.contains(r#"<g class="first-iter" data-ms="500">"#), "{svg}");
+        // The line's scale is the other iterations' own: 500 ms is not its top.
+        assert!(svg.contains(">2.6 ms</text>"), "{svg}");
+        assert!(svg.contains(r#"class="axis xtick" x="142.0" y="154.0" text-anchor="middle">2</text>"#), "{svg}");
+        assert!(svg.contains(">2001</text>"), "the last iteration's number: {svg}");
+        let tips = svg.split("data-tips=\"").nth(1).unwrap().split('"').next().unwrap();
+        assert_eq!(tips.split('|').count(), 600);
+        assert!(tips.starts_with("iterations 2–4: mean "), "{tips}");
+        // Few iterations: one point each, named by number.
+        let svg = iterations_svg(&[9.0, 1.0, 2.0], 600, 160);
+        assert!(svg.contains("data-tips=\"iteration 2: 1 ms|iteration 3: 2 ms\""), "{svg}");
+        let svg = iterations_svg(&[4.0], 600, 160);
+        assert!(!svg.contains("first-iter") && svg.contains("iteration 1: 4 ms"), "{svg}");
     }
 
     #[test]

@@ -63,7 +63,12 @@ fn ensure_wasm_target() -> Result<()> {
 /// into `web/pkg`.
 fn build_wasm(root: &Path, release: bool) -> Result<()> {
     ensure_wasm_target()?;
-    let target_dir = root.join("target/wasm");
+    // Beside the native builds: `CARGO_TARGET_DIR` when set (a shared target folder), else `target/`.
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|d| if d.is_absolute() { d } else { root.join(d) })
+        .unwrap_or_else(|| root.join("target"))
+        .join("wasm");
     let mut cmd = cargo();
     cmd.args(["build", "-p", "recap-viewer", "--lib", "--target", "wasm32-unknown-unknown"])
         .arg("--target-dir")

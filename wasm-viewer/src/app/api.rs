@@ -78,6 +78,11 @@ pub async fn post_json<T: DeserializeOwned>(path: &str, body: &impl serde::Seria
         .map_err(|e| format!("POST {path}: unexpected answer: {e}"))
 }
 
+/// `DELETE path`; the host answers 204 with no body.
+pub async fn delete(path: &str) -> Result<(), String> {
+    send("DELETE", path, None).await.map(|_| ())
+}
+
 pub async fn get_bytes(path: &str) -> Result<Vec<u8>, String> {
     let resp = send("GET", path, None).await?;
     let buf = JsFuture::from(resp.array_buffer().map_err(|e| format!("{e:?}"))?).await.map_err(|e| format!("{e:?}"))?;

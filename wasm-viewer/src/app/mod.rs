@@ -12,6 +12,8 @@ mod dom;
 mod graph_view;
 mod ops;
 mod replay;
+mod sessions;
+mod timeline_view;
 mod views;
 
 use std::cell::RefCell;
@@ -123,6 +125,8 @@ pub fn start() {
     views::wire();
     graph_view::wire();
     replay::wire();
+    sessions::wire();
+    timeline_view::wire();
     wire_tabs();
     route();
     document().body().map(|b| b.set_attribute("data-ready", "1"));
@@ -183,7 +187,7 @@ fn route() {
     }
 }
 
-fn current_generation() -> u64 {
+pub(crate) fn current_generation() -> u64 {
     with_app(|app| app.generation)
 }
 
@@ -197,6 +201,18 @@ fn wire_links() {
         if let Some(a) = dom::closest_with(&ev, "data-link") {
             if let Some(href) = a.get_attribute("href") {
                 ev.prevent_default();
+                navigate(&href);
+            }
+            return;
+        }
+        // A row that opens a page, unless the click was on one of its own links or buttons.
+        let on_control = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+            .and_then(|e| e.closest("a, button, input, select").ok().flatten())
+            .is_some();
+        if let (Some(row), false) = (dom::closest_with(&ev, "data-href"), on_control) {
+            if let Some(href) = row.get_attribute("data-href") {
                 navigate(&href);
             }
         }
@@ -232,16 +248,19 @@ fn render_home(error: Option<String>) {
   <div id="home-error">{err}</div>
   <h2>Archives on this host</h2>
   <div class="table archives">
-    <div class="row head"><span>name</span><span>size</span><span>ops</span><span>kernels</span><span>regions</span><span>uploaded</span><span>id</span></div>
+    <div class="row head"><span>name</span><span>size</span><span>ops</span><span>kernels</span><span>regions</span><span>uploaded</span><span>id</span><span></span></div>
     <div class="tbody" id="archive-list"><p class="muted pad">Loading…</p></div>
   </div>
-</section>"#
+  {sessions}
+</section>"#,
+            sessions = sessions::section_html()
         ),
     );
     wasm_bindgen_futures::spawn_local(load_archive_list());
+    wasm_bindgen_futures::spawn_local(sessions::load());
 }
 
-async fn load_archive_list() {
+pub(crate) async fn load_archive_list() {
     let list = api::get_json::<Vec<ArchiveInfo>>("/api/archives").await;
     let html = match list {
         Ok(list) if list.is_empty() => {
@@ -252,7 +271,7 @@ async fn load_archive_list() {
             for a in list {
                 let _ = write!(
                     h,
-                    r#"<a class="row" href="/archives/{id}" data-link data-archive-id="{id}"><span class="mono">{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span class="mono muted">{}</span></a>"#,
+                    r#"<div class="row" data-href="/archives/{id}" data-archive-id="{id}"><span class="mono">{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span class="mono muted">{}</span><span class="actions"><a class="btn" download href="{raw}" title="download the archive" data-archive-download="{id}">Download</a><button data-archive-delete="{id}" title="delete the archive from this host (its sessions keep their results)">Delete</button></span></div>"#,
                     esc(&a.name),
                     bytes_human(a.size),
                     a.ops,
@@ -261,6 +280,7 @@ async fn load_archive_list() {
                     esc(&a.uploaded_at.replace('T', " ").replace('Z', "")),
                     esc(&a.id[..a.id.len().min(12)]),
                     id = esc(&a.id),
+                    raw = esc(&api::url(&format!("/api/archives/{}/raw", a.id))),
                 );
             }
             h
@@ -468,7 +488,7 @@ pub async fn ensure_host_archive(id: &str, generation: u64) -> bool {
     if already {
         return true;
     }
-    set_html("crumb", &format!(r#"<span class="name">{}</span>"#, esc(&id)));
+    set_html("crumb", &format!(r#"<span class="name">{}</span>"#, esc(id)));
     set_html("main", r#"<p class="muted pad">Loading the archive…</p>"#);
     set_status("downloading…");
     let info = api::get_json::<ArchiveInfo>(&format!("/api/archives/{id}")).await;

@@ -130,47 +130,52 @@ fn render_detail() {
         let Some(id) = open.selected else {
             return Some(String::from(r#"<p class="muted">Select an op to see its parameters.</p>"#));
         };
-        let r = model::op_row(a, id);
-        let mut h = format!(r#"<h3><span class="kind k-{}">{}</span> op {id}</h3>"#, r.kind, r.kind);
-        if let shared::archive::Op::Launch(l) = a.op(id) {
-            let k = a.kernel(l.kernel);
-            let module = a.module(k.module).name;
-            let _ = write!(
-                h,
-                r#"<dl class="kv"><dt>kernel</dt><dd class="mono">{}</dd><dt>module</dt><dd>{}</dd><dt>grid</dt><dd>{:?}</dd><dt>block</dt><dd>{:?}</dd><dt>dynamic shared</dt><dd>{} bytes</dd><dt>param bytes</dt><dd>{}</dd></dl>"#,
-                esc(k.name),
-                esc(module),
-                l.grid,
-                l.block,
-                l.shared_bytes,
-                l.params.len()
-            );
-            h.push_str(r#"<table class="params"><thead><tr><th>param</th><th>offset</th><th>size</th><th>value</th></tr></thead><tbody>"#);
-            for p in model::launch_params(a, id) {
-                let mut ptrs = String::new();
-                if p.kind == shared::archive::ParamKind::Value {
-                    for (off, t) in &p.pointers {
-                        let _ = write!(ptrs, r#"<div class="ptr">+{off}: &amp;{}</div>"#, esc(t));
-                    }
-                }
-                let _ = write!(
-                    h,
-                    r#"<tr><td class="mono">{}</td><td>{}</td><td>{}</td><td class="mono val">{}{ptrs}</td></tr>"#,
-                    esc(&p.name),
-                    p.offset,
-                    p.size,
-                    esc(&p.value)
-                );
-            }
-            h.push_str("</tbody></table>");
-        } else {
-            let _ = write!(h, r#"<p class="mono">{}</p>"#, esc(&r.detail));
-        }
-        Some(h)
+        Some(detail_html(a, id))
     });
     if let Some(h) = html {
         set_html("op-detail", &h);
     }
+}
+
+/// An op's details: its kind, and for a launch its kernel, shape and decoded parameters.
+pub fn detail_html(a: &shared::archive::Archive, id: u32) -> String {
+    let r = model::op_row(a, id);
+    let mut h = format!(r#"<h3><span class="kind k-{}">{}</span> op {id}</h3>"#, r.kind, r.kind);
+    if let shared::archive::Op::Launch(l) = a.op(id) {
+        let k = a.kernel(l.kernel);
+        let module = a.module(k.module).name;
+        let _ = write!(
+            h,
+            r#"<dl class="kv"><dt>kernel</dt><dd class="mono">{}</dd><dt>module</dt><dd>{}</dd><dt>grid</dt><dd>{:?}</dd><dt>block</dt><dd>{:?}</dd><dt>dynamic shared</dt><dd>{} bytes</dd><dt>param bytes</dt><dd>{}</dd></dl>"#,
+            esc(k.name),
+            esc(module),
+            l.grid,
+            l.block,
+            l.shared_bytes,
+            l.params.len()
+        );
+        h.push_str(r#"<table class="params"><thead><tr><th>param</th><th>offset</th><th>size</th><th>value</th></tr></thead><tbody>"#);
+        for p in model::launch_params(a, id) {
+            let mut ptrs = String::new();
+            if p.kind == shared::archive::ParamKind::Value {
+                for (off, t) in &p.pointers {
+                    let _ = write!(ptrs, r#"<div class="ptr">+{off}: &amp;{}</div>"#, esc(t));
+                }
+            }
+            let _ = write!(
+                h,
+                r#"<tr><td class="mono">{}</td><td>{}</td><td>{}</td><td class="mono val">{}{ptrs}</td></tr>"#,
+                esc(&p.name),
+                p.offset,
+                p.size,
+                esc(&p.value)
+            );
+        }
+        h.push_str("</tbody></table>");
+    } else {
+        let _ = write!(h, r#"<p class="mono">{}</p>"#, esc(&r.detail));
+    }
+    h
 }
 
 pub fn select(id: u32, scroll_into_view: bool) {

@@ -119,12 +119,19 @@ pub fn render() {
     <section class="wide" id="r-compare-section" hidden><h4>Comparison, op by op</h4><div id="r-compare-view"></div></section>
     <section><h4>Time per iteration</h4><div id="r-iter-chart" class="chart"></div></section>
     <section><h4>Slowest ops, latest iteration</h4><div id="r-op-chart" class="chart"></div></section>
+    <section class="wide"><h4>Timeline of the ops, latest iteration</h4><div id="r-timeline"></div></section>
     <section class="wide"><h4>Check against the expected state</h4><div id="r-check-table"></div></section>
     <section class="wide"><h4>Output regions</h4><div id="r-regions" class="region-cards"></div></section>
+    {}
   </div>
 </div>"#,
         if is_local {
             r#"<p class="note">This archive was opened locally: it replays in this browser. Upload it to replay it on the host's devices.</p>"#
+        } else {
+            ""
+        },
+        if archive_id.is_some() {
+            r#"<section class="wide"><h4>Sessions of this archive</h4><div id="r-sessions"><p class="muted">Loading…</p></div></section>"#
         } else {
             ""
         }
@@ -132,6 +139,9 @@ pub fn render() {
     set_html("main-view", &html);
     fill_devices(is_local);
     redraw();
+    if let Some(id) = archive_id.clone() {
+        wasm_bindgen_futures::spawn_local(super::sessions::load_for_archive(id));
+    }
     if archive_id.is_some() && with_state(|s| s.devices.is_empty() && s.devices_error.is_none()) {
         wasm_bindgen_futures::spawn_local(async move {
             let devices = api::get_json::<Vec<DeviceInfo>>("/api/devices").await;
@@ -205,23 +215,6 @@ fn schedule_redraw() {
     let _ = window().request_animation_frame(cb.unchecked_ref());
 }
 
-fn downsample(v: &[f64], max: usize) -> Vec<f64> {
-    if v.len() <= max {
-        return v.to_vec();
-    }
-    (0..max)
-        .map(|b| {
-            let (lo, hi) = (b * v.len() / max, ((b + 1) * v.len() / max).max(b * v.len() / max + 1));
-            let s: Vec<f64> = v[lo..hi].iter().copied().filter(|x| x.is_finite()).collect();
-            if s.is_empty() {
-                f64::NAN
-            } else {
-                s.iter().sum::<f64>() / s.len() as f64
-            }
-        })
-        .collect()
-}
-
 fn redraw() {
     if by_id("r-state").is_none() {
         return;
@@ -262,8 +255,7 @@ fn redraw() {
         if v.gap {
             st.push_str(r#" <span class="warn">(some messages were missed)</span>"#);
         }
-        let iters = downsample(&v.iteration_ms, 800);
-        let iter_chart = if iters.is_empty() {
+        let iter_chart = if v.iteration_ms.is_empty() {
             r#"<p class="muted">No iterations yet.</p>"#.to_string()
         } else {
             let stats = {
@@ -279,7 +271,7 @@ fn redraw() {
                     f.len()
                 )
             };
-            format!("{}{stats}", plot::lines_svg(&[("iteration", &iters)], 520, 150, "ms"))
+            format!("{}{stats}", plot::iterations_svg(&v.iteration_ms, 520, 160))
         };
         let slow = v.slowest_ops(12);
         let op_chart = if slow.is_empty() {
@@ -408,6 +400,10 @@ fn redraw() {
     set_html("r-op-chart", &op_chart);
     set_html("r-check-table", &check_html);
     set_html("r-regions", &regions_html);
+    if by_id("r-timeline").is_some() {
+        let timings = with_state(|s| s.view.op_timings.clone());
+        super::timeline_view::show(&timings, super::graph_view::top_level_edges());
+    }
     super::views::draw_pending_heatmaps();
     if let Some(b) = by_id("r-start") {
         let _ = b.toggle_attribute_with_force("disabled", running);
@@ -487,6 +483,7 @@ pub fn attach(id: String, control: Option<String>) {
         }
         s.runner = Runner::Host { id: id.clone(), control };
         s.view = SessionView::default();
+        super::timeline_view::reset();
         s.region_bytes.clear();
         s.selected_op = None;
     });
@@ -527,6 +524,14 @@ pub fn attach(id: String, control: Option<String>) {
             }
         });
         schedule_redraw();
+        // The archive's own list of sessions now holds this one as it ended.
+        let archive = with_app(|app| match app.open.as_ref().map(|o| &o.source) {
+            Some(Source::Host { info }) => Some(info.id.clone()),
+            _ => None,
+        });
+        if let (Some(archive), true) = (archive, by_id("r-sessions").is_some()) {
+            wasm_bindgen_futures::spawn_local(super::sessions::load_for_archive(archive));
+        }
     });
     ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
     on_close.forget();
@@ -579,6 +584,17 @@ pub async fn open_session(id: String, generation: u64) {
             return;
         }
     };
+    // A session outlives its archive: without it, the page shows what the session's log holds.
+    let archive_gone = matches!(
+        api::get_json::<shared::protocol::ArchiveInfo>(&format!("/api/archives/{}", info.archive)).await,
+        Err(e) if e.contains("(404")
+    );
+    if archive_gone {
+        if super::current_generation() == generation {
+            render_without_archive(&info);
+        }
+        return;
+    }
     if !super::ensure_host_archive(&info.archive, generation).await {
         return;
     }
@@ -600,6 +616,46 @@ pub async fn open_session(id: String, generation: u64) {
     }
     fill_devices(false);
     attach(id, control);
+    redraw();
+}
+
+/// The page of a session whose archive was deleted: its state, timings, verdicts and kept regions,
+/// all from its log (the regions still download); no form, as there is nothing left to replay.
+fn render_without_archive(info: &SessionInfo) {
+    with_app(|app| app.open = None);
+    reset_if_other_archive();
+    let name = info.archive_name.as_deref().unwrap_or(&info.archive);
+    set_html(
+        "crumb",
+        &format!(
+            r#"<a href="/" data-link class="up">archives</a><span class="sep">/</span><span class="name">session {}</span><span class="tag">{}</span>"#,
+            esc(&info.id[..info.id.len().min(12)]),
+            esc(info.kind.name())
+        ),
+    );
+    super::set_status("");
+    set_html(
+        "main",
+        &format!(
+            r#"<div class="archive"><div class="view" id="main-view"><div class="replay-view">
+  <div class="toolbar"><span class="state" id="r-state"></span><span class="spacer"></span>
+    <button id="r-share" data-replay="share" hidden title="copy the link that shows this session to others">Copy share link</button>
+    <input id="r-share-url" class="share-url mono" readonly hidden aria-label="share link"></div>
+  <p class="note" id="r-archive-gone">The archive of this session, <b class="mono">{}</b> (<span class="mono">{}</span>), was deleted from the host. The session keeps its results: what it reported and the regions it kept.</p>
+  <div class="replay-grid">
+    <section class="wide" id="r-compare-section" hidden><h4>Comparison, op by op</h4><div id="r-compare-view"></div></section>
+    <section><h4>Time per iteration</h4><div id="r-iter-chart" class="chart"></div></section>
+    <section><h4>Slowest ops, latest iteration</h4><div id="r-op-chart" class="chart"></div></section>
+    <section class="wide"><h4>Timeline of the ops, latest iteration</h4><div id="r-timeline"></div></section>
+    <section class="wide"><h4>Check against the expected state</h4><div id="r-check-table"></div></section>
+    <section class="wide"><h4>Output regions</h4><div id="r-regions" class="region-cards"></div></section>
+  </div>
+</div></div></div>"#,
+            esc(name),
+            esc(&info.archive[..info.archive.len().min(12)])
+        ),
+    );
+    attach(info.id.clone(), None);
     redraw();
 }
 
@@ -694,6 +750,7 @@ fn start_browser(iterations: u32, check: bool) {
         s.stop = stop.clone();
         s.runner = Runner::Browser;
         s.view = SessionView::default();
+        super::timeline_view::reset();
         s.region_bytes.clear();
     });
     // A replay here is not the host session that may be on screen: the address goes back to the

@@ -245,8 +245,11 @@ fn region_plots(r: &RegionView, archive: Option<&str>) -> String {
     out
 }
 
+/// A heatmap waiting for its canvas: the canvas id, width, height and RGBA pixels.
+type Pixels = (String, u32, u32, Vec<u8>);
+
 thread_local! {
-    static PENDING: std::cell::RefCell<Vec<(String, u32, u32, Vec<u8>)>> = const { std::cell::RefCell::new(Vec::new()) };
+    static PENDING: std::cell::RefCell<Vec<Pixels>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A plot of region bytes: a heatmap when the shape is 2-D or more, else a min/max line.
@@ -269,9 +272,10 @@ pub fn data_chart(bytes: &[u8], r: &RegionView, label: &str, with_stats: bool) -
         )
     };
     if let Some((rows, cols)) = grid_shape(r) {
-        let (w, h, px, _, _) = plot::heatmap(bytes, r.dtype, rows, cols, 512);
+        let (w, h, mean) = plot::heatmap_cells(bytes, r.dtype, rows, cols, 512);
         let id = format!("hm-{}-{}", r.id, label.len());
-        format!("{}{stats}", heatmap_canvas(id, (w, h, px), (rows as u64, cols as u64), label))
+        let cells = HeatCells { w, h, rows: rows as u64, cols: cols as u64, mean, range: None };
+        format!("{}{stats}", heatmap_canvas(id, cells, label))
     } else {
         format!("{}{stats}", plot::series_svg(&s, 560, 140, "region"))
     }
@@ -280,25 +284,173 @@ pub fn data_chart(bytes: &[u8], r: &RegionView, label: &str, with_stats: bool) -
 /// A host's downsampled preview of a region: a heatmap for 2-D, else a min/max line.
 pub fn preview_plot(id: &str, p: &shared::protocol::RegionPreview, label: &str) -> String {
     if p.rows > 1 {
-        let (w, h, px, _, _) = plot::preview_heatmap(p);
-        heatmap_canvas(id.to_string(), (w, h, px), (p.source_shape[0], p.source_shape[1]), label)
+        let cells = HeatCells {
+            w: p.cols as usize,
+            h: p.rows as usize,
+            rows: p.source_shape[0],
+            cols: p.source_shape[1],
+            mean: p.mean.clone(),
+            range: Some((p.min.clone(), p.max.clone())),
+        };
+        heatmap_canvas(id.to_string(), cells, label)
     } else {
         plot::series_svg(&plot::preview_series(p), 560, 140, "region")
     }
 }
 
-/// A canvas for heatmap pixels `(w, h, rgba)` of a `rows`×`cols` source, at most 360 px on its
-/// longer side in the source's proportions; painted by [`draw_pending_heatmaps`] once inserted.
-pub fn heatmap_canvas(id: String, (w, h, px): (u32, u32, Vec<u8>), (rows, cols): (u64, u64), label: &str) -> String {
+/// One value per heatmap cell, `None` where it covers no finite element.
+pub type Cells = Vec<Option<f64>>;
+
+/// A heatmap's cells as drawn: `w`×`h` cells over a `rows`×`cols` source, each the mean of what it
+/// covers, with the min and max of each where known (a host's preview).
+pub struct HeatCells {
+    pub w: usize,
+    pub h: usize,
+    pub rows: u64,
+    pub cols: u64,
+    pub mean: Vec<Option<f64>>,
+    pub range: Option<(Cells, Cells)>,
+}
+
+thread_local! {
+    /// The cells behind every heatmap on the page, by canvas id, for the values under the pointer.
+    static HEAT: std::cell::RefCell<std::collections::HashMap<String, HeatCells>> = std::cell::RefCell::new(Default::default());
+}
+
+/// A canvas for a heatmap of `cells`, at most 360 px on its longer side in the source's
+/// proportions, with its colour scale under it; painted by [`draw_pending_heatmaps`] once
+/// inserted. The pointer over it tells the value of the cell beneath.
+pub fn heatmap_canvas(id: String, cells: HeatCells, label: &str) -> String {
+    let (rows, cols) = (cells.rows, cells.cols);
+    let (w, h, px, lo, hi) = plot::grid_rgba(&cells.mean, cells.w, cells.h);
     let scale = 360.0 / rows.max(cols).max(1) as f64;
+    let css_w = ((cols as f64 * scale) as u32).max(8);
+    let missing = if cells.mean.iter().any(Option::is_none) {
+        r#"<span class="hm-none" title="cells with no finite value">■ none</span>"#
+    } else {
+        ""
+    };
+    let (lo_text, hi_text) = if lo.is_finite() { (plot::num(lo), plot::num(hi)) } else { ("–".into(), "–".into()) };
     let html = format!(
-        r#"<canvas class="heatmap" id="{id}" width="{w}" height="{h}" style="width:{}px;height:{}px" aria-label="{} heatmap {rows}×{cols}"></canvas>"#,
-        ((cols as f64 * scale) as u32).max(8),
+        r#"<div class="heat"><canvas class="heatmap" id="{id}" width="{w}" height="{h}" style="width:{css_w}px;height:{}px" aria-label="{} heatmap {rows}×{cols}"></canvas><div class="hm-legend" id="{id}-legend" data-lo="{lo}" data-hi="{hi}" style="width:{}px"><span class="mono lo">{lo_text}</span><i style="background:{}"></i><span class="mono hi">{hi_text}</span>{missing}</div></div>"#,
         ((rows as f64 * scale) as u32).max(8),
-        esc(label)
+        esc(label),
+        css_w.max(200),
+        plot::ramp_css(),
     );
-    PENDING.with(|p| p.borrow_mut().push((id, w, h, px)));
+    PENDING.with(|p| p.borrow_mut().push((id.clone(), w, h, px)));
+    HEAT.with(|m| m.borrow_mut().insert(id, cells));
     html
+}
+
+/// The tooltip's text for the cell under client point `(x, y)` of heatmap canvas `canvas`, with
+/// the cell's source row and column (its first ones) and its value.
+fn heat_tip(canvas: &web_sys::Element, x: f64, y: f64) -> Option<(String, u64, u64, f64)> {
+    let r = canvas.get_bounding_client_rect();
+    HEAT.with(|m| {
+        let m = m.borrow();
+        let c = m.get(&canvas.id())?;
+        let fx = ((x - r.left()) / r.width().max(1.0)).clamp(0.0, 0.999_999);
+        let fy = ((y - r.top()) / r.height().max(1.0)).clamp(0.0, 0.999_999);
+        let (cx, cy) = ((fx * c.w as f64) as usize, (fy * c.h as f64) as usize);
+        let i = cy * c.w + cx;
+        let (r0, r1) = plot::bucket_range(cy, c.h, c.rows as usize);
+        let (c0, c1) = plot::bucket_range(cx, c.w, c.cols as usize);
+        let value = c.mean.get(i).copied().flatten();
+        let at = if r1 - r0 <= 1 && c1 - c0 <= 1 {
+            format!("[{r0}, {c0}]")
+        } else {
+            format!("rows {r0}–{}, cols {c0}–{}", r1 - 1, c1 - 1)
+        };
+        let text = match (value, &c.range) {
+            (None, _) => format!("{at}: no finite value"),
+            (Some(v), _) if r1 - r0 <= 1 && c1 - c0 <= 1 => format!("{at} = {}", plot::num(v)),
+            (Some(v), Some((lo, hi))) => format!(
+                "{at}: mean {} (min {}, max {})",
+                plot::num(v),
+                lo.get(i).copied().flatten().map(plot::num).unwrap_or_default(),
+                hi.get(i).copied().flatten().map(plot::num).unwrap_or_default()
+            ),
+            (Some(v), None) => format!("{at}: mean {}", plot::num(v)),
+        };
+        Some((text, r0 as u64, c0 as u64, value.unwrap_or(f64::NAN)))
+    })
+}
+
+/// The page's one tooltip (created on first use), placed by the pointer.
+fn tooltip() -> Option<web_sys::HtmlElement> {
+    if let Some(t) = by_id("tip") {
+        return Some(t);
+    }
+    let t = document().create_element("div").ok()?;
+    t.set_id("tip");
+    t.set_class_name("tip mono");
+    let _ = t.set_attribute("role", "tooltip");
+    let _ = t.set_attribute("hidden", "");
+    document().body()?.append_child(&t).ok()?;
+    t.dyn_into().ok()
+}
+
+fn show_tip(text: &str, x: f64, y: f64) -> Option<web_sys::HtmlElement> {
+    let t = tooltip()?;
+    t.set_text_content(Some(text));
+    t.set_hidden(false);
+    let st = t.style();
+    let _ = st.set_property("left", &format!("{}px", x + 14.0));
+    let _ = st.set_property("top", &format!("{}px", y + 14.0));
+    Some(t)
+}
+
+fn hide_tip() {
+    if let Some(t) = by_id("tip") {
+        if !t.hidden() {
+            t.set_hidden(true);
+        }
+    }
+    if let Ok(Some(line)) = document().query_selector("line.hover-x[visibility='visible']") {
+        let _ = line.set_attribute("visibility", "hidden");
+    }
+}
+
+/// Values under the pointer: a heatmap's cell, a plot's point (any element with `data-tips`).
+fn hovered(ev: web_sys::Event) {
+    let ev: web_sys::MouseEvent = ev.unchecked_into();
+    let Some(target) = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()) else { return };
+    let (x, y) = (ev.client_x() as f64, ev.client_y() as f64);
+    if target.tag_name() == "CANVAS" && target.class_list().contains("heatmap") {
+        match heat_tip(&target, x, y) {
+            Some((text, row, col, value)) => {
+                if let Some(t) = show_tip(&text, x, y) {
+                    let _ = t.set_attribute("data-for", &target.id());
+                    let _ = t.set_attribute("data-row", &row.to_string());
+                    let _ = t.set_attribute("data-col", &col.to_string());
+                    let _ = t.set_attribute("data-value", &value.to_string());
+                }
+            }
+            None => hide_tip(),
+        }
+        return;
+    }
+    if let Some(tips) = target.get_attribute("data-tips") {
+        let r = target.get_bounding_client_rect();
+        let parts: Vec<&str> = tips.split('|').collect();
+        let n = parts.len().max(1);
+        let i = (((x - r.left()) / r.width().max(1.0)) * n as f64).floor().clamp(0.0, (n - 1) as f64) as usize;
+        if let Some(t) = show_tip(parts.get(i).copied().unwrap_or_default(), x, y) {
+            let _ = t.set_attribute("data-for", "plot");
+            let _ = t.set_attribute("data-index", &i.to_string());
+        }
+        // The cursor line at the point's centre, in the plot's own units.
+        let attr = |a: &str| target.get_attribute(a).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let cx = attr("x") + (i as f64 + 0.5) / n as f64 * attr("width");
+        if let Some(line) = target.previous_element_sibling().filter(|l| l.class_list().contains("hover-x")) {
+            let _ = line.set_attribute("x1", &format!("{cx:.1}"));
+            let _ = line.set_attribute("x2", &format!("{cx:.1}"));
+            let _ = line.set_attribute("visibility", "visible");
+        }
+        return;
+    }
+    hide_tip();
 }
 
 /// Paints heatmaps whose canvases were just inserted.
@@ -350,6 +502,8 @@ pub fn render_bindings() {
 
 pub fn wire() {
     let doc: web_sys::EventTarget = document().into();
+    listen(&doc, "mousemove", false, hovered);
+    listen(&doc, "mouseleave", false, |_| hide_tip());
     listen(&doc, "click", false, |ev| {
         if let Some(el) = dom::closest_with(&ev, "data-kernel") {
             if let Some(id) = el.get_attribute("data-kernel").and_then(|s| s.parse().ok()) {

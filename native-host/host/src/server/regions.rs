@@ -9,9 +9,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use shared::archive::{Archive, RegionId, RegionView};
+use shared::archive::{Archive, DType, RegionId};
 use shared::npy;
-use shared::protocol::{SessionKind, SessionState};
+use shared::protocol::{Event, SessionKind, SessionMessage, SessionState};
 
 use super::archives::content_disposition;
 use super::error::ApiError;
@@ -23,6 +23,9 @@ use crate::sessions::kept_file;
 pub struct ArchiveRegionQuery {
     /// `initial` (the default) or `expected`.
     contents: Option<String>,
+    /// The access token, when given in the query (checked before the handler runs).
+    #[serde(rename = "token")]
+    _token: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -30,6 +33,9 @@ pub struct ArchiveRegionQuery {
 pub struct SessionRegionQuery {
     /// `a` or `b`: the side of a comparison.
     side: Option<String>,
+    /// The access token, when given in the query (checked before the handler runs).
+    #[serde(rename = "token")]
+    _token: Option<String>,
 }
 
 /// The region `name` names: a binding or region name, with or without `.npy`, or a number.
@@ -45,10 +51,10 @@ fn region_in(archive: &Archive, name: &str) -> Result<RegionId, ApiError> {
     }
 }
 
-/// A `.npy` download of `bytes` as `region` holds them.
-fn npy_file(region: &RegionView, file_name: &str, bytes: &[u8]) -> Response {
-    let shape = npy::region_shape(region.dtype, bytes.len() as u64, &region.shape);
-    let mut body = npy::header(region.dtype, &shape);
+/// A `.npy` download of `bytes` as a region of `dtype` and shape hint `shape` holds them.
+fn npy_file(dtype: DType, shape: &[u64], file_name: &str, bytes: &[u8]) -> Response {
+    let shape = npy::region_shape(dtype, bytes.len() as u64, shape);
+    let mut body = npy::header(dtype, &shape);
     body.extend_from_slice(bytes);
     let mut res = (StatusCode::OK, Body::from(body)).into_response();
     res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
@@ -56,6 +62,32 @@ fn npy_file(region: &RegionView, file_name: &str, bytes: &[u8]) -> Response {
         res.headers_mut().insert(header::CONTENT_DISPOSITION, v);
     }
     res
+}
+
+/// A region as a session's log describes it: enough to name and type its kept bytes once the
+/// archive itself is gone.
+struct LoggedRegion {
+    id: RegionId,
+    name: String,
+    dtype: DType,
+    shape: Vec<u64>,
+}
+
+/// The region `name` names (a name, with or without `.npy`, or a number) among those a session's
+/// log summarised (a replay's `region` messages, a comparison's partings).
+fn logged_region(events: &[Event], name: &str) -> Option<LoggedRegion> {
+    let bare = name.strip_suffix(".npy").unwrap_or(name);
+    events
+        .iter()
+        .filter_map(|e| match &e.message {
+            SessionMessage::Region { summary } => Some((summary.region, &summary.name, &summary.dtype, &summary.shape)),
+            SessionMessage::Parted { parting } => Some((parting.region, &parting.name, &parting.dtype, &parting.shape)),
+            _ => None,
+        })
+        .find(|(id, n, _, _)| n.as_str() == name || n.as_str() == bare || bare.parse::<u32>().ok() == Some(*id))
+        .and_then(|(id, n, dtype, shape)| {
+            Some(LoggedRegion { id, name: n.clone(), dtype: DType::from_name(dtype)?, shape: shape.clone() })
+        })
 }
 
 pub async fn archive_region(
@@ -90,7 +122,8 @@ pub async fn archive_region(
             (false, _, None) => vec![0; region.size as usize],
         };
         let suffix = if expected { "expected" } else { "initial" };
-        Ok(npy_file(&region, &format!("{}.{suffix}.npy", npy::file_stem(region.name)), &bytes))
+        let file = format!("{}.{suffix}.npy", npy::file_stem(region.name));
+        Ok(npy_file(region.dtype, &region.shape, &file, &bytes))
     })
     .await?
 }
@@ -122,13 +155,23 @@ pub async fn session_region(
     };
     let store = app.store.clone();
     tokio::task::spawn_blocking(move || {
-        let archive_info = store
-            .index
-            .archive(&info.archive)?
-            .ok_or_else(|| ApiError::not_found(format!("archive {} of session {id} was deleted", info.archive)))?;
-        let map = store.map(&archive_info)?;
-        let archive = Archive::open(&map).map_err(|e| ApiError::internal(format!("archive {}: {e}", info.archive)))?;
-        let region = archive.region(region_in(&archive, &name)?);
+        // Named and typed by the archive while it is stored, else by what the session's log says.
+        let region = match store.index.archive(&info.archive)? {
+            Some(archive_info) => {
+                let map = store.map(&archive_info)?;
+                let archive =
+                    Archive::open(&map).map_err(|e| ApiError::internal(format!("archive {}: {e}", info.archive)))?;
+                let r = archive.region(region_in(&archive, &name)?);
+                LoggedRegion { id: r.id, name: r.name.to_string(), dtype: r.dtype, shape: r.shape.clone() }
+            }
+            None => logged_region(&store.index.events(&id)?, &name).ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "session {id} kept no region named {name:?} (its archive {} was deleted; the regions it kept \
+                     are those its log summarises)",
+                    info.archive
+                ))
+            })?,
+        };
         let path = store.session_dir(&id).join(kept_file(region.id, side.as_deref()));
         let bytes = std::fs::read(&path).map_err(|_| {
             let what = match &side {
@@ -145,10 +188,10 @@ pub async fn session_region(
             ApiError::not_found(format!("session {id} did not keep {what}"))
         })?;
         let stem = match &side {
-            Some(side) => format!("{}.{side}.npy", npy::file_stem(region.name)),
-            None => format!("{}.npy", npy::file_stem(region.name)),
+            Some(side) => format!("{}.{side}.npy", npy::file_stem(&region.name)),
+            None => format!("{}.npy", npy::file_stem(&region.name)),
         };
-        Ok(npy_file(&region, &stem, &bytes))
+        Ok(npy_file(region.dtype, &region.shape, &stem, &bytes))
     })
     .await?
 }

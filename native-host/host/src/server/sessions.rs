@@ -2,7 +2,7 @@
 
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
@@ -73,9 +73,23 @@ fn json_too_large(limit: usize) -> ApiError {
     )
 }
 
-pub async fn list(State(app): State<AppState>) -> Result<Json<Vec<SessionInfo>>, ApiError> {
+/// The query of `GET /api/sessions`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Only the sessions of this archive (deleted or not).
+    archive: Option<String>,
+    /// The access token, when given in the query (checked before the handler runs).
+    #[serde(rename = "token")]
+    _token: Option<String>,
+}
+
+pub async fn list(
+    State(app): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Vec<SessionInfo>>, ApiError> {
     let sessions = app.sessions.clone();
-    Ok(Json(tokio::task::spawn_blocking(move || sessions.list(500)).await??))
+    Ok(Json(tokio::task::spawn_blocking(move || sessions.list(500, query.archive.as_deref())).await??))
 }
 
 pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<SessionInfo>, ApiError> {

@@ -542,6 +542,7 @@ impl Sessions {
         let control = random_id();
         let info = SessionInfo {
             id: random_id(),
+            archive_name: Some(archive.name.clone()),
             archive: archive.id,
             device: device_name,
             iterations: req.iterations,
@@ -610,9 +611,10 @@ impl Sessions {
         Ok(self.store.index.session(id)?.ok_or_else(|| SessionError::UnknownSession(id.into()))?.info)
     }
 
-    pub fn list(&self, limit: usize) -> Result<Vec<SessionInfo>, SessionError> {
+    /// The newest sessions (at most `limit`), only those of `archive` when given.
+    pub fn list(&self, limit: usize, archive: Option<&str>) -> Result<Vec<SessionInfo>, SessionError> {
         let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = self.store.index.sessions(limit)?;
+        let mut out = self.store.index.sessions(limit, archive)?;
         for s in &mut out {
             if let Some(l) = live.get(&s.id) {
                 *s = l.info();

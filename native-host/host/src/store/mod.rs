@@ -80,8 +80,8 @@ pub trait Index: Send + Sync + 'static {
     /// far; a terminal state also drops its bindings. One transaction.
     fn save_session(&self, info: &SessionInfo, events: &[Event]) -> Result<(), StoreError>;
     fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
-    /// Newest first, at most `limit`.
-    fn sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError>;
+    /// Newest first, at most `limit`; only those of `archive` when given.
+    fn sessions(&self, limit: usize, archive: Option<&str>) -> Result<Vec<SessionInfo>, StoreError>;
     fn events(&self, session: &str) -> Result<Vec<Event>, StoreError>;
     /// Sessions recorded as queued or running, oldest first (what a restarted host finds).
     fn unfinished(&self) -> Result<Vec<SessionRecord>, StoreError>;

@@ -57,6 +57,10 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE sessions ADD COLUMN compare_all INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN compare_against TEXT;
     ALTER TABLE sessions ADD COLUMN cuda_mode TEXT;",
+    // The archive's name with each session, so that the list and the session page still name it
+    // after the archive is deleted.
+    "ALTER TABLE sessions ADD COLUMN archive_name TEXT;
+    UPDATE sessions SET archive_name = (SELECT name FROM archives WHERE archives.id = sessions.archive);",
 ];
 
 /// The index of one machine.
@@ -114,7 +118,7 @@ fn archive_row(r: &Row<'_>) -> rusqlite::Result<ArchiveInfo> {
 
 const SESSION_COLUMNS: &str =
     "id, archive, device, iterations, do_check, state, created_at, ended_at, passed, error, control_hash, budget, \
-     time_limit_s, kind, compare_with, compare_all, compare_against, cuda_mode";
+     time_limit_s, kind, compare_with, compare_all, compare_against, cuda_mode, archive_name";
 
 fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     let state: String = r.get(5)?;
@@ -129,6 +133,7 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         info: SessionInfo {
             id: r.get(0)?,
             archive: r.get(1)?,
+            archive_name: r.get(18)?,
             device: r.get(2)?,
             iterations: r.get(3)?,
             check: r.get(4)?,
@@ -197,7 +202,7 @@ impl Index for SqliteIndex {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.execute(
-            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"),
+            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"),
             params![
                 i.id,
                 i.archive,
@@ -216,7 +221,8 @@ impl Index for SqliteIndex {
                 i.compare_with,
                 i.compare_all,
                 i.compare_against,
-                i.cuda_mode
+                i.cuda_mode,
+                i.archive_name
             ],
         )?;
         for (name, bytes) in bindings {
@@ -251,10 +257,12 @@ impl Index for SqliteIndex {
             .optional()?)
     }
 
-    fn sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError> {
+    fn sessions(&self, limit: usize, archive: Option<&str>) -> Result<Vec<SessionInfo>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn.prepare(&format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY rowid DESC LIMIT ?1"))?;
-        let rows = stmt.query_map([limit as i64], session_row)?.map(|r| r.map(|s| s.info));
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE ?2 IS NULL OR archive = ?2 ORDER BY rowid DESC LIMIT ?1"
+        ))?;
+        let rows = stmt.query_map(params![limit as i64, archive], session_row)?.map(|r| r.map(|s| s.info));
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
