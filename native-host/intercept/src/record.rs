@@ -218,9 +218,26 @@ pub fn state() -> MutexGuard<'static, State> {
 }
 
 /// Whether work on a plain (not capturing) stream must be looked at: inside the range, or while
-/// a capture might need it.
+/// a capture might need it. With `--range all` the range opens at the first work the program
+/// issues.
 pub fn busy() -> bool {
-    PHASE.load(Ordering::Relaxed) == RECORDING || CAPTURING.load(Ordering::Relaxed) > 0
+    match PHASE.load(Ordering::Relaxed) {
+        RECORDING => true,
+        ARMED if range_is_all() => {
+            let mut st = state();
+            if PHASE.load(Ordering::Relaxed) == ARMED {
+                st.begin();
+            }
+            true
+        }
+        _ => CAPTURING.load(Ordering::Relaxed) > 0,
+    }
+}
+
+/// Whether the range is `all`, read once from the environment without taking the lock.
+fn range_is_all() -> bool {
+    static ALL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALL.get_or_init(|| std::env::var(shared::capture::env::RANGE).is_ok_and(|r| r == "all"))
 }
 
 /// Called by every launch hook before anything else: counts launches for `launches:SKIP:COUNT`
