@@ -156,3 +156,23 @@ fn capture_says_why_nothing_was_recorded_and_refuses_bad_requests() {
         .unwrap();
     assert!(text(&o.stderr).contains("--driver /nonexistent/libcuda.so.1"), "{}", text(&o.stderr));
 }
+
+/// Archives `recap capture` wrote on a GPU machine through NVIDIA's driver (the CUDA runtime with a
+/// stream-captured graph, Triton, CuPy, a runtime-style C program) replay bit-exactly on the CPU.
+#[test]
+fn gpu_captured_archives_replay_exactly_on_the_cpu() {
+    let dir = recap_tests::repo_root().join("tests/capture/archives");
+    let mut archives: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "recap"))
+        .collect();
+    archives.sort();
+    assert!(archives.len() >= 4, "{archives:?}");
+    for archive in &archives {
+        let out = replay_check(archive, "jit");
+        assert!(out.contains("regions pass") && !out.contains("FAIL"), "{}:\n{out}", archive.display());
+        let listing = inspect(archive);
+        assert!(listing.contains("producer: recap capture"), "{listing}");
+    }
+}

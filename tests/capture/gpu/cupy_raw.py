@@ -1,6 +1,11 @@
 """A CuPy RawKernel pipeline for `recap capture`, between cupy.cuda.profiler start and stop."""
-import cupy as cp
-from cupy.cuda import profiler
+import os
+
+# CuPy compiles to a cubin by default (the archive then replays on a GPU of this architecture
+# only); with this it loads PTX, which the CPU replays too.
+os.environ.setdefault("CUPY_COMPILE_WITH_PTX", "1")
+import cupy as cp  # noqa: E402
+from cupy.cuda import profiler  # noqa: E402
 
 src = r"""
 extern "C" __global__ void blur(const float* x, float* y, int n) {

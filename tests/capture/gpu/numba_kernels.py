@@ -1,6 +1,10 @@
 """numba CUDA kernels for `recap capture`, between cuda.profile_start() and profile_stop()."""
 import numpy as np
-from numba import cuda
+
+# numba-cuda 0.30 still names np.row_stack, which numpy 2.4 removed.
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack
+from numba import cuda  # noqa: E402
 
 
 @cuda.jit
