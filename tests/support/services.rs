@@ -141,6 +141,8 @@ pub struct Service {
     child: Option<Child>,
     start: Box<dyn Fn() -> Result<Child, String> + Send>,
     ready: fn(&Service) -> bool,
+    /// The signal that stops it cleanly and quickly.
+    signal: &'static str,
 }
 
 impl Service {
@@ -152,7 +154,8 @@ impl Service {
         start: Box<dyn Fn() -> Result<Child, String> + Send>,
         ready: fn(&Service) -> bool,
     ) -> Result<Service, String> {
-        let mut service = Service { name, port, url, log, child: None, start, ready };
+        let signal = if name == "postgres" { "-INT" } else { "-TERM" };
+        let mut service = Service { name, port, url, log, child: None, start, ready, signal };
         service.begin()?;
         Ok(service)
     }
@@ -180,10 +183,11 @@ impl Service {
         self.child.as_ref().map(|c| c.id())
     }
 
-    /// Stops the server (SIGTERM, then SIGKILL after 10 s) and waits for it.
+    /// Stops the server (SIGTERM, for PostgreSQL its fast shutdown, then SIGKILL after 10 s) and
+    /// waits for it.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+            let _ = Command::new("kill").arg(self.signal).arg(child.id().to_string()).status();
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = child.try_wait() {
@@ -205,10 +209,7 @@ impl Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.stop();
     }
 }
 
@@ -272,9 +273,10 @@ pub fn postgres(tools: &Tools, dir: &Path) -> Result<Service, String> {
     let start = move || -> Result<Child, String> {
         let out = log_file(&log2)?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
+        // setpriv executes postgres itself (runuser would stay between), so signals reach it.
         let mut cmd = if root {
-            let mut c = Command::new("runuser");
-            c.args(["-u", PG_USER, "--"]).arg(&bin);
+            let mut c = Command::new("setpriv");
+            c.args([&format!("--reuid={PG_USER}"), &format!("--regid={PG_USER}"), "--clear-groups", "--"]).arg(&bin);
             c
         } else {
             Command::new(&bin)

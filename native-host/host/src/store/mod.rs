@@ -321,7 +321,8 @@ impl Store {
     /// index in `index` (a `postgres://` URL; default: `index.sqlite` in `dir`). `dir` keeps what
     /// stays local either way: temporary files, a remote store's cache, sessions' kept regions.
     /// Blocking: call it from a blocking thread of a tokio runtime (the remote stores run on it).
-    pub fn open(dir: &Path, blobs: Option<&str>, index: Option<&str>) -> Result<Store, StoreError> {
+    pub fn open(dir: &Path, blobs_url: Option<&str>, index_url: Option<&str>) -> Result<Store, StoreError> {
+        let (blobs, index) = (blobs_url, index_url);
         std::fs::create_dir_all(dir).map_err(io_err(format!("creating data folder {}", dir.display())))?;
         let handle = || {
             tokio::runtime::Handle::try_current()
@@ -356,7 +357,14 @@ impl Store {
             sessions_dir: dir.join("sessions"),
             tmp_dir: dir.join("tmp"),
         };
-        store.reconcile()?;
+        // Blobs and index are only judged against each other where they belong together: both in
+        // this data folder, or both shared by the cluster's hosts (a shared index beside this
+        // host's own files, or the reverse, holds rows or blobs of other hosts).
+        if blobs_url.is_some() == index_url.is_some() {
+            store.reconcile()?;
+        } else {
+            tracing::info!("archives and index are kept apart (one shared, one local): no cleanup at start");
+        }
         Ok(store)
     }
 

@@ -58,6 +58,18 @@ impl S3BlobStore {
             StoreError::Config(format!("--blobs {}: no bucket (s3://BUCKET?endpoint=URL)", redact(url)))
         })?;
         let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+        // An unreachable store is an error within seconds, not after minutes of retries.
+        builder = builder
+            .with_retry(object_store::RetryConfig {
+                max_retries: 3,
+                retry_timeout: Duration::from_secs(15),
+                ..Default::default()
+            })
+            .with_client_options(
+                object_store::ClientOptions::new()
+                    .with_connect_timeout(Duration::from_secs(3))
+                    .with_timeout(Duration::from_secs(120)),
+            );
         if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") {
             builder = builder.with_endpoint(endpoint);
         }
@@ -90,22 +102,11 @@ impl S3BlobStore {
         if endpoint.as_deref().is_some_and(|e| e.starts_with("http://")) {
             builder = builder.with_allow_http(true);
         }
-        // An unreachable store is an error within seconds, not after minutes of retries.
-        builder = builder
-            .with_retry(object_store::RetryConfig {
-                max_retries: 3,
-                retry_timeout: Duration::from_secs(15),
-                ..Default::default()
-            })
-            .with_client_options(
-                object_store::ClientOptions::new()
-                    .with_connect_timeout(Duration::from_secs(3))
-                    .with_timeout(Duration::from_secs(120)),
-            );
         let store = builder.build().map_err(|e| StoreError::Config(format!("--blobs {}: {e}", redact(url))))?;
+        let place = if prefix.is_empty() { format!("s3://{bucket}") } else { format!("s3://{bucket}/{prefix}") };
         let name = match &endpoint {
-            Some(e) => format!("s3://{bucket}/{prefix} at {e}"),
-            None => format!("s3://{bucket}/{prefix}"),
+            Some(e) => format!("{place} at {e}"),
+            None => place,
         };
         let cache = data.join("cache");
         let tmp = data.join("tmp");
