@@ -147,7 +147,8 @@ async fn cluster_session_started_on_one_replica_is_watched_from_both() {
     let id = created["id"].as_str().unwrap().to_string();
     assert!(created["url"].as_str().unwrap().starts_with(&a.url));
     let path = format!("/api/sessions/{id}/ws");
-    let (on_a, on_b) = tokio::join!(collect_stream(&a.ws(&path)), collect_stream(&b.ws(&path)));
+    let (ws_a, ws_b) = (a.ws(&path), b.ws(&path));
+    let (on_a, on_b) = tokio::join!(collect_stream(&ws_a), collect_stream(&ws_b));
     assert_eq!(on_a, on_b, "both replicas' viewers get the same messages");
     let seqs: Vec<u64> = on_a.iter().map(|m| m["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (0..on_a.len() as u64).collect::<Vec<_>>());
