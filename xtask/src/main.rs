@@ -142,10 +142,6 @@ fn demo(root: &Path, args: &[String]) -> Result<()> {
 
 /// Installs Debian's Chromium and ChromeDriver for the browser tests when they are missing and we
 /// may (root with apt-get); otherwise the browser tests say what is missing.
-pub(crate) fn is_root() -> bool {
-    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false)
-}
-
 fn ensure_chromium() -> Result<()> {
     if Path::new("/usr/bin/chromium").exists() && Path::new("/usr/bin/chromedriver").exists() {
         return Ok(());

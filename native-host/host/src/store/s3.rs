@@ -358,7 +358,7 @@ impl BlobStore for S3BlobStore {
     }
 
     fn hashes(&self) -> Result<Vec<String>, StoreError> {
-        Ok(self.listed(None)?)
+        self.listed(None)
     }
 
     fn settled_hashes(&self) -> Result<Vec<String>, StoreError> {
