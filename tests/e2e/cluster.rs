@@ -169,13 +169,13 @@ async fn cluster_session_started_on_one_replica_is_watched_from_both() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_worker_killed_mid_session_runs_it_again_with_a_note() {
+async fn cluster_worker_and_replica_killed_mid_session_run_it_again_with_a_note() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(backing) = Backing::start(dir.path(), "cluster_worker_killed_mid_session_runs_it_again_with_a_note")
-    else {
+    let test = "cluster_worker_and_replica_killed_mid_session_run_it_again_with_a_note";
+    let Some(backing) = Backing::start(dir.path(), test) else {
         return;
     };
-    let a = backing.replica(1);
+    let (a, b) = (backing.replica(1), backing.replica(2));
     let mut workers = [backing.worker(1, 3), backing.worker(2, 3)];
     let client = reqwest::Client::new();
     wait_for_workers(&client, &a.url, 2).await;
@@ -184,28 +184,35 @@ async fn cluster_worker_killed_mid_session_runs_it_again_with_a_note() {
         new_session(&client, &a.url, serde_json::json!({"archive": stored["id"], "iterations": 60, "check": true}))
             .await;
     let id = created["id"].as_str().unwrap().to_string();
+    let path = format!("/api/sessions/{id}/ws");
 
-    let (mut ws, _) = tokio_tungstenite::connect_async(a.ws(&format!("/api/sessions/{id}/ws"))).await.unwrap();
-    let mut seen = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    // A viewer on the replica the session was started on, until that replica dies.
+    let (mut ws, _) = tokio_tungstenite::connect_async(a.ws(&path)).await.unwrap();
+    let mut seen_on_a = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut killed = None;
+    let mut replica = Some(a);
     loop {
-        let next = tokio::time::timeout_at(deadline, ws.next()).await.expect("the session ends in time");
+        let next = tokio::time::timeout_at(deadline, ws.next()).await.expect("the session gets under way in time");
         let message: Value = match next {
             Some(Ok(Message::Text(t))) => serde_json::from_str(t.as_str()).unwrap(),
-            Some(Ok(Message::Close(_))) | None => break,
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
             Some(Ok(_)) => continue,
-            Some(Err(e)) => panic!("WebSocket error: {e}"),
         };
-        // Once it is well under way, kill -9 the worker running it.
+        // Once it is well under way: kill -9 the worker running it, and the replica.
         if killed.is_none() && message["type"] == "iteration" && message["index"] == 2 {
             let running = workers.iter().position(|w| w.log_text().contains(&id)).expect("a worker took the session");
             workers[running].kill9();
             killed = Some(running);
+            replica.take().unwrap().kill9();
         }
-        seen.push(message);
+        seen_on_a.push(message);
     }
     let killed = killed.expect("the session ran long enough to kill its worker mid-way");
+
+    // The viewer reconnects to the other replica and gets the whole log, from the start.
+    let seen = collect_stream(&b.ws(&path)).await;
+    assert_eq!(seen[..seen_on_a.len()], seen_on_a[..], "the other replica's log begins with what the viewer saw");
     let note = seen
         .iter()
         .position(|m| {
@@ -220,7 +227,7 @@ async fn cluster_worker_killed_mid_session_runs_it_again_with_a_note() {
     let other = 1 - killed;
     assert!(workers[other].log_text().contains(&id), "the other worker ran it again");
     let info =
-        wait_for(&client, &format!("{}/api/sessions/{id}", a.url), 30, |s, v| s == 200 && v["state"] == "finished")
+        wait_for(&client, &format!("{}/api/sessions/{id}", b.url), 30, |s, v| s == 200 && v["state"] == "finished")
             .await;
     assert_eq!(info["passed"], true);
 }
