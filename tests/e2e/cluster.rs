@@ -164,6 +164,13 @@ async fn cluster_session_started_on_one_replica_is_watched_from_both() {
             .await;
     assert_eq!(info["passed"], true);
     assert_eq!(collect_stream(&b.ws(&path)).await, on_a);
+    // What the worker kept of the output region, through either replica.
+    for replica in [&a, &b] {
+        let npy = client.get(format!("{}/api/sessions/{id}/regions/x", replica.url)).send().await.unwrap();
+        assert_eq!(npy.status().as_u16(), 200);
+        let npy = npy.bytes().await.unwrap();
+        assert!(npy.starts_with(b"\x93NUMPY") && npy.ends_with(&[3u8; 16]), "{npy:?}");
+    }
     let (_, list) = get_json(&client, &format!("{}/api/sessions", a.url)).await;
     assert_eq!(list[0]["id"], id.as_str());
 }

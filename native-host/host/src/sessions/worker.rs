@@ -297,18 +297,23 @@ async fn run_job(
                 Err(e) => return RunEnd::Failed(e),
             };
             let limits: SessionLimits = (&job.limits).into();
+            let keep_dir = data.join("sessions").join(&job.session.id);
             let run = SessionRun {
                 info: &job.session,
                 archive: &archive,
                 against,
                 bindings: &bindings,
                 cancel: &cancel,
-                keep_dir: data.join("sessions").join(&job.session.id),
+                keep_dir: keep_dir.clone(),
                 limits: &limits,
             };
-            run_session(backend.as_ref(), &run, &mut |m| {
+            let end = run_session(backend.as_ref(), &run, &mut |m| {
                 let _ = tx.send(m);
-            })
+            });
+            if matches!(end, RunEnd::Finished { .. }) {
+                share_kept(blobs.as_ref(), &job.session.id, &keep_dir);
+            }
+            end
         })
         .await
         .unwrap_or_else(|e| RunEnd::Failed(format!("the worker's replay thread failed: {e}")))
@@ -340,6 +345,30 @@ async fn run_job(
         tracing::info!(session = id, "session ended");
     }
     Ok(())
+}
+
+/// Puts the region contents a finished session kept where the replicas serve them from (a remote
+/// blob store), and lets the local copies go.
+fn share_kept(blobs: &dyn BlobStore, session: &str, dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut shared = true;
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let put = std::fs::read(entry.path())
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| blobs.put_kept(session, &file, bytes).map_err(|e| e.to_string()));
+        match put {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::warn!(session, file, "region contents not shared: {e}");
+                shared = false;
+            }
+        }
+    }
+    if shared {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 fn decode(bindings: &[(String, String)]) -> Result<Vec<(String, Vec<u8>)>, String> {

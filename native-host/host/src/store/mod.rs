@@ -95,6 +95,15 @@ pub trait BlobStore: Send + Sync + 'static {
     }
     /// What and where the store is, for messages (no credentials).
     fn describe(&self) -> String;
+    /// Keeps a file of region contents a session kept where every host reaches it; `false` where
+    /// this store is local (the file stays in the `sessions/` of the data folder it was written to).
+    fn put_kept(&self, _session: &str, _file: &str, _bytes: Vec<u8>) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    /// A file [`BlobStore::put_kept`] kept, if there is one.
+    fn kept(&self, _session: &str, _file: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// An upload's bytes on their way into a remote store while they arrive.

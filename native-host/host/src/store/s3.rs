@@ -376,6 +376,25 @@ impl BlobStore for S3BlobStore {
     fn describe(&self) -> String {
         self.name.clone()
     }
+
+    fn put_kept(&self, session: &str, file: &str, bytes: Vec<u8>) -> Result<bool, StoreError> {
+        let key = self.key(&format!("sessions/{session}/{file}"));
+        self.block_on(self.store.put(&key, Bytes::from(bytes).into()))
+            .map_err(|e| self.error(&format!("keeping {file} of session {session}"), e))?;
+        Ok(true)
+    }
+
+    fn kept(&self, session: &str, file: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let key = self.key(&format!("sessions/{session}/{file}"));
+        let got = self.block_on(async {
+            match self.store.get(&key).await {
+                Ok(got) => got.bytes().await.map(Some),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        got.map(|b| b.map(|b| b.to_vec())).map_err(|e| self.error(&format!("reading {file} of session {session}"), e))
+    }
 }
 
 impl S3BlobStore {
