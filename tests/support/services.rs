@@ -228,15 +228,17 @@ pub fn postgres(tools: &Tools, dir: &Path) -> Result<Service, String> {
     let data = dir.join("pgdata");
     let root = is_root();
     if root {
-        if Command::new("id").arg(PG_USER).output().map(|o| !o.status.success()).unwrap_or(true) {
+        let exists = || Command::new("id").arg(PG_USER).output().is_ok_and(|o| o.status.success());
+        if !exists() {
             eprintln!("cluster: creating the system user {PG_USER}: PostgreSQL does not run as root");
-            status(Command::new("useradd").args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                PG_USER,
-            ]))?;
+            let mut useradd = Command::new("useradd");
+            useradd.args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER]);
+            // Another test may have made it meanwhile.
+            if let Err(e) = status(&mut useradd) {
+                if !exists() {
+                    return Err(e);
+                }
+            }
         }
         // The user must reach the folder: a folder above it without o+x (a test's private
         // temporary folder) gets it.
