@@ -27,6 +27,7 @@ enum Command {
     Trim(cli::trim::Args),
     Examples(cli::examples::Args),
     Serve(cli::serve::Args),
+    Worker(cli::worker::Args),
     Bench(cli::bench::Args),
     #[command(hide = true)]
     CudaProbe(cli::cuda_probe::Args),
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
         Command::ImportWrp(args) => cli::import_wrp::run(args),
         Command::Inspect(args) => cli::inspect::run(args),
         Command::Serve(args) => cli::serve::run(args),
+        Command::Worker(args) => cli::worker::run(args),
         Command::Bench(args) => cli::bench::run(args),
         Command::CudaProbe(args) => cli::cuda_probe::run(args),
         Command::SessionWorker(args) => cli::session_worker::run(args),

@@ -66,6 +66,10 @@ pub struct DeviceInfo {
     pub running: u32,
     /// Sessions waiting for it now.
     pub queued: u32,
+    /// With `recap serve --queue`: the workers that have this device (`concurrency` is their
+    /// number); absent on a single host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<String>,
 }
 
 /// The body of `POST /api/sessions`. Unknown fields are refused: a misspelled setting must not

@@ -5,6 +5,7 @@ mod browser;
 mod capi;
 mod capture;
 mod cli;
+mod cluster;
 mod cpu;
 mod cpudriver;
 mod debugging;

@@ -13,7 +13,9 @@
 
 pub mod archive;
 pub mod browser;
+pub mod cluster;
 pub mod server;
+pub mod services;
 pub mod static_server;
 
 use std::path::{Path, PathBuf};

@@ -6,11 +6,14 @@
 //! | `demo [--addr A]` | builds everything, imports the public corpus as demo archives, starts the host |
 //! | `test [--no-install]` | checks formatting and lints, installs what the tests need (Chromium, numpy) unless `--no-install`, builds the viewer, runs every test |
 //! | `wasm [--release]` | builds the wasm viewer into `web/pkg` |
+//! | `cluster [--no-install] [--debug]` | PostgreSQL, NATS JetStream, an S3 server, two `recap serve` replicas and two CPU workers, on loopback |
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+
+mod cluster;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -20,9 +23,10 @@ fn main() -> Result<()> {
         Some("wasm") => build_wasm(&root, args.iter().any(|a| a == "--release")),
         Some("demo") => demo(&root, &args[1..]),
         Some("test") => test(&root, &args[1..]),
+        Some("cluster") => cluster::run(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask demo [--addr HOST:PORT] | test [--no-install] [cargo test args] | wasm [--release]"
+                "usage: cargo xtask demo [--addr HOST:PORT] | test [--no-install] [cargo test args] | wasm [--release] | cluster [--no-install] [--debug]"
             );
             std::process::exit(2);
         }
@@ -33,11 +37,11 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-fn run(mut cmd: Command) -> Result<()> {
+pub(crate) fn run(mut cmd: Command) -> Result<()> {
     eprintln!("xtask: {cmd:?}");
     let status = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
     if !status.success() {
@@ -61,7 +65,7 @@ fn ensure_wasm_target() -> Result<()> {
 
 /// Builds `wasm-viewer` for the browser and runs wasm-bindgen (as a library, so no CLI install)
 /// into `web/pkg`.
-fn build_wasm(root: &Path, release: bool) -> Result<()> {
+pub(crate) fn build_wasm(root: &Path, release: bool) -> Result<()> {
     ensure_wasm_target()?;
     // Beside the native builds: `CARGO_TARGET_DIR` when set (a shared target folder), else `target/`.
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
@@ -198,10 +202,15 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
     if !no_install {
         ensure_chromium()?;
         ensure_numpy()?;
+        // The cluster tests run real PostgreSQL, NATS and S3 servers; without them they skip.
+        cluster::ensure_tools(root)?;
     }
     build_wasm(root, true)?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace", "--exclude", "xtask"]).args(extra);
     cmd.env("RECAP_CORPUS", corpus_dir(root));
+    if no_install {
+        cmd.env("RECAP_NO_INSTALL", "1");
+    }
     run(cmd)
 }

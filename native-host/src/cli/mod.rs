@@ -17,3 +17,4 @@ pub mod serve;
 pub mod session_worker;
 pub mod trim;
 pub mod validate;
+pub mod worker;

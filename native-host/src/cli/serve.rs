@@ -35,6 +35,20 @@ pub struct Args {
     /// repeatable. Pages this host serves always may.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origins: Vec<String>,
+    /// Keep archives in an S3-compatible object store instead of the data folder:
+    /// `s3://BUCKET[/PREFIX]?endpoint=URL&region=R` (credentials from AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY, or `access_key_id=`/`secret_access_key=` in the query).
+    #[arg(long, value_name = "URL", env = "RECAP_BLOBS")]
+    pub blobs: Option<String>,
+    /// Keep the index of archives and sessions in PostgreSQL instead of SQLite in the data folder:
+    /// `postgres://USER[:PASSWORD]@HOST:PORT/DB`.
+    #[arg(long, value_name = "URL", env = "RECAP_INDEX")]
+    pub index: Option<String>,
+    /// Run sessions as jobs on NATS JetStream (`nats://HOST:PORT`), taken by `recap worker`
+    /// processes on any machine, instead of on this host's devices; any number of hosts sharing
+    /// the same --blobs, --index and --queue serve the same archives and sessions.
+    #[arg(long, value_name = "URL", env = "RECAP_QUEUE")]
+    pub queue: Option<String>,
     #[command(flatten)]
     pub limits: super::limits::LimitArgs,
     /// Instruction budget of one CPU iteration for sessions that ask for none.
@@ -80,6 +94,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         // This executable is `recap`: its `session-worker` command runs each session.
         worker: std::env::current_exe().ok(),
+        blobs: args.blobs,
+        index: args.index,
+        queue: args.queue,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(recap_host::server::serve(config))
@@ -96,7 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// Allocations of 8 MiB and more still get mappings of their own (so the validator's lazily zeroed
 /// skeleton stays lazy).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn keep_freed_memory() {
+pub fn keep_freed_memory() {
     // SAFETY: mallopt only sets allocator parameters; it runs before any other thread exists.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
@@ -145,7 +162,7 @@ fn log_filter(env: Option<&str>) -> String {
 }
 
 /// Logs to stderr (stdout carries only the URL), filtered by [`log_filter`].
-fn init_logging() {
+pub fn init_logging() {
     let env = std::env::var("RUST_LOG").ok();
     let filter = tracing_subscriber::EnvFilter::try_new(log_filter(env.as_deref()))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(None)));

@@ -13,7 +13,7 @@ use tower::ServiceExt;
 use super::access::require_content_type;
 use super::error::ApiError;
 use super::AppState;
-use crate::store::Incoming;
+use crate::store::{Download, Incoming, ObjectRead};
 
 #[derive(Deserialize)]
 pub struct UploadQuery {
@@ -245,13 +245,22 @@ pub async fn raw(State(app): State<AppState>, Path(id): Path<String>, req: Reque
             return Ok(res);
         }
     }
-    let path = app.store.blobs.local_path(&archive.hash);
-    // ServeFile answers Range, If-Range and HEAD the way HTTP wants.
-    let mut res = tower_http::services::ServeFile::new(path)
-        .oneshot(req)
-        .await
-        .map_err(|e| ApiError::internal(format!("reading archive {}: {e}", archive.id)))?
-        .map(Body::new);
+    let store = app.store.clone();
+    let hash = archive.hash.clone();
+    let source = tokio::task::spawn_blocking(move || store.blobs.download(&hash)).await??;
+    let mut res = match source {
+        // ServeFile answers Range, If-Range and HEAD the way HTTP wants.
+        Download::File(path) => tower_http::services::ServeFile::new(path)
+            .oneshot(req)
+            .await
+            .map_err(|e| ApiError::internal(format!("reading archive {}: {e}", archive.id)))?
+            .map(Body::new),
+        Download::Object(object) => {
+            let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let head = req.method() == axum::http::Method::HEAD;
+            object_response(object.as_ref(), &archive, range.as_deref(), head).await?
+        }
+    };
     if let Ok(v) = HeaderValue::from_str(&content_disposition(&archive.name)) {
         res.headers_mut().insert(header::CONTENT_DISPOSITION, v);
     }
@@ -260,6 +269,77 @@ pub async fn raw(State(app): State<AppState>, Path(id): Path<String>, req: Reque
         res.headers_mut().insert(header::ETAG, v);
     }
     Ok(res.into_response())
+}
+
+/// A download read from a remote store: the whole object, or the one byte range asked for
+/// (`Range: bytes=A-B`, `bytes=A-`, `bytes=-N`); several ranges or an unreadable header get the
+/// whole object, a range past the end `416`.
+async fn object_response(
+    object: &dyn ObjectRead,
+    archive: &ArchiveInfo,
+    range: Option<&str>,
+    head: bool,
+) -> Result<Response, ApiError> {
+    let size = archive.size;
+    let wanted = range.map(|v| parse_range(v, size));
+    let (status, range) = match wanted {
+        Some(Some(Ok(range))) => (StatusCode::PARTIAL_CONTENT, range),
+        Some(Some(Err(()))) => {
+            let mut res = StatusCode::RANGE_NOT_SATISFIABLE.into_response();
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                res.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+            return Ok(res);
+        }
+        _ => (StatusCode::OK, 0..size),
+    };
+    let len = range.end - range.start;
+    let body = if head || len == 0 {
+        Body::empty()
+    } else {
+        let stream = object.read(range.clone()).await.map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("reading archive {} from the blob store: {e}", archive.id),
+            )
+        })?;
+        Body::from_stream(stream)
+    };
+    let mut res = (status, body).into_response();
+    let headers = res.headers_mut();
+    headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    if status == StatusCode::PARTIAL_CONTENT {
+        if let Ok(v) = HeaderValue::from_str(&format!("bytes {}-{}/{size}", range.start, range.end - 1)) {
+            headers.insert(header::CONTENT_RANGE, v);
+        }
+    }
+    Ok(res)
+}
+
+/// One byte range of a `Range` header over `size` bytes: `None` for a header this does not read
+/// (several ranges, another unit), `Err` for a range wholly past the end.
+fn parse_range(header: &str, size: u64) -> Option<Result<std::ops::Range<u64>, ()>> {
+    let spec = header.trim().strip_prefix("bytes=")?;
+    if spec.contains(',') {
+        return None;
+    }
+    let (first, last) = spec.split_once('-')?;
+    let (first, last) = (first.trim(), last.trim());
+    if first.is_empty() {
+        let n: u64 = last.parse().ok()?;
+        if n == 0 || size == 0 {
+            return Some(Err(()));
+        }
+        return Some(Ok(size.saturating_sub(n)..size));
+    }
+    let start: u64 = first.parse().ok()?;
+    let end = if last.is_empty() { size } else { last.parse::<u64>().ok()?.saturating_add(1).min(size) };
+    if start >= size || start >= end {
+        return Some(Err(()));
+    }
+    Some(Ok(start..end))
 }
 
 /// `attachment` with the name twice (RFC 6266): `filename` a plain-ASCII fallback without path
@@ -296,7 +376,18 @@ pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Resu
 
 #[cfg(test)]
 mod tests {
-    use super::content_disposition;
+    use super::{content_disposition, parse_range};
+
+    #[test]
+    fn byte_ranges_of_remote_downloads() {
+        assert_eq!(parse_range("bytes=0-9", 100), Some(Ok(0..10)));
+        assert_eq!(parse_range("bytes=90-", 100), Some(Ok(90..100)));
+        assert_eq!(parse_range("bytes=-5", 100), Some(Ok(95..100)));
+        assert_eq!(parse_range("bytes=50-500", 100), Some(Ok(50..100)));
+        assert_eq!(parse_range("bytes=100-", 100), Some(Err(())));
+        assert_eq!(parse_range("bytes=0-1,5-6", 100), None);
+        assert_eq!(parse_range("items=0-1", 100), None);
+    }
 
     #[test]
     fn download_names_are_sanitised_and_encoded() {

@@ -45,6 +45,9 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Invalid(_) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_archive", e.to_string()),
             StoreError::TooLarge { .. } => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", e.to_string()),
+            StoreError::Backend { unreachable: true, .. } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string())
+            }
             _ => ApiError::internal(e.to_string()),
         }
     }

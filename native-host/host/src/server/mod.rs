@@ -79,6 +79,13 @@ pub struct Config {
     /// (and `cuda-probe` finds a faulting op); `None` runs CPU sessions inside the host and
     /// turns CUDA sessions off.
     pub worker: Option<PathBuf>,
+    /// Where archives are kept: an `s3://` URL; `None`: files in `data`.
+    pub blobs: Option<String>,
+    /// Where the index is: a `postgres://` URL; `None`: SQLite in `data`.
+    pub index: Option<String>,
+    /// A `nats://` URL: sessions become jobs for `recap worker` processes; `None`: this host runs
+    /// them on its own devices.
+    pub queue: Option<String>,
 }
 
 /// What the handlers share.
@@ -202,16 +209,26 @@ const DRAIN: Duration = Duration::from_secs(30);
 
 /// Runs the host until Ctrl-C or SIGTERM. Prints `http://HOST:PORT` on stdout once listening.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
-    let data = config.data.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open_dir(&data))
+    let (data, blobs, index) = (config.data.clone(), config.blobs.clone(), config.index.clone());
+    let store = tokio::task::spawn_blocking(move || Store::open(&data, blobs.as_deref(), index.as_deref()))
         .await?
-        .with_context(|| format!("opening data folder {}", config.data.display()))?;
+        .with_context(|| format!("opening the store (data folder {})", config.data.display()))?;
     let store = Arc::new(store);
     if let Some(dir) = &config.seed {
         let (store, dir, limit) = (store.clone(), dir.clone(), config.max_upload);
         tokio::task::spawn_blocking(move || seed(&store, &dir, limit)).await??;
     }
-    let sessions = Sessions::start(store.clone(), backends(config.worker.as_deref()), config.session_limits.clone())?;
+    let sessions = match &config.queue {
+        Some(url) => {
+            let cluster = crate::sessions::queue::Cluster::start(url, store.clone()).await?;
+            tracing::info!(queue = cluster.queue.name, "sessions run on the cluster's workers");
+            Sessions::start_cluster(store.clone(), cluster, config.session_limits.clone())
+        }
+        None => {
+            let (store, worker, limits) = (store.clone(), config.worker.clone(), config.session_limits.clone());
+            tokio::task::spawn_blocking(move || Sessions::start(store, backends(worker.as_deref()), limits)).await??
+        }
+    };
 
     let listener =
         tokio::net::TcpListener::bind(&config.addr).await.with_context(|| format!("binding {}", config.addr))?;

@@ -172,8 +172,14 @@ pub async fn session_region(
                 ))
             })?,
         };
-        let path = store.session_dir(&id).join(kept_file(region.id, side.as_deref()));
-        let bytes = std::fs::read(&path).map_err(|_| {
+        let file = kept_file(region.id, side.as_deref());
+        let path = store.session_dir(&id).join(&file);
+        // Here, else (a session a cluster's worker ran) in the blob store.
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => Some(bytes),
+            Err(_) => store.blobs.kept(&id, &file)?,
+        };
+        let bytes = bytes.ok_or_else(|| {
             let what = match &side {
                 Some(side) => format!(
                     "side {side} of region {:?} (a comparison keeps the regions where its sides part)",

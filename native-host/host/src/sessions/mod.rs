@@ -14,6 +14,8 @@ mod compare;
 mod cpu;
 mod cuda;
 mod kept;
+pub mod queue;
+pub mod worker;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -200,7 +202,7 @@ pub fn random_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn now_us() -> u64 {
+pub(crate) fn now_us() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
@@ -275,6 +277,8 @@ pub enum Subscription {
     Live { live: Arc<Live>, changed: watch::Receiver<usize>, cursor: usize },
     /// An ended session read back from the index: its whole log.
     Ended(std::vec::IntoIter<Arc<str>>),
+    /// A session of the cluster's queue, followed in its log there.
+    Remote(tokio::sync::mpsc::Receiver<Arc<str>>),
 }
 
 impl Subscription {
@@ -282,6 +286,16 @@ impl Subscription {
     pub async fn next_batch(&mut self) -> Vec<Arc<str>> {
         match self {
             Subscription::Ended(rest) => rest.collect(),
+            Subscription::Remote(lines) => {
+                let mut batch = Vec::new();
+                if let Some(line) = lines.recv().await {
+                    batch.push(line);
+                    while let Ok(line) = lines.try_recv() {
+                        batch.push(line);
+                    }
+                }
+                batch
+            }
             Subscription::Live { live, changed, cursor } => loop {
                 changed.borrow_and_update();
                 let (batch, ended) = {
@@ -328,6 +342,7 @@ impl DeviceQueue {
             concurrency: self.backend.concurrency(),
             running: self.running.load(Ordering::SeqCst),
             queued: self.queue.lock().unwrap_or_else(|e| e.into_inner()).len() as u32,
+            workers: Vec::new(),
         }
     }
 }
@@ -339,6 +354,8 @@ pub struct Sessions {
     devices: Vec<Arc<DeviceQueue>>,
     live: Mutex<HashMap<String, Arc<Live>>>,
     stopping: AtomicBool,
+    /// With `--queue`: sessions are jobs for the cluster's workers instead of this host's devices.
+    cluster: Option<Arc<queue::Cluster>>,
 }
 
 /// Why a session that was running when the host was killed or crashed is failed after a restart.
@@ -374,8 +391,14 @@ impl Sessions {
                 })
             })
             .collect::<Vec<_>>();
-        let sessions =
-            Arc::new(Sessions { store, limits, devices, live: Default::default(), stopping: AtomicBool::new(false) });
+        let sessions = Arc::new(Sessions {
+            store,
+            limits,
+            devices,
+            live: Default::default(),
+            stopping: AtomicBool::new(false),
+            cluster: None,
+        });
         for record in sessions.store.index.unfinished()? {
             sessions.resume(record)?;
         }
@@ -386,6 +409,19 @@ impl Sessions {
             }
         }
         Ok(sessions)
+    }
+
+    /// Sessions as jobs on the cluster's queue, run by `recap worker` processes: this host runs
+    /// none itself, and finds nothing to resume at start (the queue keeps the waiting ones).
+    pub fn start_cluster(store: Arc<Store>, cluster: Arc<queue::Cluster>, limits: SessionLimits) -> Arc<Sessions> {
+        Arc::new(Sessions {
+            store,
+            limits,
+            devices: Vec::new(),
+            live: Default::default(),
+            stopping: AtomicBool::new(false),
+            cluster: Some(cluster),
+        })
     }
 
     /// Queues again (or fails) a session found unfinished in the index at start.
@@ -419,7 +455,32 @@ impl Sessions {
     }
 
     pub fn devices(&self) -> Vec<DeviceInfo> {
-        self.devices.iter().map(|d| d.info()).collect()
+        match &self.cluster {
+            Some(cluster) => cluster.devices(),
+            None => self.devices.iter().map(|d| d.info()).collect(),
+        }
+    }
+
+    /// The id of the device a request names, if there is one (`cuda`: the first CUDA device).
+    fn known_device(&self, id: &str) -> Option<String> {
+        match &self.cluster {
+            Some(cluster) => cluster.device(id),
+            None => self.device(id).map(|d| d.backend.id()),
+        }
+    }
+
+    /// The id of the device whose queue a session waits in ([`Sessions::queue_device`]).
+    fn queue_device_id(&self, info: &SessionInfo) -> Option<String> {
+        match info.kind {
+            SessionKind::Replay => self.known_device(&info.device),
+            SessionKind::Compare => {
+                let sides = [Some(info.device.as_str()), info.compare_with.as_deref()];
+                match sides.into_iter().flatten().find(|s| s.starts_with("cuda")) {
+                    Some(gpu) => self.known_device(gpu),
+                    None => self.known_device("cpu"),
+                }
+            }
+        }
     }
 
     fn device(&self, id: &str) -> Option<&Arc<DeviceQueue>> {
@@ -469,12 +530,8 @@ impl Sessions {
         for given in [&req.device, with] {
             let side: Side = given.parse().map_err(SessionError::BadRequest)?;
             if let Side::Cuda(n) = side {
-                let id = if given == "cuda" {
-                    self.device("cuda").map(|d| d.backend.id())
-                } else {
-                    Some(format!("cuda:{n}"))
-                };
-                match id.filter(|id| self.device(id).is_some()) {
+                let id = if given == "cuda" { self.known_device("cuda") } else { Some(format!("cuda:{n}")) };
+                match id.filter(|id| self.known_device(id).is_some()) {
                     Some(id) => named.push(id),
                     None => return Err(SessionError::UnknownDevice(given.clone())),
                 }
@@ -503,8 +560,9 @@ impl Sessions {
                         "compare_with, compare_all and compare_against belong to sessions of kind \"compare\"".into(),
                     ));
                 }
-                let device = self.device(&req.device).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
-                (device.backend.id(), None)
+                let device =
+                    self.known_device(&req.device).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
+                (device, None)
             }
             SessionKind::Compare => {
                 if req.iterations != 1 {
@@ -543,7 +601,7 @@ impl Sessions {
         let info = SessionInfo {
             id: random_id(),
             archive_name: Some(archive.name.clone()),
-            archive: archive.id,
+            archive: archive.id.clone(),
             device: device_name,
             iterations: req.iterations,
             // A comparison judges the two sides against each other, not the expected bytes.
@@ -561,8 +619,13 @@ impl Sessions {
             compare_against: req.compare_against.clone(),
             cuda_mode: req.cuda_mode.clone(),
         };
-        let device = self.queue_device(&info).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
         let record = SessionRecord { info: info.clone(), control_hash: key_hash(&control) };
+        if let Some(cluster) = &self.cluster {
+            let device = self.queue_device_id(&info).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
+            self.enqueue(cluster, &archive, record, &bindings, &device)?;
+            return Ok((info, control));
+        }
+        let device = self.queue_device(&info).ok_or_else(|| SessionError::UnknownDevice(req.device.clone()))?;
         self.store.index.put_session(&record, &bindings)?;
         let live = Arc::new(Live::new(info.clone(), record.control_hash, bindings, Log::default()));
         live.push(SessionMessage::state(SessionState::Queued));
@@ -571,6 +634,59 @@ impl Sessions {
         device.announce_positions();
         device.wake.notify_one();
         Ok((info, control))
+    }
+
+    /// Puts a new session in the index and on the cluster's queue: its `queued` message first,
+    /// then its job. A session whose job could not be queued is recorded as failed.
+    fn enqueue(
+        &self,
+        cluster: &queue::Cluster,
+        archive: &shared::protocol::ArchiveInfo,
+        record: SessionRecord,
+        bindings: &[(String, Vec<u8>)],
+        device: &str,
+    ) -> Result<(), SessionError> {
+        use base64::Engine as _;
+        let info = record.info.clone();
+        let against_hash = match &info.compare_against {
+            Some(other) => {
+                Some(self.store.index.archive(other)?.ok_or_else(|| SessionError::UnknownArchive(other.clone()))?.hash)
+            }
+            None => None,
+        };
+        let job = queue::QueuedJob {
+            session: info.clone(),
+            archive_hash: archive.hash.clone(),
+            against_hash,
+            bindings: bindings
+                .iter()
+                .map(|(name, bytes)| (name.clone(), base64::engine::general_purpose::STANDARD.encode(bytes)))
+                .collect(),
+            limits: (&self.limits).into(),
+        };
+        self.store.index.put_session(&record, bindings)?;
+        let handle = tokio::runtime::Handle::current();
+        let queued = handle.block_on(async {
+            cluster.queue.publish_event(&info.id, SessionMessage::state(SessionState::Queued)).await?;
+            cluster.queue.enqueue(device, &job).await
+        });
+        if let Err(e) = queued {
+            let mut failed = info.clone();
+            failed.state = SessionState::Failed;
+            failed.ended_at = Some(now_rfc3339());
+            failed.error = Some(e.to_string());
+            let events: Vec<Event> =
+                [SessionMessage::state(SessionState::Failed), SessionMessage::Failed { error: e.to_string() }]
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, message)| Event { seq: i as u64, time_us: now_us(), message })
+                    .collect();
+            if let Err(saved) = self.store.index.save_session(&failed, &events) {
+                tracing::error!(session = info.id, "recording a session that could not be queued: {saved}");
+            }
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     fn decode_bindings(
@@ -625,6 +741,13 @@ impl Sessions {
 
     /// Follows a session's stream from its first event.
     pub fn subscribe(&self, id: &str) -> Result<Subscription, SessionError> {
+        if let Some(cluster) = &self.cluster {
+            let record = self.store.index.session(id)?.ok_or_else(|| SessionError::UnknownSession(id.into()))?;
+            if !record.info.state.is_terminal() {
+                let handle = tokio::runtime::Handle::current();
+                return Ok(Subscription::Remote(handle.block_on(cluster.queue.follow(id))?));
+            }
+        }
         if let Some(live) = self.live.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
             return Ok(Subscription::Live { live: Arc::clone(live), changed: live.len.subscribe(), cursor: 0 });
         }
@@ -643,6 +766,29 @@ impl Sessions {
 
     /// Cancels a session for whoever holds its control key.
     pub fn cancel(&self, id: &str, control: &str) -> Result<SessionInfo, SessionError> {
+        if let Some(cluster) = &self.cluster {
+            let record = self.store.index.session(id)?.ok_or_else(|| SessionError::UnknownSession(id.into()))?;
+            if !keys_match(&record.control_hash, control) {
+                return Err(SessionError::Forbidden);
+            }
+            let mut info = record.info;
+            if info.state.is_terminal() {
+                return Ok(info);
+            }
+            let handle = tokio::runtime::Handle::current();
+            handle.block_on(async {
+                // A worker running it ends it; one still waiting is ended here, and the worker that
+                // takes its job later finds it ended.
+                if !cluster.queue.cancel(id).await? {
+                    for message in [SessionMessage::state(SessionState::Cancelled), SessionMessage::Cancelled] {
+                        cluster.queue.publish_event(id, message).await?;
+                    }
+                }
+                Ok::<_, StoreError>(())
+            })?;
+            info.state = SessionState::Cancelled;
+            return Ok(info);
+        }
         let live = self.live.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned();
         let Some(live) = live else {
             let record = self.store.index.session(id)?.ok_or_else(|| SessionError::UnknownSession(id.into()))?;
@@ -769,95 +915,49 @@ impl Sessions {
             return;
         }
         self.set_state(&live, SessionState::Running);
-        let started = Instant::now();
-        let time_limit_s = live.info().time_limit_s.unwrap_or(self.limits.default_time_limit_s);
-        let watchdog = Watchdog::start(std::time::Duration::from_secs(time_limit_s), live.cancel.clone());
-        let outcome = self.replay(backend.as_ref(), &live);
-        let timed_out = watchdog.stop();
-        let total_ms = started.elapsed().as_secs_f64() * 1e3;
-        let message = match outcome {
-            Err(_) if timed_out => SessionMessage::Failed {
-                error: format!(
-                    "stopped after {time_limit_s} s: the session's time limit (`time_limit_s`; this host allows at most {} s)",
-                    self.limits.max_time_limit_s
-                ),
-            },
-            Ok(check) => SessionMessage::Finished { check, total_ms },
-            Err(RunError::Cancelled) if self.stopping.load(Ordering::SeqCst) => {
+        let info = live.info();
+        let end = match self.archive_files(&info) {
+            Ok((archive, against)) => {
+                let run = SessionRun {
+                    info: &info,
+                    archive: &archive,
+                    against,
+                    bindings: &live.bindings,
+                    cancel: &live.cancel,
+                    keep_dir: self.store.session_dir(&info.id),
+                    limits: &self.limits,
+                };
+                run_session(backend.as_ref(), &run, &mut |m| live.push(m))
+            }
+            Err(error) => RunEnd::Failed(error),
+        };
+        let message = match end {
+            RunEnd::Finished { check, total_ms } => SessionMessage::Finished { check, total_ms },
+            RunEnd::Cancelled if self.stopping.load(Ordering::SeqCst) => {
                 self.suspend(&live, true);
                 return;
             }
-            Err(RunError::Cancelled) => SessionMessage::Cancelled,
-            Err(RunError::Failed(error)) => SessionMessage::Failed { error },
+            RunEnd::Cancelled => SessionMessage::Cancelled,
+            RunEnd::Failed(error) => SessionMessage::Failed { error },
         };
         self.end(&id, &live, message);
     }
 
-    fn replay(&self, backend: &dyn Backend, live: &Live) -> Result<Option<CheckReport>, RunError> {
-        let info = live.info();
-        let archive =
-            self.store.index.archive(&info.archive).map_err(|e| RunError::Failed(e.to_string()))?.ok_or_else(|| {
-                RunError::Failed(format!("archive {} was deleted before the session ran", info.archive))
-            })?;
-        let map = self.store.map(&archive).map_err(|e| RunError::Failed(e.to_string()))?;
-        let parsed = Archive::open(&map).map_err(|e| RunError::Failed(format!("archive {}: {e}", archive.id)))?;
-        live.push(SessionMessage::Started {
-            device: info.device.clone(),
-            iterations: info.iterations,
-            ops: parsed.op_count() as u64,
-            regions: parsed.region_count() as u64,
-        });
-        let path = self.store.blobs.local_path(&archive.hash);
-        let against = match &info.compare_against {
-            Some(other) => {
-                let other =
-                    self.store.index.archive(other).map_err(|e| RunError::Failed(e.to_string()))?.ok_or_else(|| {
-                        RunError::Failed(format!("archive {other} was deleted before the session ran"))
-                    })?;
-                Some(self.store.blobs.local_path(&other.hash))
-            }
-            None => None,
+    /// The local files of a session's archive (and of the one it is compared against), found
+    /// through the index.
+    fn archive_files(&self, info: &SessionInfo) -> Result<(std::path::PathBuf, Option<std::path::PathBuf>), String> {
+        let file = |id: &str| -> Result<std::path::PathBuf, String> {
+            let archive = self
+                .store
+                .index
+                .archive(id)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("archive {id} was deleted before the session ran"))?;
+            self.store.blobs.local_path(&archive.hash).map_err(|e| e.to_string())
         };
-        let compare = (info.kind == SessionKind::Compare).then(|| CompareSides {
-            a: info.device.clone(),
-            b: info.compare_with.clone().unwrap_or_default(),
-            all: info.compare_all,
-            against,
-        });
-        let keep_dir = self.store.session_dir(&info.id);
-        // A session run again after a restart starts with nothing kept.
-        let _ = std::fs::remove_dir_all(&keep_dir);
-        let keep_dir = match std::fs::create_dir_all(&keep_dir) {
-            Ok(()) => Some(keep_dir),
-            Err(e) => {
-                tracing::warn!(
-                    session = info.id,
-                    "no region contents kept for download: creating {}: {e}",
-                    keep_dir.display()
-                );
-                None
-            }
-        };
-        let job = Job {
-            archive: &parsed,
-            archive_path: &path,
-            iterations: info.iterations,
-            check: info.check,
-            bindings: &live.bindings,
-            cancel: &live.cancel,
-            budget: Some(info.budget.unwrap_or(self.limits.default_budget)),
-            limits: self.limits.replay,
-            compare: compare.as_ref(),
-            keep_dir: keep_dir.as_deref(),
-            cuda_mode: info.cuda_mode.as_deref(),
-        };
-        let outcome = backend.run(&job, &mut |m| live.push(m));
-        if outcome.is_err() {
-            if let Some(dir) = &keep_dir {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-        }
-        outcome
+        let archive = file(&info.archive)?;
+        let against = info.compare_against.as_deref().map(file).transpose()?;
+        Ok((archive, against))
     }
 
     fn set_state(&self, live: &Live, state: SessionState) {
@@ -877,21 +977,8 @@ impl Sessions {
         let state = message.terminal_state().expect("a terminal message");
         let info = {
             let mut info = live.info.lock().unwrap_or_else(|e| e.into_inner());
-            info.state = state;
-            info.ended_at = Some(now_rfc3339());
-            match &message {
-                SessionMessage::Finished { check: Some(check), .. } => info.passed = Some(check.passed),
-                SessionMessage::Finished { check: None, .. } => {
-                    // A comparison passes when its two sides agree.
-                    let log = live.log.lock().unwrap_or_else(|e| e.into_inner());
-                    info.passed = log.events.iter().rev().find_map(|e| match &e.message {
-                        SessionMessage::Compare { verdict } => Some(verdict.agree),
-                        _ => None,
-                    });
-                }
-                SessionMessage::Failed { error } => info.error = Some(error.clone()),
-                _ => {}
-            }
+            let log = live.log.lock().unwrap_or_else(|e| e.into_inner());
+            settle_outcome(&mut info, &message, &log.events);
             info.clone()
         };
         live.push(SessionMessage::state(state));
@@ -903,6 +990,130 @@ impl Sessions {
         tracing::info!(session = id, state = state.name(), "session ended");
         self.live.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
     }
+}
+
+/// Records a session's end in its info: state, time, and whether it passed (a check's verdict, or
+/// for a comparison whether its sides agree) or its error.
+pub(crate) fn settle_outcome(info: &mut SessionInfo, message: &SessionMessage, events: &[Event]) {
+    let Some(state) = message.terminal_state() else { return };
+    info.state = state;
+    info.ended_at = Some(now_rfc3339());
+    match message {
+        SessionMessage::Finished { check: Some(check), .. } => info.passed = Some(check.passed),
+        SessionMessage::Finished { check: None, .. } => {
+            // A comparison passes when its two sides agree.
+            info.passed = events.iter().rev().find_map(|e| match &e.message {
+                SessionMessage::Compare { verdict } => Some(verdict.agree),
+                _ => None,
+            });
+        }
+        SessionMessage::Failed { error } => info.error = Some(error.clone()),
+        _ => {}
+    }
+}
+
+/// One session to run, whoever queued it (this host's queues, or a `recap worker` that took it
+/// from the cluster's queue).
+pub struct SessionRun<'a> {
+    pub info: &'a SessionInfo,
+    /// The archive's local file.
+    pub archive: &'a std::path::Path,
+    /// The local file of the archive a comparison replays on its second side.
+    pub against: Option<std::path::PathBuf>,
+    pub bindings: &'a [(String, Vec<u8>)],
+    pub cancel: &'a Arc<AtomicBool>,
+    /// Where the session keeps region contents for download (emptied first).
+    pub keep_dir: std::path::PathBuf,
+    pub limits: &'a SessionLimits,
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub enum RunEnd {
+    Finished {
+        check: Option<CheckReport>,
+        total_ms: f64,
+    },
+    Failed(String),
+    /// Its cancel flag was set (by a viewer, or by a host or worker that is stopping).
+    Cancelled,
+}
+
+/// Runs one session on `backend` (blocking): its archive opened, `started`, the backend's replay
+/// (`Job::run_replay` or a comparison) under the session's time limit, region contents kept for
+/// download. The one runner of every session, on a host's own devices or on a worker's.
+pub fn run_session(backend: &dyn Backend, run: &SessionRun<'_>, emit: &mut dyn FnMut(SessionMessage)) -> RunEnd {
+    let started = Instant::now();
+    let time_limit_s = run.info.time_limit_s.unwrap_or(run.limits.default_time_limit_s);
+    let watchdog = Watchdog::start(std::time::Duration::from_secs(time_limit_s), run.cancel.clone());
+    let outcome = replay_session(backend, run, emit);
+    let timed_out = watchdog.stop();
+    let total_ms = started.elapsed().as_secs_f64() * 1e3;
+    match outcome {
+        Err(_) if timed_out => RunEnd::Failed(format!(
+            "stopped after {time_limit_s} s: the session's time limit (`time_limit_s`; this host allows at most {} s)",
+            run.limits.max_time_limit_s
+        )),
+        Ok(check) => RunEnd::Finished { check, total_ms },
+        Err(RunError::Cancelled) => RunEnd::Cancelled,
+        Err(RunError::Failed(error)) => RunEnd::Failed(error),
+    }
+}
+
+fn replay_session(
+    backend: &dyn Backend,
+    run: &SessionRun<'_>,
+    emit: &mut dyn FnMut(SessionMessage),
+) -> Result<Option<CheckReport>, RunError> {
+    let info = run.info;
+    let map = recap::mapped::MappedFile::open(run.archive)
+        .map_err(|e| RunError::Failed(format!("opening archive {}: {e}", info.archive)))?;
+    let parsed = Archive::open(&map).map_err(|e| RunError::Failed(format!("archive {}: {e}", info.archive)))?;
+    emit(SessionMessage::Started {
+        device: info.device.clone(),
+        iterations: info.iterations,
+        ops: parsed.op_count() as u64,
+        regions: parsed.region_count() as u64,
+    });
+    let compare = (info.kind == SessionKind::Compare).then(|| CompareSides {
+        a: info.device.clone(),
+        b: info.compare_with.clone().unwrap_or_default(),
+        all: info.compare_all,
+        against: run.against.clone(),
+    });
+    // A session run again (after a restart, or on another worker) starts with nothing kept.
+    let _ = std::fs::remove_dir_all(&run.keep_dir);
+    let keep_dir = match std::fs::create_dir_all(&run.keep_dir) {
+        Ok(()) => Some(run.keep_dir.clone()),
+        Err(e) => {
+            tracing::warn!(
+                session = info.id,
+                "no region contents kept for download: creating {}: {e}",
+                run.keep_dir.display()
+            );
+            None
+        }
+    };
+    let job = Job {
+        archive: &parsed,
+        archive_path: run.archive,
+        iterations: info.iterations,
+        check: info.check,
+        bindings: run.bindings,
+        cancel: run.cancel,
+        budget: Some(info.budget.unwrap_or(run.limits.default_budget)),
+        limits: run.limits.replay,
+        compare: compare.as_ref(),
+        keep_dir: keep_dir.as_deref(),
+        cuda_mode: info.cuda_mode.as_deref(),
+    };
+    let outcome = backend.run(&job, emit);
+    if outcome.is_err() {
+        if let Some(dir) = &keep_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    outcome
 }
 
 /// Sets a session's cancel flag when its time is up, unless stopped first.

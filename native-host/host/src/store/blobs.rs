@@ -26,6 +26,16 @@ impl FsBlobStore {
         }
         Ok(FsBlobStore { blobs, tmp })
     }
+
+    /// The store in the data folder `data` as it is, for reading (a `recap worker` beside a host):
+    /// nothing is created or cleaned up.
+    pub fn at(data: &Path) -> FsBlobStore {
+        FsBlobStore { blobs: data.join("blobs"), tmp: data.join("tmp") }
+    }
+
+    fn path(&self, hash: &str) -> PathBuf {
+        self.blobs.join(format!("{hash}.recap"))
+    }
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
@@ -44,25 +54,30 @@ impl BlobStore for FsBlobStore {
             .map_err(io_err(format!("creating a temporary file in {}", self.tmp.display())))
     }
 
-    fn commit(&self, temp: tempfile::NamedTempFile, hash: &str) -> Result<(), StoreError> {
+    fn commit(
+        &self,
+        temp: tempfile::NamedTempFile,
+        hash: &str,
+        _streamed: Option<Box<dyn super::BlobStream>>,
+    ) -> Result<(), StoreError> {
         assert!(is_hash(hash), "blob names are blake3 hashes");
         temp.as_file().sync_all().map_err(io_err("syncing an archive before storing it"))?;
-        let target = self.local_path(hash);
+        let target = self.path(hash);
         temp.persist(&target)
             .map_err(|e| StoreError::Io { what: format!("renaming into {}", target.display()), source: e.error })?;
         sync_dir(&self.blobs)
     }
 
-    fn local_path(&self, hash: &str) -> PathBuf {
-        self.blobs.join(format!("{hash}.recap"))
+    fn local_path(&self, hash: &str) -> Result<PathBuf, StoreError> {
+        Ok(self.path(hash))
     }
 
-    fn contains(&self, hash: &str) -> bool {
-        self.local_path(hash).is_file()
+    fn contains(&self, hash: &str) -> Result<bool, StoreError> {
+        Ok(self.path(hash).is_file())
     }
 
     fn delete(&self, hash: &str) -> Result<(), StoreError> {
-        let path = self.local_path(hash);
+        let path = self.path(hash);
         match std::fs::remove_file(&path) {
             Ok(()) => sync_dir(&self.blobs),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -80,5 +95,9 @@ impl BlobStore for FsBlobStore {
             }
         }
         Ok(out)
+    }
+
+    fn describe(&self) -> String {
+        format!("files in {}", self.blobs.display())
     }
 }

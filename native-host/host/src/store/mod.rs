@@ -1,13 +1,16 @@
 //! Where the host keeps archives and sessions: a blob store for the bytes and an index for the rest.
 //!
-//! The key design decision: both are traits ([`BlobStore`], [`Index`]) with one implementation each
-//! for one machine (files named by blake3 hash, SQLite). Moving past one machine (an S3-compatible
-//! object store, PostgreSQL) means writing a second implementation, not touching the server.
-//! [`Store`] holds the one piece of logic on top: ingesting an upload safely.
+//! The key design decision: both are traits ([`BlobStore`], [`Index`]) with an implementation each
+//! for one machine (files named by blake3 hash, SQLite, the default) and one for a team's services
+//! (an S3-compatible object store, [`S3BlobStore`]; PostgreSQL, [`PgIndex`]), chosen by URL at
+//! start ([`Store::open`]); the server does not know which it has. [`Store`] holds the one piece of
+//! logic on top: ingesting an upload safely.
 
 mod blobs;
 #[cfg(target_os = "linux")]
 mod direct;
+mod postgres;
+mod s3;
 mod sqlite;
 
 use std::io;
@@ -15,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use blobs::FsBlobStore;
+pub use postgres::PgIndex;
+pub use s3::{redact, S3BlobStore};
 pub use shared::protocol::{ArchiveInfo, Event, SessionInfo, SessionState};
 pub use sqlite::SqliteIndex;
 
@@ -31,6 +36,20 @@ pub enum StoreError {
     Invalid(#[from] shared::archive::FormatError),
     #[error("archive is larger than the limit of {limit} bytes")]
     TooLarge { limit: u64 },
+    /// A service the store runs on (the object store, PostgreSQL) failed or did not answer;
+    /// `what` names it and what was being done.
+    #[error("{what}: {message}")]
+    Backend { what: String, message: String, unreachable: bool },
+    /// A `--blobs` or `--index` setting that cannot be used.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl StoreError {
+    /// Whether the error means a service the store needs did not answer (the API says 503).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, StoreError::Backend { unreachable: true, .. })
+    }
 }
 
 pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> StoreError {
@@ -38,19 +57,80 @@ pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Store
     move |source| StoreError::Io { what, source }
 }
 
-/// Bytes of archives, addressed by their blake3 hash (hex).
+/// Bytes of archives, addressed by their blake3 hash (hex). Methods block: the server calls them
+/// from blocking threads.
 pub trait BlobStore: Send + Sync + 'static {
     /// A new temporary file for incoming bytes; dropped without [`BlobStore::commit`], it vanishes.
     fn create_temp(&self) -> Result<tempfile::NamedTempFile, StoreError>;
-    /// Makes a fully written temporary file durable as the blob `hash`, atomically: afterwards the
-    /// blob exists whole, before it does not exist at all.
-    fn commit(&self, temp: tempfile::NamedTempFile, hash: &str) -> Result<(), StoreError>;
-    /// A local file holding the blob (for memory maps and range requests).
-    fn local_path(&self, hash: &str) -> PathBuf;
-    fn contains(&self, hash: &str) -> bool;
+    /// Where an upload's bytes go while they arrive besides the temporary file (an object store's
+    /// multipart upload, invisible until committed); `None` where the temporary file itself
+    /// becomes the blob. Dropped without [`BlobStore::commit`], it leaves nothing behind.
+    fn stream(&self) -> Result<Option<Box<dyn BlobStream>>, StoreError> {
+        Ok(None)
+    }
+    /// Makes a fully written (and validated) upload durable as the blob `hash`, atomically:
+    /// afterwards the blob exists whole, before it does not exist at all. `streamed` is what
+    /// [`BlobStore::stream`] gave for this upload, fed every byte.
+    fn commit(
+        &self,
+        temp: tempfile::NamedTempFile,
+        hash: &str,
+        streamed: Option<Box<dyn BlobStream>>,
+    ) -> Result<(), StoreError>;
+    /// A local file holding the blob (for memory maps and worker processes); a remote store
+    /// fetches it into a local cache first.
+    fn local_path(&self, hash: &str) -> Result<PathBuf, StoreError>;
+    fn contains(&self, hash: &str) -> Result<bool, StoreError>;
     fn delete(&self, hash: &str) -> Result<(), StoreError>;
     /// Hashes of every stored blob.
     fn hashes(&self) -> Result<Vec<String>, StoreError>;
+    /// Hashes of the blobs old enough to be judged by the cleanup at start: where several hosts
+    /// share the store, a young blob may be one another host is about to list.
+    fn settled_hashes(&self) -> Result<Vec<String>, StoreError> {
+        self.hashes()
+    }
+    /// How a download reads the blob.
+    fn download(&self, hash: &str) -> Result<Download, StoreError> {
+        self.local_path(hash).map(Download::File)
+    }
+    /// What and where the store is, for messages (no credentials).
+    fn describe(&self) -> String;
+    /// Keeps a file of region contents a session kept where every host reaches it; `false` where
+    /// this store is local (the file stays in the `sessions/` of the data folder it was written to).
+    fn put_kept(&self, _session: &str, _file: &str, _bytes: Vec<u8>) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    /// A file [`BlobStore::put_kept`] kept, if there is one.
+    fn kept(&self, _session: &str, _file: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(None)
+    }
+}
+
+/// An upload's bytes on their way into a remote store while they arrive.
+pub trait BlobStream: Send {
+    /// Sends the next bytes (blocking while the store is behind).
+    fn write(&mut self, chunk: bytes::Bytes) -> Result<(), StoreError>;
+    /// For the store that made it, to take it back at commit.
+    fn as_any(self: Box<Self>) -> Box<dyn std::any::Any>;
+}
+
+/// Bytes of a download, as they come.
+pub type ByteStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, io::Error>> + Send>>;
+
+/// A blob read by byte ranges from a remote store.
+pub trait ObjectRead: Send + Sync {
+    fn read(
+        &self,
+        range: std::ops::Range<u64>,
+    ) -> futures_util::future::BoxFuture<'static, Result<ByteStream, io::Error>>;
+}
+
+/// Where a download's bytes come from.
+pub enum Download {
+    /// A local file (the server answers ranges from it).
+    File(PathBuf),
+    /// An object read by ranges.
+    Object(Box<dyn ObjectRead>),
 }
 
 /// A session row: what the index keeps about a session besides its events.
@@ -135,6 +215,8 @@ pub struct Incoming {
     len: u64,
     limit: u64,
     scan: Option<ScanFeed>,
+    /// The blob store's copy, streamed as the bytes arrive ([`BlobStore::stream`]).
+    stream: Option<Box<dyn BlobStream>>,
 }
 
 /// How the bytes reach the file.
@@ -202,6 +284,9 @@ impl Incoming {
                 self.scan = None;
             }
         }
+        if let Some(stream) = &mut self.stream {
+            stream.write(chunk.clone())?;
+        }
         // On this thread alone: the socket, the scan and the writers keep the other cores busy.
         self.hasher.update(&chunk);
         let written = match &mut self.out {
@@ -238,32 +323,75 @@ pub struct Store {
 impl Store {
     /// Opens (creating it if needed) the store of one machine in `dir`: `blobs/`, `tmp/`, `index.sqlite`.
     pub fn open_dir(dir: &Path) -> Result<Store, StoreError> {
+        Store::open(dir, None, None)
+    }
+
+    /// Opens the store: archives in `blobs` (an `s3://` URL; default: files under `dir`), the
+    /// index in `index` (a `postgres://` URL; default: `index.sqlite` in `dir`). `dir` keeps what
+    /// stays local either way: temporary files, a remote store's cache, sessions' kept regions.
+    /// Blocking: call it from a blocking thread of a tokio runtime (the remote stores run on it).
+    pub fn open(dir: &Path, blobs_url: Option<&str>, index_url: Option<&str>) -> Result<Store, StoreError> {
+        let (blobs, index) = (blobs_url, index_url);
         std::fs::create_dir_all(dir).map_err(io_err(format!("creating data folder {}", dir.display())))?;
-        let blobs = FsBlobStore::open(dir)?;
-        let index = SqliteIndex::open(&dir.join("index.sqlite"))?;
+        let handle = || {
+            tokio::runtime::Handle::try_current()
+                .map_err(|_| StoreError::Config("remote stores need a tokio runtime".into()))
+        };
+        let blobs: Arc<dyn BlobStore> = match blobs {
+            None => Arc::new(FsBlobStore::open(dir)?),
+            Some(url) if url.starts_with("s3://") => Arc::new(S3BlobStore::open(url, dir, handle()?)?),
+            Some(url) => {
+                return Err(StoreError::Config(format!(
+                    "--blobs {}: not a blob store URL; s3://BUCKET?endpoint=URL, or leave it out for files in the data folder",
+                    redact(url)
+                )))
+            }
+        };
+        let index: Arc<dyn Index> = match index {
+            None => Arc::new(SqliteIndex::open(&dir.join("index.sqlite"))?),
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                Arc::new(PgIndex::open(url, handle()?)?)
+            }
+            Some(url) => {
+                return Err(StoreError::Config(format!(
+                    "--index {}: not an index URL; postgres://USER@HOST:PORT/DB, or leave it out for SQLite in the data folder",
+                    redact(url)
+                )))
+            }
+        };
         let store = Store {
-            blobs: Arc::new(blobs),
-            index: Arc::new(index),
+            blobs,
+            index,
             commit_lock: Default::default(),
             sessions_dir: dir.join("sessions"),
             tmp_dir: dir.join("tmp"),
         };
-        store.reconcile()?;
+        // Blobs and index are only judged against each other where they belong together: both in
+        // this data folder, or both shared by the cluster's hosts (a shared index beside this
+        // host's own files, or the reverse, holds rows or blobs of other hosts).
+        if blobs_url.is_some() == index_url.is_some() {
+            store.reconcile()?;
+        } else {
+            tracing::info!("archives and index are kept apart (one shared, one local): no cleanup at start");
+        }
         Ok(store)
     }
 
     /// Brings blobs and index back in line after a crash: a blob no row names was never
-    /// acknowledged (the crash came between rename and insert), a row whose blob is gone is useless.
+    /// acknowledged (the crash came between storing and indexing it), a row whose blob is gone is
+    /// useless. Where hosts share the stores, only blobs old enough are judged (another host may be
+    /// about to list a young one).
     fn reconcile(&self) -> Result<(), StoreError> {
         let listed: std::collections::HashSet<String> = self.index.archives()?.into_iter().map(|a| a.hash).collect();
-        for hash in self.blobs.hashes()? {
+        let stored: std::collections::HashSet<String> = self.blobs.hashes()?.into_iter().collect();
+        for hash in self.blobs.settled_hashes()? {
             if !listed.contains(&hash) {
                 tracing::warn!(hash, "removing a stored archive that is not in the index");
                 self.blobs.delete(&hash)?;
             }
         }
         for hash in listed {
-            if !self.blobs.contains(&hash) {
+            if !stored.contains(&hash) {
                 tracing::warn!(hash, "dropping an index entry whose archive file is missing");
                 self.index.remove_archive(&archive_id(&hash))?;
             }
@@ -299,6 +427,7 @@ impl Store {
             .name("upload-scan".into())
             .spawn(move || shared::archive::scan(Queued { queue: queued, current: bytes::Bytes::new() }))
             .map_err(io_err("starting the upload's scanning thread"))?;
+        let stream = self.blobs.stream()?;
         Ok(Incoming {
             file: temp,
             out,
@@ -306,6 +435,7 @@ impl Store {
             len: 0,
             limit,
             scan: Some(ScanFeed { queue, thread }),
+            stream,
         })
     }
 
@@ -313,7 +443,7 @@ impl Store {
     /// On any error the temporary file is removed and nothing is listed.
     pub fn finish(&self, incoming: Incoming, name: &str) -> Result<Ingested, StoreError> {
         let started = std::time::Instant::now();
-        let Incoming { file: temp, out, hasher, len, scan, .. } = incoming;
+        let Incoming { file: temp, out, hasher, len, scan, stream, .. } = incoming;
         // Closing the queue ends the scan once it has seen every byte (a scan not waited for, as on
         // a duplicate below, winds down on its own).
         let scan = scan.map(|s| {
@@ -365,7 +495,7 @@ impl Store {
         if let Some(existing) = self.index.archive(&archive.id)? {
             return Ok(Ingested { archive: existing, created: false });
         }
-        self.blobs.commit(temp, &hash)?;
+        self.blobs.commit(temp, &hash, stream)?;
         self.index.put_archive(&archive)?;
         Ok(Ingested { archive, created: true })
     }
@@ -400,7 +530,7 @@ impl Store {
 
     /// Memory-maps a stored archive for reading.
     pub fn map(&self, archive: &ArchiveInfo) -> Result<memmap2::Mmap, StoreError> {
-        let path = self.blobs.local_path(&archive.hash);
+        let path = self.blobs.local_path(&archive.hash)?;
         let file = std::fs::File::open(&path).map_err(io_err(format!("opening {}", path.display())))?;
         // SAFETY: blobs are immutable once committed (written once under a temporary name, renamed).
         unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(format!("mapping {}", path.display())))
