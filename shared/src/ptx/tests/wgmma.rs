@@ -351,10 +351,14 @@ fn a_from_registers_with_an_f16_accumulator_rounds_once_and_negates_b() {
     // Row 0 gets 1/3 in every column of A: sums that f16 cannot hold exactly; row 1 an infinity
     // times a zero of B (NaN).
     a[..16].fill(h(1.0 / 3.0));
+    // Row 2: the smallest normal f16 (2^-14) times B's halves: products and sums below f16's
+    // normal range, kept (not flushed) and rounded to f16 subnormals at the end.
+    a[32..48].fill(h(6.103_515_6e-5));
     let mut b = b;
     a[16] = h(f32::INFINITY);
     b[0] = h(0.0);
-    let c: Vec<u64> = (0..64 * n).map(|i| h((i % 5) as f32 * 0.25)).collect();
+    let mut c: Vec<u64> = (0..64 * n).map(|i| h((i % 5) as f32 * 0.25)).collect();
+    c[2 * n..3 * n].fill(0);
     let got = run(&case, &a, &b, &c).unwrap();
     let c32: Vec<u64> = c.iter().map(|x| (f16::from_bits(*x as u16).to_f32()).to_bits() as u64).collect();
     let want = reference(&a, &b, Some(&c32), n, 16, true);
@@ -364,6 +368,7 @@ fn a_from_registers_with_an_f16_accumulator_rounds_once_and_negates_b() {
         assert_eq!(got[i], want, "element {i}");
     }
     assert_eq!(got[16], 0x7FFF, "infinity times zero is the canonical NaN");
+    assert!((0..n).any(|col| got[2 * n + col] & 0x7C00 == 0 && got[2 * n + col] & 0x3FF != 0), "f16 subnormals");
 }
 
 #[test]
