@@ -28,7 +28,7 @@ fn every_corpus_case_imports_inspects_and_validates() {
     for case in &cases {
         let name = case.file_name().unwrap().to_string_lossy().to_string();
         let spec: Value = serde_json::from_slice(&std::fs::read(case.join("case.json")).unwrap()).unwrap();
-        let archs: Vec<&str> = ["sm_75", "sm_90"].into_iter().filter(|a| spec["ptx"].get(a).is_some()).collect();
+        let archs: Vec<&str> = spec["ptx"].as_object().unwrap().keys().map(String::as_str).collect();
         assert!(archs.contains(&"sm_90"), "{name} has sm_90 PTX");
         for arch in archs {
             let out = dir.path().join(format!("{name}.{arch}.recap"));
@@ -149,6 +149,52 @@ fn a_missing_ptx_architecture_names_the_file_and_field() {
     let err = text(&r.stderr);
     assert!(err.contains("case.json: ptx.sm_75: this case has no sm_75 PTX (it has sm_90)"), "{err}");
     assert!(!out.exists() && !dir.path().join("x.recap.partial").exists(), "nothing is left behind");
+}
+
+/// A case whose `ptx` map has other targets than sm_75 and sm_90 (here sm_80 and sm_90a, as
+/// Triton's and nvcc's newer cases do): any key imports, the PTX is stored as it is (its `.target`
+/// what it declares), the archive's `ptx` meta names the key, and it replays with `--check`.
+#[test]
+fn any_ptx_key_of_a_case_imports() {
+    let src = corpus_cases().into_iter().find(|c| c.ends_with("nvcc/saxpy")).expect("nvcc/saxpy in the corpus");
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, dir.path().join(f.file_name().unwrap())).unwrap();
+    }
+    let sm90 = std::fs::read_to_string(dir.path().join("kernel.sm_90.ptx")).unwrap();
+    let sm80 = sm90.replace(".target sm_90", ".target sm_80");
+    let sm90a = sm90.replace(".target sm_90", ".target sm_90a");
+    std::fs::write(dir.path().join("kernel.sm_80.ptx"), &sm80).unwrap();
+    std::fs::write(dir.path().join("kernel.sm_90a.ptx"), &sm90a).unwrap();
+    let case_json = dir.path().join("case.json");
+    let mut spec: Value = serde_json::from_slice(&std::fs::read(&case_json).unwrap()).unwrap();
+    spec["ptx"] = serde_json::json!({"sm_80": "kernel.sm_80.ptx", "sm_90a": "kernel.sm_90a.ptx"});
+    std::fs::write(&case_json, serde_json::to_vec_pretty(&spec).unwrap()).unwrap();
+
+    for (arg, key, ptx) in [("sm_80", "sm_80", &sm80), ("80", "sm_80", &sm80), ("sm_90a", "sm_90a", &sm90a)] {
+        let out = dir.path().join(format!("{arg}.recap"));
+        let r = recap(&[&"import-case", &dir.path(), &"--ptx", &arg, &"-o", &out]);
+        assert!(r.status.success(), "import --ptx {arg}: {}", text(&r.stderr));
+        assert!(text(&r.stdout).contains(&format!("case saxpy ({key})")), "{}", text(&r.stdout));
+        let bytes = std::fs::read(&out).unwrap();
+        let a = Archive::open(&bytes).unwrap();
+        assert_eq!(a.module(0).ptx_text().unwrap(), ptx.as_str(), "the PTX is kept as it is");
+        assert_eq!(a.meta_value("ptx"), Some(key));
+        let replay = recap(&[&"replay", &out, &"--device", &"cpu", &"--check"]);
+        assert!(replay.status.success(), "replay --ptx {arg}: {}{}", text(&replay.stdout), text(&replay.stderr));
+    }
+
+    let out = dir.path().join("x.recap");
+    let r = recap(&[&"import-case", &dir.path(), &"--ptx", &"sm_90", &"-o", &out]);
+    let err = text(&r.stderr);
+    assert!(
+        !r.status.success() && err.contains("ptx.sm_90: this case has no sm_90 PTX (it has sm_80, sm_90a)"),
+        "{err}"
+    );
+    let r = recap(&[&"import-case", &dir.path(), &"--ptx", &"ampere", &"-o", &out]);
+    let err = text(&r.stderr);
+    assert!(!r.status.success() && err.contains("unknown PTX architecture \"ampere\""), "{err}");
 }
 
 #[test]

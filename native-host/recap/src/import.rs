@@ -22,37 +22,40 @@ use shared::ptx::signature::{entry_params, EntryParam};
 /// Buffer files up to this size are read whole (see `write_case`).
 const IN_MEMORY_LIMIT: u64 = 64 << 20;
 
-/// Which of a case's PTX files to import.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum PtxArch {
-    Sm75,
-    #[default]
-    Sm90,
-}
+/// Which of a case's PTX files to import: a key of its `ptx` map, a target name such as `sm_80`,
+/// `sm_90a` or `sm_100` (a bare number `80` means `sm_80`). The PTX is stored as it is, so the
+/// archive keeps the `.target` that PTX declares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxArch(String);
 
 impl PtxArch {
-    pub fn name(self) -> &'static str {
-        match self {
-            PtxArch::Sm75 => "sm_75",
-            PtxArch::Sm90 => "sm_90",
-        }
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for PtxArch {
+    fn default() -> Self {
+        PtxArch("sm_90".into())
     }
 }
 
 impl fmt::Display for PtxArch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(&self.0)
     }
 }
 
 impl FromStr for PtxArch {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "sm_75" | "75" => Ok(PtxArch::Sm75),
-            "sm_90" | "90" => Ok(PtxArch::Sm90),
-            other => Err(format!("unknown PTX architecture {other:?} (expected sm_75 or sm_90)")),
+        let digits = s.strip_prefix("sm_").unwrap_or(s);
+        let number = digits.trim_end_matches(|c: char| c.is_ascii_lowercase());
+        let suffix = &digits[number.len()..];
+        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) || suffix.len() > 1 {
+            return Err(format!("unknown PTX architecture {s:?} (expected a target such as sm_80, sm_90a or sm_100)"));
         }
+        Ok(PtxArch(format!("sm_{digits}")))
     }
 }
 
@@ -237,7 +240,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ImportError + '_ {
 
 /// Reads the case in `dir` and writes its archive to `out` (through a temporary file beside it, renamed
 /// into place once complete, so a failed import never leaves a half-written archive at `out`).
-pub fn import_case(dir: &Path, ptx: PtxArch, out: &Path) -> Result<ImportSummary, ImportError> {
+pub fn import_case(dir: &Path, ptx: &PtxArch, out: &Path) -> Result<ImportSummary, ImportError> {
     let tmp = out.with_extension("recap.partial");
     let file = File::create(&tmp).map_err(io_err(&tmp))?;
     let result = write_case(dir, ptx, BufWriter::new(file), out).and_then(|(summary, w)| {
@@ -259,7 +262,7 @@ pub fn import_case(dir: &Path, ptx: PtxArch, out: &Path) -> Result<ImportSummary
 
 fn write_case<W: Write + Seek>(
     dir: &Path,
-    arch: PtxArch,
+    arch: &PtxArch,
     out: W,
     out_path: &Path,
 ) -> Result<(ImportSummary, W), ImportError> {
@@ -459,7 +462,7 @@ fn write_case<W: Write + Seek>(
     let archive_bytes = out.stream_position().map_err(io_err(out_path))?;
     let summary = ImportSummary {
         case: case.name,
-        ptx: arch,
+        ptx: arch.clone(),
         kernels: kernels.len(),
         regions: regions.len(),
         launches: case.launches.len(),

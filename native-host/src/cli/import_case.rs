@@ -1,4 +1,4 @@
-//! `recap import-case DIR [--ptx sm_75|sm_90] -o FILE.recap`
+//! `recap import-case DIR [--ptx sm_80|sm_90a|...] -o FILE.recap`
 
 use std::path::PathBuf;
 
@@ -10,7 +10,7 @@ use recap::import::{import_case, PtxArch};
 pub struct Args {
     /// The case folder, e.g. tests/corpus/nvcc/saxpy
     pub dir: PathBuf,
-    /// Which PTX file of the case to import: sm_75 or sm_90
+    /// Which PTX file of the case to import: any key of its `ptx` map (sm_75, sm_80, sm_90a, sm_100...)
     #[arg(long, default_value = "sm_90")]
     pub ptx: PtxArch,
     /// The archive to write
@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let s = import_case(&args.dir, args.ptx, &args.output)?;
+    let s = import_case(&args.dir, &args.ptx, &args.output)?;
     println!(
         "{}: case {} ({}), {} kernel(s), {} region(s), {} launch(es), {} bytes",
         args.output.display(),

@@ -15,9 +15,11 @@ use super::math::*;
 use super::memory::{Fault, Memory, Region};
 use super::module::{Entry, Module};
 
+mod asynchronous;
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 mod jit;
 mod warp;
+mod warpgroup;
 
 /// Compiled kernels of a module (empty where there is no code generator).
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
@@ -171,6 +173,10 @@ pub enum ExecError {
     },
     #[error("kernel `{kernel}` block {block:?}: barrier reached by only part of the block's threads (line {line})")]
     DivergentBarrier { kernel: String, block: [u32; 3], line: u32 },
+    #[error(
+        "kernel `{kernel}` block {block:?}: mbarrier wait that cannot complete: its phase needs arrivals or bytes no thread of the block will give before it, as the CPU runs a block's threads in lockstep (line {line})"
+    )]
+    MbarrierDeadlock { kernel: String, block: [u32; 3], line: u32 },
     #[error("kernel `{kernel}` block {block:?} thread {thread:?}: trap (line {line})")]
     Trap { kernel: String, block: [u32; 3], thread: [u32; 3], line: u32 },
     #[error("kernel `{kernel}`: instruction budget of {budget} exhausted")]
@@ -419,13 +425,34 @@ struct Worker<'a, const MW: usize> {
     entry_ready: bool,
     /// The fault of the lowest thread that faulted in the current segment (see [`Worker::fault`]).
     pending: Option<Stop>,
+    /// Changes made to mbarriers in this block, and the line of the last failed mbarrier wait
+    /// with the changes made before it (`exec/asynchronous.rs`).
+    mbar_changes: u64,
+    mbar_failed: Option<(u32, u64)>,
 }
 
 /// A failure inside a block before it is dressed with kernel, block and thread.
 enum Stop {
-    Mem { lane: usize, addr: u64, size: u32, space: Space, fault: Fault, write: bool, line: u32 },
-    Barrier { line: u32 },
-    Trap { lane: usize, line: u32 },
+    Mem {
+        lane: usize,
+        addr: u64,
+        size: u32,
+        space: Space,
+        fault: Fault,
+        write: bool,
+        line: u32,
+    },
+    Barrier {
+        line: u32,
+    },
+    Trap {
+        lane: usize,
+        line: u32,
+    },
+    /// An mbarrier wait that can never succeed.
+    Stuck {
+        line: u32,
+    },
     Budget,
     Cancelled,
     Aborted,
@@ -951,6 +978,8 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             next_check: CHECK_EVERY,
             pending: None,
             entry_ready: false,
+            mbar_changes: 0,
+            mbar_failed: None,
         }
     }
 
@@ -983,6 +1012,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 line,
             },
             Stop::Barrier { line } => ExecError::DivergentBarrier { kernel, block, line },
+            Stop::Stuck { line } => ExecError::MbarrierDeadlock { kernel, block, line },
             Stop::Trap { lane, line } => ExecError::Trap { kernel, block, thread: self.thread_of(lane), line },
             Stop::Budget => ExecError::Budget { kernel, budget: self.ctx.budget.unwrap_or(0) },
             Stop::Cancelled | Stop::Aborted => ExecError::Cancelled { kernel },
@@ -1089,6 +1119,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             self.b.shared.fill(0);
         }
         self.exited = Mask::EMPTY;
+        self.mbar_failed = None;
         self.b.frames.clear();
         self.b.simt.clear();
         self.b.frames.push(Frame {
@@ -1354,6 +1385,8 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                                         | Inst::Ldmatrix { .. }
                                         | Inst::Stmatrix { .. }
                                         | Inst::Movmatrix { .. }
+                                        | Inst::Elect { .. }
+                                        | Inst::Wgmma(_)
                                 );
                                 if warp_wide {
                                     self.segment_end()?;
@@ -2003,6 +2036,12 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             Inst::CpAsync { size, src_size, dst, src } => {
                 em.try_each(nw, |l| self.cp_async(size, src_size, &dst, &src, rb, lb, l, line))?
             }
+            Inst::Mbar { op, space, addr, d, b } => self.mbar(op, space, &addr, d, b, rb, lb, em, line)?,
+            Inst::CpBulk { to_shared, dst, src, src_space, size, mbar } => em.try_each(nw, |l| {
+                self.cp_bulk(to_shared, &dst, &src, src_space, size, mbar.as_ref(), rb, lb, l, line)
+            })?,
+            Inst::Elect { d, p, mask } => self.elect(d, p, mask, rb, em),
+            Inst::Wgmma(ref op) => self.wgmma(op, rb, em, line)?,
             Inst::Nop | Inst::WarpSync => {}
             Inst::Bra { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Call { .. } => {
                 unreachable!("control flow is handled by the scheduler")

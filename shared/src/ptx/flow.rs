@@ -100,6 +100,29 @@ pub(crate) fn uses_defs(ins: &Instr) -> (Vec<R>, Vec<R>) {
             addr(src, &mut u);
             u.push(*src_size);
         }
+        Inst::Mbar { addr: a, d: x, b, .. } => {
+            addr(a, &mut u);
+            u.push(*b);
+            d.extend(*x);
+        }
+        Inst::CpBulk { dst, src, size, mbar, .. } => {
+            addr(dst, &mut u);
+            addr(src, &mut u);
+            if let Some(m) = mbar {
+                addr(m, &mut u);
+            }
+            u.push(*size);
+        }
+        Inst::Elect { d: x, p, mask } => {
+            u.push(*mask);
+            d.extend([*x, *p]);
+        }
+        Inst::Wgmma(w) => {
+            // D is also the accumulator.
+            u.extend(w.a.iter().chain(&w.d));
+            u.extend([w.b_desc, w.scale_d]);
+            d.extend(&w.d);
+        }
         Inst::Bra { .. } | Inst::Ret | Inst::Exit | Inst::Trap | Inst::Call { .. } | Inst::Nop | Inst::WarpSync => {}
     }
     if ins.guard.is_some() {

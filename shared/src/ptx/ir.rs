@@ -643,10 +643,89 @@ pub(crate) enum Inst {
         dst: Addr,
         src: Addr,
     },
+    /// `mbarrier.*` on a barrier object (8 bytes of shared memory; `mbarrier.rs` has its model):
+    /// `b` is the count, transaction count, state or parity the operation takes, `d` what it
+    /// gives (the state before an arrive, whether a wait's phase is complete).
+    Mbar {
+        op: MbarOp,
+        space: Space,
+        addr: Addr,
+        d: Option<R>,
+        b: R,
+    },
+    /// `cp.async.bulk` of `size` bytes between global and shared memory, done when it issues;
+    /// a copy into shared memory with `.mbarrier::complete_tx::bytes` completes `size` bytes of
+    /// the transaction count of the barrier at `mbar`.
+    CpBulk {
+        to_shared: bool,
+        dst: Addr,
+        src: Addr,
+        src_space: Space,
+        size: R,
+        mbar: Option<Addr>,
+    },
+    /// `elect.sync d|p, membermask`: per warp, the lowest active lane of `membermask` is the
+    /// leader; every active lane gets its lane number in `d`, and only the leader `p` true.
+    Elect {
+        d: R,
+        p: R,
+        mask: R,
+    },
+    /// `wgmma.mma_async`: one matrix product per warpgroup (four warps), done when it issues.
+    Wgmma(Box<Wgmma>),
     Nop,
     /// `bar.warp.sync`: a no-op for lanes in lockstep, but a synchronisation point for an engine that
     /// runs threads one after another.
     WarpSync,
+}
+
+/// What an `mbarrier` instruction does to its barrier object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MbarOp {
+    /// `init`: `b` arrivals expected per phase.
+    Init,
+    /// `arrive` (`b` arrivals) or `arrive_drop` (`b` arrivals, each also expected no more);
+    /// with `expect_tx`, one arrival after adding `b` to the transaction count.
+    Arrive { drop: bool, expect_tx: bool },
+    /// `expect_tx`: `b` more bytes of transactions.
+    ExpectTx,
+    /// `complete_tx`: `b` bytes of transactions done.
+    CompleteTx,
+    /// `test_wait` and `try_wait`: whether the phase that `b` names (a state from `arrive`, or
+    /// with `.parity` a phase parity) is complete.
+    Wait { parity: bool, blocking: bool },
+    /// `inval`: the object is no barrier any more.
+    Inval,
+    /// `cp.async.mbarrier.arrive`: an arrival once the thread's `cp.async` copies are done,
+    /// which is at once; without `.noinc` the pending count is first raised by one.
+    CpAsyncArrive { noinc: bool },
+}
+
+/// `wgmma.mma_async.sync.aligned.m64nNkK.dtype.atype.btype`: D (64xN) = A (64xK) * B (KxN) + D
+/// per warpgroup, A from registers or a shared-memory descriptor, B from a descriptor
+/// (`wgmma.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Wgmma {
+    pub n: u16,
+    pub k: u8,
+    pub dty: MmaTy,
+    pub aty: MmaTy,
+    pub bty: MmaTy,
+    pub satfinite: bool,
+    /// D's registers, which are also the accumulator it adds to.
+    pub d: Vec<R>,
+    /// A's fragment registers, or one register holding A's descriptor.
+    pub a: Vec<R>,
+    pub a_desc: bool,
+    pub b_desc: R,
+    /// `scale-d`: a predicate or constant; false: D = A * B.
+    pub scale_d: R,
+    /// `imm-scale-a`, `imm-scale-b`: -1 negates the operand.
+    pub neg_a: bool,
+    pub neg_b: bool,
+    /// `imm-trans-a`, `imm-trans-b`: the operand is stored MN-major instead of K-major.
+    pub trans_a: bool,
+    pub trans_b: bool,
 }
 
 /// Element types of `mma` operands.

@@ -10,10 +10,17 @@ use super::memory::Region;
 use super::module::{Entry, Module, ParamInfo};
 use super::parse::{self, InitElem, Lit, Operand, Stmt, VarDecl};
 
+mod asynchronous;
+mod wgmma;
+
 /// Largest static + dynamic shared memory a block may use (bytes), as on sm_90.
 pub const MAX_SHARED_BYTES: u64 = 228 * 1024;
 /// Largest per-thread local frame (bytes), as the hardware allows.
 pub const MAX_LOCAL_BYTES: u64 = 512 * 1024;
+
+/// Why `.b128` registers and accesses are refused.
+const B128_REASON: &str =
+    "registers are 64 bits wide on the CPU, so 128-bit values are not modelled (`.v2.b64` moves the same 16 bytes)";
 
 #[derive(Clone, Copy, Debug)]
 enum Sym {
@@ -402,8 +409,14 @@ struct FnLower<'m> {
     const_list: Vec<(R, u64)>,
     sregs: HashMap<Sreg, R>,
     insts: Vec<Instr>,
-    labels: HashMap<String, u32>,
-    fixups: Vec<(usize, String, u32)>,
+    /// Labels by `{ }` block and name: a label is visible in its block and the blocks inside it
+    /// (Triton's inline assembly repeats `waitLoop:` in block after block).
+    labels: HashMap<(u32, String), u32>,
+    /// The blocks open here, outermost first, and the number of blocks opened so far.
+    label_scopes: Vec<u32>,
+    blocks: u32,
+    /// Branches to resolve at the end: instruction, label, line, and the blocks open there.
+    fixups: Vec<(usize, String, u32, Vec<u32>)>,
     frame: u64,
     is_entry: bool,
     line: u32,
@@ -433,6 +446,8 @@ impl<'m> FnLower<'m> {
             sregs: HashMap::new(),
             insts: Vec::new(),
             labels: HashMap::new(),
+            label_scopes: vec![0],
+            blocks: 0,
             fixups: Vec::new(),
             frame: 0,
             is_entry: false,
@@ -512,6 +527,9 @@ impl<'m> FnLower<'m> {
         match d.space.as_str() {
             ".reg" => {
                 let ty = decl_ty(d)?;
+                if ty == Ty::B128 {
+                    return self.err(format!("128-bit register `{}` is not supported: {B128_REASON}", d.name));
+                }
                 let bits = ty.bits().min(64) * d.vec;
                 if bits > 64 {
                     return self.err(format!("register `{}` wider than 64 bits is not supported", d.name));
@@ -704,13 +722,21 @@ impl<'m> FnLower<'m> {
             match s {
                 Stmt::Decl(d) => self.declare(d, &mut shared)?,
                 Stmt::Label(l, line) => {
-                    if self.labels.insert(l.clone(), self.insts.len() as u32).is_some() {
+                    let block = *self.label_scopes.last().expect("the function's block");
+                    if self.labels.insert((block, l.clone()), self.insts.len() as u32).is_some() {
                         return Err(PtxError::new(*line, format!("label `{l}` defined twice")));
                     }
                 }
-                Stmt::Open => self.scopes.push(HashMap::new()),
+                Stmt::Open => {
+                    self.scopes.push(HashMap::new());
+                    self.blocks += 1;
+                    self.label_scopes.push(self.blocks);
+                }
                 Stmt::Close => {
                     self.scopes.pop();
+                    if self.label_scopes.len() > 1 {
+                        self.label_scopes.pop();
+                    }
                 }
                 Stmt::Inst(i) => {
                     self.line = i.line;
@@ -728,8 +754,9 @@ impl<'m> FnLower<'m> {
         // A body that runs off its end returns.
         self.guard = None;
         self.push(Inst::Ret);
-        for (at, label, line) in std::mem::take(&mut self.fixups) {
-            let Some(&t) = self.labels.get(&label) else {
+        for (at, label, line, open) in std::mem::take(&mut self.fixups) {
+            let found = open.iter().rev().find_map(|b| self.labels.get(&(*b, label.clone())));
+            let Some(&t) = found else {
                 return Err(PtxError::new(line, format!("undefined label `{label}`")));
             };
             if let Inst::Bra { target, .. } = &mut self.insts[at].inst {
@@ -909,8 +936,14 @@ impl<'m> FnLower<'m> {
             return self
                 .refused(o.full, "TMA tensor copies read a CUtensorMap descriptor, which the CPU does not model");
         }
-        if o.has("bulk") || o.has("mbarrier") || o.has("reduce") {
+        if o.has("reduce") {
             return self.unsupported(o.full);
+        }
+        if o.has("bulk") {
+            return self.cp_bulk(o, ops);
+        }
+        if o.has("mbarrier") && o.has("arrive") {
+            return self.cp_async_arrive(o, ops);
         }
         if o.has("commit_group") || o.has("wait_group") || o.has("wait_all") {
             self.push(Inst::Nop);
@@ -1054,7 +1087,7 @@ impl<'m> FnLower<'m> {
                 let Operand::Name(l) = &ops[0] else {
                     return self.err("`bra` needs a label");
                 };
-                self.fixups.push((self.insts.len(), l.clone(), self.line));
+                self.fixups.push((self.insts.len(), l.clone(), self.line, self.label_scopes.clone()));
                 self.push(Inst::Bra { target: 0, reconv: 0 });
                 Ok(())
             }
@@ -1144,7 +1177,15 @@ impl<'m> FnLower<'m> {
                 Ok(())
             }
             "cp" => self.cp(&o, ops),
-            "wgmma" => self.refused(o.full, "warpgroup matrix products (wgmma) are not implemented on the CPU"),
+            "mbarrier" => self.mbarrier(&o, ops),
+            "elect" => self.elect(&o, ops),
+            // Register allocation hints and the programmatic-launch controls, which have nothing
+            // to do where a launch's blocks run one after another.
+            "setmaxnreg" | "griddepcontrol" => {
+                self.push(Inst::Nop);
+                Ok(())
+            }
+            "wgmma" => self.wgmma(&o, ops),
             "tcgen05" => self.refused(o.full, "tensor memory (tcgen05, sm_100) is not modelled on the CPU"),
             _ => self.unsupported(&i.opcode),
         }
@@ -1847,6 +1888,9 @@ impl<'m> FnLower<'m> {
         }
         let ty = self.ty1(o)?;
         let n = self.vec_count(o);
+        if ty == Ty::B128 {
+            return self.refused(o.full, B128_REASON);
+        }
         if n > 4 || ty.bits() > 64 {
             return self.unsupported(o.full);
         }
@@ -1875,6 +1919,9 @@ impl<'m> FnLower<'m> {
         }
         let ty = self.ty1(o)?;
         let n = self.vec_count(o);
+        if ty == Ty::B128 {
+            return self.refused(o.full, B128_REASON);
+        }
         if n > 4 || ty.bits() > 64 {
             return self.unsupported(o.full);
         }

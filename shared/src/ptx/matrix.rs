@@ -72,7 +72,7 @@ pub(crate) fn elem_bits(t: MmaTy) -> u32 {
 }
 
 /// Elements per register.
-fn per_reg(t: MmaTy) -> usize {
+pub(crate) fn per_reg(t: MmaTy) -> usize {
     match elem_bits(t) {
         64 => 1,
         b => (32 / b) as usize,
@@ -80,7 +80,7 @@ fn per_reg(t: MmaTy) -> usize {
 }
 
 /// Where element `i` of lane `lane`'s A fragment sits: (row, column).
-fn a_pos(t: MmaTy, lane: usize, i: usize) -> (usize, usize) {
+pub(crate) fn a_pos(t: MmaTy, lane: usize, i: usize) -> (usize, usize) {
     let (g, q) = (lane >> 2, lane & 3);
     match class(t) {
         Class::Half => (g + 8 * ((i >> 1) & 1), 2 * q + (i & 1) + 8 * (i >> 2)),
@@ -100,7 +100,7 @@ fn b_pos(t: MmaTy, lane: usize, i: usize) -> (usize, usize) {
 }
 
 /// Where element `i` of lane `lane`'s C or D fragment sits: (row, column).
-fn c_pos(lane: usize, i: usize) -> (usize, usize) {
+pub(crate) fn c_pos(lane: usize, i: usize) -> (usize, usize) {
     (lane / 4 + 8 * (i >> 1), 2 * (lane & 3) + (i & 1))
 }
 
@@ -114,7 +114,7 @@ impl Mma {
 }
 
 /// An element widened to f64 (exact for every input type).
-fn value(t: MmaTy, bits: u64) -> f64 {
+pub(crate) fn value(t: MmaTy, bits: u64) -> f64 {
     match t {
         MmaTy::F16 => f16::from_bits(bits as u16).to_f64(),
         MmaTy::BF16 => bf16::from_bits(bits as u16).to_f64(),
@@ -168,30 +168,7 @@ pub(crate) fn mma(op: &Mma, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
             let arow = &am[row * k..row * k + k];
             let bcol = (0..k).map(|kk| bm[kk * n + col]);
             let acc = cm[row * n + col];
-            dm[row * n + col] = match op.dty {
-                MmaTy::S32 => {
-                    // Exact: |products| < 2^16 * 32, plus an s32.
-                    let sum = arow.iter().zip(bcol).fold(acc as i64, |s, (x, y)| s + (*x as i64) * (y as i64));
-                    if op.satfinite {
-                        sum.clamp(i32::MIN as i64, i32::MAX as i64) as i32 as u32 as u64
-                    } else {
-                        sum as i32 as u32 as u64
-                    }
-                }
-                MmaTy::F64 => b64(arow.iter().zip(bcol).fold(acc, |s, (x, y)| x.mul_add(y, s))),
-                _ => {
-                    let s = arow.iter().zip(bcol).fold(acc as f32, |s, (x, y)| (*x as f32).mul_add(y as f32, s));
-                    if op.dty == MmaTy::F16 {
-                        if s.is_nan() {
-                            0x7FFF
-                        } else {
-                            f16::from_f32(s).to_bits() as u64
-                        }
-                    } else {
-                        b32(s)
-                    }
-                }
-            };
+            dm[row * n + col] = element(op.dty, op.satfinite, acc, arow.iter().copied().zip(bcol));
         }
     }
     let per = per_reg(op.dty);
@@ -204,6 +181,36 @@ pub(crate) fn mma(op: &Mma, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
         }
     }
     d
+}
+
+/// One element of D, from its accumulator `acc` and the products of its row of A and column of
+/// B in increasing k (every value widened exactly): the defined order and rounding of the
+/// module docs, as the bits of a `dty` element.
+pub(crate) fn element(dty: MmaTy, satfinite: bool, acc: f64, pairs: impl Iterator<Item = (f64, f64)>) -> u64 {
+    match dty {
+        MmaTy::S32 => {
+            // Exact: |products| < 2^16 * 32, plus an s32.
+            let sum = pairs.fold(acc as i64, |s, (x, y)| s + (x as i64) * (y as i64));
+            if satfinite {
+                sum.clamp(i32::MIN as i64, i32::MAX as i64) as i32 as u32 as u64
+            } else {
+                sum as i32 as u32 as u64
+            }
+        }
+        MmaTy::F64 => b64(pairs.fold(acc, |s, (x, y)| x.mul_add(y, s))),
+        _ => {
+            let s = pairs.fold(acc as f32, |s, (x, y)| (x as f32).mul_add(y as f32, s));
+            if dty == MmaTy::F16 {
+                if s.is_nan() {
+                    0x7FFF
+                } else {
+                    f16::from_f32(s).to_bits() as u64
+                }
+            } else {
+                b32(s)
+            }
+        }
+    }
 }
 
 /// The two elements (low half first) lane `lane` holds of an 8x8 matrix fragment, as (row,

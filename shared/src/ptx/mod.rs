@@ -27,10 +27,12 @@ mod ir;
 mod lower;
 mod math;
 mod matrix;
+mod mbarrier;
 mod memory;
 mod module;
 mod parse;
 pub mod signature;
+mod wgmma;
 
 #[cfg(test)]
 mod tests;

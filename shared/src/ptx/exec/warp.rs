@@ -70,6 +70,26 @@ impl<const MW: usize> Worker<'_, MW> {
         }
     }
 
+    /// `elect.sync`: per warp, the lowest active lane whose bit is set in its own `membermask`
+    /// leads; every active lane gets the leader's lane number in `d` (zero where none leads) and
+    /// only the leader gets `p` true.
+    pub(super) fn elect(&mut self, d: R, p: R, mask: R, rb: usize, em: Mask<MW>) {
+        let n = self.n;
+        for w in 0..n.div_ceil(32) {
+            let act = em.warp(w);
+            if act == 0 {
+                continue;
+            }
+            let leader = (0..32)
+                .find(|&k| act >> k & 1 == 1 && self.b.regs[(rb + mask as usize) * n + w * 32 + k] >> k & 1 == 1);
+            for k in (0..32).filter(|k| act >> k & 1 == 1) {
+                let l = w * 32 + k;
+                self.b.regs[(rb + d as usize) * n + l] = leader.unwrap_or(0) as u64;
+                self.b.regs[(rb + p as usize) * n + l] = (leader == Some(k)) as u64;
+            }
+        }
+    }
+
     /// The address of row `row` (0..32: matrix `row / 8`, its row `row % 8`) of warp `w`, checked
     /// for the 16-byte alignment rows need: (lane, address).
     #[allow(clippy::too_many_arguments)]

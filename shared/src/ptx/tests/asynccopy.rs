@@ -117,10 +117,10 @@ fn cp_async_faults_are_reported() {
 }
 
 #[test]
-fn tma_tensor_copies_wgmma_and_tcgen05_are_refused_with_a_reason() {
+fn tma_tensor_copies_reductions_and_tcgen05_are_refused_with_a_reason() {
     for (inst, why) in [
         ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4];", "CUtensorMap"),
-        ("wgmma.fence.sync.aligned;", "warpgroup"),
+        ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd1], [%r1], 64;", "unsupported instruction"),
         ("tcgen05.fence::before_thread_sync;", "tensor memory"),
     ] {
         let ptx = format!("{HEAD}.visible .entry k() {{\n .reg .b32 %r<8>; .reg .b64 %rd<4>;\n {inst}\n ret; }}");

@@ -12,10 +12,12 @@ mod isa_float;
 mod isa_int;
 mod lanes;
 mod ldmatrix;
+mod mbarrier;
 mod memory;
 mod mma;
 mod numerics;
 mod warp;
+mod wgmma;
 
 use super::*;
 

@@ -672,6 +672,10 @@ impl Tx<'_, '_> {
             | Inst::Stmatrix { .. }
             | Inst::Movmatrix { .. }
             | Inst::CpAsync { .. }
+            | Inst::Mbar { .. }
+            | Inst::CpBulk { .. }
+            | Inst::Elect { .. }
+            | Inst::Wgmma(_)
             | Inst::WarpSync => {
                 return Err(JitError::Translate { what: "an instruction without native code", line: ins.line })
             }
