@@ -18,6 +18,8 @@ use crate::model::esc;
 /// The minimap's largest size in CSS pixels.
 const MINI_W: f64 = 200.0;
 const MINI_H: f64 = 150.0;
+/// Its smallest side: a long chain's minimap is still wide enough to aim at.
+const MINI_MIN: f64 = 64.0;
 
 thread_local! {
     /// Pan and zoom: `(tx, ty, scale)`.
@@ -182,13 +184,16 @@ fn draw() {
     });
     let Some((svg, layers, folded, omitted, layout_ms, svg_ms)) = done else { return };
     let t = dom::now_ms();
-    set_html("graph-root", &svg);
+    // SVG elements are not HTML elements: set through `Element`.
+    if let Some(root) = document().get_element_by_id("graph-root") {
+        root.set_inner_html(&svg);
+    }
     let dom_ms = dom::now_ms() - t;
     let folded = if folded > 0 { format!(" · {folded} ops folded") } else { String::new() };
     set_html("g-layers", &format!("{layers} layers at top level{folded}"));
     set_html("g-omitted", &omitted);
     set_html("g-time", &format!("laid out in {layout_ms:.0} ms, drawn in {:.0} ms", svg_ms + dom_ms));
-    if let Some(svg) = by_id("graph-svg") {
+    if let Some(svg) = document().get_element_by_id("graph-svg") {
         let _ = svg.set_attribute("data-drawn-nodes", &DRAWN.with(|d| d.borrow().0.len()).to_string());
     }
     draw_minimap();
@@ -222,21 +227,31 @@ fn kind_colour(kind: &str) -> &'static str {
     }
 }
 
-/// The scale and size of the minimap for the drawing's size.
-fn mini_geometry() -> (f64, f64, f64) {
+/// The minimap's geometry for the drawing's size: the scale, the canvas's size, and where the
+/// drawing starts on it (a narrow or flat drawing is centred on a canvas of some size).
+struct Mini {
+    k: f64,
+    w: f64,
+    h: f64,
+    x: f64,
+    y: f64,
+}
+
+fn mini_geometry() -> Mini {
     let (w, h) = SIZE.with(|s| s.get());
     if w <= 0.0 || h <= 0.0 {
-        return (0.0, 0.0, 0.0);
+        return Mini { k: 0.0, w: 0.0, h: 0.0, x: 0.0, y: 0.0 };
     }
     let k = (MINI_W / w).min(MINI_H / h);
-    (k, (w * k).max(24.0), (h * k).max(24.0))
+    let (cw, ch) = ((w * k).max(MINI_MIN), (h * k).max(MINI_MIN));
+    Mini { k, w: cw, h: ch, x: (cw - w * k) / 2.0, y: (ch - h * k) / 2.0 }
 }
 
 /// Draws every node of the drawing, shrunk, into the minimap's canvas.
 fn draw_minimap() {
     let Some(canvas) = document().get_element_by_id("minimap-canvas") else { return };
     let Ok(canvas) = canvas.dyn_into::<web_sys::HtmlCanvasElement>() else { return };
-    let (k, cw, ch) = mini_geometry();
+    let Mini { k, w: cw, h: ch, x: mx, y: my } = mini_geometry();
     let dpr = dom::window().device_pixel_ratio().max(1.0);
     canvas.set_width((cw * dpr).round() as u32);
     canvas.set_height((ch * dpr).round() as u32);
@@ -253,7 +268,7 @@ fn draw_minimap() {
     let drawn = DRAWN.with(|d| {
         let d = d.borrow();
         for (b, kind) in &d.0 {
-            let (x, y, w, h) = (b.x * k, b.y * k, (b.w * k).max(1.0), (b.h * k).max(1.0));
+            let (x, y, w, h) = (mx + b.x * k, my + b.y * k, (b.w * k).max(1.0), (b.h * k).max(1.0));
             if b.frame {
                 ctx.set_stroke_style_str(kind_colour(kind));
                 ctx.set_line_width(1.0);
@@ -272,12 +287,12 @@ fn draw_minimap() {
 /// Moves the minimap's outline of what the graph view shows.
 fn place_minimap_view() {
     let (Some(view), Some(wrap)) = (by_id("minimap-view"), by_id("graph-wrap")) else { return };
-    let (k, cw, ch) = mini_geometry();
+    let Mini { k, w: cw, h: ch, x: mx, y: my } = mini_geometry();
     let (tx, ty, s) = VIEW.with(|v| v.get());
     let (vw, vh) = (wrap.client_width() as f64, wrap.client_height() as f64);
     // The part of the drawing in view, in its coordinates, then in the minimap's (clipped to it).
-    let (x0, y0) = ((-tx / s * k).max(0.0), (-ty / s * k).max(0.0));
-    let (x1, y1) = (((vw - tx) / s * k).min(cw), ((vh - ty) / s * k).min(ch));
+    let (x0, y0) = ((mx - tx / s * k).max(0.0), (my - ty / s * k).max(0.0));
+    let (x1, y1) = ((mx + (vw - tx) / s * k).min(cw), (my + (vh - ty) / s * k).min(ch));
     let style = view.style();
     let _ = style.set_property("left", &format!("{x0:.1}px"));
     let _ = style.set_property("top", &format!("{y0:.1}px"));
@@ -288,12 +303,12 @@ fn place_minimap_view() {
 /// Centres the view on the point of the minimap under the pointer.
 fn minimap_go(ev: &web_sys::MouseEvent) {
     let (Some(canvas), Some(wrap)) = (by_id("minimap-canvas"), by_id("graph-wrap")) else { return };
-    let (k, _, _) = mini_geometry();
-    if k <= 0.0 {
+    let m = mini_geometry();
+    if m.k <= 0.0 {
         return;
     }
     let r = canvas.get_bounding_client_rect();
-    let (gx, gy) = ((ev.client_x() as f64 - r.left()) / k, (ev.client_y() as f64 - r.top()) / k);
+    let (gx, gy) = ((ev.client_x() as f64 - r.left() - m.x) / m.k, (ev.client_y() as f64 - r.top() - m.y) / m.k);
     let (vw, vh) = (wrap.client_width() as f64, wrap.client_height() as f64);
     VIEW.with(|v| {
         let s = v.get().2;
