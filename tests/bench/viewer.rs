@@ -185,7 +185,8 @@ const timeDraw = async (act) => {
   document.body.getBoundingClientRect();
   const t1 = performance.now();
   await frame(); await frame();
-  return { sync: t1 - t0, frame: performance.now() - t0, nodes: +document.getElementById('graph-svg').dataset.drawnNodes };
+  return { sync: t1 - t0, frame: performance.now() - t0, nodes: +document.getElementById('graph-svg').dataset.drawnNodes,
+           wasm: document.getElementById('g-time').textContent };
 };
 const wrapCenter = () => { const r = document.getElementById('graph-wrap').getBoundingClientRect();
   return [r.left + r.width / 2, r.top + r.height / 2]; };
@@ -317,7 +318,9 @@ async fn main() -> Result<()> {
         for (name, file) in files {
             let g = graph_bench(&b, &server.url, &file, 1000).await?;
             let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-            let draw = |v: &serde_json::Value| format!("{:.0} / {:.0} ms", f(v, "sync"), f(v, "frame"));
+            let draw = |v: &serde_json::Value| {
+                format!("{:.0} / {:.0} ms ({})", f(v, "sync"), f(v, "frame"), v["wasm"].as_str().unwrap_or(""))
+            };
             let frames =
                 |v: &serde_json::Value| format!("{:.1} / {:.1} / {:.1} ms", f(v, "p50"), f(v, "p95"), f(v, "max"));
             for (state, draw_key, prefix) in [("as first shown", "first", "first"), ("expand all", "open", "open")] {

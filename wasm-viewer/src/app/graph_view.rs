@@ -145,16 +145,17 @@ pub fn render() {
     });
     if let Some(h) = html {
         set_html("main-view", &h);
-        draw();
-        fit();
+        draw(true);
         if let Some(op) = with_app(|app| app.open.as_ref().and_then(|o| o.selected)) {
             select_node(op, false);
         }
     }
 }
 
-/// Lays the graph out as folded now and draws it, the minimap with it; the view stays where it is.
-fn draw() {
+/// Lays the graph out as folded now and draws it, the minimap with it; the view stays where it is,
+/// or with `fit` shows the whole drawing (set before the drawing enters the page, so that labels
+/// too small to read are never laid out).
+fn draw(fit: bool) {
     dom::mark("recap:graph-draw-start");
     let done = with_app(|app| {
         let open = app.open.as_ref()?;
@@ -183,6 +184,10 @@ fn draw() {
         Some((svg, layout.layers, folded, omitted, t1 - t0, t2 - t1))
     });
     let Some((svg, layers, folded, omitted, layout_ms, svg_ms)) = done else { return };
+    if fit {
+        fit_view();
+    }
+    set_lod();
     let t = dom::now_ms();
     // SVG elements are not HTML elements: set through `Element`.
     if let Some(root) = document().get_element_by_id("graph-root") {
@@ -340,7 +345,7 @@ fn toggle(key: FoldKey, open: bool) {
     if set.is_none() {
         return;
     }
-    draw();
+    draw(false);
     let after = match (key, open) {
         (FoldKey::Body(op), _) | (FoldKey::Chain(op), true) => rect_xy(&format!("[data-node='{op}']")),
         (FoldKey::Chain(_), false) => rect_xy(&format!("[data-fold='{}']", key.id())),
@@ -370,8 +375,7 @@ fn fold_all(mode: FoldMode) {
         Some(())
     });
     if done.is_some() {
-        draw();
-        fit();
+        draw(true);
     }
 }
 
@@ -386,7 +390,7 @@ fn reveal(op: u32) -> bool {
         Some(with_folds(open, |f| graph::reveal(&dags, f, op)))
     });
     if opened == Some(true) {
-        draw();
+        draw(false);
         true
     } else {
         false
@@ -577,10 +581,17 @@ fn apply() {
     if let Some(g) = document().get_element_by_id("graph-root") {
         let _ = g.set_attribute("transform", &format!("translate({tx:.1},{ty:.1}) scale({s:.4})"));
     }
+    set_lod();
     place_minimap_view();
 }
 
 pub fn fit() {
+    fit_view();
+    apply();
+}
+
+/// Sets the view to show the whole drawing (without applying it).
+fn fit_view() {
     let Some(wrap) = by_id("graph-wrap") else { return };
     let (w, h) = SIZE.with(|s| s.get());
     let (vw, vh) = (wrap.client_width() as f64, wrap.client_height() as f64);
@@ -589,7 +600,21 @@ pub fn fit() {
     }
     let s = ((vw - 40.0) / w).min((vh - 40.0) / h).clamp(0.02, 1.5);
     VIEW.with(|v| v.set(((vw - w * s) / 2.0, 20.0, s)));
-    apply();
+}
+
+/// Below this scale labels are too small to read: they are not drawn at all (`lod-far`), which
+/// is what keeps zooming a thousand-op drawing smooth (text is most of the cost of a frame).
+const LABEL_SCALE: f64 = 0.4;
+
+/// Shows or hides the labels for the current scale.
+fn set_lod() {
+    let s = VIEW.with(|v| v.get().2);
+    if let Some(svg) = document().get_element_by_id("graph-svg") {
+        let far = s < LABEL_SCALE;
+        if svg.class_list().contains("lod-far") != far {
+            let _ = svg.class_list().toggle_with_force("lod-far", far);
+        }
+    }
 }
 
 fn zoom_at(factor: f64, cx: f64, cy: f64) {
