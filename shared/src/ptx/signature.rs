@@ -151,7 +151,7 @@ pub fn format_value(ty: Option<&str>, bytes: &[u8]) -> String {
     if bytes.len() == width {
         return scalar(ty, bytes);
     }
-    if width > 1 && bytes.len() % width == 0 && bytes.len() / width <= 16 {
+    if width > 1 && bytes.len().is_multiple_of(width) && bytes.len() / width <= 16 {
         let items: Vec<String> = bytes.chunks(width).map(|c| scalar(ty, c)).collect();
         return format!("[{}]", items.join(", "));
     }

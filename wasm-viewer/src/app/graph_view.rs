@@ -29,13 +29,18 @@ thread_local! {
     /// A drag that started on the minimap.
     static MINI_DRAG: Cell<bool> = const { Cell::new(false) };
     /// The plan's DAGs for the open archive, computed once per archive.
-    static DAGS: RefCell<Option<(usize, Rc<Vec<DagInput>>, usize)>> = const { RefCell::new(None) };
+    static DAGS: RefCell<Option<Dags>> = const { RefCell::new(None) };
     /// What is folded, for the archive it was chosen in.
     static FOLDS: RefCell<(usize, Folds)> = RefCell::new((0, Folds::default()));
     /// What the drawing shows: each node's box (for the minimap) and the ops folded away, with the
     /// node that holds each.
-    static DRAWN: RefCell<(Vec<(MiniBox, &'static str)>, HashMap<u32, FoldKey>)> = RefCell::new((Vec::new(), HashMap::new()));
+    static DRAWN: RefCell<Drawn> = RefCell::new((Vec::new(), HashMap::new()));
 }
+
+/// The archive (its key), its DAGs and its dependency edge count.
+type Dags = (usize, Rc<Vec<DagInput>>, usize);
+/// Every drawn node's box with its kind, and the ops folded away with what holds each.
+type Drawn = (Vec<(MiniBox, &'static str)>, HashMap<u32, FoldKey>);
 
 fn archive_key(open: &super::Open) -> usize {
     Rc::as_ptr(&open.loaded) as usize
