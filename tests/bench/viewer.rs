@@ -7,6 +7,10 @@
 //!    of `/archives/{id}`; the time from navigation start to the frame after the op table is built
 //!    (`recap:archive-frame`), and to the end of the DOM build (`recap:archive-painted`), median of 5.
 //! 3. Scrolling the op table of a 100k-op archive: frame times of a fling and the cost of one jump.
+//! 4. The Graph tab of 1,000-op archives (one chain, 8 chains of 125, a pipeline whose ops share
+//!    regions so that little folds): the time to draw it as first shown (long chains folded) and
+//!    with every op drawn (expand all), each from the click through the forced layout (`sync`) and
+//!    to the second frame after it (`frame`), and frame times while dragging and wheel-zooming.
 //!
 //! Build the viewer first (`cargo xtask wasm --release`). Results go to stdout as a Markdown table.
 
@@ -160,6 +164,75 @@ requestAnimationFrame(step);"#,
     Ok(v)
 }
 
+/// The Graph tab of a `ops`-op archive opened from disk: drawing times folded and expanded, and
+/// frame times of a drag and of wheel zooming (synthetic events, one per animation frame, through
+/// the page's own handlers).
+async fn graph_bench(b: &Browser, base: &str, file: &Path, ops: u32) -> Result<serde_json::Value> {
+    open_from_disk(b, base, file, ops).await?;
+    let v = b
+        .client
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+const frame = () => new Promise(r => requestAnimationFrame(r));
+const stats = (v) => { const s = [...v].sort((a, b) => a - b);
+  return { p50: s[Math.floor(s.length / 2)], p95: s[Math.min(s.length - 1, Math.floor(0.95 * s.length))], max: s[s.length - 1],
+           slow: v.filter(f => f > 25).length }; };
+const timeDraw = async (act) => {
+  await frame();
+  const t0 = performance.now();
+  act();
+  document.getElementById('graph-root').getBBox();
+  document.body.getBoundingClientRect();
+  const t1 = performance.now();
+  await frame(); await frame();
+  return { sync: t1 - t0, frame: performance.now() - t0, nodes: +document.getElementById('graph-svg').dataset.drawnNodes,
+           wasm: document.getElementById('g-time').textContent };
+};
+const wrapCenter = () => { const r = document.getElementById('graph-wrap').getBoundingClientRect();
+  return [r.left + r.width / 2, r.top + r.height / 2]; };
+const drag = async () => {
+  const wrap = document.getElementById('graph-wrap');
+  let [x, y] = wrapCenter();
+  wrap.dispatchEvent(new MouseEvent('mousedown', { bubbles: true, clientX: x, clientY: y }));
+  const frames = []; let last = await frame();
+  for (let i = 0; i < 120; i++) {
+    const d = i < 60 ? -1 : 1; x += 7 * d; y += 5 * d;
+    document.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: x, clientY: y }));
+    const t = await frame(); frames.push(t - last); last = t;
+  }
+  document.dispatchEvent(new MouseEvent('mouseup', { bubbles: true }));
+  return stats(frames);
+};
+const zoom = async () => {
+  const wrap = document.getElementById('graph-wrap');
+  const [x, y] = wrapCenter();
+  const frames = []; let last = await frame();
+  for (let i = 0; i < 120; i++) {
+    wrap.dispatchEvent(new WheelEvent('wheel', { bubbles: true, cancelable: true, clientX: x, clientY: y, deltaY: i < 60 ? -40 : 40 }));
+    const t = await frame(); frames.push(t - last); last = t;
+  }
+  return stats(frames);
+};
+(async () => {
+  const out = {};
+  out.first = await timeDraw(() => document.querySelector("[data-tab='graph']").click());
+  out.first_drag = await drag();
+  out.first_zoom = await zoom();
+  out.open = await timeDraw(() => document.querySelector("[data-graph='expand']").click());
+  out.open_drag = await drag();
+  out.open_zoom = await zoom();
+  out.fold = await timeDraw(() => document.querySelector("[data-graph='fold']").click());
+  done(out);
+})().catch(e => done({ error: String(e) }));"#,
+            vec![],
+        )
+        .await?;
+    if let Some(e) = v.get("error") {
+        bail!("graph benchmark failed in the page: {e}");
+    }
+    Ok(v)
+}
+
 async fn paint_bench(b: &Browser, url: &str) -> Result<(f64, f64)> {
     let (mut frame, mut built) = (Vec::new(), Vec::new());
     for _ in 0..5 {
@@ -186,7 +259,7 @@ get();"#,
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
-    // `cargo bench` passes `--bench`; other arguments pick parts: parse, scroll, paint.
+    // `cargo bench` passes `--bench`; other arguments pick parts: parse, scroll, graph, paint.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let wanted = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
     if !browser::available("viewer benchmark") {
@@ -226,6 +299,41 @@ async fn main() -> Result<()> {
             "| scroll {scroll_ops} ops, one jump (handler + layout) | p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms, {} rows in the DOM |",
             f("work_p50"), f("work_p95"), f("work_max"), s["rows_in_dom"]
         );
+    }
+    if wanted("graph") {
+        let cases: [(&str, Vec<u8>); 2] = [
+            ("one chain", recap_bench::chain_archive(1000)),
+            ("8 chains of 125", recap_bench::chains_archive(8, 125, 0)),
+        ];
+        println!("| graph, 1,000 ops | nodes drawn | draw: click to layout / to 2nd frame | drag frames p50/p95/max | wheel-zoom frames p50/p95/max |");
+        println!("|---|---|---|---|---|");
+        let pipeline = dir.path().join("pipeline.recap");
+        write_launches(&pipeline, 1000)?;
+        let mut files = vec![("pipeline over 16 shared regions".to_string(), pipeline)];
+        for (name, bytes) in cases {
+            let file = dir.path().join(format!("{}.recap", name.replace(' ', "-")));
+            std::fs::write(&file, bytes)?;
+            files.push((name.to_string(), file));
+        }
+        for (name, file) in files {
+            let g = graph_bench(&b, &server.url, &file, 1000).await?;
+            let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+            let draw = |v: &serde_json::Value| {
+                format!("{:.0} / {:.0} ms ({})", f(v, "sync"), f(v, "frame"), v["wasm"].as_str().unwrap_or(""))
+            };
+            let frames =
+                |v: &serde_json::Value| format!("{:.1} / {:.1} / {:.1} ms", f(v, "p50"), f(v, "p95"), f(v, "max"));
+            for (state, draw_key, prefix) in [("as first shown", "first", "first"), ("expand all", "open", "open")] {
+                println!(
+                    "| {name}, {state} | {} | {} | {} | {} |",
+                    g[draw_key]["nodes"],
+                    draw(&g[draw_key]),
+                    frames(&g[format!("{prefix}_drag")]),
+                    frames(&g[format!("{prefix}_zoom")])
+                );
+            }
+            println!("| {name}, fold all | {} | {} | | |", g["fold"]["nodes"], draw(&g["fold"]));
+        }
     }
     if !wanted("paint") {
         return b.close().await;

@@ -13,7 +13,12 @@ use shared::archive::*;
 fn write_archive(path: &Path) -> Result<()> {
     let file = std::fs::File::create(path)?;
     let mut w = ArchiveWriter::new(std::io::BufWriter::new(file))?;
-    let m = w.add_module("m", ".version 8.0\n.target sm_90\n.address_size 64\n")?;
+    // The entries declare their parameters' types, which the page reads values by.
+    let m = w.add_module(
+        "m",
+        ".version 8.0\n.target sm_90\n.address_size 64\n\
+         .visible .entry axpy_f32(.param .u64 x, .param .u64 y, .param .f32 a, .param .u32 n)\n{\nret;\n}\n",
+    )?;
     let pointer =
         |name: &str, offset| ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Pointer };
     let axpy = w.add_kernel(
@@ -23,6 +28,7 @@ fn write_archive(path: &Path) -> Result<()> {
             pointer("x", 0),
             pointer("y", 8),
             ParamDecl { name: "a".into(), offset: 16, size: 4, align: 4, kind: ParamKind::Value },
+            ParamDecl { name: "n".into(), offset: 20, size: 4, align: 4, kind: ParamKind::Value },
         ],
     )?;
     let reduce = w.add_kernel(m, "reduce_sum", vec![pointer("in", 0), pointer("out", 8)])?;
@@ -32,8 +38,9 @@ fn write_archive(path: &Path) -> Result<()> {
     w.memset(MemsetOp { region: y, offset: 0, len: 4096, width: 4, pattern: 0 })?;
     w.begin_while(Condition { region: flag, offset: 0, max_iterations: 8 })?;
     for i in 0..40u32 {
-        let mut params = vec![0u8; 20];
-        params[16..].copy_from_slice(&(i as f32).to_le_bytes());
+        let mut params = vec![0u8; 24];
+        params[16..20].copy_from_slice(&(i as f32).to_le_bytes());
+        params[20..].copy_from_slice(&1024u32.to_le_bytes());
         w.launch(LaunchDecl {
             kernel: axpy,
             grid: [4, 1, 1],
@@ -94,7 +101,27 @@ async fn local_archive_shows_its_ops_and_a_bad_file_says_why() -> Result<()> {
     // Selecting a launch decodes its parameters per the kernel's layout, pointers as regions.
     b.client.find(fantoccini::Locator::Css("#ops-rows .row[data-op='3']")).await?.click().await?;
     let detail = b.text("#op-detail").await?;
-    assert!(detail.contains("&x+0") && detail.contains("&y+0") && detail.contains("1f"), "detail: {detail}");
+    assert!(detail.contains("&x+0") && detail.contains("&y+0"), "detail: {detail}");
+    // Values read as the entry declares them: the f32 a float, the u32 an integer (not 1.4e-42).
+    let values = b
+        .client
+        .execute(
+            "return [...document.querySelectorAll('#op-detail table.params tbody tr')].map(r => [...r.cells].map(c => c.textContent))",
+            vec![],
+        )
+        .await?;
+    let rows: Vec<Vec<String>> = serde_json::from_value(values)?;
+    let row = |name: &str| rows.iter().find(|r| r[0] == name).cloned().unwrap_or_default();
+    assert_eq!(row("a"), ["a", ".f32", "16", "4", "1.0"], "{rows:?}");
+    assert_eq!(row("n"), ["n", ".u32", "20", "4", "1024"], "{rows:?}");
+    // The tabs say what they are, with no digit that could read as a count.
+    let tabs = b
+        .client
+        .execute("return [...document.querySelectorAll('#tabs [data-tab]')].map(t => t.textContent)", vec![])
+        .await?;
+    assert_eq!(tabs, serde_json::json!(["Ops", "Kernels", "Regions", "Bindings", "Graph", "Replay"]));
+    let title = b.client.find(fantoccini::Locator::Css("#tabs [data-tab='kernels']")).await?.attr("title").await?;
+    assert_eq!(title.as_deref(), Some("Kernels: press 2 to open"));
     b.screenshot("browser-op-list").await?;
 
     b.choose_file("#file-input", &bad).await?;
@@ -951,4 +978,132 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
     assert_eq!(&npy[1..6], b"NUMPY", "a kept region downloads without its archive: {link}");
     b.screenshot("browser-session-without-archive").await?;
     b.close().await
+}
+
+/// The numbers the page gives an element's attribute `attr`, for every element matching `css`.
+async fn attrs(b: &Browser, css: &str, attr: &str) -> Result<Vec<String>> {
+    let v = b
+        .client
+        .execute(
+            "return [...document.querySelectorAll(arguments[0])].map(e => e.getAttribute(arguments[1]))",
+            vec![css.into(), attr.into()],
+        )
+        .await?;
+    Ok(serde_json::from_value(v)?)
+}
+
+/// How many pixels of the minimap's canvas are drawn (not transparent).
+async fn minimap_pixels(b: &Browser) -> Result<u64> {
+    let v = b
+        .client
+        .execute(
+            "const c = document.getElementById('minimap-canvas'); \
+             const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; \
+             let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n;",
+            vec![],
+        )
+        .await?;
+    Ok(v.as_u64().unwrap_or(0))
+}
+
+/// A while body of 40 launches starts collapsed into one node that says so; a click opens it (and
+/// shows the loop in the side pane), its 40 launches then one folded chain, which opens in turn;
+/// the toggle folds the body again; a search finds the launches inside the folded body and Enter
+/// opens what hides them; expand all and fold all start over; the minimap draws the whole graph
+/// and a click on it moves the view there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_graph_folds_bodies_and_chains_and_has_a_minimap() -> Result<()> {
+    use fantoccini::actions::{InputSource, MouseActions, PointerAction, MOUSE_BUTTON_LEFT};
+    use fantoccini::Locator::Css;
+    if !browser::available("a_large_graph_folds_bodies_and_chains_and_has_a_minimap") {
+        return Ok(());
+    }
+    let root = recap_tests::repo_root();
+    assert!(root.join("web/pkg/recap_viewer_bg.wasm").exists(), "build the viewer first: cargo xtask wasm");
+    let server = recap_tests::static_server::serve(&root.join("web"))?;
+    let dir = tempfile::tempdir()?;
+    // Ops: 0 memset, 1 while { 2..=41 axpy }, 42 reduce, 43 copy.
+    let file = dir.path().join("loop.recap");
+    write_archive(&file)?;
+
+    let b = Browser::start().await?;
+    b.open(&server.url).await?;
+    b.choose_file("#file-input", &file).await?;
+    b.wait_for("#ops-rows .row", Duration::from_secs(10)).await?;
+    click(&b, "[data-tab='graph']").await?;
+    let body = b.wait_for("#graph-root .node.body.collapsed[data-node='1']", Duration::from_secs(10)).await?;
+    assert_eq!(body.attr("data-count").await?.as_deref(), Some("40"));
+    assert!(body.text().await?.contains("40 ops inside"));
+    assert_eq!(attrs(&b, "#graph-root [data-node]", "data-node").await?, ["0", "1", "42", "43"]);
+    assert!(b.text("#g-layers").await?.contains("40 ops folded"));
+
+    // The minimap: every node drawn, the view outlined.
+    let mini = b.wait_for("#minimap-canvas[data-drawn]", Duration::from_secs(1)).await?;
+    assert_eq!(mini.attr("data-drawn").await?.as_deref(), Some("4"));
+    assert!(minimap_pixels(&b).await? > 100, "the minimap is drawn");
+    let [_, _, vw, vh] = rect_of(&b, "#minimap-view").await?;
+    assert!(vw > 0.0 && vh > 0.0, "the view's outline: {vw}x{vh}");
+
+    // A click opens the body, whose 40 launches are one chain; the loop is shown in the pane.
+    click(&b, "#graph-root [data-node='1']").await?;
+    let chain =
+        b.wait_for("#graph-root .node.body[data-node='1'] .node.fold[data-fold='c2']", Duration::from_secs(5)).await?;
+    assert_eq!(chain.attr("data-count").await?.as_deref(), Some("40"));
+    assert!(chain.text().await?.contains("axpy_f32 ×40"), "{}", chain.text().await?);
+    assert!(b.text("#graph-pane").await?.contains("while"));
+    click(&b, "#graph-root [data-fold='c2']").await?;
+    b.wait_for("#graph-root .node.body[data-node='1'] [data-node='41']", Duration::from_secs(5)).await?;
+    assert_eq!(b.client.find_all(Css("#graph-root [data-node]")).await?.len(), 44);
+    assert_eq!(b.text("#g-layers").await?, "4 layers at top level");
+    assert_eq!(mini_drawn(&b).await?, 44);
+    b.screenshot("browser-graph-opened").await?;
+    // The chain's toggle folds it again, the body's toggle collapses the body.
+    click(&b, "#graph-root .fold-toggle[data-fold='c2']").await?;
+    b.wait_for("#graph-root .node.fold[data-fold='c2']", Duration::from_secs(5)).await?;
+    click(&b, "#graph-root .fold-toggle[data-fold='b1']").await?;
+    b.wait_for("#graph-root .node.body.collapsed[data-node='1']", Duration::from_secs(5)).await?;
+    assert!(b.client.find(Css("#graph-root [data-node='2']")).await.is_err());
+
+    // Search: the 40 matches are inside the collapsed body, which is marked; Enter opens the way.
+    let search = b.client.find(Css("#g-search")).await?;
+    search.send_keys("axpy").await?;
+    assert_eq!(b.text("#g-matches").await?, "40 matches, 40 folded");
+    b.wait_for("#graph-root .node.body.collapsed.match[data-node='1']", Duration::from_secs(1)).await?;
+    search.send_keys("\u{E007}").await?;
+    b.wait_for("#graph-root .node.sel.match[data-node='2']", Duration::from_secs(5)).await?;
+    assert!(b.text("#graph-pane").await?.contains("axpy_f32"));
+    // j steps to the next op, drawn already.
+    press(&b, "#graph-wrap", 'j').await?;
+    b.wait_for("#graph-root .node.sel[data-node='3']", Duration::from_secs(5)).await?;
+
+    // Fold all, then expand all.
+    click(&b, "[data-graph='fold']").await?;
+    b.wait_for("#graph-root .node.body.collapsed[data-node='1']", Duration::from_secs(5)).await?;
+    click(&b, "[data-graph='expand']").await?;
+    b.wait_for("#graph-root [data-node='41']", Duration::from_secs(5)).await?;
+    assert_eq!(attrs(&b, "#graph-svg", "data-drawn-nodes").await?, ["44"]);
+    assert!(b.client.find(Css("#graph-root .node.fold")).await.is_err(), "nothing folded");
+
+    // Zoomed in, a click on the minimap's far corner moves the view there.
+    for _ in 0..6 {
+        press(&b, "#graph-wrap", '+').await?;
+    }
+    let before = rect_of(&b, "#minimap-view").await?;
+    let [l, t, w, h] = rect_of(&b, "#minimap-canvas").await?;
+    assert!(before[3] < h, "zoomed in, the outline is shorter than the map: {before:?} in {h}");
+    let t0 = attrs(&b, "#graph-root", "transform").await?;
+    mouse_to(&b, l + w - 3.0, t + h - 3.0).await?;
+    let press_release = MouseActions::new("mouse".into())
+        .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
+        .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT });
+    b.client.perform_actions(press_release).await?;
+    let after = rect_of(&b, "#minimap-view").await?;
+    assert_ne!(attrs(&b, "#graph-root", "transform").await?, t0, "the view moved");
+    assert!(after[1] > before[1], "down towards the corner: {before:?} -> {after:?}");
+    b.screenshot("browser-graph-minimap").await?;
+    b.close().await
+}
+
+async fn mini_drawn(b: &Browser) -> Result<u64> {
+    Ok(attrs(b, "#minimap-canvas", "data-drawn").await?[0].parse()?)
 }

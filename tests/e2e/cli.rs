@@ -262,7 +262,7 @@ fn inspect_shows_nested_bodies_indented() {
     assert!(r.status.success(), "{}", text(&r.stderr));
     let shown = text(&r.stdout);
     assert!(shown.contains("\n     3  while u32 at flags+16 != 0 (at most 1000 iterations) { 6 op(s)\n"), "{shown}");
-    assert!(shown.contains("\n       4  launch step grid 2x1x1 block 128x1x1 shared 256 B (param_0=&field, param_1={16 B: &flags}, param_2=0x3f800000)\n"), "{shown}");
+    assert!(shown.contains("\n       4  launch step grid 2x1x1 block 128x1x1 shared 256 B (param_0=&field, param_1={16 B: &flags}, param_2=1.0)\n"), "{shown}");
     assert!(shown.contains("\n         6  copy 64 B counts+0 -> tmp+64\n"), "{shown}");
     assert!(shown.contains("cubin sm_90"), "{shown}");
     assert!(shown.contains("pointers inside regions (1)\n  flags+0 -> counts+64"), "{shown}");
@@ -385,4 +385,110 @@ fn a_cases_shape_hint_makes_its_buffers_2d_and_a_wrong_one_is_refused_by_name() 
     assert!(!import.status.success());
     let err = text(&import.stderr);
     assert!(err.contains("shape") && err.contains("[61, 70]") && err.contains("4200 elements"), "{err}");
+}
+
+/// `inspect` reads a launch's values as the kernel's `.entry` declares them: a `u32` is an integer
+/// (1024, not the denormal float its bits make), an `f32` a float, an `s32` signed; the kernel list
+/// names each parameter's declared type.
+#[test]
+fn inspect_shows_parameter_values_by_their_declared_type() {
+    use shared::archive::*;
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\
+               .visible .entry k(.param .u64 x, .param .u32 n, .param .f32 a, .param .s32 d)\n{\nret;\n}\n";
+    let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+    let m = w.add_module("m", ptx).unwrap();
+    let layout = shared::ptx::signature::entry_params(ptx, "k").unwrap();
+    let k = w.add_kernel(m, "k", layout.iter().enumerate().map(|(i, p)| p.decl(i == 0)).collect()).unwrap();
+    let x = w.add_region(RegionDecl::new("x", 64, DType::F32)).unwrap();
+    let mut params = vec![0u8; 20];
+    params[8..12].copy_from_slice(&1024u32.to_le_bytes());
+    params[12..16].copy_from_slice(&0.5f32.to_le_bytes());
+    params[16..20].copy_from_slice(&(-7i32).to_le_bytes());
+    w.launch(LaunchDecl {
+        kernel: k,
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        shared_bytes: 0,
+        params,
+        relocs: vec![Reloc { offset: 0, target: x, target_offset: 0 }],
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("typed.recap");
+    std::fs::write(&file, w.finish().unwrap().into_inner()).unwrap();
+    let r = recap(&[&"inspect", &file]);
+    let shown = text(&r.stdout);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    assert!(shown.contains("launch k grid 1x1x1 block 32x1x1 (x=&x, n=1024, a=0.5, d=-7)"), "{shown}");
+    assert!(shown.contains("value   .u32   n\n"), "{shown}");
+    let json = text(&recap(&[&"inspect", &file, &"--json"]).stdout);
+    let kernel: Value =
+        json.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).find(|v| v["type"] == "kernel").unwrap();
+    assert_eq!(kernel["param_types"], serde_json::json!(["u64", "u32", "f32", "s32"]));
+}
+
+/// `recap bench cuda` where it cannot measure a GPU says so in one line and sends the user to what
+/// exists: every `--option` it names is one of `recap replay`'s, every file it names is in the
+/// repository.
+#[test]
+fn bench_without_a_gpu_names_options_and_files_that_exist() {
+    let root = recap_tests::repo_root();
+    let mut said = vec![text(&recap(&[&"bench", &"cuda", &"--device", &"cpu"]).stderr)];
+    if matches!(recap::cuda::Device::open(0), Err(recap::cuda::OpenError::NoDriver)) {
+        let out = recap(&[&"bench", &"cuda"]);
+        assert!(!out.status.success());
+        let err = text(&out.stderr);
+        assert!(err.contains("no CUDA driver found"), "{err}");
+        said.push(err);
+    } else {
+        println!("a CUDA driver is present: only the --device cpu message is checked");
+    }
+    let replay_help = text(&recap(&[&"replay", &"--help"]).stdout);
+    for err in said {
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("bench/cpu/dispatch.sh"), "{err}");
+        for word in err.split(|c: char| c.is_whitespace() || "`(),;".contains(c)) {
+            if let Some(option) = word.strip_prefix("--") {
+                assert!(
+                    replay_help.contains(&format!("--{option}")),
+                    "`--{option}` of {err:?} is no option of recap replay"
+                );
+            }
+            if word.contains('/') || word.ends_with(".md") {
+                assert!(root.join(word).exists(), "{word} of {err:?} is not in the repository");
+            }
+        }
+    }
+}
+
+/// The README's way onto the PATH: `cargo install --path native-host` installs `recap` alone, and
+/// `recap capture` from such a binary, with no interposer beside it, says which file is missing and
+/// the command that builds it, which the README shows too.
+#[test]
+fn an_installed_binary_without_the_interposer_says_how_to_build_it() {
+    let root = recap_tests::repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let build = "cargo build --release -p recap-intercept";
+    for want in ["cargo install --path native-host", build, "librecap_intercept.so"] {
+        assert!(readme.contains(want), "the README lacks `{want}`");
+    }
+    let manifest = std::fs::read_to_string(root.join("native-host/Cargo.toml")).unwrap();
+    assert!(manifest.contains("name = \"recap\""), "native-host installs the recap binary");
+    // The binary alone, as `cargo install` leaves it.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("recap");
+    std::fs::copy(recap_bin(), &bin).unwrap();
+    let out = Command::new(&bin)
+        .args(["capture", "-o"])
+        .arg(dir.path().join("c.recap"))
+        .args(["--", "true"])
+        .env_remove("RECAP_INTERCEPT_LIB")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let missing = dir.path().join("librecap_intercept.so");
+    assert!(err.contains(&missing.display().to_string()) && err.contains(build), "{err}");
+    assert!(!err.trim_end().ends_with('.'), "{err}");
 }

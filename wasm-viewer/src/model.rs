@@ -1,7 +1,5 @@
 //! What the views show, computed from an archive without touching the DOM (so it is tested natively).
 
-use std::fmt::Write as _;
-
 use shared::archive::{Archive, DType, FormatError, Op, ParamKind, RegionView};
 
 self_cell::self_cell!(
@@ -218,7 +216,11 @@ pub struct ParamValue {
     pub offset: u32,
     pub size: u32,
     pub kind: ParamKind,
-    /// The value as the layout suggests (integer and float views for scalars, hex for structs).
+    /// The element type the PTX `.entry` declares (`u32`, `f32`, `b8`), empty when unknown.
+    pub ty: String,
+    /// The value as its declared type reads it (a `u32` an integer, an `f32` a float, a `.b8`
+    /// array its bytes in hex); without a declaration, an integer with a float view where the bits
+    /// make a plausible float.
     pub value: String,
     /// Pointers inside this parameter: `(offset within the parameter, "region+offset")`.
     pub pointers: Vec<(u64, String)>,
@@ -230,19 +232,18 @@ fn le_u64(b: &[u8]) -> u64 {
     u64::from_le_bytes(v)
 }
 
-fn hex(b: &[u8]) -> String {
-    let mut s = String::with_capacity(b.len() * 2);
-    for x in b {
-        let _ = write!(s, "{x:02x}");
-    }
-    s
-}
-
 /// Decodes a launch's parameter bytes per its kernel's declared layout, with its relocations.
 pub fn launch_params(a: &Archive, id: u32) -> Vec<ParamValue> {
     let Op::Launch(l) = a.op(id) else { return Vec::new() };
     let kernel = a.kernel(l.kernel);
     let relocs: Vec<_> = a.relocs(l.relocs.clone()).collect();
+    // The declared types come from the module's `.entry` (the archive keeps only the layout).
+    let declared: Vec<shared::ptx::signature::EntryParam> = a
+        .module(kernel.module)
+        .ptx_text()
+        .ok()
+        .and_then(|ptx| shared::ptx::signature::entry_params(&ptx, kernel.name).ok())
+        .unwrap_or_default();
     kernel
         .params
         .iter()
@@ -255,6 +256,7 @@ pub fn launch_params(a: &Archive, id: u32) -> Vec<ParamValue> {
                 .filter(|r| r.offset >= p.offset as u64 && r.offset < p.offset as u64 + p.size as u64)
                 .map(|r| (r.offset - p.offset as u64, format!("{}+{}", region_name(a, r.target), r.target_offset)))
                 .collect();
+            let ty = declared.iter().find(|d| d.offset == p.offset && d.size == p.size).map(|d| d.ty.clone());
             let value = if bytes.len() < p.size as usize {
                 format!("missing (parameter bytes end at {})", l.params.len())
             } else if p.kind == ParamKind::Pointer || (p.size == 8 && pointers.iter().any(|(o, _)| *o == 0)) {
@@ -264,21 +266,10 @@ pub fn launch_params(a: &Archive, id: u32) -> Vec<ParamValue> {
                     None => format!("0x{:x} (no relocation)", le_u64(bytes)),
                 }
             } else {
-                match p.size {
-                    1 => format!("{}", bytes[0]),
-                    2 => format!("{}", u16::from_le_bytes([bytes[0], bytes[1]])),
-                    4 => {
-                        let u = u32::from_le_bytes(bytes.try_into().unwrap());
-                        format!("{} | {}f", u as i32, f32::from_bits(u))
-                    }
-                    8 => {
-                        let u = le_u64(bytes);
-                        format!("{} | {}", u as i64, f64::from_bits(u))
-                    }
-                    _ => hex(bytes),
-                }
+                shared::ptx::signature::format_value(ty.as_deref(), bytes)
             };
-            ParamValue { name: p.name.clone(), offset: p.offset, size: p.size, kind: p.kind, value, pointers }
+            let ty = ty.unwrap_or_default();
+            ParamValue { name: p.name.clone(), offset: p.offset, size: p.size, kind: p.kind, ty, value, pointers }
         })
         .collect()
 }
@@ -451,7 +442,36 @@ mod tests {
         assert_eq!(f.apply(a), vec![2]);
         let p = launch_params(a, 1);
         assert_eq!(p[0].value, "&x+0");
-        assert_eq!(p[1].value, format!("{} | 2.5f", 2.5f32.to_bits() as i32));
+        assert_eq!(p[1].value, format!("{} (as f32: 2.5)", 2.5f32.to_bits()), "no declaration: untyped bits");
+    }
+
+    #[test]
+    fn params_read_as_the_entry_declares_them() {
+        let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 x, .param .u32 n, .param .f32 a, .param .s32 d)\n{\nret;\n}\n";
+        let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+        let m = w.add_module("m", ptx).unwrap();
+        let layout = shared::ptx::signature::entry_params(ptx, "k").unwrap();
+        let decls = layout.iter().enumerate().map(|(i, p)| p.decl(i == 0)).collect();
+        let k = w.add_kernel(m, "k", decls).unwrap();
+        let x = w.add_region(RegionDecl::new("x", 64, DType::F32)).unwrap();
+        let mut params = vec![0u8; 20];
+        params[8..12].copy_from_slice(&1024u32.to_le_bytes());
+        params[12..16].copy_from_slice(&0.5f32.to_le_bytes());
+        params[16..20].copy_from_slice(&(-7i32).to_le_bytes());
+        w.launch(LaunchDecl {
+            kernel: k,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            shared_bytes: 0,
+            params,
+            relocs: vec![Reloc { offset: 0, target: x, target_offset: 0 }],
+        })
+        .unwrap();
+        let loaded = LoadedArchive::load(w.finish().unwrap().into_inner()).unwrap();
+        let p = launch_params(loaded.archive(), 0);
+        let got: Vec<(&str, &str)> = p.iter().map(|p| (p.ty.as_str(), p.value.as_str())).collect();
+        // 1024 is an integer, not the denormal float its bits would make.
+        assert_eq!(got, [("u64", "&x+0"), ("u32", "1024"), ("f32", "0.5"), ("s32", "-7")]);
     }
 
     #[test]

@@ -42,16 +42,22 @@ pub enum What {
     },
 }
 
+/// Where a machine without a GPU is sent: scripts of this repository, not options of this command.
+const CPU_BENCHMARKS: &str = "the CPU replay's benchmarks are bench/cpu/dispatch.sh and bench/native/run.sh \
+                              (BENCHMARKS.md), and `recap replay FILE --device cpu --iterations N` times one archive";
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
         What::Cuda { device, reps, json, ptx, kernel, cubin, only } => {
             let Some(ordinal) = recap::cuda::parse_device(&device) else {
+                if device == "cpu" {
+                    bail!("`recap bench cuda` measures a GPU, not the CPU: {CPU_BENCHMARKS}");
+                }
                 bail!("unknown device {device:?}: expected cuda or cuda:N");
             };
             let dev = match recap::cuda::Device::open(ordinal) {
                 Err(recap::cuda::OpenError::NoDriver) => bail!(
-                    "no CUDA driver found (libcuda.so could not be loaded): `recap bench cuda` measures a GPU; the CPU replay's \
-                     benchmarks are bench/cpu/dispatch.sh and bench/native/run.sh (BENCHMARKS.md)"
+                    "no CUDA driver found (libcuda.so could not be loaded): `recap bench cuda` measures a GPU; {CPU_BENCHMARKS}"
                 ),
                 other => other?,
             };

@@ -165,7 +165,8 @@ fn interposer() -> anyhow::Result<PathBuf> {
     let lib = exe.with_file_name("librecap_intercept.so");
     if !lib.is_file() {
         bail!(
-            "the interposer {} is missing (build it with `cargo build -p recap-intercept`, or set RECAP_INTERCEPT_LIB)",
+            "the interposer {} is missing: `cargo build --release -p recap-intercept` builds it into target/release; \
+             put librecap_intercept.so beside this binary, or point RECAP_INTERCEPT_LIB at it",
             lib.display()
         );
     }

@@ -75,8 +75,12 @@ pub fn records(a: &Archive) -> Vec<Value> {
         let cubins: Vec<Value> = m.cubins.iter().map(|(sm, c)| json!({"sm": sm, "bytes": c.len()})).collect();
         out.push(json!({"type": "module", "id": m.id, "name": m.name, "ptx_bytes": m.ptx.len(), "ptx_blake3": ptx, "cubins": cubins}));
     }
+    let types = declared_types(a);
     for k in a.kernels() {
-        out.push(json!({"type": "kernel", "id": k.id, "name": k.name, "module": k.module, "params": k.params}));
+        out.push(json!({
+            "type": "kernel", "id": k.id, "name": k.name, "module": k.module, "params": k.params,
+            "param_types": types[k.id as usize],
+        }));
     }
     for r in a.regions() {
         out.push(json!({
@@ -175,11 +179,14 @@ pub fn summary(a: &Archive) -> String {
     }
 
     let _ = writeln!(s, "\nkernels ({})", a.kernel_count());
+    let types = declared_types(a);
     for k in a.kernels() {
         let _ = writeln!(s, "  [{}] {} (module {}, {} parameter bytes)", k.id, k.name, k.module, k.params_size());
-        for p in &k.params {
+        for (p, ty) in k.params.iter().zip(&types[k.id as usize]) {
             let kind = if p.kind == ParamKind::Pointer { "pointer" } else { "value" };
-            let _ = writeln!(s, "      +{:<4} {:>4} B align {:<2} {kind:<7} {}", p.offset, p.size, p.align, p.name);
+            let ty = ty.as_deref().map(|t| format!(".{t}")).unwrap_or_default();
+            let _ =
+                writeln!(s, "      +{:<4} {:>4} B align {:<2} {kind:<7} {ty:<6} {}", p.offset, p.size, p.align, p.name);
         }
     }
 
@@ -237,8 +244,26 @@ pub fn summary(a: &Archive) -> String {
     s
 }
 
+/// Each kernel's parameters' declared element types (`u32`, `f32`), in kernel and parameter order,
+/// read from its module's `.entry`; `None` where the PTX does not declare one that matches.
+fn declared_types(a: &Archive) -> Vec<Vec<Option<String>>> {
+    let mut texts: Vec<Option<String>> = vec![None; a.module_count()];
+    a.kernels()
+        .map(|k| {
+            let text =
+                texts[k.module as usize].get_or_insert_with(|| a.module(k.module).ptx_text().unwrap_or_default());
+            let entry = shared::ptx::signature::entry_params(text, k.name).unwrap_or_default();
+            k.params
+                .iter()
+                .map(|p| entry.iter().find(|e| e.offset == p.offset && e.size == p.size).map(|e| e.ty.clone()))
+                .collect()
+        })
+        .collect()
+}
+
 /// The op list in stored (pre-order) order, bodies indented under their while/if and closed with `}`.
 fn write_ops(s: &mut String, a: &Archive) {
+    let types = declared_types(a);
     // Ends of the bodies currently open, innermost last.
     let mut open: Vec<OpId> = Vec::new();
     for id in 0..a.op_count() as OpId {
@@ -267,7 +292,8 @@ fn write_ops(s: &mut String, a: &Archive) {
                 let args: Vec<String> = k
                     .params
                     .iter()
-                    .map(|p| {
+                    .zip(&types[l.kernel as usize])
+                    .map(|(p, ty)| {
                         let short = p.name.strip_prefix(k.name).and_then(|n| n.strip_prefix('_')).unwrap_or(&p.name);
                         let (start, end) = (p.offset as u64, p.offset as u64 + p.size as u64);
                         let inside: Vec<String> = relocs
@@ -285,11 +311,8 @@ fn write_ops(s: &mut String, a: &Archive) {
                         let value = match (inside.is_empty(), p.size) {
                             (false, 8) if relocs.iter().any(|r| r.offset == start) => inside.join(""),
                             (false, _) => format!("{{{} B: {}}}", p.size, inside.join(", ")),
-                            (true, 1 | 2 | 4 | 8) => {
-                                let mut le = [0u8; 8];
-                                le[..bytes.len()].copy_from_slice(bytes);
-                                format!("{:#x}", u64::from_le_bytes(le))
-                            }
+                            // Values as their declared type reads them (a u32 an integer, an f32 a float).
+                            (true, n) if n <= 32 => shared::ptx::signature::format_value(ty.as_deref(), bytes),
                             (true, n) => format!("{{{n} B}}"),
                         };
                         format!("{short}={value}")

@@ -16,6 +16,10 @@ pub struct EntryParam {
     pub align: u32,
     /// Declared with `.ptr` (Triton marks its pointer parameters this way).
     pub ptr_annotated: bool,
+    /// The declared element type without its dot: `u32`, `f32`, `b8`.
+    pub ty: String,
+    /// Elements of an array parameter (`.b8 p[24]` has 24); 1 for a scalar.
+    pub count: u32,
 }
 
 impl EntryParam {
@@ -75,7 +79,7 @@ fn parse_param(decl: &str, prev_end: u32) -> Result<EntryParam, String> {
         return Err("does not start with .param".into());
     }
     let mut align: Option<u32> = None;
-    let mut elem: Option<u32> = None;
+    let mut elem: Option<(u32, &str)> = None;
     let mut ptr_annotated = false;
     let mut name = None;
     while let Some(tok) = tokens.next() {
@@ -94,7 +98,7 @@ fn parse_param(decl: &str, prev_end: u32) -> Result<EntryParam, String> {
             ".ptr" => ptr_annotated = true,
             ".global" | ".shared" | ".const" | ".local" => {}
             t if t.starts_with('.') => {
-                elem = Some(type_size(t).ok_or_else(|| format!("unknown type {t}"))?);
+                elem = Some((type_size(t).ok_or_else(|| format!("unknown type {t}"))?, &t[1..]));
             }
             t => {
                 name = Some(t.to_string());
@@ -106,7 +110,7 @@ fn parse_param(decl: &str, prev_end: u32) -> Result<EntryParam, String> {
         return Err(format!("unexpected {extra:?} after the name"));
     }
     let name = name.ok_or("no parameter name")?;
-    let elem = elem.ok_or("no type")?;
+    let (elem, ty) = elem.ok_or("no type")?;
     let (name, count) = match name.split_once('[') {
         Some((base, rest)) => {
             let n = rest.strip_suffix(']').ok_or("unclosed array size")?;
@@ -118,7 +122,7 @@ fn parse_param(decl: &str, prev_end: u32) -> Result<EntryParam, String> {
     let align = align.unwrap_or(elem);
     let size = elem.checked_mul(count).ok_or("parameter size overflows")?;
     let offset = prev_end.div_ceil(align) * align;
-    Ok(EntryParam { name, offset, size, align, ptr_annotated })
+    Ok(EntryParam { name, offset, size, align, ptr_annotated, ty: ty.to_string(), count })
 }
 
 fn type_size(t: &str) -> Option<u32> {
@@ -129,6 +133,84 @@ fn type_size(t: &str) -> Option<u32> {
         ".b64" | ".u64" | ".s64" | ".f64" => 8,
         _ => return None,
     })
+}
+
+/// A parameter's value as its declared type reads it: integers as integers (a `u32` is never
+/// shown as a float), floats as floats, `.b8` arrays (structs) as their bytes in hex. `ty` is the
+/// element type without its dot (`u32`); `None` (no declaration known) reads the bytes as untyped.
+pub fn format_value(ty: Option<&str>, bytes: &[u8]) -> String {
+    let untyped = match bytes.len() {
+        1 => "b8",
+        2 => "b16",
+        4 => "b32",
+        8 => "b64",
+        _ => "b8",
+    };
+    let ty = ty.unwrap_or(untyped);
+    let Some(width) = type_size(&format!(".{ty}")).map(|w| w as usize) else { return hex_bytes(bytes) };
+    if bytes.len() == width {
+        return scalar(ty, bytes);
+    }
+    if width > 1 && bytes.len().is_multiple_of(width) && bytes.len() / width <= 16 {
+        let items: Vec<String> = bytes.chunks(width).map(|c| scalar(ty, c)).collect();
+        return format!("[{}]", items.join(", "));
+    }
+    hex_bytes(bytes)
+}
+
+/// `0x` and the bytes in memory order.
+fn hex_bytes(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(2 + 2 * bytes.len());
+    s.push_str("0x");
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// A float as it would be written: shortest round-trip digits, `1.0`, `2.5e-8`.
+fn float(v: impl std::fmt::Debug) -> String {
+    format!("{v:?}")
+}
+
+/// One element of `width` bytes (the type's) as `ty` reads it.
+fn scalar(ty: &str, b: &[u8]) -> String {
+    let mut le = [0u8; 8];
+    le[..b.len()].copy_from_slice(b);
+    let u = u64::from_le_bytes(le);
+    let bits = 8 * b.len() as u32;
+    let signed = if bits == 64 { u as i64 } else { ((u << (64 - bits)) as i64) >> (64 - bits) };
+    let half = |h: u16| half::f16::from_bits(h).to_f32();
+    let bhalf = |h: u16| half::bf16::from_bits(h).to_f32();
+    match ty {
+        "u8" | "u16" | "u32" | "u64" => u.to_string(),
+        "s8" | "s16" | "s32" | "s64" => signed.to_string(),
+        "f32" => float(f32::from_bits(u as u32)),
+        "f64" => float(f64::from_bits(u)),
+        "f16" => float(half(u as u16)),
+        "bf16" => float(bhalf(u as u16)),
+        "f16x2" => format!("({}, {})", float(half(u as u16)), float(half((u >> 16) as u16))),
+        "bf16x2" => format!("({}, {})", float(bhalf(u as u16)), float(bhalf((u >> 16) as u16))),
+        // Untyped bits: the integer, and the float they make where that is a plausible one (a
+        // small integer's bits are a denormal float, which no one means).
+        "b32" => {
+            let f = f32::from_bits(u as u32);
+            if f.is_normal() && (1e-6..=1e9).contains(&f.abs()) {
+                format!("{u} (as f32: {})", float(f))
+            } else {
+                u.to_string()
+            }
+        }
+        "b64" => {
+            let f = f64::from_bits(u);
+            if f.is_normal() && (1e-12..=1e15).contains(&f.abs()) {
+                format!("{u} (as f64: {})", float(f))
+            } else {
+                u.to_string()
+            }
+        }
+        _ => u.to_string(),
+    }
 }
 
 /// The names of every `.entry` the PTX declares, in order.
@@ -174,6 +256,32 @@ mod tests {
         assert_eq!(p.iter().map(|p| (p.offset, p.size)).collect::<Vec<_>>(), [(0, 2), (8, 8)]);
         assert!(entry_params(ptx, "nope").unwrap_err().contains("no .entry named nope"));
         assert!(entry_params(".entry e(.param .u99 x)", "e").unwrap_err().contains("unknown type .u99"));
+    }
+
+    #[test]
+    fn values_read_as_their_declared_type() {
+        let ptx = ".entry k(.param .u32 n, .param .s32 d, .param .f32 a, .param .f64 b, .param .u64 big, \
+                   .param .f16 h, .param .align 4 .b8 s[8], .param .b32 raw, .param .b32 rawf)\n{}";
+        let p = entry_params(ptx, "k").unwrap();
+        let ty: Vec<&str> = p.iter().map(|p| p.ty.as_str()).collect();
+        assert_eq!(ty, ["u32", "s32", "f32", "f64", "u64", "f16", "b8", "b32", "b32"]);
+        assert_eq!(p[6].count, 8);
+        let v = |i: usize, b: &[u8]| format_value(Some(&p[i].ty), b);
+        // 1024 as a u32 is 1024, never the denormal 1.4e-42.
+        assert_eq!(v(0, &1024u32.to_le_bytes()), "1024");
+        assert_eq!(v(1, &(-3i32).to_le_bytes()), "-3");
+        assert_eq!(v(2, &2.5f32.to_le_bytes()), "2.5");
+        assert_eq!(v(3, &1e-300f64.to_le_bytes()), "1e-300");
+        assert_eq!(v(4, &u64::MAX.to_le_bytes()), u64::MAX.to_string());
+        assert_eq!(v(5, &half::f16::from_f32(0.5).to_bits().to_le_bytes()), "0.5");
+        assert_eq!(v(6, &[1, 0, 0, 0, 0xff, 0, 0, 0]), "0x01000000ff000000");
+        assert_eq!(v(7, &7u32.to_le_bytes()), "7");
+        assert_eq!(v(8, &1.0f32.to_le_bytes()), "1065353216 (as f32: 1.0)");
+        // Without a declaration: by size, integers first.
+        assert_eq!(format_value(None, &1024u32.to_le_bytes()), "1024");
+        assert_eq!(format_value(None, &0.25f32.to_le_bytes()), "1048576000 (as f32: 0.25)");
+        assert_eq!(format_value(None, &[1, 2, 3]), "0x010203");
+        assert_eq!(format_value(Some("u16"), &[1, 0, 2, 0]), "[1, 2]");
     }
 
     #[test]

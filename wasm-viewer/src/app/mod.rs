@@ -622,18 +622,20 @@ pub fn show_tab(tab: Tab) {
             .history()
             .and_then(|h| h.replace_state_with_url(&JsValue::NULL, "", Some(&format!("#{}", tab.name()))));
     }
+    // The label alone: a digit beside "Kernels" would read as how many there are. The key that
+    // opens a tab is in its tooltip and its aria-keyshortcuts.
     let mut html = String::new();
     for (i, t) in Tab::ALL.into_iter().enumerate() {
         let on = t == tab;
         let _ = write!(
             html,
-            r#"<button role="tab" data-tab="{}" aria-selected="{on}" class="{}" title="{} (key {})">{}<kbd>{}</kbd></button>"#,
+            r#"<button role="tab" data-tab="{}" aria-selected="{on}" class="{}" title="{}: press {} to open" aria-keyshortcuts="{}">{}</button>"#,
             t.name(),
             if on { "on" } else { "" },
             t.label(),
             i + 1,
+            i + 1,
             t.label(),
-            i + 1
         );
     }
     set_html("tabs", &html);

@@ -154,7 +154,7 @@ pub fn detail_html(a: &shared::archive::Archive, id: u32) -> String {
             l.shared_bytes,
             l.params.len()
         );
-        h.push_str(r#"<table class="params"><thead><tr><th>param</th><th>offset</th><th>size</th><th>value</th></tr></thead><tbody>"#);
+        h.push_str(r#"<table class="params"><thead><tr><th>param</th><th>type</th><th>offset</th><th>size</th><th>value</th></tr></thead><tbody>"#);
         for p in model::launch_params(a, id) {
             let mut ptrs = String::new();
             if p.kind == shared::archive::ParamKind::Value {
@@ -164,8 +164,9 @@ pub fn detail_html(a: &shared::archive::Archive, id: u32) -> String {
             }
             let _ = write!(
                 h,
-                r#"<tr><td class="mono">{}</td><td>{}</td><td>{}</td><td class="mono val">{}{ptrs}</td></tr>"#,
+                r#"<tr><td class="mono">{}</td><td class="mono ty">{}</td><td>{}</td><td>{}</td><td class="mono val">{}{ptrs}</td></tr>"#,
                 esc(&p.name),
+                if p.ty.is_empty() { String::new() } else { format!(".{}", esc(&p.ty)) },
                 p.offset,
                 p.size,
                 esc(&p.value)
