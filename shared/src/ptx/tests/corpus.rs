@@ -172,6 +172,8 @@ fn compare(got: &[u8], exp: &[u8], dtype: &str, tol: &Value) -> Result<(), Strin
         match dtype {
             "f32" => b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
             "f64" => b.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            "f16" => b.chunks(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64()).collect(),
+            "bf16" => b.chunks(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64()).collect(),
             _ => panic!("dtype {dtype}"),
         }
     };
