@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use recap_tests::{cdylib, recap_bin};
 use serde_json::Value;
 
-use crate::cpudriver::Program;
+use crate::cpudriver::{text, Program};
 
 /// Runs `recap capture ARGS -- PROGRAM PROGRAM_ARGS` against the CPU driver.
 fn capture(program: &Program, args: &[&str], program_args: &[&str]) -> Output {
@@ -24,10 +24,6 @@ fn capture(program: &Program, args: &[&str], program_args: &[&str]) -> Output {
         .current_dir(program.dir())
         .output()
         .expect("running recap capture")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Captures with `--json` and returns the report; the program's own `ok` line must be there too.

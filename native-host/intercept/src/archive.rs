@@ -70,29 +70,17 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
     for (k, kernel) in rec.kernels.iter().enumerate() {
         let image = &st.modules[kernel.module];
         let parsed = image.parsed();
-        let mut cubin_sms = Vec::new();
-        if let Some(p) = parsed {
-            for (sm, _) in &p.cubins {
-                let sm = if *sm == 0 { rec.sm } else { *sm };
-                if sm == rec.sm && !cubin_sms.contains(&sm) {
-                    cubin_sms.push(sm);
-                }
-            }
-        }
+        // The machine code kept: the cubin for the capture GPU's architecture (a bare cubin, sm 0,
+        // is for the GPU it was loaded on), at most one.
+        let cubin = parsed
+            .and_then(|p| p.cubins.iter().find(|(sm, _)| *sm == rec.sm || *sm == 0).map(|(_, bytes)| bytes.as_slice()));
         let module = match modules.get(&kernel.module) {
             Some(&m) => m,
             None => {
                 let ptx = parsed.and_then(|p| p.ptx.as_deref()).unwrap_or("");
                 let m = w.add_module(&format!("module{}", kernel.module), ptx).map_err(err)?;
-                if let Some(p) = parsed {
-                    let mut added = Vec::new();
-                    for (sm, cubin) in &p.cubins {
-                        let sm = if *sm == 0 { rec.sm } else { *sm };
-                        if sm == rec.sm && !added.contains(&sm) {
-                            w.add_cubin(m, sm, cubin).map_err(err)?;
-                            added.push(sm);
-                        }
-                    }
+                if let Some(cubin) = cubin {
+                    w.add_cubin(m, rec.sm, cubin).map_err(err)?;
                 }
                 modules.insert(kernel.module, m);
                 m
@@ -122,7 +110,7 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
             launches: kernel.launches,
             ptx: parsed.is_some_and(|p| p.ptx.is_some()),
             ptx_from: parsed.map_or_else(|| "none: the image could not be read".into(), |p| p.ptx_from.clone()),
-            cubins: cubin_sms,
+            cubins: cubin.map(|_| rec.sm).into_iter().collect(),
             layout_from: kernel.layout.from.to_string(),
         });
     }

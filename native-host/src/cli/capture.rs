@@ -14,6 +14,8 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, Context};
 use shared::capture::{env, Range, Report};
 
+use super::inspect::human;
+
 /// Record a CUDA program's work into an archive
 #[derive(Clone, Debug, clap::Args)]
 #[command(after_help = "Examples:\n  recap capture -o step.recap -- python train.py\n  \
@@ -132,8 +134,8 @@ fn print_summary(r: &Report) {
     println!(
         "  regions: {}, {} snapshotted, {} uploaded",
         r.regions,
-        human_bytes(r.bytes_snapshotted),
-        human_bytes(r.upload_bytes)
+        human(r.bytes_snapshotted),
+        human(r.upload_bytes)
     );
     if !r.passed_through.is_empty() {
         let calls: Vec<String> = r.passed_through.iter().map(|(k, n)| format!("{k} x{n}")).collect();
@@ -144,15 +146,6 @@ fn print_summary(r: &Report) {
     }
     for note in &r.notes {
         println!("  note: {note}");
-    }
-}
-
-fn human_bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} B"),
     }
 }
 

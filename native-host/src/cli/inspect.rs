@@ -36,7 +36,8 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-fn human(bytes: u64) -> String {
+/// A byte count for people: `1.5 MiB`.
+pub(crate) fn human(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
         b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
