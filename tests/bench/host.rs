@@ -1,15 +1,16 @@
-//! Host benchmarks: `cargo bench -p recap-tests --bench host [-- upload|viewers] [--size-mib N] [--viewers N]`.
+//! Host benchmarks: `cargo bench -p recap-tests --bench host [-- upload|viewers|bursts] [--size-mib N] [--upload-rounds N] [--viewers N] [--rounds N]`.
 //!
-//! - `upload`: a 1 GiB archive uploaded over loopback to a real `recap serve`, against `cp` of the
-//!   same file (and `cp` plus fsync, which is what the host does), with the host's resident memory
-//!   sampled from `/proc/PID/status` during the upload.
+//! - `upload`: a 1 GiB archive posted by curl over loopback, in turn to the floor (a server that only
+//!   writes what it receives to a file and fsyncs it), to a real `recap serve` on its embedded store,
+//!   and to one whose blobs are in S3 (where the cluster's servers can start); `cp` and `cp` plus
+//!   fsync of the same file beside them, and the host's resident memory sampled from
+//!   `/proc/PID/status` during each upload.
 //! - `viewers`: 50 WebSocket viewers on one session: every message must reach every viewer; the
 //!   latency of each (receive time minus the host's `time_us` stamp) is reported as p50/p99/max.
 //! - `bursts`: the host's resident memory, sampled every 5 ms, through ten bursts of 200 parallel
 //!   62 KB uploads, then four parallel JSON requests of 240 MB and four of 60 MB: the peak, what is
 //!   left a second after each burst, and what is left once the host has been idle for five seconds.
 
-use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,37 +19,6 @@ use recap_tests::server::Server;
 use serde_json::Value;
 use shared::archive::{ArchiveWriter, DType, MemsetOp, RegionDecl};
 use tokio_tungstenite::tungstenite::Message;
-
-/// Incompressible bytes without holding them: xorshift64 as a `Read`.
-struct Noise {
-    state: u64,
-    left: u64,
-}
-
-impl Read for Noise {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = (buf.len() as u64).min(self.left) as usize / 8 * 8;
-        let n = if n == 0 { (buf.len() as u64).min(self.left) as usize } else { n };
-        for chunk in buf[..n].chunks_mut(8) {
-            self.state ^= self.state << 13;
-            self.state ^= self.state >> 7;
-            self.state ^= self.state << 17;
-            let b = self.state.to_le_bytes();
-            chunk.copy_from_slice(&b[..chunk.len()]);
-        }
-        self.left -= n as u64;
-        Ok(n)
-    }
-}
-
-fn write_archive(path: &Path, size: u64) {
-    let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
-    let mut w = ArchiveWriter::new(file).unwrap();
-    let r = w.add_region(RegionDecl::new("payload", size, DType::U8)).unwrap();
-    w.set_initial(r, &mut Noise { state: 0x2545_f491_4f6c_dd1d, left: size }).unwrap();
-    w.memset(MemsetOp { region: r, offset: 0, len: 8, width: 8, pattern: 7 }).unwrap();
-    w.finish().unwrap();
-}
 
 /// `(VmRSS, VmHWM)` of a process in bytes.
 fn rss(pid: u32) -> (u64, u64) {
@@ -75,14 +45,102 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
-async fn bench_upload(size_mib: u64) {
+/// The floor an upload is held to: a server that only writes what it receives to a file and
+/// fsyncs it (no hashing, no validation), behind the same HTTP stack and loopback as the host. Its
+/// address; it serves until the process ends.
+async fn start_sink(dir: &Path) -> String {
+    use axum::{body::Body, http::StatusCode, routing::post, Router};
+    let target = dir.join("sink.bin");
+    let app = Router::new().route(
+        "/upload",
+        post(move |body: Body| {
+            let target = target.clone();
+            async move {
+                use tokio::io::AsyncWriteExt;
+                let mut file = tokio::fs::File::create(&target).await.map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
+                file.set_max_buf_size(4 << 20);
+                let mut stream = body.into_data_stream();
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk.map_err(|_| StatusCode::BAD_REQUEST)?;
+                    file.write_all(&chunk).await.map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
+                }
+                file.flush().await.map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
+                file.sync_all().await.map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
+                Ok::<_, StatusCode>(StatusCode::CREATED)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/upload")
+}
+
+/// Posts `file` to `url` with curl, streamed from the file (`-T`, without `Expect: 100-continue`):
+/// the status and the seconds it took.
+async fn curl_upload(file: &Path, url: &str) -> (u16, f64) {
+    let t = Instant::now();
+    let out = tokio::process::Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+        .args(["-H", "content-type: application/octet-stream", "-H", "Expect:", "-T"])
+        .arg(file)
+        .arg(url)
+        .output()
+        .await
+        .expect("running curl");
+    let secs = t.elapsed().as_secs_f64();
+    assert!(out.status.success(), "curl: {}", String::from_utf8_lossy(&out.stderr));
+    (String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0), secs)
+}
+
+/// Samples a process's resident memory every 10 ms until the returned flag is cleared; the thread
+/// answers `(peak VmRSS, peak RssAnon)`.
+fn sample_memory(pid: u32) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<(u64, u64)>) {
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flag = sampling.clone();
+    let sampler = std::thread::spawn(move || {
+        let (mut peak, mut peak_anon) = (0, 0);
+        while flag.load(std::sync::atomic::Ordering::Relaxed) {
+            let (rss, _, anon) = memory(pid);
+            peak = peak.max(rss);
+            peak_anon = peak_anon.max(anon);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (peak, peak_anon)
+    });
+    (sampling, sampler)
+}
+
+/// One upload of `src` to a real `recap serve` with `args`, through curl: seconds, and the host's
+/// memory (RSS before, peak sampled, VmHWM, RssAnon peak).
+async fn host_upload(dir: &Path, src: &Path, args: &[&str]) -> (f64, [u64; 4], Server) {
+    let len = std::fs::metadata(src).unwrap().len();
+    let max = (len + 1).to_string();
+    let mut all = vec!["--max-upload", &max];
+    all.extend_from_slice(args);
+    let server = Server::start(dir, &all);
+    let pid = server.pid();
+    let (rss_before, _) = rss(pid);
+    let (sampling, sampler) = sample_memory(pid);
+    let (status, secs) = curl_upload(src, &format!("{}/api/archives?name=big", server.url)).await;
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (peak, anon_peak) = sampler.join().unwrap();
+    let (_, hwm) = rss(pid);
+    assert_eq!(status, 201, "upload refused; host log:\n{}", server.log_text());
+    (secs, [rss_before, peak, hwm, anon_peak], server)
+}
+
+/// A 1 GiB upload, `rounds` times in turn: to the floor (curl to a server that only writes and
+/// fsyncs), to the embedded host (files and SQLite), and, where the cluster's servers can start, to
+/// a host whose blobs are in S3. `cp` and `cp` + fsync of the same file are printed beside them.
+async fn bench_upload(size_mib: u64, rounds: u64) {
     let dir = tempfile::Builder::new().prefix("recap-bench-").tempdir_in(std::env::temp_dir()).unwrap();
     let src = dir.path().join("big.recap");
     let t = Instant::now();
-    write_archive(&src, size_mib << 20);
+    recap_tests::write_noise_archive(&src, size_mib << 20, 0x2545_f491_4f6c_dd1d);
     let len = std::fs::metadata(&src).unwrap().len();
     println!("upload: archive of {:.0} MiB written in {:.2}s", mib(len), t.elapsed().as_secs_f64());
-    // Both sides read the source from the page cache: it was just written.
+    // Every side reads the source from the page cache: it was just written.
 
     let dst = dir.path().join("copy.recap");
     let t = Instant::now();
@@ -96,65 +154,91 @@ async fn bench_upload(size_mib: u64) {
     std::fs::File::open(&dst).unwrap().sync_all().unwrap();
     let cp_sync = t.elapsed().as_secs_f64();
     std::fs::remove_file(&dst).unwrap();
-
-    let server = Server::start(&dir.path().join("data"), &["--max-upload", &(len + 1).to_string()]);
-    let pid = server.pid();
-    let (rss_before, _) = rss(pid);
-    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let sampler = {
-        let sampling = sampling.clone();
-        std::thread::spawn(move || {
-            let (mut peak, mut peak_anon) = (0, 0);
-            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
-                let (rss, _, anon) = memory(pid);
-                peak = peak.max(rss);
-                peak_anon = peak_anon.max(anon);
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            (peak, peak_anon)
-        })
-    };
-    let file = tokio::fs::File::open(&src).await.unwrap();
-    let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20));
-    let t = Instant::now();
-    let res = reqwest::Client::new()
-        .post(format!("{}/api/archives?name=big", server.url))
-        .header("content-type", "application/octet-stream")
-        .header("Content-Length", len)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    let upload = t.elapsed().as_secs_f64();
-    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
-    let (sampled_peak, anon_peak) = sampler.join().unwrap();
-    let (_, hwm) = rss(pid);
-    assert_eq!(status, 201, "{}", res.text().await.unwrap_or_default());
     println!(
         "upload: cp {cp:.2}s ({:.0} MiB/s); cp + fsync {cp_sync:.2}s ({:.0} MiB/s)",
         mib(len) / cp,
         mib(len) / cp_sync
     );
-    println!(
-        "upload: host {upload:.2}s ({:.0} MiB/s, incl. hashing, full validation, fsync, rename; load {}) = {:.2}x cp, {:.2}x cp + fsync",
-        mib(len) / upload,
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
-        cp / upload,
-        cp_sync / upload
-    );
-    println!(
-        "upload: host RSS {:.1} MiB before, {:.1} MiB peak sampled every 10 ms, VmHWM {:.1} MiB; anonymous (RssAnon) peak {:.1} MiB",
-        mib(rss_before),
-        mib(sampled_peak),
-        mib(hwm),
-        mib(anon_peak)
-    );
-    for line in server.log_text().lines().filter(|l| l.contains("validated and synced") || l.contains("archive stored"))
-    {
-        println!("upload: host log: {}", line.trim());
+
+    let sink = start_sink(dir.path()).await;
+    let backing = recap_tests::cluster::Backing::start(&dir.path().join("cluster"), "upload (S3 path)");
+    let load =
+        || std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split(' ').next().unwrap_or("").to_string();
+    let (mut floors, mut hosts, mut s3s) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        let (status, floor) = curl_upload(&src, &sink).await;
+        assert_eq!(status, 201);
+        std::fs::remove_file(dir.path().join("sink.bin")).unwrap();
+        floors.push(floor);
+        println!(
+            "upload: round {round}: floor (curl -> write + fsync) {floor:.2}s ({:.0} MiB/s; load {})",
+            mib(len) / floor,
+            load()
+        );
+
+        let data = dir.path().join(format!("data-{round}"));
+        let (secs, [before, peak, hwm, anon], server) = host_upload(&data, &src, &[]).await;
+        hosts.push(secs);
+        println!(
+            "upload: round {round}: embedded host {secs:.2}s ({:.0} MiB/s; load {}) = {:.2}x the floor; RSS {:.1} MiB before, peak {:.1} MiB (VmHWM {:.1}, RssAnon peak {:.1})",
+            mib(len) / secs,
+            load(),
+            floor / secs,
+            mib(before),
+            mib(peak),
+            mib(hwm),
+            mib(anon)
+        );
+        for line in
+            server.log_text().lines().filter(|l| l.contains("validated and synced") || l.contains("archive stored"))
+        {
+            println!("upload:   host log: {}", line.trim());
+        }
+        assert!(server.stop());
+        std::fs::remove_dir_all(&data).unwrap();
+
+        if let Some(backing) = &backing {
+            let args = backing.args();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let data = dir.path().join(format!("s3-data-{round}"));
+            let (secs, [_, peak, hwm, _], server) = host_upload(&data, &src, &args).await;
+            s3s.push(secs);
+            println!(
+                "upload: round {round}: host on S3 (moto), PostgreSQL, NATS {secs:.2}s ({:.0} MiB/s; load {}) = {:.2}x the floor; RSS peak {:.1} MiB (VmHWM {:.1})",
+                mib(len) / secs,
+                load(),
+                floor / secs,
+                mib(peak),
+                mib(hwm)
+            );
+            // The next round uploads the same bytes: delete them so that it is not a dedup hit.
+            let client = reqwest::Client::new();
+            let listed: Vec<Value> =
+                client.get(format!("{}/api/archives", server.url)).send().await.unwrap().json().await.unwrap();
+            for a in listed {
+                client
+                    .delete(format!("{}/api/archives/{}", server.url, a["id"].as_str().unwrap()))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            assert!(server.stop());
+            std::fs::remove_dir_all(&data).unwrap();
+        }
     }
-    assert!(server.stop());
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let (floor, host) = (mean(&floors), mean(&hosts));
+    println!(
+        "upload: mean of {rounds}: floor {floor:.2}s, embedded host {host:.2}s = {:.2}x the floor (best {:.2}s = {:.2}x the best floor; goal >= 0.8x)",
+        floor / host,
+        best(&hosts),
+        best(&floors) / best(&hosts)
+    );
+    if !s3s.is_empty() {
+        let s3 = mean(&s3s);
+        println!("upload: mean of {rounds}: host on S3 {s3:.2}s = {:.2}x the floor", floor / s3);
+    }
 }
 
 fn now_us() -> u64 {
@@ -258,8 +342,7 @@ async fn bench_viewers(viewers: usize, iterations: u32) {
 fn small_archive(len: u64, seed: u64) -> Vec<u8> {
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
     let r = w.add_region(RegionDecl::new("payload", len, DType::U8)).unwrap();
-    w.set_initial(r, &mut Noise { state: 0x2545_f491_4f6c_dd1d ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15), left: len })
-        .unwrap();
+    w.set_initial(r, &mut recap_tests::Noise::new(len, 0x2545_f491_4f6c_dd1d ^ seed)).unwrap();
     w.memset(MemsetOp { region: r, offset: 0, len: 8, width: 8, pattern: 7 }).unwrap();
     w.finish().unwrap().into_inner()
 }
@@ -372,7 +455,7 @@ async fn main() {
         args.iter().map(String::as_str).filter(|a| ["upload", "viewers", "bursts"].contains(a)).collect();
     let all = which.is_empty();
     if all || which.contains(&"upload") {
-        bench_upload(arg(&args, "--size-mib").unwrap_or(1024)).await;
+        bench_upload(arg(&args, "--size-mib").unwrap_or(1024), arg(&args, "--upload-rounds").unwrap_or(3)).await;
     }
     if all || which.contains(&"viewers") {
         bench_viewers(arg(&args, "--viewers").unwrap_or(50) as usize, arg(&args, "--iterations").unwrap_or(500) as u32)

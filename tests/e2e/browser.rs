@@ -676,6 +676,19 @@ async fn a_comparison_shows_where_two_sides_part() -> Result<()> {
     let href = link.attr("href").await?.unwrap_or_default();
     let npy = reqwest::get(format!("{}{href}", host.url)).await?.error_for_status()?.bytes().await?;
     assert_eq!(&npy[1..6], b"NUMPY", "{href}");
+
+    // With its archive deleted, the comparison's page still shows where the sides part, op by op.
+    let del = client.delete(format!("{}/api/archives/{}", host.url, good_info["id"].as_str().unwrap())).send().await?;
+    assert!(del.status().is_success(), "{}", del.status());
+    b.open(created["url"].as_str().unwrap()).await?;
+    b.wait_for("#r-archive-gone", Duration::from_secs(10)).await?;
+    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(30)).await?;
+    assert!(b.text("#cmp-verdict").await?.starts_with("DIFFER"));
+    let differing = b.client.find_all(fantoccini::Locator::Css("#cmp-ops .row.differ")).await?;
+    assert_eq!(differing.len(), 1, "one op differs");
+    assert_eq!(differing[0].attr("data-cmp-op").await?, Some(op.to_string()));
+    assert!(differing[0].text().await?.contains("heat_diffuse"), "named by the parting's label");
+    wait_attr_eq(&b, "#cmp-parting", "data-parting-op", &op.to_string(), Duration::from_secs(5)).await?;
     b.close().await
 }
 
@@ -1100,6 +1113,23 @@ async fn a_large_graph_folds_bodies_and_chains_and_has_a_minimap() -> Result<()>
     let after = rect_of(&b, "#minimap-view").await?;
     assert_ne!(attrs(&b, "#graph-root", "transform").await?, t0, "the view moved");
     assert!(after[1] > before[1], "down towards the corner: {before:?} -> {after:?}");
+    // Far from the view, nodes lose their labels (culled); every node in view keeps its own.
+    let culling = b
+        .client
+        .execute(
+            "const wrap = document.getElementById('graph-wrap').getBoundingClientRect(); \
+             const nodes = [...document.querySelectorAll('#graph-root .node')]; \
+             const inView = n => { const r = n.querySelector(':scope > rect:not(.stack)').getBoundingClientRect(); \
+               return r.right > wrap.left && r.left < wrap.right && r.bottom > wrap.top && r.top < wrap.bottom; }; \
+             return [nodes.filter(n => n.classList.contains('culled')).length, \
+                     nodes.filter(n => inView(n) && n.classList.contains('culled')).length, \
+                     nodes.filter(n => inView(n)).length];",
+            vec![],
+        )
+        .await?;
+    let [culled, culled_in_view, in_view]: [u64; 3] = serde_json::from_value(culling.clone())?;
+    assert!(culled > 0, "zoomed in on 44 nodes, some are far from the view: {culling}");
+    assert!(in_view > 0 && culled_in_view == 0, "the nodes in view keep their labels: {culling}");
     b.screenshot("browser-graph-minimap").await?;
     b.close().await
 }

@@ -128,6 +128,113 @@ async fn cluster_upload_through_one_replica_downloads_through_the_other() {
     assert!(bucket_contents(&client, backing.s3.port, "blobs/").await.0.is_empty());
 }
 
+/// A 1 GiB archive posted to a replica streams into S3 part by part: the replica never holds it
+/// (its peak resident memory stays a small fraction of the archive), the archive is listed only once
+/// complete, and the other replica serves its last bytes from the bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_1_gib_upload_streams_into_s3_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(backing) = Backing::start(dir.path(), "cluster_a_1_gib_upload_streams_into_s3_in_bounded_memory") else {
+        return;
+    };
+    let src = dir.path().join("big.recap");
+    recap_tests::write_noise_archive(&src, 1 << 30, 11);
+    let len = std::fs::metadata(&src).unwrap().len();
+    let (a, b) = (backing.replica(1), backing.replica(2));
+    let client = reqwest::Client::new();
+    let file = tokio::fs::File::open(&src).await.unwrap();
+    let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20));
+    let res = client
+        .post(format!("{}/api/archives?name=big", a.url))
+        .header("content-type", "application/octet-stream")
+        .header("Content-Length", len)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let stored: Value = res.json().await.unwrap_or(Value::Null);
+    assert_eq!(status, 201, "{stored}\n{}", a.log_text());
+    assert_eq!(stored["size"].as_u64(), Some(len), "{stored}");
+    // VmHWM is the process's peak resident memory over its whole life.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", a.pid())).unwrap();
+    let hwm_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    assert!(hwm_kib < 256 << 10, "the replica peaked at {} MiB for a 1 GiB upload", hwm_kib >> 10);
+
+    let (_, listed) = get_json(&client, &format!("{}/api/archives", b.url)).await;
+    assert_eq!(listed, serde_json::json!([stored.clone()]));
+    let tail = client
+        .get(format!("{}/api/archives/{}/raw", b.url, stored["id"].as_str().unwrap()))
+        .header("Range", format!("bytes={}-{}", len - 4096, len - 1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(tail.status().as_u16(), 206);
+    let mut want = vec![0u8; 4096];
+    {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(&src).unwrap();
+        f.seek(SeekFrom::Start(len - 4096)).unwrap();
+        f.read_exact(&mut want).unwrap();
+    }
+    assert!(tail.bytes().await.unwrap().as_ref() == &want[..], "the other replica serves the archive's last bytes");
+    let (_, uploads) = bucket_contents(&client, backing.s3.port, "").await;
+    assert_eq!(uploads, 0, "no multipart upload left open");
+}
+
+/// A replica killed (`kill -9`) in the middle of an upload: nothing is listed anywhere, the other
+/// replica takes the same bytes whole, and the bucket holds only the stored archive (the killed
+/// replica's multipart upload stays open, invisible, until the bucket's lifecycle rule ends it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_replica_killed_mid_upload_lists_nothing_half_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(backing) = Backing::start(dir.path(), "cluster_replica_killed_mid_upload_lists_nothing_half_done") else {
+        return;
+    };
+    let (a, b) = (backing.replica(1), backing.replica(2));
+    let client = reqwest::Client::new();
+    let bytes = archive(24 << 20, 5);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
+    let body = reqwest::Body::wrap_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    }));
+    let sending = tokio::spawn(
+        client
+            .post(format!("{}/api/archives?name=cut.recap", a.url))
+            .header("content-type", "application/octet-stream")
+            .header("Content-Length", bytes.len())
+            .body(body)
+            .send(),
+    );
+    // Half the archive, then the replica dies while its multipart upload is open.
+    for chunk in bytes[..12 << 20].chunks(1 << 20) {
+        tx.send(Ok(chunk.to_vec())).await.unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while bucket_contents(&client, backing.s3.port, "").await.1 == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the upload never reached the bucket");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.kill9();
+    drop(tx);
+    let cut = sending.await.unwrap();
+    assert!(cut.is_err() || !cut.unwrap().status().is_success(), "a cut upload is never stored");
+
+    let (status, listed) = get_json(&client, &format!("{}/api/archives", b.url)).await;
+    assert_eq!((status, listed), (200, serde_json::json!([])), "nothing half-uploaded is listed");
+    let (keys, open_uploads) = bucket_contents(&client, backing.s3.port, "").await;
+    assert!(keys.is_empty(), "no object was written: {keys:?}");
+    assert_eq!(open_uploads, 1, "the killed replica's multipart upload");
+    let (status, stored) = upload(&client, &b.url, "whole.recap", bytes).await;
+    assert_eq!(status, 201, "{stored}");
+    let (keys, _) = bucket_contents(&client, backing.s3.port, "").await;
+    assert_eq!(keys, vec![format!("blobs/{}.recap", stored["hash"].as_str().unwrap())]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_session_started_on_one_replica_is_watched_from_both() {
     let dir = tempfile::tempdir().unwrap();

@@ -114,16 +114,48 @@ fn built(package: &str, target: &[&str], file: &str) -> PathBuf {
     profile_dir.join(file)
 }
 
-/// `len` incompressible bytes from `seed` (xorshift64, one byte per step): test data that lz4 cannot
-/// shrink, without storing any.
+/// `len` incompressible bytes from `seed` as a `Read` (xorshift64, eight bytes a step): test data
+/// that lz4 cannot shrink, of any size, without holding it.
+pub struct Noise {
+    state: u64,
+    left: u64,
+}
+
+impl Noise {
+    pub fn new(len: u64, seed: u64) -> Noise {
+        Noise { state: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1, left: len }
+    }
+}
+
+impl std::io::Read for Noise {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (buf.len() as u64).min(self.left) as usize;
+        for chunk in buf[..n].chunks_mut(8) {
+            self.state ^= self.state << 13;
+            self.state ^= self.state >> 7;
+            self.state ^= self.state << 17;
+            chunk.copy_from_slice(&self.state.to_le_bytes()[..chunk.len()]);
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// `len` bytes of [`Noise`] from `seed`, held.
 pub fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
+    let mut bytes = Vec::with_capacity(len);
+    std::io::Read::read_to_end(&mut Noise::new(len as u64, seed), &mut bytes).expect("noise never fails");
+    bytes
+}
+
+/// Streams to `path` an archive of one `size`-byte region of [`Noise`] (and a memset, so it has an
+/// op), never holding the region: the archives of the big-upload tests and benchmarks.
+pub fn write_noise_archive(path: &Path, size: u64, seed: u64) {
+    use shared::archive::{ArchiveWriter, DType, MemsetOp, RegionDecl};
+    let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("creating the archive"));
+    let mut w = ArchiveWriter::new(file).expect("archive writer");
+    let r = w.add_region(RegionDecl::new("payload", size, DType::U8)).expect("region");
+    w.set_initial(r, &mut Noise::new(size, seed)).expect("the region's bytes");
+    w.memset(MemsetOp { region: r, offset: 0, len: 8, width: 8, pattern: seed }).expect("memset");
+    w.finish().expect("writing the archive");
 }

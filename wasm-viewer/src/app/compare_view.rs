@@ -16,8 +16,9 @@ use crate::session::CompareView;
 const MAX_ROWS: usize = 2000;
 
 /// The section's HTML. `selected` is the op whose parting is shown (the first divergence when
-/// none was picked); `download` is the session id once its kept regions can be fetched.
-pub fn html(c: &CompareView, archive: &Archive, selected: Option<u32>, download: Option<&str>) -> String {
+/// none was picked); `download` is the session id once its kept regions can be fetched. Without
+/// the archive (deleted from the host) ops are named by the partings' labels, else by number.
+pub fn html(c: &CompareView, archive: Option<&Archive>, selected: Option<u32>, download: Option<&str>) -> String {
     let mut h = String::new();
     match &c.verdict {
         Some(v) if v.agree => {
@@ -65,7 +66,10 @@ pub fn html(c: &CompareView, archive: &Archive, selected: Option<u32>, download:
         let (passes, differ) = c.ops[&op];
         let (class, badge) =
             if differ == 0 { ("agree", "agree".to_string()) } else { ("differ", format!("differ ×{differ}")) };
-        let label = if (op as usize) < archive.op_count() { archive.op_label(op) } else { format!("op {op}") };
+        let label = match archive {
+            Some(a) if (op as usize) < a.op_count() => a.op_label(op),
+            _ => c.partings.iter().find(|p| p.op == op).map_or_else(|| format!("op {op}"), |p| p.label.clone()),
+        };
         let _ = write!(
             h,
             r#"<div class="row {class}{}" data-cmp-op="{op}" id="cmp-op-{op}"><span>{op}</span><span class="mono">{}</span><span>{passes}</span><span><span class="badge {}">{badge}</span></span></div>"#,

@@ -35,6 +35,8 @@ thread_local! {
     /// What the drawing shows: each node's box (for the minimap) and the ops folded away, with the
     /// node that holds each.
     static DRAWN: RefCell<Drawn> = RefCell::new((Vec::new(), HashMap::new()));
+    /// Each drawn node's element (in the order of [`DRAWN`]'s boxes) and whether it is culled now.
+    static CULL: RefCell<(Vec<web_sys::Element>, Vec<bool>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// The archive (its key), its DAGs and its dependency edge count.
@@ -197,6 +199,7 @@ fn draw(fit: bool) {
     // SVG elements are not HTML elements: set through `Element`.
     if let Some(root) = document().get_element_by_id("graph-root") {
         root.set_inner_html(&svg);
+        collect_nodes(&root);
     }
     let dom_ms = dom::now_ms() - t;
     let folded = if folded > 0 { format!(" · {folded} ops folded") } else { String::new() };
@@ -586,6 +589,8 @@ fn apply() {
     if let Some(g) = document().get_element_by_id("graph-root") {
         let _ = g.set_attribute("transform", &format!("translate({tx:.1},{ty:.1}) scale({s:.4})"));
     }
+    // Culled before the labels appear, so that crossing the label scale lays out only the text in view.
+    cull();
     set_lod();
     place_minimap_view();
 }
@@ -605,6 +610,58 @@ fn fit_view() {
     }
     let s = ((vw - 40.0) / w).min((vh - 40.0) / h).clamp(0.02, 1.5);
     VIEW.with(|v| v.set(((vw - w * s) / 2.0, 20.0, s)));
+}
+
+/// Keeps the drawn nodes' elements, in the order of their boxes (the SVG nests them as
+/// [`graph::boxes`] walks them), all shown.
+fn collect_nodes(root: &web_sys::Element) {
+    let mut elements = Vec::new();
+    if let Ok(list) = root.query_selector_all(".node") {
+        for i in 0..list.length() {
+            if let Some(e) = list.item(i).and_then(|n| n.dyn_into::<web_sys::Element>().ok()) {
+                elements.push(e);
+            }
+        }
+    }
+    // A drawing whose elements do not match its boxes one for one is never culled.
+    if elements.len() != DRAWN.with(|d| d.borrow().0.len()) {
+        elements.clear();
+    }
+    let shown = vec![false; elements.len()];
+    CULL.with(|c| *c.borrow_mut() = (elements, shown));
+}
+
+/// How far outside the view, in screen pixels, nodes keep their labels: a short pan shows no blanks.
+const CULL_MARGIN: f64 = 300.0;
+
+/// Hides the labels of nodes far outside the view (`culled`), and shows them again when they come
+/// near. Text is what a frame of a big drawing costs, and a thousand labels laid out at once are
+/// the frames that stutter; boxes and edges stay, so the shape of the graph never changes. Only the
+/// nodes whose state changes are touched.
+fn cull() {
+    let Some(wrap) = by_id("graph-wrap") else { return };
+    let (tx, ty, s) = VIEW.with(|v| v.get());
+    let (vw, vh) = (wrap.client_width() as f64, wrap.client_height() as f64);
+    if vw <= 0.0 || vh <= 0.0 || s <= 0.0 {
+        // Not laid out yet (a hidden tab): nothing can be said to be out of view.
+        return;
+    }
+    // The view in the drawing's coordinates.
+    let (x0, y0) = ((-tx - CULL_MARGIN) / s, (-ty - CULL_MARGIN) / s);
+    let (x1, y1) = ((vw - tx + CULL_MARGIN) / s, (vh - ty + CULL_MARGIN) / s);
+    DRAWN.with(|d| {
+        let drawn = d.borrow();
+        CULL.with(|c| {
+            let (elements, culled) = &mut *c.borrow_mut();
+            for ((element, was), (b, _)) in elements.iter().zip(culled.iter_mut()).zip(drawn.0.iter()) {
+                let out = b.x + b.w < x0 || b.x > x1 || b.y + b.h < y0 || b.y > y1;
+                if out != *was {
+                    *was = out;
+                    let _ = element.class_list().toggle_with_force("culled", out);
+                }
+            }
+        });
+    });
 }
 
 /// Below this scale labels are too small to read: they are not drawn at all (`lod-far`), which

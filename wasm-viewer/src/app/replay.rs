@@ -226,12 +226,11 @@ fn redraw() {
             Runner::Host { id, .. } if !id.is_empty() && v.state == Some(SessionState::Finished) => Some(id.clone()),
             _ => None,
         };
+        // A session whose archive was deleted still shows its comparison, from its log.
         let compare_html = v.compare.as_ref().map(|c| {
             with_app(|app| {
-                app.open
-                    .as_ref()
-                    .map(|o| super::compare_view::html(c, o.loaded.archive(), s.selected_op, download.as_deref()))
-                    .unwrap_or_default()
+                let archive = app.open.as_ref().map(|o| o.loaded.archive());
+                super::compare_view::html(c, archive, s.selected_op, download.as_deref())
             })
         });
         let state = v.state.map(|x| x.name()).unwrap_or(if s.runner == Runner::None { "" } else { "starting" });
