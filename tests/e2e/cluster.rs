@@ -347,9 +347,10 @@ async fn cluster_worker_and_replica_killed_mid_session_run_it_again_with_a_note(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_index_and_queue_outages_are_api_errors_then_recover() {
+async fn cluster_index_queue_and_object_store_outages_are_api_errors_then_recover() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(mut backing) = Backing::start(dir.path(), "cluster_index_and_queue_outages_are_api_errors_then_recover")
+    let Some(mut backing) =
+        Backing::start(dir.path(), "cluster_index_queue_and_object_store_outages_are_api_errors_then_recover")
     else {
         return;
     };
@@ -392,4 +393,20 @@ async fn cluster_index_and_queue_outages_are_api_errors_then_recover() {
     };
     let stream = collect_stream(&a.ws(&format!("/api/sessions/{}/ws", created["id"].as_str().unwrap()))).await;
     assert_eq!(stream.last().unwrap()["type"], "finished", "{stream:#?}");
+
+    // The object store away: an upload is refused naming it, and nothing is listed; once it is back
+    // (moto keeps nothing across a restart, so the bucket is made again), uploads are stored again.
+    backing.s3.stop();
+    let (status, err) = upload(&client, &a.url, "away.recap", archive(1 << 20, 21)).await;
+    assert_eq!(status, 503, "{err}");
+    assert_eq!(err["error"]["code"], "unavailable");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("blob store s3://") && message.contains("unreachable"), "{message}");
+    let (_, listed) = get_json(&client, &format!("{}/api/archives", a.url)).await;
+    assert_eq!(listed.as_array().unwrap().len(), 1, "the refused upload is not listed: {listed}");
+    backing.s3.restart().unwrap();
+    let bucket = format!("http://127.0.0.1:{}/{}", backing.s3.port, recap_tests::services::BUCKET);
+    assert!(client.put(bucket).send().await.unwrap().status().is_success());
+    let (status, stored) = upload(&client, &a.url, "back.recap", archive(1 << 20, 21)).await;
+    assert_eq!(status, 201, "{stored}");
 }
