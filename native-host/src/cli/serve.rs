@@ -37,7 +37,8 @@ pub struct Args {
     pub allow_origins: Vec<String>,
     /// Keep archives in an S3-compatible object store instead of the data folder:
     /// `s3://BUCKET[/PREFIX]?endpoint=URL&region=R` (credentials from AWS_ACCESS_KEY_ID and
-    /// AWS_SECRET_ACCESS_KEY, or `access_key_id=`/`secret_access_key=` in the query).
+    /// AWS_SECRET_ACCESS_KEY, or `access_key_id=`/`secret_access_key=` in the query;
+    /// `cache_gib=N` bounds the local cache of archives fetched for replays, 20 by default).
     #[arg(long, value_name = "URL", env = "RECAP_BLOBS")]
     pub blobs: Option<String>,
     /// Keep the index of archives and sessions in PostgreSQL instead of SQLite in the data folder:

@@ -7,6 +7,7 @@
 //! logic on top: ingesting an upload safely.
 
 mod blobs;
+mod cache;
 #[cfg(target_os = "linux")]
 mod direct;
 mod postgres;

@@ -7,8 +7,9 @@
 //! one until it is completed; only after the whole archive was validated is the upload completed
 //! and copied, server-side, to its content key, then listed in the index. An upload that fails or
 //! is refused aborts its multipart upload and leaves nothing. Replays read archives through a
-//! local cache (`cache/` of the data folder), filled on first use and checked against the hash;
-//! downloads read the object by ranges (or the cached copy when there is one).
+//! local cache (`cache/` of the data folder), filled on first use and checked against the hash, and
+//! kept under a size (`cache_gib`, least recently used first: `cache.rs`); downloads read the object
+//! by ranges (or the cached copy when there is one).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -38,20 +39,23 @@ pub struct S3BlobStore {
     name: String,
     prefix: String,
     cache: PathBuf,
+    /// The cache's size in bytes.
+    cache_max: u64,
     tmp: PathBuf,
     handle: Handle,
 }
 
 /// The S3 settings a URL may carry in its query, besides the AWS environment variables.
 const QUERY_KEYS: &[&str] =
-    &["endpoint", "region", "access_key_id", "secret_access_key", "session_token", "allow_http", "prefix"];
+    &["endpoint", "region", "access_key_id", "secret_access_key", "session_token", "allow_http", "prefix", "cache_gib"];
 
 impl S3BlobStore {
     /// Opens `s3://BUCKET[/PREFIX]?endpoint=URL&region=R&access_key_id=K&secret_access_key=S`; what
     /// the query leaves out comes from the usual AWS environment variables (`AWS_ACCESS_KEY_ID`,
     /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`/`AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL`). An
-    /// `http://` endpoint is allowed (a local S3-compatible server). `data` holds the cache and
-    /// the temporary files of uploads. Checks that the bucket answers.
+    /// `http://` endpoint is allowed (a local S3-compatible server). `data` holds the cache (at most
+    /// `cache_gib` GiB, 20 by default) and the temporary files of uploads. Checks that the bucket
+    /// answers.
     pub fn open(url: &str, data: &Path, handle: Handle) -> Result<S3BlobStore, StoreError> {
         let parsed = url::Url::parse(url).map_err(|e| StoreError::Config(format!("--blobs {url}: {e}")))?;
         let bucket = parsed.host_str().filter(|b| !b.is_empty()).ok_or_else(|| {
@@ -74,6 +78,7 @@ impl S3BlobStore {
             builder = builder.with_endpoint(endpoint);
         }
         let mut prefix = parsed.path().trim_matches('/').to_string();
+        let mut cache_max = super::cache::DEFAULT_MAX;
         let mut endpoint = std::env::var("AWS_ENDPOINT_URL").ok();
         for (key, value) in parsed.query_pairs() {
             builder = match key.as_ref() {
@@ -88,6 +93,17 @@ impl S3BlobStore {
                 "allow_http" => builder.with_allow_http(value == "true"),
                 "prefix" => {
                     prefix = value.trim_matches('/').to_string();
+                    builder
+                }
+                "cache_gib" => {
+                    let gib: f64 =
+                        value.parse().ok().filter(|g: &f64| g.is_finite() && *g >= 0.0).ok_or_else(|| {
+                            StoreError::Config(format!(
+                                "--blobs {}: cache_gib {value:?} is not a size in GiB",
+                                redact(url)
+                            ))
+                        })?;
+                    cache_max = (gib * (1u64 << 30) as f64) as u64;
                     builder
                 }
                 other => {
@@ -113,7 +129,7 @@ impl S3BlobStore {
         for dir in [&cache, &tmp] {
             std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
         }
-        let s3 = S3BlobStore { store: Arc::new(store), name, prefix, cache, tmp, handle };
+        let s3 = S3BlobStore { store: Arc::new(store), name, prefix, cache, cache_max, tmp, handle };
         // One listing call: a wrong endpoint, bucket or key fails here, at start, with its reason.
         s3.block_on(async {
             let mut listing = s3.store.list(Some(&s3.key("blobs")));
@@ -140,6 +156,14 @@ impl S3BlobStore {
 
     fn cached(&self, hash: &str) -> PathBuf {
         self.cache.join(format!("{hash}.recap"))
+    }
+
+    /// Keeps the cache under its size once an archive entered it.
+    fn trim_cache(&self) {
+        match super::cache::trim(&self.cache, self.cache_max, super::cache::IN_USE, std::time::SystemTime::now()) {
+            Ok(_) => {}
+            Err(e) => tracing::warn!(cache = %self.cache.display(), "trimming the archive cache: {e}"),
+        }
     }
 
     /// Runs a future of the object store from a blocking thread (every caller of the store's
@@ -302,8 +326,9 @@ impl BlobStore for S3BlobStore {
         }
         // This replica keeps the validated bytes: its replays need no download.
         let cached = self.cached(hash);
-        if let Err(e) = temp.persist(&cached) {
-            tracing::debug!("not cached: {}", e.error);
+        match temp.persist(&cached) {
+            Ok(_) => self.trim_cache(),
+            Err(e) => tracing::debug!("not cached: {}", e.error),
         }
         Ok(())
     }
@@ -311,6 +336,7 @@ impl BlobStore for S3BlobStore {
     fn local_path(&self, hash: &str) -> Result<PathBuf, StoreError> {
         let cached = self.cached(hash);
         if cached.is_file() {
+            super::cache::touch(&cached);
             return Ok(cached);
         }
         let key = self.blob_key(hash);
@@ -338,6 +364,7 @@ impl BlobStore for S3BlobStore {
             what: format!("caching archive in {}", cached.display()),
             source: e.error,
         })?;
+        self.trim_cache();
         Ok(cached)
     }
 
@@ -368,6 +395,7 @@ impl BlobStore for S3BlobStore {
     fn download(&self, hash: &str) -> Result<Download, StoreError> {
         let cached = self.cached(hash);
         if cached.is_file() {
+            super::cache::touch(&cached);
             return Ok(Download::File(cached));
         }
         Ok(Download::Object(Box::new(S3Read { store: self.store.clone(), key: self.blob_key(hash) })))
@@ -443,5 +471,29 @@ impl super::ObjectRead for S3Read {
             let stream: super::ByteStream = Box::pin(got.into_stream().map(|c| c.map_err(std::io::Error::other)));
             Ok(stream)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open_err(url: &str) -> String {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        match S3BlobStore::open(url, data.path(), runtime.handle().clone()) {
+            Ok(_) => panic!("{url} opened"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn settings_that_are_not_understood_are_refused_before_any_request() {
+        let e = open_err("s3://b?endpoint=http://127.0.0.1:9&cache_gib=lots");
+        assert!(e.contains("cache_gib \"lots\" is not a size in GiB"), "{e}");
+        let e = open_err("s3://b?endpoint=http://127.0.0.1:9&cache_gb=3");
+        assert!(e.contains("unknown setting \"cache_gb\"") && e.contains("cache_gib"), "{e}");
+        let e = open_err("s3://?endpoint=http://127.0.0.1:9");
+        assert!(e.contains("no bucket"), "{e}");
     }
 }
