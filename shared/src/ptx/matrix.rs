@@ -157,8 +157,14 @@ fn unpack(t: MmaTy, regs: &[u64], count: usize, cols: usize, pos: impl Fn(usize,
 /// One warp's `mma`: `a`, `b`, `c` hold every lane's operand registers (lane-major, as many per
 /// lane as [`Mma::reg_counts`] says); gives every lane's D registers, lane-major.
 pub(crate) fn mma(op: &Mma, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
-    let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
     let [na, nb, nc, nd] = op.reg_counts();
+    if is_float16x8(op) {
+        let mut d = vec![0u64; 32 * nd];
+        let regs = [(a, na), (b, nb), (c, nc)];
+        mma_float(op, |o, lane, i| regs[o].0[lane * regs[o].1 + i], |lane, i, v| d[lane * nd + i] = v);
+        return d;
+    }
+    let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
     let am = unpack(op.aty, a, na, k, |l, i| a_pos(op.aty, l, i));
     let bm = unpack(op.bty, b, nb, n, |l, i| b_pos(op.bty, l, i));
     let cm = unpack(op.cty, c, nc, n, c_pos);
@@ -183,6 +189,120 @@ pub(crate) fn mma(op: &Mma, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
     d
 }
 
+/// Whether [`mma_float`] runs `op`: a float product of shape m16n8kK (every float type but f64).
+pub(crate) fn is_float16x8(op: &Mma) -> bool {
+    op.m == 16 && op.n == 8 && !matches!(op.aty, MmaTy::F64 | MmaTy::S8 | MmaTy::U8)
+}
+
+/// Elements of the largest A of [`mma_float`] (m16n8k32, 8-bit inputs).
+const MAX_A: usize = 16 * 32;
+
+/// An element widened to f32 (exact for every input of [`mma_float`]).
+#[inline(always)]
+fn value32(t: MmaTy, bits: u64) -> f32 {
+    match t {
+        MmaTy::F16 => f16::from_bits(bits as u16).to_f32(),
+        MmaTy::BF16 => f32::from_bits((bits as u32 & 0xFFFF) << 16),
+        MmaTy::F32 => f32::from_bits(bits as u32),
+        _ => value(t, bits) as f32,
+    }
+}
+
+/// One warp's float `mma` of shape m16n8kK ([`is_float16x8`]) with the arithmetic of [`element`]
+/// (each element of D from C, one f32 fused multiply-add per k in increasing k), on f32 values
+/// unpacked onto the stack: every input type widens to f32 exactly, so this gives `element`'s
+/// bits. `reg(operand, lane, i)` reads register `i` of a lane's A (0), B (1) or C (2); `put(lane,
+/// i, bits)` takes register `i` of a lane's D. The k loop runs outside the rows so that the 16
+/// rows' 8-column chains are independent vector fused multiply-adds; `inline(always)` lets a
+/// caller compiled with FMA instructions get them instead of library calls (the result is the
+/// same: a fused multiply-add is exactly rounded either way).
+#[inline(always)]
+pub(crate) fn mma_float(op: &Mma, reg: impl Fn(usize, usize, usize) -> u64, mut put: impl FnMut(usize, usize, u64)) {
+    let k = op.k as usize;
+    let [na, nb, nc, nd] = op.reg_counts();
+    let mut am = [0f32; MAX_A];
+    let mut bm = [[0f32; 8]; 32];
+    let mut acc = [[0f32; 8]; 16];
+    unpack32(
+        op.aty,
+        na,
+        |lane, r| reg(0, lane, r),
+        |lane, i, x| {
+            let (row, col) = a_pos(op.aty, lane, i);
+            am[row * k + col] = x;
+        },
+    );
+    unpack32(
+        op.bty,
+        nb,
+        |lane, r| reg(1, lane, r),
+        |lane, i, x| {
+            let (row, col) = b_pos(op.bty, lane, i);
+            bm[row][col] = x;
+        },
+    );
+    unpack32(
+        op.cty,
+        nc,
+        |lane, r| reg(2, lane, r),
+        |lane, i, x| {
+            let (row, col) = c_pos(lane, i);
+            acc[row][col] = x;
+        },
+    );
+    for (kk, bk) in bm.iter().enumerate().take(k) {
+        for (row, ar) in acc.iter_mut().enumerate() {
+            let x = am[row * k + kk];
+            for (s, &y) in ar.iter_mut().zip(bk) {
+                *s = x.mul_add(y, *s);
+            }
+        }
+    }
+    let per = per_reg(op.dty);
+    let bits = elem_bits(op.dty);
+    for lane in 0..32 {
+        for r in 0..nd {
+            let mut v = 0u64;
+            for e in 0..per {
+                let (row, col) = c_pos(lane, r * per + e);
+                v |= finish32(op.dty, acc[row][col]) << (e as u32 * bits);
+            }
+            put(lane, r, v);
+        }
+    }
+}
+
+/// Calls `f(lane, i, value)` for element `i` of every lane's fragment of `count` registers of
+/// type `t` (`reg(lane, r)`: register `r` of a lane).
+#[inline(always)]
+fn unpack32(t: MmaTy, count: usize, reg: impl Fn(usize, usize) -> u64, mut f: impl FnMut(usize, usize, f32)) {
+    let per = per_reg(t);
+    let bits = elem_bits(t);
+    let mask = (1u64 << bits) - 1;
+    for lane in 0..32 {
+        for r in 0..count {
+            let v = reg(lane, r);
+            for e in 0..per {
+                f(lane, r * per + e, value32(t, (v >> (e as u32 * bits)) & mask));
+            }
+        }
+    }
+}
+
+/// The bits of a `dty` element (f32 or f16) of D from its f32 sum.
+#[inline(always)]
+fn finish32(dty: MmaTy, s: f32) -> u64 {
+    if dty == MmaTy::F16 {
+        if s.is_nan() {
+            0x7FFF
+        } else {
+            f16::from_f32(s).to_bits() as u64
+        }
+    } else {
+        b32(s)
+    }
+}
+
 /// One element of D, from its accumulator `acc` and the products of its row of A and column of
 /// B in increasing k (every value widened exactly): the defined order and rounding of the
 /// module docs, as the bits of a `dty` element.
@@ -198,18 +318,7 @@ pub(crate) fn element(dty: MmaTy, satfinite: bool, acc: f64, pairs: impl Iterato
             }
         }
         MmaTy::F64 => b64(pairs.fold(acc, |s, (x, y)| x.mul_add(y, s))),
-        _ => {
-            let s = pairs.fold(acc as f32, |s, (x, y)| (x as f32).mul_add(y as f32, s));
-            if dty == MmaTy::F16 {
-                if s.is_nan() {
-                    0x7FFF
-                } else {
-                    f16::from_f32(s).to_bits() as u64
-                }
-            } else {
-                b32(s)
-            }
-        }
+        _ => finish32(dty, pairs.fold(acc as f32, |s, (x, y)| (x as f32).mul_add(y as f32, s))),
     }
 }
 

@@ -45,6 +45,61 @@ impl<const MW: usize> Worker<'_, MW> {
         }
     }
 
+    /// Runs warp instruction `ins` (`mma`, `ldmatrix`, `stmatrix`, `movmatrix`) for native code,
+    /// with the code above: native code leaves every thread's registers in its spill area
+    /// (`spill[l * nregs + r]`, thread after thread), so the instruction's operands of every
+    /// thread are copied into the interpreter's registers (constants from the function), it runs
+    /// for the threads that have not exited (`live`), and its results go back to their spill
+    /// slots. One implementation for both engines, so they give the same bits and faults.
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    pub(super) fn warp_in_spill(
+        &mut self,
+        ins: &Instr,
+        spill: &mut [u64],
+        nregs: usize,
+        live: impl Fn(usize) -> bool,
+    ) -> Res<()> {
+        let n = self.n;
+        if self.b.regs.len() < nregs * n {
+            self.b.regs.resize(nregs * n, 0);
+        }
+        let f = &self.ctx.module.funcs[self.ctx.entry as usize];
+        let (uses, defs) = crate::ptx::flow::uses_defs(ins);
+        for &r in &uses {
+            let o = r as usize * n;
+            match f.consts.iter().find(|c| c.0 == r) {
+                Some(&(_, v)) => self.b.regs[o..o + n].fill(v),
+                None => {
+                    for l in 0..n {
+                        self.b.regs[o + l] = spill[l * nregs + r as usize];
+                    }
+                }
+            }
+        }
+        let mut em = Mask::<MW>::EMPTY;
+        for l in (0..n).filter(|&l| live(l)) {
+            em.0[l / 64] |= 1 << (l % 64);
+        }
+        match ins.inst {
+            Inst::Mma(ref op) => self.mma(op, 0, em),
+            Inst::Movmatrix { d, a } => self.movmatrix(d, a, 0, em),
+            Inst::Ldmatrix { n: cnt, trans, space, d, addr } => {
+                self.ldmatrix(cnt, trans, space, &d, &addr, 0, 0, em, ins.line)?
+            }
+            Inst::Stmatrix { n: cnt, trans, space, a, addr } => {
+                self.stmatrix(cnt, trans, space, &a, &addr, 0, 0, em, ins.line)?
+            }
+            _ => {}
+        }
+        for &r in &defs {
+            let o = r as usize * n;
+            for l in (0..n).filter(|&l| live(l)) {
+                spill[l * nregs + r as usize] = self.b.regs[o + l];
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn mma(&mut self, op: &Mma, rb: usize, em: Mask<MW>) {
         for w in 0..self.n.div_ceil(32) {
             let act = em.warp(w);
@@ -229,10 +284,16 @@ impl<const MW: usize> Worker<'_, MW> {
         l: usize,
         line: u32,
     ) -> Res<()> {
-        let sz = size as u64;
         let da = self.address(dst, rb, lb, l);
         let sa = self.address(src, rb, lb, l);
-        let keep = (self.b.regs[(rb + src_size as usize) * self.n + l] as u32 as u64).min(sz);
+        self.cp_async_at(size, da, sa, self.b.regs[(rb + src_size as usize) * self.n + l], l, line)
+    }
+
+    /// `cp.async` of lane `l` at addresses already computed (native code computes them itself),
+    /// `src_size` the register's value.
+    pub(super) fn cp_async_at(&mut self, size: u8, da: u64, sa: u64, src_size: u64, l: usize, line: u32) -> Res<()> {
+        let sz = size as u64;
+        let keep = (src_size as u32 as u64).min(sz);
         let fail = |addr: u64, size: u64, space: Space, fault: Fault, write: bool| Stop::Mem {
             lane: l,
             addr,

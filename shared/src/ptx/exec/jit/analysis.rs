@@ -23,6 +23,7 @@ use std::collections::HashMap;
 
 use super::lanes::{lane_steps, LanePlan, Step, LANES};
 use super::runtime::{Boundary, ShflInfo, Src};
+use super::support::warp_matrix;
 use crate::ptx::flow::{live_in, successors, uses_defs};
 use crate::ptx::ir::*;
 
@@ -73,8 +74,8 @@ pub(super) struct Analysis<'f> {
     /// Registers live on entry to each instruction (see [`live_in`]), in code for groups or
     /// where the kernel has boundaries.
     pub(super) live: (Vec<u64>, usize),
-    /// Registers shuffles read from other threads, which a thread leaves in its spill area when
-    /// it exits (an exited lane still serves its last value).
+    /// Registers shuffles and warp matrix instructions read from other threads, which a thread
+    /// leaves in its spill area when it exits (an exited lane still serves its last value).
     pub(super) shfl_srcs: Vec<R>,
 }
 
@@ -111,6 +112,7 @@ impl<'f> Analysis<'f> {
                     leader[pc + 1] = true;
                 }
                 Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Shfl { .. } => leader[pc + 1] = true,
+                ref i if warp_matrix(i) => leader[pc + 1] = true,
                 _ => {}
             }
             let src = |r: R| Src { reg: r, konst: consts[r as usize] };
@@ -122,10 +124,23 @@ impl<'f> Analysis<'f> {
                     }
                     Some(ShflInfo { mode, d, p, a: src(a), b: src(b), c: src(c) })
                 }
+                ref i if warp_matrix(i) => {
+                    for r in uses_defs(ins).0 {
+                        if consts[r as usize].is_none() && !shfl_srcs.contains(&r) {
+                            shfl_srcs.push(r);
+                        }
+                    }
+                    None
+                }
                 _ => continue,
             };
+            let warp = warp_matrix(&ins.inst).then(|| Box::new(ins.clone()));
+            let consts = match warp {
+                Some(_) => uses_defs(ins).0.into_iter().filter_map(|r| Some((r, consts[r as usize]?))).collect(),
+                None => Vec::new(),
+            };
             bar_index.insert(pc, bounds.len() as u32);
-            bounds.push(Boundary { line: ins.line, shfl });
+            bounds.push(Boundary { line: ins.line, shfl, warp, consts });
         }
         if plan.is_some() || !bar_index.is_empty() {
             live = live_in(f);

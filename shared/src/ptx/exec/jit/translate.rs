@@ -11,10 +11,11 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::Switch;
 
-use super::analysis::{Class, PLAIN_F};
+use super::analysis::{operands, Class, PLAIN_F};
 use super::emit::{flags, Hoisted, Repr, Tx};
 use super::error::JitError;
 use super::runtime::*;
+use super::support::warp_matrix;
 use crate::ptx::ir::*;
 
 /// The integer condition of PTX compare `cmp` (signed or not), if it has one (the unordered
@@ -620,7 +621,12 @@ impl Tx<'_, '_> {
                 self.b.ins().return_(&[r]);
                 return Ok(false);
             }
-            Inst::Bar { .. } | Inst::Shfl { .. } => {
+            Inst::Bar { .. }
+            | Inst::Shfl { .. }
+            | Inst::Mma(_)
+            | Inst::Ldmatrix { .. }
+            | Inst::Stmatrix { .. }
+            | Inst::Movmatrix { .. } => {
                 self.flush_count();
                 let k = self.a.bar_index[&pc];
                 let base = self.spill_base();
@@ -646,9 +652,10 @@ impl Tx<'_, '_> {
                     self.b.ins().jump(done, &[]);
                     self.b.switch_to_block(done);
                 }
-                // The exchange reads a shuffle's operands as 64-bit words from the spill area.
-                if let Inst::Shfl { a, b, c, .. } = ins.inst {
-                    for r in [a, b, c] {
+                // The exchange reads a shuffle's operands, and a warp matrix instruction all of
+                // its operands, as 64-bit words from the spill area.
+                if matches!(ins.inst, Inst::Shfl { .. }) || warp_matrix(&ins.inst) {
+                    for r in operands(ins).0 {
                         if self.a.consts[r as usize].is_none() {
                             let v = self.get(r);
                             self.b.ins().store(flags(), v, base, (r * 8) as i32);
@@ -660,6 +667,13 @@ impl Tx<'_, '_> {
                 self.b.ins().jump(next, &[]);
                 return Ok(false);
             }
+            Inst::CpAsync { src_size, dst, src, .. } => {
+                // The interpreter's copy, thread by thread: a few per tile, each up to 16 bytes.
+                let dv = self.address(&dst);
+                let sv = self.address(&src);
+                let nv = self.get(src_size);
+                self.slow(pc, dv, sv, nv);
+            }
             Inst::Nop => {}
             Inst::Bra { .. }
             | Inst::Vote { .. }
@@ -667,11 +681,6 @@ impl Tx<'_, '_> {
             | Inst::Redux { .. }
             | Inst::Clock { .. }
             | Inst::Call { .. }
-            | Inst::Mma(_)
-            | Inst::Ldmatrix { .. }
-            | Inst::Stmatrix { .. }
-            | Inst::Movmatrix { .. }
-            | Inst::CpAsync { .. }
             | Inst::Mbar { .. }
             | Inst::CpBulk { .. }
             | Inst::Elect { .. }
