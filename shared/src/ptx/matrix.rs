@@ -194,14 +194,24 @@ pub(crate) fn is_float16x8(op: &Mma) -> bool {
     op.m == 16 && op.n == 8 && !matches!(op.aty, MmaTy::F64 | MmaTy::S8 | MmaTy::U8)
 }
 
-/// Elements of the largest A of [`mma_float`] (m16n8k32, 8-bit inputs).
-const MAX_A: usize = 16 * 32;
-
-/// An element widened to f32 (exact for every input of [`mma_float`]).
+/// An element widened to f32 (exact for every input of [`mma_float`]). f16 by exact arithmetic
+/// rather than a library call, so that a caller's loop over a fragment vectorises: the exponent
+/// and mantissa moved into an f32's fields and scaled by 2^112 give every finite value (normal or
+/// subnormal) exactly; infinities and NaNs keep their class (a NaN's payload never shows: every
+/// NaN result is the canonical one).
 #[inline(always)]
 fn value32(t: MmaTy, bits: u64) -> f32 {
     match t {
-        MmaTy::F16 => f16::from_bits(bits as u16).to_f32(),
+        MmaTy::F16 => {
+            let h = bits as u32 & 0xFFFF;
+            let mag = h & 0x7FFF;
+            let v = if mag >= 0x7C00 {
+                f32::from_bits(mag << 13 | 0x7F80_0000)
+            } else {
+                f32::from_bits(mag << 13) * f32::from_bits(0x7780_0000)
+            };
+            f32::from_bits(v.to_bits() | (h & 0x8000) << 16)
+        }
         MmaTy::BF16 => f32::from_bits((bits as u32 & 0xFFFF) << 16),
         MmaTy::F32 => f32::from_bits(bits as u32),
         _ => value(t, bits) as f32,
@@ -212,79 +222,65 @@ fn value32(t: MmaTy, bits: u64) -> f32 {
 /// (each element of D from C, one f32 fused multiply-add per k in increasing k), on f32 values
 /// unpacked onto the stack: every input type widens to f32 exactly, so this gives `element`'s
 /// bits. `reg(operand, lane, i)` reads register `i` of a lane's A (0), B (1) or C (2); `put(lane,
-/// i, bits)` takes register `i` of a lane's D. The k loop runs outside the rows so that the 16
-/// rows' 8-column chains are independent vector fused multiply-adds; `inline(always)` lets a
-/// caller compiled with FMA instructions get them instead of library calls (the result is the
-/// same: a fused multiply-add is exactly rounded either way).
+/// i, bits)` takes register `i` of a lane's D. A register's elements are neighbours along k (A,
+/// B) or along a row (C, D) in every layout of the table above, so each register is placed once
+/// and its elements follow. The k loop runs outside the rows so that the 16 rows' 8-column chains
+/// are independent vector fused multiply-adds; `inline(always)` lets a caller compiled with FMA
+/// instructions get them instead of library calls (the result is the same: a fused multiply-add
+/// is exactly rounded either way).
 #[inline(always)]
 pub(crate) fn mma_float(op: &Mma, reg: impl Fn(usize, usize, usize) -> u64, mut put: impl FnMut(usize, usize, u64)) {
     let k = op.k as usize;
     let [na, nb, nc, nd] = op.reg_counts();
-    let mut am = [0f32; MAX_A];
+    // Row-major A (k at most 32), B by k, the accumulators by row.
+    let mut am = [[0f32; 32]; 16];
     let mut bm = [[0f32; 8]; 32];
     let mut acc = [[0f32; 8]; 16];
-    unpack32(
-        op.aty,
-        na,
-        |lane, r| reg(0, lane, r),
-        |lane, i, x| {
-            let (row, col) = a_pos(op.aty, lane, i);
-            am[row * k + col] = x;
-        },
-    );
-    unpack32(
-        op.bty,
-        nb,
-        |lane, r| reg(1, lane, r),
-        |lane, i, x| {
-            let (row, col) = b_pos(op.bty, lane, i);
-            bm[row][col] = x;
-        },
-    );
-    unpack32(
-        op.cty,
-        nc,
-        |lane, r| reg(2, lane, r),
-        |lane, i, x| {
-            let (row, col) = c_pos(lane, i);
-            acc[row][col] = x;
-        },
-    );
+    let (pa, ba) = (per_reg(op.aty), elem_bits(op.aty));
+    let (pb, bb) = (per_reg(op.bty), elem_bits(op.bty));
+    let (pc, bc) = (per_reg(op.cty), elem_bits(op.cty));
+    let field = |v: u64, e: usize, bits: u32| (v >> (e as u32 * bits)) & ((1u64 << bits) - 1);
+    for lane in 0..32 {
+        for r in 0..na {
+            let v = reg(0, lane, r);
+            let (row, col) = a_pos(op.aty, lane, r * pa);
+            for e in 0..pa {
+                am[row & 15][(col + e) & 31] = value32(op.aty, field(v, e, ba));
+            }
+        }
+        for r in 0..nb {
+            let v = reg(1, lane, r);
+            let (row, col) = b_pos(op.bty, lane, r * pb);
+            for e in 0..pb {
+                bm[(row + e) & 31][col & 7] = value32(op.bty, field(v, e, bb));
+            }
+        }
+        for r in 0..nc {
+            let v = reg(2, lane, r);
+            let (row, col) = c_pos(lane, r * pc);
+            for e in 0..pc {
+                acc[row & 15][(col + e) & 7] = value32(op.cty, field(v, e, bc));
+            }
+        }
+    }
     for (kk, bk) in bm.iter().enumerate().take(k) {
-        for (row, ar) in acc.iter_mut().enumerate() {
-            let x = am[row * k + kk];
+        for (ar, am_row) in acc.iter_mut().zip(&am) {
+            let x = am_row[kk];
             for (s, &y) in ar.iter_mut().zip(bk) {
                 *s = x.mul_add(y, *s);
             }
         }
     }
-    let per = per_reg(op.dty);
-    let bits = elem_bits(op.dty);
+    let pd = per_reg(op.dty);
+    let bd = elem_bits(op.dty);
     for lane in 0..32 {
         for r in 0..nd {
+            let (row, col) = c_pos(lane, r * pd);
             let mut v = 0u64;
-            for e in 0..per {
-                let (row, col) = c_pos(lane, r * per + e);
-                v |= finish32(op.dty, acc[row][col]) << (e as u32 * bits);
+            for e in 0..pd {
+                v |= finish32(op.dty, acc[row & 15][(col + e) & 7]) << (e as u32 * bd);
             }
             put(lane, r, v);
-        }
-    }
-}
-
-/// Calls `f(lane, i, value)` for element `i` of every lane's fragment of `count` registers of
-/// type `t` (`reg(lane, r)`: register `r` of a lane).
-#[inline(always)]
-fn unpack32(t: MmaTy, count: usize, reg: impl Fn(usize, usize) -> u64, mut f: impl FnMut(usize, usize, f32)) {
-    let per = per_reg(t);
-    let bits = elem_bits(t);
-    let mask = (1u64 << bits) - 1;
-    for lane in 0..32 {
-        for r in 0..count {
-            let v = reg(lane, r);
-            for e in 0..per {
-                f(lane, r * per + e, value32(t, (v >> (e as u32 * bits)) & mask));
-            }
         }
     }
 }

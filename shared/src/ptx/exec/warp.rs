@@ -173,6 +173,15 @@ impl<const MW: usize> Worker<'_, MW> {
         Ok((l, a))
     }
 
+    /// The 16 bytes of a row at `a` when all of them lie in the block's shared memory (the case
+    /// of every `ldmatrix` a compiler emits): one check for the row instead of one per element,
+    /// the same values.
+    fn shared_row(&self, space: Space, a: u64) -> Option<&[u8]> {
+        let (sp, off) = self.resolve(space, a);
+        let end = off.checked_add(16)?;
+        (sp == Space::Shared && end <= self.b.shared.len() as u64).then(|| &self.b.shared[off as usize..end as usize])
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn ldmatrix(
         &mut self,
@@ -196,6 +205,12 @@ impl<const MW: usize> Worker<'_, MW> {
             let mut m = [[0u64; 64]; 4];
             for row in 0..8 * n {
                 let (l, a) = self.row_addr(addr, space, rb, lb, w, row, act, false, line)?;
+                if let Some(bytes) = self.shared_row(space, a) {
+                    for (c, h) in bytes.chunks_exact(2).enumerate() {
+                        m[row / 8][(row % 8) * 8 + c] = u16::from_le_bytes([h[0], h[1]]) as u64;
+                    }
+                    continue;
+                }
                 for c in 0..8 {
                     let ea = a.wrapping_add(2 * c as u64);
                     m[row / 8][(row % 8) * 8 + c] = self.load(space, ea, 2, l).map_err(|(fault, sp)| Stop::Mem {

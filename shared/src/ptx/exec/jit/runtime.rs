@@ -102,15 +102,15 @@ pub(super) struct ShflInfo {
     pub(super) c: Src,
 }
 
-/// Boundary `k` (segment `k + 1` resumes after it): a barrier, a shuffle or a warp matrix
-/// instruction (`warp`, which the caller of the code runs with the interpreter's code, see
-/// `Worker::warp_in_spill`).
+/// Boundary `k` (segment `k + 1` resumes after it): a barrier, a shuffle or a run of consecutive
+/// warp matrix instructions (`warp`, which the caller of the code runs in order with the
+/// interpreter's code, see `Worker::warp_in_spill`).
 #[derive(Clone)]
 pub(super) struct Boundary {
     pub(super) line: u32,
     pub(super) shfl: Option<ShflInfo>,
-    pub(super) warp: Option<Box<Instr>>,
-    /// The constant registers among a warp instruction's operands, with their values.
+    pub(super) warp: Vec<Instr>,
+    /// The constant registers among the warp instructions' operands, with their values.
     pub(super) consts: Vec<(R, u64)>,
 }
 
@@ -352,7 +352,7 @@ pub(super) extern "C" fn h_boundary(ctx: *mut JitCtx, meta: *const Meta) -> u64 
     let n = ctx.n as usize;
     let state = unsafe { std::slice::from_raw_parts(ctx.state, n) };
     match waiting(state, meta.width) {
-        Ok(Some(s)) if meta.bounds[s as usize - 1].warp.is_none() => {
+        Ok(Some(s)) if meta.bounds[s as usize - 1].warp.is_empty() => {
             let spill = unsafe { std::slice::from_raw_parts_mut(ctx.spill, n * meta.nregs) };
             exchange(meta, s, state, spill);
             s as u64
@@ -538,15 +538,16 @@ impl JitKernel {
                 Ok(None) => return Ok(total),
                 Ok(Some(s)) => {
                     let bound = &v.meta.bounds[s as usize - 1];
-                    match bound.warp.as_deref().map(|i| &i.inst) {
-                        Some(Inst::Mma(op)) if is_float16x8(op) => {
-                            mma_in_spill(op, &bound.consts, &mut js.spill, self.nregs, &js.state)
+                    for ins in &bound.warp {
+                        match &ins.inst {
+                            Inst::Mma(op) if is_float16x8(op) => {
+                                mma_in_spill(op, &bound.consts, &mut js.spill, self.nregs, &js.state)
+                            }
+                            _ => {
+                                let state = &js.state;
+                                w.warp_in_spill(ins, &mut js.spill, self.nregs, |l| state[l] != EXITED)?;
+                            }
                         }
-                        Some(_) => {
-                            let (ins, state) = (bound.warp.as_deref().expect("a warp instruction"), &js.state);
-                            w.warp_in_spill(ins, &mut js.spill, self.nregs, |l| state[l] != EXITED)?;
-                        }
-                        None => {}
                     }
                     exchange(&v.meta, s, &js.state, &mut js.spill);
                     seg = s;

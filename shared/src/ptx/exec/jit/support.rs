@@ -68,10 +68,32 @@ pub(crate) fn unsupported(f: &Function) -> Option<JitError> {
 /// at exit). A branch on a value every thread of a warp computes alike (a loop counter against a
 /// kernel argument, as in a tiled matrix product's loop over K) keeps the warp together.
 fn divergent_boundary(f: &Function) -> Option<u32> {
-    let n = f.insts.len();
     if !f.insts.iter().any(|i| matches!(i.inst, Inst::Shfl { .. }) || warp_matrix(&i.inst)) {
         return None;
     }
+    let (_, inside) = warp_divergence(f);
+    f.insts
+        .iter()
+        .enumerate()
+        .find(|(pc, i)| inside[*pc] && (matches!(i.inst, Inst::Shfl { .. } | Inst::Bar { .. }) || warp_matrix(&i.inst)))
+        .map(|(_, i)| i.line)
+}
+
+/// Whether some threads of a warp may exit while others go on: an exit under a condition that
+/// may differ between them, or in code only some of them run ([`warp_divergence`]). Only then can
+/// a warp instruction meet a thread that has exited.
+pub(super) fn threads_exit_apart(f: &Function) -> bool {
+    let (varying, inside) = warp_divergence(f);
+    f.insts.iter().enumerate().any(|(pc, i)| {
+        matches!(i.inst, Inst::Ret | Inst::Exit) && (inside[pc] || i.guard.is_some_and(|(p, _)| varying[p as usize]))
+    })
+}
+
+/// Which registers may differ between the threads of a warp, and which instructions only some of
+/// them may run (those some path from a branch on such a register reaches before the branch
+/// reconverges).
+fn warp_divergence(f: &Function) -> (Vec<bool>, Vec<bool>) {
+    let n = f.insts.len();
     let succs = |pc: usize| -> Vec<usize> {
         let ins = &f.insts[pc];
         match ins.inst {
@@ -121,14 +143,7 @@ fn divergent_boundary(f: &Function) -> Option<u32> {
             }
         }
         if !changed {
-            return f
-                .insts
-                .iter()
-                .enumerate()
-                .find(|(pc, i)| {
-                    inside[*pc] && (matches!(i.inst, Inst::Shfl { .. } | Inst::Bar { .. }) || warp_matrix(&i.inst))
-                })
-                .map(|(_, i)| i.line);
+            return (varying, inside);
         }
     }
 }

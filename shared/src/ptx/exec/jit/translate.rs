@@ -15,7 +15,6 @@ use super::analysis::{operands, Class, PLAIN_F};
 use super::emit::{flags, Hoisted, Repr, Tx};
 use super::error::JitError;
 use super::runtime::*;
-use super::support::warp_matrix;
 use crate::ptx::ir::*;
 
 /// The integer condition of PTX compare `cmp` (signed or not), if it has one (the unordered
@@ -627,8 +626,11 @@ impl Tx<'_, '_> {
             | Inst::Ldmatrix { .. }
             | Inst::Stmatrix { .. }
             | Inst::Movmatrix { .. } => {
+                let Some(&k) = self.a.bar_index.get(&pc) else {
+                    // Runs with the boundary of the run of warp instructions it begins.
+                    return Ok(true);
+                };
                 self.flush_count();
-                let k = self.a.bar_index[&pc];
                 let base = self.spill_base();
                 let mut first_only = Vec::new();
                 for r in self.a.keep[&pc].clone() {
@@ -652,14 +654,24 @@ impl Tx<'_, '_> {
                     self.b.ins().jump(done, &[]);
                     self.b.switch_to_block(done);
                 }
-                // The exchange reads a shuffle's operands, and a warp matrix instruction all of
-                // its operands, as 64-bit words from the spill area.
-                if matches!(ins.inst, Inst::Shfl { .. }) || warp_matrix(&ins.inst) {
-                    for r in operands(ins).0 {
-                        if self.a.consts[r as usize].is_none() {
-                            let v = self.get(r);
-                            self.b.ins().store(flags(), v, base, (r * 8) as i32);
-                        }
+                // The exchange reads a shuffle's operands, and a run of warp matrix instructions
+                // the operands it does not write itself first, as 64-bit words from the spill area.
+                let mut srcs = Vec::new();
+                if matches!(ins.inst, Inst::Shfl { .. }) {
+                    srcs = operands(ins).0;
+                }
+                let mut written = Vec::new();
+                for w in &self.a.bounds[k as usize].warp {
+                    let (uses, defs) = operands(w);
+                    srcs.extend(uses.into_iter().filter(|r| !written.contains(r)));
+                    written.extend(defs);
+                }
+                srcs.sort_unstable();
+                srcs.dedup();
+                for r in srcs {
+                    if self.a.consts[r as usize].is_none() {
+                        let v = self.get(r);
+                        self.b.ins().store(flags(), v, base, (r * 8) as i32);
                     }
                 }
                 self.set_state(k + 1);
