@@ -346,9 +346,9 @@ fn a_warp_matrix_instruction_reads_exited_lanes_as_they_left_them() {
     let out = run_kernel(&ptx, "k", [1, 1, 1], [n as u32, 1, 1], &[vec![0xFF; n * 4]], &[]).unwrap();
     let w = words(&out[0]);
     let src = |l: usize| if l < n { (l as u32) * 3 + 1 } else { 0 };
-    for l in 0..n {
+    for (l, &got) in w.iter().enumerate() {
         if l % 3 == 0 {
-            assert_eq!(w[l], u32::MAX, "lane {l} exited before writing");
+            assert_eq!(got, u32::MAX, "lane {l} exited before writing");
             continue;
         }
         // Element (row, col) of the warp's 8x8 matrix is half `col & 1` of lane 4*row + col/2;
@@ -357,6 +357,6 @@ fn a_warp_matrix_instruction_reads_exited_lanes_as_they_left_them() {
         let k = l & 31;
         let elem = |row: usize, col: usize| (src(base + row * 4 + col / 2) >> (16 * (col & 1))) & 0xFFFF;
         let (r, c) = (k >> 2, 2 * (k & 3));
-        assert_eq!(w[l], elem(c, r) | elem(c + 1, r) << 16, "lane {l}");
+        assert_eq!(got, elem(c, r) | elem(c + 1, r) << 16, "lane {l}");
     }
 }
