@@ -1,7 +1,9 @@
 //! CPU replay benchmarks: launch dispatch and five corpus kernels at sizes that take a while.
 //!
 //! `cargo bench -p recap-shared --bench cpu_replay -- [dispatch|kernels|NAME...] [--threads N] [--engine jit|jit-scalar|interp]
-//! [--dump DIR]` prints one line per measurement. The archives are built in memory from the
+//! [--dump DIR] [--size N]` prints one line per measurement. `triton_matmul_f16` (not among
+//! `kernels`) is Triton's fp16 `tl.dot` at M = N = K = `--size` (default 1024), which
+//! `bench/cpu/triton_matmul.sh` runs against numpy's float32 matmul. The archives are built in memory from the
 //! corpus PTX (`RECAP_CORPUS`, default `tests/corpus`), so what runs is exactly the replay
 //! path (`CpuReplay::run_iteration`) over real nvcc output. `--dump DIR` writes each kernel's
 //! output region to `DIR/NAME.bin` so the native build of the same CUDA C can be compared with it
@@ -31,6 +33,7 @@ enum Arg {
     Region(usize),
     I32(i32),
     F32(f32),
+    U64(u64),
 }
 
 struct Case {
@@ -43,6 +46,8 @@ struct Case {
     block: [u32; 3],
     output: usize,
     size: String,
+    /// Dynamic shared memory per block, in bytes.
+    shared: u32,
 }
 
 /// Deterministic pseudo-random floats in [-1, 1) (xorshift; the native harness uses the same).
@@ -93,16 +98,61 @@ fn build(case: &Case) -> Vec<u8> {
             Arg::Region(i) => relocs.push(Reloc { offset: p.offset as u64, target: ids[i], target_offset: 0 }),
             Arg::I32(v) => bytes[at..at + 4].copy_from_slice(&v.to_le_bytes()),
             Arg::F32(v) => bytes[at..at + 4].copy_from_slice(&v.to_le_bytes()),
+            Arg::U64(v) => bytes[at..at + 8].copy_from_slice(&v.to_le_bytes()),
         }
     }
-    w.launch(LaunchDecl { kernel: k, grid: case.grid, block: case.block, shared_bytes: 0, params: bytes, relocs })
-        .unwrap();
+    w.launch(LaunchDecl {
+        kernel: k,
+        grid: case.grid,
+        block: case.block,
+        shared_bytes: case.shared,
+        params: bytes,
+        relocs,
+    })
+    .unwrap();
     w.finish().unwrap().into_inner()
 }
 
 fn ptx_of(case: &str) -> String {
     let path = corpus().join("nvcc").join(case).join("kernel.sm_90.ptx");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Pseudo-random f16 values in [-1, 1): [`floats`] rounded to f16.
+fn halves(n: usize, seed: u32) -> Vec<u8> {
+    floats(n, seed)
+        .chunks(4)
+        .flat_map(|c| half::f16::from_f32(f32::from_le_bytes(c.try_into().unwrap())).to_le_bytes())
+        .collect()
+}
+
+/// Triton's `tl.dot` matrix product (`tests/corpus/triton/gen_dot.py`, `dot_f16_masked`: fp16
+/// inputs, fp32 accumulation in `mma.sync`, fp16 output; blocks of 64x32, K in steps of 32,
+/// 4 warps) as Triton compiles it for sm_80. M, N and K are kernel arguments, so the corpus PTX
+/// runs at any size.
+fn triton_matmul(m: usize, n: usize, k: usize) -> Case {
+    let path = corpus().join("triton/tr_dot_f16_masked/kernel.sm_80.ptx");
+    Case {
+        name: "triton_matmul_f16",
+        ptx: std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+        entry: "dot_f16_masked",
+        regions: vec![("a", halves(m * k, 7)), ("b", halves(k * n, 8)), ("c", vec![0; m * n * 2])],
+        args: vec![
+            Arg::Region(0),
+            Arg::Region(1),
+            Arg::Region(2),
+            Arg::I32(m as i32),
+            Arg::I32(n as i32),
+            Arg::I32(k as i32),
+            Arg::U64(0),
+            Arg::U64(0),
+        ],
+        grid: [m.div_ceil(64) as u32, n.div_ceil(32) as u32, 1],
+        block: [128, 1, 1],
+        output: 2,
+        size: format!("M=N=K={m}"),
+        shared: 6144,
+    }
 }
 
 /// The sizes here are the ones `bench/native/kernels.cpp` runs by default.
@@ -122,6 +172,7 @@ fn cases() -> Vec<Case> {
             grid: [(saxpy_n / 256) as u32, 1, 1],
             block: [256, 1, 1],
             output: 1,
+            shared: 0,
             size: format!("n={saxpy_n}"),
         },
         Case {
@@ -140,6 +191,7 @@ fn cases() -> Vec<Case> {
             grid: [(mn / 16) as u32, (mm / 16) as u32, 1],
             block: [16, 16, 1],
             output: 2,
+            shared: 0,
             size: format!("M=N=K={mm}"),
         },
         Case {
@@ -163,6 +215,7 @@ fn cases() -> Vec<Case> {
             grid: [(bodies / 128) as u32, 1, 1],
             block: [128, 1, 1],
             output: 1,
+            shared: 0,
             size: format!("n={bodies}"),
         },
         Case {
@@ -182,6 +235,7 @@ fn cases() -> Vec<Case> {
             grid: [(mw / 32) as u32, (mh / 8) as u32, 1],
             block: [32, 8, 1],
             output: 0,
+            shared: 0,
             size: format!("{mw}x{mh}, max_iter={miter}"),
         },
         Case {
@@ -193,6 +247,7 @@ fn cases() -> Vec<Case> {
             grid: [rows as u32, 1, 1],
             block: [32, 1, 1],
             output: 1,
+            shared: 0,
             size: format!("{rows}x{cols}"),
         },
     ]
@@ -325,10 +380,17 @@ fn bench_kernel(case: &Case, threads: usize, engine: Engine, dump: Option<&PathB
     let out = replay.read_region(case.output as RegionId).unwrap();
     let sum: f64 = match case.name {
         "mandelbrot" => out.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f64).sum(),
+        "triton_matmul_f16" => out.chunks(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64()).sum(),
         _ => out.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).sum(),
     };
     if let Some(dir) = dump {
         std::fs::write(dir.join(format!("{}.bin", case.name)), &out).unwrap();
+        // The inputs too, for a comparison that does not regenerate them.
+        for (i, (name, bytes)) in case.regions.iter().enumerate() {
+            if i != case.output {
+                std::fs::write(dir.join(format!("{}.{name}.bin", case.name)), bytes).unwrap();
+            }
+        }
     }
     let med = median(times);
     let cpu = median(cpu);
@@ -347,6 +409,7 @@ fn main() {
     let mut threads = 0usize;
     let mut dump = None;
     let mut engine = Engine::Jit;
+    let mut size = 1024usize;
     let mut picks = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -361,6 +424,7 @@ fn main() {
                 }
             }
             "--dump" => dump = Some(PathBuf::from(args.next().expect("--dump DIR"))),
+            "--size" => size = args.next().and_then(|v| v.parse().ok()).expect("--size N"),
             "--bench" => {}
             other => picks.push(other.to_string()),
         }
@@ -368,6 +432,9 @@ fn main() {
     let wants = |name: &str| picks.is_empty() || picks.iter().any(|p| p == name);
     if wants("dispatch") {
         bench_dispatch(1, engine);
+    }
+    if wants("triton_matmul_f16") {
+        bench_kernel(&triton_matmul(size, size, size), threads, engine, dump.as_ref());
     }
     let kernels = ["saxpy", "matmul_tiled", "nbody_accel", "mandelbrot", "softmax_rows"];
     if !kernels.iter().any(|k| wants(k)) && !wants("kernels") {

@@ -346,14 +346,23 @@ async fn host_archive_upload_op_list_graph_and_regions() -> Result<()> {
 
 /// `recap import-case` of corpus case `case` (`nvcc/saxpy`) into `dir`.
 fn import_case(case: &str, dir: &Path) -> Result<std::path::PathBuf> {
+    import_case_as(case, None, dir)
+}
+
+/// `recap import-case` of corpus case `case` with the PTX of architecture `ptx` (the importer's
+/// default when `None`) into `dir`.
+fn import_case_as(case: &str, ptx: Option<&str>, dir: &Path) -> Result<std::path::PathBuf> {
     let name = case.rsplit('/').next().unwrap_or(case);
-    let out = dir.join(format!("{name}.recap"));
-    let o = std::process::Command::new(recap_tests::recap_bin())
-        .arg("import-case")
-        .arg(recap_tests::corpus_dir().join(case))
-        .arg("-o")
-        .arg(&out)
-        .output()?;
+    let out = match ptx {
+        Some(arch) => dir.join(format!("{name}.{arch}.recap")),
+        None => dir.join(format!("{name}.recap")),
+    };
+    let mut cmd = std::process::Command::new(recap_tests::recap_bin());
+    cmd.arg("import-case").arg(recap_tests::corpus_dir().join(case)).arg("-o").arg(&out);
+    if let Some(arch) = ptx {
+        cmd.arg("--ptx").arg(arch);
+    }
+    let o = cmd.output()?;
     anyhow::ensure!(o.status.success(), "import-case {case}: {}", String::from_utf8_lossy(&o.stderr));
     Ok(out)
 }
@@ -486,23 +495,15 @@ async fn every_corpus_case_replays_and_passes_in_the_browser() -> Result<()> {
         let file = import_case(&rel, dir.path())?;
         let want: Vec<(String, String)> =
             checked_regions(&file)?.into_iter().map(|n| (n, "pass".to_string())).collect();
-        b.choose_file("#file-input", &file).await?;
-        b.wait_for("#tabs [data-tab='replay']", Duration::from_secs(10)).await?;
-        click(&b, "[data-tab='replay']").await?;
-        let iters = b.wait_for("#r-iters", Duration::from_secs(5)).await?;
-        iters.clear().await?;
-        iters.send_keys("1").await?;
         let started = std::time::Instant::now();
-        click(&b, "#r-start").await?;
-        let outcome = wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(120)).await;
-        let seconds = started.elapsed().as_secs_f64();
-        let got = match outcome {
-            Ok(()) => verdicts(&b).await?,
+        let got = match replay_file_in_browser(&b, &file).await {
+            Ok(got) => got,
             Err(e) => {
                 failures.push(format!("{rel}: {e}"));
                 continue;
             }
         };
+        let seconds = started.elapsed().as_secs_f64();
         eprintln!("{rel}: {got:?} in {seconds:.1} s");
         if got != want {
             failures.push(format!("{rel}: verdicts {got:?}, want {want:?}"));
@@ -514,6 +515,52 @@ async fn every_corpus_case_replays_and_passes_in_the_browser() -> Result<()> {
     b.close().await?;
     assert!(failures.is_empty(), "cases that do not replay in the browser:\n{}", failures.join("\n"));
     Ok(())
+}
+
+/// Opens archive `file` from disk in the page at hand and replays it once in this browser; gives
+/// the check table's verdicts.
+async fn replay_file_in_browser(b: &Browser, file: &Path) -> Result<Vec<(String, String)>> {
+    b.choose_file("#file-input", file).await?;
+    b.wait_for("#tabs [data-tab='replay']", Duration::from_secs(10)).await?;
+    click(b, "[data-tab='replay']").await?;
+    let iters = b.wait_for("#r-iters", Duration::from_secs(5)).await?;
+    iters.clear().await?;
+    iters.send_keys("1").await?;
+    click(b, "#r-start").await?;
+    wait_attr_eq(b, "#r-state", "data-state", "finished", Duration::from_secs(120)).await?;
+    verdicts(b).await
+}
+
+/// Triton's matrix products replayed in this browser by the wasm build's interpreter: `tl.dot`
+/// compiled for sm_80 (`mma.sync` fed by `ldmatrix`; a flash-attention block with shuffles) and
+/// for sm_90 (`wgmma` from shared-memory descriptors), each archive opened from disk and its
+/// check passing region by region.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn triton_matrix_products_replay_and_pass_in_the_browser() -> Result<()> {
+    if !browser::available("triton_matrix_products_replay_and_pass_in_the_browser") {
+        return Ok(());
+    }
+    let server = recap_tests::static_server::serve(&recap_tests::repo_root().join("web"))?;
+    let dir = tempfile::tempdir()?;
+    let b = Browser::start().await?;
+    b.open(&server.url).await?;
+    for (case, arch) in [
+        ("triton/tr_dot_f16_masked", "sm_80"),
+        ("triton/tr_dot_bf16", "sm_80"),
+        ("triton/tr_dot_attention", "sm_80"),
+        ("triton/tr_dot_bf16", "sm_90"),
+    ] {
+        let file = import_case_as(case, Some(arch), dir.path())?;
+        let want: Vec<(String, String)> =
+            checked_regions(&file)?.into_iter().map(|n| (n, "pass".to_string())).collect();
+        assert!(!want.is_empty(), "{case} records an expected state");
+        let got = replay_file_in_browser(&b, &file).await?;
+        assert_eq!(got, want, "{case} ({arch}) in the browser");
+        assert!(b.text("#r-verdict").await?.starts_with("PASS"), "{case} ({arch}) verdict");
+        assert!(b.text("#r-state").await?.contains("this browser"), "{case} ({arch}) ran in the browser");
+    }
+    b.screenshot("browser-wasm-replay-triton-dot").await?;
+    b.close().await
 }
 
 /// Regions with a 2-D shape and a 1-D one with a spike, moved by copies (no kernel needed), each

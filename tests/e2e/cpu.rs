@@ -205,6 +205,30 @@ fn each_iteration_says_which_engine_ran_its_launches() {
     }
 }
 
+/// Triton's matrix products for sm_80 (`mma.sync` fed by `ldmatrix`, and a flash-attention block
+/// with shuffles) pass their check on native code, which runs them itself, and on the interpreter.
+#[test]
+fn triton_sm80_matrix_products_pass_on_native_code_and_the_interpreter() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["tr_dot_f16_masked", "tr_dot_bf16", "tr_dot_attention"] {
+        let archive = import(&corpus_dir().join("triton").join(name), "sm_80", dir.path());
+        let path = archive.to_str().unwrap();
+        for (engine, want) in [
+            ("jit", "1 launches (1 native code, 0 of them in SIMD lanes, 0 interpreted)"),
+            ("interp", "1 launches (0 native code, 0 of them in SIMD lanes, 1 interpreted)"),
+        ] {
+            let o = recap(&["replay", path, "--device", "cpu", "--check", "--engine", engine]);
+            let (stdout, stderr) = text(&o);
+            assert!(o.status.success(), "{name} {engine}: {stdout}{stderr}");
+            assert!(
+                stdout.lines().any(|l| l.starts_with("PASS ")) && !stdout.contains("FAIL "),
+                "{name} {engine}: {stdout}"
+            );
+            assert!(stdout.contains(want), "{name} {engine}: {stdout}");
+        }
+    }
+}
+
 #[test]
 fn cuda_options_are_refused_for_the_cpu_and_bad_devices_named() {
     let dir = tempfile::tempdir().unwrap();

@@ -376,6 +376,8 @@ trait ThreadAccess {
     /// The fault of thread `l`'s vector load or store `ins` at `addr` when that is not aligned to
     /// the whole vector.
     fn misaligned(&self, ins: &Instr, addr: u64, l: usize) -> Option<Stop>;
+    /// `cp.async` of thread `l` (instruction `ins`) from `src` to `dst`, reading `src_size` bytes.
+    fn cp_async(&mut self, ins: &Instr, dst: u64, src: u64, src_size: u64, l: usize) -> Res<()>;
 }
 
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
@@ -405,6 +407,13 @@ impl<const MW: usize> ThreadAccess for Worker<'_, MW> {
             _ => return None,
         };
         misaligned_vector(space, n, size, addr).map(|whole| self.vector_fault(space, addr, whole, write, l, ins.line))
+    }
+
+    fn cp_async(&mut self, ins: &Instr, dst: u64, src: u64, src_size: u64, l: usize) -> Res<()> {
+        match ins.inst {
+            Inst::CpAsync { size, .. } => self.cp_async_at(size, dst, src, src_size, l, ins.line),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -157,8 +157,14 @@ fn unpack(t: MmaTy, regs: &[u64], count: usize, cols: usize, pos: impl Fn(usize,
 /// One warp's `mma`: `a`, `b`, `c` hold every lane's operand registers (lane-major, as many per
 /// lane as [`Mma::reg_counts`] says); gives every lane's D registers, lane-major.
 pub(crate) fn mma(op: &Mma, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
-    let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
     let [na, nb, nc, nd] = op.reg_counts();
+    if is_float16x8(op) {
+        let mut d = vec![0u64; 32 * nd];
+        let regs = [(a, na), (b, nb), (c, nc)];
+        mma_float(op, |o, lane, i| regs[o].0[lane * regs[o].1 + i], |lane, i, v| d[lane * nd + i] = v);
+        return d;
+    }
+    let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
     let am = unpack(op.aty, a, na, k, |l, i| a_pos(op.aty, l, i));
     let bm = unpack(op.bty, b, nb, n, |l, i| b_pos(op.bty, l, i));
     let cm = unpack(op.cty, c, nc, n, c_pos);
@@ -183,6 +189,116 @@ pub(crate) fn mma(op: &Mma, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
     d
 }
 
+/// Whether [`mma_float`] runs `op`: a float product of shape m16n8kK (every float type but f64).
+pub(crate) fn is_float16x8(op: &Mma) -> bool {
+    op.m == 16 && op.n == 8 && !matches!(op.aty, MmaTy::F64 | MmaTy::S8 | MmaTy::U8)
+}
+
+/// An element widened to f32 (exact for every input of [`mma_float`]). f16 by exact arithmetic
+/// rather than a library call, so that a caller's loop over a fragment vectorises: the exponent
+/// and mantissa moved into an f32's fields and scaled by 2^112 give every finite value (normal or
+/// subnormal) exactly; infinities and NaNs keep their class (a NaN's payload never shows: every
+/// NaN result is the canonical one).
+#[inline(always)]
+fn value32(t: MmaTy, bits: u64) -> f32 {
+    match t {
+        MmaTy::F16 => {
+            let h = bits as u32 & 0xFFFF;
+            let mag = h & 0x7FFF;
+            let v = if mag >= 0x7C00 {
+                f32::from_bits(mag << 13 | 0x7F80_0000)
+            } else {
+                f32::from_bits(mag << 13) * f32::from_bits(0x7780_0000)
+            };
+            f32::from_bits(v.to_bits() | (h & 0x8000) << 16)
+        }
+        MmaTy::BF16 => f32::from_bits((bits as u32 & 0xFFFF) << 16),
+        MmaTy::F32 => f32::from_bits(bits as u32),
+        _ => value(t, bits) as f32,
+    }
+}
+
+/// One warp's float `mma` of shape m16n8kK ([`is_float16x8`]) with the arithmetic of [`element`]
+/// (each element of D from C, one f32 fused multiply-add per k in increasing k), on f32 values
+/// unpacked onto the stack: every input type widens to f32 exactly, so this gives `element`'s
+/// bits. `reg(operand, lane, i)` reads register `i` of a lane's A (0), B (1) or C (2); `put(lane,
+/// i, bits)` takes register `i` of a lane's D. A register's elements are neighbours along k (A,
+/// B) or along a row (C, D) in every layout of the table above, so each register is placed once
+/// and its elements follow. The k loop runs outside the rows so that the 16 rows' 8-column chains
+/// are independent vector fused multiply-adds; `inline(always)` lets a caller compiled with FMA
+/// instructions get them instead of library calls (the result is the same: a fused multiply-add
+/// is exactly rounded either way).
+#[inline(always)]
+pub(crate) fn mma_float(op: &Mma, reg: impl Fn(usize, usize, usize) -> u64, mut put: impl FnMut(usize, usize, u64)) {
+    let k = op.k as usize;
+    let [na, nb, nc, nd] = op.reg_counts();
+    // Row-major A (k at most 32), B by k, the accumulators by row.
+    let mut am = [[0f32; 32]; 16];
+    let mut bm = [[0f32; 8]; 32];
+    let mut acc = [[0f32; 8]; 16];
+    let (pa, ba) = (per_reg(op.aty), elem_bits(op.aty));
+    let (pb, bb) = (per_reg(op.bty), elem_bits(op.bty));
+    let (pc, bc) = (per_reg(op.cty), elem_bits(op.cty));
+    let field = |v: u64, e: usize, bits: u32| (v >> (e as u32 * bits)) & ((1u64 << bits) - 1);
+    for lane in 0..32 {
+        for r in 0..na {
+            let v = reg(0, lane, r);
+            let (row, col) = a_pos(op.aty, lane, r * pa);
+            for e in 0..pa {
+                am[row & 15][(col + e) & 31] = value32(op.aty, field(v, e, ba));
+            }
+        }
+        for r in 0..nb {
+            let v = reg(1, lane, r);
+            let (row, col) = b_pos(op.bty, lane, r * pb);
+            for e in 0..pb {
+                bm[(row + e) & 31][col & 7] = value32(op.bty, field(v, e, bb));
+            }
+        }
+        for r in 0..nc {
+            let v = reg(2, lane, r);
+            let (row, col) = c_pos(lane, r * pc);
+            for e in 0..pc {
+                acc[row & 15][(col + e) & 7] = value32(op.cty, field(v, e, bc));
+            }
+        }
+    }
+    for (kk, bk) in bm.iter().enumerate().take(k) {
+        for (ar, am_row) in acc.iter_mut().zip(&am) {
+            let x = am_row[kk];
+            for (s, &y) in ar.iter_mut().zip(bk) {
+                *s = x.mul_add(y, *s);
+            }
+        }
+    }
+    let pd = per_reg(op.dty);
+    let bd = elem_bits(op.dty);
+    for lane in 0..32 {
+        for r in 0..nd {
+            let (row, col) = c_pos(lane, r * pd);
+            let mut v = 0u64;
+            for e in 0..pd {
+                v |= finish32(op.dty, acc[row & 15][(col + e) & 7]) << (e as u32 * bd);
+            }
+            put(lane, r, v);
+        }
+    }
+}
+
+/// The bits of a `dty` element (f32 or f16) of D from its f32 sum.
+#[inline(always)]
+fn finish32(dty: MmaTy, s: f32) -> u64 {
+    if dty == MmaTy::F16 {
+        if s.is_nan() {
+            0x7FFF
+        } else {
+            f16::from_f32(s).to_bits() as u64
+        }
+    } else {
+        b32(s)
+    }
+}
+
 /// One element of D, from its accumulator `acc` and the products of its row of A and column of
 /// B in increasing k (every value widened exactly): the defined order and rounding of the
 /// module docs, as the bits of a `dty` element.
@@ -198,18 +314,7 @@ pub(crate) fn element(dty: MmaTy, satfinite: bool, acc: f64, pairs: impl Iterato
             }
         }
         MmaTy::F64 => b64(pairs.fold(acc, |s, (x, y)| x.mul_add(y, s))),
-        _ => {
-            let s = pairs.fold(acc as f32, |s, (x, y)| (x as f32).mul_add(y as f32, s));
-            if dty == MmaTy::F16 {
-                if s.is_nan() {
-                    0x7FFF
-                } else {
-                    f16::from_f32(s).to_bits() as u64
-                }
-            } else {
-                b32(s)
-            }
-        }
+        _ => finish32(dty, pairs.fold(acc as f32, |s, (x, y)| (x as f32).mul_add(y as f32, s))),
     }
 }
 

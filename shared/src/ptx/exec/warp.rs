@@ -45,6 +45,61 @@ impl<const MW: usize> Worker<'_, MW> {
         }
     }
 
+    /// Runs warp instruction `ins` (`mma`, `ldmatrix`, `stmatrix`, `movmatrix`) for native code,
+    /// with the code above: native code leaves every thread's registers in its spill area
+    /// (`spill[l * nregs + r]`, thread after thread), so the instruction's operands of every
+    /// thread are copied into the interpreter's registers (constants from the function), it runs
+    /// for the threads that have not exited (`live`), and its results go back to their spill
+    /// slots. One implementation for both engines, so they give the same bits and faults.
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    pub(super) fn warp_in_spill(
+        &mut self,
+        ins: &Instr,
+        spill: &mut [u64],
+        nregs: usize,
+        live: impl Fn(usize) -> bool,
+    ) -> Res<()> {
+        let n = self.n;
+        if self.b.regs.len() < nregs * n {
+            self.b.regs.resize(nregs * n, 0);
+        }
+        let f = &self.ctx.module.funcs[self.ctx.entry as usize];
+        let (uses, defs) = crate::ptx::flow::uses_defs(ins);
+        for &r in &uses {
+            let o = r as usize * n;
+            match f.consts.iter().find(|c| c.0 == r) {
+                Some(&(_, v)) => self.b.regs[o..o + n].fill(v),
+                None => {
+                    for l in 0..n {
+                        self.b.regs[o + l] = spill[l * nregs + r as usize];
+                    }
+                }
+            }
+        }
+        let mut em = Mask::<MW>::EMPTY;
+        for l in (0..n).filter(|&l| live(l)) {
+            em.0[l / 64] |= 1 << (l % 64);
+        }
+        match ins.inst {
+            Inst::Mma(ref op) => self.mma(op, 0, em),
+            Inst::Movmatrix { d, a } => self.movmatrix(d, a, 0, em),
+            Inst::Ldmatrix { n: cnt, trans, space, d, addr } => {
+                self.ldmatrix(cnt, trans, space, &d, &addr, 0, 0, em, ins.line)?
+            }
+            Inst::Stmatrix { n: cnt, trans, space, a, addr } => {
+                self.stmatrix(cnt, trans, space, &a, &addr, 0, 0, em, ins.line)?
+            }
+            _ => {}
+        }
+        for &r in &defs {
+            let o = r as usize * n;
+            for l in (0..n).filter(|&l| live(l)) {
+                spill[l * nregs + r as usize] = self.b.regs[o + l];
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn mma(&mut self, op: &Mma, rb: usize, em: Mask<MW>) {
         for w in 0..self.n.div_ceil(32) {
             let act = em.warp(w);
@@ -118,6 +173,15 @@ impl<const MW: usize> Worker<'_, MW> {
         Ok((l, a))
     }
 
+    /// The 16 bytes of a row at `a` when all of them lie in the block's shared memory (the case
+    /// of every `ldmatrix` a compiler emits): one check for the row instead of one per element,
+    /// the same values.
+    fn shared_row(&self, space: Space, a: u64) -> Option<&[u8]> {
+        let (sp, off) = self.resolve(space, a);
+        let end = off.checked_add(16)?;
+        (sp == Space::Shared && end <= self.b.shared.len() as u64).then(|| &self.b.shared[off as usize..end as usize])
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn ldmatrix(
         &mut self,
@@ -141,6 +205,12 @@ impl<const MW: usize> Worker<'_, MW> {
             let mut m = [[0u64; 64]; 4];
             for row in 0..8 * n {
                 let (l, a) = self.row_addr(addr, space, rb, lb, w, row, act, false, line)?;
+                if let Some(bytes) = self.shared_row(space, a) {
+                    for (c, h) in bytes.chunks_exact(2).enumerate() {
+                        m[row / 8][(row % 8) * 8 + c] = u16::from_le_bytes([h[0], h[1]]) as u64;
+                    }
+                    continue;
+                }
                 for c in 0..8 {
                     let ea = a.wrapping_add(2 * c as u64);
                     m[row / 8][(row % 8) * 8 + c] = self.load(space, ea, 2, l).map_err(|(fault, sp)| Stop::Mem {
@@ -229,10 +299,16 @@ impl<const MW: usize> Worker<'_, MW> {
         l: usize,
         line: u32,
     ) -> Res<()> {
-        let sz = size as u64;
         let da = self.address(dst, rb, lb, l);
         let sa = self.address(src, rb, lb, l);
-        let keep = (self.b.regs[(rb + src_size as usize) * self.n + l] as u32 as u64).min(sz);
+        self.cp_async_at(size, da, sa, self.b.regs[(rb + src_size as usize) * self.n + l], l, line)
+    }
+
+    /// `cp.async` of lane `l` at addresses already computed (native code computes them itself),
+    /// `src_size` the register's value.
+    pub(super) fn cp_async_at(&mut self, size: u8, da: u64, sa: u64, src_size: u64, l: usize, line: u32) -> Res<()> {
+        let sz = size as u64;
+        let keep = (src_size as u32 as u64).min(sz);
         let fail = |addr: u64, size: u64, space: Space, fault: Fault, write: bool| Stop::Mem {
             lane: l,
             addr,

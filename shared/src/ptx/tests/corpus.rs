@@ -209,7 +209,7 @@ fn every_corpus_case_matches_the_gpu() {
             .map(|e| std::fs::read_to_string(e.path()).unwrap())
             .collect::<String>();
         let float_atomics = text.contains(".add.f32") && (text.contains("atom.") || text.contains("red."));
-        for arch in ["sm_75", "sm_90"] {
+        for arch in ["sm_75", "sm_80", "sm_90"] {
             let interp = run_case(&case, arch, Engine::Interpreter);
             for engine in [Engine::Jit, Engine::JitScalar] {
                 let jit = run_case(&case, arch, engine);
@@ -242,6 +242,28 @@ fn every_corpus_case_matches_the_gpu() {
     assert_eq!(native, 0);
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
     assert!(ran >= 29, "only {ran} case runs");
+}
+
+/// Triton's matrix products for sm_80 (`mma.sync` fed by `ldmatrix` from shared memory, a
+/// flash-attention block with shuffles around its two products) run as native code, match the GPU
+/// under the case's tolerance and the interpreter bit for bit.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+#[test]
+fn triton_sm80_matrix_products_run_as_native_code() {
+    let Some(dir) = corpus_dir() else { return };
+    for case in ["tr_dot_f16_masked", "tr_dot_bf16", "tr_dot_attention"] {
+        let path = dir.join("triton").join(case);
+        let text = std::fs::read_to_string(path.join("kernel.sm_80.ptx")).unwrap();
+        let m = Module::parse(&text).unwrap();
+        let entry = m.entries()[0].name.clone();
+        assert_eq!(m.jit_support(&entry), Ok(()), "{case}");
+        let interp = run_case(&path, "sm_80", Engine::Interpreter).unwrap().unwrap();
+        for engine in [Engine::Jit, Engine::JitScalar] {
+            let native = run_case(&path, "sm_80", engine).unwrap().unwrap();
+            assert_eq!(native.native_launches, 1, "{case} {engine:?}: interpreted");
+            assert!(interp.buffers == native.buffers, "{case} {engine:?}: differs from the interpreter");
+        }
+    }
 }
 
 /// The kernels whose threads do the same work on neighbouring data get code for groups of

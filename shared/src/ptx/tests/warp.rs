@@ -265,3 +265,98 @@ $L1:
     assert_eq!(w[3], 3);
     assert_eq!(w[20], 21);
 }
+
+/// A loop whose trip count every thread computes alike (a kernel argument) keeps each warp
+/// together, so shuffles inside it run as native code; a loop whose trip count depends on the
+/// thread does not, and stays on the interpreter.
+#[test]
+fn shuffles_in_a_loop_every_thread_runs_alike_run_as_native_code() {
+    let kernel = |bound: &str| {
+        format!(
+            "{HEAD}
+.visible .entry k(.param .u64 out, .param .u32 n)
+{{
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r9, [n];
+    mov.u32 %r1, %tid.x;
+    {bound}
+    mov.u32 %r3, %r1;
+    mov.u32 %r4, 0;
+$LOOP:
+    shfl.sync.bfly.b32 %r5, %r3, 1, 31, -1;
+    add.s32 %r3, %r3, %r5;
+    add.s32 %r4, %r4, 1;
+    setp.lt.u32 %p1, %r4, %r8;
+    @%p1 bra $LOOP;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    ret;
+}}"
+        )
+    };
+    let uniform = kernel("mov.u32 %r8, %r9;");
+    let varying = kernel("add.u32 %r8, %r9, %r1;");
+    if cfg!(all(feature = "jit", not(target_arch = "wasm32"))) {
+        assert!(native(&uniform), "a loop over a kernel argument keeps warps together");
+    }
+    assert!(!native(&varying), "a loop whose trip count depends on %tid.x does not");
+    let out = run_kernel(&uniform, "k", [1, 1, 1], [64, 1, 1], &[vec![0; 256]], &3u32.to_le_bytes()).unwrap();
+    let w = words(&out[0]);
+    for l in 0..64u32 {
+        // Each pass adds the partner's value: pairs (2i, 2i+1) hold 4i+1 after one pass and
+        // double it on each of the two passes after.
+        let pair = (l & !1) + (l | 1);
+        assert_eq!(w[l as usize], pair * 4, "lane {l}");
+    }
+}
+
+/// A warp matrix instruction after some threads of a warp exited reads their registers as they
+/// left them, and lanes past the end of a partial last warp as zero, on every engine; the
+/// threads that go on run it as native code.
+#[test]
+fn a_warp_matrix_instruction_reads_exited_lanes_as_they_left_them() {
+    let n = 45usize;
+    let ptx = format!(
+        "{HEAD}
+.visible .entry k(.param .u64 out)
+{{
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mad.lo.s32 %r2, %r1, 3, 1;
+    rem.u32 %r6, %r1, 3;
+    setp.eq.u32 %p2, %r6, 0;
+    @%p2 ret;
+    movmatrix.sync.aligned.m8n8.trans.b16 %r3, %r2;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    ret;
+}}"
+    );
+    if cfg!(all(feature = "jit", not(target_arch = "wasm32"))) {
+        assert!(native(&ptx), "a warp matrix instruction outside divergent code runs as native code");
+    }
+    let out = run_kernel(&ptx, "k", [1, 1, 1], [n as u32, 1, 1], &[vec![0xFF; n * 4]], &[]).unwrap();
+    let w = words(&out[0]);
+    let src = |l: usize| if l < n { (l as u32) * 3 + 1 } else { 0 };
+    for (l, &got) in w.iter().enumerate() {
+        if l % 3 == 0 {
+            assert_eq!(got, u32::MAX, "lane {l} exited before writing");
+            continue;
+        }
+        // Element (row, col) of the warp's 8x8 matrix is half `col & 1` of lane 4*row + col/2;
+        // lane l gets elements (c, r) and (c + 1, r) with r = l / 4 within the warp, c = 2 (l % 4).
+        let base = l & !31;
+        let k = l & 31;
+        let elem = |row: usize, col: usize| (src(base + row * 4 + col / 2) >> (16 * (col & 1))) & 0xFFFF;
+        let (r, c) = (k >> 2, 2 * (k & 3));
+        assert_eq!(got, elem(c, r) | elem(c + 1, r) << 16, "lane {l}");
+    }
+}

@@ -23,6 +23,7 @@ use std::collections::HashMap;
 
 use super::lanes::{lane_steps, LanePlan, Step, LANES};
 use super::runtime::{Boundary, ShflInfo, Src};
+use super::support::{threads_exit_apart, warp_matrix};
 use crate::ptx::flow::{live_in, successors, uses_defs};
 use crate::ptx::ir::*;
 
@@ -73,8 +74,8 @@ pub(super) struct Analysis<'f> {
     /// Registers live on entry to each instruction (see [`live_in`]), in code for groups or
     /// where the kernel has boundaries.
     pub(super) live: (Vec<u64>, usize),
-    /// Registers shuffles read from other threads, which a thread leaves in its spill area when
-    /// it exits (an exited lane still serves its last value).
+    /// Registers shuffles and warp matrix instructions read from other threads, which a thread
+    /// leaves in its spill area when it exits (an exited lane still serves its last value).
     pub(super) shfl_srcs: Vec<R>,
 }
 
@@ -104,6 +105,20 @@ impl<'f> Analysis<'f> {
         // Leaders: targets of branches and instructions after control transfers.
         let mut leader = vec![false; n_insts + 1];
         leader[0] = true;
+        let mut targets = vec![false; n_insts + 1];
+        for ins in &f.insts {
+            if let Inst::Bra { target, .. } = ins.inst {
+                targets[(target as usize).min(n_insts)] = true;
+            }
+        }
+        // Consecutive warp matrix instructions (a tile's `ldmatrix`es, its `mma`s) are one
+        // boundary, at the last of them: the runtime runs them in order, and the threads pay one
+        // store and reload of their registers for the run instead of one for each.
+        let joins_next = |pc: usize| {
+            warp_matrix(&f.insts[pc].inst) && pc + 1 < n_insts && warp_matrix(&f.insts[pc + 1].inst) && !targets[pc + 1]
+        };
+        let exits_apart = threads_exit_apart(f);
+        let mut group = Vec::new();
         for (pc, ins) in f.insts.iter().enumerate() {
             match ins.inst {
                 Inst::Bra { target, .. } => {
@@ -111,6 +126,7 @@ impl<'f> Analysis<'f> {
                     leader[pc + 1] = true;
                 }
                 Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Shfl { .. } => leader[pc + 1] = true,
+                ref i if warp_matrix(i) && !joins_next(pc) => leader[pc + 1] = true,
                 _ => {}
             }
             let src = |r: R| Src { reg: r, konst: consts[r as usize] };
@@ -122,10 +138,26 @@ impl<'f> Analysis<'f> {
                     }
                     Some(ShflInfo { mode, d, p, a: src(a), b: src(b), c: src(c) })
                 }
+                ref i if warp_matrix(i) => {
+                    // An exited thread's registers are read by the warp instructions after it.
+                    for r in uses_defs(ins).0 {
+                        if exits_apart && consts[r as usize].is_none() && !shfl_srcs.contains(&r) {
+                            shfl_srcs.push(r);
+                        }
+                    }
+                    group.push(ins.clone());
+                    if joins_next(pc) {
+                        continue;
+                    }
+                    None
+                }
                 _ => continue,
             };
+            let warp = std::mem::take(&mut group);
+            let consts =
+                warp.iter().flat_map(|i| uses_defs(i).0).filter_map(|r| Some((r, consts[r as usize]?))).collect();
             bar_index.insert(pc, bounds.len() as u32);
-            bounds.push(Boundary { line: ins.line, shfl });
+            bounds.push(Boundary { line: ins.line, shfl, warp, consts });
         }
         if plan.is_some() || !bar_index.is_empty() {
             live = live_in(f);

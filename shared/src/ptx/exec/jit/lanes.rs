@@ -42,6 +42,7 @@ use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackS
 use super::analysis::{Class, Layout, PLAIN_F};
 use super::emit::{Repr, Tx};
 use super::error::JitError;
+use super::support::warp_matrix;
 use super::translate::int_cc;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
@@ -156,6 +157,9 @@ impl LanePlan {
             if matches!(ins.inst, Inst::Shfl { .. }) {
                 return Err(JitError::NoLanes { what: "a shuffle", line: ins.line });
             }
+            if warp_matrix(&ins.inst) {
+                return Err(JitError::NoLanes { what: "a warp matrix instruction", line: ins.line });
+            }
         }
         Ok(LanePlan { varying, in_region })
     }
@@ -173,6 +177,10 @@ pub(super) fn is_control(inst: &Inst) -> bool {
         Inst::Bra { .. }
             | Inst::Bar { .. }
             | Inst::Shfl { .. }
+            | Inst::Mma(_)
+            | Inst::Ldmatrix { .. }
+            | Inst::Stmatrix { .. }
+            | Inst::Movmatrix { .. }
             | Inst::Ret
             | Inst::Exit
             | Inst::Trap

@@ -19,6 +19,7 @@ use super::compile::{Compiled, JitKernel};
 use crate::ptx::exec::{compare, shfl_source, sx, Res, Stop, ThreadAccess, Worker};
 use crate::ptx::ir::*;
 use crate::ptx::math::*;
+use crate::ptx::matrix::{self, is_float16x8};
 use crate::ptx::memory::Memory;
 
 /// State of a thread between segments: it exited.
@@ -101,11 +102,78 @@ pub(super) struct ShflInfo {
     pub(super) c: Src,
 }
 
-/// Boundary `k` (segment `k + 1` resumes after it): a barrier or a shuffle.
+/// Boundary `k` (segment `k + 1` resumes after it): a barrier, a shuffle or a run of consecutive
+/// warp matrix instructions (`warp`, which the caller of the code runs in order with the
+/// interpreter's code, see `Worker::warp_in_spill`).
 #[derive(Clone)]
 pub(super) struct Boundary {
     pub(super) line: u32,
     pub(super) shfl: Option<ShflInfo>,
+    pub(super) warp: Vec<Instr>,
+    /// The constant registers among the warp instructions' operands, with their values.
+    pub(super) consts: Vec<(R, u64)>,
+}
+
+/// A float `mma` of shape m16n8kK ([`is_float16x8`]) for every warp with a live thread, straight
+/// on the spill area (`spill[l * nregs + r]`): `ptx::matrix`'s own arithmetic, which the
+/// interpreter runs too, compiled here with FMA instructions where the CPU has them (the
+/// interpreter's build calls the C library's `fmaf`, which rounds the same). Lanes past the end of
+/// the block read as zero; threads that exited are read, not written (`Worker::warp_in_spill`).
+fn mma_in_spill(op: &Mma, consts: &[(R, u64)], spill: &mut [u64], nregs: usize, state: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has the features the function is compiled for.
+        unsafe { mma_in_spill_fma(op, consts, spill, nregs, state) };
+        return;
+    }
+    mma_in_spill_body(op, consts, spill, nregs, state)
+}
+
+/// # Safety
+/// The CPU must have FMA and AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma,avx2")]
+unsafe fn mma_in_spill_fma(op: &Mma, consts: &[(R, u64)], spill: &mut [u64], nregs: usize, state: &[u32]) {
+    mma_in_spill_body(op, consts, spill, nregs, state)
+}
+
+#[inline(always)]
+fn mma_in_spill_body(op: &Mma, consts: &[(R, u64)], spill: &mut [u64], nregs: usize, state: &[u32]) {
+    let n = state.len();
+    let operands = [&op.a[..], &op.b[..], &op.c[..]];
+    // Each operand register's constant value, if it has one (`u64::MAX` as "none" would be a
+    // valid f64 bit pattern, so an option).
+    let konst: [[Option<u64>; 8]; 3] = operands.map(|rs| {
+        let mut k = [None; 8];
+        for (i, r) in rs.iter().enumerate().take(8) {
+            k[i] = consts.iter().find(|c| c.0 == *r).map(|c| c.1);
+        }
+        k
+    });
+    let mut out = [0u64; 32 * 4];
+    let nd = op.d.len();
+    for w in 0..n.div_ceil(32) {
+        let lanes = w * 32..(w * 32 + 32).min(n);
+        if state[lanes.clone()].iter().all(|&s| s == EXITED) {
+            continue;
+        }
+        let read = |o: usize, lane: usize, i: usize| {
+            let l = w * 32 + lane;
+            match konst[o][i] {
+                Some(v) => v,
+                None if l < n => spill[l * nregs + operands[o][i] as usize],
+                None => 0,
+            }
+        };
+        matrix::mma_float(op, read, |lane, i, v| out[lane * nd + i] = v);
+        for l in lanes {
+            if state[l] != EXITED {
+                for (i, &d) in op.d.iter().enumerate() {
+                    spill[l * nregs + d as usize] = out[(l - w * 32) * nd + i];
+                }
+            }
+        }
+    }
 }
 
 pub(super) struct Meta {
@@ -190,6 +258,14 @@ pub(super) extern "C" fn h_mem(ctx: *mut JitCtx, ins: *const Instr, thread: u64,
     let (ctx, ins) = unsafe { (&mut *ctx, &*ins) };
     let rt = unsafe { &mut *(ctx.rt as *mut Rt<'_>) };
     let l = thread as usize;
+    if matches!(ins.inst, Inst::CpAsync { .. }) {
+        // `addr` the destination, `b` the source, `c` the bytes to read.
+        if let Err(stop) = rt.w.cp_async(ins, addr, b, c, l) {
+            rt.stop = Some(stop);
+            ctx.fault = 1;
+        }
+        return 0;
+    }
     if c == VECTOR_BASE && matches!(ins.inst, Inst::Ld { .. } | Inst::St { .. }) {
         if let Some(stop) = rt.w.misaligned(ins, addr, l) {
             rt.stop = Some(stop);
@@ -266,7 +342,8 @@ fn exchange(meta: &Meta, s: u32, state: &[u32], spill: &mut [u64]) {
 }
 
 /// At the end of a pass over the threads: the segment to run next when every live thread waits at
-/// the same boundary (after its exchange), or 0 to return to the caller.
+/// the same boundary (after its exchange), or 0 to return to the caller (which also runs the warp
+/// matrix instructions: they need the worker, and may fault).
 pub(super) extern "C" fn h_boundary(ctx: *mut JitCtx, meta: *const Meta) -> u64 {
     // SAFETY: `ctx` is the context of the running call, whose `state` holds `n` entries and whose
     // spill area `n * nregs` words while the kernel has boundaries (`run_block`); `meta` is owned
@@ -275,7 +352,7 @@ pub(super) extern "C" fn h_boundary(ctx: *mut JitCtx, meta: *const Meta) -> u64 
     let n = ctx.n as usize;
     let state = unsafe { std::slice::from_raw_parts(ctx.state, n) };
     match waiting(state, meta.width) {
-        Ok(Some(s)) => {
+        Ok(Some(s)) if meta.bounds[s as usize - 1].warp.is_empty() => {
             let spill = unsafe { std::slice::from_raw_parts_mut(ctx.spill, n * meta.nregs) };
             exchange(meta, s, state, spill);
             s as u64
@@ -460,6 +537,18 @@ impl JitKernel {
             match waiting(&js.state, v.meta.width) {
                 Ok(None) => return Ok(total),
                 Ok(Some(s)) => {
+                    let bound = &v.meta.bounds[s as usize - 1];
+                    for ins in &bound.warp {
+                        match &ins.inst {
+                            Inst::Mma(op) if is_float16x8(op) => {
+                                mma_in_spill(op, &bound.consts, &mut js.spill, self.nregs, &js.state)
+                            }
+                            _ => {
+                                let state = &js.state;
+                                w.warp_in_spill(ins, &mut js.spill, self.nregs, |l| state[l] != EXITED)?;
+                            }
+                        }
+                    }
                     exchange(&v.meta, s, &js.state, &mut js.spill);
                     seg = s;
                 }

@@ -11,7 +11,7 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::Switch;
 
-use super::analysis::{Class, PLAIN_F};
+use super::analysis::{operands, Class, PLAIN_F};
 use super::emit::{flags, Hoisted, Repr, Tx};
 use super::error::JitError;
 use super::runtime::*;
@@ -620,9 +620,17 @@ impl Tx<'_, '_> {
                 self.b.ins().return_(&[r]);
                 return Ok(false);
             }
-            Inst::Bar { .. } | Inst::Shfl { .. } => {
+            Inst::Bar { .. }
+            | Inst::Shfl { .. }
+            | Inst::Mma(_)
+            | Inst::Ldmatrix { .. }
+            | Inst::Stmatrix { .. }
+            | Inst::Movmatrix { .. } => {
+                let Some(&k) = self.a.bar_index.get(&pc) else {
+                    // Runs with the boundary of the run of warp instructions it begins.
+                    return Ok(true);
+                };
                 self.flush_count();
-                let k = self.a.bar_index[&pc];
                 let base = self.spill_base();
                 let mut first_only = Vec::new();
                 for r in self.a.keep[&pc].clone() {
@@ -646,19 +654,37 @@ impl Tx<'_, '_> {
                     self.b.ins().jump(done, &[]);
                     self.b.switch_to_block(done);
                 }
-                // The exchange reads a shuffle's operands as 64-bit words from the spill area.
-                if let Inst::Shfl { a, b, c, .. } = ins.inst {
-                    for r in [a, b, c] {
-                        if self.a.consts[r as usize].is_none() {
-                            let v = self.get(r);
-                            self.b.ins().store(flags(), v, base, (r * 8) as i32);
-                        }
+                // The exchange reads a shuffle's operands, and a run of warp matrix instructions
+                // the operands it does not write itself first, as 64-bit words from the spill area.
+                let mut srcs = Vec::new();
+                if matches!(ins.inst, Inst::Shfl { .. }) {
+                    srcs = operands(ins).0;
+                }
+                let mut written = Vec::new();
+                for w in &self.a.bounds[k as usize].warp {
+                    let (uses, defs) = operands(w);
+                    srcs.extend(uses.into_iter().filter(|r| !written.contains(r)));
+                    written.extend(defs);
+                }
+                srcs.sort_unstable();
+                srcs.dedup();
+                for r in srcs {
+                    if self.a.consts[r as usize].is_none() {
+                        let v = self.get(r);
+                        self.b.ins().store(flags(), v, base, (r * 8) as i32);
                     }
                 }
                 self.set_state(k + 1);
                 let next = self.next_thread.expect("next");
                 self.b.ins().jump(next, &[]);
                 return Ok(false);
+            }
+            Inst::CpAsync { src_size, dst, src, .. } => {
+                // The interpreter's copy, thread by thread: a few per tile, each up to 16 bytes.
+                let dv = self.address(&dst);
+                let sv = self.address(&src);
+                let nv = self.get(src_size);
+                self.slow(pc, dv, sv, nv);
             }
             Inst::Nop => {}
             Inst::Bra { .. }
@@ -667,11 +693,6 @@ impl Tx<'_, '_> {
             | Inst::Redux { .. }
             | Inst::Clock { .. }
             | Inst::Call { .. }
-            | Inst::Mma(_)
-            | Inst::Ldmatrix { .. }
-            | Inst::Stmatrix { .. }
-            | Inst::Movmatrix { .. }
-            | Inst::CpAsync { .. }
             | Inst::Mbar { .. }
             | Inst::CpBulk { .. }
             | Inst::Elect { .. }
