@@ -182,7 +182,9 @@ int main(void) {
     CHECK(cuModuleLoadData(&module, PTX));
     CHECK(cuModuleGetFunction(&add_u32, module, "add_u32"));
     static unsigned host[N];
-    for (int i = 0; i < N; i++) host[i] = (unsigned)i;
+    /* The top bit set: no two neighbouring words read as an address of the CPU driver's, which
+     * recap would take for a pointer. */
+    for (int i = 0; i < N; i++) host[i] = 0x80000000u | (unsigned)i;
     CHECK(cuMemAlloc(&data, sizeof host));
     CHECK(cuMemcpyHtoD(data, host, sizeof host));
 
@@ -219,8 +221,9 @@ int main(void) {
     CHECK(cuCtxSynchronize());
     CHECK(cuMemcpyDtoH(host, data, sizeof host));
     for (int i = 0; i < N; i++) {
-        if (host[i] != (unsigned)i + 1111111u) {
-            fprintf(stderr, "nvtx_range: element %d is %u, want %u\n", i, host[i], (unsigned)i + 1111111u);
+        unsigned want = (0x80000000u | (unsigned)i) + 1111111u;
+        if (host[i] != want) {
+            fprintf(stderr, "nvtx_range: element %d is %u, want %u\n", i, host[i], want);
             return 1;
         }
     }
