@@ -9,7 +9,7 @@ use recap_tests::recap_bin;
 use serde_json::Value;
 
 use crate::cpudriver::{text, Program};
-use crate::intercept::{capture, capture_ok, replay_check, tmp_archive};
+use crate::intercept::{capture, capture_ok, inspect, replay_check, tmp_archive};
 
 #[test]
 fn launches_without_ptx_replay_on_the_cpu_from_their_recorded_effects() {
@@ -39,6 +39,8 @@ fn launches_without_ptx_replay_on_the_cpu_from_their_recorded_effects() {
     // From the first byte it changed to the last: y[399]'s top byte stays 0.
     assert_eq!(report["effects_bytes"], 400 * 4 - 1, "{report:#}");
     assert_eq!(report["ops"]["launch"], 3, "{report:#}");
+    let listing = inspect(&fx);
+    assert!(listing.contains("recorded effects (1): launches without PTX") && listing.contains("op 1: wrote alloc1+0"), "{listing}");
     for engine in ["interp", "jit"] {
         let out = replay_check(&fx, engine);
         assert!(out.contains("2 of 2 regions pass"), "{engine}:\n{out}");
