@@ -40,7 +40,10 @@ fn launches_without_ptx_replay_on_the_cpu_from_their_recorded_effects() {
     assert_eq!(report["effects_bytes"], 400 * 4 - 1, "{report:#}");
     assert_eq!(report["ops"]["launch"], 3, "{report:#}");
     let listing = inspect(&fx);
-    assert!(listing.contains("recorded effects (1): launches without PTX") && listing.contains("op 1: wrote alloc1+0"), "{listing}");
+    assert!(
+        listing.contains("recorded effects (1): launches without PTX") && listing.contains("op 1: wrote alloc1+0"),
+        "{listing}"
+    );
     for engine in ["interp", "jit"] {
         let out = replay_check(&fx, engine);
         assert!(out.contains("2 of 2 regions pass"), "{engine}:\n{out}");

@@ -113,10 +113,17 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// The id of the start/end range that opened the recorded range, 0 if none did.
 static OPEN_ID: AtomicU64 = AtomicU64::new(0);
 
-thread_local! {
-    /// This thread's push/pop depth per domain handle (0: the default domain), and the
+/// One thread's push/pop ranges.
+#[derive(Default)]
+struct Stacks {
+    /// Depth per domain handle (0: the default domain).
+    depth: HashMap<usize, i32>,
     /// `(domain, depth)` of the push on this thread that opened the recorded range.
-    static STACKS: RefCell<(HashMap<usize, i32>, Option<(usize, i32)>)> = RefCell::new((HashMap::new(), None));
+    opened: Option<(usize, i32)>,
+}
+
+thread_local! {
+    static STACKS: RefCell<Stacks> = RefCell::new(Stacks::default());
 }
 
 fn names() -> std::sync::MutexGuard<'static, Names> {
@@ -147,14 +154,6 @@ fn is_wanted(domain: usize, message: &str) -> bool {
         NvtxDomain::Any => true,
         NvtxDomain::Default => domain == 0,
         NvtxDomain::Named(name) => domain != 0 && names().domains.get(domain - 1) == Some(name),
-    }
-}
-
-/// How the range was named, for the report.
-fn describe(domain: usize, message: &str) -> String {
-    match domain {
-        0 => format!("{message:?}"),
-        d => format!("{message:?} in domain {:?}", names().domains.get(d - 1).cloned().unwrap_or_default()),
     }
 }
 
@@ -263,16 +262,12 @@ unsafe fn message(attrs: *const EventAttributes) -> Option<String> {
 fn push(domain: usize, message: impl FnOnce() -> Option<String>) -> c_int {
     let depth = STACKS.with(|s| {
         let mut s = s.borrow_mut();
-        let d = s.0.entry(domain).or_insert(0);
+        let d = s.depth.entry(domain).or_insert(0);
         *d += 1;
         *d
     });
-    if record::armed() {
-        if let Some(m) = message().filter(|m| is_wanted(domain, m)) {
-            if record::marker_opens(&format!("the NVTX range {}", describe(domain, &m))) {
-                STACKS.with(|s| s.borrow_mut().1 = Some((domain, depth)));
-            }
-        }
+    if record::armed() && message().is_some_and(|m| is_wanted(domain, &m)) && record::marker_opens() {
+        STACKS.with(|s| s.borrow_mut().opened = Some((domain, depth)));
     }
     depth - 1
 }
@@ -282,15 +277,15 @@ fn push(domain: usize, message: impl FnOnce() -> Option<String>) -> c_int {
 fn pop(domain: usize, at: &str) -> c_int {
     let (depth, closes) = STACKS.with(|s| {
         let mut s = s.borrow_mut();
-        let d = s.0.entry(domain).or_insert(0);
+        let d = s.depth.entry(domain).or_insert(0);
         if *d == 0 {
             return (0, false);
         }
         let depth = *d;
         *d -= 1;
-        let closes = s.1 == Some((domain, depth));
+        let closes = s.opened == Some((domain, depth));
         if closes {
-            s.1 = None;
+            s.opened = None;
         }
         (depth, closes)
     });
@@ -303,12 +298,8 @@ fn pop(domain: usize, at: &str) -> c_int {
 /// A start in `domain`: a new range id, which opens the recorded range if it is the one asked for.
 fn start(domain: usize, message: impl FnOnce() -> Option<String>) -> u64 {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    if record::armed() {
-        if let Some(m) = message().filter(|m| is_wanted(domain, m)) {
-            if record::marker_opens(&format!("the NVTX range {}", describe(domain, &m))) {
-                OPEN_ID.store(id, Ordering::Relaxed);
-            }
-        }
+    if record::armed() && message().is_some_and(|m| is_wanted(domain, &m)) && record::marker_opens() {
+        OPEN_ID.store(id, Ordering::Relaxed);
     }
     id
 }

@@ -295,20 +295,14 @@ pub fn profiler_start() {
 }
 
 /// A range the program marks (an NVTX range) opens the recorded range if it is still to come;
-/// says whether it did. A later one is noted and ignored: only the first is recorded.
-pub fn marker_opens(what: &str) -> bool {
+/// says whether it did. Only the first is recorded.
+pub fn marker_opens() -> bool {
     let mut st = state();
-    match PHASE.load(Ordering::Relaxed) {
-        ARMED => {
-            st.begin();
-            true
-        }
-        DONE => {
-            st.report.note(format!("{what} again after the recorded range: only the first is recorded"));
-            false
-        }
-        _ => false,
+    if PHASE.load(Ordering::Relaxed) != ARMED {
+        return false;
     }
+    st.begin();
+    true
 }
 
 /// The marked range that opened the recorded range ends: so does the recording.
