@@ -87,6 +87,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let command_line = args.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
     let _ = std::fs::remove_file(&output);
     let mut cmd = Command::new(&args.command[0]);
+    // Named to the dynamic linker by its own path, so that every way in finds the one file.
+    let interposer_file = interposer.canonicalize().unwrap_or_else(|_| interposer.clone());
     match audit_library(&interposer) {
         Some(audit) => {
             // Driver loads by absolute path bypass LD_LIBRARY_PATH; the audit library sends
@@ -96,7 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 list.push(":");
                 list.push(old);
             }
-            cmd.env("LD_AUDIT", list).env(env::INTERPOSER, interposer.canonicalize().unwrap_or(interposer.clone()));
+            cmd.env("LD_AUDIT", list).env(env::INTERPOSER, &interposer_file);
         }
         None => eprintln!(
             "recap capture: {AUDIT_LIB} is not beside {}: a program that opens the driver by its absolute path \
@@ -112,7 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 PathBuf::from(other).display()
             );
         }
-        cmd.env(NVTX_INJECTION, interposer.canonicalize().unwrap_or_else(|_| interposer.clone()));
+        cmd.env(NVTX_INJECTION, &interposer_file);
     }
     if args.record_effects {
         cmd.env(env::EFFECTS, "1");
@@ -192,7 +194,7 @@ fn print_summary(r: &Report) {
         );
     }
     if r.audit {
-        println!("  driver opened by path: sent to recap too (LD_AUDIT)");
+        println!("  LD_AUDIT: a driver opened by its absolute path reaches recap too");
     }
     if !r.passed_through.is_empty() {
         let calls: Vec<String> = r.passed_through.iter().map(|(k, n)| format!("{k} x{n}")).collect();
