@@ -848,10 +848,7 @@ fn current_device() -> (usize, u32) {
 }
 
 fn current_ctx() -> usize {
-    let mut ctx: Handle = std::ptr::null_mut();
-    // SAFETY: an out-parameter.
-    unsafe { real::ctx_get_current(&mut ctx) };
-    ctx as usize
+    current_device().0
 }
 
 pub fn region_name(a: &Alloc) -> String {
