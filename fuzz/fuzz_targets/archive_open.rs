@@ -56,4 +56,12 @@ fn walk(a: &Archive) {
     for (k, _) in a.meta() {
         let _ = a.meta_value(k);
     }
+    // Recorded effects: each names a launch, and each write lies within its region.
+    for e in a.effects() {
+        assert!(matches!(a.op(e.op), Op::Launch(_)));
+        for (region, offset, blob) in &e.writes {
+            assert!(offset + blob.len() <= a.region(*region).size);
+            let _ = blob.decode();
+        }
+    }
 }

@@ -18,6 +18,11 @@ pub mod env {
     pub const REPORT: &str = "RECAP_CAPTURE_REPORT";
     /// The command line, for the archive's metadata.
     pub const COMMAND: &str = "RECAP_CAPTURE_COMMAND";
+    /// The interposer's path, for the audit library (`LD_AUDIT`) that sends a `dlopen` of the
+    /// driver by absolute path to it; set only when that library is in place.
+    pub const INTERPOSER: &str = "RECAP_INTERPOSER";
+    /// `1`: record what launches of kernels without PTX write (`--record-effects`).
+    pub const EFFECTS: &str = "RECAP_CAPTURE_EFFECTS";
 }
 
 /// Which part of the program is recorded (`recap capture --range`).
@@ -29,18 +34,45 @@ pub enum Range {
     Launches { skip: u64, count: u64 },
     /// From the first call to the end of the program (or of its context).
     All,
+    /// Between the push and pop (or start and end) of the first NVTX range with this message, as
+    /// Nsight's `--capture-range=nvtx`.
+    Nvtx { message: String, domain: NvtxDomain },
+}
+
+/// Which NVTX domain an `nvtx:` range is looked for in (Nsight's `NAME@DOMAIN`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NvtxDomain {
+    /// `NAME`: the default domain (`nvtxRangePushA`, a NULL domain handle).
+    Default,
+    /// `NAME@DOMAIN`: the domain `nvtxDomainCreateA(DOMAIN)` made.
+    Named(String),
+    /// `NAME@*`: any domain.
+    Any,
 }
 
 impl Range {
-    /// Parses `profiler`, `launches:SKIP:COUNT` or `all`.
+    /// Parses `profiler`, `launches:SKIP:COUNT`, `all` or `nvtx:NAME[@DOMAIN]`.
     pub fn parse(text: &str) -> Result<Range, String> {
         match text {
             "profiler" => Ok(Range::Profiler),
             "all" => Ok(Range::All),
             _ => {
+                if let Some(rest) = text.strip_prefix("nvtx:") {
+                    // The domain follows the last `@`, so a message may hold one.
+                    let (message, domain) = match rest.rsplit_once('@') {
+                        Some((m, "*")) => (m, NvtxDomain::Any),
+                        Some((m, d)) if !d.is_empty() => (m, NvtxDomain::Named(d.to_string())),
+                        Some(_) => return Err(format!("range {text:?}: the domain after @ is empty")),
+                        None => (rest, NvtxDomain::Default),
+                    };
+                    if message.is_empty() {
+                        return Err(format!("range {text:?}: want nvtx:NAME or nvtx:NAME@DOMAIN"));
+                    }
+                    return Ok(Range::Nvtx { message: message.to_string(), domain });
+                }
                 let Some(rest) = text.strip_prefix("launches:") else {
                     return Err(format!(
-                        "range {text:?} is not one of profiler, launches:SKIP:COUNT, all (nvtx ranges are not supported yet)"
+                        "range {text:?} is not one of profiler, launches:SKIP:COUNT, all, nvtx:NAME[@DOMAIN]"
                     ));
                 };
                 let (skip, count) =
@@ -63,6 +95,9 @@ impl std::fmt::Display for Range {
             Range::Profiler => f.write_str("profiler"),
             Range::All => f.write_str("all"),
             Range::Launches { skip, count } => write!(f, "launches:{skip}:{count}"),
+            Range::Nvtx { message, domain: NvtxDomain::Default } => write!(f, "nvtx:{message}"),
+            Range::Nvtx { message, domain: NvtxDomain::Named(d) } => write!(f, "nvtx:{message}@{d}"),
+            Range::Nvtx { message, domain: NvtxDomain::Any } => write!(f, "nvtx:{message}@*"),
         }
     }
 }
@@ -102,6 +137,16 @@ pub struct Report {
     /// What makes the archive an incomplete record of the range, with how often.
     pub incomplete: BTreeMap<String, u64>,
     pub notes: Vec<String>,
+    /// Whether a `dlopen` of the driver by absolute path was sent to the interposer too
+    /// (`LD_AUDIT`), besides the driver found by name on `LD_LIBRARY_PATH`.
+    #[serde(default)]
+    pub audit: bool,
+    /// Launches of kernels without PTX whose writes were recorded (`--record-effects`), and the
+    /// bytes they wrote.
+    #[serde(default)]
+    pub recorded_effects: u64,
+    #[serde(default)]
+    pub effects_bytes: u64,
     /// The archive written, if one was.
     pub archive: Option<String>,
     /// Why no archive was written.
@@ -126,5 +171,28 @@ impl Report {
         if !self.notes.contains(&what) {
             self.notes.push(what);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvtx_ranges_parse_with_and_without_a_domain_and_print_back() {
+        for (text, message, domain) in [
+            ("nvtx:step", "step", NvtxDomain::Default),
+            ("nvtx:train step@trainer", "train step", NvtxDomain::Named("trainer".into())),
+            ("nvtx:a@b@c", "a@b", NvtxDomain::Named("c".into())),
+            ("nvtx:step@*", "step", NvtxDomain::Any),
+        ] {
+            let range = Range::parse(text).unwrap();
+            assert_eq!(range, Range::Nvtx { message: message.into(), domain });
+            assert_eq!(range.to_string(), text);
+        }
+        for bad in ["nvtx:", "nvtx:@d", "nvtx:step@", "nvtx"] {
+            assert!(Range::parse(bad).is_err(), "{bad}");
+        }
+        assert!(Range::parse("nvtx-ish").unwrap_err().contains("nvtx:NAME[@DOMAIN]"));
     }
 }

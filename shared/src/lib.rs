@@ -14,6 +14,7 @@
 //! | [`ptx`] | PTX parser and the CPU executor that runs it a thread block at a time |
 //! | [`check`] | judging final regions against expected bytes under a tolerance; region summaries |
 //! | [`replay`] | op-level CPU replay of an archive over the PTX executor |
+//! | [`effects`] | recorded effects: what a launch the CPU cannot run wrote, keyed by its inputs' hash |
 //! | [`compare`] | two replays held side by side, op by op: the first op whose writes differ |
 //! | [`npy`] | numpy's `.npy` files for a region's bytes, written and read |
 //! | [`plan`] | read/write sets of every op, hazards, the op DAG both engines and the viewer use |
@@ -24,6 +25,7 @@ pub mod archive;
 pub mod capture;
 pub mod check;
 pub mod compare;
+pub mod effects;
 pub mod fatbin;
 pub mod npy;
 pub mod plan;

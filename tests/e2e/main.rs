@@ -14,4 +14,7 @@ mod gpu;
 mod hardening;
 mod host;
 mod intercept;
+mod intercept_audit;
+mod intercept_effects;
+mod intercept_nvtx;
 mod wrp;

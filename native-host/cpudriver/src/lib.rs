@@ -22,7 +22,9 @@
 //!   call), printed on stderr prefixed `recap-cpudriver:`, and stays the context's sticky error.
 //! - Memory, modules, streams and events belong to the driver, not to a context: destroying or
 //!   resetting a context frees none of them (a reset clears the sticky error).
-//! - Only PTX text loads: cubins and fat binaries are `CUDA_ERROR_INVALID_IMAGE`. Module-scope
+//! - Only PTX runs: PTX text, a fat binary's PTX entry, or the driver's own machine code (an ELF
+//!   image wrapping PTX, `machine.rs`, which image readers take for a cubin without PTX); GPU
+//!   cubins are `CUDA_ERROR_INVALID_IMAGE`. Module-scope
 //!   variables have no device address (`cuModuleGetGlobal` is `CUDA_ERROR_NOT_SUPPORTED`).
 //! - JIT and launch options and attributes are accepted and ignored, except the JIT error log.
 //!
@@ -63,6 +65,7 @@ mod device;
 mod driver;
 mod ffi;
 mod launch;
+mod machine;
 mod memory;
 mod module;
 mod procs;

@@ -1,4 +1,5 @@
-//! Modules and libraries (PTX text only), their kernels and what a kernel declares.
+//! Modules and libraries (PTX, or fat binaries of PTX and the CPU driver's machine code), their
+//! kernels and what a kernel declares.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
@@ -6,8 +7,10 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use shared::ptx::MAX_SHARED_BYTES;
 
 use crate::driver::{driver, Driver, Function, Module};
-use crate::ffi::{c_str, element, host_mut, CUdeviceptr, Handle, Out};
+use crate::ffi::{c_str, element, host, host_mut, CUdeviceptr, Handle, Out};
+use crate::machine;
 use crate::result::{guard, report, CUresult, Result};
+use shared::fatbin::ImageKind;
 
 /// `CU_JIT_ERROR_LOG_BUFFER` and `CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES`: where a failed load's
 /// reason goes, besides stderr.
@@ -52,8 +55,8 @@ impl ErrorLog {
     }
 }
 
-/// Parses a module image: PTX text, NUL-terminated. Cubins and fat binaries are refused: the CPU
-/// runs PTX only.
+/// Parses a module image: PTX text, NUL-terminated, or a fat binary or ELF image holding PTX or
+/// the CPU driver's machine code (`machine.rs`); GPU cubins are refused.
 ///
 /// # Safety
 /// `image` is a module image as the driver API takes it: NUL-terminated when it is text.
@@ -75,11 +78,35 @@ unsafe fn load(image: *const c_void, log: &ErrorLog) -> Result<shared::ptx::Modu
             break;
         }
     }
-    if &magic == b"\x7fELF" {
-        return Err(fail(CUresult::INVALID_IMAGE, "a cubin (ELF), not PTX text: the CPU driver runs PTX only".into()));
-    }
-    if [0xba55ed50u32, 0x466243b1].contains(&u32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]])) {
-        return Err(fail(CUresult::INVALID_IMAGE, "a fat binary, not PTX text: the CPU driver runs PTX only".into()));
+    let binary = match shared::fatbin::image_kind(&magic) {
+        Some(ImageKind::Cubin) => {
+            // SAFETY: an ELF image has at least its 64-byte header.
+            let header = unsafe { host(image, 64) }?;
+            if let Err(e) = machine::elf_ptx(header) {
+                return Err(fail(CUresult::INVALID_IMAGE, e));
+            }
+            // SAFETY: CPU machine code is the header and NUL-terminated PTX after it.
+            let text = unsafe { CStr::from_ptr((image as *const c_char).add(64)) }.to_bytes();
+            let mut elf = header.to_vec();
+            elf.extend_from_slice(text);
+            Some(machine::elf_ptx(&elf).map(str::to_string))
+        }
+        Some(ImageKind::Fatbin) => {
+            // SAFETY: a fat binary starts with its 16-byte container header, which gives its length.
+            let header = unsafe { host(image, 16) }?;
+            let len = shared::fatbin::container_len(header).ok_or(CUresult::INVALID_IMAGE)?;
+            // SAFETY: the container is as long as its header says.
+            let bytes = unsafe { host(image, len as usize) }?;
+            Some(machine::fatbin_ptx(bytes))
+        }
+        Some(ImageKind::Wrapper) => {
+            return Err(fail(CUresult::INVALID_IMAGE, "the runtime's fat binary wrapper: load its fat binary".into()))
+        }
+        _ => None,
+    };
+    if let Some(ptx) = binary {
+        let ptx = ptx.map_err(|e| fail(CUresult::INVALID_IMAGE, e))?;
+        return shared::ptx::Module::parse(&ptx).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()));
     }
     // SAFETY: text, so NUL-terminated by the contract.
     let text = unsafe { CStr::from_ptr(image as *const c_char) }

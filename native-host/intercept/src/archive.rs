@@ -13,7 +13,8 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 
 use shared::archive::{
-    ArchiveWriter, CopyOp, DType, LaunchDecl, MemsetOp, ModuleId, ParamDecl, ParamKind, RegionDecl, Reloc, Tolerance,
+    ArchiveWriter, CopyOp, DType, LaunchDecl, MemsetOp, ModuleId, OpId, ParamDecl, ParamKind, RegionDecl, RegionId,
+    Reloc, Tolerance,
 };
 
 use crate::record::{region_name, OpRec, Recording, State};
@@ -196,6 +197,13 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
                 .map_err(err)?;
             }
         }
+    }
+    // What launches without PTX wrote, for CPU replays (`--record-effects`); ops are numbered as
+    // the recording's.
+    for e in &rec.effects {
+        let writes: Vec<(RegionId, u64, &[u8])> =
+            e.writes.iter().map(|(r, offset, bytes)| (regions[*r], *offset, bytes.as_slice())).collect();
+        w.add_effects(e.op as OpId, e.inputs, &writes).map_err(err)?;
     }
     w.set_meta("producer", "recap capture");
     w.set_meta("capture.range", &st.report.range);

@@ -27,10 +27,14 @@
 //!
 //! # Environment
 //! - `RECAP_REAL_LIBCUDA`: the real driver's path (required);
-//! - `RECAP_CAPTURE_RANGE`: `profiler` (default), `launches:SKIP:COUNT` or `all`;
+//! - `RECAP_CAPTURE_RANGE`: `profiler` (default), `launches:SKIP:COUNT`, `all` or
+//!   `nvtx:NAME[@DOMAIN]` (with `NVTX_INJECTION64_PATH` naming this library: [`nvtx`]);
 //! - `RECAP_CAPTURE_OUT`: the archive to write (default `capture.recap`);
 //! - `RECAP_CAPTURE_REPORT`: where to write the JSON capture report;
-//! - `RECAP_CAPTURE_COMMAND`: the command line, kept in the archive's metadata.
+//! - `RECAP_CAPTURE_COMMAND`: the command line, kept in the archive's metadata;
+//! - `RECAP_CAPTURE_EFFECTS`: `1` records what launches of kernels without PTX write
+//!   (`record/effects.rs`);
+//! - `RECAP_INTERPOSER`: set when `LD_AUDIT` sends loads by path here too (`native-host/audit`).
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("the interposer's trampolines are x86-64 Linux assembly");
@@ -38,6 +42,7 @@ compile_error!("the interposer's trampolines are x86-64 Linux assembly");
 mod archive;
 pub mod hooks;
 mod images;
+pub mod nvtx;
 pub mod real;
 pub mod record;
 

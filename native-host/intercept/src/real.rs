@@ -80,14 +80,34 @@ fn open_real() -> Option<Driver> {
         eprintln!("recap capture: {REAL_DRIVER_ENV} is not set, so there is no CUDA driver to forward to");
         return None;
     };
-    let c = CString::new(path.as_encoded_bytes()).ok()?;
+    let path = std::path::PathBuf::from(path);
+    let handle = open_driver(&path)?;
+    if dlsym(handle, "cuInit").is_some_and(|f| Some(f) == own_symbol("cuInit")) {
+        // The program asked for the driver by this very path and the audit library (`LD_AUDIT`)
+        // answered with this library, so the dynamic linker now knows that spelling as ours.
+        // The same file under another spelling is a name nobody has used.
+        // SAFETY: a handle from dlopen, of this library, which stays loaded.
+        unsafe { libc::dlclose(handle as *mut c_void) };
+        let (dir, file) = (path.parent()?, path.file_name()?);
+        let respelled = open_driver(&dir.join(".").join(file))?;
+        if dlsym(respelled, "cuInit").is_some_and(|f| Some(f) == own_symbol("cuInit")) {
+            eprintln!("recap capture: the CUDA driver {} is recap's own interposer", path.display());
+            return None;
+        }
+        return Some(Driver { handle: respelled });
+    }
+    Some(Driver { handle })
+}
+
+fn open_driver(path: &std::path::Path) -> Option<usize> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
     // SAFETY: a NUL-terminated path; the handle is kept for the life of the process.
     let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_DEEPBIND) };
     if handle.is_null() {
-        eprintln!("recap capture: cannot load the CUDA driver {}: {}", path.to_string_lossy(), dlerror());
+        eprintln!("recap capture: cannot load the CUDA driver {}: {}", path.display(), dlerror());
         return None;
     }
-    Some(Driver { handle: handle as usize })
+    Some(handle as usize)
 }
 
 fn dlsym(handle: usize, name: &str) -> Option<usize> {

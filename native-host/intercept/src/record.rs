@@ -24,6 +24,10 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+mod effects;
+
+pub use effects::LaunchEffects;
+
 use crate::images::ModuleImage;
 use crate::real;
 use crate::sys::*;
@@ -155,6 +159,8 @@ pub struct Recording {
     pub kernels: Vec<KernelRec>,
     kernel_of: HashMap<(usize, String), usize>,
     pub downloads: u64,
+    /// What launches of kernels without PTX wrote (`--record-effects`), in op order.
+    pub effects: Vec<LaunchEffects>,
     forwarded_before: HashMap<&'static str, u64>,
     pub sm: u32,
     ctx: usize,
@@ -183,6 +189,10 @@ pub struct State {
     graphs: HashMap<usize, Vec<Work>>,
     execs: HashMap<usize, Option<Vec<Work>>>,
     pub recording: Option<Recording>,
+    /// A launch without PTX on its way through the driver (`--record-effects`).
+    pending_effects: Option<effects::Pending>,
+    /// Work of a CUDA graph launch is being issued: its launches run as one unit with it.
+    expanding_graph: bool,
     pub report: Report,
     exit_hook: bool,
 }
@@ -194,7 +204,7 @@ static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| {
         Range::Profiler
     });
     Mutex::new(State {
-        report: Report::new(&range),
+        report: Report { audit: std::env::var_os(shared::capture::env::INTERPOSER).is_some(), ..Report::new(&range) },
         range,
         allocs: BTreeMap::new(),
         next_alloc: 0,
@@ -208,6 +218,8 @@ static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| {
         graphs: HashMap::new(),
         execs: HashMap::new(),
         recording: None,
+        pending_effects: None,
+        expanding_graph: false,
         exit_hook: false,
     })
 });
@@ -255,12 +267,14 @@ pub fn count_launch() {
     }
 }
 
-/// After a launch has been forwarded: closes a `launches:SKIP:COUNT` range after its last launch.
+/// After a launch has been forwarded: reads what it wrote when asked to (`--record-effects`), and
+/// closes a `launches:SKIP:COUNT` range after its last launch.
 pub fn after_launch() {
     if PHASE.load(Ordering::Relaxed) != RECORDING {
         return;
     }
     let mut st = state();
+    st.effects_after();
     if let Range::Launches { skip, count } = st.range {
         if LAUNCHES.load(Ordering::Relaxed) >= skip + count {
             st.finish("its last launch");
@@ -278,6 +292,29 @@ pub fn profiler_start() {
             _ => {}
         }
     }
+}
+
+/// A range the program marks (an NVTX range) opens the recorded range if it is still to come;
+/// says whether it did. Only the first is recorded.
+pub fn marker_opens() -> bool {
+    let mut st = state();
+    if PHASE.load(Ordering::Relaxed) != ARMED {
+        return false;
+    }
+    st.begin();
+    true
+}
+
+/// The marked range that opened the recorded range ends: so does the recording.
+pub fn marker_closes(at: &str) {
+    if PHASE.load(Ordering::Relaxed) == RECORDING {
+        state().finish(at);
+    }
+}
+
+/// Whether the recorded range is still to come (cheap, without the lock).
+pub fn armed() -> bool {
+    PHASE.load(Ordering::Relaxed) == ARMED
 }
 
 pub fn profiler_stop() {
@@ -307,16 +344,7 @@ extern "C" fn at_exit() {
 
 impl State {
     fn begin(&mut self) {
-        let mut ctx: Handle = std::ptr::null_mut();
-        let mut device: CUdevice = 0;
-        let (mut major, mut minor) = (0, 0);
-        // SAFETY: plain out-parameters.
-        unsafe {
-            real::ctx_get_current(&mut ctx);
-            real::ctx_get_device(&mut device);
-            real::device_get_attribute(&mut major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
-            real::device_get_attribute(&mut minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
-        }
+        let (ctx, sm) = current_device();
         self.recording = Some(Recording {
             regions: Vec::new(),
             region_of: HashMap::new(),
@@ -326,9 +354,10 @@ impl State {
             kernels: Vec::new(),
             kernel_of: HashMap::new(),
             downloads: 0,
+            effects: Vec::new(),
             forwarded_before: real::forward_counts(),
-            sm: (major * 10 + minor).max(0) as u32,
-            ctx: ctx as usize,
+            sm,
+            ctx,
         });
         if !self.exit_hook {
             // Registered now, after the CUDA runtime registered its own teardown, so it runs
@@ -603,6 +632,10 @@ impl State {
     }
 
     fn issue(&mut self, work: Work) {
+        // A range a marker opened may have opened before the program made its context.
+        if let Some(rec) = self.recording.as_mut().filter(|r| r.ctx == 0) {
+            (rec.ctx, rec.sm) = current_device();
+        }
         match work {
             Work::Launch { func, grid, block, shared, params } => self.issue_launch(func, grid, block, shared, params),
             Work::Upload { dst, data } => {
@@ -663,9 +696,11 @@ impl State {
             Work::Graph { exec } => match self.execs.get(&exec).cloned() {
                 Some(Some(list)) => {
                     self.report.count("graph launch (expanded)");
+                    self.expanding_graph = true;
                     for w in list {
                         self.issue(w);
                     }
+                    self.expanding_graph = false;
                 }
                 _ => self.report.incomplete(
                     "a CUDA graph launched in the range was not built by stream capture: its work is not recorded"
@@ -702,8 +737,14 @@ impl State {
             }
         };
         rec.kernels[kernel].launches += 1;
+        let targets: Vec<usize> = relocs.iter().map(|r| r.1).collect();
         rec.ops.push(OpRec::Launch { kernel, grid, block, shared, params, relocs });
+        let op = rec.ops.len() - 1;
         self.report.count("launch");
+        let machine_code_only = self.modules[module].parsed().is_some_and(|p| p.ptx.is_none());
+        if machine_code_only && effects::wanted() {
+            self.effects_before(op, targets.into_iter(), &f.name);
+        }
     }
 
     /// The region and offset of `[addr, addr + len)`, touching it; notes work it cannot place.
@@ -789,11 +830,25 @@ impl State {
     }
 }
 
-fn current_ctx() -> usize {
+/// The current context and its device's SM version (`90` for sm_90); `(0, 0)` without one.
+fn current_device() -> (usize, u32) {
     let mut ctx: Handle = std::ptr::null_mut();
-    // SAFETY: an out-parameter.
-    unsafe { real::ctx_get_current(&mut ctx) };
-    ctx as usize
+    let mut device: CUdevice = 0;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: plain out-parameters.
+    unsafe {
+        if real::ctx_get_current(&mut ctx) != CUDA_SUCCESS || ctx.is_null() {
+            return (0, 0);
+        }
+        real::ctx_get_device(&mut device);
+        real::device_get_attribute(&mut major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+        real::device_get_attribute(&mut minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+    }
+    (ctx as usize, (major * 10 + minor).max(0) as u32)
+}
+
+fn current_ctx() -> usize {
+    current_device().0
 }
 
 pub fn region_name(a: &Alloc) -> String {

@@ -16,6 +16,12 @@ use shared::capture::{env, Range, Report};
 
 use super::inspect::human;
 
+/// The audit library's file name (`native-host/audit`).
+const AUDIT_LIB: &str = "librecap_audit.so";
+
+/// Where NVTX v3 looks for its injection library.
+const NVTX_INJECTION: &str = "NVTX_INJECTION64_PATH";
+
 /// Record a CUDA program's work into an archive
 #[derive(Clone, Debug, clap::Args)]
 #[command(after_help = "Examples:\n  recap capture -o step.recap -- python train.py\n  \
@@ -23,7 +29,9 @@ use super::inspect::human;
 pub struct Args {
     /// What to record: `profiler` (between cudaProfilerStart and cudaProfilerStop, as Nsight's
     /// --capture-range=cudaProfilerApi), `launches:SKIP:COUNT` (COUNT launches after the first
-    /// SKIP), or `all` (everything the program issues)
+    /// SKIP), `all` (everything the program issues), or `nvtx:NAME` (the first NVTX range whose
+    /// message is NAME, as Nsight's --capture-range=nvtx; `NAME@DOMAIN` in a named domain,
+    /// `NAME@*` in any)
     #[arg(long, default_value = "profiler")]
     pub range: String,
     /// The archive to write
@@ -36,6 +44,10 @@ pub struct Args {
     /// Print the capture report as JSON instead of a summary
     #[arg(long)]
     pub json: bool,
+    /// Keep what each launch of a kernel without PTX (cuBLAS, PyTorch's own) writes, read around
+    /// it, so that a CPU replay can go on past it when its inputs are the captured ones
+    #[arg(long)]
+    pub record_effects: bool,
     /// The program and its arguments
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -74,7 +86,40 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let command_line = args.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
     let _ = std::fs::remove_file(&output);
-    let status = Command::new(&args.command[0])
+    let mut cmd = Command::new(&args.command[0]);
+    // Named to the dynamic linker by its own path, so that every way in finds the one file.
+    let interposer_file = interposer.canonicalize().unwrap_or_else(|_| interposer.clone());
+    match audit_library(&interposer) {
+        Some(audit) => {
+            // Driver loads by absolute path bypass LD_LIBRARY_PATH; the audit library sends
+            // them to the interposer too (`native-host/audit`).
+            let mut list = OsString::from(audit);
+            if let Some(old) = std::env::var_os("LD_AUDIT").filter(|v| !v.is_empty()) {
+                list.push(":");
+                list.push(old);
+            }
+            cmd.env("LD_AUDIT", list).env(env::INTERPOSER, &interposer_file);
+        }
+        None => eprintln!(
+            "recap capture: {AUDIT_LIB} is not beside {}: a program that opens the driver by its absolute path \
+             will bypass recap",
+            interposer.display()
+        ),
+    }
+    if let Range::Nvtx { .. } = range {
+        // The interposer is also the NVTX injection library (`intercept/src/nvtx.rs`).
+        if let Some(other) = std::env::var_os(NVTX_INJECTION) {
+            eprintln!(
+                "recap capture: {NVTX_INJECTION} named {}; recap takes its place for the nvtx range",
+                PathBuf::from(other).display()
+            );
+        }
+        cmd.env(NVTX_INJECTION, &interposer_file);
+    }
+    if args.record_effects {
+        cmd.env(env::EFFECTS, "1");
+    }
+    let status = cmd
         .args(&args.command[1..])
         .env("LD_LIBRARY_PATH", search)
         .env(env::REAL_DRIVER, &driver)
@@ -93,6 +138,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .to_string(),
             Range::Launches { skip, .. } => format!("it made no more than {skip} kernel launches through the driver"),
             Range::All => "it issued no work through the CUDA driver".to_string(),
+            Range::Nvtx { .. } => format!(
+                "it never opened the NVTX range {range} (NVTX v3 calls such as nvtxRangePushA, \
+                 torch.cuda.nvtx.range_push, nvtx.annotate; NAME alone is the default domain, NAME@* any)"
+            ),
         };
         let program = if status.success() { "the program".to_string() } else { format!("the program ({status})") };
         bail!("nothing was recorded: {program} ran, but {why}");
@@ -137,6 +186,16 @@ fn print_summary(r: &Report) {
         human(r.bytes_snapshotted),
         human(r.upload_bytes)
     );
+    if r.recorded_effects > 0 {
+        println!(
+            "  recorded effects: {} launches without PTX, {} written (a CPU replay applies them when the inputs match)",
+            r.recorded_effects,
+            human(r.effects_bytes)
+        );
+    }
+    if r.audit {
+        println!("  LD_AUDIT: a driver opened by its absolute path reaches recap too");
+    }
     if !r.passed_through.is_empty() {
         let calls: Vec<String> = r.passed_through.iter().map(|(k, n)| format!("{k} x{n}")).collect();
         println!("  passed through unrecorded: {}", calls.join(", "));
@@ -164,6 +223,12 @@ fn interposer() -> anyhow::Result<PathBuf> {
         );
     }
     Ok(lib)
+}
+
+/// The audit library beside the interposer (`RECAP_AUDIT_LIB` names another), if it is there.
+fn audit_library(interposer: &Path) -> Option<PathBuf> {
+    let lib = std::env::var_os("RECAP_AUDIT_LIB").map_or_else(|| interposer.with_file_name(AUDIT_LIB), PathBuf::from);
+    lib.is_file().then(|| lib.canonicalize().unwrap_or(lib))
 }
 
 /// The system's CUDA driver, found as the dynamic linker would: `ldconfig`'s cache, then the

@@ -226,6 +226,19 @@ pub fn summary(a: &Archive) -> String {
             );
         }
     }
+    let effects: Vec<_> = a.effects().collect();
+    if !effects.is_empty() {
+        let _ = writeln!(s, "\nrecorded effects ({}): launches without PTX, applied by CPU replays", effects.len());
+        for e in effects {
+            let writes: Vec<String> = e
+                .writes
+                .iter()
+                .map(|(r, offset, bytes)| format!("{}+{offset} ({})", a.region(*r).name, human(bytes.len())))
+                .collect();
+            let writes = if writes.is_empty() { "nothing".to_string() } else { writes.join(", ") };
+            let _ = writeln!(s, "  op {}: wrote {writes}; inputs {}", e.op, shared::effects::hex(&e.inputs));
+        }
+    }
 
     let _ = writeln!(s, "\nbindings ({})", a.binding_count());
     for b in a.bindings() {

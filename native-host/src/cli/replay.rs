@@ -583,9 +583,14 @@ fn iteration_line(i: u32, elapsed: Duration, stats: &IterationStats) -> String {
     };
     // Which engine ran the launches: what a GPU engineer checks first when a replay is slow.
     let engines = if stats.launches > 0 {
-        let interpreted = stats.launches - stats.native_launches;
+        let interpreted = stats.launches - stats.native_launches - stats.recorded_effects;
+        let recorded = if stats.recorded_effects > 0 {
+            format!(", {} from recorded effects (machine code only; inputs checked)", stats.recorded_effects)
+        } else {
+            String::new()
+        };
         format!(
-            " ({} native code, {} of them in SIMD lanes, {interpreted} interpreted)",
+            " ({} native code, {} of them in SIMD lanes, {interpreted} interpreted{recorded})",
             stats.native_launches, stats.lane_launches
         )
     } else {

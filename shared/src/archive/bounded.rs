@@ -150,6 +150,11 @@ fn check_blobs<R: Read + Seek>(
             add(b, None);
         }
     }
+    for e in archive.effects() {
+        for (_, _, b) in &e.writes {
+            add(b, None);
+        }
+    }
     let mut first_error: Option<FormatError> = None;
     // Empty stored bytes may sit anywhere (even inside another blob): they need no reading.
     for ((offset, _, _, _), blob) in blobs.iter().filter(|(k, _)| k.1 == 0) {

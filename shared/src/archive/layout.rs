@@ -59,10 +59,12 @@ pub enum SectionKind {
     Blobs = 11,
     Meta = 12,
     Devices = 13,
+    /// Recorded effects of launches the CPU cannot run (`recap capture --record-effects`).
+    Effects = 20,
 }
 
 impl SectionKind {
-    pub const ALL: [SectionKind; 13] = [
+    pub const ALL: [SectionKind; 14] = [
         SectionKind::Strings,
         SectionKind::Modules,
         SectionKind::Cubins,
@@ -76,6 +78,7 @@ impl SectionKind {
         SectionKind::Blobs,
         SectionKind::Meta,
         SectionKind::Devices,
+        SectionKind::Effects,
     ];
 
     pub fn from_code(code: u32) -> Option<SectionKind> {
@@ -97,6 +100,7 @@ impl SectionKind {
             SectionKind::Blobs => "blobs",
             SectionKind::Meta => "meta",
             SectionKind::Devices => "devices",
+            SectionKind::Effects => "effects",
         }
     }
 
@@ -114,12 +118,13 @@ impl SectionKind {
             SectionKind::Bindings => Some(BINDING_LEN),
             SectionKind::Meta => Some(META_LEN),
             SectionKind::Devices => Some(DEVICE_LEN),
+            SectionKind::Effects => Some(EFFECT_LEN),
         }
     }
 
     /// Sections a v1 file must contain.
     pub fn mandatory(self) -> bool {
-        !matches!(self, SectionKind::Cubins | SectionKind::Meta | SectionKind::Devices)
+        !matches!(self, SectionKind::Cubins | SectionKind::Meta | SectionKind::Devices | SectionKind::Effects)
     }
 
     /// Whether the writer marks the section `REQUIRED`: every mandatory section, and `devices`,
@@ -163,6 +168,11 @@ pub const OP_LEN: usize = 64;
 pub const OP_DEVICE: usize = 60;
 /// `name: u32, sm: u32, reserved: u64`.
 pub const DEVICE_LEN: usize = 16;
+/// `op: u32, region: u32, offset: u64, inputs: [u8; 16], bytes: BlobRef`: bytes a launch wrote at
+/// `offset` of `region`, applied when its inputs hash to `inputs` (`shared::effects`).
+pub const EFFECT_LEN: usize = 32 + BLOB_REF_LEN;
+/// An effects record's `region` when the launch wrote nothing (its one record, with an empty blob).
+pub const EFFECT_NO_REGION: u32 = u32::MAX;
 /// `name: u32, region: u32, direction: u32, reserved: u32`.
 pub const BINDING_LEN: usize = 16;
 /// `key: u32, value: u32` (both strings).

@@ -326,6 +326,16 @@ impl Op<'_> {
     }
 }
 
+/// What a launch wrote, as recorded (`recap capture --record-effects`): applied by a replay that
+/// cannot run the kernel, when the launch's inputs hash to `inputs` (`shared::effects`).
+#[derive(Clone, Debug)]
+pub struct Effects<'a> {
+    pub op: OpId,
+    pub inputs: [u8; crate::effects::INPUTS_HASH_LEN],
+    /// `(region, offset, bytes)`; none when the launch changed nothing.
+    pub writes: Vec<(RegionId, u64, Blob<'a>)>,
+}
+
 /// A named binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Binding<'a> {
@@ -352,6 +362,7 @@ pub struct Archive<'a> {
     bindings: Table<'a>,
     meta: Table<'a>,
     devices: Table<'a>,
+    effects: Table<'a>,
     param_bytes: &'a [u8],
     param_bytes_offset: u64,
     blobs: &'a [u8],
@@ -526,6 +537,7 @@ impl<'a> Archive<'a> {
             bindings: table_of(SectionKind::Bindings)?,
             meta: table_of(SectionKind::Meta)?,
             devices: table_of(SectionKind::Devices)?,
+            effects: table_of(SectionKind::Effects)?,
             param_bytes,
             param_bytes_offset,
             blobs,
@@ -819,6 +831,57 @@ impl<'a> Archive<'a> {
             self.check_string(mt, i, 0, false)?;
             self.check_string(mt, i, 4, false)?;
         }
+        self.check_effects()
+    }
+
+    /// Effects belong to launches, in op order, one inputs hash per launch, each write within a
+    /// persistent region; a launch that wrote nothing has one record without a region.
+    fn check_effects(&self) -> Result<(), FormatError> {
+        let e = &self.effects;
+        for i in 0..e.count {
+            let r = e.rec(i);
+            let op = u32_at(r, 0);
+            if op as usize >= self.ops.count || u32_at(self.ops.rec(op as usize), 0) != layout::op::LAUNCH {
+                return err("effects", e.at(i, 0), format!("record {i}: op {op} is not a launch"));
+            }
+            let same_op = i > 0 && u32_at(e.rec(i - 1), 0) == op;
+            if i > 0 && u32_at(e.rec(i - 1), 0) > op {
+                return err("effects", e.at(i, 0), format!("record {i}: op {op} comes after a later op's effects"));
+            }
+            if same_op && e.rec(i - 1)[16..32] != r[16..32] {
+                return err("effects", e.at(i, 16), format!("record {i}: op {op} has two inputs hashes"));
+            }
+            let blob = self.check_blob(e, i, 32)?;
+            let region = u32_at(r, 4);
+            let offset = u64_at(r, 8);
+            if region == EFFECT_NO_REGION {
+                let alone = !same_op && (i + 1 == e.count || u32_at(e.rec(i + 1), 0) != op);
+                if !alone || offset != 0 || blob.raw_len != 0 {
+                    return err(
+                        "effects",
+                        e.at(i, 4),
+                        format!("record {i}: a write without a region must be op {op}'s only one, and empty"),
+                    );
+                }
+                continue;
+            }
+            self.check_region_index(e, i, 4, "written")?;
+            let flags = u32_at(self.regions.rec(region as usize), 8);
+            if flags & REGION_SCRATCH != 0 {
+                return err("effects", e.at(i, 4), format!("record {i}: region {region} is scratch"));
+            }
+            if offset.checked_add(blob.raw_len).is_none_or(|end| end > self.region_size(region)) {
+                return err(
+                    "effects",
+                    e.at(i, 8),
+                    format!(
+                        "record {i}: {} bytes at {offset} run past region {region} of {} bytes",
+                        blob.raw_len,
+                        self.region_size(region)
+                    ),
+                );
+            }
+        }
         Ok(())
     }
 
@@ -1023,6 +1086,11 @@ impl<'a> Archive<'a> {
                 check(b)?;
             }
         }
+        for e in self.effects() {
+            for (_, _, b) in &e.writes {
+                check(b)?;
+            }
+        }
         Ok(())
     }
 
@@ -1052,6 +1120,9 @@ impl<'a> Archive<'a> {
         }
         for i in 0..self.cubins.count {
             add(&self.cubins, i, 8);
+        }
+        for i in 0..self.effects.count {
+            add(&self.effects, i, 32);
         }
         for i in 0..self.regions.count {
             let flags = u32_at(self.regions.rec(i), 8);
@@ -1312,6 +1383,30 @@ impl<'a> Archive<'a> {
         (0..self.relocs.count as u32)
             .filter(|&i| u32_at(self.relocs.rec(i as usize), 0) == RELOC_OWNER_REGION)
             .map(|i| (u32_at(self.relocs.rec(i as usize), 4), self.reloc(i)))
+    }
+
+    /// Recorded effects, one item per launch that has them, in op order.
+    pub fn effects(&self) -> impl Iterator<Item = Effects<'a>> + '_ {
+        let e = &self.effects;
+        let mut i = 0usize;
+        std::iter::from_fn(move || {
+            if i >= e.count {
+                return None;
+            }
+            let op = u32_at(e.rec(i), 0);
+            let mut inputs = [0u8; crate::effects::INPUTS_HASH_LEN];
+            inputs.copy_from_slice(&e.rec(i)[16..32]);
+            let mut writes = Vec::new();
+            while i < e.count && u32_at(e.rec(i), 0) == op {
+                let region = u32_at(e.rec(i), 4);
+                if region != EFFECT_NO_REGION {
+                    let blob = self.check_blob(e, i, 32).expect("checked at open");
+                    writes.push((region, u64_at(e.rec(i), 8), blob));
+                }
+                i += 1;
+            }
+            Some(Effects { op, inputs, writes })
+        })
     }
 
     pub fn binding_count(&self) -> usize {

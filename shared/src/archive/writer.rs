@@ -11,6 +11,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use super::layout::{self, SectionKind, *};
 use super::model::*;
 use super::rules::{self, Broken};
+use crate::effects::INPUTS_HASH_LEN;
 
 /// Why the writer refused.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +96,8 @@ pub struct ArchiveWriter<W: Write + Seek> {
     broken_blob: bool,
     /// Blobs already written, by BLAKE3 of their raw contents.
     blob_by_content: HashMap<[u8; 32], BlobRef>,
+    /// Recorded effects: `(launch op, region, offset, inputs hash, bytes)`, in op order.
+    effects: Vec<(OpId, u32, u64, [u8; INPUTS_HASH_LEN], BlobRef)>,
 }
 
 /// Hashes the raw bytes of a blob on their way into the compressor.
@@ -156,6 +159,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             current_device: 0,
             broken_blob: false,
             blob_by_content: HashMap::new(),
+            effects: Vec::new(),
         })
     }
 
@@ -557,6 +561,46 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         Ok(())
     }
 
+    /// Records what launch `op` wrote, for replays that cannot run its kernel: `writes` are
+    /// `(region, offset, bytes)`, each within its region, applied when the launch's inputs hash
+    /// to `inputs` (`shared::effects`). Launches get their effects in op order, once each; an
+    /// empty `writes` says the launch changed nothing.
+    pub fn add_effects(
+        &mut self,
+        op: OpId,
+        inputs: [u8; INPUTS_HASH_LEN],
+        writes: &[(RegionId, u64, &[u8])],
+    ) -> Result<(), WriteError> {
+        let is_launch = self.ops.get(op as usize).is_some_and(|o| o[0..4] == layout::op::LAUNCH.to_le_bytes());
+        if !is_launch {
+            return invalid(format!("effects of op {op}, which is not a launch"));
+        }
+        if self.effects.last().is_some_and(|e| e.0 >= op) {
+            return invalid(format!("effects of op {op} after those of a later or the same op"));
+        }
+        if writes.is_empty() {
+            let empty = self.write_blob_bytes(&[])?;
+            self.effects.push((op, EFFECT_NO_REGION, 0, inputs, empty));
+        }
+        for &(region, offset, bytes) in writes {
+            let Some(r) = self.regions.get(region as usize) else {
+                return invalid(format!("effects of op {op} write region {region}, which does not exist"));
+            };
+            if r.decl.scratch || offset.checked_add(bytes.len() as u64).is_none_or(|end| end > r.decl.size) {
+                return invalid(format!(
+                    "effects of op {op} write {} bytes at {offset} of region {}, which is {} bytes{}",
+                    bytes.len(),
+                    self.strings[r.name as usize],
+                    r.decl.size,
+                    if r.decl.scratch { " and scratch" } else { "" }
+                ));
+            }
+            let blob = self.write_blob_bytes(bytes)?;
+            self.effects.push((op, region, offset, inputs, blob));
+        }
+        Ok(())
+    }
+
     /// Free-form metadata (producer, source, notes).
     pub fn set_meta(&mut self, key: &str, value: &str) {
         let k = self.string(key);
@@ -759,6 +803,18 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             put_u32(&mut bindings, 0);
         }
         out.push((SectionKind::Bindings, bindings));
+
+        if !self.effects.is_empty() {
+            let mut effects = table_header(self.effects.len(), EFFECT_LEN);
+            for (op, region, offset, inputs, blob) in &self.effects {
+                put_u32(&mut effects, *op);
+                put_u32(&mut effects, *region);
+                put_u64(&mut effects, *offset);
+                effects.extend_from_slice(inputs);
+                blob.put(&mut effects);
+            }
+            out.push((SectionKind::Effects, effects));
+        }
 
         if !self.meta.is_empty() {
             let mut meta = table_header(self.meta.len(), META_LEN);

@@ -25,6 +25,8 @@ mod limits;
 pub mod session;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_effects;
 
 pub use limits::{LimitError, ReplayLimits};
 pub use session::{run_session, Clock, Iteration, OpTimer, Ran, Replayer, Session, SessionError};
@@ -55,11 +57,17 @@ pub enum ReplayError {
     Load { module: String, error: ptx::PtxError },
     #[error(
         "the CPU cannot run {}: the archive has machine code only for {} (no PTX); replay it on a GPU of \
-         that architecture",
+         that architecture, or capture with `recap capture --record-effects` so that a CPU replay applies \
+         what each launch wrote",
         kernels.join(", "),
         sms.iter().map(|sm| format!("sm_{sm}")).collect::<Vec<_>>().join(", ")
     )]
     NoPtx { kernels: Vec<String>, sms: Vec<u32> },
+    #[error(
+        "op {op} (launch of {kernel}, machine code only): its inputs differ from the captured ones \
+         (hash {got}, recorded {want}), so what it wrote then does not apply now, and the CPU cannot run it"
+    )]
+    EffectsInputs { op: OpId, kernel: String, got: String, want: String },
     #[error("kernel {kernel}: module {module} has no entry named {kernel}")]
     MissingEntry { kernel: String, module: String },
     #[error("op {op} (launch of {kernel}): {reason}")]
@@ -130,11 +138,16 @@ pub struct IterationStats {
     /// Of those, launches whose threads ran in groups, in vector lanes.
     #[serde(default)]
     pub lane_launches: u64,
+    /// Launches of kernels without PTX whose recorded effects were applied (not counted above).
+    #[serde(default)]
+    pub recorded_effects: u64,
 }
 
 /// An op decoded once, with everything it needs at hand.
 enum Step {
     Launch(usize),
+    /// A launch of a kernel without PTX: its recorded effects (an index into `recorded`).
+    Effects(usize),
     Copy {
         src: RegionId,
         src_offset: u64,
@@ -170,7 +183,7 @@ enum Step {
 impl Step {
     fn kind(&self) -> &'static str {
         match self {
-            Step::Launch(_) => "launch",
+            Step::Launch(_) | Step::Effects(_) => "launch",
             Step::Copy { .. } => "copy",
             Step::Memset { .. } => "memset",
             Step::Alloc(_) => "alloc",
@@ -192,6 +205,16 @@ struct PreparedLaunch {
     params: Vec<u8>,
     /// Relocations into scratch regions, patched at every launch.
     scratch_relocs: Vec<Reloc>,
+}
+
+/// A launch replayed from its recorded effects (`shared::effects`).
+struct RecordedLaunch {
+    kernel: String,
+    inputs: [u8; crate::effects::INPUTS_HASH_LEN],
+    /// The regions it can reach, ascending, each with the offsets of the pointers it holds.
+    reach: Vec<(RegionId, Vec<u64>)>,
+    /// `(region, offset, bytes)` it wrote.
+    writes: Vec<(RegionId, u64, Vec<u8>)>,
 }
 
 struct RegionState {
@@ -230,8 +253,12 @@ impl Cursor {
 /// A replay of one archive on the CPU: its device memory, its decoded ops and its kernels.
 pub struct CpuReplay<'a> {
     archive: Archive<'a>,
-    modules: Vec<ptx::Module>,
+    /// Parsed PTX; `None` for a module with machine code only.
+    modules: Vec<Option<ptx::Module>>,
     launches: Vec<PreparedLaunch>,
+    recorded: Vec<RecordedLaunch>,
+    /// Recorded effects by launch op, until `decode_ops` takes them.
+    effects: std::collections::HashMap<OpId, crate::archive::Effects<'a>>,
     steps: Vec<Step>,
     regions: Vec<RegionState>,
     region_relocs: Vec<(RegionId, Reloc)>,
@@ -254,12 +281,20 @@ impl<'a> CpuReplay<'a> {
         options.limits.check(archive)?;
         archive.verify_blobs()?;
         // Kernels captured as machine code only (library kernels that ship no PTX) are named all
-        // at once, before anything runs.
+        // at once, before anything runs, unless every launch of them has recorded effects.
+        let effects: std::collections::HashMap<OpId, crate::archive::Effects<'a>> =
+            archive.effects().map(|e| (e.op, e)).collect();
+        let mut unrecorded = vec![false; archive.kernel_count()];
+        for id in 0..archive.op_count() as OpId {
+            if let Op::Launch(l) = archive.op(id) {
+                unrecorded[l.kernel as usize] |= !effects.contains_key(&id);
+            }
+        }
         let mut no_ptx = Vec::new();
         let mut sms = Vec::new();
         for k in archive.kernels() {
             let m = archive.module(k.module);
-            if m.ptx.is_empty() {
+            if m.ptx.is_empty() && unrecorded[k.id as usize] {
                 no_ptx.push(k.name.to_string());
                 for (sm, _) in &m.cubins {
                     if !sms.contains(sm) {
@@ -273,13 +308,17 @@ impl<'a> CpuReplay<'a> {
         }
         let mut modules = Vec::with_capacity(archive.module_count());
         for m in archive.modules() {
+            if m.ptx.is_empty() {
+                modules.push(None);
+                continue;
+            }
             let text = m.ptx_text()?;
             let parsed =
                 ptx::Module::parse(&text).map_err(|error| ReplayError::Load { module: m.name.to_string(), error })?;
-            modules.push(parsed);
+            modules.push(Some(parsed));
         }
         for k in archive.kernels() {
-            let module = &modules[k.module as usize];
+            let Some(module) = &modules[k.module as usize] else { continue };
             if module.entry(k.name).is_none() {
                 return Err(ReplayError::MissingEntry {
                     kernel: k.name.to_string(),
@@ -301,6 +340,8 @@ impl<'a> CpuReplay<'a> {
             archive: archive.clone(),
             modules,
             launches: Vec::new(),
+            recorded: Vec::new(),
+            effects,
             steps: Vec::with_capacity(archive.op_count()),
             regions,
             region_relocs: archive.region_relocs().collect(),
@@ -339,10 +380,15 @@ impl<'a> CpuReplay<'a> {
         let archive = self.archive.clone();
         for id in 0..archive.op_count() as OpId {
             let step = match archive.op(id) {
+                Op::Launch(l) if self.modules[archive.kernel(l.kernel).module as usize].is_none() => {
+                    let effects = self.effects.remove(&id).expect("launches without PTX have effects (checked in new)");
+                    Step::Effects(self.recorded_launch(&l, effects)?)
+                }
                 Op::Launch(l) => {
                     let k = archive.kernel(l.kernel);
                     let module = k.module as usize;
-                    let entry = self.modules[module].entry(k.name).expect("entries resolved in new");
+                    let ptx = self.modules[module].as_ref().expect("a module with PTX");
+                    let entry = ptx.entry(k.name).expect("entries resolved in new");
                     let bad = |reason: String| ReplayError::BadLaunch { op: id, kernel: k.name.to_string(), reason };
                     if l.params.len() < entry.params_size() as usize {
                         return Err(bad(format!(
@@ -361,8 +407,11 @@ impl<'a> CpuReplay<'a> {
                         }
                     }
                     let dims = ptx::LaunchDims { grid: l.grid, block: l.block, dynamic_shared: l.shared_bytes };
-                    let plan = ptx::LaunchPlan::new(&self.modules[module], k.name, &dims)
-                        .map_err(|error| ReplayError::Exec { op: id, kernel: k.name.to_string(), error })?;
+                    let plan = ptx::LaunchPlan::new(ptx, k.name, &dims).map_err(|error| ReplayError::Exec {
+                        op: id,
+                        kernel: k.name.to_string(),
+                        error,
+                    })?;
                     self.launches.push(PreparedLaunch {
                         module,
                         entry: k.name.to_string(),
@@ -397,6 +446,60 @@ impl<'a> CpuReplay<'a> {
                 op @ (Op::Signal(_) | Op::Wait(_)) => Step::Sync(op.kind_name()),
             };
             self.steps.push(step);
+        }
+        Ok(())
+    }
+
+    /// A launch without PTX, prepared for replay from its effects: what it can reach, and its
+    /// writes decoded.
+    fn recorded_launch(
+        &mut self,
+        l: &crate::archive::LaunchView<'_>,
+        effects: crate::archive::Effects<'_>,
+    ) -> Result<usize, ReplayError> {
+        let kernel = self.archive.kernel(l.kernel).name.to_string();
+        let pairs: Vec<(RegionId, RegionId)> = self.region_relocs.iter().map(|(o, r)| (*o, r.target)).collect();
+        let targets = self.archive.relocs(l.relocs.clone()).map(|r| r.target).collect::<Vec<_>>();
+        let reach = crate::effects::reachable(targets, &pairs)
+            .into_iter()
+            .map(|region| {
+                let words = self.region_relocs.iter().filter(|(o, _)| *o == region).map(|(_, r)| r.offset).collect();
+                (region, words)
+            })
+            .collect();
+        let mut writes = Vec::with_capacity(effects.writes.len());
+        for (region, offset, blob) in effects.writes {
+            writes.push((region, offset, blob.decode()?));
+        }
+        self.recorded.push(RecordedLaunch { kernel, inputs: effects.inputs, reach, writes });
+        Ok(self.recorded.len() - 1)
+    }
+
+    /// Applies launch `index`'s recorded effects if its inputs are the captured ones.
+    fn apply_effects(&mut self, pc: usize, index: usize) -> Result<(), ReplayError> {
+        let mem_err = |error| ReplayError::Memory { op: pc as OpId, kind: "launch", error };
+        let mut hasher = crate::effects::InputsHasher::default();
+        let mut contents = Vec::new();
+        for (region, words) in &self.recorded[index].reach {
+            let base = self.mapped(pc, *region)?;
+            contents.clear();
+            contents.resize(self.regions[*region as usize].size as usize, 0);
+            self.memory.read(base, &mut contents).map_err(mem_err)?;
+            hasher.region(*region, &contents, words);
+        }
+        let got = hasher.finish();
+        let l = &self.recorded[index];
+        if got != l.inputs {
+            return Err(ReplayError::EffectsInputs {
+                op: pc as OpId,
+                kernel: l.kernel.clone(),
+                got: crate::effects::hex(&got),
+                want: crate::effects::hex(&l.inputs),
+            });
+        }
+        for (region, offset, bytes) in &l.writes {
+            let base = self.mapped(pc, *region)?;
+            self.memory.write(base + offset, bytes).map_err(mem_err)?;
         }
         Ok(())
     }
@@ -639,6 +742,7 @@ impl<'a> CpuReplay<'a> {
             }
             let name = match &self.steps[at] {
                 Step::Launch(i) => Some(self.launches[*i].entry.as_str()),
+                Step::Effects(i) => Some(self.recorded[*i].kernel.as_str()),
                 Step::Marker(name) => Some(name.as_str()),
                 _ => None,
             };
@@ -647,6 +751,7 @@ impl<'a> CpuReplay<'a> {
             self.run_step(at, stats)?;
             let name = match &self.steps[at] {
                 Step::Launch(i) => Some(self.launches[*i].entry.as_str()),
+                Step::Effects(i) => Some(self.recorded[*i].kernel.as_str()),
                 Step::Marker(name) => Some(name.as_str()),
                 _ => None,
             };
@@ -674,6 +779,11 @@ impl<'a> CpuReplay<'a> {
             Step::Launch(i) => {
                 stats.launches += 1;
                 self.launch(pc, i, stats)?;
+            }
+            Step::Effects(i) => {
+                stats.launches += 1;
+                stats.recorded_effects += 1;
+                self.apply_effects(pc, i)?;
             }
             Step::Copy { src, src_offset, dst, dst_offset, len } => {
                 let from = self.mapped(pc, src)? + src_offset;
@@ -738,7 +848,7 @@ impl<'a> CpuReplay<'a> {
         if self.exec.instruction_budget != budget {
             self.exec.instruction_budget = budget;
         }
-        let module = &self.modules[l.module];
+        let module = self.modules[l.module].as_ref().expect("launches run modules with PTX");
         let done = l.plan.launch(module, params, &self.memory, &self.exec).map_err(|error| ReplayError::Exec {
             op: pc as OpId,
             kernel: l.entry.clone(),

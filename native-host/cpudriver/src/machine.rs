@@ -1,0 +1,51 @@
+//! Machine code for the CPU driver: what stands in for a cubin, so that tests can load a fat
+//! binary without PTX, as cuBLAS and PyTorch ship their kernels.
+//!
+//! A real cubin is SASS for one GPU architecture, which nothing here can run. The CPU driver's
+//! "machine code" is an ELF64 header whose `e_machine` is [`EM_RECAP_CPU`] (a real cubin's is
+//! `EM_CUDA`, 190), followed by the PTX the driver runs. To everything that reads images by their
+//! format (the interposer, `shared::fatbin`) it is an ELF cubin with no PTX: a fat binary holding
+//! it as its only entry is a module without PTX, whose kernels a CPU replay cannot run from the
+//! archive. That is the case `recap capture --record-effects` exists for, made testable.
+//!
+//! Loading a fat binary takes its PTX entry when it has one (the lowest architecture), else its
+//! first cubin entry that is CPU machine code; a bare ELF image must be CPU machine code.
+
+use shared::fatbin::{self, EntryKind};
+
+/// `e_machine` of the CPU driver's machine code: "RC" little-endian.
+pub const EM_RECAP_CPU: u16 = 0x4352;
+const ELF_HEADER: usize = 64;
+
+/// The PTX inside CPU machine code (an ELF image), or why it is not that.
+pub fn elf_ptx(elf: &[u8]) -> Result<&str, String> {
+    if elf.len() < ELF_HEADER || &elf[..4] != b"\x7fELF" {
+        return Err("not an ELF image".into());
+    }
+    let machine = u16::from_le_bytes([elf[18], elf[19]]);
+    if machine != EM_RECAP_CPU {
+        return Err(format!(
+            "a cubin for e_machine {machine} (GPU machine code): the CPU driver runs PTX, or its own machine code \
+             (e_machine {EM_RECAP_CPU:#x})"
+        ));
+    }
+    let text = &elf[ELF_HEADER..];
+    let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+    std::str::from_utf8(&text[..end]).map_err(|_| "the machine code's PTX is not UTF-8".to_string())
+}
+
+/// The PTX a fat binary's entries give the CPU driver.
+pub fn fatbin_ptx(bytes: &[u8]) -> Result<String, String> {
+    let entries = fatbin::parse(bytes).map_err(|e| format!("a fat binary that does not parse: {e}"))?;
+    if let Some(ptx) = entries.iter().filter(|e| e.kind == EntryKind::Ptx).min_by_key(|e| e.sm).and_then(|e| e.ptx()) {
+        return Ok(ptx.to_string());
+    }
+    let mut why = "a fat binary without PTX or cubin entries".to_string();
+    for e in entries.iter().filter(|e| e.kind == EntryKind::Cubin) {
+        match elf_ptx(&e.payload) {
+            Ok(ptx) => return Ok(ptx.to_string()),
+            Err(e) => why = format!("a fat binary without PTX whose cubin is {e}"),
+        }
+    }
+    Err(why)
+}
