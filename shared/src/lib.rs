@@ -14,16 +14,19 @@
 //! | [`ptx`] | PTX parser and the CPU executor that runs it a thread block at a time |
 //! | [`check`] | judging final regions against expected bytes under a tolerance; region summaries |
 //! | [`replay`] | op-level CPU replay of an archive over the PTX executor |
+//! | [`cuda_graph`] | CUDA graphs built node by node: the driver API's node parameter layouts and their run order |
 //! | [`compare`] | two replays held side by side, op by op: the first op whose writes differ |
 //! | [`npy`] | numpy's `.npy` files for a region's bytes, written and read |
 //! | [`plan`] | read/write sets of every op, hazards, the op DAG both engines and the viewer use |
 //! | [`protocol`] | the messages the host and the viewer exchange |
+//! | [`tensor_map`] | TMA descriptors a captured program passed to kernels: how to encode them again |
 //! | [`wrp`] | NVIDIA Warp's graph captures (`.wrp`), read into plain data for the importer |
 
 pub mod archive;
 pub mod capture;
 pub mod check;
 pub mod compare;
+pub mod cuda_graph;
 pub mod fatbin;
 pub mod npy;
 pub mod plan;
@@ -31,4 +34,5 @@ pub mod protocol;
 pub mod ptx;
 pub mod replay;
 pub mod report;
+pub mod tensor_map;
 pub mod wrp;

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::cpudriver::{text, Program};
 
 /// Runs `recap capture ARGS -- PROGRAM PROGRAM_ARGS` against the CPU driver.
-fn capture(program: &Program, args: &[&str], program_args: &[&str]) -> Output {
+pub(crate) fn capture(program: &Program, args: &[&str], program_args: &[&str]) -> Output {
     Command::new(recap_bin())
         .arg("capture")
         .arg("--driver")
@@ -27,7 +27,7 @@ fn capture(program: &Program, args: &[&str], program_args: &[&str]) -> Output {
 }
 
 /// Captures with `--json` and returns the report; the program's own `ok` line must be there too.
-fn capture_ok(program: &Program, out: &Path, range: &str) -> Value {
+pub(crate) fn capture_ok(program: &Program, out: &Path, range: &str) -> Value {
     let o = capture(program, &["--json", "--range", range, "-o", out.to_str().unwrap()], &[]);
     let stdout = text(&o.stdout);
     assert!(o.status.success(), "recap capture failed: {}\nstdout:\n{stdout}\nstderr:\n{}", o.status, text(&o.stderr));
@@ -36,7 +36,7 @@ fn capture_ok(program: &Program, out: &Path, range: &str) -> Value {
     serde_json::from_str(json).unwrap_or_else(|e| panic!("report: {e}\n{json}"))
 }
 
-fn replay_check(archive: &Path, engine: &str) -> String {
+pub(crate) fn replay_check(archive: &Path, engine: &str) -> String {
     let o = Command::new(recap_bin())
         .args(["replay", "--check", "--engine", engine])
         .arg(archive)
@@ -47,7 +47,7 @@ fn replay_check(archive: &Path, engine: &str) -> String {
     stdout
 }
 
-fn inspect(archive: &Path) -> String {
+pub(crate) fn inspect(archive: &Path) -> String {
     let o = Command::new(recap_bin()).arg("inspect").arg(archive).output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     text(&o.stdout)

@@ -14,4 +14,5 @@ mod gpu;
 mod hardening;
 mod host;
 mod intercept;
+mod intercept_graphs;
 mod wrp;
