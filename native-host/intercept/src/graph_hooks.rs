@@ -145,7 +145,10 @@ hook! {
     [cuGraphAddEventWaitNode](node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, event: Handle) =>
         |call: Call, out, g, deps, n, _| add(call, out, g, deps, n, node_type::WAIT_EVENT, Node::Order, |_| ());
     [cuGraphAddChildGraphNode](node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, child: Handle) =>
-        |call: Call, out, g, deps, n, child: Handle| add(call, out, g, deps, n, node_type::GRAPH, state().child_node(child as usize), |_| ());
+        |call: Call, out, g, deps, n, child: Handle| {
+            let node = state().child_node(child as usize);
+            add(call, out, g, deps, n, node_type::GRAPH, node, |_| ())
+        };
     [cuGraphAddHostNode](node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, params: *const c_void) =>
         |call: Call, out, g, deps, n, _| add(call, out, g, deps, n, node_type::HOST, unreplayed(node_type::HOST), |_| ());
     [cuGraphAddBatchMemOpNode](node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, params: *const c_void) =>
@@ -189,8 +192,9 @@ hook! {
         |call: Call, h: Handle, attr: u32, v: *const c_void| then(call, || {
             if let Some(b) = bytes(v, 64) {
                 let value: &[u8; 64] = b.try_into().expect("64 bytes");
-                if !state().graphs.set_kernel_attribute(h as usize, attr, value) {
-                    state().report.note("a kernel node recap did not see added was given a launch attribute");
+                let mut st = state();
+                if !st.graphs.set_kernel_attribute(h as usize, attr, value) {
+                    st.report.note("a kernel node recap did not see added was given a launch attribute");
                 }
             }
         });
