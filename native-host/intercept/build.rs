@@ -1,5 +1,5 @@
 //! Generates the forwarding trampolines: one exported symbol for every entry point of the real
-//! driver (`exports.txt`, read off NVIDIA's driver 580) that `src/hooks.rs` does not define, each a
+//! driver (`exports.txt`, read off NVIDIA's driver 580) that no `hook!` list in `src/` defines, each a
 //! counted jump through a slot that `real::load` fills from the real driver at start-up. A program
 //! linked against `libcuda.so.1` therefore finds every symbol it expects, and a call recap does not
 //! record costs one atomic increment.
@@ -12,12 +12,19 @@ fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
     let out = std::env::var("OUT_DIR").unwrap();
     println!("cargo:rerun-if-changed=exports.txt");
-    println!("cargo:rerun-if-changed=src/hooks.rs");
+    println!("cargo:rerun-if-changed=src");
     // The interposer is `libcuda.so.1` to whoever loads it.
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libcuda.so.1");
 
     let exports = std::fs::read_to_string(Path::new(&dir).join("exports.txt")).unwrap();
-    let hooks = std::fs::read_to_string(Path::new(&dir).join("src/hooks.rs")).unwrap();
+    // Hooks live in several files of src/ (hooks.rs, graph_hooks.rs, ...): every one is read.
+    let mut hooks = String::new();
+    for entry in std::fs::read_dir(Path::new(&dir).join("src")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            hooks.push_str(&std::fs::read_to_string(path).unwrap());
+        }
+    }
     let hooked = hooked_names(&hooks);
     let forwarded: Vec<&str> =
         exports.lines().map(str::trim).filter(|n| !n.is_empty() && !hooked.contains(*n)).collect();

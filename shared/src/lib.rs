@@ -15,16 +15,19 @@
 //! | [`check`] | judging final regions against expected bytes under a tolerance; region summaries |
 //! | [`replay`] | op-level CPU replay of an archive over the PTX executor |
 //! | [`effects`] | recorded effects: what a launch the CPU cannot run wrote, keyed by its inputs' hash |
+//! | [`cuda_graph`] | CUDA graphs built node by node: the driver API's node parameter layouts and their run order |
 //! | [`compare`] | two replays held side by side, op by op: the first op whose writes differ |
 //! | [`npy`] | numpy's `.npy` files for a region's bytes, written and read |
 //! | [`plan`] | read/write sets of every op, hazards, the op DAG both engines and the viewer use |
 //! | [`protocol`] | the messages the host and the viewer exchange |
+//! | [`tensor_map`] | TMA descriptors a captured program passed to kernels: how to encode them again |
 //! | [`wrp`] | NVIDIA Warp's graph captures (`.wrp`), read into plain data for the importer |
 
 pub mod archive;
 pub mod capture;
 pub mod check;
 pub mod compare;
+pub mod cuda_graph;
 pub mod effects;
 pub mod fatbin;
 pub mod npy;
@@ -33,4 +36,5 @@ pub mod protocol;
 pub mod ptx;
 pub mod replay;
 pub mod report;
+pub mod tensor_map;
 pub mod wrp;

@@ -17,4 +17,5 @@ mod intercept;
 mod intercept_audit;
 mod intercept_effects;
 mod intercept_nvtx;
+mod intercept_graphs;
 mod wrp;

@@ -92,6 +92,13 @@ pub(crate) struct Driver {
     /// Streams are bookkeeping: work runs when it is issued.
     pub streams: Handles<()>,
     pub events: Handles<Event>,
+    /// Graphs built node by node, their nodes, and executable graphs (`graph.rs`).
+    pub graphs: Handles<crate::graph::Graph>,
+    pub graph_nodes: Handles<crate::graph::NodeRef>,
+    pub execs: Handles<crate::graph::Exec>,
+    /// Conditional handles (condition addresses) and the body graph arrays of conditional nodes.
+    pub conditions: HashMap<CUdeviceptr, crate::graph::Condition>,
+    pub body_arrays: Vec<Box<[Handle]>>,
     pub exec: ExecOptions,
 }
 
@@ -111,6 +118,11 @@ static DRIVER: LazyLock<Mutex<Driver>> = LazyLock::new(|| {
         functions: Handles::default(),
         streams: Handles::default(),
         events: Handles::default(),
+        graphs: Handles::default(),
+        graph_nodes: Handles::default(),
+        execs: Handles::default(),
+        conditions: HashMap::new(),
+        body_arrays: Vec::new(),
         exec: ExecOptions::default(),
     })
 });

@@ -5,7 +5,7 @@ use std::ffi::{c_uint, c_void};
 
 use shared::ptx::{Entry, ExecError, LaunchDims, LaunchPlan};
 
-use crate::driver::ready;
+use crate::driver::{ready, Driver};
 use crate::ffi::{element, host, Handle};
 use crate::result::{guard, report, CUresult, Result};
 
@@ -88,21 +88,41 @@ unsafe fn launch(
 ) -> CUresult {
     guard(|| {
         let mut d = ready(Some(stream))?;
-        let ctx = d.current()?;
-        let (func, ptx) = d.function(f)?;
-        let entry = &ptx.entries()[func.entry];
-        let params = unsafe { pack(entry, kernel_params, extra) }?;
-        let dims = LaunchDims { grid, block, dynamic_shared };
-        let plan = LaunchPlan::new(ptx, entry.name(), &dims).map_err(|e| {
-            report(&e);
-            CUresult::INVALID_VALUE
-        })?;
-        let Err(e) = plan.launch(ptx, &params, &d.memory, &d.exec) else { return Ok(()) };
-        report(&e);
-        let status = fault(&e);
-        d.context(ctx)?.fault = Some(status);
-        Err(status)
+        let params = unsafe { pack_for(&d, f, kernel_params, extra) }?;
+        run(&mut d, f, LaunchDims { grid, block, dynamic_shared }, &params)
     })
+}
+
+/// Kernel `f`'s parameter buffer from the caller's `kernelParams` or `extra` (a graph's kernel node
+/// packs it when the node is made, as the real driver copies the values then).
+///
+/// # Safety
+/// As [`pack`].
+pub(crate) unsafe fn pack_for(
+    d: &Driver,
+    f: Handle,
+    kernel_params: *const *const c_void,
+    extra: *const *const c_void,
+) -> Result<Vec<u8>> {
+    let (func, ptx) = d.function(f)?;
+    // SAFETY: the caller's contract.
+    unsafe { pack(&ptx.entries()[func.entry], kernel_params, extra) }
+}
+
+/// Runs kernel `f` over `dims` with its packed parameters, in the current context.
+pub(crate) fn run(d: &mut Driver, f: Handle, dims: LaunchDims, params: &[u8]) -> Result<()> {
+    let ctx = d.current()?;
+    let (func, ptx) = d.function(f)?;
+    let entry = &ptx.entries()[func.entry];
+    let plan = LaunchPlan::new(ptx, entry.name(), &dims).map_err(|e| {
+        report(&e);
+        CUresult::INVALID_VALUE
+    })?;
+    let Err(e) = plan.launch(ptx, params, &d.memory, &d.exec) else { return Ok(()) };
+    report(&e);
+    let status = fault(&e);
+    d.context(ctx)?.fault = Some(status);
+    Err(status)
 }
 
 /// `CUlaunchConfig`. Launch attributes are ignored: they tune how a GPU schedules a launch, and

@@ -1,7 +1,7 @@
 //! A CPU stand-in for the CUDA driver: a `libcuda.so.1` that runs PTX on `shared::ptx`, so that
 //! C programs written against the driver API, and `recap capture`'s interposer in front of them,
 //! can be tested on machines without a GPU. It is a test fixture, not a product driver: one device,
-//! no graphs, no cubins, no concurrency.
+//! no stream capture, no cubins, no concurrency.
 //!
 //! What it implements, with the C ABI of cuda.h (a program linked with `-lcuda` or resolving entry
 //! points with `cuGetProcAddress` finds the same functions):
@@ -12,6 +12,8 @@
 //! - device memory, copies in every direction, fills, page-locked host memory (`memory.rs`);
 //! - launches, from `kernelParams` or an `extra` buffer (`launch.rs`);
 //! - streams and events, the profiler switches (`stream.rs`);
+//! - graphs built node by node: kernel, memcpy, memset, empty, event and child graph nodes, their
+//!   dependencies, instantiation, kernel node updates, launches (`graph.rs`);
 //! - status names and descriptions (`result.rs`) and `cuGetProcAddress` (`procs.rs`: the one table
 //!   of entry points), with the per-thread default stream variants (`_ptds`, `_ptsz`).
 //!
@@ -64,6 +66,7 @@ macro_rules! exports {
 mod device;
 mod driver;
 mod ffi;
+mod graph;
 mod launch;
 mod machine;
 mod memory;

@@ -115,6 +115,10 @@ unsafe fn load(image: *const c_void, log: &ErrorLog) -> Result<shared::ptx::Modu
     if !text.contains(".version") && !text.contains(".target") && !text.contains(".entry") {
         return Err(fail(CUresult::INVALID_IMAGE, "the image is not PTX text (no .version, .target or .entry)".into()));
     }
+    // The driver supplies `cudaGraphSetConditional`; here a conditional handle is the address of
+    // its condition, so the function is a store (graph.rs).
+    let defined = shared::cuda_graph::define_set_conditional(text);
+    let text = defined.as_deref().unwrap_or(text);
     shared::ptx::Module::parse(text).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()))
 }
 

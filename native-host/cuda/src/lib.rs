@@ -40,6 +40,7 @@ pub mod nvrtc;
 pub mod pdl;
 pub mod probe;
 pub mod replay;
+mod tensor_maps;
 
 /// The raw driver bindings [`call!`] checks.
 pub use cudarc::driver::sys;

@@ -172,6 +172,8 @@ struct KernelStep {
     /// Offset of each parameter in `params`, in declaration order.
     offsets: Vec<usize>,
     relocs: Vec<Reloc>,
+    /// Tensor maps encoded for this replay's regions, by parameter offset (tensor_maps.rs).
+    maps: Vec<(usize, [u8; shared::tensor_map::SIZE])>,
     /// The kernel waits for its predecessors at entry: it may follow kernels through
     /// programmatic edges.
     waits: bool,
@@ -241,6 +243,7 @@ impl Args {
             params: self.bytes,
             offsets: self.offsets,
             relocs: Vec::new(),
+            maps: Vec::new(),
             waits: false,
         }
     }
@@ -454,6 +457,13 @@ fn patch(bytes: &mut [u8], relocs: impl Iterator<Item = Reloc>, regions: &[Regio
         let addr = regions[r.target as usize].addr + r.target_offset;
         let at = r.offset as usize;
         bytes[at..at + 8].copy_from_slice(&addr.to_le_bytes());
+    }
+}
+
+/// Writes a launch's tensor maps over their (zeroed) parameter bytes.
+fn patch_maps(bytes: &mut [u8], maps: &[(usize, [u8; shared::tensor_map::SIZE])]) {
+    for (at, map) in maps {
+        bytes[*at..*at + map.len()].copy_from_slice(map);
     }
 }
 
@@ -784,6 +794,7 @@ impl CudaReplay {
         self.load_times.regions = clock.elapsed();
 
         // Steps.
+        let map_uses = crate::tensor_maps::uses(archive).map_err(CudaError::Invalid)?;
         let mut next_counter = 0u64;
         for id in 0..archive.op_count() as u32 {
             self.labels.push(archive.op_label(id));
@@ -794,6 +805,23 @@ impl CudaReplay {
                     let mut params = l.params.to_vec();
                     let relocs: Vec<Reloc> = archive.relocs(l.relocs.clone()).collect();
                     patch(&mut params, relocs.iter().copied(), &self.regions);
+                    let mut maps = Vec::new();
+                    for u in map_uses.get(&id).into_iter().flatten() {
+                        let (at, region) = (u.param_offset as usize, u.region as usize);
+                        let Some(r) = self.regions.get(region).filter(|r| u.offset <= r.size) else {
+                            return Err(CudaError::Invalid(format!(
+                                "op {id}: a tensor map in region {region}, which the archive does not have"
+                            )));
+                        };
+                        if at + shared::tensor_map::SIZE > params.len() {
+                            return Err(CudaError::Invalid(format!(
+                                "op {id}: a tensor map at parameter offset {at}, past its parameters"
+                            )));
+                        }
+                        let map = crate::tensor_maps::encode(u, r.addr + u.offset).map_err(|e| self.op_error(id, e))?;
+                        maps.push((at, map));
+                    }
+                    patch_maps(&mut params, &maps);
                     let func = functions_on[slot][&l.kernel];
                     if l.shared_bytes > 48 * 1024 {
                         self.slots[slot].device.bind()?;
@@ -812,6 +840,7 @@ impl CudaReplay {
                         params,
                         offsets: k.params.iter().map(|p| p.offset as usize).collect(),
                         relocs,
+                        maps,
                         waits: module_waits[k.module as usize],
                         slot,
                     })
@@ -1287,6 +1316,7 @@ impl CudaReplay {
         }
         k.params.copy_from_slice(params);
         patch(&mut k.params, k.relocs.iter().copied(), regions);
+        patch_maps(&mut k.params, &k.maps);
         self.pending_params.insert(op);
         Ok(())
     }

@@ -13,12 +13,13 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 
 use shared::archive::{
-    ArchiveWriter, CopyOp, DType, LaunchDecl, MemsetOp, ModuleId, OpId, ParamDecl, ParamKind, RegionDecl, RegionId,
-    Reloc, Tolerance,
+    ArchiveWriter, Condition, CopyOp, DType, LaunchDecl, MemsetOp, ModuleId, OpId, ParamDecl, ParamKind, RegionDecl,
+    RegionId, Reloc, Tolerance,
 };
 
 use crate::record::{region_name, OpRec, Recording, State};
 use shared::capture::KernelReport;
+use shared::tensor_map::TensorMapUse;
 
 /// The archive's path: `RECAP_CAPTURE_OUT`, else `capture.recap`.
 fn out_path() -> PathBuf {
@@ -75,10 +76,15 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         // is for the GPU it was loaded on), at most one.
         let cubin = parsed
             .and_then(|p| p.cubins.iter().find(|(sm, _)| *sm == rec.sm || *sm == 0).map(|(_, bytes)| bytes.as_slice()));
+        // A module that sets conditions gets them as stores into their regions, and is replayed
+        // from that PTX only (its cubin calls the driver's function).
+        let ptx = parsed.and_then(|p| p.ptx.as_deref()).unwrap_or("");
+        let conditional = shared::cuda_graph::define_set_conditional(ptx);
+        let cubin = if conditional.is_some() { None } else { cubin };
         let module = match modules.get(&kernel.module) {
             Some(&m) => m,
             None => {
-                let ptx = parsed.and_then(|p| p.ptx.as_deref()).unwrap_or("");
+                let ptx = conditional.as_deref().unwrap_or(ptx);
                 let m = w.add_module(&format!("module{}", kernel.module), ptx).map_err(err)?;
                 if let Some(cubin) = cubin {
                     w.add_cubin(m, rec.sm, cubin).map_err(err)?;
@@ -148,23 +154,45 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
             w.add_region_reloc(uploads[u], Reloc { offset, target: regions[target], target_offset }).map_err(err)?;
         }
     }
+    // Launch attributes the op cannot hold, by op index (launch_attrs.rs), and the launches'
+    // tensor maps (shared::tensor_map).
+    let mut attributes = Vec::new();
+    let mut tensor_maps = Vec::new();
     for op in &rec.ops {
         match op {
-            OpRec::Launch { kernel, grid, block, shared, params, relocs } => {
+            OpRec::Launch { kernel, grid, block, shared, params, relocs, attrs, tensor_maps: maps } => {
                 let relocs = relocs
                     .iter()
                     .map(|&(offset, target, target_offset)| Reloc { offset, target: regions[target], target_offset })
                     .collect();
-                w.launch(LaunchDecl {
-                    kernel: kernels[*kernel],
-                    grid: *grid,
-                    block: *block,
-                    shared_bytes: *shared,
-                    params: params.clone(),
-                    relocs,
-                })
-                .map_err(err)?;
+                let id = w
+                    .launch(LaunchDecl {
+                        kernel: kernels[*kernel],
+                        grid: *grid,
+                        block: *block,
+                        shared_bytes: *shared,
+                        params: params.clone(),
+                        relocs,
+                    })
+                    .map_err(err)?;
+                if !attrs.is_empty() {
+                    attributes.push(serde_json::json!({ "op": id, "attributes": attrs }));
+                }
+                tensor_maps.extend(maps.iter().map(|(param_offset, region, offset, encode)| TensorMapUse {
+                    op: id,
+                    param_offset: *param_offset,
+                    region: regions[*region],
+                    offset: *offset,
+                    encode: encode.clone(),
+                }));
             }
+            OpRec::While { region } => {
+                w.begin_while(Condition { region: regions[*region], offset: 0, max_iterations: 0 }).map_err(err)?;
+            }
+            OpRec::If { region } => {
+                w.begin_if(Condition { region: regions[*region], offset: 0, max_iterations: 0 }).map_err(err)?;
+            }
+            OpRec::EndBody => w.end_body().map_err(err)?,
             OpRec::Upload { upload, dst, dst_offset } => {
                 let len = rec.uploads[*upload].bytes.len() as u64;
                 w.copy(CopyOp {
@@ -209,6 +237,13 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
     w.set_meta("capture.range", &st.report.range);
     if let Ok(command) = std::env::var(shared::capture::env::COMMAND) {
         w.set_meta("capture.command", &command);
+    }
+    if !tensor_maps.is_empty() {
+        let json = serde_json::to_string(&tensor_maps).expect("tensor maps serialise");
+        w.set_meta(shared::tensor_map::META_KEY, &json);
+    }
+    if !attributes.is_empty() {
+        w.set_meta("capture.launch_attributes", &serde_json::Value::Array(attributes).to_string());
     }
     w.set_meta("capture.report", &serde_json::to_string(&st.report).expect("the report serialises"));
     w.finish().map_err(err)?;

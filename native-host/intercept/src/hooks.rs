@@ -15,6 +15,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::images::ModuleImage;
+use crate::launch_attrs::LaunchAttrs;
 use crate::real::{self, Slot};
 use crate::record::{self, busy, state, HostData, Work};
 use crate::sys::*;
@@ -25,7 +26,7 @@ static TRACE: std::sync::LazyLock<bool> =
 
 /// Runs a hook's body with the call to the real driver in hand. If the body panics before
 /// forwarding, the call is forwarded here; either way it is forwarded exactly once.
-fn guarded(
+pub(crate) fn guarded(
     name: &str,
     body: impl FnOnce(&mut dyn FnMut() -> CUresult) -> CUresult,
     forward: impl Fn() -> CUresult,
@@ -72,10 +73,10 @@ macro_rules! hook_one {
     };
 }
 
-type Call<'a> = &'a mut dyn FnMut() -> CUresult;
+pub(crate) type Call<'a> = &'a mut dyn FnMut() -> CUresult;
 
 /// Forwards, then runs `after` on success.
-fn then(call: Call, after: impl FnOnce()) -> CUresult {
+pub(crate) fn then(call: Call, after: impl FnOnce()) -> CUresult {
     let r = call();
     if r == CUDA_SUCCESS {
         after();
@@ -117,11 +118,12 @@ unsafe fn launch(
     stream: Handle,
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
+    attrs: LaunchAttrs,
 ) -> CUresult {
     record::count_launch();
     let r = work(call, stream, || {
         let params = state().pack_params(func as usize, params, extra)?;
-        Some(Work::Launch { func: func as usize, grid, block, shared, params })
+        Some(Work::Launch { func: func as usize, grid, block, shared, params, attrs })
     });
     record::after_launch();
     r
@@ -138,11 +140,8 @@ unsafe fn launch_config(
         return call();
     }
     let c = &*config;
-    if busy() && c.num_attrs > 0 && !c.attrs.is_null() {
-        let ids: Vec<u32> = (0..c.num_attrs as usize).map(|i| (*c.attrs.add(i)).id).collect();
-        state().report.note(format!("cuLaunchKernelEx attributes {ids:?} are not kept: the replay launches plainly"));
-    }
-    launch(call, func, c.grid, c.block, c.shared_bytes, c.stream, params, extra)
+    let attrs = LaunchAttrs::from_config(c.attrs, c.num_attrs);
+    launch(call, func, c.grid, c.block, c.shared_bytes, c.stream, params, extra, attrs)
 }
 
 unsafe fn module_loaded(call: Call, out: *mut Handle, image: *const c_void, via: &str) -> CUresult {
@@ -281,9 +280,9 @@ hook! {
 
     // Launches.
     [cuLaunchKernel, cuLaunchKernel_ptsz](f: Handle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shared: u32, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) =>
-        |call: Call, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra| launch(call, f, [gx, gy, gz], [bx, by, bz], shared, stream, params, extra);
+        |call: Call, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra| launch(call, f, [gx, gy, gz], [bx, by, bz], shared, stream, params, extra, LaunchAttrs::default());
     [cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz](f: Handle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shared: u32, stream: Handle, params: *mut *mut c_void) =>
-        |call: Call, f, gx, gy, gz, bx, by, bz, shared, stream, params| launch(call, f, [gx, gy, gz], [bx, by, bz], shared, stream, params, std::ptr::null_mut());
+        |call: Call, f, gx, gy, gz, bx, by, bz, shared, stream, params| launch(call, f, [gx, gy, gz], [bx, by, bz], shared, stream, params, std::ptr::null_mut(), LaunchAttrs::cooperative());
     [cuLaunchKernelEx, cuLaunchKernelEx_ptsz](config: *const CUlaunchConfig, f: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) =>
         |call: Call, config, f, params, extra| launch_config(call, config, f, params, extra);
 

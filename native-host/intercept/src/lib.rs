@@ -40,11 +40,16 @@
 compile_error!("the interposer's trampolines are x86-64 Linux assembly");
 
 mod archive;
+pub mod graphs;
+#[macro_use]
 pub mod hooks;
+mod graph_hooks;
 mod images;
+pub mod launch_attrs;
 pub mod nvtx;
 pub mod real;
 pub mod record;
+mod tensor_maps;
 
 pub mod sys;
 

@@ -24,14 +24,17 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+use crate::graphs::{Graph, GraphBook};
+use crate::images::ModuleImage;
+use crate::launch_attrs::LaunchAttrs;
+use crate::real;
+use crate::sys::*;
+use crate::tensor_maps::TensorMaps;
+use shared::capture::{Range, Report};
+
 mod effects;
 
 pub use effects::LaunchEffects;
-
-use crate::images::ModuleImage;
-use crate::real;
-use crate::sys::*;
-use shared::capture::{Range, Report};
 
 const ARMED: u8 = 0;
 const RECORDING: u8 = 1;
@@ -55,12 +58,47 @@ pub enum HostData {
 /// One piece of device work as the program issued it.
 #[derive(Clone, Debug)]
 pub enum Work {
-    Launch { func: usize, grid: [u32; 3], block: [u32; 3], shared: u32, params: Vec<u8> },
-    Upload { dst: u64, data: HostData },
-    Download { src: u64, len: u64 },
-    Copy { dst: u64, src: u64, len: u64 },
-    Memset { dst: u64, width: u32, pattern: u64, count: u64 },
-    Graph { exec: usize },
+    Launch {
+        func: usize,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        params: Vec<u8>,
+        attrs: LaunchAttrs,
+    },
+    Upload {
+        dst: u64,
+        data: HostData,
+    },
+    Download {
+        src: u64,
+        len: u64,
+    },
+    Copy {
+        dst: u64,
+        src: u64,
+        len: u64,
+    },
+    Memset {
+        dst: u64,
+        width: u32,
+        pattern: u64,
+        count: u64,
+    },
+    Graph {
+        exec: usize,
+    },
+    /// A conditional node of a graph: `kind` is `CU_GRAPH_COND_TYPE_IF` or `_WHILE`.
+    Control {
+        kind: u32,
+        handle: u64,
+        body: Vec<Work>,
+    },
+    /// A condition taking its default value at the start of a graph launch.
+    SetCondition {
+        handle: u64,
+        value: u32,
+    },
 }
 
 /// A live allocation.
@@ -126,6 +164,9 @@ pub enum OpRec {
         shared: u32,
         params: Vec<u8>,
         relocs: Vec<(u64, usize, u64)>,
+        attrs: LaunchAttrs,
+        /// Parameters that are tensor maps: `(parameter offset, region, offset, encode)`.
+        tensor_maps: Vec<(u32, usize, u64, shared::tensor_map::Encode)>,
     },
     Upload {
         upload: usize,
@@ -146,6 +187,15 @@ pub enum OpRec {
         width: u32,
         pattern: u64,
     },
+    /// A while or if on the u32 at the start of a region; its body is the ops up to the matching
+    /// `EndBody`.
+    While {
+        region: usize,
+    },
+    If {
+        region: usize,
+    },
+    EndBody,
 }
 
 /// The range's recording.
@@ -171,8 +221,20 @@ struct CaptureBook {
     by_stream: HashMap<usize, usize>,
     by_event: HashMap<usize, usize>,
     work: HashMap<usize, Vec<Work>>,
+    /// Captures into a graph the program made (`cuStreamBeginCaptureToGraph`): the graph and the
+    /// nodes the captured work goes after.
+    into: HashMap<usize, (usize, Vec<usize>)>,
     next: usize,
 }
+
+/// The kind of an allocation a graph's memory allocation node reserves: its contents before the
+/// node runs are undefined, and after the graph frees it they cannot be read.
+pub const GRAPH_MEMORY: &str = "cuGraphAddMemAllocNode";
+
+/// The kind of the allocation that stands for a conditional handle's condition: 4 bytes at the
+/// handle's value, never read from the device (the driver keeps the condition where no program
+/// reads it). See `shared::cuda_graph::define_set_conditional`.
+pub const CONDITION: &str = "cuGraphConditionalHandleCreate";
 
 pub struct State {
     pub range: Range,
@@ -186,8 +248,10 @@ pub struct State {
     /// A cubin `cuLinkComplete` handed out: its size and the link's inputs.
     linked: HashMap<usize, (usize, LinkInputs)>,
     captures: CaptureBook,
-    graphs: HashMap<usize, Vec<Work>>,
-    execs: HashMap<usize, Option<Vec<Work>>>,
+    /// Graphs (captured or built node by node) and executable graphs (graphs.rs).
+    pub graphs: GraphBook,
+    /// Tensor maps the program encoded (tensor_maps.rs).
+    pub tensor_maps: TensorMaps,
     pub recording: Option<Recording>,
     /// A launch without PTX on its way through the driver (`--record-effects`).
     pending_effects: Option<effects::Pending>,
@@ -215,8 +279,8 @@ static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| {
         links: HashMap::new(),
         linked: HashMap::new(),
         captures: CaptureBook::default(),
-        graphs: HashMap::new(),
-        execs: HashMap::new(),
+        graphs: GraphBook::default(),
+        tensor_maps: TensorMaps::default(),
         recording: None,
         pending_effects: None,
         expanding_graph: false,
@@ -384,9 +448,13 @@ impl State {
             self.report.incomplete(format!("synchronising at the end of the range failed (CUresult {sync})"));
         }
         for r in &mut rec.regions {
-            if r.expected.is_none() {
+            if r.expected.is_none() && r.alloc.kind != CONDITION {
                 match read_device(r.alloc.base, r.alloc.size) {
                     Ok(bytes) => r.expected = Some(bytes),
+                    Err(_) if r.alloc.kind == GRAPH_MEMORY => self.report.note(format!(
+                        "{}: graph memory the graph freed, so its final contents are not checked",
+                        region_name(&r.alloc)
+                    )),
                     Err(e) => self.report.incomplete(format!(
                         "{}: reading the final contents failed (CUresult {e})",
                         region_name(&r.alloc)
@@ -511,6 +579,13 @@ impl State {
         self.captures.by_stream.get(&stream).copied()
     }
 
+    /// A capture into the program's own graph, after the nodes `deps`.
+    pub fn capture_begin_into(&mut self, stream: usize, graph: usize, deps: Vec<usize>) {
+        let id = self.captures.next;
+        self.capture_begin(stream);
+        self.captures.into.insert(id, (graph, deps));
+    }
+
     pub fn capture_begin(&mut self, stream: usize) {
         let id = self.captures.next;
         self.captures.next += 1;
@@ -524,8 +599,10 @@ impl State {
         self.captures.by_stream.retain(|_, c| *c != id);
         self.captures.by_event.retain(|_, c| *c != id);
         let work = self.captures.work.remove(&id).unwrap_or_default();
-        if let Some(graph) = graph {
-            self.graphs.insert(graph, work);
+        match (self.captures.into.remove(&id), graph) {
+            (Some((into, deps)), _) => self.graphs.append_chain(into, work, &deps),
+            (None, Some(graph)) => self.graphs.add_graph(graph, Graph::chain(work)),
+            (None, None) => {}
         }
         CAPTURING.fetch_sub(1, Ordering::Relaxed);
     }
@@ -544,8 +621,7 @@ impl State {
     }
 
     pub fn graph_instantiated(&mut self, exec: usize, graph: usize) {
-        let work = self.graphs.get(&graph).cloned();
-        self.execs.insert(exec, work);
+        self.graphs.instantiate(exec, graph);
     }
 
     // ---- work ----
@@ -637,7 +713,9 @@ impl State {
             (rec.ctx, rec.sm) = current_device();
         }
         match work {
-            Work::Launch { func, grid, block, shared, params } => self.issue_launch(func, grid, block, shared, params),
+            Work::Launch { func, grid, block, shared, params, attrs } => {
+                self.issue_launch(func, grid, block, shared, params, attrs)
+            }
             Work::Upload { dst, data } => {
                 let bytes = match data {
                     HostData::Taken(b) => b,
@@ -693,39 +771,86 @@ impl State {
                 });
                 self.report.count("memset");
             }
-            Work::Graph { exec } => match self.execs.get(&exec).cloned() {
-                Some(Some(list)) => {
-                    self.report.count("graph launch (expanded)");
-                    self.expanding_graph = true;
-                    for w in list {
-                        self.issue(w);
-                    }
-                    self.expanding_graph = false;
+            Work::Control { kind, handle, body } => {
+                let Some(region) = self.condition_region(handle) else {
+                    self.report.incomplete("a conditional node whose handle recap did not see created".into());
+                    return;
+                };
+                let while_loop = kind == shared::cuda_graph::conditional_type::WHILE;
+                let rec = self.recording.as_mut().expect("recording");
+                rec.ops.push(if while_loop { OpRec::While { region } } else { OpRec::If { region } });
+                self.report.count(if while_loop {
+                    "conditional node (a while op)"
+                } else {
+                    "conditional node (an if op)"
+                });
+                for w in body {
+                    self.issue(w);
                 }
-                _ => self.report.incomplete(
-                    "a CUDA graph launched in the range was not built by stream capture: its work is not recorded"
-                        .to_string(),
-                ),
-            },
+                self.recording.as_mut().expect("recording").ops.push(OpRec::EndBody);
+            }
+            Work::SetCondition { handle, value } => {
+                if let Some(dst) = self.condition_region(handle) {
+                    let rec = self.recording.as_mut().expect("recording");
+                    rec.ops.push(OpRec::Memset { dst, offset: 0, len: 4, width: 4, pattern: value as u64 });
+                    self.report.count("memset");
+                }
+            }
+            Work::Graph { exec } => {
+                let (work, missing) = self.graphs.launch(exec);
+                self.report.count("graph launch (expanded)");
+                for why in missing {
+                    self.report.incomplete(format!("a CUDA graph launched in the range holds {why}"));
+                }
+                // Launches inside a graph launch get no recorded effects (see `effects_before`).
+                self.expanding_graph = true;
+                for w in work {
+                    self.issue(w);
+                }
+                self.expanding_graph = false;
+            }
         }
     }
 
-    fn issue_launch(&mut self, func: usize, grid: [u32; 3], block: [u32; 3], shared: u32, mut params: Vec<u8>) {
+    fn issue_launch(
+        &mut self,
+        func: usize,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        mut params: Vec<u8>,
+        attrs: LaunchAttrs,
+    ) {
         let Some(f) = self.find_func(func) else {
             self.report.incomplete("a launch of a kernel from code recap did not see loaded: not recorded".to_string());
             return;
         };
         let Some(layout) = self.layout(func) else { return };
-        // Every 8-byte word of a parameter that points into a live allocation is a pointer.
+        // Every 8-byte word of a parameter that points into a live allocation is a pointer; a
+        // parameter that is a tensor map is kept as the map it is.
         let mut relocs = Vec::new();
-        for &(_, offset, size, _) in &layout.params {
+        let mut tensor_maps = Vec::new();
+        for &(_, offset, size, align) in &layout.params {
             let end = ((offset + size) as usize).min(params.len());
             let start = (offset as usize).min(end);
+            if end - start == shared::tensor_map::SIZE {
+                if let Some(map) = self.tensor_map_param(&mut params[start..end], offset, align) {
+                    tensor_maps.extend(map);
+                    continue;
+                }
+            }
             relocs.extend(self.pointers_in(&mut params[start..end], offset as u64));
         }
         let module = f.module;
         if let Err(e) = self.modules[module].prepare() {
             self.report.incomplete(format!("kernel {}: {e}", f.name));
+        }
+        let sets_conditions = self.modules[module]
+            .parsed()
+            .and_then(|p| p.ptx.as_deref())
+            .is_some_and(|ptx| ptx.contains(shared::cuda_graph::SET_CONDITIONAL));
+        if sets_conditions && !self.graphs.conditions.is_empty() {
+            relocs.extend(self.condition_params(&mut params));
         }
         let rec = self.recording.as_mut().expect("recording");
         let kernel = match rec.kernel_of.get(&(module, f.name.clone())) {
@@ -738,12 +863,80 @@ impl State {
         };
         rec.kernels[kernel].launches += 1;
         let targets: Vec<usize> = relocs.iter().map(|r| r.1).collect();
-        rec.ops.push(OpRec::Launch { kernel, grid, block, shared, params, relocs });
+        rec.ops.push(OpRec::Launch { kernel, grid, block, shared, params, relocs, attrs: attrs.clone(), tensor_maps });
         let op = rec.ops.len() - 1;
         self.report.count("launch");
+        attrs.report(&mut self.report);
         let machine_code_only = self.modules[module].parsed().is_some_and(|p| p.ptx.is_none());
         if machine_code_only && effects::wanted() {
             self.effects_before(op, targets.into_iter(), &f.name);
+        }
+    }
+
+    /// A conditional handle was made: its condition is a 4-byte allocation of its own.
+    pub fn condition_created(&mut self, handle: u64, graph: usize, default: u32, flags: u32) {
+        let alloc = Alloc { id: self.next_alloc, base: handle, size: 4, kind: CONDITION };
+        self.next_alloc += 1;
+        let assign = flags & shared::cuda_graph::COND_ASSIGN_DEFAULT != 0;
+        self.graphs.conditions.insert(handle, crate::graphs::Condition { graph, default, assign, alloc });
+    }
+
+    /// The region standing for conditional handle `handle`'s condition, made the first time the
+    /// range touches it (starting at the handle's default value).
+    fn condition_region(&mut self, handle: u64) -> Option<usize> {
+        let c = self.graphs.conditions.get(&handle)?.clone();
+        let fresh = !self.recording.as_ref()?.region_of.contains_key(&c.alloc.id);
+        let r = self.touch(&c.alloc);
+        if fresh {
+            self.recording.as_mut()?.regions[r].initial = c.default.to_le_bytes().to_vec();
+        }
+        Some(r)
+    }
+
+    /// The 8-byte parameter words of a kernel that sets conditions which hold a conditional handle
+    /// (made relocations to the condition's region, their bytes zeros).
+    fn condition_params(&mut self, params: &mut [u8]) -> Vec<(u64, usize, u64)> {
+        let mut found = Vec::new();
+        for at in (0..params.len().saturating_sub(7)).step_by(8) {
+            let word = u64::from_le_bytes(params[at..at + 8].try_into().expect("8 bytes"));
+            if self.graphs.conditions.contains_key(&word) {
+                if let Some(r) = self.condition_region(word) {
+                    params[at..at + 8].fill(0);
+                    found.push((at as u64, r, 0));
+                }
+            }
+        }
+        found
+    }
+
+    /// A 128-byte parameter that is a tensor map the program encoded: its bytes zeroed and the map
+    /// placed in its region (`Some(None)` when it cannot be placed, which is noted). `None` when it
+    /// is no map recap saw encoded (a 64-byte aligned one is noted as one it may be).
+    fn tensor_map_param(
+        &mut self,
+        bytes: &mut [u8],
+        offset: u32,
+        align: u32,
+    ) -> Option<Option<(u32, usize, u64, shared::tensor_map::Encode)>> {
+        let Some(filed) = self.tensor_maps.find(bytes).cloned() else {
+            if align == 64 {
+                self.report.incomplete(
+                    "a 128-byte parameter aligned to 64 (a tensor map?) that recap did not see encoded: replayed as captured"
+                        .into(),
+                );
+            }
+            return None;
+        };
+        bytes.fill(0);
+        match self.touch_addr(filed.global) {
+            Some((region, at)) => {
+                self.report.count("tensor map parameter (encoded again on a CUDA replay)");
+                Some(Some((offset, region, at, filed.encode)))
+            }
+            None => {
+                self.report.incomplete("a tensor map whose global address lies in no allocation recap saw".into());
+                Some(None)
+            }
         }
     }
 
@@ -772,8 +965,13 @@ impl State {
         }
         // SAFETY: no arguments; the snapshot must see every op issued before this one.
         unsafe { real::ctx_synchronize() };
-        let initial = match read_device(alloc.base, alloc.size) {
+        let read = if alloc.kind == CONDITION { Err(CUDA_SUCCESS) } else { read_device(alloc.base, alloc.size) };
+        let initial = match read {
+            // A condition's value before the graph sets it.
+            Err(_) if alloc.kind == CONDITION => vec![0; alloc.size as usize],
             Ok(bytes) => bytes,
+            // Not mapped outside the graph's run: its contents before the node are undefined anyway.
+            Err(_) if alloc.kind == GRAPH_MEMORY => vec![0; alloc.size as usize],
             Err(e) => {
                 self.report.incomplete(format!(
                     "{}: reading its contents failed (CUresult {e}); zeros stand in",

@@ -1,0 +1,149 @@
+//! Tensor maps (TMA descriptors) a captured launch passed as parameters, encoded again against the
+//! replay's own regions (shared::tensor_map says why the archive keeps encode arguments rather than
+//! bytes). Each map is encoded once at load, with the region's replay address plus the captured
+//! offset, and its 128 bytes written over the launch's zeroed parameter bytes.
+//!
+//! The encode entry points are resolved through `cuGetProcAddress` with their arguments as plain
+//! integers: the archive's values pass to the driver unchanged, and the driver, not this crate,
+//! judges them (a value it refuses fails the load with the driver's error).
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr};
+use std::sync::OnceLock;
+
+use shared::archive::Archive;
+use shared::tensor_map::{Layout, TensorMapUse, META_KEY, SIZE};
+
+use crate::driver::{check, DriverError};
+use crate::sys;
+
+type EncodeTiled = unsafe extern "C" fn(
+    *mut c_void,
+    u32,
+    u32,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    *const u32,
+    *const u32,
+    u32,
+    u32,
+    u32,
+    u32,
+) -> sys::CUresult;
+
+type EncodeIm2col = unsafe extern "C" fn(
+    *mut c_void,
+    u32,
+    u32,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    *const i32,
+    *const i32,
+    u32,
+    u32,
+    *const u32,
+    u32,
+    u32,
+    u32,
+    u32,
+) -> sys::CUresult;
+
+/// A `CUtensorMap`: 128 bytes, 64-byte aligned, as the driver writes it.
+#[repr(C, align(64))]
+struct Map([u8; SIZE]);
+
+/// The driver's entry point `name` (CUDA 12.0 semantics), or why there is none.
+fn entry(name: &'static CStr) -> Result<usize, DriverError> {
+    let mut p: *mut c_void = std::ptr::null_mut();
+    let mut status = sys::CUdriverProcAddressQueryResult::CU_GET_PROC_ADDRESS_SUCCESS;
+    // SAFETY: a NUL-terminated name and out-parameters.
+    let r = unsafe { sys::cuGetProcAddress_v2(name.as_ptr(), &mut p, 12000, 0, &mut status) };
+    check(r, "cuGetProcAddress_v2")?;
+    if p.is_null() {
+        check(sys::CUresult::CUDA_ERROR_NOT_FOUND, "cuGetProcAddress_v2")?;
+    }
+    Ok(p as usize)
+}
+
+/// The archive's tensor map parameters, by launch op: `(parameter offset, use)`. An archive
+/// without the metadata has none; metadata that does not read is an error.
+pub(crate) fn uses(archive: &Archive) -> Result<HashMap<u32, Vec<TensorMapUse>>, String> {
+    let Some(json) = archive.meta_value(META_KEY) else { return Ok(HashMap::new()) };
+    let list: Vec<TensorMapUse> = serde_json::from_str(json).map_err(|e| format!("{META_KEY}: {e}"))?;
+    let mut by_op: HashMap<u32, Vec<TensorMapUse>> = HashMap::new();
+    for u in list {
+        if !u.encode.is_consistent() {
+            return Err(format!(
+                "{META_KEY}: op {}: the encode arguments do not agree with rank {}",
+                u.op, u.encode.rank
+            ));
+        }
+        by_op.entry(u.op).or_default().push(u);
+    }
+    Ok(by_op)
+}
+
+/// Encodes `u`'s map for the global address `addr`.
+pub(crate) fn encode(u: &TensorMapUse, addr: u64) -> Result<[u8; SIZE], DriverError> {
+    static TILED: OnceLock<Result<usize, DriverError>> = OnceLock::new();
+    static IM2COL: OnceLock<Result<usize, DriverError>> = OnceLock::new();
+    let e = &u.encode;
+    let mut map = Map([0; SIZE]);
+    let out = map.0.as_mut_ptr() as *mut c_void;
+    let r = match &e.layout {
+        Layout::Tiled { box_dim } => {
+            let f = TILED.get_or_init(|| entry(c"cuTensorMapEncodeTiled")).clone()?;
+            // SAFETY: the entry point has this signature (cuda.h); the arrays have the lengths the
+            // rank asks for (`uses` checked them).
+            unsafe {
+                let f: EncodeTiled = std::mem::transmute(f);
+                f(
+                    out,
+                    e.dtype,
+                    e.rank,
+                    addr as *mut c_void,
+                    e.global_dim.as_ptr(),
+                    e.global_strides.as_ptr(),
+                    box_dim.as_ptr(),
+                    e.element_strides.as_ptr(),
+                    e.interleave,
+                    e.swizzle,
+                    e.l2_promotion,
+                    e.oob_fill,
+                )
+            }
+        }
+        Layout::Im2col { lower_corner, upper_corner, channels_per_pixel, pixels_per_column } => {
+            let f = IM2COL.get_or_init(|| entry(c"cuTensorMapEncodeIm2col")).clone()?;
+            // SAFETY: as above.
+            unsafe {
+                let f: EncodeIm2col = std::mem::transmute(f);
+                f(
+                    out,
+                    e.dtype,
+                    e.rank,
+                    addr as *mut c_void,
+                    e.global_dim.as_ptr(),
+                    e.global_strides.as_ptr(),
+                    lower_corner.as_ptr(),
+                    upper_corner.as_ptr(),
+                    *channels_per_pixel,
+                    *pixels_per_column,
+                    e.element_strides.as_ptr(),
+                    e.interleave,
+                    e.swizzle,
+                    e.l2_promotion,
+                    e.oob_fill,
+                )
+            }
+        }
+    };
+    let call = match e.layout {
+        Layout::Tiled { .. } => "cuTensorMapEncodeTiled",
+        Layout::Im2col { .. } => "cuTensorMapEncodeIm2col",
+    };
+    check(r, call)?;
+    Ok(map.0)
+}
