@@ -31,11 +31,15 @@
 //! - `RECAP_CAPTURE_OUT`: the archive to write (default `capture.recap`);
 //! - `RECAP_CAPTURE_REPORT`: where to write the JSON capture report;
 //! - `RECAP_CAPTURE_COMMAND`: the command line, kept in the archive's metadata.
+//!
+//! A program that loads this library itself (the Python package's `recap.capture`, in process)
+//! drives the range through the exported control API instead ([`control`]).
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("the interposer's trampolines are x86-64 Linux assembly");
 
 mod archive;
+pub mod control;
 pub mod hooks;
 mod images;
 pub mod real;
