@@ -45,6 +45,21 @@ def test_a_triton_kernel_replays_on_cuda_with_torch_inputs_and_on_the_cpu(tmp_pa
     torch.testing.assert_close(out2, 0.5 * x2 + y2)
     print("cuda:", r)
 
+    # The same through DLPack alone (as JAX arrays and others offer it).
+    class DLPackOnly:
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, stream=None):
+            return self.t.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    out3 = torch.zeros(n, device="cuda")
+    a.replayer("cuda").run(inputs={"x": DLPackOnly(y2), "y": DLPackOnly(x2)}, outputs={"out": out3})
+    torch.testing.assert_close(out3, 0.5 * y2 + x2)
+
     r = a.replay("cpu", check=True)
     print("cpu:", r, r.check)
     assert r.check.passed, r.check
