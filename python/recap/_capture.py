@@ -142,6 +142,8 @@ def interpose(interposer: Optional[str] = None, driver: Optional[str] = None) ->
     real = driver or os.environ.get(REAL_DRIVER_ENV) or _recap.system_driver()
     if not real:
         raise RecapError("no CUDA driver (libcuda.so.1) found on this machine; name one with driver=")
+    if not os.path.isfile(real):
+        raise RecapError(f"the CUDA driver {real} does not exist")
     loaded = _real_driver_loaded(path, str(real))
     if loaded is not None:
         raise RecapError(

@@ -67,3 +67,18 @@ def test_each_with_block_writes_its_own_archive_with_named_bindings(tmp_path):
 def test_interposing_after_the_driver_is_loaded_is_refused(tmp_path):
     line = program(tmp_path, "late")
     assert line.startswith("refused: ") and "already loaded" in line, line
+
+
+def test_a_missing_interposer_or_driver_is_named_before_anything_loads(tmp_path):
+    with pytest.raises(recap.RecapError, match="interposer .*nowhere.so is missing"):
+        recap.interpose(interposer=str(tmp_path / "nowhere.so"))
+    if INTERPOSER:
+        with pytest.raises(recap.RecapError, match="driver .*nodriver.so does not exist"):
+            recap.interpose(interposer=INTERPOSER, driver=str(tmp_path / "nodriver.so"))
+
+
+def test_capture_binds_gpu_arrays_only():
+    from recap._capture import _device_array
+
+    with pytest.raises(TypeError, match="binding x: a ndarray is not a GPU array"):
+        _device_array("x", np.zeros(3))
