@@ -91,9 +91,12 @@ pub fn load(
             jit_dump: recap::jit_dump::from_env(),
         };
         let owner = opened.clone();
-        py.detach(|| CpuLoaded::try_new(owner, |o| CpuReplay::new(o.borrow_dependent(), options)))
-            .map(Engine::Cpu)
-            .map_err(|e| recap_error(format!("loading {} on the CPU: {e}", a.source)))?
+        // Errors as text inside the closures: a `ReplayError` is large to move around.
+        py.detach(|| {
+            CpuLoaded::try_new(owner, |o| CpuReplay::new(o.borrow_dependent(), options).map_err(|e| e.to_string()))
+        })
+        .map(Engine::Cpu)
+        .map_err(|e| recap_error(format!("loading {} on the CPU: {e}", a.source)))?
     } else if let Some(ordinal) = recap::cuda::parse_device(device) {
         if budget.is_some() {
             return Err(pyo3::exceptions::PyValueError::new_err(
@@ -101,7 +104,7 @@ pub fn load(
             ));
         }
         let reader = opened.borrow_dependent();
-        py.detach(|| CudaReplay::open(reader, &[ordinal], CudaOptions::default()))
+        py.detach(|| CudaReplay::open(reader, &[ordinal], CudaOptions::default()).map_err(|e| e.to_string()))
             .map(|r| Engine::Cuda(Box::new(r)))
             .map_err(|e| recap_error(format!("loading {} on {device}: {e}", a.source)))?
     } else {
