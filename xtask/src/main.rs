@@ -4,8 +4,9 @@
 //! | command | what it does |
 //! |---|---|
 //! | `demo [--addr A]` | builds everything, imports the public corpus as demo archives, starts the host |
-//! | `test [--no-install]` | checks formatting and lints, installs what the tests need (Chromium, numpy) unless `--no-install`, builds the viewer, runs every test |
+//! | `test [--no-install]` | checks formatting and lints, installs what the tests need (Chromium, numpy) unless `--no-install`, builds the viewer, runs every test, then the Python package's (pytest in a venv under `target/python/`, its wheel in a fresh one) |
 //! | `wasm [--release]` | builds the wasm viewer into `web/pkg` |
+//! | `wheel` | builds the Python package's abi3 wheel, the interposer inside, into `target/wheels/` |
 //! | `cluster [--no-install] [--debug]` | PostgreSQL, NATS JetStream, an S3 server, two `recap serve` replicas and two CPU workers, on loopback |
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 mod cluster;
+mod python;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -24,9 +26,10 @@ fn main() -> Result<()> {
         Some("demo") => demo(&root, &args[1..]),
         Some("test") => test(&root, &args[1..]),
         Some("cluster") => cluster::run(&root, &args[1..]),
+        Some("wheel") => python::wheel(&root),
         _ => {
             eprintln!(
-                "usage: cargo xtask demo [--addr HOST:PORT] | test [--no-install] [cargo test args] | wasm [--release] | cluster [--no-install] [--debug]"
+                "usage: cargo xtask demo [--addr HOST:PORT] | test [--no-install] [cargo test args] | wasm [--release] | wheel | cluster [--no-install] [--debug]"
             );
             std::process::exit(2);
         }
@@ -184,8 +187,9 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
     let no_install = args.iter().any(|a| a == "--no-install");
     let extra: Vec<&String> = args.iter().filter(|a| *a != "--no-install").collect();
     eprintln!(
-        "xtask test: 1) formatting and lints, 2) {}, 3) the wasm viewer, 4) every test of the workspace; \
-         about 20 minutes on 2 cores from a clean clone",
+        "xtask test: 1) formatting and lints, 2) {}, 3) the wasm viewer, 4) every test of the workspace, \
+         5) the Python package (pip install ./python, pytest, its wheel in a fresh venv); about 25 minutes on \
+         2 cores from a clean clone",
         if no_install {
             "no system packages (--no-install: without Chromium the browser tests fail, without numpy the .npy tests)"
         } else {
@@ -212,5 +216,6 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
     if no_install {
         cmd.env("RECAP_NO_INSTALL", "1");
     }
-    run(cmd)
+    run(cmd)?;
+    python::test(root)
 }

@@ -1273,6 +1273,62 @@ impl CudaReplay {
         Ok(out)
     }
 
+    /// Copies a whole region from `len` bytes at device address `src`, memory this replay did not
+    /// allocate (another library's tensor in the same process), device to device: unified
+    /// addressing lets the driver copy between any two contexts' allocations without the host.
+    /// Waits for earlier replays first, and for the producer's `stream` where it names one (the
+    /// `__cuda_array_interface__` convention: 1 and 2 are the legacy and per-thread default streams,
+    /// as in the driver's own numbering).
+    pub fn copy_region_from_device(
+        &mut self,
+        region: RegionId,
+        src: CUdeviceptr,
+        len: u64,
+        stream: Option<u64>,
+    ) -> Result<(), CudaError> {
+        if let Some(s) = stream {
+            self.ready()?;
+            call!(cuStreamSynchronize(s as sys::CUstream))?;
+        }
+        self.copy_device(region, len, |addr| (addr, src))
+    }
+
+    /// Copies a whole region to `len` bytes at device address `dst` (see
+    /// [`CudaReplay::copy_region_from_device`]). Waits for earlier replays first.
+    pub fn copy_region_to_device(&mut self, region: RegionId, dst: CUdeviceptr, len: u64) -> Result<(), CudaError> {
+        self.copy_device(region, len, |addr| (dst, addr))
+    }
+
+    /// One synchronous device-to-device copy of a whole region; `ends` gives (dst, src) from the
+    /// region's address.
+    fn copy_device(
+        &mut self,
+        region: RegionId,
+        len: u64,
+        ends: impl FnOnce(CUdeviceptr) -> (CUdeviceptr, CUdeviceptr),
+    ) -> Result<(), CudaError> {
+        self.ready()?;
+        let r = self.region_index(region)?;
+        if len != r.size {
+            return Err(CudaError::Invalid(format!("region {region} holds {} bytes, not {len}", r.size)));
+        }
+        let (dst, src) = ends(r.addr);
+        let slot = r.slot;
+        let res = (|| {
+            for s in &self.slots {
+                s.device.bind()?;
+                call!(cuStreamSynchronize(s.stream))?;
+            }
+            self.slots[slot].device.bind()?;
+            if len > 0 {
+                call!(cuMemcpy(dst, src, len as usize))?;
+            }
+            self.slots[0].device.bind()
+        })();
+        self.current = 0;
+        res.map_err(|e| self.fail(e.into()))
+    }
+
     fn binding(&self, name: &str) -> Result<(RegionId, Direction), CudaError> {
         self.bindings
             .iter()

@@ -17,13 +17,57 @@ use shared::archive::{
     RegionId, Reloc, Tolerance,
 };
 
+use crate::control::Bind;
 use crate::record::{region_name, OpRec, Recording, State};
 use shared::capture::KernelReport;
 use shared::tensor_map::TensorMapUse;
 
-/// The archive's path: `RECAP_CAPTURE_OUT`, else `capture.recap`.
+/// The archive's path: the controlled range's (`control.rs`), else `RECAP_CAPTURE_OUT`, else
+/// `capture.recap`.
 fn out_path() -> PathBuf {
+    if let Some((out, _)) = crate::control::current() {
+        return out;
+    }
     std::env::var_os(shared::capture::env::OUT).map_or_else(|| PathBuf::from("capture.recap"), PathBuf::from)
+}
+
+/// What a binding of the controlled range makes of the region of its allocation.
+struct Bound<'b> {
+    bind: &'b Bind,
+    /// The region's size: the binding's bytes, which may end before the allocation does (an
+    /// allocator rounds sizes up).
+    size: u64,
+}
+
+/// The region each binding names: the allocation that starts at its pointer. A pointer inside an
+/// allocation (a memory pool's block) or memory the range never touched is reported instead.
+fn bound_regions<'b>(st: &mut State, rec: &Recording, binds: &'b [Bind]) -> HashMap<usize, Bound<'b>> {
+    let mut out = HashMap::new();
+    for bind in binds {
+        let exact = rec.regions.iter().position(|r| r.alloc.base == bind.ptr && bind.bytes <= r.alloc.size);
+        match exact {
+            Some(r) if out.contains_key(&r) => st.report.incomplete(format!(
+                "binding {}: its memory is already bound under another name",
+                bind.name
+            )),
+            Some(r) => drop(out.insert(r, Bound { bind, size: bind.bytes })),
+            None => match rec.regions.iter().find(|r| r.alloc.base < bind.ptr && bind.ptr < r.alloc.base + r.alloc.size) {
+                Some(r) => st.report.incomplete(format!(
+                    "binding {}: it lies {} bytes into {} ({} bytes), a memory pool's block, so it is not bound; \
+                     disable the pool for the capture (PYTORCH_NO_CUDA_MEMORY_CACHING=1, cupy.cuda.set_allocator(None))",
+                    bind.name,
+                    bind.ptr - r.alloc.base,
+                    region_name(&r.alloc),
+                    r.alloc.size
+                )),
+                None => st.report.incomplete(format!(
+                    "binding {}: the captured work never touched its memory, so it is not bound",
+                    bind.name
+                )),
+            },
+        }
+    }
+    out
 }
 
 /// Writes the archive (through a temporary file, renamed into place when complete) and the
@@ -123,12 +167,22 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
     }
     st.report.kernels = reports;
 
+    let binds = crate::control::current().map(|(_, b)| b).unwrap_or_default();
+    let bound = bound_regions(st, rec, &binds);
     let mut regions = Vec::new();
     for (index, r) in rec.regions.iter().enumerate() {
-        let id = w.add_region(RegionDecl::new(region_name(&r.alloc), r.alloc.size, DType::Bytes)).map_err(err)?;
-        w.set_initial_bytes(id, &r.initial).map_err(err)?;
+        let (decl, size) = match bound.get(&index) {
+            Some(b) => {
+                let mut decl = RegionDecl::new(region_name(&r.alloc), b.size, b.bind.dtype);
+                decl.shape = b.bind.shape.clone();
+                (decl, b.size as usize)
+            }
+            None => (RegionDecl::new(region_name(&r.alloc), r.alloc.size, DType::Bytes), r.alloc.size as usize),
+        };
+        let id = w.add_region(decl).map_err(err)?;
+        w.set_initial_bytes(id, &r.initial[..size]).map_err(err)?;
         match (&r.expected, !rec.pointer_holders.contains(&index)) {
-            (Some(expected), true) => w.set_expected_bytes(id, expected, Tolerance::Exact).map_err(err)?,
+            (Some(expected), true) => w.set_expected_bytes(id, &expected[..size], Tolerance::Exact).map_err(err)?,
             (Some(_), false) => st.report.note(format!(
                 "{} holds pointers, so its final contents are not checked (a replay's addresses differ)",
                 region_name(&r.alloc)
@@ -232,6 +286,9 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         let writes: Vec<(RegionId, u64, &[u8])> =
             e.writes.iter().map(|(r, offset, bytes)| (regions[*r], *offset, bytes.as_slice())).collect();
         w.add_effects(e.op as OpId, e.inputs, &writes).map_err(err)?;
+    }
+    for (index, b) in &bound {
+        w.add_binding(&b.bind.name, regions[*index], b.bind.direction).map_err(err)?;
     }
     w.set_meta("producer", "recap capture");
     w.set_meta("capture.range", &st.report.range);

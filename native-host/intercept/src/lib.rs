@@ -35,11 +35,15 @@
 //! - `RECAP_CAPTURE_EFFECTS`: `1` records what launches of kernels without PTX write
 //!   (`record/effects.rs`);
 //! - `RECAP_INTERPOSER`: set when `LD_AUDIT` sends loads by path here too (`native-host/audit`).
+//!
+//! A program that loads this library itself (the Python package's `recap.capture`, in process)
+//! drives the range through the exported control API instead ([`control`]).
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("the interposer's trampolines are x86-64 Linux assembly");
 
 mod archive;
+pub mod control;
 pub mod graphs;
 #[macro_use]
 pub mod hooks;

@@ -433,6 +433,26 @@ impl State {
         PHASE.store(RECORDING, Ordering::Relaxed);
     }
 
+    /// Opens a range now, on request of the in-process control API (`control.rs`), whatever the
+    /// range setting says; a fresh report goes with it. Refused while a range is open.
+    pub fn begin_controlled(&mut self) -> Result<(), String> {
+        if PHASE.load(Ordering::Relaxed) == RECORDING {
+            return Err("a capture is already recording in this process".into());
+        }
+        self.report = Report { range: "in-process".into(), ..Report::default() };
+        self.begin();
+        Ok(())
+    }
+
+    /// Ends the range opened by [`State::begin_controlled`] and writes its archive.
+    pub fn finish_controlled(&mut self, at: &str) -> Result<(), String> {
+        if PHASE.load(Ordering::Relaxed) != RECORDING {
+            return Err("no capture is recording in this process".into());
+        }
+        self.finish(at);
+        Ok(())
+    }
+
     fn finish(&mut self, at: &str) {
         PHASE.store(DONE, Ordering::Relaxed);
         let Some(mut rec) = self.recording.take() else { return };

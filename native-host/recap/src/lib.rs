@@ -10,6 +10,7 @@ pub mod import;
 pub mod import_wrp;
 pub mod jit_dump;
 pub mod mapped;
+pub mod system_driver;
 
 /// The CUDA backend (the `recap-cuda` crate).
 pub use recap_cuda as cuda;

@@ -231,35 +231,8 @@ fn audit_library(interposer: &Path) -> Option<PathBuf> {
     lib.is_file().then(|| lib.canonicalize().unwrap_or(lib))
 }
 
-/// The system's CUDA driver, found as the dynamic linker would: `ldconfig`'s cache, then the
-/// usual folders.
+/// The system's CUDA driver (`recap::system_driver`).
 fn system_driver() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os(env::REAL_DRIVER) {
-        return Ok(PathBuf::from(p));
-    }
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Ok(out) = Command::new("ldconfig").arg("-p").output() {
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let line = line.trim();
-            if line.starts_with("libcuda.so.1 ") && line.contains("x86-64") {
-                if let Some((_, path)) = line.rsplit_once("=> ") {
-                    candidates.push(PathBuf::from(path.trim()));
-                }
-            }
-        }
-    }
-    for dir in [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib64",
-        "/usr/local/nvidia/lib64",
-        "/usr/lib/wsl/lib",
-        "/usr/local/cuda/compat",
-    ] {
-        candidates.push(Path::new(dir).join("libcuda.so.1"));
-    }
-    candidates
-        .into_iter()
-        .find(|p| p.is_file())
-        .and_then(|p| p.canonicalize().ok())
+    recap::system_driver::system_driver()
         .context("no CUDA driver (libcuda.so.1) found on this machine; name one with --driver")
 }

@@ -266,6 +266,7 @@ impl Device {
             scratch,
             name: Mutex::new(name),
             pointer_fields: Mutex::new(Vec::new()),
+            shape: Mutex::new(Vec::new()),
         })))
     }
 
@@ -274,7 +275,9 @@ impl Device {
         self.alloc_raw(len * size_of::<T>(), T::DTYPE).map(Buffer::from_raw_unchecked)
     }
 
-    pub(crate) fn alloc_raw(&self, bytes: usize, dtype: DType) -> Result<RawBuffer> {
+    /// A zeroed buffer of `bytes` bytes of `dtype` elements, for callers that know element types
+    /// only at run time (the Python package); inside a capture, graph-owned scratch.
+    pub fn alloc_raw(&self, bytes: usize, dtype: DType) -> Result<RawBuffer> {
         let mut rec = self.recording();
         let id = self.inner.made.load(Ordering::Relaxed);
         match rec.as_mut() {
@@ -316,7 +319,9 @@ impl Device {
         self.write_bytes(&dst.raw, 0, bytemuck::cast_slice(data))
     }
 
-    pub(crate) fn write_bytes(&self, dst: &RawBuffer, offset: u64, bytes: &[u8]) -> Result<()> {
+    /// Host to device: `bytes` into `dst` at byte `offset`; inside a capture, recorded as
+    /// [`Device::write`] records.
+    pub fn write_bytes(&self, dst: &RawBuffer, offset: u64, bytes: &[u8]) -> Result<()> {
         self.check_device(dst)?;
         if offset + bytes.len() as u64 > dst.byte_len() {
             return usage(format!(
@@ -433,6 +438,18 @@ impl Device {
         let mut p = [0u8; 8];
         p[..bytes.len()].copy_from_slice(bytes);
         self.memset(&buf.raw, bytes.len() as u32, u64::from_le_bytes(p))
+    }
+
+    /// Fills a whole buffer with a `width`-byte little-endian `pattern` (width 1, 2, 4 or 8): the
+    /// untyped [`Device::fill`].
+    pub fn fill_pattern(&self, buf: &RawBuffer, width: u32, pattern: u64) -> Result<()> {
+        if ![1, 2, 4, 8].contains(&width) {
+            return usage(format!(
+                "fill of buffer {}: a {width}-byte pattern; 1, 2, 4 or 8 bytes expected",
+                buf.name()
+            ));
+        }
+        self.memset(buf, width, pattern)
     }
 
     fn memset(&self, buf: &RawBuffer, width: u32, pattern: u64) -> Result<()> {
@@ -699,6 +716,8 @@ pub(crate) struct BufferInner {
     pub scratch: bool,
     pub name: Mutex<String>,
     pub pointer_fields: Mutex<Vec<PointerField>>,
+    /// The shape an archive records for the region (empty: one dimension).
+    pub shape: Mutex<Vec<u64>>,
 }
 
 impl Drop for BufferInner {
@@ -744,6 +763,40 @@ impl RawBuffer {
 
     pub(crate) fn id(&self) -> u64 {
         self.0.id
+    }
+
+    /// The shape an archive records for the buffer's region (its element count must match).
+    pub fn set_shape(&self, shape: &[u64]) -> Result<()> {
+        let count = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+        if count.and_then(|n| n.checked_mul(self.dtype().size() as u64)) != Some(self.byte_len()) {
+            return usage(format!(
+                "shape {shape:?} of {} does not hold buffer {}'s {} bytes",
+                self.dtype().name(),
+                self.name(),
+                self.byte_len()
+            ));
+        }
+        *self.0.shape.lock().unwrap_or_else(|p| p.into_inner()) = shape.to_vec();
+        Ok(())
+    }
+
+    pub fn shape(&self) -> Vec<u64> {
+        self.0.shape.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The buffer's bytes as a `Buffer<u8>`, whatever its element type: copies of byte ranges.
+    pub fn as_bytes(&self) -> Buffer<u8> {
+        Buffer::from_raw_unchecked(self.clone())
+    }
+
+    /// The buffer as `Buffer<T>`, for the typed calls (a while/if condition is a `Buffer<u32>`);
+    /// its element type must be `T`'s, or raw bytes for `u8`.
+    pub fn typed<T: Element>(&self) -> Result<Buffer<T>> {
+        let ok = self.dtype() == T::DTYPE || (T::DTYPE == DType::U8 && self.dtype() == DType::Bytes);
+        if !ok {
+            return usage(format!("buffer {} holds {}, not {}", self.name(), self.dtype().name(), T::DTYPE.name()));
+        }
+        Ok(Buffer::from_raw_unchecked(self.clone()))
     }
 
     pub(crate) fn align(&self) -> u32 {

@@ -6,7 +6,9 @@ use std::io::{BufWriter, Cursor};
 use std::path::Path;
 use std::sync::Mutex;
 
-use shared::archive::{Archive, ArchiveWriter, Condition, DType, Direction, Op, RegionDecl, RegionId, Reloc};
+use shared::archive::{
+    Archive, ArchiveWriter, Condition, DType, Direction, Op, RegionDecl, RegionId, Reloc, Tolerance,
+};
 
 use super::device::{Backend, Device, Element, Kernel, RawBuffer};
 use super::record::{GOp, GraphData, GraphRegion};
@@ -128,7 +130,7 @@ impl Graph {
         let cuda_err = |e: crate::cuda::CudaError| CaptureError::Cuda { ordinal, message: e.to_string() };
         let mut slot = self.cuda.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
-            let (out, buffers) = self.write_archive(Cursor::new(Vec::new()), &[], &[])?;
+            let (out, buffers) = self.write_archive(Cursor::new(Vec::new()), &[], &[], &[])?;
             let bytes = out.into_inner();
             let archive =
                 Archive::open(&bytes).map_err(|e| CaptureError::Usage(format!("the recorded archive: {e}")))?;
@@ -321,11 +323,43 @@ impl Graph {
         inputs: &[(&str, &RawBuffer)],
         outputs: &[(&str, &RawBuffer)],
     ) -> Result<()> {
-        let path = path.as_ref();
+        self.save_with(path.as_ref(), inputs, outputs, &[])
+    }
+
+    /// Writes the graph as [`Graph::save`] does, plus the outputs' expected state: the graph runs
+    /// once in place, each output's final contents become its expected contents (judged by
+    /// `tolerance`), and every buffer is then put back as it was, so the archive starts from what
+    /// the buffers held before and a replay with a check judges itself against this run.
+    pub fn save_checked(
+        &self,
+        path: impl AsRef<Path>,
+        inputs: &[(&str, &RawBuffer)],
+        outputs: &[(&str, &RawBuffer)],
+        tolerance: Tolerance,
+    ) -> Result<()> {
+        let buffers: Vec<RawBuffer> = self.data.regions.iter().filter_map(|r| r.buffer.clone()).collect();
+        let before = buffers.iter().map(RawBuffer::read_bytes).collect::<Result<Vec<_>>>()?;
+        let ran = self.launch();
+        let expected = ran.and_then(|()| {
+            outputs.iter().map(|(_, b)| Ok(((*b).clone(), b.read_bytes()?, tolerance))).collect::<Result<Vec<_>>>()
+        });
+        for (b, bytes) in buffers.iter().zip(&before) {
+            b.0.device.backend.write(b.addr(), bytes)?;
+        }
+        self.save_with(path.as_ref(), inputs, outputs, &expected?)
+    }
+
+    fn save_with(
+        &self,
+        path: &Path,
+        inputs: &[(&str, &RawBuffer)],
+        outputs: &[(&str, &RawBuffer)],
+        expected: &[(RawBuffer, Vec<u8>, Tolerance)],
+    ) -> Result<()> {
         let tmp = path.with_extension("recap.partial");
         let file = File::create(&tmp).map_err(|e| archive_error(path, format!("cannot create: {e}")))?;
         let outcome = self
-            .write_archive(BufWriter::new(file), inputs, outputs)
+            .write_archive(BufWriter::new(file), inputs, outputs, expected)
             .map(|(w, _)| w)
             .and_then(|w| w.into_inner().map_err(|e| CaptureError::Usage(e.to_string())))
             .and_then(|f| f.sync_all().map_err(|e| CaptureError::Usage(e.to_string())))
@@ -339,7 +373,7 @@ impl Graph {
 
     /// The archive's bytes, as [`Graph::save`] would write them (for tests and in-memory uses).
     pub fn to_archive_bytes(&self, inputs: &[(&str, &RawBuffer)], outputs: &[(&str, &RawBuffer)]) -> Result<Vec<u8>> {
-        Ok(self.write_archive(Cursor::new(Vec::new()), inputs, outputs)?.0.into_inner())
+        Ok(self.write_archive(Cursor::new(Vec::new()), inputs, outputs, &[])?.0.into_inner())
     }
 
     fn write_archive<W: std::io::Write + std::io::Seek>(
@@ -347,6 +381,7 @@ impl Graph {
         out: W,
         inputs: &[(&str, &RawBuffer)],
         outputs: &[(&str, &RawBuffer)],
+        expected: &[(RawBuffer, Vec<u8>, Tolerance)],
     ) -> Result<(W, Vec<Option<RawBuffer>>)> {
         let werr = |e: shared::archive::WriteError| CaptureError::Usage(format!("writing the archive: {e}"));
         let mut w = ArchiveWriter::new(out).map_err(werr)?;
@@ -394,6 +429,11 @@ impl Graph {
                     w.add_region_reloc(id, reloc).map_err(werr)?;
                 }
                 w.set_initial(id, &mut bytes.as_slice()).map_err(werr)?;
+            }
+        }
+        for (buffer, bytes, tolerance) in expected {
+            if let Some(&id) = by_buffer.get(&buffer.id()) {
+                w.set_expected_bytes(id, bytes, *tolerance).map_err(werr)?;
             }
         }
 

@@ -95,6 +95,7 @@ impl Recording {
         let mut decl = RegionDecl::new(b.name(), b.byte_len(), b.dtype());
         decl.scratch = b.is_scratch();
         decl.align = b.align();
+        decl.shape = b.shape();
         decl
     }
 

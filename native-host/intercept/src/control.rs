@@ -1,0 +1,189 @@
+//! The in-process control API: a program that loaded this library itself (the Python package's
+//! `with recap.capture(path, inputs=..., outputs=...)`) opens and closes ranges by call instead of
+//! through `recap capture`'s environment, names device memory as the archive's bindings, and gets
+//! the report back as JSON. Several ranges, one after another, each write their own archive.
+//!
+//! The exported functions are C ABI, called through `ctypes`; each returns 0 on success and -1
+//! on failure, with the reason from `recap_control_error` (the calling thread's last error). No
+//! panic crosses into the caller.
+//!
+//! A binding names a device pointer range: at the end of the range it must be one whole
+//! allocation the range touched (the archive's regions are allocations). A pointer inside a
+//! larger allocation (a block of PyTorch's caching allocator or CuPy's memory pool) is reported,
+//! not bound to the wrong bytes.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use shared::archive::{DType, Direction};
+
+use crate::record::state;
+
+/// A binding the caller asked for.
+#[derive(Clone, Debug)]
+pub struct Bind {
+    pub name: String,
+    pub ptr: u64,
+    pub bytes: u64,
+    pub direction: Direction,
+    /// The element type and shape the caller's array has, for the region.
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+}
+
+/// What the open range was asked for.
+#[derive(Default)]
+struct Control {
+    /// Set while a controlled range is open: where its archive goes.
+    out: Option<PathBuf>,
+    binds: Vec<Bind>,
+}
+
+static CONTROL: Mutex<Control> = Mutex::new(Control { out: None, binds: Vec::new() });
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn control() -> std::sync::MutexGuard<'static, Control> {
+    CONTROL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The archive path and bindings of the controlled range being written, if one is (read by
+/// `archive.rs` while it writes).
+pub fn current() -> Option<(PathBuf, Vec<Bind>)> {
+    let c = control();
+    c.out.clone().map(|out| (out, c.binds.clone()))
+}
+
+/// Runs `f`, turning an error or a panic into the thread's last error and -1.
+fn guard(f: impl FnOnce() -> Result<(), String>) -> c_int {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+        Err(format!("internal error: {}", what.unwrap_or_else(|| "unknown panic".into())))
+    });
+    match outcome {
+        Ok(()) => 0,
+        Err(message) => {
+            let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
+            LAST_ERROR.with(|e| *e.borrow_mut() = c);
+            -1
+        }
+    }
+}
+
+/// # Safety
+/// `s` is NULL or a NUL-terminated string.
+unsafe fn text(s: *const c_char, what: &str) -> Result<String, String> {
+    if s.is_null() {
+        return Err(format!("{what} is NULL"));
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    let s = unsafe { CStr::from_ptr(s) };
+    s.to_str().map(str::to_string).map_err(|_| format!("{what} is not UTF-8"))
+}
+
+/// The reason the calling thread's last control call failed ("" if none did).
+#[no_mangle]
+pub extern "C" fn recap_control_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// Opens a range now; its archive goes to `path` when [`recap_control_end`] closes it.
+///
+/// # Safety
+/// `path` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn recap_control_begin(path: *const c_char) -> c_int {
+    guard(|| {
+        // SAFETY: forwarded from the caller.
+        let path = PathBuf::from(unsafe { text(path, "path") }?);
+        let mut st = state();
+        {
+            let mut c = control();
+            if c.out.is_some() {
+                return Err("a capture is already open in this process: end it first".into());
+            }
+            c.out = Some(path);
+            c.binds.clear();
+        }
+        st.begin_controlled().inspect_err(|_| control().out = None)
+    })
+}
+
+/// Names `bytes` bytes of device memory at `ptr` as binding `name` of the open range: `direction`
+/// 0 input, 1 output, 2 both; `dtype` a numpy type string (`<f4`) and `shape` `ndim` dimensions
+/// (the region's element type and shape in the archive).
+///
+/// # Safety
+/// `name` and `dtype` are NUL-terminated strings; `shape` points to `ndim` values (or is NULL
+/// when `ndim` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn recap_control_bind(
+    name: *const c_char,
+    ptr: u64,
+    bytes: u64,
+    direction: c_int,
+    dtype: *const c_char,
+    shape: *const u64,
+    ndim: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: forwarded from the caller.
+        let (name, descr) = unsafe { (text(name, "binding name")?, text(dtype, "dtype")?) };
+        let direction = match direction {
+            0 => Direction::In,
+            1 => Direction::Out,
+            2 => Direction::InOut,
+            d => return Err(format!("binding {name}: direction {d} is not 0 (in), 1 (out) or 2 (both)")),
+        };
+        let dtype = shared::npy::dtype_of(&descr).unwrap_or(DType::Bytes);
+        let shape = if ndim == 0 || shape.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: the caller passes `ndim` values.
+            unsafe { std::slice::from_raw_parts(shape, ndim) }.to_vec()
+        };
+        let mut c = control();
+        if c.out.is_none() {
+            return Err(format!("binding {name}: no capture is open"));
+        }
+        match c.binds.iter_mut().find(|b| b.name == name) {
+            Some(b) if b.ptr == ptr && b.bytes == bytes && b.direction != direction => b.direction = Direction::InOut,
+            Some(_) => return Err(format!("binding {name} is named twice")),
+            None => c.binds.push(Bind { name, ptr, bytes, direction, dtype, shape }),
+        }
+        Ok(())
+    })
+}
+
+/// Closes the open range and writes its archive; `*report` then points to the capture report as
+/// JSON (valid until the next call), whose `error` says why no archive was written, if none was.
+///
+/// # Safety
+/// `report` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn recap_control_end(report: *mut *const c_char) -> c_int {
+    thread_local! {
+        static REPORT: RefCell<CString> = RefCell::new(CString::default());
+    }
+    guard(|| {
+        if report.is_null() {
+            return Err("report is NULL".into());
+        }
+        let mut st = state();
+        let ended = st.finish_controlled("the end of the capture block");
+        control().out = None;
+        ended?;
+        let json = serde_json::to_string(&st.report).map_err(|e| e.to_string())?;
+        let json = CString::new(json).map_err(|e| e.to_string())?;
+        REPORT.with(|r| {
+            *r.borrow_mut() = json;
+            // SAFETY: checked non-NULL; the caller passes writable memory.
+            unsafe { *report = r.borrow().as_ptr() };
+        });
+        Ok(())
+    })
+}

@@ -1,0 +1,37 @@
+//! `recap._recap`, the native half of the `recap` Python package: archives opened and inspected,
+//! replays on the CPU or a CUDA GPU, archives built from numpy arrays and PTX text.
+//!
+//! The key design decision: this module hands Python plain data (dicts, lists, numpy arrays) and
+//! leaves the objects people see in a notebook (dataclasses with readable reprs, the `capture`
+//! context manager) to the pure-Python package around it. Everything that decides something about
+//! an archive — validation, the replay loop, dtype and shape fits, error messages — is the Rust
+//! library's, reached through the same calls the `recap` command and the C API make, so Python
+//! can never disagree with them. Errors are `recap.RecapError` carrying the library's message.
+
+mod archive;
+mod arrays;
+mod build;
+mod device_array;
+mod error;
+mod replay;
+
+use pyo3::prelude::*;
+
+/// The machine's CUDA driver (`libcuda.so.1`), found as the dynamic linker would, or None.
+#[pyfunction]
+fn system_driver() -> Option<std::path::PathBuf> {
+    recap::system_driver::system_driver()
+}
+
+#[pymodule]
+fn _recap(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("RecapError", m.py().get_type::<error::RecapError>())?;
+    m.add_class::<archive::Archive>()?;
+    m.add_class::<replay::Replayer>()?;
+    m.add_class::<build::Builder>()?;
+    m.add_class::<build::Buffer>()?;
+    m.add_function(wrap_pyfunction!(archive::open, m)?)?;
+    m.add_function(wrap_pyfunction!(system_driver, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
