@@ -16,6 +16,6 @@ mod host;
 mod intercept;
 mod intercept_audit;
 mod intercept_effects;
-mod intercept_nvtx;
 mod intercept_graphs;
+mod intercept_nvtx;
 mod wrp;
