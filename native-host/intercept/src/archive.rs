@@ -44,14 +44,16 @@ struct Bound<'b> {
 fn bound_regions<'b>(st: &mut State, rec: &Recording, binds: &'b [Bind]) -> HashMap<usize, Bound<'b>> {
     let mut out = HashMap::new();
     for bind in binds {
-        let exact = rec.regions.iter().position(|r| r.alloc.base == bind.ptr && bind.bytes <= r.alloc.size);
+        // The newest region at that address: an allocation freed in the range may have had it before
+        // (a framework's temporaries), and a binding names memory live when the range ends.
+        let exact = rec.regions.iter().rposition(|r| r.alloc.base == bind.ptr && bind.bytes <= r.alloc.size);
         match exact {
             Some(r) if out.contains_key(&r) => st.report.incomplete(format!(
                 "binding {}: its memory is already bound under another name",
                 bind.name
             )),
             Some(r) => drop(out.insert(r, Bound { bind, size: bind.bytes })),
-            None => match rec.regions.iter().find(|r| r.alloc.base < bind.ptr && bind.ptr < r.alloc.base + r.alloc.size) {
+            None => match rec.regions.iter().rfind(|r| r.alloc.base < bind.ptr && bind.ptr < r.alloc.base + r.alloc.size) {
                 Some(r) => st.report.incomplete(format!(
                     "binding {}: it lies {} bytes into {} ({} bytes), a memory pool's block, so it is not bound; \
                      disable the pool for the capture (PYTORCH_NO_CUDA_MEMORY_CACHING=1, cupy.cuda.set_allocator(None))",

@@ -9,6 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+// CUDA 13 gave cudaGraphAddNode and cudaGraphAddDependencies the per-edge data argument that CUDA
+// 12.3 had added as their _v2 forms; no edge data here.
+#if CUDART_VERSION >= 13000
+#define ADD_NODE(node, graph, deps, n, params) cudaGraphAddNode(node, graph, deps, NULL, n, params)
+#define ADD_DEPENDENCIES(graph, from, to, n) cudaGraphAddDependencies(graph, from, to, NULL, n)
+#else
+#define ADD_NODE(node, graph, deps, n, params) cudaGraphAddNode(node, graph, deps, n, params)
+#define ADD_DEPENDENCIES(graph, from, to, n) cudaGraphAddDependencies(graph, from, to, n)
+#endif
+// cudaGraphNodeParams has no default constructor in C++ (its union holds members that have one):
+// zeroed storage of its size stands in, as C code would write it.
+#define ZEROED_NODE_PARAMS(name)                                                          \
+  alignas(cudaGraphNodeParams) static unsigned char name##_bytes[sizeof(cudaGraphNodeParams)]; \
+  memset(name##_bytes, 0, sizeof name##_bytes);                                           \
+  cudaGraphNodeParams& name = *reinterpret_cast<cudaGraphNodeParams*>(name##_bytes)
+
 #define CHECK(x)                                                                          \
   do {                                                                                    \
     cudaError_t e = (x);                                                                  \
@@ -49,28 +65,26 @@ int main() {
   CHECK(cudaGraphCreate(&graph, 0));
   cudaGraphConditionalHandle cond;
   CHECK(cudaGraphConditionalHandleCreate(&cond, graph, 1, cudaGraphCondAssignDefault));
-  cudaGraphNodeParams cp;
-  memset(&cp, 0, sizeof cp);
+  ZEROED_NODE_PARAMS(cp);
   cp.type = cudaGraphNodeTypeConditional;
   cp.conditional.handle = cond;
   cp.conditional.type = cudaGraphCondTypeWhile;
   cp.conditional.size = 1;
   cudaGraphNode_t loop;
-  CHECK(cudaGraphAddNode(&loop, graph, NULL, 0, &cp));
+  CHECK(ADD_NODE(&loop, graph, NULL, 0, &cp));
   cudaGraph_t body = cp.conditional.phGraph_out[0];
 
   int nn = n;
   unsigned lim = limit;
   void* args[] = {&y, &x, &passes, &lim, &cond, &nn};
-  cudaGraphNodeParams kp;
-  memset(&kp, 0, sizeof kp);
+  ZEROED_NODE_PARAMS(kp);
   kp.type = cudaGraphNodeTypeKernel;
   kp.kernel.func = (void*)step;
   kp.kernel.gridDim = dim3((n + 255) / 256);
   kp.kernel.blockDim = dim3(256);
   kp.kernel.kernelParams = args;
   cudaGraphNode_t k;
-  CHECK(cudaGraphAddNode(&k, body, NULL, 0, &kp));
+  CHECK(ADD_NODE(&k, body, NULL, 0, &kp));
 
   cudaGraphExec_t exec;
   CHECK(cudaGraphInstantiate(&exec, graph, 0));

@@ -11,6 +11,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+// CUDA 13 gave cudaGraphAddNode and cudaGraphAddDependencies the per-edge data argument that CUDA
+// 12.3 had added as their _v2 forms; no edge data here.
+#if CUDART_VERSION >= 13000
+#define ADD_NODE(node, graph, deps, n, params) cudaGraphAddNode(node, graph, deps, NULL, n, params)
+#define ADD_DEPENDENCIES(graph, from, to, n) cudaGraphAddDependencies(graph, from, to, NULL, n)
+#else
+#define ADD_NODE(node, graph, deps, n, params) cudaGraphAddNode(node, graph, deps, n, params)
+#define ADD_DEPENDENCIES(graph, from, to, n) cudaGraphAddDependencies(graph, from, to, n)
+#endif
+// cudaGraphNodeParams has no default constructor in C++ (its union holds members that have one):
+// zeroed storage of its size stands in, as C code would write it.
+#define ZEROED_NODE_PARAMS(name)                                                          \
+  alignas(cudaGraphNodeParams) static unsigned char name##_bytes[sizeof(cudaGraphNodeParams)]; \
+  memset(name##_bytes, 0, sizeof name##_bytes);                                           \
+  cudaGraphNodeParams& name = *reinterpret_cast<cudaGraphNodeParams*>(name##_bytes)
+
 #define CHECK(x)                                                                          \
   do {                                                                                    \
     cudaError_t e = (x);                                                                  \
@@ -86,14 +102,13 @@ int main() {
 
   unsigned seed = 12345u;
   void* mix_args[] = {&u, &seed, &nn};
-  cudaGraphNodeParams np;
-  memset(&np, 0, sizeof np);
+  ZEROED_NODE_PARAMS(np);
   np.type = cudaGraphNodeTypeKernel;
   np.kernel.func = (void*)mix;
   np.kernel.gridDim = dim3((n + 255) / 256);
   np.kernel.blockDim = dim3(256);
   np.kernel.kernelParams = mix_args;
-  CHECK(cudaGraphAddNode(&k_mix, graph, &fill, 1, &np));
+  CHECK(ADD_NODE(&k_mix, graph, &fill, 1, &np));
 
   cudaGraphNode_t joined[] = {k_axpy, k_mix};
   CHECK(cudaGraphAddEmptyNode(&join, graph, joined, 2));
@@ -118,7 +133,7 @@ int main() {
   void* halve_args[] = {&scratch, &y, &nn};
   kp = kernel((void*)halve_into, halve_args, n);
   CHECK(cudaGraphAddKernelNode(&k_halve, graph, &alloc, 1, &kp));
-  CHECK(cudaGraphAddDependencies(graph, &sub, &k_halve, 1));  // after the child, added afterwards
+  CHECK(ADD_DEPENDENCIES(graph, &sub, &k_halve, 1));  // after the child, added afterwards
   CHECK(cudaGraphAddMemcpyNode1D(&copy_out, graph, &k_halve, 1, y, scratch, bytes, cudaMemcpyDeviceToDevice));
   CHECK(cudaGraphAddMemFreeNode(&free_node, graph, &copy_out, 1, scratch));
   CHECK(cudaGraphAddMemcpyNode1D(&down, graph, &copy_out, 1, h_out, y, bytes, cudaMemcpyDeviceToHost));
