@@ -6,7 +6,10 @@
 use std::path::{Path, PathBuf};
 
 fn main() {
-    let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web");
+    // Read when the script runs, not baked in when it is compiled: a compiled build script may be
+    // reused for a checkout in another folder.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let web = Path::new(&manifest).join("../../web");
     println!("cargo:rerun-if-changed={}", web.display());
     println!("cargo:rerun-if-changed={}", web.join("pkg").display());
     let mut files: Vec<(String, PathBuf)> = Vec::new();

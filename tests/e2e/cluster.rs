@@ -402,7 +402,9 @@ async fn cluster_index_queue_and_object_store_outages_are_api_errors_then_recove
     assert_eq!(err["error"]["code"], "unavailable");
     let message = err["error"]["message"].as_str().unwrap();
     assert!(message.starts_with("blob store s3://") && message.contains("unreachable"), "{message}");
-    let (_, listed) = get_json(&client, &format!("{}/api/archives", a.url)).await;
+    // (The host answered before reading the whole body, so it closes that connection: the next
+    // request may meet the closed socket and is retried.)
+    let listed = wait_for(&client, &format!("{}/api/archives", a.url), 10, |s, _| s == 200).await;
     assert_eq!(listed.as_array().unwrap().len(), 1, "the refused upload is not listed: {listed}");
     backing.s3.restart().unwrap();
     let bucket = format!("http://127.0.0.1:{}/{}", backing.s3.port, recap_tests::services::BUCKET);
