@@ -125,10 +125,8 @@ impl Browser {
     async fn wait_attr(&self, css: &str, attr: &str, timeout: Duration) -> Result<String> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Ok(el) = self.client.find(Locator::Css(css)).await {
-                if let Some(v) = el.attr(attr).await? {
-                    return Ok(v);
-                }
+            if let Some(v) = self.attr(css, attr).await? {
+                return Ok(v);
             }
             if Instant::now() > deadline {
                 bail!("{css}[{attr}] did not appear within {timeout:?}");
@@ -152,8 +150,52 @@ impl Browser {
         }
     }
 
+    /// `attr` of the first element matching `css` (None where there is none or it lacks the
+    /// attribute), read inside the page in one step: the viewer re-renders whole views as events
+    /// arrive, so an element found in one WebDriver call may be gone by the next.
+    pub async fn attr(&self, css: &str, attr: &str) -> Result<Option<String>> {
+        let v = self
+            .client
+            .execute(
+                "const e = document.querySelector(arguments[0]); return e ? e.getAttribute(arguments[1]) : null;",
+                vec![css.into(), attr.into()],
+            )
+            .await?;
+        Ok(v.as_str().map(str::to_string))
+    }
+
+    /// The rendered text of the first element matching `css`; found again where the page replaced
+    /// it between the find and the read.
     pub async fn text(&self, css: &str) -> Result<String> {
-        Ok(self.client.find(Locator::Css(css)).await?.text().await?)
+        self.retry_replaced(css, |el| async move { el.text().await }).await
+    }
+
+    /// A real click (WebDriver's, at the element's place) on the first element matching `css`;
+    /// found again where the page replaced it between the find and the click.
+    pub async fn click(&self, css: &str) -> Result<()> {
+        self.retry_replaced(css, |el| async move { el.click().await.map(drop) }).await
+    }
+
+    /// Runs `f` on the element `css` finds, finding it again (a few times) where the page
+    /// replaced it in between: the stale-element error is the page re-rendering, not a failure.
+    async fn retry_replaced<T, F, Fut>(&self, css: &str, f: F) -> Result<T>
+    where
+        F: Fn(fantoccini::elements::Element) -> Fut,
+        Fut: std::future::Future<Output = Result<T, fantoccini::error::CmdError>>,
+    {
+        let mut tries = 0;
+        loop {
+            let el = self.client.find(Locator::Css(css)).await?;
+            match f(el).await {
+                Err(fantoccini::error::CmdError::Standard(e))
+                    if e.error == fantoccini::error::ErrorStatus::StaleElementReference && tries < 5 =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => return Ok(other?),
+            }
+        }
     }
 
     /// Sets a local file on the page's file input, as a user picking it would.
