@@ -135,8 +135,8 @@ def interpose(interposer: Optional[str] = None, driver: Optional[str] = None) ->
     path = _interposer_path(interposer)
     if not path.is_file():
         raise RecapError(
-            f"the interposer {path} is missing: install the wheel `cargo xtask wheel` builds (it ships it), "
-            f"or build it with `cargo build --release -p recap-intercept` and point {INTERPOSER_ENV} at "
+            f"the interposer {path} is missing: install the package with `pip install ./python` or the wheel "
+            f"`cargo xtask wheel` builds (both ship it), or build it with `cargo build --release -p recap-intercept` and point {INTERPOSER_ENV} at "
             "target/release/librecap_intercept.so"
         )
     real = driver or os.environ.get(REAL_DRIVER_ENV) or _recap.system_driver()

@@ -3,8 +3,9 @@ stand-in for the CUDA driver (`librecap_cpudriver.so`), driven by a Python progr
 API through ctypes, in a fresh process per test. The archives it writes are opened and replayed
 on the CPU here.
 
-The two libraries come from RECAP_INTERCEPT_LIB and RECAP_TEST_CPUDRIVER (`cargo xtask test` sets
-both); without them the tests are skipped, naming what to build."""
+The interposer is the one the installed package ships (or RECAP_INTERCEPT_LIB), the CPU driver
+comes from RECAP_TEST_CPUDRIVER (`cargo xtask test` sets it); without them the tests are skipped,
+naming what to build."""
 
 import json
 import os
@@ -18,13 +19,14 @@ import pytest
 import recap
 
 HERE = Path(__file__).resolve().parent
-INTERPOSER = os.environ.get("RECAP_INTERCEPT_LIB")
+SHIPPED = Path(recap.__file__).with_name("librecap_intercept.so")
+INTERPOSER = os.environ.get("RECAP_INTERCEPT_LIB") or (str(SHIPPED) if SHIPPED.is_file() else None)
 CPUDRIVER = os.environ.get("RECAP_TEST_CPUDRIVER")
 
 needs_libs = pytest.mark.skipif(
     not (INTERPOSER and CPUDRIVER),
-    reason="set RECAP_INTERCEPT_LIB and RECAP_TEST_CPUDRIVER to librecap_intercept.so and librecap_cpudriver.so "
-    "(cargo build -p recap-intercept -p recap-cpudriver)",
+    reason="set RECAP_TEST_CPUDRIVER to librecap_cpudriver.so (cargo build -p recap-cpudriver), and "
+    "RECAP_INTERCEPT_LIB to librecap_intercept.so where the installed package ships none",
 )
 
 

@@ -9,9 +9,10 @@
 //! dependencies are already optimised there, and the workspace's Rust tests have built most of
 //! them); `cargo xtask wheel` builds with the `wheel` profile, optimised for users.
 //!
-//! The interposer (`librecap_intercept.so`, what `recap.capture` loads) is a separate library:
-//! it is built first and copied into `python/recap/`, where maturin picks it up with the rest of
-//! the package's files.
+//! The interposer (`librecap_intercept.so`, what `recap.capture` loads) is a separate library that
+//! the package's build script builds and copies into `python/recap/` whenever maturin builds the
+//! package (python/build.rs). The tests build it here with the CPU driver and hand it to that script
+//! through `RECAP_INTERCEPT_LIB`, so it is compiled once.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,24 +46,19 @@ fn venv(dir: &Path, packages: &[&str], fresh: bool) -> Result<PathBuf> {
     Ok(python)
 }
 
-/// Builds `librecap_intercept.so` with `profile` and copies it into the package; with
-/// `cpudriver`, also the CPU driver the capture tests put behind it. Returns the CPU driver's path.
-fn native_libraries(root: &Path, profile: &str, cpudriver: bool) -> Result<Option<PathBuf>> {
+/// Builds the interposer and the CPU driver the capture tests put behind it, with the dev profile;
+/// returns their paths.
+fn native_libraries(root: &Path) -> Result<(PathBuf, PathBuf)> {
     let mut build = cargo();
-    build.args(["build", "--profile", profile, "-p", "recap-intercept"]);
-    if cpudriver {
-        build.args(["-p", "recap-cpudriver"]);
-    }
+    build.args(["build", "--profile", "dev", "-p", "recap-intercept", "-p", "recap-cpudriver"]);
     run(build)?;
-    let dir = target_dir(root).join(if profile == "dev" { "debug" } else { profile });
-    let lib = dir.join("librecap_intercept.so");
-    let into = root.join("python/recap/librecap_intercept.so");
-    std::fs::copy(&lib, &into).with_context(|| format!("copying {} to {}", lib.display(), into.display()))?;
-    Ok(cpudriver.then(|| dir.join("librecap_cpudriver.so")))
+    let dir = target_dir(root).join("debug");
+    Ok((dir.join("librecap_intercept.so"), dir.join("librecap_cpudriver.so")))
 }
 
 /// Builds the wheel with maturin into `target/wheels/` and returns its path.
-fn build_wheel(root: &Path, python: &Path, profile: &str) -> Result<PathBuf> {
+/// `interposer`, when given, is the one the wheel ships (else its build script builds one).
+fn build_wheel(root: &Path, python: &Path, profile: &str, interposer: Option<&Path>) -> Result<PathBuf> {
     let out = target_dir(root).join("wheels");
     let _ = std::fs::remove_dir_all(&out);
     let mut maturin = Command::new(python);
@@ -71,6 +67,9 @@ fn build_wheel(root: &Path, python: &Path, profile: &str) -> Result<PathBuf> {
         .arg(root.join("python/Cargo.toml"))
         .arg("--out")
         .arg(&out);
+    if let Some(lib) = interposer {
+        maturin.env("RECAP_INTERCEPT_LIB", lib);
+    }
     run(maturin)?;
     let wheel = std::fs::read_dir(&out)?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -83,9 +82,8 @@ fn build_wheel(root: &Path, python: &Path, profile: &str) -> Result<PathBuf> {
 /// interposer inside it.
 pub fn wheel(root: &Path) -> Result<()> {
     eprintln!("xtask wheel: the interposer, then the extension with the `wheel` profile, into one abi3 wheel");
-    native_libraries(root, "wheel", false)?;
     let python = venv(&target_dir(root).join("python/build"), &["maturin>=1.9,<2"], false)?;
-    let wheel = build_wheel(root, &python, "wheel")?;
+    let wheel = build_wheel(root, &python, "wheel", None)?;
     println!("{}", wheel.display());
     Ok(())
 }
@@ -97,7 +95,7 @@ pub fn test(root: &Path) -> Result<()> {
         "xtask test: the Python package: the interposer and CPU driver, `pip install ./python` into \
          target/python/venv, pytest python/tests, then its wheel into a fresh environment"
     );
-    let cpudriver = native_libraries(root, "dev", true)?.expect("asked for the CPU driver");
+    let (interposer, cpudriver) = native_libraries(root)?;
     let python = venv(&target_dir(root).join("python/venv"), &["maturin>=1.9,<2", "pytest", "numpy"], false)?;
     let mut install = Command::new(&python);
     install
@@ -106,7 +104,8 @@ pub fn test(root: &Path) -> Result<()> {
         // The dev profile: what the Rust tests already built (pyproject.toml's `wheel` profile is
         // for users).
         .env("MATURIN_PEP517_ARGS", "--profile dev")
-        .env("CARGO_TARGET_DIR", target_dir(root));
+        .env("CARGO_TARGET_DIR", target_dir(root))
+        .env("RECAP_INTERCEPT_LIB", &interposer);
     run(install)?;
     let mut pytest = Command::new(&python);
     pytest
@@ -114,12 +113,13 @@ pub fn test(root: &Path) -> Result<()> {
         .arg(root.join("python/tests"))
         .arg("--ignore")
         .arg(root.join("python/tests/gpu"))
-        .env("RECAP_INTERCEPT_LIB", root.join("python/recap/librecap_intercept.so"))
+        // The interposer is the installed package's own copy: the test proves it ships.
+        .env_remove("RECAP_INTERCEPT_LIB")
         .env("RECAP_TEST_CPUDRIVER", &cpudriver)
         .current_dir(root.join("python/tests"));
     run(pytest)?;
 
-    let wheel = build_wheel(root, &python, "dev")?;
+    let wheel = build_wheel(root, &python, "dev", Some(&interposer))?;
     let fresh = venv(&target_dir(root).join("python/fresh"), &[], true)?;
     let mut install = Command::new(&fresh);
     install.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).arg(&wheel);
