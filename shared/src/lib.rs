@@ -30,6 +30,7 @@ pub mod compare;
 pub mod cuda_graph;
 pub mod effects;
 pub mod fatbin;
+pub mod launch_attrs;
 pub mod npy;
 pub mod plan;
 pub mod protocol;

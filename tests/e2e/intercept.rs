@@ -28,7 +28,12 @@ pub(crate) fn capture(program: &Program, args: &[&str], program_args: &[&str]) -
 
 /// Captures with `--json` and returns the report; the program's own `ok` line must be there too.
 pub(crate) fn capture_ok(program: &Program, out: &Path, range: &str) -> Value {
-    let o = capture(program, &["--json", "--range", range, "-o", out.to_str().unwrap()], &[]);
+    capture_ok_with(program, out, range, &[])
+}
+
+/// [`capture_ok`] of the program run with `program_args`.
+pub(crate) fn capture_ok_with(program: &Program, out: &Path, range: &str, program_args: &[&str]) -> Value {
+    let o = capture(program, &["--json", "--range", range, "-o", out.to_str().unwrap()], program_args);
     let stdout = text(&o.stdout);
     assert!(o.status.success(), "recap capture failed: {}\nstdout:\n{stdout}\nstderr:\n{}", o.status, text(&o.stderr));
     let json = &stdout[stdout.find('{').expect("a JSON report")..];
@@ -82,6 +87,34 @@ fn capture_records_a_program_linked_against_libcuda_and_replays_it_exactly() {
         let out = replay_check(&archive, engine);
         assert!(out.contains("3 of 3 regions pass"), "engine {engine}:\n{out}");
     }
+}
+
+/// A launch in clusters (`cuLaunchKernelEx` with a cluster dimension): the attribute is kept beside
+/// the op, and the CPU replay, which runs blocks without clusters, refuses that launch by name
+/// before it starts instead of computing something else.
+#[test]
+fn a_launch_in_clusters_is_kept_and_the_cpu_replay_refuses_it_by_name() {
+    let program = Program::build("driver_api", &["-lcuda"]);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = tmp_archive(&dir, "cluster.recap");
+    let report = capture_ok_with(&program, &archive, "profiler", &["cluster"]);
+    assert_eq!(report["ops"]["launch"], 4, "{report:#}");
+    assert_eq!(
+        report["ops"]["launch attribute: cluster dimensions (replayed on CUDA; the CPU refuses the launch)"], 1,
+        "{report:#}"
+    );
+    assert!(report["incomplete"].as_object().unwrap().is_empty(), "{report:#}");
+    let listing = inspect(&archive);
+    assert!(listing.contains(r#"capture.launch_attributes: [{"op":4,"attributes":{"cluster":[2,1,1]}}]"#), "{listing}");
+    let o = Command::new(recap_bin()).args(["replay", "--check"]).arg(&archive).output().unwrap();
+    let stderr = text(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("op 4 (launch of scale_add)")
+            && stderr.contains("clusters of 2x1x1 blocks")
+            && stderr.contains("on CUDA"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -36,6 +36,7 @@
 pub mod driver;
 pub mod eager;
 pub mod kernels;
+mod launch_attrs;
 pub mod nvrtc;
 pub mod pdl;
 pub mod probe;

@@ -179,6 +179,8 @@ struct KernelStep {
     waits: bool,
     /// The GPU it runs on (`func.function` belongs to that GPU's context).
     slot: usize,
+    /// The captured launch's attributes that a replay sets (launch_attrs.rs).
+    attrs: Vec<sys::CUlaunchAttribute>,
 }
 
 impl KernelStep {
@@ -245,6 +247,7 @@ impl Args {
             relocs: Vec::new(),
             maps: Vec::new(),
             waits: false,
+            attrs: Vec::new(),
         }
     }
 }
@@ -795,6 +798,7 @@ impl CudaReplay {
 
         // Steps.
         let map_uses = crate::tensor_maps::uses(archive).map_err(CudaError::Invalid)?;
+        let launch_attrs = shared::launch_attrs::of_archive(archive).map_err(CudaError::Invalid)?;
         let mut next_counter = 0u64;
         for id in 0..archive.op_count() as u32 {
             self.labels.push(archive.op_label(id));
@@ -843,6 +847,7 @@ impl CudaReplay {
                         maps,
                         waits: module_waits[k.module as usize],
                         slot,
+                        attrs: launch_attrs.get(&id).map(crate::launch_attrs::for_launch).unwrap_or_default(),
                     })
                 }
                 Op::Copy(c) if c.len > 0 => Step::Copy {
@@ -1582,6 +1587,21 @@ fn get_function(code: Code, name: &str) -> Result<Func, CudaError> {
 fn launch_kernel(k: &mut KernelStep, stream: sys::CUstream) -> Result<(), DriverError> {
     let mut args = k.arg_pointers();
     let params = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
+    if !k.attrs.is_empty() {
+        let config = sys::CUlaunchConfig {
+            gridDimX: k.grid[0],
+            gridDimY: k.grid[1],
+            gridDimZ: k.grid[2],
+            blockDimX: k.block[0],
+            blockDimY: k.block[1],
+            blockDimZ: k.block[2],
+            sharedMemBytes: k.shared,
+            hStream: stream,
+            attrs: k.attrs.as_mut_ptr(),
+            numAttrs: k.attrs.len() as u32,
+        };
+        return call!(cuLaunchKernelEx(&config, k.func.function, params, std::ptr::null_mut()));
+    }
     call!(cuLaunchKernel(
         k.func.function,
         k.grid[0],
@@ -1646,6 +1666,9 @@ impl GraphBuilder<'_> {
         let p = k.node_params(&mut args, self.me.slots[k.slot].device.context());
         let mut node = std::ptr::null_mut();
         call!(cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), &p))?;
+        for a in &k.attrs {
+            call!(cuGraphKernelNodeSetAttribute(node, a.id, &a.value))?;
+        }
         self.count(deps);
         self.kernel_slots.insert(node, k.slot);
         Ok(node)

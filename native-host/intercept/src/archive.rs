@@ -20,6 +20,7 @@ use shared::archive::{
 use crate::control::Bind;
 use crate::record::{region_name, OpRec, Recording, State};
 use shared::capture::KernelReport;
+use shared::launch_attrs::LaunchAttrUse;
 use shared::tensor_map::TensorMapUse;
 
 /// The archive's path: the controlled range's (`control.rs`), else `RECAP_CAPTURE_OUT`, else
@@ -232,7 +233,7 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
                     })
                     .map_err(err)?;
                 if !attrs.is_empty() {
-                    attributes.push(serde_json::json!({ "op": id, "attributes": attrs }));
+                    attributes.push(LaunchAttrUse { op: id, attributes: attrs.clone() });
                 }
                 tensor_maps.extend(maps.iter().map(|(param_offset, region, offset, encode)| TensorMapUse {
                     op: id,
@@ -302,7 +303,8 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         w.set_meta(shared::tensor_map::META_KEY, &json);
     }
     if !attributes.is_empty() {
-        w.set_meta("capture.launch_attributes", &serde_json::Value::Array(attributes).to_string());
+        let json = serde_json::to_string(&attributes).expect("launch attributes serialise");
+        w.set_meta(shared::launch_attrs::META_KEY, &json);
     }
     w.set_meta("capture.report", &serde_json::to_string(&st.report).expect("the report serialises"));
     w.finish().map_err(err)?;

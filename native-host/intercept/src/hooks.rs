@@ -140,7 +140,7 @@ unsafe fn launch_config(
         return call();
     }
     let c = &*config;
-    let attrs = LaunchAttrs::from_config(c.attrs, c.num_attrs);
+    let attrs = crate::launch_attrs::from_config(c.attrs, c.num_attrs);
     launch(call, func, c.grid, c.block, c.shared_bytes, c.stream, params, extra, attrs)
 }
 

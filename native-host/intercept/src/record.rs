@@ -886,7 +886,7 @@ impl State {
         rec.ops.push(OpRec::Launch { kernel, grid, block, shared, params, relocs, attrs: attrs.clone(), tensor_maps });
         let op = rec.ops.len() - 1;
         self.report.count("launch");
-        attrs.report(&mut self.report);
+        crate::launch_attrs::report(&attrs, &mut self.report);
         let machine_code_only = self.modules[module].parsed().is_some_and(|p| p.ptx.is_none());
         if machine_code_only && effects::wanted() {
             self.effects_before(op, targets.into_iter(), &f.name);

@@ -68,6 +68,8 @@ pub enum ReplayError {
          (hash {got}, recorded {want}), so what it wrote then does not apply now, and the CPU cannot run it"
     )]
     EffectsInputs { op: OpId, kernel: String, got: String, want: String },
+    #[error("archive metadata: {0}")]
+    Metadata(String),
     #[error("kernel {kernel}: module {module} has no entry named {kernel}")]
     MissingEntry { kernel: String, module: String },
     #[error("op {op} (launch of {kernel}): {reason}")]
@@ -305,6 +307,19 @@ impl<'a> CpuReplay<'a> {
         }
         if !no_ptx.is_empty() {
             return Err(ReplayError::NoPtx { kernels: no_ptx, sms });
+        }
+        // Launches whose attributes change what they compute (clusters, cooperative launches)
+        // need a GPU: the CPU runs a grid's blocks without clusters or a grid-wide barrier.
+        let attrs = crate::launch_attrs::of_archive(archive).map_err(ReplayError::Metadata)?;
+        let mut gpu_only: Vec<_> = attrs.iter().filter(|(op, _)| !effects.contains_key(op)).collect();
+        gpu_only.sort_by_key(|(op, _)| **op);
+        if let Some((&op, why)) = gpu_only.into_iter().find_map(|(op, a)| a.needs_gpu().map(|why| (op, why))) {
+            let Op::Launch(l) = archive.op(op) else { unreachable!("of_archive keeps launches only") };
+            return Err(ReplayError::BadLaunch {
+                op,
+                kernel: archive.kernel(l.kernel).name.to_string(),
+                reason: format!("the CPU cannot replay it: {why}; replay it on CUDA"),
+            });
         }
         let mut modules = Vec::with_capacity(archive.module_count());
         for m in archive.modules() {

@@ -95,6 +95,24 @@ typedef struct {
     long long reserved2;
 } CUgraphNodeParams;
 
+/* cuLaunchKernelEx's configuration and its launch attributes. */
+typedef struct {
+    int id;
+    int pad;
+    union {
+        char bytes[64];
+        unsigned int dim[3];
+        int value;
+    };
+} CUlaunchAttribute;
+#define CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+typedef struct {
+    unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
+
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_INVALID_IMAGE 200
@@ -147,6 +165,7 @@ CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t count);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX,
                         unsigned int blockY, unsigned int blockZ, unsigned int sharedBytes, CUstream stream,
                         void **kernelParams, void **extra);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
 CUresult cuStreamCreate(CUstream *stream, unsigned int flags);
 CUresult cuStreamSynchronize(CUstream stream);
 CUresult cuStreamDestroy_v2(CUstream stream);

@@ -198,7 +198,14 @@ int main(int argc, char **argv) {
     CHECK(cuLaunchKernel(scale_add, grid, 1, 1, BLOCK, 1, 1, 0, NULL, params, NULL)); /* y = -0.5 x + y */
     CHECK(cuMemcpyDtoD(dx, dy, sizeof y));                                              /* x = y */
     a = 1.0f;
-    CHECK(cuLaunchKernel(scale_add, grid, 1, 1, BLOCK, 1, 1, 0, NULL, params, NULL)); /* y = 2 y */
+    if (strcmp(mode, "cluster") == 0) {
+        /* The same launch in clusters of two blocks (a launch attribute): y = 2 y */
+        CUlaunchAttribute cluster = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, .dim = {2, 1, 1}};
+        CUlaunchConfig config = {grid + grid % 2, 1, 1, BLOCK, 1, 1, 0, NULL, &cluster, 1};
+        CHECK(cuLaunchKernelEx(&config, scale_add, params, NULL));
+    } else {
+        CHECK(cuLaunchKernel(scale_add, grid, 1, 1, BLOCK, 1, 1, 0, NULL, params, NULL)); /* y = 2 y */
+    }
     CHECK(cuCtxSynchronize());
     CHECK(cuProfilerStop());
 
