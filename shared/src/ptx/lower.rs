@@ -2,7 +2,7 @@
 //! frame slots and addresses; opcodes decoded into typed operations; branch targets and
 //! reconvergence points computed. Everything that can be rejected is rejected here.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::error::PtxError;
 use super::ir::*;
@@ -18,9 +18,10 @@ pub const MAX_SHARED_BYTES: u64 = 228 * 1024;
 /// Largest per-thread local frame (bytes), as the hardware allows.
 pub const MAX_LOCAL_BYTES: u64 = 512 * 1024;
 
-/// Why `.b128` registers and accesses are refused.
+/// What a 128-bit register may do: registers are 64 bits wide on the CPU, so a `.b128` register
+/// is a pair of them (low half first) that `ld`, `st` and `mov` `.b128` move as a whole.
 const B128_REASON: &str =
-    "registers are 64 bits wide on the CPU, so 128-bit values are not modelled (`.v2.b64` moves the same 16 bytes)";
+    "a 128-bit register is a pair of 64-bit registers on the CPU, which only `ld`, `st` and `mov` `.b128` move";
 
 #[derive(Clone, Copy, Debug)]
 enum Sym {
@@ -423,6 +424,8 @@ struct FnLower<'m> {
     guard: Option<(R, bool)>,
     /// The carry flag of `add.cc`/`addc` and friends, allocated on first use.
     cc: Option<R>,
+    /// The low halves of the 128-bit registers (each a pair: the high half is the next register).
+    wide: HashSet<R>,
 }
 
 type Res<T> = Result<T, PtxError>;
@@ -448,6 +451,7 @@ impl<'m> FnLower<'m> {
             labels: HashMap::new(),
             label_scopes: vec![0],
             blocks: 0,
+            wide: HashSet::new(),
             fixups: Vec::new(),
             frame: 0,
             is_entry: false,
@@ -513,6 +517,40 @@ impl<'m> FnLower<'m> {
         (self.reg_bits.len() - 1) as R
     }
 
+    /// A declared register of type `ty`: a pair of 64-bit registers for `.b128`, named by the first.
+    fn new_reg_of(&mut self, ty: Ty, bits: u32) -> R {
+        if ty != Ty::B128 {
+            return self.new_reg(bits);
+        }
+        let lo = self.new_reg(64);
+        self.new_reg(64);
+        self.wide.insert(lo);
+        lo
+    }
+
+    /// A 128-bit register operand of `op`: its low and high halves.
+    fn wide_pair(&mut self, o: &Operand, op: &str) -> Res<[R; 2]> {
+        if let Operand::Name(n) = o {
+            if let Some(Sym::Reg(r)) = self.lookup(n) {
+                if self.wide.contains(&r) {
+                    return Ok([r, r + 1]);
+                }
+            }
+        }
+        self.err(format!("`{op}` needs a 128-bit register operand"))
+    }
+
+    /// Fails where register `r` (named `n`) is a 128-bit register, which only `ld`, `st` and `mov`
+    /// `.b128` take (through [`FnLower::wide_pair`]).
+    fn narrow(&self, r: R, n: &str) -> Res<R> {
+        if self.wide.contains(&r) {
+            return self.err(format!(
+                "128-bit register `{n}` used by an instruction other than `ld`, `st` or `mov` `.b128`: {B128_REASON}"
+            ));
+        }
+        Ok(r)
+    }
+
     fn frame_slot(&mut self, size: u64, align: u64) -> Res<u32> {
         let off = align_up(self.frame, align.max(1));
         self.frame = off + size;
@@ -527,8 +565,8 @@ impl<'m> FnLower<'m> {
         match d.space.as_str() {
             ".reg" => {
                 let ty = decl_ty(d)?;
-                if ty == Ty::B128 {
-                    return self.err(format!("128-bit register `{}` is not supported: {B128_REASON}", d.name));
+                if ty == Ty::B128 && d.vec > 1 {
+                    return self.err(format!("vector of 128-bit registers `{}` is not supported", d.name));
                 }
                 let bits = ty.bits().min(64) * d.vec;
                 if bits > 64 {
@@ -540,12 +578,12 @@ impl<'m> FnLower<'m> {
                             return self.err(format!("too many registers `{}<{k}>`", d.name));
                         }
                         for i in 0..k {
-                            let r = self.new_reg(bits);
+                            let r = self.new_reg_of(ty, bits);
                             self.scopes.last_mut().unwrap().insert(format!("{}{}", d.name, i), Sym::Reg(r));
                         }
                     }
                     None => {
-                        let r = self.new_reg(bits);
+                        let r = self.new_reg_of(ty, bits);
                         self.scopes.last_mut().unwrap().insert(d.name.clone(), Sym::Reg(r));
                     }
                 }
@@ -642,7 +680,7 @@ impl<'m> FnLower<'m> {
             return self.err(format!("`{n}` may only be read by `mov`"));
         }
         match self.lookup(n) {
-            Some(Sym::Reg(r)) if off == 0 => Ok(r),
+            Some(Sym::Reg(r)) if off == 0 => self.narrow(r, n),
             Some(Sym::Reg(_)) => self.err(format!("register `{n}` used with an offset")),
             Some(Sym::KParam(o)) => Ok(self.konst((o as i64 + off) as u64)),
             Some(Sym::Shared(o)) => Ok(self.konst((o as i64 + off) as u64)),
@@ -666,7 +704,7 @@ impl<'m> FnLower<'m> {
         match o {
             Operand::Name(n) if n == "_" => Ok(self.new_reg(64)),
             Operand::Name(n) => match self.lookup(n) {
-                Some(Sym::Reg(r)) => Ok(r),
+                Some(Sym::Reg(r)) => self.narrow(r, n),
                 Some(_) => self.err(format!("`{n}` is not a register")),
                 None if sreg_of(n).is_some() => self.err(format!("cannot write special register `{n}`")),
                 None => self.err(format!("undeclared register `{n}`")),
@@ -1194,6 +1232,9 @@ impl<'m> FnLower<'m> {
     fn mov(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
         self.want(ops, 2, o.full)?;
         let ty = self.ty1(o)?;
+        if ty == Ty::B128 {
+            return self.mov128(o, ops);
+        }
         match (&ops[0], &ops[1]) {
             (Operand::Vec(ds), src) => {
                 // Unpack a wide register into parts.
@@ -1255,6 +1296,40 @@ impl<'m> FnLower<'m> {
                 Ok(())
             }
         }
+    }
+
+    /// `mov.b128`: between 128-bit registers, or between one and a pair of 64-bit values (low
+    /// half first), as two moves of 64 bits.
+    fn mov128(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        let mov = |s: &mut Self, d: R, a: R| s.push(Inst::Un { op: UnOp::Mov(u64::MAX), d, a });
+        match (&ops[0], &ops[1]) {
+            (Operand::Vec(ds), src) if ds.len() == 2 => {
+                let pair = self.wide_pair(src, o.full)?;
+                for (dop, a) in ds.iter().zip(pair) {
+                    if !matches!(dop, Operand::Name(n) if n == "_") {
+                        let d = self.dst(dop)?;
+                        mov(self, d, a);
+                    }
+                }
+            }
+            (dop, Operand::Vec(ss)) if ss.len() == 2 => {
+                let pair = self.wide_pair(dop, o.full)?;
+                for (d, s) in pair.into_iter().zip(ss) {
+                    let a = self.src(s, Ty::B64)?;
+                    mov(self, d, a);
+                }
+            }
+            (Operand::Vec(_), _) | (_, Operand::Vec(_)) => {
+                return self.err(format!("`{}` packs or unpacks exactly two 64-bit values", o.full))
+            }
+            (dop, src) => {
+                let d = self.wide_pair(dop, o.full)?;
+                let a = self.wide_pair(src, o.full)?;
+                mov(self, d[0], a[0]);
+                mov(self, d[1], a[1]);
+            }
+        }
+        Ok(())
     }
 
     fn binary(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
@@ -1833,7 +1908,7 @@ impl<'m> FnLower<'m> {
                     Some(s) => s,
                     None => Space::Generic,
                 };
-                (sp, Addr { base: Base::Reg(r), off })
+                (sp, Addr { base: Base::Reg(self.narrow(r, name)?), off })
             }
             Some(Sym::KParam(p)) => {
                 if !matches!(space, Some(Space::KParam)) {
@@ -1888,8 +1963,12 @@ impl<'m> FnLower<'m> {
         }
         let ty = self.ty1(o)?;
         let n = self.vec_count(o);
-        if ty == Ty::B128 {
-            return self.refused(o.full, B128_REASON);
+        if ty == Ty::B128 && n == 1 {
+            // One 16-byte access into the register pair: `.v2.b64`, aligned to 16 as `.b128` is.
+            let (space, addr) = self.addr(o, &ops[1], self.space_of(o))?;
+            let [lo, hi] = self.wide_pair(&ops[0], o.full)?;
+            self.push(Inst::Ld { space, size: 8, sext: false, dmask: u64::MAX, n: 2, d: [lo, hi, 0, 0], addr });
+            return Ok(());
         }
         if n > 4 || ty.bits() > 64 {
             return self.unsupported(o.full);
@@ -1919,10 +1998,7 @@ impl<'m> FnLower<'m> {
         }
         let ty = self.ty1(o)?;
         let n = self.vec_count(o);
-        if ty == Ty::B128 {
-            return self.refused(o.full, B128_REASON);
-        }
-        if n > 4 || ty.bits() > 64 {
+        if n > 4 || ty.bits() > 64 && (ty != Ty::B128 || n > 1) {
             return self.unsupported(o.full);
         }
         let sp = self.space_of(o);
@@ -1932,6 +2008,12 @@ impl<'m> FnLower<'m> {
         let (space, addr) = self.addr(o, &ops[0], sp)?;
         if space == Space::KParam {
             return self.err("stores to kernel parameters are not allowed");
+        }
+        if ty == Ty::B128 {
+            // One 16-byte access from the register pair, as `ld` above.
+            let [lo, hi] = self.wide_pair(&ops[1], o.full)?;
+            self.push(Inst::St { space, size: 8, n: 2, a: [lo, hi, 0, 0], addr });
+            return Ok(());
         }
         let srcs: Vec<&Operand> = match &ops[1] {
             Operand::Vec(v) => v.iter().collect(),

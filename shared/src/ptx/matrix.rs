@@ -228,38 +228,58 @@ fn value32(t: MmaTy, bits: u64) -> f32 {
 /// are independent vector fused multiply-adds; `inline(always)` lets a caller compiled with FMA
 /// instructions get them instead of library calls (the result is the same: a fused multiply-add
 /// is exactly rounded either way).
+///
+/// The common form (Triton's and cuBLAS's f16 inputs into f32 accumulators, m16n8k16) gets its own
+/// copy of the code with the types known, so that its unpacking loops have no type dispatch left
+/// in them and vectorise.
 #[inline(always)]
-pub(crate) fn mma_float(op: &Mma, reg: impl Fn(usize, usize, usize) -> u64, mut put: impl FnMut(usize, usize, u64)) {
-    let k = op.k as usize;
-    let [na, nb, nc, nd] = op.reg_counts();
+pub(crate) fn mma_float(op: &Mma, reg: impl Fn(usize, usize, usize) -> u64, put: impl FnMut(usize, usize, u64)) {
+    use MmaTy::{F16, F32};
+    if op.k == 16 && (op.aty, op.bty, op.cty, op.dty) == (F16, F16, F32, F32) {
+        mma_float_typed(16, [F16, F16, F32, F32], reg, put)
+    } else {
+        mma_float_typed(op.k as usize, [op.aty, op.bty, op.cty, op.dty], reg, put)
+    }
+}
+
+/// [`mma_float`] for `k` and the types of A, B, C and D (in that order).
+#[inline(always)]
+fn mma_float_typed(
+    k: usize,
+    [aty, bty, cty, dty]: [MmaTy; 4],
+    reg: impl Fn(usize, usize, usize) -> u64,
+    mut put: impl FnMut(usize, usize, u64),
+) {
+    let regs = |elems: usize, t: MmaTy| elems / 32 / per_reg(t);
+    let [na, nb, nc, nd] = [regs(16 * k, aty), regs(k * 8, bty), regs(128, cty), regs(128, dty)];
     // Row-major A (k at most 32), B by k, the accumulators by row.
     let mut am = [[0f32; 32]; 16];
     let mut bm = [[0f32; 8]; 32];
     let mut acc = [[0f32; 8]; 16];
-    let (pa, ba) = (per_reg(op.aty), elem_bits(op.aty));
-    let (pb, bb) = (per_reg(op.bty), elem_bits(op.bty));
-    let (pc, bc) = (per_reg(op.cty), elem_bits(op.cty));
+    let (pa, ba) = (per_reg(aty), elem_bits(aty));
+    let (pb, bb) = (per_reg(bty), elem_bits(bty));
+    let (pc, bc) = (per_reg(cty), elem_bits(cty));
     let field = |v: u64, e: usize, bits: u32| (v >> (e as u32 * bits)) & ((1u64 << bits) - 1);
     for lane in 0..32 {
         for r in 0..na {
             let v = reg(0, lane, r);
-            let (row, col) = a_pos(op.aty, lane, r * pa);
+            let (row, col) = a_pos(aty, lane, r * pa);
             for e in 0..pa {
-                am[row & 15][(col + e) & 31] = value32(op.aty, field(v, e, ba));
+                am[row & 15][(col + e) & 31] = value32(aty, field(v, e, ba));
             }
         }
         for r in 0..nb {
             let v = reg(1, lane, r);
-            let (row, col) = b_pos(op.bty, lane, r * pb);
+            let (row, col) = b_pos(bty, lane, r * pb);
             for e in 0..pb {
-                bm[(row + e) & 31][col & 7] = value32(op.bty, field(v, e, bb));
+                bm[(row + e) & 31][col & 7] = value32(bty, field(v, e, bb));
             }
         }
         for r in 0..nc {
             let v = reg(2, lane, r);
             let (row, col) = c_pos(lane, r * pc);
             for e in 0..pc {
-                acc[row & 15][(col + e) & 7] = value32(op.cty, field(v, e, bc));
+                acc[row & 15][(col + e) & 7] = value32(cty, field(v, e, bc));
             }
         }
     }
@@ -271,14 +291,14 @@ pub(crate) fn mma_float(op: &Mma, reg: impl Fn(usize, usize, usize) -> u64, mut 
             }
         }
     }
-    let pd = per_reg(op.dty);
-    let bd = elem_bits(op.dty);
+    let pd = per_reg(dty);
+    let bd = elem_bits(dty);
     for lane in 0..32 {
         for r in 0..nd {
             let (row, col) = c_pos(lane, r * pd);
             let mut v = 0u64;
             for e in 0..pd {
-                v |= finish32(op.dty, acc[row & 15][(col + e) & 7]) << (e as u32 * bd);
+                v |= finish32(dty, acc[row & 15][(col + e) & 7]) << (e as u32 * bd);
             }
             put(lane, r, v);
         }

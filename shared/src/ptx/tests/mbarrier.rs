@@ -211,19 +211,6 @@ fn hints_of_sm_90_kernels_are_accepted() {
 }
 
 #[test]
-fn b128_is_refused_with_its_reason() {
-    for body in ["    ld.global.b128 %rd5, [%rd2];", "    st.shared.b128 [%r3], %rd5;"] {
-        let err = run(body, 32, 4).unwrap_err();
-        assert!(err.contains("registers are 64 bits wide on the CPU") && err.contains(".v2.b64"), "{err}");
-    }
-    let err = crate::ptx::Module::parse(&format!("{HEAD}.visible .entry k()\n{{\n    .reg .b128 %q<2>;\n    ret;\n}}"))
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("128-bit register `%q` is not supported"), "{err}");
-}
-
-#[test]
 fn tensor_and_multicast_bulk_copies_are_refused_with_their_reason() {
     let err = run(
         "    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r3], [%rd2], 256, [%r2], %rs1;",

@@ -3,6 +3,7 @@
 mod agreement;
 mod asynccopy;
 mod atomics;
+mod b128;
 mod control;
 mod corpus;
 mod fp8;

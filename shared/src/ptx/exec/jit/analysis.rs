@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use super::lanes::{lane_steps, LanePlan, Step, LANES};
 use super::runtime::{Boundary, ShflInfo, Src};
 use super::support::{threads_exit_apart, warp_matrix};
+use super::warp_run::WarpRun;
 use crate::ptx::flow::{live_in, successors, uses_defs};
 use crate::ptx::ir::*;
 
@@ -154,10 +155,11 @@ impl<'f> Analysis<'f> {
                 _ => continue,
             };
             let warp = std::mem::take(&mut group);
-            let consts =
+            let consts: Vec<(R, u64)> =
                 warp.iter().flat_map(|i| uses_defs(i).0).filter_map(|r| Some((r, consts[r as usize]?))).collect();
             bar_index.insert(pc, bounds.len() as u32);
-            bounds.push(Boundary { line: ins.line, shfl, warp, consts });
+            let run = if warp.is_empty() { None } else { WarpRun::plan(&warp, &consts) };
+            bounds.push(Boundary { line: ins.line, shfl, warp, consts, run });
         }
         if plan.is_some() || !bar_index.is_empty() {
             live = live_in(f);

@@ -32,6 +32,8 @@
 //! - `translate.rs`: the translator, instruction by instruction, over the state of `emit.rs`;
 //! - `lanes.rs`: the second shape, groups of threads in vector lanes: its plan and its vector code;
 //! - `checks.rs`: the inline checks of memory accesses;
+//! - `warp_run.rs`: a boundary's run of `ldmatrix`es and float `mma`s, warp by warp over a dense
+//!   copy of its registers;
 //! - `runtime.rs`: the context, the helpers generated code calls, and the loop that runs a block;
 //! - `error.rs`: why a kernel has no native code ([`error::JitError`]).
 
@@ -44,6 +46,7 @@ mod lanes;
 mod runtime;
 mod support;
 mod translate;
+mod warp_run;
 
 pub(crate) use compile::{Cache, JitKernel};
 pub(crate) use runtime::Scratch;

@@ -16,6 +16,7 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
 use super::compile::{Compiled, JitKernel};
+use super::warp_run::WarpRun;
 use crate::ptx::exec::{compare, shfl_source, sx, Res, Stop, ThreadAccess, Worker};
 use crate::ptx::ir::*;
 use crate::ptx::math::*;
@@ -112,6 +113,8 @@ pub(super) struct Boundary {
     pub(super) warp: Vec<Instr>,
     /// The constant registers among the warp instructions' operands, with their values.
     pub(super) consts: Vec<(R, u64)>,
+    /// The warp instructions' plan for running them warp by warp, where they allow it.
+    pub(super) run: Option<WarpRun>,
 }
 
 /// A float `mma` of shape m16n8kK ([`is_float16x8`]) for every warp with a live thread, straight
@@ -380,6 +383,8 @@ pub(crate) struct Scratch {
     state: Vec<u32>,
     spill: Vec<u64>,
     table: Vec<Slot>,
+    /// The registers of a run of warp instructions, warp by warp (`WarpRun::run`).
+    warp: Vec<u64>,
 }
 
 // SAFETY: the table holds addresses of region memory only while a launch borrows that memory;
@@ -538,7 +543,11 @@ impl JitKernel {
                 Ok(None) => return Ok(total),
                 Ok(Some(s)) => {
                     let bound = &v.meta.bounds[s as usize - 1];
-                    for ins in &bound.warp {
+                    let fast = bound
+                        .run
+                        .as_ref()
+                        .is_some_and(|r| r.run(w, &mut js.warp, &mut js.spill, self.nregs, &js.state));
+                    for ins in bound.warp.iter().filter(|_| !fast) {
                         match &ins.inst {
                             Inst::Mma(op) if is_float16x8(op) => {
                                 mma_in_spill(op, &bound.consts, &mut js.spill, self.nregs, &js.state)
