@@ -31,6 +31,7 @@ pub mod cuda_graph;
 pub mod effects;
 pub mod fatbin;
 pub mod npy;
+pub mod placement;
 pub mod plan;
 pub mod protocol;
 pub mod ptx;
