@@ -798,9 +798,9 @@ impl CudaReplay {
         for a in &placed {
             at[a.region as usize] = Some(a.address);
         }
-        for r in archive.regions() {
+        for (i, r) in archive.regions().enumerate() {
             let slot = self.placement[r.device as usize];
-            if let Some(addr) = at[self.regions.len()] {
+            if let Some(addr) = at[i] {
                 self.regions.push(RegionAlloc { base: 0, addr, size: r.size, slot });
                 continue;
             }

@@ -127,6 +127,12 @@ impl Region {
         self.size
     }
 
+    /// The window offset of the storage's first byte.
+    #[inline]
+    pub(crate) fn origin(&self) -> u64 {
+        self.origin
+    }
+
     #[inline]
     pub(crate) fn check(&self, off: u64, size: u64) -> Result<(), Fault> {
         if off.checked_add(size).is_none_or(|e| e > self.size) {
@@ -331,7 +337,9 @@ impl Memory {
                 match whole {
                     Some(words) => (0, words),
                     _ => {
-                        let origin = lo & !3;
+                        // Page-aligned, so that offsets into the storage keep every address's
+                        // alignment (accesses are checked for natural alignment on them).
+                        let origin = lo & !0xFFF;
                         let words = zeroed_words((hi - origin).div_ceil(4) as usize)
                             .ok_or(PlaceError::AllocFailed { index: first, window: at, addr: at + lo, span })?;
                         (origin, words)
