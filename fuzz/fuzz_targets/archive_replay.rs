@@ -28,6 +28,7 @@ fuzz_target!(|data: &[u8]| {
         // The interpreter is every engine's reference, and this build has no native code.
         engine: ptx::Engine::Interpreter,
         limits: LIMITS,
+        ..Default::default()
     };
     let Ok(mut replay) = CpuReplay::new(&archive, options) else { return };
     let _ = replay.run_iteration(&mut NoObserver);

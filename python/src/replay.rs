@@ -89,6 +89,7 @@ pub fn load(
             engine: cpu_engine(engine)?,
             limits: Default::default(),
             jit_dump: recap::jit_dump::from_env(),
+            placement: None,
         };
         let owner = opened.clone();
         // Errors as text inside the closures: a `ReplayError` is large to move around.

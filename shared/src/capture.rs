@@ -23,6 +23,8 @@ pub mod env {
     pub const INTERPOSER: &str = "RECAP_INTERPOSER";
     /// `1`: record what launches of kernels without PTX write (`--record-effects`).
     pub const EFFECTS: &str = "RECAP_CAPTURE_EFFECTS";
+    /// `1`: replays place regions at their captured addresses (`--place-regions`).
+    pub const PLACE: &str = "RECAP_CAPTURE_PLACE";
 }
 
 /// Which part of the program is recorded (`recap capture --range`).
@@ -147,6 +149,9 @@ pub struct Report {
     pub recorded_effects: u64,
     #[serde(default)]
     pub effects_bytes: u64,
+    /// Why replays place regions at their captured addresses (`capture.placement`), if they do.
+    #[serde(default)]
+    pub placement: Option<String>,
     /// The archive written, if one was.
     pub archive: Option<String>,
     /// Why no archive was written.

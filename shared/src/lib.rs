@@ -32,6 +32,7 @@ pub mod effects;
 pub mod fatbin;
 pub mod launch_attrs;
 pub mod npy;
+pub mod placement;
 pub mod plan;
 pub mod protocol;
 pub mod ptx;

@@ -18,4 +18,5 @@ mod intercept_audit;
 mod intercept_effects;
 mod intercept_graphs;
 mod intercept_nvtx;
+mod intercept_placed;
 mod wrp;

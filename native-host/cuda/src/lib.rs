@@ -17,6 +17,7 @@
 //!   raw calls, the device and its primary context, and recovery after a kernel fault;
 //! - [`kernels`]: the PTX recap generates; [`pdl`]: the rewrite that lets an archive's kernels
 //!   follow each other through programmatic edges (`ReplayOptions::pdl`);
+//! - `placed`: regions at their captured device addresses (virtual memory management);
 //! - [`replay`]: [`CudaReplay`], the safe API the CLI, the host's sessions and the capture API use.
 //!
 //! A kernel fault (illegal address, trap) poisons the CUDA context. The replay that hit it fails
@@ -39,6 +40,7 @@ pub mod kernels;
 mod launch_attrs;
 pub mod nvrtc;
 pub mod pdl;
+mod placed;
 pub mod probe;
 pub mod replay;
 mod tensor_maps;

@@ -24,6 +24,7 @@ use shared::replay::{IterationStats, Ran, ReplayObserver};
 use super::driver::{call, Code, Device, DriverError, Func, OpenError};
 use super::kernels;
 use super::pdl;
+use super::placed::{Reservation, Wanted};
 
 /// How the ops are submitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -95,6 +96,9 @@ pub struct ReplayOptions {
     /// Several GPUs: turn peer access between them off, so that copies between them go through
     /// the driver's staging as on GPUs without a direct link (for comparison and tests).
     pub without_peer_access: bool,
+    /// Regions at their captured addresses or fresh ones; `None` follows the archive
+    /// (`shared::placement`, placed.rs).
+    pub placement: Option<shared::placement::Placement>,
 }
 
 /// Above this many changed launches, parameter changes go through one `cuGraphExecUpdate`
@@ -152,7 +156,8 @@ impl CudaError {
 
 /// A device buffer for one region.
 struct RegionAlloc {
-    /// What `cuMemAlloc` returned (freed on drop).
+    /// What `cuMemAlloc` returned (freed on drop); 0 for a region placed at its captured address
+    /// (its memory is one of the replay's reservations).
     base: CUdeviceptr,
     /// `base` rounded up to the region's alignment: the region's device address.
     addr: CUdeviceptr,
@@ -362,6 +367,8 @@ pub struct CudaReplay {
     options: ReplayOptions,
     modules: Vec<Code>,
     regions: Vec<RegionAlloc>,
+    /// Ranges reserved and mapped at captured addresses (placed.rs), with their slot.
+    reservations: Vec<(usize, Reservation)>,
     steps: Vec<Step>,
     labels: Vec<String>,
     plan: Plan,
@@ -528,6 +535,7 @@ impl CudaReplay {
             options,
             modules: Vec::new(),
             regions: Vec::new(),
+            reservations: Vec::new(),
             steps: Vec::new(),
             labels: Vec::new(),
             plan,
@@ -769,9 +777,36 @@ impl CudaReplay {
 
         self.load_times.modules = clock.elapsed();
         let clock = std::time::Instant::now();
-        // Regions, each on its device's GPU.
-        for r in archive.regions() {
+        // Regions, each on its device's GPU: first those placed at their captured addresses (before
+        // any allocation of this replay could take their range), then the others.
+        let placed = shared::placement::placed_regions(archive, self.options.placement)
+            .map_err(|e| CudaError::Invalid(format!("archive: {e}")))?;
+        let mut at: Vec<Option<u64>> = vec![None; archive.region_count()];
+        for slot in 0..self.slots.len() {
+            let wanted: Vec<Wanted> = placed
+                .iter()
+                .map(|a| (a, archive.region(a.region)))
+                .filter(|(_, r)| self.placement[r.device as usize] == slot)
+                .map(|(a, r)| Wanted { name: r.name, address: a.address, size: r.size })
+                .collect();
+            if wanted.is_empty() {
+                continue;
+            }
+            self.slots[slot].device.bind()?;
+            let mut done = Vec::new();
+            let result = crate::placed::place(self.slots[slot].device.ordinal, &wanted, &mut done);
+            self.reservations.extend(done.into_iter().map(|r| (slot, r)));
+            result?;
+        }
+        for a in &placed {
+            at[a.region as usize] = Some(a.address);
+        }
+        for (i, r) in archive.regions().enumerate() {
             let slot = self.placement[r.device as usize];
+            if let Some(addr) = at[i] {
+                self.regions.push(RegionAlloc { base: 0, addr, size: r.size, slot });
+                continue;
+            }
             self.slots[slot].device.bind()?;
             let align = r.align.max(1) as u64;
             let extra = if align > 256 { align } else { 0 };
@@ -1893,8 +1928,11 @@ impl Drop for CudaReplay {
                 if s.device.bind().is_err() {
                     continue;
                 }
-                for r in self.regions.iter().filter(|r| std::ptr::eq(&self.slots[r.slot], s)) {
+                for r in self.regions.iter().filter(|r| std::ptr::eq(&self.slots[r.slot], s) && r.base != 0) {
                     sys::cuMemFree_v2(r.base);
+                }
+                for (_, r) in self.reservations.iter().filter(|(slot, _)| std::ptr::eq(&self.slots[*slot], s)) {
+                    r.release();
                 }
                 if s.control != 0 {
                     sys::cuMemFree_v2(s.control);

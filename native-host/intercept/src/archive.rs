@@ -4,8 +4,11 @@
 //! touch the initial state and at the end of the range the expected state, so every capture checks
 //! itself on replay. Host data a copy uploaded becomes a region of its own (`upload3`) and the copy
 //! a device copy from it. Pointers found in kernel parameters and in region contents become
-//! relocations and their bytes zeros: no captured address is stored. A region that holds pointers
-//! has no expected state (the replay's addresses differ), which the report says.
+//! relocations and their bytes zeros. Each region's captured address is kept apart, in the
+//! metadata (`capture.addresses`), for replays that place regions there: where the capture
+//! cannot be certain it saw every pointer (placement.rs), the archive asks for that, and a region
+//! that holds pointers keeps its expected state; otherwise it has none (a replay's addresses
+//! differ), which the report says.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -21,6 +24,7 @@ use crate::control::Bind;
 use crate::record::{region_name, OpRec, Recording, State};
 use shared::capture::KernelReport;
 use shared::launch_attrs::LaunchAttrUse;
+use shared::placement::{self, Address, Placement};
 use shared::tensor_map::TensorMapUse;
 
 /// The archive's path: the controlled range's (`control.rs`), else `RECAP_CAPTURE_OUT`, else
@@ -170,6 +174,20 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
     }
     st.report.kernels = reports;
 
+    // Regions at their captured addresses on replay, where the capture cannot be certain it saw
+    // every pointer (placement.rs); a region holding pointers is then checked too.
+    let forced = std::env::var_os(shared::capture::env::PLACE).is_some_and(|v| v == "1");
+    let placed = crate::placement::decide(rec, forced);
+    if placed.is_some() {
+        for (a, b) in crate::placement::overlaps(rec) {
+            st.report.incomplete(format!(
+                "{a} and {b} had overlapping addresses (memory freed and allocated again in the range), \
+                 so a replay cannot place both at their captured addresses"
+            ));
+        }
+    }
+    st.report.placement = placed.clone();
+
     let binds = crate::control::current().map(|(_, b)| b).unwrap_or_default();
     let bound = bound_regions(st, rec, &binds);
     let mut regions = Vec::new();
@@ -184,7 +202,7 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         };
         let id = w.add_region(decl).map_err(err)?;
         w.set_initial_bytes(id, &r.initial[..size]).map_err(err)?;
-        match (&r.expected, !rec.pointer_holders.contains(&index)) {
+        match (&r.expected, placed.is_some() || !rec.pointer_holders.contains(&index)) {
             (Some(expected), true) => w.set_expected_bytes(id, &expected[..size], Tolerance::Exact).map_err(err)?,
             (Some(_), false) => st.report.note(format!(
                 "{} holds pointers, so its final contents are not checked (a replay's addresses differ)",
@@ -297,6 +315,17 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
     w.set_meta("capture.range", &st.report.range);
     if let Ok(command) = std::env::var(shared::capture::env::COMMAND) {
         w.set_meta("capture.command", &command);
+    }
+    let addresses: Vec<Address> = rec
+        .regions
+        .iter()
+        .enumerate()
+        .filter(|(_, rr)| crate::placement::has_address(rr))
+        .map(|(r, rr)| Address { region: regions[r], address: rr.alloc.base })
+        .collect();
+    w.set_meta(placement::ADDRESSES_KEY, &serde_json::to_string(&addresses).expect("addresses serialise"));
+    if placed.is_some() {
+        w.set_meta(placement::PLACEMENT_KEY, Placement::Captured.as_str());
     }
     if !tensor_maps.is_empty() {
         let json = serde_json::to_string(&tensor_maps).expect("tensor maps serialise");

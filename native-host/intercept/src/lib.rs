@@ -51,6 +51,7 @@ mod graph_hooks;
 mod images;
 pub mod launch_attrs;
 pub mod nvtx;
+mod placement;
 pub mod real;
 pub mod record;
 mod tensor_maps;

@@ -48,6 +48,11 @@ pub struct Args {
     /// it, so that a CPU replay can go on past it when its inputs are the captured ones
     #[arg(long)]
     pub record_effects: bool,
+    /// Make replays place regions at their captured device addresses, so that pointers the
+    /// capture cannot find (computed by kernels, written into buffers) stay right; without it,
+    /// the capture asks for this where it sees kernels write pointers
+    #[arg(long)]
+    pub place_regions: bool,
     /// The program and its arguments
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -118,6 +123,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.record_effects {
         cmd.env(env::EFFECTS, "1");
+    }
+    if args.place_regions {
+        cmd.env(env::PLACE, "1");
     }
     let status = cmd
         .args(&args.command[1..])
@@ -192,6 +200,9 @@ fn print_summary(r: &Report) {
             r.recorded_effects,
             human(r.effects_bytes)
         );
+    }
+    if let Some(why) = &r.placement {
+        println!("  regions placed at their captured addresses on replay: {why}");
     }
     if r.audit {
         println!("  LD_AUDIT: a driver opened by its absolute path reaches recap too");

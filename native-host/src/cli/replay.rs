@@ -150,6 +150,10 @@ pub struct Args {
     /// (jit-scalar), or always the interpreter (interp).
     #[arg(long, value_enum, default_value = "jit")]
     pub engine: CpuBackend,
+    /// Regions at the device addresses the capture recorded (captured) or at fresh ones (fresh);
+    /// by default as the archive asks (docs/FORMAT.md, "Regions at their captured addresses").
+    #[arg(long, value_enum)]
+    pub placement: Option<PlacementArg>,
     #[command(flatten)]
     pub limits: super::limits::LimitArgs,
     /// Replace a binding's or region's initial data, NAME=FILE: a .npy whose dtype and shape fit
@@ -192,6 +196,24 @@ impl From<CpuBackend> for shared::ptx::Engine {
     }
 }
 
+/// Where regions go (`--placement`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlacementArg {
+    /// At the device addresses the capture recorded
+    Captured,
+    /// At fresh addresses
+    Fresh,
+}
+
+impl From<PlacementArg> for shared::placement::Placement {
+    fn from(p: PlacementArg) -> Self {
+        match p {
+            PlacementArg::Captured => shared::placement::Placement::Captured,
+            PlacementArg::Fresh => shared::placement::Placement::Fresh,
+        }
+    }
+}
+
 /// Settings every backend receives.
 #[derive(Clone, Debug)]
 pub struct BackendSettings {
@@ -205,6 +227,8 @@ pub struct BackendSettings {
     pub limits: shared::replay::ReplayLimits,
     /// GPU ordinals per logical device (`None`: every device on the one GPU asked for).
     pub placement: Option<Vec<u32>>,
+    /// Regions at their captured addresses or fresh ones (`None`: as the archive asks).
+    pub region_placement: Option<shared::placement::Placement>,
 }
 
 /// The engine a replay runs on, as the command drives it: either one, through [`Replayer`],
@@ -312,6 +336,7 @@ pub fn open_backend<'a>(
                 engine: settings.engine.into(),
                 limits: settings.limits,
                 jit_dump: recap::jit_dump::from_env(),
+                placement: settings.region_placement,
             };
             Ok(Backend::Cpu(Box::new(CpuReplay::new(archive, options)?)))
         }
@@ -326,7 +351,8 @@ pub fn open_backend<'a>(
                 ModeArg::GraphPlain => (recap::cuda::Mode::Graph, Pdl::Off),
                 ModeArg::Stream => (recap::cuda::Mode::Stream, Pdl::Auto),
             };
-            let options = recap::cuda::ReplayOptions { mode, pdl, ..Default::default() };
+            let options =
+                recap::cuda::ReplayOptions { mode, pdl, placement: settings.region_placement, ..Default::default() };
             let ordinals: Vec<usize> = match &settings.placement {
                 Some(gpus) => gpus.iter().map(|&g| g as usize).collect(),
                 None => vec![ordinal as usize],
@@ -430,6 +456,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         engine: args.engine,
         limits: args.limits.limits(),
         placement,
+        region_placement: args.placement.map(Into::into),
     };
     // Inputs are read and checked before anything is loaded: a wrong file is one line, at once.
     let mut inputs = Vec::with_capacity(args.inputs.len());

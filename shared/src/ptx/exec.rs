@@ -2101,7 +2101,8 @@ impl<'a> RegionCache<'a> {
             self.key = Some(k);
         }
         let r = self.cur.ok_or(Fault::OutOfBounds)?;
-        let o = a & ((1 << REGION_SHIFT) - 1);
+        // Placed regions' storage may start after the window's start (memory.rs).
+        let o = (a & ((1 << REGION_SHIFT) - 1)).checked_sub(r.origin()).ok_or(Fault::OutOfBounds)?;
         r.check(o, size)?;
         Ok((r, o))
     }

@@ -2,7 +2,17 @@
 //! stored as 32-bit atomic words so that racing or hostile kernels running on many cores are never
 //! undefined behaviour in Rust. Relaxed atomic loads and stores compile to plain moves on x86 and
 //! ARM, so checked accesses cost a bounds test and an index, not a lock.
+//!
+//! Regions are either fresh (one per 64 GiB window, at its start) or placed at addresses a capture
+//! recorded ([`Memory::place_regions`]): then the regions that share a window share one slot
+//! whose storage spans them all, each region a view at its own offset. Storage is allocated zeroed
+//! by the allocator (anonymous pages the kernel zeroes on first touch), so gaps between placed
+//! regions cost address space, not memory; bytes in a gap read as zeros instead of faulting.
+//! Where the allocator gives it, a placed slot's storage starts at the window's start, so compiled
+//! kernels check it inline like any other slot; otherwise it starts at its lowest region (its
+//! `origin`) and compiled kernels reach it through the checked slow path.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Mutex;
 
@@ -25,11 +35,70 @@ pub enum MemError {
     BadAlign { align: u64, max: u64 },
 }
 
-/// One contiguous buffer of the device address space.
+/// Why regions cannot be placed at their addresses; `index` is the region's position in the list
+/// given to [`Memory::place_regions`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceError {
+    #[error(
+        "address {addr:#x} is outside the addresses regions can have on the CPU ({:#x} to {:#x})",
+        1u64 << REGION_SHIFT,
+        (MAX_REGION_SLOTS + 1) << REGION_SHIFT
+    )]
+    Reserved { index: usize, addr: u64 },
+    #[error("{addr:#x} + {size} bytes crosses a {} GiB window boundary", (1u64 << REGION_SHIFT) >> 30)]
+    CrossesWindow { index: usize, addr: u64, size: u64 },
+    #[error("{addr:#x} + {size} bytes overlaps another placed region at {other_addr:#x}")]
+    Overlap { index: usize, addr: u64, size: u64, other: usize, other_addr: u64 },
+    #[error("{addr:#x} lies in a window a fresh region already has")]
+    InUse { index: usize, addr: u64 },
+    #[error("the regions placed in window {window:#x} span {span} bytes from {addr:#x}, more than the limit of {max}")]
+    Span { index: usize, window: u64, addr: u64, span: u64, max: u64 },
+    #[error("cannot allocate the {span} bytes the regions placed in window {window:#x} span from {addr:#x}")]
+    AllocFailed { index: usize, window: u64, addr: u64, span: u64 },
+}
+
+impl PlaceError {
+    /// The region the error is about (its position in the list given to `place_regions`).
+    pub fn index(&self) -> usize {
+        match *self {
+            PlaceError::Reserved { index, .. }
+            | PlaceError::CrossesWindow { index, .. }
+            | PlaceError::Overlap { index, .. }
+            | PlaceError::InUse { index, .. }
+            | PlaceError::Span { index, .. }
+            | PlaceError::AllocFailed { index, .. } => index,
+        }
+    }
+}
+
+/// One contiguous buffer of the device address space: a fresh region, or the storage a window's
+/// placed regions share.
 pub(crate) struct Region {
     size: u64,
     readonly: bool,
+    /// The window offset of the storage's first byte (0 but for a placed slot that could not get
+    /// storage from the window's start).
+    origin: u64,
     words: Box<[AtomicU32]>,
+}
+
+/// `n` zeroed words, from the allocator's zeroed allocation (untouched pages of a large one cost
+/// nothing); `None` where it cannot give them.
+fn zeroed_words(n: usize) -> Option<Box<[AtomicU32]>> {
+    if n == 0 {
+        return Some(Box::new([]));
+    }
+    let layout = std::alloc::Layout::array::<AtomicU32>(n).ok()?;
+    // SAFETY: `layout` has a non-zero size. All-zero bytes are a valid `AtomicU32` (it has the
+    // size, alignment and bit validity of `u32`), and the box is given the allocation with the
+    // layout it was allocated with, so it frees it as allocated.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut AtomicU32;
+        if p.is_null() {
+            return None;
+        }
+        Some(Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)))
+    }
 }
 
 /// Why a device access failed.
@@ -50,15 +119,18 @@ impl Region {
         if size > max {
             return Err(MemError::TooLarge { size, max });
         }
-        let nwords = size.div_ceil(4) as usize;
-        let mut v: Vec<AtomicU32> = Vec::new();
-        v.try_reserve_exact(nwords).map_err(|_| MemError::AllocFailed { size })?;
-        v.resize_with(nwords, || AtomicU32::new(0));
-        Ok(Region { size, readonly, words: v.into_boxed_slice() })
+        let words = zeroed_words(size.div_ceil(4) as usize).ok_or(MemError::AllocFailed { size })?;
+        Ok(Region { size, readonly, origin: 0, words })
     }
 
     pub(crate) fn size(&self) -> u64 {
         self.size
+    }
+
+    /// The window offset of the storage's first byte.
+    #[inline]
+    pub(crate) fn origin(&self) -> u64 {
+        self.origin
     }
 
     #[inline]
@@ -170,6 +242,8 @@ impl Region {
 pub struct Memory {
     slots: Vec<Option<Region>>,
     free: Vec<usize>,
+    /// Placed regions: base address to size. Their slots are not in `free` while any is placed.
+    placed: BTreeMap<u64, u64>,
 }
 
 impl Memory {
@@ -195,8 +269,108 @@ impl Memory {
         Ok(((slot as u64) + 1) << REGION_SHIFT)
     }
 
+    /// Places regions, `(address, size)` each, at their addresses: those that share a 64 GiB
+    /// window share one slot, whose storage spans from the lowest to the highest of them (at most
+    /// `max_span` bytes). Called before any fresh region is added in the windows it uses (fresh
+    /// regions go after the highest slot in use, so adding them later is fine). Each placed
+    /// region is a region of its own for [`Memory::region_size`], [`Memory::read_region`] and
+    /// [`Memory::remove_region`]; bytes between them read as zeros.
+    pub fn place_regions(&mut self, regions: &[(u64, u64)], max_span: u64) -> Result<(), PlaceError> {
+        self.place_regions_from(regions, max_span, true)
+    }
+
+    /// [`Memory::place_regions`]; `window_start`: try storage from the window's start first
+    /// (tests turn it off to reach the other layout).
+    pub(crate) fn place_regions_from(
+        &mut self,
+        regions: &[(u64, u64)],
+        max_span: u64,
+        window_start: bool,
+    ) -> Result<(), PlaceError> {
+        let lowest = 1u64 << REGION_SHIFT;
+        let highest = (MAX_REGION_SLOTS + 1) << REGION_SHIFT;
+        let mut order: Vec<usize> = (0..regions.len()).collect();
+        order.sort_by_key(|&i| regions[i]);
+        let mut windows: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        let mut previous: Option<usize> = None;
+        for &i in &order {
+            let (addr, size) = regions[i];
+            let end = addr.checked_add(size.max(1)).ok_or(PlaceError::Reserved { index: i, addr })?;
+            if addr < lowest || end > highest {
+                return Err(PlaceError::Reserved { index: i, addr });
+            }
+            if addr >> REGION_SHIFT != (end - 1) >> REGION_SHIFT {
+                return Err(PlaceError::CrossesWindow { index: i, addr, size });
+            }
+            if let Some(p) = previous {
+                let (paddr, psize) = regions[p];
+                if paddr + psize.max(1) > addr {
+                    return Err(PlaceError::Overlap { index: i, addr, size, other: p, other_addr: paddr });
+                }
+            }
+            previous = Some(i);
+            windows.entry(addr >> REGION_SHIFT).or_default().push(i);
+        }
+        let mask = (1u64 << REGION_SHIFT) - 1;
+        for (&window, members) in &windows {
+            let slot = (window - 1) as usize;
+            let first = members[0];
+            let (lo, hi) =
+                (regions[first].0 & mask, members.iter().map(|&i| (regions[i].0 & mask) + regions[i].1).max());
+            let hi = hi.unwrap_or(lo);
+            let at = window << REGION_SHIFT;
+            if self.slots.get(slot).is_some_and(|s| s.is_some()) {
+                return Err(PlaceError::InUse { index: first, addr: regions[first].0 });
+            }
+            let span = hi - lo;
+            if span > max_span || hi > (1u64 << REGION_SHIFT) - 8 {
+                return Err(PlaceError::Span { index: first, window: at, addr: at + lo, span, max: max_span });
+            }
+            // From the window's start where the allocator gives it (compiled kernels then check it
+            // inline), else from the lowest region.
+            let whole = if window_start && cfg!(target_pointer_width = "64") {
+                zeroed_words(hi.div_ceil(4) as usize)
+            } else {
+                None
+            };
+            let (origin, words) =
+                match whole {
+                    Some(words) => (0, words),
+                    _ => {
+                        // Page-aligned, so that offsets into the storage keep every address's
+                        // alignment (accesses are checked for natural alignment on them).
+                        let origin = lo & !0xFFF;
+                        let words = zeroed_words((hi - origin).div_ceil(4) as usize)
+                            .ok_or(PlaceError::AllocFailed { index: first, window: at, addr: at + lo, span })?;
+                        (origin, words)
+                    }
+                };
+            if self.slots.len() <= slot {
+                self.slots.resize_with(slot + 1, || None);
+            }
+            self.free.retain(|&f| f != slot);
+            self.slots[slot] = Some(Region { size: hi - origin, readonly: false, origin, words });
+            for &i in members {
+                self.placed.insert(regions[i].0, regions[i].1);
+            }
+        }
+        Ok(())
+    }
+
     /// Frees a region by its base address.
     pub fn remove_region(&mut self, base: u64) -> Result<(), MemError> {
+        if self.placed.remove(&base).is_some() {
+            // The window's storage goes when its last placed region does.
+            if !self.placed_in_window(base) {
+                let slot = ((base >> REGION_SHIFT) - 1) as usize;
+                self.slots[slot] = None;
+                self.free.push(slot);
+            }
+            return Ok(());
+        }
+        if self.placed_in_window(base) {
+            return Err(MemError::NotARegion { base });
+        }
         let slot = self.slot_of(base).ok_or(MemError::NotARegion { base })?;
         if base & ((1 << REGION_SHIFT) - 1) != 0 || self.slots[slot].is_none() {
             return Err(MemError::NotARegion { base });
@@ -204,6 +378,12 @@ impl Memory {
         self.slots[slot] = None;
         self.free.push(slot);
         Ok(())
+    }
+
+    /// Whether the window of `addr` holds placed regions.
+    fn placed_in_window(&self, addr: u64) -> bool {
+        let window = addr >> REGION_SHIFT;
+        self.placed.range(window << REGION_SHIFT..(window + 1) << REGION_SHIFT).next().is_some()
     }
 
     fn slot_of(&self, addr: u64) -> Option<usize> {
@@ -220,18 +400,25 @@ impl Memory {
     pub(crate) fn region(&self, addr: u64) -> Option<(&Region, u64)> {
         let s = (addr >> REGION_SHIFT) as usize;
         let r = self.slots.get(s.wrapping_sub(1))?.as_ref()?;
-        Some((r, addr & ((1 << REGION_SHIFT) - 1)))
+        Some((r, (addr & ((1 << REGION_SHIFT) - 1)).checked_sub(r.origin)?))
     }
 
     /// Per slot (address `(i + 1) << REGION_SHIFT`): the region's storage and size, for compiled
-    /// kernels' inline bounds checks. The pointers stay valid while `self` is borrowed.
+    /// kernels' inline bounds checks. The pointers stay valid while `self` is borrowed. Storage
+    /// that does not start at its window's start has no entry: its accesses take the slow path.
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     pub(crate) fn slot_regions(&self) -> impl Iterator<Item = Option<(*mut u8, u64)>> + '_ {
-        self.slots.iter().map(|s| s.as_ref().map(|r| (r.words.as_ptr() as *mut u8, r.size)))
+        self.slots.iter().map(|s| s.as_ref().filter(|r| r.origin == 0).map(|r| (r.words.as_ptr() as *mut u8, r.size)))
     }
 
     /// The size of the region starting at `base`.
     pub fn region_size(&self, base: u64) -> Option<u64> {
+        if let Some(&size) = self.placed.get(&base) {
+            return Some(size);
+        }
+        if self.placed_in_window(base) {
+            return None;
+        }
         match self.region(base) {
             Some((r, 0)) => Some(r.size),
             _ => None,

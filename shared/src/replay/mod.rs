@@ -46,6 +46,9 @@ pub struct ReplayOptions {
     pub limits: ReplayLimits,
     /// Where native code goes as kernels are compiled (see [`ptx::JitDump`]).
     pub jit_dump: Option<ptx::JitDump>,
+    /// Regions at their captured addresses or fresh ones; `None` follows the archive
+    /// ([`crate::placement`]).
+    pub placement: Option<crate::placement::Placement>,
 }
 
 /// What went wrong, and at which op.
@@ -94,6 +97,14 @@ pub enum ReplayError {
     Upload { region: String, error: ptx::MemError },
     #[error("archive refused: {0}")]
     Limit(#[from] LimitError),
+    #[error("archive: {0}")]
+    Placement(#[from] crate::placement::PlacementError),
+    #[error(
+        "region {region} cannot be placed at its captured address {address:#x}: {error}; replay with \
+         --placement fresh to give regions fresh addresses (pointers the capture did not see then point \
+         outside every region)"
+    )]
+    Place { region: String, address: u64, error: ptx::PlaceError },
 }
 
 // The wrapped errors are part of each message rather than `source()`, so that a chain printer
@@ -371,14 +382,33 @@ impl<'a> CpuReplay<'a> {
             options,
             param_scratch: Vec::new(),
         };
+        replay.place_regions()?;
         for i in 0..replay.regions.len() {
-            if !replay.regions[i].scratch {
+            if !replay.regions[i].scratch && replay.regions[i].base.is_none() {
                 replay.map_region(i as RegionId)?;
             }
         }
         replay.restore_initial()?;
         replay.decode_ops()?;
         Ok(replay)
+    }
+
+    /// Regions at their captured addresses, where the archive or the options ask for it; before
+    /// any other region is mapped, which then gets a fresh address above them.
+    fn place_regions(&mut self) -> Result<(), ReplayError> {
+        let placed: Vec<_> = crate::placement::placed_regions(&self.archive, self.options.placement)?
+            .into_iter()
+            .filter(|a| !self.regions[a.region as usize].scratch)
+            .collect();
+        let spans: Vec<(u64, u64)> = placed.iter().map(|a| (a.address, self.regions[a.region as usize].size)).collect();
+        self.memory.place_regions(&spans, self.options.limits.max_total_bytes).map_err(|error| {
+            let a = placed[error.index()];
+            ReplayError::Place { region: self.regions[a.region as usize].name.clone(), address: a.address, error }
+        })?;
+        for a in placed {
+            self.regions[a.region as usize].base = Some(a.address);
+        }
+        Ok(())
     }
 
     fn map_region(&mut self, region: RegionId) -> Result<u64, ReplayError> {

@@ -591,3 +591,53 @@ fn iteration_stats_say_which_engine_ran_each_launch() {
         assert_eq!((stats.native_launches, stats.lane_launches), (want_native, want_lanes), "{engine:?}");
     }
 }
+
+/// Placement metadata: regions land at their captured addresses (relocations patch those in),
+/// regions without one get fresh addresses above them, the options override the archive, and an
+/// address no region may have is an error naming the region.
+#[test]
+fn placed_regions_sit_at_their_captured_addresses() {
+    use crate::placement::{Placement, ADDRESSES_KEY, PLACEMENT_KEY};
+    let build = |second: u64, placement: Option<&str>| {
+        let mut w = writer();
+        let table = w.add_region(RegionDecl::new("table", 8, DType::U64)).unwrap();
+        let a = region(&mut w, "a", &[5, 6]);
+        let _fresh = region(&mut w, "upload0", &[1]);
+        w.add_region_reloc(table, Reloc { offset: 0, target: a, target_offset: 4 }).unwrap();
+        w.set_meta(
+            ADDRESSES_KEY,
+            &format!(r#"[{{"region":0,"address":{}}},{{"region":1,"address":{second}}}]"#, 7u64 << 36),
+        );
+        if let Some(p) = placement {
+            w.set_meta(PLACEMENT_KEY, p);
+        }
+        finish(w)
+    };
+    let a_at = (7u64 << 36) + 0x1_0000;
+    let bytes = build(a_at, Some("captured"));
+    let archive = Archive::open(&bytes).unwrap();
+    let replay = CpuReplay::new(&archive, ReplayOptions::default()).unwrap();
+    let t = replay.read_region(0).unwrap();
+    assert_eq!(u64::from_le_bytes(t.try_into().unwrap()), a_at + 4, "the relocation patches in the captured address");
+    assert_eq!(replay.memory().read_u32(a_at + 4).unwrap(), 6);
+    assert_eq!(replay.memory().read_u32(8 << 36).unwrap(), 1, "the region without an address goes above");
+    // Overridden: fresh addresses, the same relocation to wherever `a` went.
+    let fresh =
+        CpuReplay::new(&archive, ReplayOptions { placement: Some(Placement::Fresh), ..Default::default() }).unwrap();
+    assert!(fresh.memory().read_u32(a_at + 4).is_err());
+    // The archive does not ask; the options do.
+    let bytes = build(a_at, None);
+    let archive = Archive::open(&bytes).unwrap();
+    let placed =
+        CpuReplay::new(&archive, ReplayOptions { placement: Some(Placement::Captured), ..Default::default() }).unwrap();
+    assert_eq!(placed.memory().read_u32(a_at).unwrap(), 5);
+    // An address in the module variables' window.
+    let bytes = build(0x0100_0000_0000_0010, Some("captured"));
+    let archive = Archive::open(&bytes).unwrap();
+    let err = CpuReplay::new(&archive, ReplayOptions::default()).err().unwrap().to_string();
+    assert!(err.contains("region a cannot be placed at its captured address 0x100000000000010"), "{err}");
+    assert!(err.contains("--placement fresh"), "{err}");
+    let bytes = build(a_at, Some("sideways"));
+    let err = CpuReplay::new(&Archive::open(&bytes).unwrap(), ReplayOptions::default()).err().unwrap().to_string();
+    assert!(err.contains("capture.placement") && err.contains("sideways"), "{err}");
+}

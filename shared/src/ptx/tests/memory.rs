@@ -118,3 +118,97 @@ fn a_run_of_shared_accesses_through_one_base_is_checked_as_a_group() {
     assert!(err.contains("misaligned") || err.contains("align"), "{err}");
     assert!(err.contains("thread [1, 0, 0]"), "{err}");
 }
+
+/// Regions placed at given addresses: several share a 64 GiB window at their own offsets, each
+/// stays a region of its own, the bytes between them read as zeros, and addresses no region may
+/// have are refused, naming the region.
+#[test]
+fn placed_regions_keep_their_addresses_and_share_a_window() {
+    let w = 5u64 << 36;
+    let (a, b, c) = (w + 0x2000, w + 0x40_0100, 9u64 << 36);
+    for window_start in [true, false] {
+        let mut mem = Memory::new();
+        mem.place_regions_from(&[(b, 64), (a, 16), (c, 8)], 1 << 40, window_start).unwrap();
+        assert_eq!(mem.region_size(a), Some(16));
+        assert_eq!(mem.region_size(b), Some(64));
+        assert_eq!(mem.region_size(w), None, "the window's start is no region");
+        mem.write(a, &[7; 16]).unwrap();
+        mem.write(b + 60, &[9; 4]).unwrap();
+        assert!(mem.write(b + 61, &[9; 4]).is_err(), "past the highest region of the window");
+        assert_eq!(mem.read_region(a).unwrap(), vec![7; 16]);
+        let mut gap = [1u8; 8];
+        mem.read(a + 16, &mut gap).unwrap();
+        assert_eq!(gap, [0; 8], "bytes between placed regions read as zeros");
+        assert_eq!(
+            mem.read(w, &mut [0; 1]).is_ok(),
+            window_start,
+            "below the lowest region: storage only from the window's start"
+        );
+        // A fresh region goes above every placed one.
+        let fresh = mem.add_region(32, 256).unwrap();
+        assert_eq!(fresh, 10 << 36);
+        mem.remove_region(a).unwrap();
+        assert_eq!(mem.region_size(a), None);
+        assert_eq!(mem.read_region(b).unwrap()[60..], [9; 4], "the window's other region stays");
+        assert!(mem.remove_region(w).is_err());
+    }
+    let refused = |regions: &[(u64, u64)]| Memory::new().place_regions(regions, 1 << 20).unwrap_err();
+    assert!(matches!(refused(&[(0x1000, 8)]), PlaceError::Reserved { index: 0, .. }), "window 0 holds no region");
+    let above = refused(&[(a, 8), (0x0100_0000_0000_0000, 8)]);
+    assert!(matches!(above, PlaceError::Reserved { index: 1, .. }), "{above}");
+    assert!(above.to_string().contains("0x100000000000000"), "{above}");
+    assert!(matches!(refused(&[((6 << 36) - 8, 16)]), PlaceError::CrossesWindow { index: 0, .. }));
+    assert!(matches!(refused(&[(a, 16), (a + 8, 8)]), PlaceError::Overlap { index: 1, other: 0, .. }));
+    let wide = refused(&[(a, 8), (b, 8)]);
+    assert!(matches!(wide, PlaceError::Span { index: 0, .. }), "{wide}");
+    let mut mem = Memory::new();
+    let fresh = mem.add_region(8, 8).unwrap();
+    assert!(matches!(mem.place_regions(&[(fresh + 64, 8)], 1 << 30), Err(PlaceError::InUse { index: 0, .. })));
+}
+
+/// A kernel follows pointers stored in one placed region into another, on every engine, whether
+/// the window's storage starts at the window (native code checks it inline) or at its lowest
+/// region (native code takes the checked slow path).
+#[test]
+fn kernels_follow_pointers_between_placed_regions_on_every_engine() {
+    let ptx = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 table)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [table];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 8;
+    add.s64 %rd3, %rd1, %rd2;
+    ld.global.u64 %rd4, [%rd3];
+    ld.global.u32 %r2, [%rd4];
+    add.s32 %r3, %r2, %r1;
+    st.global.u32 [%rd4], %r3;
+    ret;
+}";
+    let m = Module::parse(ptx).unwrap();
+    let w = 3u64 << 36;
+    let (table, data) = (w + 0x10_0000, w + 0x10_4000);
+    let mut results = Vec::new();
+    for window_start in [true, false] {
+        for engine in [Engine::Interpreter, Engine::Jit, Engine::JitScalar] {
+            let mut mem = Memory::new();
+            mem.place_regions_from(&[(table, 64), (data, 64)], 1 << 30, window_start).unwrap();
+            let pointers: Vec<u8> = (0..8u64).flat_map(|i| (data + 4 * (7 - i)).to_le_bytes()).collect();
+            mem.write(table, &pointers).unwrap();
+            let dims = LaunchDims { grid: [1, 1, 1], block: [8, 1, 1], dynamic_shared: 0 };
+            let opts = ExecOptions { engine, ..ExecOptions::default() };
+            launch(&m, "k", &dims, &table.to_le_bytes(), &mem, &opts).unwrap();
+            results.push(mem.read_region(data).unwrap());
+            // A pointer into the gap below the lowest region faults where there is no storage.
+            mem.write(table, &(w + 0x100).to_le_bytes()).unwrap();
+            let gap = launch(&m, "k", &dims, &table.to_le_bytes(), &mem, &opts);
+            assert_eq!(gap.is_err(), !window_start, "{engine:?}: {gap:?}");
+        }
+    }
+    let want: Vec<u8> = (0..16u32).flat_map(|k| if k < 8 { 7 - k } else { 0 }.to_le_bytes()).collect();
+    assert!(results.iter().all(|r| *r == want), "{results:?}");
+}
