@@ -8,20 +8,11 @@
 // Build: nvcc -O2 -arch=sm_90 -o cluster_launch cluster_launch.cu
 // Capture: recap capture -o cluster.recap -- ./cluster_launch
 #include <cooperative_groups.h>
-#include <cstdio>
 #include <cuda_profiler_api.h>
-#include <cuda_runtime.h>
+
+#include "common.cuh"
 
 namespace cg = cooperative_groups;
-
-#define CHECK(x)                                                                                        \
-    do {                                                                                                \
-        cudaError_t e = (x);                                                                            \
-        if (e != cudaSuccess) {                                                                         \
-            fprintf(stderr, "cluster_launch: %s: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__); \
-            return 1;                                                                                   \
-        }                                                                                               \
-    } while (0)
 
 constexpr int BLOCKS = 64, THREADS = 128, CLUSTER = 4;
 
