@@ -16,6 +16,7 @@ mod mbarrier;
 mod memory;
 mod mma;
 mod numerics;
+mod shared_layout;
 mod warp;
 mod wgmma;
 
