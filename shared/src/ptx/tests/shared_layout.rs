@@ -72,11 +72,27 @@ fn two_kernels_of_150_kib_each_load_and_each_runs() {
     }
 }
 
+/// A call of `func` with one `.b32` argument, its result into `result`.
+fn call(func: &str, arg: &str, result: &str) -> String {
+    format!(
+        "    {{
+    .param .b32 p0;
+    .param .b32 r0;
+    st.param.b32 [p0], {arg};
+    call.uni (r0), {func}, (p0);
+    ld.param.b32 {result}, [r0];
+    }}
+"
+    )
+}
+
 /// `outer` calls `put`, which alone names `big`: thread `t` stores `t + 1000` at its word from the
 /// top of `big` and returns what it reads back there.
-const PUT: &str = "
+fn put() -> String {
+    format!(
+        "
 .func (.param .b32 rv) put(.param .b32 t)
-{
+{{
     .reg .b32 %r<8>;
     ld.param.b32 %r1, [t];
     mov.u32 %r2, big;
@@ -91,28 +107,26 @@ const PUT: &str = "
     ld.shared.u32 %r7, [%r6];
     st.param.b32 [rv], %r7;
     ret;
-}
+}}
 .func (.param .b32 rv) outer(.param .b32 t)
-{
+{{
     .reg .b32 %r<3>;
     ld.param.b32 %r1, [t];
-    {
-    .param .b32 p0;
-    .param .b32 r0;
-    st.param.b32 [p0], %r1;
-    call.uni (r0), put, (p0);
-    ld.param.b32 %r2, [r0];
-    }
-    st.param.b32 [rv], %r2;
+{}    st.param.b32 [rv], %r2;
     ret;
+}}
+",
+        call("put", "%r1", "%r2")
+    )
 }
-";
 
 /// `with_lo` fills its own `lo`, calls `outer`, and reports what the call returned and what `lo`
 /// holds after it; `only_big` names no shared variable itself.
-const CALLERS: &str = "
+fn callers() -> String {
+    format!(
+        "
 .visible .entry with_lo(.param .u64 out)
-{
+{{
     .reg .b32 %r<8>;
     .reg .b64 %rd<4>;
     ld.param.u64 %rd1, [out];
@@ -122,46 +136,38 @@ const CALLERS: &str = "
     add.u32 %r3, %r2, %r3;
     add.u32 %r4, %r1, 500;
     st.shared.u32 [%r3], %r4;
-    {
-    .param .b32 p0;
-    .param .b32 r0;
-    st.param.b32 [p0], %r1;
-    call.uni (r0), outer, (p0);
-    ld.param.b32 %r5, [r0];
-    }
-    bar.sync 0;
+{}    bar.sync 0;
     ld.shared.u32 %r6, [%r3];
     mul.wide.u32 %rd2, %r1, 8;
     add.s64 %rd3, %rd1, %rd2;
-    st.global.v2.u32 [%rd3], {%r5, %r6};
+    st.global.v2.u32 [%rd3], {{%r5, %r6}};
     ret;
-}
+}}
 .visible .entry only_big(.param .u64 out)
-{
+{{
     .reg .b32 %r<4>;
     .reg .b64 %rd<4>;
     ld.param.u64 %rd1, [out];
     mov.u32 %r1, %tid.x;
-    {
-    .param .b32 p0;
-    .param .b32 r0;
-    st.param.b32 [p0], %r1;
-    call.uni (r0), outer, (p0);
-    ld.param.b32 %r2, [r0];
-    }
-    mul.wide.u32 %rd2, %r1, 4;
+{}    mul.wide.u32 %rd2, %r1, 4;
     add.s64 %rd3, %rd1, %rd2;
     st.global.u32 [%rd3], %r2;
     ret;
+}}
+",
+        call("outer", "%r1", "%r5"),
+        call("outer", "%r1", "%r2")
+    )
 }
-";
 
 #[test]
 fn a_function_touching_shared_memory_counts_for_the_kernels_calling_it() {
     // `lo` comes first, so `big` lies after it in `with_lo`'s block and at 0 in `only_big`'s: each
     // kernel gets a copy of `put` for its own block.
     let ptx = format!(
-        "{HEAD}.shared .align 4 .b8 lo[1024];\n.shared .align 4 .b8 big[163840];\n.shared .align 4 .b8 huge[81920];\n{PUT}{CALLERS}"
+        "{HEAD}.shared .align 4 .b8 lo[1024];\n.shared .align 4 .b8 big[163840];\n.shared .align 4 .b8 huge[81920];\n{}{}",
+        put(),
+        callers()
     );
     let m = Module::parse(&ptx).unwrap();
     assert_eq!(m.entry("with_lo").unwrap().static_shared_bytes(), 1024 + 163840);
@@ -177,20 +183,17 @@ fn a_function_touching_shared_memory_counts_for_the_kernels_calling_it() {
     assert_eq!(words(&out[0]), (0..128u32).map(|t| t + 1000).collect::<Vec<_>>());
 
     // A kernel with 80 KiB of its own that calls `outer` needs 240 KiB: refused, named.
-    let both = "
+    let both = format!(
+        "
 .visible .entry both()
-{
+{{
     .reg .b32 %r<4>;
     mov.u32 %r1, huge;
-    {
-    .param .b32 p0;
-    .param .b32 r0;
-    st.param.b32 [p0], %r1;
-    call.uni (r0), outer, (p0);
-    }
-    ret;
-}
-";
+{}    ret;
+}}
+",
+        call("outer", "%r1", "%r2")
+    );
     let ptx = format!("{ptx}{both}");
     let line = ptx.lines().position(|l| l.contains(".entry both")).unwrap() + 1;
     let e = Module::parse(&ptx).unwrap_err();
