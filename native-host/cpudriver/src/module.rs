@@ -291,8 +291,8 @@ pub unsafe extern "C" fn cuFuncGetAttribute(value: *mut c_int, attr: c_int, func
     let value = unsafe { Out::new(value) };
     guard(|| {
         let d = driver()?;
-        let (_, ptx) = d.function(func)?;
-        let static_shared = ptx.static_shared_bytes() as c_int;
+        let (f, ptx) = d.function(func)?;
+        let static_shared = ptx.entries()[f.entry].static_shared_bytes() as c_int;
         value.set(match attr {
             0 => 1024,                                      // MAX_THREADS_PER_BLOCK
             1 => static_shared,                             // SHARED_SIZE_BYTES

@@ -85,65 +85,59 @@ pub(crate) fn uses(archive: &Archive) -> Result<HashMap<u32, Vec<TensorMapUse>>,
     Ok(by_op)
 }
 
-/// Encodes `u`'s map for the global address `addr`.
-pub(crate) fn encode(u: &TensorMapUse, addr: u64) -> Result<[u8; SIZE], DriverError> {
+/// The encode entry point of `layout`: its name and its address, resolved once.
+fn encoder(layout: &Layout) -> (&'static CStr, Result<usize, DriverError>) {
     static TILED: OnceLock<Result<usize, DriverError>> = OnceLock::new();
     static IM2COL: OnceLock<Result<usize, DriverError>> = OnceLock::new();
+    let (name, cell) = match layout {
+        Layout::Tiled { .. } => (c"cuTensorMapEncodeTiled", &TILED),
+        Layout::Im2col { .. } => (c"cuTensorMapEncodeIm2col", &IM2COL),
+    };
+    (name, cell.get_or_init(|| entry(name)).clone())
+}
+
+/// Encodes `u`'s map for the global address `addr`.
+pub(crate) fn encode(u: &TensorMapUse, addr: u64) -> Result<[u8; SIZE], DriverError> {
     let e = &u.encode;
+    let (name, f) = encoder(&e.layout);
+    let f = f?;
     let mut map = Map([0; SIZE]);
     let out = map.0.as_mut_ptr() as *mut c_void;
-    let r = match &e.layout {
-        Layout::Tiled { box_dim } => {
-            let f = TILED.get_or_init(|| entry(c"cuTensorMapEncodeTiled")).clone()?;
-            // SAFETY: the entry point has this signature (cuda.h); the arrays have the lengths the
-            // rank asks for (`uses` checked them).
-            unsafe {
-                let f: EncodeTiled = std::mem::transmute(f);
-                f(
-                    out,
-                    e.dtype,
-                    e.rank,
-                    addr as *mut c_void,
-                    e.global_dim.as_ptr(),
-                    e.global_strides.as_ptr(),
-                    box_dim.as_ptr(),
-                    e.element_strides.as_ptr(),
-                    e.interleave,
-                    e.swizzle,
-                    e.l2_promotion,
-                    e.oob_fill,
-                )
-            }
-        }
-        Layout::Im2col { lower_corner, upper_corner, channels_per_pixel, pixels_per_column } => {
-            let f = IM2COL.get_or_init(|| entry(c"cuTensorMapEncodeIm2col")).clone()?;
-            // SAFETY: as above.
-            unsafe {
-                let f: EncodeIm2col = std::mem::transmute(f);
-                f(
-                    out,
-                    e.dtype,
-                    e.rank,
-                    addr as *mut c_void,
-                    e.global_dim.as_ptr(),
-                    e.global_strides.as_ptr(),
-                    lower_corner.as_ptr(),
-                    upper_corner.as_ptr(),
-                    *channels_per_pixel,
-                    *pixels_per_column,
-                    e.element_strides.as_ptr(),
-                    e.interleave,
-                    e.swizzle,
-                    e.l2_promotion,
-                    e.oob_fill,
-                )
-            }
+    // Both encoders take the map, the tensor and its strides first and the traversal and fill
+    // options last; only the layout's own arguments in between differ.
+    macro_rules! call {
+        ($ty:ty, $($layout_args:expr),+) => {{
+            let f: $ty = std::mem::transmute(f);
+            f(
+                out,
+                e.dtype,
+                e.rank,
+                addr as *mut c_void,
+                e.global_dim.as_ptr(),
+                e.global_strides.as_ptr(),
+                $($layout_args,)+
+                e.element_strides.as_ptr(),
+                e.interleave,
+                e.swizzle,
+                e.l2_promotion,
+                e.oob_fill,
+            )
+        }};
+    }
+    // SAFETY: each entry point has the signature cuda.h gives it; the arrays have the lengths the
+    // rank asks for (`uses` checked them).
+    let r = unsafe {
+        match &e.layout {
+            Layout::Tiled { box_dim } => call!(EncodeTiled, box_dim.as_ptr()),
+            Layout::Im2col { lower_corner, upper_corner, channels_per_pixel, pixels_per_column } => call!(
+                EncodeIm2col,
+                lower_corner.as_ptr(),
+                upper_corner.as_ptr(),
+                *channels_per_pixel,
+                *pixels_per_column
+            ),
         }
     };
-    let call = match e.layout {
-        Layout::Tiled { .. } => "cuTensorMapEncodeTiled",
-        Layout::Im2col { .. } => "cuTensorMapEncodeIm2col",
-    };
-    check(r, call)?;
+    check(r, name.to_str().unwrap_or("cuTensorMapEncode"))?;
     Ok(map.0)
 }

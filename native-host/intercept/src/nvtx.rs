@@ -257,6 +257,12 @@ unsafe fn message(attrs: *const EventAttributes) -> Option<String> {
     }
 }
 
+/// Whether a range beginning in `domain` (a push or a start) opens the recorded range: recording
+/// is armed, its message (read only then) is the one asked for, and no range opened it before.
+fn opens(domain: usize, message: impl FnOnce() -> Option<String>) -> bool {
+    record::armed() && message().is_some_and(|m| is_wanted(domain, &m)) && record::marker_opens()
+}
+
 /// A push in `domain`: opens the recorded range if it is the one asked for. Returns the depth
 /// of the new range (0 for the outermost), as `nvtxRangePush` does.
 fn push(domain: usize, message: impl FnOnce() -> Option<String>) -> c_int {
@@ -266,7 +272,7 @@ fn push(domain: usize, message: impl FnOnce() -> Option<String>) -> c_int {
         *d += 1;
         *d
     });
-    if record::armed() && message().is_some_and(|m| is_wanted(domain, &m)) && record::marker_opens() {
+    if opens(domain, message) {
         STACKS.with(|s| s.borrow_mut().opened = Some((domain, depth)));
     }
     depth - 1
@@ -298,7 +304,7 @@ fn pop(domain: usize, at: &str) -> c_int {
 /// A start in `domain`: a new range id, which opens the recorded range if it is the one asked for.
 fn start(domain: usize, message: impl FnOnce() -> Option<String>) -> u64 {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    if record::armed() && message().is_some_and(|m| is_wanted(domain, &m)) && record::marker_opens() {
+    if opens(domain, message) {
         OPEN_ID.store(id, Ordering::Relaxed);
     }
     id
@@ -358,29 +364,27 @@ unsafe extern "C" fn domain_range_end(_domain: usize, id: u64) {
     guarded((), || end(id, "nvtxDomainRangeEnd"))
 }
 
-/// A domain's handle: the same name gets the same handle, as NVTX documents.
-fn domain_handle(name: Option<String>) -> usize {
-    let Some(name) = name else { return 0 };
+/// The handle of `text` in `list` (index + 1), added if new: the same name gets the same handle,
+/// as NVTX documents for domains and registered strings. No text is handle 0.
+fn intern(list: impl FnOnce(&mut Names) -> &mut Vec<String>, text: Option<String>) -> usize {
+    let Some(text) = text else { return 0 };
     let mut names = names();
-    match names.domains.iter().position(|d| *d == name) {
+    let list = list(&mut *names);
+    match list.iter().position(|s| *s == text) {
         Some(i) => i + 1,
         None => {
-            names.domains.push(name);
-            names.domains.len()
+            list.push(text);
+            list.len()
         }
     }
 }
 
+fn domain_handle(name: Option<String>) -> usize {
+    intern(|n| &mut n.domains, name)
+}
+
 fn string_handle(text: Option<String>) -> usize {
-    let Some(text) = text else { return 0 };
-    let mut names = names();
-    match names.strings.iter().position(|s| *s == text) {
-        Some(i) => i + 1,
-        None => {
-            names.strings.push(text);
-            names.strings.len()
-        }
-    }
+    intern(|n| &mut n.strings, text)
 }
 
 unsafe extern "C" fn domain_create_a(name: *const c_char) -> usize {

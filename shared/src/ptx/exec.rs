@@ -547,14 +547,14 @@ impl LaunchPlan {
         if dims.grid[1] > 65535 || dims.grid[2] > 65535 || dims.grid[0] > i32::MAX as u32 {
             return Err(bad(format!("grid {:?} exceeds the limits of a launch", dims.grid)));
         }
-        let shared_size = module.dynamic_shared_base as u64 + dims.dynamic_shared as u64;
-        if dims.dynamic_shared > 0 && shared_size > MAX_SHARED_BYTES || module.static_shared as u64 > MAX_SHARED_BYTES {
+        let shared_size = e.dynamic_shared_base as u64 + dims.dynamic_shared as u64;
+        if dims.dynamic_shared > 0 && shared_size > MAX_SHARED_BYTES || e.static_shared as u64 > MAX_SHARED_BYTES {
             return Err(bad(format!(
                 "{} bytes of shared memory per block ({} static + {} dynamic) exceed the {MAX_SHARED_BYTES} byte limit",
-                shared_size, module.static_shared, dims.dynamic_shared
+                shared_size, e.static_shared, dims.dynamic_shared
             )));
         }
-        let shared_size = if dims.dynamic_shared > 0 { shared_size } else { module.static_shared as u64 };
+        let shared_size = if dims.dynamic_shared > 0 { shared_size } else { e.static_shared as u64 };
         Ok(LaunchPlan {
             module: module.id,
             entry: index as u32,

@@ -11,12 +11,34 @@ use super::module::{Entry, Module, ParamInfo};
 use super::parse::{self, InitElem, Lit, Operand, Stmt, VarDecl};
 
 mod asynchronous;
+mod shared_layout;
 mod wgmma;
+
+use shared_layout::{Layout, SharedPlan};
 
 /// Largest static + dynamic shared memory a block may use (bytes), as on sm_90.
 pub const MAX_SHARED_BYTES: u64 = 228 * 1024;
 /// Largest per-thread local frame (bytes), as the hardware allows.
 pub const MAX_LOCAL_BYTES: u64 = 512 * 1024;
+
+/// Why the Tensor Memory Accelerator's instructions are refused.
+const TMA_REASON: &str = "TMA tensor copies (cp.async.bulk.tensor) are not supported on the CPU";
+
+/// Whether an opcode belongs to the Tensor Memory Accelerator: a copy, reduction or prefetch through
+/// a `CUtensorMap` (`cp.async.bulk.tensor`, `cp.reduce.async.bulk.tensor`,
+/// `cp.async.bulk.prefetch.tensor`), or work on the descriptor itself (`prefetch.tensormap`,
+/// `tensormap.replace`).
+fn is_tma(opcode: &str) -> bool {
+    let mut parts = opcode.split('.');
+    let base = parts.next().unwrap_or("");
+    let rest: Vec<&str> = parts.collect();
+    match base {
+        "cp" => rest.contains(&"bulk") && rest.contains(&"tensor"),
+        "prefetch" | "prefetchu" => rest.iter().any(|m| m.starts_with("tensormap")),
+        "tensormap" => true,
+        _ => false,
+    }
+}
 
 /// What a 128-bit register may do: registers are 64 bits wide on the CPU, so a `.b128` register
 /// is a pair of them (low half first) that `ld`, `st` and `mov` `.b128` move as a whole.
@@ -28,6 +50,7 @@ enum Sym {
     Reg(R),
     Frame(u32),
     KParam(u32),
+    /// A static `.shared` variable by id; its offset is the block's (`shared_layout::Layout`).
     Shared(u32),
     DynShared,
     Var(u64),
@@ -86,41 +109,17 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
             }
         }
     }
-    // Shared memory: module-level and function-level `.shared` share one block layout.
-    let mut shared_size: u64 = 0;
-    let mut dyn_align: u64 = 16;
-    let mut place_shared = |d: &VarDecl, size_out: &mut u64| -> Result<Option<u32>, PtxError> {
-        if d.is_extern || (d.is_array && d.dims.first() == Some(&None) && d.init.is_none()) {
-            dyn_align = dyn_align.max(decl_align(d)?);
-            return Ok(None);
-        }
-        let a = decl_align(d)?;
-        let off = align_up(*size_out, a);
-        let size = decl_size(d, None)?;
-        *size_out = off.saturating_add(size);
-        if *size_out > MAX_SHARED_BYTES {
-            return Err(PtxError::new(
-                d.line,
-                format!(
-                    "shared memory of {} bytes (through `{}`) exceeds the {} byte limit of a block",
-                    *size_out, d.name, MAX_SHARED_BYTES
-                ),
-            ));
-        }
-        Ok(Some(off as u32))
-    };
+    // Shared memory: laid out per kernel (shared_layout.rs).
+    let plan = SharedPlan::new(&pm, &func_index)?;
+    for (name, sym) in plan.module_vars() {
+        globals.insert(name.to_string(), sym);
+    }
     let mut var_regions: Vec<Region> = Vec::new();
     let mut var_names: Vec<String> = Vec::new();
     let mut pending_inits: Vec<(usize, &VarDecl)> = Vec::new();
     for v in &pm.vars {
         match v.space.as_str() {
-            ".shared" => {
-                let sym = match place_shared(v, &mut shared_size)? {
-                    Some(off) => Sym::Shared(off),
-                    None => Sym::DynShared,
-                };
-                globals.insert(v.name.clone(), sym);
-            }
+            ".shared" => {}
             ".global" | ".const" => {
                 let init_len = v.init.as_ref().map(|i| i.len() as u64 / v.vec as u64);
                 let size = decl_size(v, init_len)?;
@@ -153,33 +152,52 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
         globals.entry(name.clone()).or_insert(Sym::Func);
     }
     for (idx, v) in pending_inits {
-        let bytes = init_bytes(v, &globals)?;
+        let bytes = init_bytes(v, &globals, &plan)?;
         let region = &var_regions[idx];
         let n = bytes.len().min(region.size() as usize);
         region.write(0, &bytes[..n]);
     }
-    // Pre-place function-level shared variables, in statement order.
-    let mut fn_shared: Vec<Vec<Sym>> = Vec::with_capacity(pm.funcs.len());
-    for f in &pm.funcs {
-        let mut v = Vec::new();
-        for s in f.body.iter().flatten() {
-            if let Stmt::Decl(d) = s {
-                if d.space == ".shared" {
-                    v.push(match place_shared(d, &mut shared_size)? {
-                        Some(off) => Sym::Shared(off),
-                        None => Sym::DynShared,
-                    });
-                }
+    // Every kernel is a root with a block of its own; so is every function no kernel calls, so that
+    // what it cannot lower is still refused. A function is lowered once per placement of the shared
+    // variables it reaches (`SharedPlan::key`), its calls going to its callees' copies for the same block.
+    let mut roots = Vec::new();
+    for (i, f) in pm.funcs.iter().enumerate() {
+        if func_index.get(&f.name) == Some(&(i as u32)) {
+            roots.push(i);
+        }
+    }
+    let mut layouts: Vec<Layout> = Vec::new();
+    let mut variants: HashMap<(usize, Vec<u32>), u32> = HashMap::new();
+    let mut jobs: Vec<(usize, usize)> = Vec::new();
+    let mut variant = |f: usize, l: usize, layouts: &[Layout], jobs: &mut Vec<(usize, usize)>| -> u32 {
+        *variants.entry((f, plan.key(f, &layouts[l]))).or_insert_with(|| {
+            jobs.push((f, l));
+            jobs.len() as u32 - 1
+        })
+    };
+    let mut root_func = HashMap::new();
+    let mut funcs = Vec::with_capacity(roots.len());
+    let mut layout_of = Vec::with_capacity(roots.len());
+    let mut lowered = vec![false; pm.funcs.len()];
+    for entries_first in [true, false] {
+        for &r in &roots {
+            let f = &pm.funcs[r];
+            if f.is_entry != entries_first || lowered[r] {
+                continue;
+            }
+            let what = format!("{} `{}`", if f.is_entry { "kernel" } else { "function" }, f.name);
+            layouts.push(plan.layout(r, &what, f.line)?);
+            root_func.insert(r, variant(r, layouts.len() - 1, &layouts, &mut jobs));
+            while funcs.len() < jobs.len() {
+                let (f, l) = jobs[funcs.len()];
+                let calls: HashMap<u32, u32> =
+                    plan.callees(f).iter().map(|&c| (c as u32, variant(c, l, &layouts, &mut jobs))).collect();
+                let lf = FnLower::new(&globals, &func_index, &pm.funcs, &layouts[l], &calls);
+                funcs.push(lf.lower(&pm.funcs[f], plan.locals(f))?);
+                layout_of.push(l);
+                lowered[f] = true;
             }
         }
-        fn_shared.push(v);
-    }
-    let dyn_base = align_up(shared_size, dyn_align);
-
-    let mut funcs = Vec::with_capacity(pm.funcs.len());
-    for (i, f) in pm.funcs.iter().enumerate() {
-        let lf = FnLower::new(&globals, &func_index, &pm.funcs, dyn_base as u32);
-        funcs.push(lf.lower(f, std::mem::take(&mut fn_shared[i]))?);
     }
     // Frame sizes of call chains; recursion is rejected.
     let n = funcs.len();
@@ -215,10 +233,11 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
         if !f.is_entry || f.body.is_none() || func_index.get(&f.name) != Some(&(i as u32)) {
             continue;
         }
-        if stack_size[i] > MAX_LOCAL_BYTES {
+        let func = root_func[&i];
+        if stack_size[func as usize] > MAX_LOCAL_BYTES {
             return Err(PtxError::new(
                 f.line,
-                format!("kernel `{}` needs {} bytes of local memory per thread", f.name, stack_size[i]),
+                format!("kernel `{}` needs {} bytes of local memory per thread", f.name, stack_size[func as usize]),
             ));
         }
         let mut params = Vec::new();
@@ -236,7 +255,15 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
             });
             off += size;
         }
-        entries.push(Entry { name: f.name.clone(), func: i as u32, params, params_size: off as u32 });
+        let layout = &layouts[layout_of[func as usize]];
+        entries.push(Entry {
+            name: f.name.clone(),
+            func,
+            params,
+            params_size: off as u32,
+            static_shared: layout.size,
+            dynamic_shared_base: layout.dyn_base,
+        });
     }
     Ok(Module {
         id: super::module::next_module_id(),
@@ -244,15 +271,13 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
         entries,
         vars: var_regions,
         var_names,
-        static_shared: shared_size as u32,
-        dynamic_shared_base: dyn_base as u32,
         version: pm.version,
         target: pm.target,
         jit: Default::default(),
     })
 }
 
-fn init_bytes(v: &VarDecl, globals: &HashMap<String, Sym>) -> Result<Vec<u8>, PtxError> {
+fn init_bytes(v: &VarDecl, globals: &HashMap<String, Sym>, plan: &SharedPlan) -> Result<Vec<u8>, PtxError> {
     let ty = decl_ty(v)?;
     let w = ty.bytes() as usize;
     let mut out = Vec::new();
@@ -282,7 +307,10 @@ fn init_bytes(v: &VarDecl, globals: &HashMap<String, Sym>) -> Result<Vec<u8>, Pt
             }
             InitElem::Sym(name, off) => match globals.get(&name) {
                 Some(Sym::Var(a)) => a.wrapping_add(off as u64),
-                Some(Sym::Shared(o)) => SHARED_BASE + *o as u64 + off as u64,
+                Some(Sym::Shared(id)) => match plan.pinned_offset(*id) {
+                    Some(o) => SHARED_BASE + o as u64 + off as u64,
+                    None => return Err(PtxError::new(v.line, format!("`{name}` has no fixed place in shared memory"))),
+                },
                 _ => {
                     return Err(PtxError::new(
                         v.line,
@@ -403,6 +431,10 @@ struct FnLower<'m> {
     globals: &'m HashMap<String, Sym>,
     func_index: &'m HashMap<String, u32>,
     all: &'m [parse::Func],
+    /// The block this copy of the function is lowered for.
+    layout: &'m Layout,
+    /// The copies its calls go to, by the callee's index in `all`.
+    calls: &'m HashMap<u32, u32>,
     dyn_base: u32,
     scopes: Vec<HashMap<String, Sym>>,
     reg_bits: Vec<u32>,
@@ -435,13 +467,16 @@ impl<'m> FnLower<'m> {
         globals: &'m HashMap<String, Sym>,
         func_index: &'m HashMap<String, u32>,
         all: &'m [parse::Func],
-        dyn_base: u32,
+        layout: &'m Layout,
+        calls: &'m HashMap<u32, u32>,
     ) -> Self {
         FnLower {
             globals,
             func_index,
             all,
-            dyn_base,
+            layout,
+            calls,
+            dyn_base: layout.dyn_base,
             scopes: vec![HashMap::new()],
             reg_bits: Vec::new(),
             consts: HashMap::new(),
@@ -605,6 +640,14 @@ impl<'m> FnLower<'m> {
         Ok(())
     }
 
+    /// Where static shared variable `id` lies in this function's block.
+    fn shared_offset(&self, id: u32) -> Res<u32> {
+        match self.layout.offset(id) {
+            Some(o) => Ok(o),
+            None => self.err("a shared variable has no place in this block"),
+        }
+    }
+
     fn lookup(&self, name: &str) -> Option<Sym> {
         for s in self.scopes.iter().rev() {
             if let Some(v) = s.get(name) {
@@ -683,7 +726,10 @@ impl<'m> FnLower<'m> {
             Some(Sym::Reg(r)) if off == 0 => self.narrow(r, n),
             Some(Sym::Reg(_)) => self.err(format!("register `{n}` used with an offset")),
             Some(Sym::KParam(o)) => Ok(self.konst((o as i64 + off) as u64)),
-            Some(Sym::Shared(o)) => Ok(self.konst((o as i64 + off) as u64)),
+            Some(Sym::Shared(id)) => {
+                let o = self.shared_offset(id)?;
+                Ok(self.konst((o as i64 + off) as u64))
+            }
             Some(Sym::DynShared) => Ok(self.konst((self.dyn_base as i64 + off) as u64)),
             Some(Sym::Var(a)) => Ok(self.konst(a.wrapping_add(off as u64))),
             Some(Sym::Frame(_)) => self.err(format!("the address of `{n}` may only be taken by `mov`")),
@@ -755,6 +801,19 @@ impl<'m> FnLower<'m> {
                 exit_bound: Vec::new(),
             });
         };
+        // A TMA kernel takes the address of its `CUtensorMap` parameter first (`cvta.param`), which
+        // would be the refusal; the copy that needs it is the one worth naming.
+        for s in body {
+            if let Stmt::Inst(i) = s {
+                if is_tma(&i.opcode) {
+                    let what = if f.is_entry { "kernel" } else { "function" };
+                    return Err(PtxError::new(
+                        i.line,
+                        format!("{what} `{}` uses `{}`: {TMA_REASON}", f.name, i.opcode),
+                    ));
+                }
+            }
+        }
         let mut shared = shared.into_iter();
         for s in body {
             match s {
@@ -971,8 +1030,7 @@ impl<'m> FnLower<'m> {
             return self.unsupported(o.full);
         }
         if o.has("tensor") {
-            return self
-                .refused(o.full, "TMA tensor copies read a CUtensorMap descriptor, which the CPU does not model");
+            return self.refused(o.full, TMA_REASON);
         }
         if o.has("reduce") {
             return self.unsupported(o.full);
@@ -1917,8 +1975,8 @@ impl<'m> FnLower<'m> {
                 (Space::KParam, Addr { base: Base::Abs, off: p as i64 + off })
             }
             Some(Sym::Frame(p)) => (Space::Local, Addr { base: Base::Frame, off: p as i64 + off }),
-            Some(Sym::Shared(p)) => {
-                let a = p as i64 + off;
+            Some(Sym::Shared(id)) => {
+                let a = self.shared_offset(id)? as i64 + off;
                 if generic {
                     (Space::Generic, Addr { base: Base::Abs, off: (SHARED_BASE as i64).wrapping_add(a) })
                 } else {
@@ -2219,7 +2277,10 @@ impl<'m> FnLower<'m> {
             let s = slots[ret_ops.len() + i];
             args.push(CallArg { caller: c, callee: s.0, size: s.1 });
         }
-        self.push(Inst::Call { func: fi, args, rets });
+        let Some(&func) = self.calls.get(&fi) else {
+            return self.err(format!("call of `{fname}`, which this function does not name"));
+        };
+        self.push(Inst::Call { func, args, rets });
         Ok(())
     }
 }

@@ -24,6 +24,10 @@ pub struct Entry {
     pub(super) func: u32,
     pub(super) params: Vec<ParamInfo>,
     pub(super) params_size: u32,
+    /// Bytes of static `.shared` memory of the kernel's block: the variables it reaches.
+    pub(super) static_shared: u32,
+    /// Where dynamic shared memory starts in the kernel's block.
+    pub(super) dynamic_shared_base: u32,
 }
 
 impl Entry {
@@ -36,6 +40,11 @@ impl Entry {
     /// Bytes of the parameter buffer (the end of the last parameter).
     pub fn params_size(&self) -> u32 {
         self.params_size
+    }
+    /// Bytes of static `.shared` memory a block of this kernel uses: the module-scope variables it
+    /// and the functions it calls name, and its own.
+    pub fn static_shared_bytes(&self) -> u32 {
+        self.static_shared
     }
 }
 
@@ -52,8 +61,6 @@ pub struct Module {
     pub(super) entries: Vec<Entry>,
     pub(super) vars: Vec<memory::Region>,
     pub(super) var_names: Vec<String>,
-    pub(super) static_shared: u32,
-    pub(super) dynamic_shared_base: u32,
     pub(super) version: Option<String>,
     pub(super) target: Vec<String>,
     /// Kernels compiled to native code, by function, made on first launch.
@@ -67,7 +74,6 @@ impl std::fmt::Debug for Module {
             .field("entries", &self.entries.iter().map(|e| &e.name).collect::<Vec<_>>())
             .field("functions", &self.funcs.len())
             .field("variables", &self.var_names)
-            .field("static_shared", &self.static_shared)
             .finish()
     }
 }
@@ -89,11 +95,6 @@ impl Module {
 
     pub fn entries(&self) -> &[Entry] {
         &self.entries
-    }
-
-    /// Bytes of static `.shared` memory a block of any kernel of this module uses.
-    pub fn static_shared_bytes(&self) -> u32 {
-        self.static_shared
     }
 
     /// The `.version` directive, e.g. `"8.7"`.

@@ -6,14 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e = (x);                                                                  \
-    if (e != cudaSuccess) {                                                               \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      exit(1);                                                                            \
-    }                                                                                     \
-  } while (0)
+#include "common.cuh"
 
 __global__ void fill_ramp(float* x, float step, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

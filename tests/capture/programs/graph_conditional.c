@@ -3,11 +3,8 @@
  * `.extern .func` in its PTX, supplied by the driver) until ten passes are done. The condition takes
  * its default value, 1, at every launch. The graph is launched between cuProfilerStart and
  * cuProfilerStop. It checks its results and prints `graph_conditional: ok <passes>`. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "cuda_min.h"
+#define PROGRAM "graph_conditional"
+#include "common.h"
 
 static const char *PTX =
     ".version 8.0\n"
@@ -76,28 +73,12 @@ static const char *PTX =
     "\tret;\n"
     "}\n";
 
-static void check(CUresult r, const char *what, int line) {
-    if (r != CUDA_SUCCESS) {
-        const char *name = "?";
-        cuGetErrorName(r, &name);
-        fprintf(stderr, "graph_conditional: %s failed with %s (%d) at line %d\n", what, name, r, line);
-        exit(1);
-    }
-}
-#define CHECK(call) check((call), #call, __LINE__)
-
 enum { N = 1000, BLOCK = 128, LIMIT = 10 };
 
 int main(void) {
-    CUdevice dev;
     CUcontext ctx;
-    CUmodule module;
-    CUfunction step;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuCtxCreate(&ctx, 0, dev));
-    CHECK(cuModuleLoadData(&module, PTX));
-    CHECK(cuModuleGetFunction(&step, module, "step"));
+    CUmodule module = open_module(&ctx, PTX);
+    CUfunction step = get_kernel(module, "step");
 
     static float x[N], y[N];
     for (int i = 0; i < N; i++) x[i] = (float)(i % 7);

@@ -7,101 +7,10 @@
  * node reads host memory when the graph runs, so the second launch sees the host data as changed
  * in between. It checks every value against its own computation and prints
  * `graph_nodes: ok <checksum>`. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define PROGRAM "graph_nodes"
+#include "common.h"
 
-#include "cuda_min.h"
 
-static const char *PTX =
-    ".version 8.0\n"
-    ".target sm_80\n"
-    ".address_size 64\n"
-    "\n"
-    "// y[i] = a * x[i] + y[i] for i < n\n"
-    ".visible .entry scale_add(\n"
-    "\t.param .u64 scale_add_param_0,\n"
-    "\t.param .u64 scale_add_param_1,\n"
-    "\t.param .f32 scale_add_param_2,\n"
-    "\t.param .u32 scale_add_param_3\n"
-    ")\n"
-    "{\n"
-    "\t.reg .pred %p<2>;\n"
-    "\t.reg .f32 %f<5>;\n"
-    "\t.reg .b32 %r<6>;\n"
-    "\t.reg .b64 %rd<8>;\n"
-    "\tld.param.u64 %rd1, [scale_add_param_0];\n"
-    "\tld.param.u64 %rd2, [scale_add_param_1];\n"
-    "\tld.param.f32 %f1, [scale_add_param_2];\n"
-    "\tld.param.u32 %r2, [scale_add_param_3];\n"
-    "\tmov.u32 %r3, %ctaid.x;\n"
-    "\tmov.u32 %r4, %ntid.x;\n"
-    "\tmov.u32 %r5, %tid.x;\n"
-    "\tmad.lo.s32 %r1, %r3, %r4, %r5;\n"
-    "\tsetp.ge.s32 %p1, %r1, %r2;\n"
-    "\t@%p1 bra $L__scale_add_done;\n"
-    "\tcvta.to.global.u64 %rd3, %rd1;\n"
-    "\tcvta.to.global.u64 %rd4, %rd2;\n"
-    "\tmul.wide.s32 %rd5, %r1, 4;\n"
-    "\tadd.s64 %rd6, %rd4, %rd5;\n"
-    "\tld.global.f32 %f2, [%rd6];\n"
-    "\tadd.s64 %rd7, %rd3, %rd5;\n"
-    "\tld.global.f32 %f3, [%rd7];\n"
-    "\tfma.rn.f32 %f4, %f2, %f1, %f3;\n"
-    "\tst.global.f32 [%rd7], %f4;\n"
-    "$L__scale_add_done:\n"
-    "\tret;\n"
-    "}\n"
-    "\n"
-    "// data[i] = (data[i] * 2654435761) ^ (seed + i) for i < n\n"
-    ".visible .entry mix_u32(\n"
-    "\t.param .u64 mix_u32_param_0,\n"
-    "\t.param .u32 mix_u32_param_1,\n"
-    "\t.param .u32 mix_u32_param_2\n"
-    ")\n"
-    "{\n"
-    "\t.reg .pred %p<2>;\n"
-    "\t.reg .b32 %r<10>;\n"
-    "\t.reg .b64 %rd<5>;\n"
-    "\tld.param.u64 %rd1, [mix_u32_param_0];\n"
-    "\tld.param.u32 %r2, [mix_u32_param_1];\n"
-    "\tld.param.u32 %r3, [mix_u32_param_2];\n"
-    "\tmov.u32 %r4, %ctaid.x;\n"
-    "\tmov.u32 %r5, %ntid.x;\n"
-    "\tmov.u32 %r6, %tid.x;\n"
-    "\tmad.lo.s32 %r1, %r4, %r5, %r6;\n"
-    "\tsetp.ge.s32 %p1, %r1, %r3;\n"
-    "\t@%p1 bra $L__mix_u32_done;\n"
-    "\tcvta.to.global.u64 %rd2, %rd1;\n"
-    "\tmul.wide.s32 %rd3, %r1, 4;\n"
-    "\tadd.s64 %rd4, %rd2, %rd3;\n"
-    "\tld.global.u32 %r7, [%rd4];\n"
-    "\tmul.lo.s32 %r8, %r7, -1640531535;\n"
-    "\tadd.s32 %r9, %r2, %r1;\n"
-    "\txor.b32 %r8, %r8, %r9;\n"
-    "\tst.global.u32 [%rd4], %r8;\n"
-    "$L__mix_u32_done:\n"
-    "\tret;\n"
-    "}\n";
-
-static void check(CUresult r, const char *what, int line) {
-    if (r != CUDA_SUCCESS) {
-        const char *name = "?";
-        cuGetErrorName(r, &name);
-        fprintf(stderr, "graph_nodes: %s failed with %s (%d) at line %d\n", what, name, r, line);
-        exit(1);
-    }
-}
-#define CHECK(call) check((call), #call, __LINE__)
-
-static unsigned long long fnv1a(unsigned long long h, const void *data, size_t len) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
 
 enum { N = 1000, BLOCK = 128, ROWS = 10, COLS = N / ROWS, HALF = COLS / 2 };
 
@@ -145,17 +54,10 @@ static int check_y(const char *when) {
 }
 
 int main(void) {
-    CUdevice dev;
     CUcontext ctx;
-    CUmodule module;
-    CUfunction scale_add, mix_u32;
+    CUmodule module = open_module(&ctx, SCALE_ADD_MIX_PTX);
+    CUfunction scale_add = get_kernel(module, "scale_add"), mix_u32 = get_kernel(module, "mix_u32");
     CUstream stream;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuCtxCreate(&ctx, 0, dev));
-    CHECK(cuModuleLoadData(&module, PTX));
-    CHECK(cuModuleGetFunction(&scale_add, module, "scale_add"));
-    CHECK(cuModuleGetFunction(&mix_u32, module, "mix_u32"));
     CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 
     for (int i = 0; i < N; i++) {

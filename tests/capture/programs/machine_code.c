@@ -5,11 +5,8 @@
  *
  * Between cuProfilerStart and cuProfilerStop: a PTX kernel fills x, the machine-code kernel adds
  * x*x into y, a PTX kernel adds 5 to y. It checks y on the host and prints `machine_code: ok <sum>`. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "cuda_min.h"
+#define PROGRAM "machine_code"
+#include "common.h"
 
 static const char *PTX =
     ".version 8.0\n"
@@ -118,32 +115,15 @@ static unsigned char *machine_code_fatbin(void) {
     return f;
 }
 
-static void check(CUresult r, const char *what, int line) {
-    if (r != CUDA_SUCCESS) {
-        const char *name = "?";
-        cuGetErrorName(r, &name);
-        fprintf(stderr, "machine_code: %s failed with %s (%d) at line %d\n", what, name, r, line);
-        exit(1);
-    }
-}
-#define CHECK(call) check((call), #call, __LINE__)
-
 enum { N = 400, BLOCK = 128 };
 
 int main(void) {
-    CUdevice dev;
     CUcontext ctx;
-    CUmodule ptx_module, machine_module;
-    CUfunction affine, square_acc;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuCtxCreate(&ctx, 0, dev));
-    CHECK(cuModuleLoadData(&ptx_module, PTX));
+    CUmodule ptx_module = open_module(&ctx, PTX), machine_module;
     unsigned char *fatbin = machine_code_fatbin();
     CHECK(cuModuleLoadData(&machine_module, fatbin));
     free(fatbin); /* the driver and recap have what they need by now */
-    CHECK(cuModuleGetFunction(&affine, ptx_module, "affine_u32"));
-    CHECK(cuModuleGetFunction(&square_acc, machine_module, "square_acc"));
+    CUfunction affine = get_kernel(ptx_module, "affine_u32"), square_acc = get_kernel(machine_module, "square_acc");
 
     CUdeviceptr x, y;
     CHECK(cuMemAlloc(&x, N * sizeof(unsigned)));

@@ -11,11 +11,9 @@
  *   io          start/end                 +100000
  *   step again  push/pop                  +1000000 */
 #include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "cuda_min.h"
+#define PROGRAM "nvtx_range"
+#include "common.h"
 
 /* ---- NVTX v3's injection ABI, as its documentation lays it out ---- */
 
@@ -151,16 +149,6 @@ static const char *PTX =
     "\tret;\n"
     "}\n";
 
-static void check(CUresult r, const char *what, int line) {
-    if (r != CUDA_SUCCESS) {
-        const char *name = "?";
-        cuGetErrorName(r, &name);
-        fprintf(stderr, "nvtx_range: %s failed with %s (%d) at line %d\n", what, name, r, line);
-        exit(1);
-    }
-}
-#define CHECK(call) check((call), #call, __LINE__)
-
 enum { N = 300, BLOCK = 128 };
 
 static CUfunction add_u32;
@@ -173,14 +161,9 @@ static void add(unsigned k) {
 }
 
 int main(void) {
-    CUdevice dev;
     CUcontext ctx;
-    CUmodule module;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuCtxCreate(&ctx, 0, dev));
-    CHECK(cuModuleLoadData(&module, PTX));
-    CHECK(cuModuleGetFunction(&add_u32, module, "add_u32"));
+    CUmodule module = open_module(&ctx, PTX);
+    add_u32 = get_kernel(module, "add_u32");
     static unsigned host[N];
     /* The top bit set: no two neighbouring words read as an address of the CPU driver's, which
      * recap would take for a pointer. */

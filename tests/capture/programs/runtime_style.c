@@ -10,11 +10,14 @@
  * does not have and of one newer than the version asked for. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cuda_min.h"
+
+/* Resolved through cuGetProcAddress like every entry point: the program does not link the driver. */
+static PFN_cuGetErrorName get_error_name;
+#define PROGRAM "runtime_style"
+#define ERROR_NAME(r, name) ((void)(get_error_name && get_error_name((r), (name))))
+#include "common.h"
 
 static const char *PTX =
     ".version 8.0\n"
@@ -95,8 +98,6 @@ enum { VERSION = 12080, N = 777, BLOCK = 64 };
 
 static PFN_cuGetProcAddress_v2 get_proc_v2;
 static PFN_cuGetProcAddress get_proc_v1;
-static PFN_cuGetErrorName get_error_name;
-
 /* cuGetProcAddress through whichever of the two the driver has; the status is 0 without _v2. */
 static CUresult get_proc(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
     *status = 0;
@@ -115,24 +116,6 @@ static void *resolve(const char *symbol, uint64_t flags) {
     return pfn;
 }
 
-static void check(CUresult r, const char *what, int line) {
-    if (r != CUDA_SUCCESS) {
-        const char *name = "?";
-        if (get_error_name) get_error_name(r, &name);
-        fprintf(stderr, "runtime_style: %s failed with %s (%d) at line %d\n", what, name, r, line);
-        exit(1);
-    }
-}
-#define CHECK(call) check((call), #call, __LINE__)
-
-static unsigned long long fnv1a(unsigned long long h, const void *data, size_t len) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
 
 static int unknown_symbol(void) {
     void *pfn = (void *)&pfn;

@@ -119,7 +119,7 @@ fn cp_async_faults_are_reported() {
 #[test]
 fn tma_tensor_copies_reductions_and_tcgen05_are_refused_with_a_reason() {
     for (inst, why) in [
-        ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4];", "CUtensorMap"),
+        ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4];", "kernel `k` uses `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`: TMA tensor copies (cp.async.bulk.tensor) are not supported on the CPU"),
         ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd1], [%r1], 64;", "unsupported instruction"),
         ("tcgen05.fence::before_thread_sync;", "tensor memory"),
     ] {
@@ -127,5 +127,30 @@ fn tma_tensor_copies_reductions_and_tcgen05_are_refused_with_a_reason() {
         let Err(e) = crate::ptx::Module::parse(&ptx) else { panic!("{inst} was accepted") };
         let e = e.to_string();
         assert!(e.contains("line 6") && e.contains(why), "{e}");
+    }
+}
+
+#[test]
+fn a_triton_tma_kernel_is_refused_at_its_tensor_copy() {
+    // Triton's form: the `CUtensorMap` parameter's address taken with `cvta.param` first, the copy
+    // through it further down.
+    let ptx = include_str!("ptx/triton_tma_load.ptx");
+    let line = ptx.lines().position(|l| l.contains("cp.async.bulk.tensor")).unwrap() + 1;
+    let e = crate::ptx::Module::parse(ptx).unwrap_err();
+    assert_eq!(e.line as usize, line, "{e}");
+    assert!(
+        e.message.starts_with("kernel `tma_copy` uses `cp.async.bulk.tensor.2d.")
+            && e.message.ends_with(": TMA tensor copies (cp.async.bulk.tensor) are not supported on the CPU"),
+        "{e}"
+    );
+    // Every instruction of the Tensor Memory Accelerator is named the same way, wherever it is.
+    for inst in [
+        "prefetch.tensormap [%rd1];",
+        "cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [%rd1, {%r1}], [%r2];",
+        "cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%rd1, {%r1, %r2}];",
+    ] {
+        let ptx = format!("{HEAD}.func f(.param .b64 p)\n{{\n .reg .b32 %r<4>; .reg .b64 %rd<4>;\n {inst}\n ret;\n}}");
+        let e = crate::ptx::Module::parse(&ptx).unwrap_err().to_string();
+        assert!(e.starts_with("PTX line 7: function `f` uses `") && e.ends_with("are not supported on the CPU"), "{e}");
     }
 }

@@ -142,8 +142,12 @@ fn an_infinite_loop_is_stopped_by_the_cancel_flag() {
 fn huge_shared_memory_is_a_clear_error() {
     let ptx = format!("{HEAD}\n.visible .entry k()\n{{\n    .shared .align 4 .b8 big[300000];\n    ret;\n}}");
     let err = Module::parse(&ptx).unwrap_err();
-    assert!(err.to_string().contains("exceeds the 233472 byte limit"), "{err}");
-    assert_eq!(err.line, 7);
+    assert!(
+        err.to_string()
+            .contains("kernel `k` needs 300000 bytes of static shared memory, which exceeds the 233472 byte limit"),
+        "{err}"
+    );
+    assert_eq!(err.line, 5, "the kernel's line");
     let ptx = format!("{HEAD}\n.extern .shared .align 16 .b8 d[];\n.visible .entry k()\n{{\n    ret;\n}}");
     let m = Module::parse(&ptx).unwrap();
     let dims = LaunchDims { grid: [1, 1, 1], block: [1, 1, 1], dynamic_shared: 1 << 30 };
