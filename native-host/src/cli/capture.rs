@@ -53,6 +53,10 @@ pub struct Args {
     /// the capture asks for this where it sees kernels write pointers
     #[arg(long)]
     pub place_regions: bool,
+    /// Keep the program's address-space randomisation (by default it runs without, as under gdb,
+    /// so that a replay can place regions at the captured device addresses: cli/aslr.rs)
+    #[arg(long)]
+    pub keep_aslr: bool,
     /// The program and its arguments
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -126,6 +130,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.place_regions {
         cmd.env(env::PLACE, "1");
+    }
+    if !args.keep_aslr {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the hook makes one system call (personality), which is async-signal-safe.
+        unsafe { cmd.pre_exec(super::aslr::disable_for_exec) };
     }
     let status = cmd
         .args(&args.command[1..])

@@ -448,6 +448,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let args = Args { device, ..args };
+    if matches!(args.device, DeviceArg::Cuda(_)) && super::aslr::randomized() {
+        let asked = args.placement.map(Into::into).map_or_else(|| shared::placement::asked(&archive), Ok);
+        if asked.is_ok_and(|p| p == shared::placement::Placement::Captured) {
+            // The captured ranges are free only in a process laid out without randomisation.
+            let error = super::aslr::reexec_without_randomization();
+            eprintln!(
+                "recap replay: could not run again without address-space randomisation ({error}); placing regions \
+                 at their captured addresses will likely fail"
+            );
+        }
+    }
     let settings = BackendSettings {
         budget: args.budget,
         threads: args.threads,
