@@ -2028,7 +2028,7 @@ impl<'m> FnLower<'m> {
             self.push(Inst::Ld { space, size: 8, sext: false, dmask: u64::MAX, n: 2, d: [lo, hi, 0, 0], addr });
             return Ok(());
         }
-        if n > 4 || ty.bits() > 64 {
+        if n > 4 && !(n == 8 && ty.bits() <= 32) || ty.bits() > 64 {
             return self.unsupported(o.full);
         }
         let (space, addr) = self.addr(o, &ops[1], self.space_of(o))?;
@@ -2039,14 +2039,18 @@ impl<'m> FnLower<'m> {
         if dsts.len() != n as usize {
             return self.err(format!("`{}` needs {n} destination registers", o.full));
         }
-        let mut d = [0; 4];
-        let mut dmask = u64::MAX;
-        for (k, x) in dsts.iter().enumerate() {
-            d[k] = self.dst(x)?;
-            dmask = mask_bits(self.bits_of(d[k]).max(ty.bits()).min(64));
-        }
         let size = ty.bytes() as u8;
-        self.push(Inst::Ld { space, size, sext: ty.is_signed(), dmask, n, d, addr });
+        // A `.v8` (32 bytes, sm_100's wide loads) is two `.v4` halves; an instruction moves at most four.
+        for (half, dsts) in dsts.chunks(4).enumerate() {
+            let mut d = [0; 4];
+            let mut dmask = u64::MAX;
+            for (k, x) in dsts.iter().enumerate() {
+                d[k] = self.dst(x)?;
+                dmask = mask_bits(self.bits_of(d[k]).max(ty.bits()).min(64));
+            }
+            let addr = Addr { off: addr.off + (half * 4 * size as usize) as i64, ..addr };
+            self.push(Inst::Ld { space, size, sext: ty.is_signed(), dmask, n: dsts.len() as u8, d, addr });
+        }
         Ok(())
     }
 
@@ -2056,7 +2060,7 @@ impl<'m> FnLower<'m> {
         }
         let ty = self.ty1(o)?;
         let n = self.vec_count(o);
-        if n > 4 || ty.bits() > 64 && (ty != Ty::B128 || n > 1) {
+        if n > 4 && !(n == 8 && ty.bits() <= 32) || ty.bits() > 64 && (ty != Ty::B128 || n > 1) {
             return self.unsupported(o.full);
         }
         let sp = self.space_of(o);
@@ -2080,11 +2084,16 @@ impl<'m> FnLower<'m> {
         if srcs.len() != n as usize {
             return self.err(format!("`{}` needs {n} source values", o.full));
         }
-        let mut a = [0; 4];
-        for (k, x) in srcs.iter().enumerate() {
-            a[k] = self.src(x, ty)?;
+        let size = ty.bytes() as u8;
+        // A `.v8` is two `.v4` halves, as in `ld`.
+        for (half, srcs) in srcs.chunks(4).enumerate() {
+            let mut a = [0; 4];
+            for (k, x) in srcs.iter().enumerate() {
+                a[k] = self.src(x, ty)?;
+            }
+            let addr = Addr { off: addr.off + (half * 4 * size as usize) as i64, ..addr };
+            self.push(Inst::St { space, size, n: srcs.len() as u8, a, addr });
         }
-        self.push(Inst::St { space, size: ty.bytes() as u8, n, a, addr });
         Ok(())
     }
 

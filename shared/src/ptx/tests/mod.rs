@@ -20,6 +20,7 @@ mod numerics;
 mod shared_layout;
 mod warp;
 mod wgmma;
+mod wide_vectors;
 
 use super::*;
 
