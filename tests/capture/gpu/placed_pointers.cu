@@ -7,19 +7,9 @@
 // (the capture chooses this by itself: the table's and the list's final contents hold pointers it
 // never saw). It checks its own results and prints one line.
 #include <cuda_profiler_api.h>
-#include <cuda_runtime.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e = (x);                                                                  \
-    if (e != cudaSuccess) {                                                               \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      exit(1);                                                                            \
-    }                                                                                     \
-  } while (0)
+#include "common.cuh"
 
 struct Node {
   Node* next;

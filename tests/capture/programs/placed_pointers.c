@@ -5,10 +5,8 @@
  * at addresses a replay with fresh addresses does not give, so a replay that does not place regions
  * at their captured addresses reads outside every region. It checks the gathered values on the host
  * and prints `placed_pointers: ok <checksum>`. */
-#include <stdio.h>
-#include <stdlib.h>
-
-#include "cuda_min.h"
+#define PROGRAM "placed_pointers"
+#include "common.h"
 
 static const char *PTX =
     ".version 8.0\n"
@@ -82,29 +80,12 @@ static const char *PTX =
     "\tret;\n"
     "}\n";
 
-static void check(CUresult r, const char *what, int line) {
-    if (r != CUDA_SUCCESS) {
-        const char *name = "?";
-        cuGetErrorName(r, &name);
-        fprintf(stderr, "placed_pointers: %s failed with %s (%d) at line %d\n", what, name, r, line);
-        exit(1);
-    }
-}
-#define CHECK(call) check((call), #call, __LINE__)
-
 enum { N = 300, BLOCK = 64, SPACERS = 6 };
 
 int main(void) {
-    CUdevice dev;
     CUcontext ctx;
-    CUmodule module;
-    CUfunction build_table, follow;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuCtxCreate(&ctx, 0, dev));
-    CHECK(cuModuleLoadData(&module, PTX));
-    CHECK(cuModuleGetFunction(&build_table, module, "build_table"));
-    CHECK(cuModuleGetFunction(&follow, module, "follow"));
+    CUmodule module = open_module(&ctx, PTX);
+    CUfunction build_table = get_kernel(module, "build_table"), follow = get_kernel(module, "follow");
 
     CUdeviceptr spacers[SPACERS];
     for (int s = 0; s < SPACERS; s++) CHECK(cuMemAlloc(&spacers[s], 4096));
