@@ -25,8 +25,9 @@ pub fn randomized() -> bool {
     persona != -1 && (persona as libc::c_ulong & ADDR_NO_RANDOMIZE) == 0
 }
 
-/// Turns randomisation off for what this process executes next. Async-signal-safe (one system
-/// call), so it may run between `fork` and `exec`.
+/// Turns randomisation off for the programs this process executes from now on (this process keeps
+/// its own layout). A sandbox may refuse it: a container's default seccomp profile allows
+/// `personality` only with a few values.
 pub fn disable_for_exec() -> std::io::Result<()> {
     // SAFETY: both calls only read or set this process's persona.
     let persona = unsafe { libc::personality(QUERY) };

@@ -132,9 +132,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cmd.env(env::PLACE, "1");
     }
     if !args.keep_aslr {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: the hook makes one system call (personality), which is async-signal-safe.
-        unsafe { cmd.pre_exec(super::aslr::disable_for_exec) };
+        // This process's persona passes to the program it runs. Some sandboxes (a container's
+        // seccomp profile) refuse the change: the capture goes on, randomised.
+        if let Err(e) = super::aslr::disable_for_exec() {
+            eprintln!(
+                "recap capture: address-space randomisation stays on ({e}): a GPU replay that places regions at \
+                 their captured addresses may not get them"
+            );
+        }
     }
     let status = cmd
         .args(&args.command[1..])
