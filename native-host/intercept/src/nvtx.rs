@@ -369,7 +369,7 @@ unsafe extern "C" fn domain_range_end(_domain: usize, id: u64) {
 fn intern(list: impl FnOnce(&mut Names) -> &mut Vec<String>, text: Option<String>) -> usize {
     let Some(text) = text else { return 0 };
     let mut names = names();
-    let list = list(&mut *names);
+    let list = list(&mut names);
     match list.iter().position(|s| *s == text) {
         Some(i) => i + 1,
         None => {
