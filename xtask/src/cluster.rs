@@ -36,10 +36,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         cmd.arg("--release");
     }
     super::run(cmd)?;
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let target = super::target_dir(root);
     let recap = target.join(if release { "release" } else { "debug" }).join("recap");
-    let dir = root.join("target/cluster");
+    let dir = target.join("cluster");
     std::fs::create_dir_all(&dir)?;
 
     let pg = services::postgres(&tools, &dir.join("postgres")).map_err(|e| anyhow!(e))?;

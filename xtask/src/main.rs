@@ -66,16 +66,21 @@ fn ensure_wasm_target() -> Result<()> {
     run(cmd)
 }
 
+/// The folder cargo builds into: `CARGO_TARGET_DIR` when set (a shared target folder, relative to
+/// the workspace as cargo reads it), else the workspace's `target/`.
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|d| if d.is_absolute() { d } else { root.join(d) })
+        .unwrap_or_else(|| root.join("target"))
+}
+
 /// Builds `wasm-viewer` for the browser and runs wasm-bindgen (as a library, so no CLI install)
 /// into `web/pkg`.
 pub(crate) fn build_wasm(root: &Path, release: bool) -> Result<()> {
     ensure_wasm_target()?;
-    // Beside the native builds: `CARGO_TARGET_DIR` when set (a shared target folder), else `target/`.
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|d| if d.is_absolute() { d } else { root.join(d) })
-        .unwrap_or_else(|| root.join("target"))
-        .join("wasm");
+    // Beside the native builds.
+    let target_dir = target_dir(root).join("wasm");
     let mut cmd = cargo();
     cmd.args(["build", "-p", "recap-viewer", "--lib", "--target", "wasm32-unknown-unknown"])
         .arg("--target-dir")
@@ -130,8 +135,8 @@ fn demo(root: &Path, args: &[String]) -> Result<()> {
     let mut cmd = cargo();
     cmd.args(["build", "--release", "-p", "recap-cli", "--bin", "recap"]);
     run(cmd)?;
-    let recap = root.join("target/release/recap");
-    let demo = root.join("target/demo");
+    let recap = target_dir(root).join("release/recap");
+    let demo = target_dir(root).join("demo");
     std::fs::create_dir_all(&demo)?;
     for case in corpus_cases(root)? {
         let name = case.file_name().unwrap().to_string_lossy().to_string();

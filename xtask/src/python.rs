@@ -19,12 +19,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::{cargo, run};
-
-/// The target folder cargo builds into (`CARGO_TARGET_DIR` or the workspace's `target/`).
-fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
-}
+use crate::{cargo, run, target_dir};
 
 /// A virtual environment at `dir` with `packages` from PyPI (made once; `fresh` remakes it).
 fn venv(dir: &Path, packages: &[&str], fresh: bool) -> Result<PathBuf> {
