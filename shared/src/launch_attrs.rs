@@ -162,14 +162,17 @@ fn name(attr: u32) -> String {
 
 /// The launch attributes an archive's metadata holds, by op index (none where the metadata has no
 /// such key). An error says what in the JSON is wrong.
-pub fn of_archive(archive: &crate::archive::Archive) -> Result<HashMap<u32, LaunchAttrs>, String> {
+pub fn of_archive(
+    archive: &crate::archive::Archive,
+) -> Result<HashMap<u32, LaunchAttrs>, crate::archive::MetadataError> {
     let Some(json) = archive.meta_value(META_KEY) else { return Ok(HashMap::new()) };
-    let uses: Vec<LaunchAttrUse> = serde_json::from_str(json).map_err(|e| format!("{META_KEY}: {e}"))?;
+    let invalid = |reason| crate::archive::MetadataError::invalid(META_KEY, reason);
+    let uses: Vec<LaunchAttrUse> = serde_json::from_str(json).map_err(|e| invalid(e.to_string()))?;
     let mut out = HashMap::new();
     for u in uses {
         let launch = (u.op as usize) < archive.op_count() && matches!(archive.op(u.op), crate::archive::Op::Launch(_));
         if !launch {
-            return Err(format!("{META_KEY}: op {} is not a launch of this archive", u.op));
+            return Err(invalid(format!("op {} is not a launch of this archive", u.op)));
         }
         out.insert(u.op, u.attributes);
     }

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::archive::{Archive, RegionId};
+use crate::archive::{Archive, MetadataError, RegionId};
 
 /// Metadata key: a JSON list of [`Address`], every captured region's device address.
 pub const ADDRESSES_KEY: &str = "capture.addresses";
@@ -44,30 +44,19 @@ pub struct Address {
     pub address: u64,
 }
 
-/// An archive's placement metadata that cannot be followed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlacementError {
-    #[error("metadata {PLACEMENT_KEY}: {0:?} is neither captured nor fresh")]
-    BadPlacement(String),
-    #[error("regions are to be placed at their captured addresses, but the archive has no {ADDRESSES_KEY}")]
-    NoAddresses,
-    #[error("metadata {ADDRESSES_KEY}: {0}")]
-    BadAddresses(String),
-}
-
 /// The placement an archive asks for: `fresh` where it says nothing.
-pub fn asked(archive: &Archive<'_>) -> Result<Placement, PlacementError> {
+pub fn asked(archive: &Archive<'_>) -> Result<Placement, MetadataError> {
     match archive.meta_value(PLACEMENT_KEY) {
         None | Some("fresh") => Ok(Placement::Fresh),
         Some("captured") => Ok(Placement::Captured),
-        Some(other) => Err(PlacementError::BadPlacement(other.to_string())),
+        Some(other) => Err(MetadataError::invalid(PLACEMENT_KEY, format!("{other:?} is neither captured nor fresh"))),
     }
 }
 
 /// The regions a replay places and where, in region order, under `choice` (the replay's
 /// override) or else the archive's own placement; empty for a fresh placement. Regions the
 /// archive keeps no address for (host data a capture uploaded) get fresh addresses.
-pub fn placed_regions(archive: &Archive<'_>, choice: Option<Placement>) -> Result<Vec<Address>, PlacementError> {
+pub fn placed_regions(archive: &Archive<'_>, choice: Option<Placement>) -> Result<Vec<Address>, MetadataError> {
     let placement = match choice {
         Some(p) => p,
         None => asked(archive)?,
@@ -75,20 +64,19 @@ pub fn placed_regions(archive: &Archive<'_>, choice: Option<Placement>) -> Resul
     if placement == Placement::Fresh {
         return Ok(Vec::new());
     }
-    let json = archive.meta_value(ADDRESSES_KEY).ok_or(PlacementError::NoAddresses)?;
-    let mut list: Vec<Address> = serde_json::from_str(json).map_err(|e| PlacementError::BadAddresses(e.to_string()))?;
+    let json = archive.required_meta(ADDRESSES_KEY, "regions are to be placed at their captured addresses")?;
+    let mut list: Vec<Address> = serde_json::from_str(json).map_err(|e| MetadataError::invalid(ADDRESSES_KEY, e))?;
     list.sort_by_key(|a| a.region);
     for pair in list.windows(2) {
         if pair[0].region == pair[1].region {
-            return Err(PlacementError::BadAddresses(format!("region {} has two addresses", pair[0].region)));
+            return Err(MetadataError::invalid(ADDRESSES_KEY, format!("region {} has two addresses", pair[0].region)));
         }
     }
     if let Some(a) = list.iter().find(|a| a.region as usize >= archive.region_count()) {
-        return Err(PlacementError::BadAddresses(format!(
-            "region {} does not exist (the archive has {})",
-            a.region,
-            archive.region_count()
-        )));
+        return Err(MetadataError::invalid(
+            ADDRESSES_KEY,
+            format!("region {} does not exist (the archive has {})", a.region, archive.region_count()),
+        ));
     }
     Ok(list)
 }

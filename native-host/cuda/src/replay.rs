@@ -780,7 +780,7 @@ impl CudaReplay {
         // Regions, each on its device's GPU: first those placed at their captured addresses (before
         // any allocation of this replay could take their range), then the others.
         let placed = shared::placement::placed_regions(archive, self.options.placement)
-            .map_err(|e| CudaError::Invalid(format!("archive: {e}")))?;
+            .map_err(|e| CudaError::Invalid(e.to_string()))?;
         let mut at: Vec<Option<u64>> = vec![None; archive.region_count()];
         for slot in 0..self.slots.len() {
             let wanted: Vec<Wanted> = placed
@@ -833,7 +833,7 @@ impl CudaReplay {
 
         // Steps.
         let map_uses = crate::tensor_maps::uses(archive).map_err(CudaError::Invalid)?;
-        let launch_attrs = shared::launch_attrs::of_archive(archive).map_err(CudaError::Invalid)?;
+        let launch_attrs = shared::launch_attrs::of_archive(archive).map_err(|e| CudaError::Invalid(e.to_string()))?;
         let mut next_counter = 0u64;
         for id in 0..archive.op_count() as u32 {
             self.labels.push(archive.op_label(id));

@@ -28,8 +28,8 @@ mod writer;
 pub use bounded::{scan, validate_reader, validate_scanned, ArchiveCounts, Scanned};
 pub use model::*;
 pub use reader::{
-    Archive, Binding, Blob, Children, Effects, FormatError, KernelView, LaunchView, ModuleView, Op, RegionView,
-    UnknownName,
+    Archive, Binding, Blob, Children, Effects, FormatError, KernelView, LaunchView, MetadataError, ModuleView, Op,
+    RegionView, UnknownName,
 };
 pub use reseal::reseal;
 pub use rules::MAX_NESTING;

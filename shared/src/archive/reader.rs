@@ -14,6 +14,24 @@ use super::model::*;
 use super::rules;
 
 /// A name that is neither a binding nor a region of the archive; says which names there are.
+
+/// Archive metadata a replay cannot follow: one of the keys captures write for replays
+/// (`capture.placement`, `capture.addresses`, `capture.launch_attributes`) holds something the
+/// replay does not understand, or a key another asks for is absent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataError {
+    #[error("archive metadata {key}: {reason}")]
+    Invalid { key: &'static str, reason: String },
+    #[error("{why}, but the archive has no metadata {key}")]
+    Missing { key: &'static str, why: &'static str },
+}
+
+impl MetadataError {
+    pub fn invalid(key: &'static str, reason: impl std::fmt::Display) -> MetadataError {
+        MetadataError::Invalid { key, reason: reason.to_string() }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("no binding or region named {name:?} (bindings: {bindings}; regions: {regions})")]
 pub struct UnknownName {
@@ -1438,6 +1456,11 @@ impl<'a> Archive<'a> {
 
     pub fn meta_value(&self, key: &str) -> Option<&'a str> {
         self.meta().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// The value of metadata key `key` that `why` needs (a sentence naming what asks for it).
+    pub fn required_meta(&self, key: &'static str, why: &'static str) -> Result<&'a str, MetadataError> {
+        self.meta_value(key).ok_or(MetadataError::Missing { key, why })
     }
 
     /// Looks a kernel up by entry name.

@@ -71,8 +71,8 @@ pub enum ReplayError {
          (hash {got}, recorded {want}), so what it wrote then does not apply now, and the CPU cannot run it"
     )]
     EffectsInputs { op: OpId, kernel: String, got: String, want: String },
-    #[error("archive metadata: {0}")]
-    Metadata(String),
+    #[error(transparent)]
+    Metadata(#[from] crate::archive::MetadataError),
     #[error("kernel {kernel}: module {module} has no entry named {kernel}")]
     MissingEntry { kernel: String, module: String },
     #[error("op {op} (launch of {kernel}): {reason}")]
@@ -97,8 +97,6 @@ pub enum ReplayError {
     Upload { region: String, error: ptx::MemError },
     #[error("archive refused: {0}")]
     Limit(#[from] LimitError),
-    #[error("archive: {0}")]
-    Placement(#[from] crate::placement::PlacementError),
     #[error(
         "region {region} cannot be placed at its captured address {address:#x}: {error}; replay with \
          --placement fresh to give regions fresh addresses (pointers the capture did not see then point \
@@ -321,7 +319,7 @@ impl<'a> CpuReplay<'a> {
         }
         // Launches whose attributes change what they compute (clusters, cooperative launches)
         // need a GPU: the CPU runs a grid's blocks without clusters or a grid-wide barrier.
-        let attrs = crate::launch_attrs::of_archive(archive).map_err(ReplayError::Metadata)?;
+        let attrs = crate::launch_attrs::of_archive(archive)?;
         let mut gpu_only: Vec<_> = attrs.iter().filter(|(op, _)| !effects.contains_key(op)).collect();
         gpu_only.sort_by_key(|(op, _)| **op);
         if let Some((&op, why)) = gpu_only.into_iter().find_map(|(op, a)| a.needs_gpu().map(|why| (op, why))) {

@@ -641,3 +641,34 @@ fn placed_regions_sit_at_their_captured_addresses() {
     let err = CpuReplay::new(&Archive::open(&bytes).unwrap(), ReplayOptions::default()).err().unwrap().to_string();
     assert!(err.contains("capture.placement") && err.contains("sideways"), "{err}");
 }
+
+/// Metadata a replay cannot follow is one typed error that names its key: a placement that asks
+/// for addresses the archive lacks, addresses of a region that does not exist, and launch
+/// attributes of an op that is not a launch.
+#[test]
+fn metadata_a_replay_cannot_follow_names_its_key() {
+    use crate::placement::{ADDRESSES_KEY, PLACEMENT_KEY};
+    let build = |meta: &[(&str, &str)]| {
+        let mut w = writer();
+        let _a = region(&mut w, "a", &[5, 6]);
+        for (k, v) in meta {
+            w.set_meta(k, v);
+        }
+        finish(w)
+    };
+    let error = |bytes: &[u8]| match CpuReplay::new(&Archive::open(bytes).unwrap(), ReplayOptions::default()) {
+        Err(ReplayError::Metadata(e)) => e,
+        Err(other) => panic!("not a metadata error: {other}"),
+        Ok(_) => panic!("the replay followed metadata it cannot"),
+    };
+    let e = error(&build(&[(PLACEMENT_KEY, "captured")]));
+    assert!(matches!(e, MetadataError::Missing { key: ADDRESSES_KEY, .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "regions are to be placed at their captured addresses, but the archive has no metadata capture.addresses"
+    );
+    let e = error(&build(&[(PLACEMENT_KEY, "captured"), (ADDRESSES_KEY, r#"[{"region":3,"address":4096}]"#)]));
+    assert_eq!(e.to_string(), "archive metadata capture.addresses: region 3 does not exist (the archive has 1)");
+    let e = error(&build(&[("capture.launch_attributes", r#"[{"op":0,"attributes":{"cluster":[2,1,1]}}]"#)]));
+    assert_eq!(e.to_string(), "archive metadata capture.launch_attributes: op 0 is not a launch of this archive");
+}
