@@ -13,8 +13,6 @@ use super::layout::{self, SectionKind, *};
 use super::model::*;
 use super::rules;
 
-/// A name that is neither a binding nor a region of the archive; says which names there are.
-
 /// Archive metadata a replay cannot follow: one of the keys captures write for replays
 /// (`capture.placement`, `capture.addresses`, `capture.launch_attributes`) holds something the
 /// replay does not understand, or a key another asks for is absent.
@@ -32,6 +30,7 @@ impl MetadataError {
     }
 }
 
+/// A name that is neither a binding nor a region of the archive; says which names there are.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("no binding or region named {name:?} (bindings: {bindings}; regions: {regions})")]
 pub struct UnknownName {
