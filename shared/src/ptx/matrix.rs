@@ -235,7 +235,7 @@ fn value32(t: MmaTy, bits: u64) -> f32 {
 #[inline(always)]
 pub(crate) fn mma_float(op: &Mma, reg: impl Fn(usize, usize, usize) -> u64, put: impl FnMut(usize, usize, u64)) {
     use MmaTy::{F16, F32};
-    if op.k == 16 && (op.aty, op.bty, op.cty, op.dty) == (F16, F16, F32, F32) {
+    if is_f16_f32_k16(op) {
         mma_float_typed(16, [F16, F16, F32, F32], reg, put)
     } else {
         mma_float_typed(op.k as usize, [op.aty, op.bty, op.cty, op.dty], reg, put)
@@ -358,4 +358,97 @@ pub(crate) fn movmatrix(a: &[u64; 32]) -> [u64; 32] {
         *out = elem(r0, c0) | elem(r1, c1) << 16;
     }
     d
+}
+
+/// Whether `op` is the common form, `mma.m16n8k16` of f16 inputs into f32 accumulators
+/// (Triton's and cuBLAS's), which has code of its own ([`mma_f16_f32`]).
+pub(crate) fn is_f16_f32_k16(op: &Mma) -> bool {
+    use MmaTy::{F16, F32};
+    (op.m, op.n, op.k) == (16, 8, 16) && (op.aty, op.bty, op.cty, op.dty) == (F16, F16, F32, F32)
+}
+
+/// A warp's A fragment of `mma.m16n8k16` with f16 elements (four registers of 32 lanes), as the
+/// row-major f32 tile [`mma_f16_f32`] reads: unpacked once, it serves every `mma` of a tile row
+/// (Triton's K step multiplies one A fragment by four B fragments).
+pub(crate) type TileA16 = [[f32; 16]; 16];
+
+/// Unpacks A (register `r` of every lane in `a[r]`) into its tile. In lane order a register's
+/// halves are an 8x8 block of A, row by row (lane `4g + t` holds row `g`, columns `2t` and
+/// `2t + 1`): register `r` is the block at rows `8 (r & 1)`, columns `8 (r >> 1)`.
+#[inline(always)]
+pub(crate) fn unpack_a_f16(a: [&[u64; 32]; 4], tile: &mut TileA16) {
+    for (r, regs) in a.into_iter().enumerate() {
+        let block = widen_f16_block(regs);
+        for (g, row) in block.chunks_exact(8).enumerate() {
+            let k = 8 * (r >> 1);
+            tile[8 * (r & 1) + g][k..k + 8].copy_from_slice(row);
+        }
+    }
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` for one warp, with [`mma_float`]'s
+/// arithmetic and bits (the same f32 fused multiply-adds in increasing k from C), from A's tile
+/// and the registers of B and C (`b[r]`, `c[r]`: register `r` of every lane), into D's
+/// registers. Written for this one form's layouts, where every operand moves in whole rows:
+/// B's register `r` in lane order is B's columns down k `8r..8r + 8` (lane `4g + t` holds column
+/// `g`, k `8r + 2t` and the next), and C's (and D's) registers 0 and 1 interleaved lane by lane
+/// are rows 0 to 7 (lane `4g + t` holds row `g`, columns `2t` and `2t + 1`), registers 2 and 3
+/// rows 8 to 15. The product runs eight rows at a time, so that the eight accumulator vectors, a
+/// row of B and the broadcast element of A fit in sixteen vector registers.
+#[inline(always)]
+pub(crate) fn mma_f16_f32(a: &TileA16, b: [&[u64; 32]; 2], c: [&[u64; 32]; 4], d: &mut [[u64; 32]; 4]) {
+    // B column by column (`bt[n][k]`), then row by row.
+    let mut bt = [[0f32; 16]; 8];
+    for (r, regs) in b.into_iter().enumerate() {
+        let block = widen_f16_block(regs);
+        for (n, col) in block.chunks_exact(8).enumerate() {
+            bt[n][8 * r..8 * r + 8].copy_from_slice(col);
+        }
+    }
+    let mut bm = [[0f32; 8]; 16];
+    for (k, row) in bm.iter_mut().enumerate() {
+        for (n, x) in row.iter_mut().enumerate() {
+            *x = bt[n][k];
+        }
+    }
+    for h in 0..2 {
+        let (c_lo, c_hi) = (c[2 * h], c[2 * h + 1]);
+        let mut acc = [[0f32; 8]; 8];
+        for (g, row) in acc.iter_mut().enumerate() {
+            for t in 0..4 {
+                row[2 * t] = f32::from_bits(c_lo[4 * g + t] as u32);
+                row[2 * t + 1] = f32::from_bits(c_hi[4 * g + t] as u32);
+            }
+        }
+        for (k, bk) in bm.iter().enumerate() {
+            for (i, acc_row) in acc.iter_mut().enumerate() {
+                let x = a[8 * h + i][k];
+                for (s, &y) in acc_row.iter_mut().zip(bk) {
+                    *s = x.mul_add(y, *s);
+                }
+            }
+        }
+        let [lo, hi] = &mut d[2 * h..2 * h + 2] else { unreachable!("two registers a half") };
+        for (g, row) in acc.iter().enumerate() {
+            for t in 0..4 {
+                lo[4 * g + t] = b32(row[2 * t]);
+                hi[4 * g + t] = b32(row[2 * t + 1]);
+            }
+        }
+    }
+}
+
+/// A register's f16 elements across the warp, in lane order (low half first), widened to f32:
+/// the 8x8 block of A or B it holds, row by row.
+#[inline(always)]
+fn widen_f16_block(regs: &[u64; 32]) -> [f32; 64] {
+    let (mut lo, mut hi) = ([0f32; 32], [0f32; 32]);
+    for ((l, h), &v) in lo.iter_mut().zip(hi.iter_mut()).zip(regs) {
+        (*l, *h) = (value32(MmaTy::F16, v), value32(MmaTy::F16, v >> 16));
+    }
+    let mut out = [0f32; 64];
+    for (pair, (&l, &h)) in out.chunks_exact_mut(2).zip(lo.iter().zip(&hi)) {
+        pair.copy_from_slice(&[l, h]);
+    }
+    out
 }

@@ -28,10 +28,13 @@ fn fragment(j: usize, lane: usize, trans: bool) -> u32 {
 /// A kernel of `threads` threads: each thread writes row `tid % 32` of the warp's matrices to
 /// shared memory (matrix `r / 8`, row `r % 8`, 16 bytes at a stride of 32 to keep rows apart),
 /// then runs `ldmatrix` with row addresses from lanes `0..8 * n` (the other lanes give an address
-/// that would fault) and stores its registers.
-fn ldmatrix(n: usize, trans: bool, threads: u32) -> Vec<u32> {
-    let regs = (0..n).map(|i| format!("%d{i}")).collect::<Vec<_>>().join(", ");
-    let stores = (0..n).map(|i| format!("st.global.u32 [%rd3+{}], %d{i};", 4 * i)).collect::<Vec<_>>().join("\n    ");
+/// that would fault) and stores its registers; with `into_address`, the first matrix lands in
+/// the register that held the row addresses (every row must be read before any lands).
+fn ldmatrix_into(n: usize, trans: bool, threads: u32, into_address: bool) -> Vec<u32> {
+    let reg = |i: usize| if i == 0 && into_address { "%r4".to_string() } else { format!("%d{i}") };
+    let regs = (0..n).map(reg).collect::<Vec<_>>().join(", ");
+    let stores =
+        (0..n).map(|i| format!("st.global.u32 [%rd3+{}], {};", 4 * i, reg(i))).collect::<Vec<_>>().join("\n    ");
     let tr = if trans { ".trans" } else { "" };
     let ptx = format!(
         "{HEAD}
@@ -83,12 +86,14 @@ fn ldmatrix_x1_x2_x4_with_and_without_trans() {
     // Whole warps (native code runs the instruction over a dense copy of the warp's registers)
     // and a partial last warp whose rows all come from lanes inside the block (it runs on the
     // spill area, lane by lane).
+    // Also with the rows landing in the register that held their addresses.
     for (n, threads) in [(1, 64), (2, 64), (4, 64), (1, 48), (2, 48)] {
-        for trans in [false, true] {
-            let got = ldmatrix(n, trans, threads);
+        for (trans, into) in [(false, false), (true, false), (false, true), (true, true)] {
+            let got = ldmatrix_into(n, trans, threads, into);
             for l in 0..threads as usize {
                 for j in 0..n {
-                    assert_eq!(got[l * n + j], fragment(j, l % 32, trans), "x{n} trans {trans} lane {l} matrix {j}");
+                    let want = fragment(j, l % 32, trans);
+                    assert_eq!(got[l * n + j], want, "x{n} trans {trans} into the address {into} lane {l} matrix {j}");
                 }
             }
         }

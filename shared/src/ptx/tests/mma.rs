@@ -607,3 +607,77 @@ fn unsupported_shapes_and_types_are_refused_at_load() {
         assert!(e.contains("line 5") && e.contains(inst), "{e}");
     }
 }
+
+/// A K step as Triton emits it: `ldmatrix`es, then `mma`s that share one A fragment and chain
+/// their accumulators, then A reloaded and used again. Native code runs such a run warp by warp
+/// and keeps A unpacked between the `mma`s that share it; every engine must give the products
+/// of the tables (checked here against the ISA's `ldmatrix` rows and `mma` layouts), and a
+/// reloaded A must not be served from the tile of the old one.
+#[test]
+fn a_shared_a_fragment_and_a_reloaded_one_give_the_tables_products() {
+    let ptx = format!(
+        "{HEAD}.visible .entry k_step(.param .u64 inp, .param .u64 out) {{
+  .reg .b32 %r<40>; .reg .f32 %f<20>; .reg .b64 %rd<10>;
+  .shared .align 16 .b8 sm[2048];
+  ld.param.u64 %rd1, [inp]; ld.param.u64 %rd2, [out];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 64; add.u64 %rd4, %rd1, %rd3;
+  mov.u32 %r2, sm; mad.lo.u32 %r3, %r1, 64, %r2;
+  ld.global.v4.u32 {{%r30,%r31,%r32,%r33}}, [%rd4]; st.shared.v4.u32 [%r3], {{%r30,%r31,%r32,%r33}};
+  ld.global.v4.u32 {{%r30,%r31,%r32,%r33}}, [%rd4+16]; st.shared.v4.u32 [%r3+16], {{%r30,%r31,%r32,%r33}};
+  ld.global.v4.u32 {{%r30,%r31,%r32,%r33}}, [%rd4+32]; st.shared.v4.u32 [%r3+32], {{%r30,%r31,%r32,%r33}};
+  ld.global.v4.u32 {{%r30,%r31,%r32,%r33}}, [%rd4+48]; st.shared.v4.u32 [%r3+48], {{%r30,%r31,%r32,%r33}};
+  bar.sync 0;
+  shl.b32 %r4, %r1, 4; add.u32 %r5, %r2, %r4; add.u32 %r11, %r5, 512;
+  and.b32 %r6, %r1, 15; shl.b32 %r7, %r6, 4; add.u32 %r8, %r2, %r7;
+  add.u32 %r9, %r8, 1024; add.u32 %r10, %r8, 1536;
+  mov.f32 %f0, 0f3F800000;
+  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%r20,%r21,%r22,%r23}}, [%r5];
+  ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{%r24,%r25}}, [%r9];
+  ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{%r26,%r27}}, [%r10];
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f1,%f2,%f3,%f4}}, {{%r20,%r21,%r22,%r23}}, {{%r24,%r25}}, {{%f0,%f0,%f0,%f0}};
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f5,%f6,%f7,%f8}}, {{%r20,%r21,%r22,%r23}}, {{%r26,%r27}}, {{%f1,%f2,%f3,%f4}};
+  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%r20,%r21,%r22,%r23}}, [%r11];
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f9,%f10,%f11,%f12}}, {{%r20,%r21,%r22,%r23}}, {{%r24,%r25}}, {{%f5,%f6,%f7,%f8}};
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f13,%f14,%f15,%f16}}, {{%r20,%r21,%r22,%r23}}, {{%r26,%r27}}, {{%f0,%f0,%f0,%f0}};
+  mul.wide.u32 %rd5, %r1, 48; add.u64 %rd6, %rd2, %rd5;
+  st.global.v4.f32 [%rd6], {{%f5,%f6,%f7,%f8}};
+  st.global.v4.f32 [%rd6+16], {{%f9,%f10,%f11,%f12}};
+  st.global.v4.f32 [%rd6+32], {{%f13,%f14,%f15,%f16}};
+  ret;
+}}"
+    );
+    // Shared memory: A0 at halves 0..256, A1 at 256..512, B0 at 512..640, B1 at 768..896.
+    let mut g = Gen(11);
+    let halves: Vec<u16> = (0..1024).map(|_| f16::from_f64((g.next() % 33) as f64 / 4.0 - 4.0).to_bits()).collect();
+    let inp: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
+    let out = run_kernel(&ptx, "k_step", [1, 1, 1], [32, 1, 1], &[inp, vec![0; 32 * 48]], &[]).unwrap();
+    let got: Vec<u32> = out[1].chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let h = |i: usize| f16::from_bits(halves[i]).to_f32();
+    // `ldmatrix` gives matrix j, row r, column c from halves (j * 8 + r) * 8 + c of its rows; the
+    // A fragment's register j is matrix j, the B fragment's register j matrix j.
+    let a = |base: usize, row: usize, k: usize| h(base + ((row / 8 + 2 * (k / 8)) * 8 + row % 8) * 8 + k % 8);
+    let b = |base: usize, k: usize, n: usize| h(base + ((k / 8) * 8 + n) * 8 + k % 8);
+    let product = |abase: usize, bbase: usize, c: &dyn Fn(usize, usize) -> f32| {
+        let mut d = [[0f32; 8]; 16];
+        for (row, d_row) in d.iter_mut().enumerate() {
+            for (n, x) in d_row.iter_mut().enumerate() {
+                *x = (0..16).fold(c(row, n), |s, k| a(abase, row, k).mul_add(b(bbase, k, n), s));
+            }
+        }
+        d
+    };
+    let d1 = product(0, 512, &|_, _| 1.0);
+    let d5 = product(0, 768, &|r, n| d1[r][n]);
+    let d9 = product(256, 512, &|r, n| d5[r][n]);
+    let d13 = product(256, 768, &|_, _| 1.0);
+    for lane in 0..32 {
+        for (j, d) in [d5, d9, d13].iter().enumerate() {
+            for r in 0..4 {
+                let (row, col) = c_m16n8(lane, r);
+                assert_eq!(got[lane * 12 + j * 4 + r], d[row][col].to_bits(), "lane {lane}, result {j}, c{r}");
+            }
+        }
+    }
+    assert_ne!(d9, d5, "the reloaded A changes the product");
+}

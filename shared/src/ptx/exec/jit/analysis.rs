@@ -98,7 +98,7 @@ impl<'f> Analysis<'f> {
         let mut bar_index = HashMap::new();
         let mut bounds = Vec::new();
         let mut live = (Vec::new(), 0);
-        let mut keep = HashMap::new();
+        let mut keep: HashMap<usize, Vec<R>> = HashMap::new();
         let mut through = Vec::new();
         let mut clean = HashMap::new();
         let mut clean_resumed = HashMap::new();
@@ -175,6 +175,11 @@ impl<'f> Analysis<'f> {
                     })
                     .collect();
                 keep.insert(pc, regs);
+            }
+            for (&pc, &k) in &bar_index {
+                if let Some(run) = bounds[k as usize].run.as_mut() {
+                    run.scatter_only(&keep[&pc]);
+                }
             }
             through = written_through(f, &keep, plan.as_ref().map(|p| &p.in_region[..]));
             clean = clean_at_boundaries(f, &keep, &through, false);

@@ -12,7 +12,11 @@
 //! the registers the run writes are scattered back once.
 //!
 //! **Same bits, same faults.** The arithmetic is `ptx::matrix`'s, the interpreter's own: the
-//! `ldmatrix` fragments by `frag8x8`, the float `mma` by `mma_float`. Running warp by warp
+//! `ldmatrix` fragments by `frag8x8`, the float `mma` by `mma_float`, and the common form (f16
+//! into f32, m16n8k16) by `mma_f16_f32`, the same arithmetic written for that one layout, whose
+//! A tile is kept unpacked from one `mma` to the next that reads the same slots while no step
+//! writes them (planned once, per run: Triton's K step multiplies each A fragment by four B
+//! fragments). Running warp by warp
 //! instead of instruction by instruction changes nothing observable, as the run only reads shared
 //! memory and writes registers of its own warp. The path takes only blocks whose every thread is
 //! live and whose warps are whole (no lane to skip or to read as zero), and only rows that lie in
@@ -30,7 +34,10 @@ use crate::ptx::matrix::{self, is_float16x8};
 pub(super) struct WarpRun {
     /// Each slot's register and its constant value, if it has one.
     slots: Vec<(R, Option<u64>)>,
-    /// The slots the run writes.
+    /// The slots the run reads before it writes them (the thread left those registers in its
+    /// spill area) and the constant ones: the only slots gathered.
+    gathered: Vec<usize>,
+    /// The slots the run writes that are live after it: the only ones scattered back.
     defs: Vec<usize>,
     steps: Vec<Step>,
 }
@@ -42,18 +49,29 @@ enum Step {
     Ldmatrix { n: usize, trans: bool, space: Space, d: [usize; 4], base: Option<usize>, off: i64 },
     /// A float `mma` of shape m16n8kK; operands A, B, C and D by slot.
     Mma { op: Box<Mma>, slots: [[usize; 4]; 4] },
+    /// The common form ([`matrix::is_f16_f32_k16`]) by its own code; A's tile is unpacked again
+    /// only where `unpack_a` (the step before of this form read other slots for A, or a step since
+    /// wrote one of them).
+    MmaF16 { ops: F16Operands, unpack_a: bool },
 }
 
 impl WarpRun {
     /// The plan of `run`, with the constant registers `consts` among its operands; `None` when
     /// the run holds an instruction this path does not take (it then runs one by one).
     pub(super) fn plan(run: &[Instr], consts: &[(R, u64)]) -> Option<WarpRun> {
-        let mut plan = WarpRun { slots: Vec::new(), defs: Vec::new(), steps: Vec::new() };
+        let mut plan = WarpRun { slots: Vec::new(), gathered: Vec::new(), defs: Vec::new(), steps: Vec::new() };
+        // The A slots whose tile the last common-form `mma` left unpacked, while nothing wrote them.
+        let mut tile_a: Option<[usize; 4]> = None;
         let slot = |plan: &mut WarpRun, r: R, def: bool| {
             let s = match plan.slots.iter().position(|s| s.0 == r) {
                 Some(s) => s,
                 None => {
-                    plan.slots.push((r, consts.iter().find(|c| c.0 == r).map(|c| c.1)));
+                    let konst = consts.iter().find(|c| c.0 == r).map(|c| c.1);
+                    plan.slots.push((r, konst));
+                    // First seen as an operand: read before any step writes it.
+                    if !def || konst.is_some() {
+                        plan.gathered.push(plan.slots.len() - 1);
+                    }
                     plan.slots.len() - 1
                 }
             };
@@ -77,6 +95,9 @@ impl WarpRun {
                     for (j, &r) in d.iter().enumerate().take(*n as usize) {
                         ds[j] = slot(&mut plan, r, true);
                     }
+                    if tile_a.is_some_and(|a| ds[..*n as usize].iter().any(|s| a.contains(s))) {
+                        tile_a = None;
+                    }
                     Step::Ldmatrix { n: *n as usize, trans: *trans, space: *space, d: ds, base, off: addr.off }
                 }
                 Inst::Mma(op) if is_float16x8(op) => {
@@ -90,13 +111,30 @@ impl WarpRun {
                             slots[o][i] = slot(&mut plan, r, o == 3);
                         }
                     }
-                    Step::Mma { op: op.clone(), slots }
+                    if matrix::is_f16_f32_k16(op) {
+                        let [a, b, c, d] = slots;
+                        let unpack_a = tile_a != Some(a);
+                        tile_a = if d.iter().any(|s| a.contains(s)) { None } else { Some(a) };
+                        Step::MmaF16 { ops: F16Operands { a, b: [b[0], b[1]], c, d }, unpack_a }
+                    } else {
+                        if tile_a.is_some_and(|a| slots[3][..op.d.len()].iter().any(|s| a.contains(s))) {
+                            tile_a = None;
+                        }
+                        Step::Mma { op: op.clone(), slots }
+                    }
                 }
                 _ => return None,
             };
             plan.steps.push(step);
         }
         Some(plan)
+    }
+
+    /// Leaves out of the scatter the slots whose registers are dead after the run (`live`: the
+    /// registers live after it): a tile's fragments, read only by the run's own `mma`s.
+    pub(super) fn scatter_only(&mut self, live: &[R]) {
+        let slots = &self.slots;
+        self.defs.retain(|&s| live.contains(&slots[s].0));
     }
 
     /// Runs the run for every warp of the block whose thread states are `state`, over its spill
@@ -115,12 +153,23 @@ impl WarpRun {
             return false;
         }
         let ns = self.slots.len();
-        buf.clear();
-        buf.resize(n * ns, 0);
-        for (l, regs) in spill.chunks_exact(nregs).take(n).enumerate() {
-            let warp = &mut buf[l / 32 * ns * 32..][..ns * 32];
-            for (s, &(r, k)) in self.slots.iter().enumerate() {
-                warp[s * 32 + l % 32] = k.unwrap_or(regs[r as usize]);
+        // Not cleared: a slot outside `gathered` is written before it is read.
+        if buf.len() < n * ns {
+            buf.resize(n * ns, 0);
+        }
+        // Slot by slot, so that each slot's 32 lanes are written side by side.
+        for (wi, warp) in buf[..n * ns].chunks_exact_mut(ns * 32).enumerate() {
+            let threads = &spill[wi * 32 * nregs..][..32 * nregs];
+            for &s in &self.gathered {
+                let lanes = &mut warp[s * 32..s * 32 + 32];
+                match self.slots[s] {
+                    (_, Some(k)) => lanes.fill(k),
+                    (r, None) => {
+                        for (x, regs) in lanes.iter_mut().zip(threads.chunks_exact(nregs)) {
+                            *x = regs[r as usize];
+                        }
+                    }
+                }
             }
         }
         for warp in buf.chunks_exact_mut(ns * 32) {
@@ -128,10 +177,13 @@ impl WarpRun {
                 return false;
             }
         }
-        for (l, regs) in spill.chunks_exact_mut(nregs).take(n).enumerate() {
-            let warp = &buf[l / 32 * ns * 32..][..ns * 32];
+        for (wi, warp) in buf[..n * ns].chunks_exact(ns * 32).enumerate() {
+            let threads = &mut spill[wi * 32 * nregs..][..32 * nregs];
             for &s in &self.defs {
-                regs[self.slots[s].0 as usize] = warp[s * 32 + l % 32];
+                let r = self.slots[s].0 as usize;
+                for (&x, regs) in warp[s * 32..s * 32 + 32].iter().zip(threads.chunks_exact_mut(nregs)) {
+                    regs[r] = x;
+                }
             }
         }
         true
@@ -140,9 +192,13 @@ impl WarpRun {
     /// The steps for one warp over its slots (`warp[slot * 32 + lane]`); false where a row of an
     /// `ldmatrix` is not 16 aligned bytes of shared memory.
     fn run_warp<const MW: usize>(&self, w: &Worker<'_, MW>, warp: &mut [u64]) -> bool {
+        let mut tile_a: matrix::TileA16 = [[0.0; 16]; 16];
         for step in &self.steps {
             match *step {
                 Step::Ldmatrix { n, trans, space, d, base, off } => {
+                    // Untransposed, each row goes straight to its lanes, unless a row address
+                    // still to be read is in a register the rows land in.
+                    let direct = !trans && base.is_none_or(|b| !d[..n].contains(&b));
                     // Row r of matrix j at [j * 8 + r].
                     let mut rows = [[0u16; 8]; 32];
                     for (row, out) in rows.iter_mut().enumerate().take(8 * n) {
@@ -151,9 +207,22 @@ impl WarpRun {
                         if sp != Space::Shared || !o.is_multiple_of(16) || o + 16 > w.b.shared.len() as u64 {
                             return false;
                         }
-                        for (c, h) in w.b.shared[o as usize..o as usize + 16].chunks_exact(2).enumerate() {
+                        let bytes = &w.b.shared[o as usize..o as usize + 16];
+                        if direct {
+                            // Lanes 4r..4r + 4 of the matrix's register hold row r's
+                            // words in order (`frag8x8`).
+                            let (j, r) = (row / 8, row % 8);
+                            for (q, word) in bytes.chunks_exact(4).enumerate() {
+                                warp[d[j] * 32 + 4 * r + q] = u32::from_le_bytes(word.try_into().unwrap()) as u64;
+                            }
+                            continue;
+                        }
+                        for (c, h) in bytes.chunks_exact(2).enumerate() {
                             out[c] = u16::from_le_bytes([h[0], h[1]]);
                         }
+                    }
+                    if direct {
+                        continue;
                     }
                     for lane in 0..32 {
                         let [(r0, c0), (r1, c1)] = matrix::frag8x8(lane, trans);
@@ -163,6 +232,7 @@ impl WarpRun {
                     }
                 }
                 Step::Mma { ref op, slots } => mma(op, &slots, warp),
+                Step::MmaF16 { ops, unpack_a } => mma_f16(warp, &mut tile_a, ops, unpack_a),
             }
         }
         true
@@ -179,6 +249,46 @@ fn mma(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
         return;
     }
     mma_body(op, slots, warp)
+}
+
+/// A common-form `mma` on a warp's slots (A's tile unpacked first where `unpack_a`), compiled with
+/// FMA instructions where the CPU has them, as [`mma`].
+fn mma_f16(warp: &mut [u64], tile_a: &mut matrix::TileA16, ops: F16Operands, unpack_a: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
+        /// # Safety
+        /// The CPU must have FMA and AVX2.
+        #[target_feature(enable = "fma,avx2")]
+        unsafe fn fast(warp: &mut [u64], tile_a: &mut matrix::TileA16, ops: F16Operands, unpack_a: bool) {
+            mma_f16_body(warp, tile_a, ops, unpack_a)
+        }
+        // SAFETY: the CPU has the features the function is compiled for.
+        unsafe { fast(warp, tile_a, ops, unpack_a) };
+        return;
+    }
+    mma_f16_body(warp, tile_a, ops, unpack_a)
+}
+
+/// The slots of a common-form `mma`'s A, B, C and D.
+#[derive(Clone, Copy)]
+struct F16Operands {
+    a: [usize; 4],
+    b: [usize; 2],
+    c: [usize; 4],
+    d: [usize; 4],
+}
+
+#[inline(always)]
+fn mma_f16_body(warp: &mut [u64], tile_a: &mut matrix::TileA16, ops: F16Operands, unpack_a: bool) {
+    let lanes = |s: usize| -> &[u64; 32] { warp[s * 32..s * 32 + 32].try_into().expect("a slot is 32 lanes") };
+    if unpack_a {
+        matrix::unpack_a_f16(ops.a.map(lanes), tile_a);
+    }
+    let mut out = [[0u64; 32]; 4];
+    matrix::mma_f16_f32(tile_a, ops.b.map(lanes), ops.c.map(lanes), &mut out);
+    for (s, v) in ops.d.into_iter().zip(&out) {
+        warp[s * 32..s * 32 + 32].copy_from_slice(v);
+    }
 }
 
 /// # Safety
