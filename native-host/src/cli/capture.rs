@@ -134,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.keep_aslr {
         // This process's persona passes to the program it runs. Some sandboxes (a container's
         // seccomp profile) refuse the change: the capture goes on, randomised.
-        if let Err(e) = super::aslr::disable_for_exec() {
+        if let Err(e) = recap_host::aslr::disable_for_exec() {
             eprintln!(
                 "recap capture: address-space randomisation stays on ({e}): a GPU replay that places regions at \
                  their captured addresses may not get them"

@@ -1,6 +1,5 @@
 //! The `recap` subcommands, one module each; `main.rs` wires them into clap.
 
-pub mod aslr;
 pub mod bench;
 pub mod capture;
 pub mod compare;

@@ -159,7 +159,12 @@ impl Backend for WorkerBackend {
                 .map(|(name, bytes)| (name.clone(), base64::engine::general_purpose::STANDARD.encode(bytes)))
                 .collect(),
         };
-        let mut child = Command::new(&self.exe)
+        let mut worker = Command::new(&self.exe);
+        if shared::placement::asked(job.archive) == Ok(shared::placement::Placement::Captured) {
+            // The captured ranges are free only in a process laid out without randomisation.
+            crate::aslr::disable_in(&mut worker);
+        }
+        let mut child = worker
             .arg("session-worker")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
