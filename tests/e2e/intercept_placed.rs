@@ -40,6 +40,10 @@ fn capture_places_regions_where_a_kernel_wrote_pointers_and_a_fresh_replay_fails
     let stderr = text(&o.stderr);
     assert!(!o.status.success(), "a fresh replay cannot follow the captured pointers");
     assert!(stderr.contains("`follow`") && stderr.contains("out-of-bounds read"), "{stderr}");
+    assert!(
+        stderr.contains("that address lies in region") && stderr.contains("--placement captured"),
+        "the error says where the pointer came from: {stderr}"
+    );
 }
 
 #[test]

@@ -79,6 +79,12 @@ pub enum ReplayError {
     BadLaunch { op: OpId, kernel: String, reason: String },
     #[error("op {op} (launch of {kernel}): {error}")]
     Exec { op: OpId, kernel: String, error: ptx::ExecError },
+    #[error(
+        "op {op} (launch of {kernel}): {error}; that address lies in region {region} as captured (at \
+         {captured:#x}), so the kernel followed a pointer the capture did not see, which only a replay with \
+         regions at their captured addresses can follow (--placement captured)"
+    )]
+    UnseenPointer { op: OpId, kernel: String, error: ptx::ExecError, region: String, captured: u64 },
     #[error("op {op} ({kind}): {error}")]
     Memory { op: OpId, kind: &'static str, error: ptx::MemError },
     #[error("op {op} ({kind}) uses scratch region {region} while it is not allocated")]
@@ -407,6 +413,19 @@ impl<'a> CpuReplay<'a> {
             self.regions[a.region as usize].base = Some(a.address);
         }
         Ok(())
+    }
+
+    /// Where a global access faulted at an address inside a region's captured range while that
+    /// region sits elsewhere in this replay: the region and its captured address. Such an address
+    /// came from a pointer the capture did not see (it would have been relocated).
+    fn captured_region_at(&self, error: &ptx::ExecError) -> Option<(String, u64)> {
+        let ptx::ExecError::Memory { addr, space: "global", .. } = *error else { return None };
+        let captured = crate::placement::placed_regions(&self.archive, Some(crate::placement::Placement::Captured));
+        captured.ok()?.into_iter().find_map(|a| {
+            let r = &self.regions[a.region as usize];
+            let inside = addr >= a.address && addr - a.address < r.size;
+            (inside && r.base != Some(a.address)).then(|| (r.name.clone(), a.address))
+        })
     }
 
     fn map_region(&mut self, region: RegionId) -> Result<u64, ReplayError> {
@@ -892,10 +911,12 @@ impl<'a> CpuReplay<'a> {
             self.exec.instruction_budget = budget;
         }
         let module = self.modules[l.module].as_ref().expect("launches run modules with PTX");
-        let done = l.plan.launch(module, params, &self.memory, &self.exec).map_err(|error| ReplayError::Exec {
-            op: pc as OpId,
-            kernel: l.entry.clone(),
-            error,
+        let done = l.plan.launch(module, params, &self.memory, &self.exec).map_err(|error| {
+            let (op, kernel) = (pc as OpId, l.entry.clone());
+            match self.captured_region_at(&error) {
+                Some((region, captured)) => ReplayError::UnseenPointer { op, kernel, error, region, captured },
+                None => ReplayError::Exec { op, kernel, error },
+            }
         })?;
         stats.instructions += done.thread_instructions;
         stats.native_launches += done.jit as u64;

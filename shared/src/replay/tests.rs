@@ -672,3 +672,47 @@ fn metadata_a_replay_cannot_follow_names_its_key() {
     let e = error(&build(&[("capture.launch_attributes", r#"[{"op":0,"attributes":{"cluster":[2,1,1]}}]"#)]));
     assert_eq!(e.to_string(), "archive metadata capture.launch_attributes: op 0 is not a launch of this archive");
 }
+
+/// A kernel that follows a pointer the capture kept as plain data (no relocation): at the
+/// captured addresses it reads the region it points into; at fresh ones the fault names that
+/// region and the way out.
+#[test]
+fn a_pointer_the_capture_did_not_see_is_named_where_it_faults() {
+    use crate::placement::{Placement, ADDRESSES_KEY};
+    const FOLLOW: &str = ".version 8.0\n.target sm_80\n.address_size 64\n\
+        .visible .entry follow(.param .u64 table, .param .u64 out) {\n\
+        .reg .b32 %r<2>; .reg .b64 %rd<4>;\n\
+        ld.param.u64 %rd1, [table]; ld.param.u64 %rd2, [out];\n\
+        ld.global.u64 %rd3, [%rd1]; ld.global.u32 %r1, [%rd3];\n\
+        st.global.u32 [%rd2], %r1; ret; }";
+    let at = 7u64 << 36;
+    let mut w = writer();
+    let data = region(&mut w, "data", &[41, 42]);
+    let table = w.add_region(RegionDecl::new("table", 8, DType::U64)).unwrap();
+    w.set_initial_bytes(table, &(at + 4).to_le_bytes()).unwrap();
+    let out = region(&mut w, "out", &[0]);
+    let m = w.add_module("follow", FOLLOW).unwrap();
+    let p = |name: &str, offset| ParamDecl { name: name.into(), offset, size: 8, align: 8, kind: ParamKind::Pointer };
+    let k = w.add_kernel(m, "follow", vec![p("table", 0), p("out", 8)]).unwrap();
+    let relocs =
+        vec![Reloc { offset: 0, target: table, target_offset: 0 }, Reloc { offset: 8, target: out, target_offset: 0 }];
+    w.launch(LaunchDecl { kernel: k, grid: [1, 1, 1], block: [1, 1, 1], shared_bytes: 0, params: vec![0; 16], relocs })
+        .unwrap();
+    w.set_meta(ADDRESSES_KEY, &format!(r#"[{{"region":{data},"address":{at}}}]"#));
+    let bytes = finish(w);
+    let archive = Archive::open(&bytes).unwrap();
+    let options = |placement| ReplayOptions { placement: Some(placement), ..Default::default() };
+    let mut placed = CpuReplay::new(&archive, options(Placement::Captured)).unwrap();
+    placed.run_iteration(&mut NoObserver).unwrap();
+    assert_eq!(words(&placed.read_region(out).unwrap()), [42]);
+    let mut fresh = CpuReplay::new(&archive, options(Placement::Fresh)).unwrap();
+    match fresh.run_iteration(&mut NoObserver).unwrap_err() {
+        e @ ReplayError::UnseenPointer { .. } => {
+            let text = e.to_string();
+            assert!(text.contains(&format!("address {:#x}", at + 4)), "{text}");
+            assert!(text.contains(&format!("region data as captured (at {at:#x})")), "{text}");
+            assert!(text.contains("--placement captured"), "{text}");
+        }
+        other => panic!("not named as an unseen pointer: {other}"),
+    }
+}
