@@ -84,7 +84,7 @@ pub enum ReplayError {
          {captured:#x}), so the kernel followed a pointer the capture did not see, which only a replay with \
          regions at their captured addresses can follow (--placement captured)"
     )]
-    UnseenPointer { op: OpId, kernel: String, error: ptx::ExecError, region: String, captured: u64 },
+    UnseenPointer { op: OpId, kernel: String, error: Box<ptx::ExecError>, region: String, captured: u64 },
     #[error("op {op} ({kind}): {error}")]
     Memory { op: OpId, kind: &'static str, error: ptx::MemError },
     #[error("op {op} ({kind}) uses scratch region {region} while it is not allocated")]
@@ -914,7 +914,9 @@ impl<'a> CpuReplay<'a> {
         let done = l.plan.launch(module, params, &self.memory, &self.exec).map_err(|error| {
             let (op, kernel) = (pc as OpId, l.entry.clone());
             match self.captured_region_at(&error) {
-                Some((region, captured)) => ReplayError::UnseenPointer { op, kernel, error, region, captured },
+                Some((region, captured)) => {
+                    ReplayError::UnseenPointer { op, kernel, error: Box::new(error), region, captured }
+                }
                 None => ReplayError::Exec { op, kernel, error },
             }
         })?;
