@@ -840,19 +840,35 @@ async fn timeline_window(b: &Browser) -> Result<(f64, f64)> {
 
 /// The op of the first timeline span matching `css` whose middle the pointer can reach (a span cut
 /// by the edge of the view lies under the view's frame there).
-async fn reachable_span(b: &Browser, css: &str) -> Result<String> {
-    let op = b
+async fn reachable_span(b: &Browser, css: &str) -> Result<(String, f64, f64)> {
+    let found = b
         .client
         .execute(
             "const w = document.getElementById('tl-wrap').getBoundingClientRect(); \
-             const s = [...document.querySelectorAll(arguments[0])].find(e => { const r = e.getBoundingClientRect(); \
+             for (const e of document.querySelectorAll(arguments[0])) { const r = e.getBoundingClientRect(); \
                const x = r.left + r.width / 2, y = r.top + r.height / 2; \
-               return x > w.left && x < w.right && y > w.top && y < w.bottom && document.elementFromPoint(x, y)?.closest('.span') === e; }); \
-             return s ? s.dataset.op : null;",
+               if (x > w.left && x < w.right && y > w.top && y < w.bottom && document.elementFromPoint(x, y)?.closest('.span') === e) \
+                 return [e.dataset.op, x, y]; } \
+             return null;",
             vec![css.into()],
         )
         .await?;
-    Ok(op.as_str().with_context(|| format!("no `{css}` in view that the pointer reaches"))?.to_string())
+    let (op, x, y): (String, f64, f64) = serde_json::from_value::<Option<_>>(found)?
+        .with_context(|| format!("no `{css}` in view that the pointer reaches"))?;
+    Ok((op, x, y))
+}
+
+/// A click of the left button at `(x, y)` of the viewport, where a user's pointer would be: for a
+/// span whose middle `reachable_span` found uncovered (WebDriver's own element click aims at a
+/// point of its choosing, which for an SVG group may be one the frame covers).
+async fn click_at(b: &Browser, x: f64, y: f64) -> Result<()> {
+    use fantoccini::actions::{InputSource, MouseActions, PointerAction, MOUSE_BUTTON_LEFT};
+    let m = MouseActions::new("mouse".into())
+        .then(PointerAction::MoveTo { duration: None, x: x.round(), y: y.round() })
+        .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
+        .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT });
+    b.client.perform_actions(m).await?;
+    Ok(())
 }
 
 /// `[left, top, width, height]` of the element `css` (scrolled into view first), in viewport pixels.
@@ -955,8 +971,8 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
     let (p0, p1) = timeline_window(&b).await?;
     assert!(p0 > z0 && ((p1 - p0) - (z1 - z0)).abs() < 1e-6 * (z1 - z0).max(1e-9), "panned: {z0}..{z1} -> {p0}..{p1}");
     // A click on a span in view says which op it is.
-    let op = reachable_span(&b, "#tl-svg .span").await?;
-    click(&b, &format!("#tl-svg .span[data-op='{op}']")).await?;
+    let (op, x, y) = reachable_span(&b, "#tl-svg .span").await?;
+    click_at(&b, x, y).await?;
     let detail = b.text("#tl-detail").await?;
     assert!(detail.starts_with(&format!("op {op} ")), "{detail}");
     b.screenshot("browser-timeline-zoomed").await?;
@@ -964,8 +980,8 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
     // left, the critical chain may lie wholly outside the view: which chain is critical depends
     // on this run's timings.)
     click(&b, "[data-tl='fit']").await?;
-    let op = reachable_span(&b, "#tl-svg .span.crit").await?;
-    click(&b, &format!("#tl-svg .span[data-op='{op}']")).await?;
+    let (_, x, y) = reachable_span(&b, "#tl-svg .span.crit").await?;
+    click_at(&b, x, y).await?;
     let detail = b.text("#tl-detail").await?;
     assert!(detail.starts_with("op ") && detail.contains("on the critical path"), "{detail}");
     // By dependency, the chains run side by side and end with the critical path.
