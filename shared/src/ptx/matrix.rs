@@ -369,7 +369,7 @@ pub(crate) fn is_f16_f32_k16(op: &Mma) -> bool {
 
 /// A warp's A fragment of `mma.m16n8k16` with f16 elements (four registers of 32 lanes), as the
 /// row-major f32 tile [`mma_f16_f32`] reads: unpacked once, it serves every `mma` of a tile row
-/// (Triton's K step multiplies one A fragment by four B fragments).
+/// that follows in a run (Triton's K step multiplies one A fragment by several B fragments).
 pub(crate) type TileA16 = [[f32; 16]; 16];
 
 /// Unpacks A (register `r` of every lane in `a[r]`) into its tile. In lane order a register's

@@ -15,8 +15,8 @@
 //! `ldmatrix` fragments by `frag8x8`, the float `mma` by `mma_float`, and the common form (f16
 //! into f32, m16n8k16) by `mma_f16_f32`, the same arithmetic written for that one layout, whose
 //! A tile is kept unpacked from one `mma` to the next that reads the same slots while no step
-//! writes them (planned once, per run: Triton's K step multiplies each A fragment by four B
-//! fragments). Running warp by warp
+//! writes them (planned once, per run: Triton's K step multiplies each A fragment by several B
+//! fragments, two in a row in the corpus' fp16 matmul). Running warp by warp
 //! instead of instruction by instruction changes nothing observable, as the run only reads shared
 //! memory and writes registers of its own warp. The path takes only blocks whose every thread is
 //! live and whose warps are whole (no lane to skip or to read as zero), and only rows that lie in
@@ -172,7 +172,7 @@ impl WarpRun {
                 }
             }
         }
-        for warp in buf.chunks_exact_mut(ns * 32) {
+        for warp in buf[..n * ns].chunks_exact_mut(ns * 32) {
             if !self.run_warp(w, warp) {
                 return false;
             }
