@@ -543,6 +543,7 @@ async fn triton_matrix_products_replay_and_pass_in_the_browser() -> Result<()> {
     b.open(&server.url).await?;
     for (case, arch) in [
         ("triton/tr_dot_f16_masked", "sm_80"),
+        ("triton/tr_dot_f16", "sm_80"),
         ("triton/tr_dot_bf16", "sm_80"),
         ("triton/tr_dot_attention", "sm_80"),
         ("triton/tr_dot_bf16", "sm_90"),

@@ -205,12 +205,12 @@ fn each_iteration_says_which_engine_ran_its_launches() {
     }
 }
 
-/// Triton's matrix products for sm_80 (`mma.sync` fed by `ldmatrix`, and a flash-attention block
-/// with shuffles) pass their check on native code, which runs them itself, and on the interpreter.
+/// Triton's matrix products for sm_80 (`mma.sync` fed by `ldmatrix`, shared memory filled by
+/// `cp.async` or by loads and stores, and a flash-attention block with shuffles) pass their check on native code, which runs them itself, and on the interpreter.
 #[test]
 fn triton_sm80_matrix_products_pass_on_native_code_and_the_interpreter() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["tr_dot_f16_masked", "tr_dot_bf16", "tr_dot_attention"] {
+    for name in ["tr_dot_f16_masked", "tr_dot_f16", "tr_dot_bf16", "tr_dot_attention"] {
         let archive = import(&corpus_dir().join("triton").join(name), "sm_80", dir.path());
         let path = archive.to_str().unwrap();
         for (engine, want) in [

@@ -61,6 +61,24 @@ def dot_f16_masked(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.conste
 
 
 @triton.jit
+def dot_f16(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # C (M x N, fp16) = A (M x K, fp16) @ B (K x N, fp16), fp32 accumulation, as Triton's JIT
+    # compiles it for operands whose sizes are multiples of 16 (1024 and the like): with no mask,
+    # aligned pointers and divisible strides it loads 16 bytes at a time, through cp.async on sm_80.
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
+        b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
+@triton.jit
 def dot_bf16(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     # C (M x N, fp32) = A (M x K, bf16) @ B (K x N, bf16), fp32 accumulation, whole blocks.
     pid_m = tl.program_id(0)
@@ -204,6 +222,25 @@ def compile_for(arch, fn, signature, constexprs, num_warps, num_stages):
         sig[k] = "constexpr"
     src = ASTSource(fn=fn, signature=sig, constexprs=constexprs)
     k = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps, "num_stages": num_stages})
+    ptx = k.asm["ptx"]
+    for inst in EXPECT[arch]:
+        if inst not in ptx:
+            print(f"  note: {fn.__name__}'s sm_{arch} PTX has no {inst}", file=sys.stderr)
+    return ptx, k.metadata.name, k.metadata.shared, num_warps * 32
+
+
+def specialized_for(arch, fn, args, constexprs, num_warps, num_stages):
+    """PTX of `fn` as Triton's JIT compiles it when called with `args` (its specialization of
+    pointer alignment and of integers divisible by 16 included), for `arch` whatever GPU this is:
+    (ptx, entry, shared bytes, threads per block)."""
+    drv = triton.runtime.driver.active
+    real = drv.get_current_target
+    drv.get_current_target = lambda: GPUTarget("cuda", arch, 32)
+    try:
+        # A fresh JIT function, whose cache holds no kernel of another target.
+        k = triton.jit(fn.fn).warmup(*args, **constexprs, num_warps=num_warps, num_stages=num_stages, grid=(1,))
+    finally:
+        drv.get_current_target = real
     ptx = k.asm["ptx"]
     for inst in EXPECT[arch]:
         if inst not in ptx:
@@ -355,6 +392,39 @@ def case_f16_masked(out):
     )
 
 
+def case_f16(out):
+    # Blocks of 128x128, K in steps of 32, 4 warps (each a 64x64 tile), 4 stages: one of the
+    # configurations Triton's matmul tutorial tunes over for fp16 on the GPU.
+    M, N, K, BM, BN, BK = 256, 256, 256, 128, 128, 32
+    g = torch.Generator().manual_seed(5)
+    a = (torch.randn(M, K, generator=g) / 4).half().cuda()
+    b = (torch.randn(K, N, generator=g) / 4).half().cuda()
+    c0 = torch.full((M, N), -1.0, dtype=torch.float16).cuda()
+    args = [a, b, c0, ("i32", M), ("i32", N), ("i32", K)]
+    jit_args = [a, b, c0, M, N, K]
+    constexprs = {"BM": BM, "BN": BN, "BK": BK}
+    compiled = {arch: specialized_for(arch, dot_f16, jit_args, constexprs, 4, 4) for arch in ARCHS}
+    first = compiled[ARCHS[0]]
+    for arch, (ptx, entry, _, threads) in compiled.items():
+        if entry != first[1] or threads != first[3] or entry_param_types(ptx, entry) != entry_param_types(first[0], entry):
+            raise RuntimeError(f"dot_f16: sm_{arch} compiles to another entry or parameters than sm_{ARCHS[0]}")
+    grid = (M // BM, N // BN, 1)
+    results = run_all(compiled, grid, [2], args)
+    for arch, (c,) in results.items():
+        close(f"tr_dot_f16 sm_{arch}", c, (a.float() @ b.float()).half(), atol=1e-2, rtol=1e-2)
+    agree("tr_dot_f16", results, atol=2e-3, rtol=1e-2)
+    write_case(
+        out,
+        "tr_dot_f16",
+        compiled,
+        grid,
+        [("a", a, a), ("b", b, b), ("c", c0, results[max(results)][0])],
+        ["a", "b", "c", ("i32", M), ("i32", N), ("i32", K)],
+        {"rtol": 1e-2, "atol": 1e-3},
+        "triton (tests/corpus/triton/gen_dot.py: dot_f16)",
+    )
+
+
 def case_bf16(out):
     M, N, K, BM, BN, BK = 128, 64, 128, 64, 64, 32
     g = torch.Generator().manual_seed(2)
@@ -456,6 +526,7 @@ def case_attention(out):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=HERE, help="the corpus folder to write the cases into")
+    p.add_argument("--only", action="append", metavar="CASE", help="write only this case (tr_dot_f16...); may repeat")
     args = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU")
@@ -464,7 +535,14 @@ def main():
     print(f"triton {triton.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}")
     names = []
     failed = []
-    for make in (case_f16_masked, case_bf16, case_attention, case_fp8):
+    makers = (case_f16_masked, case_f16, case_bf16, case_attention, case_fp8)
+    known = ["tr_dot_" + m.__name__.removeprefix("case_") for m in makers]
+    for name in args.only or []:
+        if name not in known:
+            sys.exit(f"--only {name}: no such case (the cases are {', '.join(known)})")
+    for make in makers:
+        if args.only and "tr_dot_" + make.__name__.removeprefix("case_") not in args.only:
+            continue
         print(make.__name__)
         try:
             make(args.out)

@@ -244,14 +244,15 @@ fn every_corpus_case_matches_the_gpu() {
     assert!(ran >= 29, "only {ran} case runs");
 }
 
-/// Triton's matrix products for sm_80 (`mma.sync` fed by `ldmatrix` from shared memory, a
-/// flash-attention block with shuffles around its two products) run as native code, match the GPU
+/// Triton's matrix products for sm_80 (`mma.sync` fed by `ldmatrix` from shared memory, filled by
+/// `cp.async` in the unmasked fp16 one; a flash-attention block with shuffles around its two
+/// products) run as native code, match the GPU
 /// under the case's tolerance and the interpreter bit for bit.
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 #[test]
 fn triton_sm80_matrix_products_run_as_native_code() {
     let Some(dir) = corpus_dir() else { return };
-    for case in ["tr_dot_f16_masked", "tr_dot_bf16", "tr_dot_attention"] {
+    for case in ["tr_dot_f16_masked", "tr_dot_f16", "tr_dot_bf16", "tr_dot_attention"] {
         let path = dir.join("triton").join(case);
         let text = std::fs::read_to_string(path.join("kernel.sm_80.ptx")).unwrap();
         let m = Module::parse(&text).unwrap();
