@@ -763,6 +763,28 @@ pub(crate) struct Mma {
     pub c: Vec<R>,
 }
 
+impl Inst {
+    /// The instructions that read or write the registers of a whole warp (`ptx::matrix`): native
+    /// code runs them as boundaries, as it does shuffles.
+    pub(crate) fn is_warp_matrix(&self) -> bool {
+        matches!(self, Inst::Mma(_) | Inst::Ldmatrix { .. } | Inst::Stmatrix { .. } | Inst::Movmatrix { .. })
+    }
+
+    /// Whether the instruction only computes registers from registers: no memory, no control,
+    /// nothing another thread sees, nothing that can fail.
+    pub(crate) fn is_register_only(&self) -> bool {
+        matches!(
+            self,
+            Inst::Un { .. }
+                | Inst::Bin { .. }
+                | Inst::Tern { .. }
+                | Inst::Bfi { .. }
+                | Inst::Setp { .. }
+                | Inst::Set { .. }
+        )
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Instr {
     pub guard: Option<(R, bool)>,

@@ -12,6 +12,7 @@ use super::parse::{self, InitElem, Lit, Operand, Stmt, VarDecl};
 
 mod asynchronous;
 mod shared_layout;
+mod warp_runs;
 mod wgmma;
 
 use shared_layout::{Layout, SharedPlan};
@@ -860,6 +861,7 @@ impl<'m> FnLower<'m> {
                 *target = t;
             }
         }
+        warp_runs::gather_warp_matrix_rows(&mut self.insts);
         let reconv = reconvergence(&self.insts);
         for (i, r) in reconv.into_iter().enumerate() {
             if let Inst::Bra { reconv, .. } = &mut self.insts[i].inst {

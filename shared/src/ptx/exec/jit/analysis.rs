@@ -23,7 +23,7 @@ use std::collections::HashMap;
 
 use super::lanes::{lane_steps, LanePlan, Step, LANES};
 use super::runtime::{Boundary, ShflInfo, Src};
-use super::support::{threads_exit_apart, warp_matrix};
+use super::support::threads_exit_apart;
 use super::warp_run::WarpRun;
 use crate::ptx::flow::{live_in, successors, uses_defs};
 use crate::ptx::ir::*;
@@ -116,7 +116,10 @@ impl<'f> Analysis<'f> {
         // boundary, at the last of them: the runtime runs them in order, and the threads pay one
         // store and reload of their registers for the run instead of one for each.
         let joins_next = |pc: usize| {
-            warp_matrix(&f.insts[pc].inst) && pc + 1 < n_insts && warp_matrix(&f.insts[pc + 1].inst) && !targets[pc + 1]
+            f.insts[pc].inst.is_warp_matrix()
+                && pc + 1 < n_insts
+                && f.insts[pc + 1].inst.is_warp_matrix()
+                && !targets[pc + 1]
         };
         let exits_apart = threads_exit_apart(f);
         let mut group = Vec::new();
@@ -127,7 +130,7 @@ impl<'f> Analysis<'f> {
                     leader[pc + 1] = true;
                 }
                 Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Shfl { .. } => leader[pc + 1] = true,
-                ref i if warp_matrix(i) && !joins_next(pc) => leader[pc + 1] = true,
+                ref i if i.is_warp_matrix() && !joins_next(pc) => leader[pc + 1] = true,
                 _ => {}
             }
             let src = |r: R| Src { reg: r, konst: consts[r as usize] };
@@ -139,7 +142,7 @@ impl<'f> Analysis<'f> {
                     }
                     Some(ShflInfo { mode, d, p, a: src(a), b: src(b), c: src(c) })
                 }
-                ref i if warp_matrix(i) => {
+                ref i if i.is_warp_matrix() => {
                     // An exited thread's registers are read by the warp instructions after it.
                     for r in uses_defs(ins).0 {
                         if exits_apart && consts[r as usize].is_none() && !shfl_srcs.contains(&r) {

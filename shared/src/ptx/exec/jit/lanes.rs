@@ -42,7 +42,6 @@ use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, StackS
 use super::analysis::{Class, Layout, PLAIN_F};
 use super::emit::{Repr, Tx};
 use super::error::JitError;
-use super::support::warp_matrix;
 use super::translate::int_cc;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::*;
@@ -157,7 +156,7 @@ impl LanePlan {
             if matches!(ins.inst, Inst::Shfl { .. }) {
                 return Err(JitError::NoLanes { what: "a shuffle", line: ins.line });
             }
-            if warp_matrix(&ins.inst) {
+            if ins.inst.is_warp_matrix() {
                 return Err(JitError::NoLanes { what: "a warp matrix instruction", line: ins.line });
             }
         }

@@ -28,7 +28,7 @@ pub(crate) fn unsupported(f: &Function) -> Option<JitError> {
             Inst::WarpSync => "bar.warp.sync",
             Inst::Clock { .. } => "clock",
             Inst::Call { .. } => "call",
-            i if warp_matrix(i) && ins.guard.is_some() => "a guarded warp matrix instruction",
+            i if i.is_warp_matrix() && ins.guard.is_some() => "a guarded warp matrix instruction",
             Inst::Mbar { .. } => "mbarrier",
             Inst::CpBulk { .. } => "cp.async.bulk",
             Inst::Elect { .. } => "elect.sync",
@@ -68,14 +68,16 @@ pub(crate) fn unsupported(f: &Function) -> Option<JitError> {
 /// at exit). A branch on a value every thread of a warp computes alike (a loop counter against a
 /// kernel argument, as in a tiled matrix product's loop over K) keeps the warp together.
 fn divergent_boundary(f: &Function) -> Option<u32> {
-    if !f.insts.iter().any(|i| matches!(i.inst, Inst::Shfl { .. }) || warp_matrix(&i.inst)) {
+    if !f.insts.iter().any(|i| matches!(i.inst, Inst::Shfl { .. }) || i.inst.is_warp_matrix()) {
         return None;
     }
     let (_, inside) = warp_divergence(f);
     f.insts
         .iter()
         .enumerate()
-        .find(|(pc, i)| inside[*pc] && (matches!(i.inst, Inst::Shfl { .. } | Inst::Bar { .. }) || warp_matrix(&i.inst)))
+        .find(|(pc, i)| {
+            inside[*pc] && (matches!(i.inst, Inst::Shfl { .. } | Inst::Bar { .. }) || i.inst.is_warp_matrix())
+        })
         .map(|(_, i)| i.line)
 }
 
@@ -183,10 +185,4 @@ fn warp_varying(f: &Function) -> Vec<bool> {
         }
     }
     varying
-}
-
-/// The instructions that read or write the registers of a whole warp (`ptx::matrix`): native code
-/// runs them as boundaries, as it does shuffles.
-pub(super) fn warp_matrix(inst: &Inst) -> bool {
-    matches!(inst, Inst::Mma(_) | Inst::Ldmatrix { .. } | Inst::Stmatrix { .. } | Inst::Movmatrix { .. })
 }
