@@ -111,6 +111,11 @@ fn cp_async_faults_are_reported() {
     assert!(e.contains("misaligned write of 16 bytes at shared") && e.contains("thread [0, 0, 0]"), "{e}");
     let e = copy(16, "add.s64 %rd9, %rd5, 512;\n    cp.async.cg.shared.global [%r4], [%rd9], 16;").unwrap_err();
     assert!(e.contains("out-of-bounds read of 16 bytes at global") && e.contains("thread [0, 0, 0]"), "{e}");
+    // A source aligned to 8 bytes, not 16; a destination past the end of shared memory.
+    let e = copy(16, "add.s64 %rd9, %rd5, 8;\n    cp.async.cg.shared.global [%r4], [%rd9], 16;").unwrap_err();
+    assert!(e.contains("misaligned read of 16 bytes at global") && e.contains("thread [0, 0, 0]"), "{e}");
+    let e = copy(16, "add.u32 %r9, %r4, 512;\n    cp.async.cg.shared.global [%r9], [%rd5], 16;").unwrap_err();
+    assert!(e.contains("out-of-bounds write of 16 bytes at shared") && e.contains("thread [0, 0, 0]"), "{e}");
     // A partial read stops at the end of the source region.
     let e = copy(16, "add.s64 %rd9, %rd5, 496;\n    cp.async.ca.shared.global [%r4], [%rd9], 16, 8;").unwrap_err();
     assert!(e.contains("thread [1, 0, 0]"), "{e}");

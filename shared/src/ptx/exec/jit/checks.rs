@@ -308,6 +308,57 @@ impl Tx<'_, '_> {
         self.b.use_var(tmp)
     }
 
+    /// `cp.async` of `size` bytes (4, 8 or 16) from global to shared memory. The common case is
+    /// copied in place: the whole copy asked for (`src_size` at least `size`), both addresses
+    /// aligned to `size`, and every 8-byte piece of both in bounds. Anything else (a zero fill, a
+    /// partial copy, a misaligned or out-of-bounds address) takes the slow path, whose copy is
+    /// the interpreter's, faults included. The pieces are all checked before any is copied, so
+    /// the slow path never finds half a copy done.
+    pub(super) fn copy_async(
+        &mut self,
+        pc: usize,
+        size: u8,
+        src_size: R,
+        dst: (Value, i64),
+        src: (Value, i64),
+        root: Option<u32>,
+    ) {
+        let dv = self.b.ins().iadd_imm_s(dst.0, dst.1);
+        let sv = self.b.ins().iadd_imm_s(src.0, src.1);
+        let n = self.get(src_size);
+        let slow = self.b.create_block();
+        let join = self.b.create_block();
+        let check = self.b.create_block();
+        let n = self.b.ins().band_imm_s(n, u32::MAX as i64);
+        let whole = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, n, size as i64);
+        let both = self.b.ins().bor(dv, sv);
+        let low = self.b.ins().band_imm_s(both, size as i64 - 1);
+        let aligned = self.b.ins().icmp_imm_s(IntCC::Equal, low, 0);
+        let ok = self.b.ins().band(whole, aligned);
+        self.b.ins().brif(ok, check, &[], slow, &[]);
+        self.b.switch_to_block(check);
+        let piece = size.min(8);
+        let mut pairs = Vec::new();
+        for off in (0..size as i64).step_by(piece as usize) {
+            let from = self.fast_ptr(Space::Global, piece, (src.0, src.1 + off), root, slow);
+            let to = self.fast_ptr(Space::Shared, piece, (dst.0, dst.1 + off), None, slow);
+            pairs.push((from, to));
+        }
+        let ty = Self::mem_ty(piece);
+        let values: Vec<Value> = pairs.iter().map(|&(from, _)| self.b.ins().load(ty, flags(), from, 0)).collect();
+        for (&(_, to), v) in pairs.iter().zip(values) {
+            self.b.ins().store(flags(), v, to, 0);
+        }
+        self.b.ins().jump(join, &[]);
+        let mark = self.block_mark();
+        self.b.switch_to_block(slow);
+        self.slow(pc, dv, sv, n);
+        self.b.ins().jump(join, &[]);
+        self.cold_since(mark);
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(join);
+    }
+
     /// An I64 of a loaded value's bits as `out` (the slow path's result).
     fn bits_as(&mut self, v: Value, out: Type) -> Value {
         if out == types::F32 {

@@ -679,12 +679,10 @@ impl Tx<'_, '_> {
                 self.b.ins().jump(next, &[]);
                 return Ok(false);
             }
-            Inst::CpAsync { src_size, dst, src, .. } => {
-                // The interpreter's copy, thread by thread: a few per tile, each up to 16 bytes.
-                let dv = self.address(&dst);
-                let sv = self.address(&src);
-                let nv = self.get(src_size);
-                self.slow(pc, dv, sv, nv);
+            Inst::CpAsync { size, src_size, dst, src } => {
+                let (d, s) = (self.addr_parts(&dst), self.addr_parts(&src));
+                let root = self.root_of(&src);
+                self.copy_async(pc, size, src_size, d, s, root);
             }
             Inst::Nop => {}
             Inst::Bra { .. }
