@@ -386,18 +386,17 @@ pub(crate) fn unpack_a_f16(a: [&[u64; 32]; 4], tile: &mut TileA16) {
     }
 }
 
-/// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` for one warp, with [`mma_float`]'s
-/// arithmetic and bits (the same f32 fused multiply-adds in increasing k from C), from A's tile
-/// and the registers of B and C (`b[r]`, `c[r]`: register `r` of every lane), into D's
-/// registers. Written for this one form's layouts, where every operand moves in whole rows:
-/// B's register `r` in lane order is B's columns down k `8r..8r + 8` (lane `4g + t` holds column
-/// `g`, k `8r + 2t` and the next), and C's (and D's) registers 0 and 1 interleaved lane by lane
-/// are rows 0 to 7 (lane `4g + t` holds row `g`, columns `2t` and `2t + 1`), registers 2 and 3
-/// rows 8 to 15. The product runs eight rows at a time, so that the eight accumulator vectors, a
-/// row of B and the broadcast element of A fit in sixteen vector registers.
+/// A warp's B fragment of `mma.m16n8k16` with f16 elements (two registers of 32 lanes), as the
+/// f32 tile [`mma_f16_f32`] reads, row `k` holding the eight columns: unpacked once, it serves
+/// every `mma` of a run that reads the same registers (Triton's warp tile multiplies each B
+/// fragment by every A fragment of its column of tiles).
+pub(crate) type TileB16 = [[f32; 8]; 16];
+
+/// Unpacks B (register `r` of every lane in `b[r]`) into its tile. In lane order B's register `r`
+/// is B's columns down k `8r..8r + 8` (lane `4g + t` holds column `g`, k `8r + 2t` and the next).
 #[inline(always)]
-pub(crate) fn mma_f16_f32(a: &TileA16, b: [&[u64; 32]; 2], c: [&[u64; 32]; 4], d: &mut [[u64; 32]; 4]) {
-    // B column by column (`bt[n][k]`), then row by row.
+pub(crate) fn unpack_b_f16(b: [&[u64; 32]; 2], tile: &mut TileB16) {
+    // Column by column (`bt[n][k]`), then row by row.
     let mut bt = [[0f32; 16]; 8];
     for (r, regs) in b.into_iter().enumerate() {
         let block = widen_f16_block(regs);
@@ -405,12 +404,23 @@ pub(crate) fn mma_f16_f32(a: &TileA16, b: [&[u64; 32]; 2], c: [&[u64; 32]; 4], d
             bt[n][8 * r..8 * r + 8].copy_from_slice(col);
         }
     }
-    let mut bm = [[0f32; 8]; 16];
-    for (k, row) in bm.iter_mut().enumerate() {
+    for (k, row) in tile.iter_mut().enumerate() {
         for (n, x) in row.iter_mut().enumerate() {
             *x = bt[n][k];
         }
     }
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` for one warp, with [`mma_float`]'s
+/// arithmetic and bits (the same f32 fused multiply-adds in increasing k from C), from the tiles
+/// of A and B and the registers of C (`c[r]`: register `r` of every lane), into D's registers.
+/// Written for this one form's layouts, where every operand moves in whole rows: C's (and D's)
+/// registers 0 and 1 interleaved lane by lane are rows 0 to 7 (lane `4g + t` holds row `g`,
+/// columns `2t` and `2t + 1`), registers 2 and 3 rows 8 to 15. The product runs eight rows at a
+/// time, so that the eight accumulator vectors, a row of B and the broadcast element of A fit in
+/// sixteen vector registers.
+#[inline(always)]
+pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, c: [&[u64; 32]; 4], d: &mut [[u64; 32]; 4]) {
     for h in 0..2 {
         let (c_lo, c_hi) = (c[2 * h], c[2 * h + 1]);
         let mut acc = [[0f32; 8]; 8];

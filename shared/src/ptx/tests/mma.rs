@@ -612,12 +612,14 @@ fn unsupported_shapes_and_types_are_refused_at_load() {
 /// their accumulators, then A reloaded and used again. Native code runs such a run warp by warp
 /// and keeps A unpacked between the `mma`s that share it; every engine must give the products
 /// of the tables (checked here against the ISA's `ldmatrix` rows and `mma` layouts), and a
-/// reloaded A must not be served from the tile of the old one.
+/// reloaded A must not be served from the tile of the old one. B's tiles are kept too, for every
+/// `mma` of the run that reads the same registers; a reloaded B must not be served from its old
+/// tile either.
 #[test]
 fn a_shared_a_fragment_and_a_reloaded_one_give_the_tables_products() {
     let ptx = format!(
         "{HEAD}.visible .entry k_step(.param .u64 inp, .param .u64 out) {{
-  .reg .b32 %r<40>; .reg .f32 %f<20>; .reg .b64 %rd<10>;
+  .reg .b32 %r<40>; .reg .f32 %f<24>; .reg .b64 %rd<10>;
   .shared .align 16 .b8 sm[2048];
   ld.param.u64 %rd1, [inp]; ld.param.u64 %rd2, [out];
   mov.u32 %r1, %tid.x;
@@ -640,10 +642,13 @@ fn a_shared_a_fragment_and_a_reloaded_one_give_the_tables_products() {
   ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%r20,%r21,%r22,%r23}}, [%r11];
   mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f9,%f10,%f11,%f12}}, {{%r20,%r21,%r22,%r23}}, {{%r24,%r25}}, {{%f5,%f6,%f7,%f8}};
   mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f13,%f14,%f15,%f16}}, {{%r20,%r21,%r22,%r23}}, {{%r26,%r27}}, {{%f0,%f0,%f0,%f0}};
-  mul.wide.u32 %rd5, %r1, 48; add.u64 %rd6, %rd2, %rd5;
+  ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{%r24,%r25}}, [%r10];
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f17,%f18,%f19,%f20}}, {{%r20,%r21,%r22,%r23}}, {{%r24,%r25}}, {{%f13,%f14,%f15,%f16}};
+  mul.wide.u32 %rd5, %r1, 64; add.u64 %rd6, %rd2, %rd5;
   st.global.v4.f32 [%rd6], {{%f5,%f6,%f7,%f8}};
   st.global.v4.f32 [%rd6+16], {{%f9,%f10,%f11,%f12}};
   st.global.v4.f32 [%rd6+32], {{%f13,%f14,%f15,%f16}};
+  st.global.v4.f32 [%rd6+48], {{%f17,%f18,%f19,%f20}};
   ret;
 }}"
     );
@@ -651,7 +656,7 @@ fn a_shared_a_fragment_and_a_reloaded_one_give_the_tables_products() {
     let mut g = Gen(11);
     let halves: Vec<u16> = (0..1024).map(|_| f16::from_f64((g.next() % 33) as f64 / 4.0 - 4.0).to_bits()).collect();
     let inp: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
-    let out = run_kernel(&ptx, "k_step", [1, 1, 1], [32, 1, 1], &[inp, vec![0; 32 * 48]], &[]).unwrap();
+    let out = run_kernel(&ptx, "k_step", [1, 1, 1], [32, 1, 1], &[inp, vec![0; 32 * 64]], &[]).unwrap();
     let got: Vec<u32> = out[1].chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
     let h = |i: usize| f16::from_bits(halves[i]).to_f32();
     // `ldmatrix` gives matrix j, row r, column c from halves (j * 8 + r) * 8 + c of its rows; the
@@ -671,13 +676,16 @@ fn a_shared_a_fragment_and_a_reloaded_one_give_the_tables_products() {
     let d5 = product(0, 768, &|r, n| d1[r][n]);
     let d9 = product(256, 512, &|r, n| d5[r][n]);
     let d13 = product(256, 768, &|_, _| 1.0);
+    // B0's registers reloaded with B1.
+    let d17 = product(256, 768, &|r, n| d13[r][n]);
     for lane in 0..32 {
-        for (j, d) in [d5, d9, d13].iter().enumerate() {
+        for (j, d) in [d5, d9, d13, d17].iter().enumerate() {
             for r in 0..4 {
                 let (row, col) = c_m16n8(lane, r);
-                assert_eq!(got[lane * 12 + j * 4 + r], d[row][col].to_bits(), "lane {lane}, result {j}, c{r}");
+                assert_eq!(got[lane * 16 + j * 4 + r], d[row][col].to_bits(), "lane {lane}, result {j}, c{r}");
             }
         }
     }
     assert_ne!(d9, d5, "the reloaded A changes the product");
+    assert_ne!(d17, product(256, 512, &|r, n| d13[r][n]), "the reloaded B changes the product");
 }

@@ -40,6 +40,8 @@ pub(super) struct WarpRun {
     /// The slots the run writes that are live after it: the only ones scattered back.
     defs: Vec<usize>,
     steps: Vec<Step>,
+    /// How many unpacked B tiles the run keeps (see [`Step::MmaF16`]).
+    tiles_b: usize,
 }
 
 #[derive(Clone)]
@@ -51,17 +53,28 @@ enum Step {
     Mma { op: Box<Mma>, slots: [[usize; 4]; 4] },
     /// The common form ([`matrix::is_f16_f32_k16`]) by its own code; A's tile is unpacked again
     /// only where `unpack_a` (the step before of this form read other slots for A, or a step since
-    /// wrote one of them).
-    MmaF16 { ops: F16Operands, unpack_a: bool },
+    /// wrote one of them). B's tile is the run's tile `b_tile`, unpacked there only where
+    /// `unpack_b` (no step before read B from the same slots, or a step since wrote one of them).
+    MmaF16 { ops: F16Operands, unpack_a: bool, b_tile: usize, unpack_b: bool },
 }
 
 impl WarpRun {
     /// The plan of `run`, with the constant registers `consts` among its operands; `None` when
     /// the run holds an instruction this path does not take (it then runs one by one).
     pub(super) fn plan(run: &[Instr], consts: &[(R, u64)]) -> Option<WarpRun> {
-        let mut plan = WarpRun { slots: Vec::new(), gathered: Vec::new(), defs: Vec::new(), steps: Vec::new() };
+        let mut plan =
+            WarpRun { slots: Vec::new(), gathered: Vec::new(), defs: Vec::new(), steps: Vec::new(), tiles_b: 0 };
         // The A slots whose tile the last common-form `mma` left unpacked, while nothing wrote them.
         let mut tile_a: Option<[usize; 4]> = None;
+        // Per B tile of the run: the slots it holds unpacked, while nothing wrote them.
+        let mut tiles_b: Vec<Option<[usize; 2]>> = Vec::new();
+        let forget_b = |tiles_b: &mut Vec<Option<[usize; 2]>>, written: &[usize]| {
+            for t in tiles_b.iter_mut() {
+                if t.is_some_and(|b| b.iter().any(|s| written.contains(s))) {
+                    *t = None;
+                }
+            }
+        };
         let slot = |plan: &mut WarpRun, r: R, def: bool| {
             let s = match plan.slots.iter().position(|s| s.0 == r) {
                 Some(s) => s,
@@ -98,6 +111,7 @@ impl WarpRun {
                     if tile_a.is_some_and(|a| ds[..*n as usize].iter().any(|s| a.contains(s))) {
                         tile_a = None;
                     }
+                    forget_b(&mut tiles_b, &ds[..*n as usize]);
                     Step::Ldmatrix { n: *n as usize, trans: *trans, space: *space, d: ds, base, off: addr.off }
                 }
                 Inst::Mma(op) if is_float16x8(op) => {
@@ -113,13 +127,27 @@ impl WarpRun {
                     }
                     if matrix::is_f16_f32_k16(op) {
                         let [a, b, c, d] = slots;
+                        let b = [b[0], b[1]];
                         let unpack_a = tile_a != Some(a);
                         tile_a = if d.iter().any(|s| a.contains(s)) { None } else { Some(a) };
-                        Step::MmaF16 { ops: F16Operands { a, b: [b[0], b[1]], c, d }, unpack_a }
+                        let (b_tile, unpack_b) = match tiles_b.iter().position(|t| *t == Some(b)) {
+                            Some(t) => (t, false),
+                            None => {
+                                let t = tiles_b.iter().position(Option::is_none).unwrap_or_else(|| {
+                                    tiles_b.push(None);
+                                    tiles_b.len() - 1
+                                });
+                                tiles_b[t] = Some(b);
+                                (t, true)
+                            }
+                        };
+                        forget_b(&mut tiles_b, &d);
+                        Step::MmaF16 { ops: F16Operands { a, b, c, d }, unpack_a, b_tile, unpack_b }
                     } else {
                         if tile_a.is_some_and(|a| slots[3][..op.d.len()].iter().any(|s| a.contains(s))) {
                             tile_a = None;
                         }
+                        forget_b(&mut tiles_b, &slots[3][..op.d.len()]);
                         Step::Mma { op: op.clone(), slots }
                     }
                 }
@@ -127,6 +155,7 @@ impl WarpRun {
             };
             plan.steps.push(step);
         }
+        plan.tiles_b = tiles_b.len();
         Some(plan)
     }
 
@@ -172,8 +201,9 @@ impl WarpRun {
                 }
             }
         }
+        let mut tiles_b = vec![[[0f32; 8]; 16]; self.tiles_b];
         for warp in buf[..n * ns].chunks_exact_mut(ns * 32) {
-            if !self.run_warp(w, warp) {
+            if !self.run_warp(w, warp, &mut tiles_b) {
                 return false;
             }
         }
@@ -191,7 +221,7 @@ impl WarpRun {
 
     /// The steps for one warp over its slots (`warp[slot * 32 + lane]`); false where a row of an
     /// `ldmatrix` is not 16 aligned bytes of shared memory.
-    fn run_warp<const MW: usize>(&self, w: &Worker<'_, MW>, warp: &mut [u64]) -> bool {
+    fn run_warp<const MW: usize>(&self, w: &Worker<'_, MW>, warp: &mut [u64], tiles_b: &mut [matrix::TileB16]) -> bool {
         let mut tile_a: matrix::TileA16 = [[0.0; 16]; 16];
         for step in &self.steps {
             match *step {
@@ -232,7 +262,9 @@ impl WarpRun {
                     }
                 }
                 Step::Mma { ref op, slots } => mma(op, &slots, warp),
-                Step::MmaF16 { ops, unpack_a } => mma_f16(warp, &mut tile_a, ops, unpack_a),
+                Step::MmaF16 { ops, unpack_a, b_tile, unpack_b } => {
+                    mma_f16(warp, &mut tile_a, &mut tiles_b[b_tile], ops, [unpack_a, unpack_b])
+                }
             }
         }
         true
@@ -251,22 +283,28 @@ fn mma(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
     mma_body(op, slots, warp)
 }
 
-/// A common-form `mma` on a warp's slots (A's tile unpacked first where `unpack_a`), compiled with
-/// FMA instructions where the CPU has them, as [`mma`].
-fn mma_f16(warp: &mut [u64], tile_a: &mut matrix::TileA16, ops: F16Operands, unpack_a: bool) {
+/// A common-form `mma` on a warp's slots (A's and B's tiles unpacked first where `unpack` says),
+/// compiled with FMA instructions where the CPU has them, as [`mma`].
+fn mma_f16(warp: &mut [u64], a: &mut matrix::TileA16, b: &mut matrix::TileB16, ops: F16Operands, unpack: [bool; 2]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
         /// # Safety
         /// The CPU must have FMA and AVX2.
         #[target_feature(enable = "fma,avx2")]
-        unsafe fn fast(warp: &mut [u64], tile_a: &mut matrix::TileA16, ops: F16Operands, unpack_a: bool) {
-            mma_f16_body(warp, tile_a, ops, unpack_a)
+        unsafe fn fast(
+            warp: &mut [u64],
+            a: &mut matrix::TileA16,
+            b: &mut matrix::TileB16,
+            ops: F16Operands,
+            unpack: [bool; 2],
+        ) {
+            mma_f16_body(warp, a, b, ops, unpack)
         }
         // SAFETY: the CPU has the features the function is compiled for.
-        unsafe { fast(warp, tile_a, ops, unpack_a) };
+        unsafe { fast(warp, a, b, ops, unpack) };
         return;
     }
-    mma_f16_body(warp, tile_a, ops, unpack_a)
+    mma_f16_body(warp, a, b, ops, unpack)
 }
 
 /// The slots of a common-form `mma`'s A, B, C and D.
@@ -279,13 +317,22 @@ struct F16Operands {
 }
 
 #[inline(always)]
-fn mma_f16_body(warp: &mut [u64], tile_a: &mut matrix::TileA16, ops: F16Operands, unpack_a: bool) {
+fn mma_f16_body(
+    warp: &mut [u64],
+    a: &mut matrix::TileA16,
+    b: &mut matrix::TileB16,
+    ops: F16Operands,
+    unpack: [bool; 2],
+) {
     let lanes = |s: usize| -> &[u64; 32] { warp[s * 32..s * 32 + 32].try_into().expect("a slot is 32 lanes") };
-    if unpack_a {
-        matrix::unpack_a_f16(ops.a.map(lanes), tile_a);
+    if unpack[0] {
+        matrix::unpack_a_f16(ops.a.map(lanes), a);
+    }
+    if unpack[1] {
+        matrix::unpack_b_f16(ops.b.map(lanes), b);
     }
     let mut out = [[0u64; 32]; 4];
-    matrix::mma_f16_f32(tile_a, ops.b.map(lanes), ops.c.map(lanes), &mut out);
+    matrix::mma_f16_f32(a, b, ops.c.map(lanes), &mut out);
     for (s, v) in ops.d.into_iter().zip(&out) {
         warp[s * 32..s * 32 + 32].copy_from_slice(v);
     }
