@@ -1,9 +1,9 @@
 //! CPU replay benchmarks: launch dispatch and five corpus kernels at sizes that take a while.
 //!
 //! `cargo bench -p recap-shared --bench cpu_replay -- [dispatch|kernels|NAME...] [--threads N] [--engine jit|jit-scalar|interp]
-//! [--dump DIR] [--size N]` prints one line per measurement. `triton_matmul_f16` (not among
-//! `kernels`) is Triton's fp16 `tl.dot` at M = N = K = `--size` (default 1024), which
-//! `bench/cpu/triton_matmul.sh` runs against numpy's float32 matmul. The archives are built in memory from the
+//! [--dump DIR] [--size N]` prints one line per measurement. `triton_matmul_f16` and
+//! `triton_matmul_f16_masked` (not among `kernels`) are Triton's fp16 `tl.dot` at M = N = K =
+//! `--size` (default 1024), which `bench/cpu/triton_matmul.sh` runs against numpy's float32 matmul. The archives are built in memory from the
 //! corpus PTX (`RECAP_CORPUS`, default `tests/corpus`), so what runs is exactly the replay
 //! path (`CpuReplay::run_iteration`) over real nvcc output. `--dump DIR` writes each kernel's
 //! output region to `DIR/NAME.bin` so the native build of the same CUDA C can be compared with it
@@ -126,16 +126,28 @@ fn halves(n: usize, seed: u32) -> Vec<u8> {
         .collect()
 }
 
-/// Triton's `tl.dot` matrix product (`tests/corpus/triton/gen_dot.py`, `dot_f16_masked`: fp16
-/// inputs, fp32 accumulation in `mma.sync`, fp16 output; blocks of 64x32, K in steps of 32,
-/// 4 warps) as Triton compiles it for sm_80. M, N and K are kernel arguments, so the corpus PTX
-/// runs at any size.
-fn triton_matmul(m: usize, n: usize, k: usize) -> Case {
-    let path = corpus().join("triton/tr_dot_f16_masked/kernel.sm_80.ptx");
+/// Triton's `tl.dot` matrix products (`tests/corpus/triton/gen_dot.py`: fp16 inputs, fp32
+/// accumulation in `mma.sync`, fp16 output) as Triton compiles them for sm_80. M, N and K are
+/// kernel arguments, so the corpus PTX runs at any size its specialisation allows.
+/// - `triton_matmul_f16`: `dot_f16`, the kernel Triton's JIT builds for operands whose sizes are
+///   multiples of 16: blocks of 128x128, K in steps of 32, 4 warps, 4 stages of `cp.async`.
+/// - `triton_matmul_f16_masked`: `dot_f16_masked`, every load and store masked, fp16 elements
+///   loaded one at a time: blocks of 64x32, K in steps of 32, 4 warps.
+fn triton_matmul(name: &'static str, m: usize, n: usize, k: usize) -> Case {
+    let (case, entry, block_m, block_n, shared) = match name {
+        "triton_matmul_f16" => ("tr_dot_f16", "dot_f16", 128, 128, 65536),
+        _ => ("tr_dot_f16_masked", "dot_f16_masked", 64, 32, 6144),
+    };
+    // The unmasked kernel reads whole blocks: another size would read past the operands.
+    assert!(
+        name != "triton_matmul_f16" || (m.is_multiple_of(block_m) && n.is_multiple_of(block_n) && k.is_multiple_of(32)),
+        "{name} runs at sizes that are multiples of 128, not {m}"
+    );
+    let path = corpus().join("triton").join(case).join("kernel.sm_80.ptx");
     Case {
-        name: "triton_matmul_f16",
+        name,
         ptx: std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-        entry: "dot_f16_masked",
+        entry,
         regions: vec![("a", halves(m * k, 7)), ("b", halves(k * n, 8)), ("c", vec![0; m * n * 2])],
         args: vec![
             Arg::Region(0),
@@ -147,11 +159,11 @@ fn triton_matmul(m: usize, n: usize, k: usize) -> Case {
             Arg::U64(0),
             Arg::U64(0),
         ],
-        grid: [m.div_ceil(64) as u32, n.div_ceil(32) as u32, 1],
+        grid: [m.div_ceil(block_m) as u32, n.div_ceil(block_n) as u32, 1],
         block: [128, 1, 1],
         output: 2,
         size: format!("M=N=K={m}"),
-        shared: 6144,
+        shared,
     }
 }
 
@@ -380,7 +392,9 @@ fn bench_kernel(case: &Case, threads: usize, engine: Engine, dump: Option<&PathB
     let out = replay.read_region(case.output as RegionId).unwrap();
     let sum: f64 = match case.name {
         "mandelbrot" => out.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f64).sum(),
-        "triton_matmul_f16" => out.chunks(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64()).sum(),
+        "triton_matmul_f16" | "triton_matmul_f16_masked" => {
+            out.chunks(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64()).sum()
+        }
         _ => out.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).sum(),
     };
     if let Some(dir) = dump {
@@ -433,8 +447,10 @@ fn main() {
     if wants("dispatch") {
         bench_dispatch(1, engine);
     }
-    if wants("triton_matmul_f16") {
-        bench_kernel(&triton_matmul(size, size, size), threads, engine, dump.as_ref());
+    for name in ["triton_matmul_f16", "triton_matmul_f16_masked"] {
+        if wants(name) {
+            bench_kernel(&triton_matmul(name, size, size, size), threads, engine, dump.as_ref());
+        }
     }
     let kernels = ["saxpy", "matmul_tiled", "nbody_accel", "mandelbrot", "softmax_rows"];
     if !kernels.iter().any(|k| wants(k)) && !wants("kernels") {
