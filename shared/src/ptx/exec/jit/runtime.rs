@@ -16,7 +16,7 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
 use super::compile::{Compiled, JitKernel};
-use super::warp_run::WarpRun;
+use super::warp_run::{RunScratch, WarpRun};
 use crate::ptx::exec::{compare, shfl_source, sx, Res, Stop, ThreadAccess, Worker};
 use crate::ptx::ir::*;
 use crate::ptx::math::*;
@@ -383,8 +383,8 @@ pub(crate) struct Scratch {
     state: Vec<u32>,
     spill: Vec<u64>,
     table: Vec<Slot>,
-    /// The registers of a run of warp instructions, warp by warp (`WarpRun::run`).
-    warp: Vec<u64>,
+    /// The buffers of runs of warp instructions (`WarpRun::run`).
+    warp: RunScratch,
 }
 
 // SAFETY: the table holds addresses of region memory only while a launch borrows that memory;

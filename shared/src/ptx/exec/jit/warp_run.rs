@@ -29,6 +29,16 @@ use crate::ptx::exec::Worker;
 use crate::ptx::ir::{Base, Inst, Instr, Mma, Space, R};
 use crate::ptx::matrix::{self, is_float16x8};
 
+/// A worker's buffers for runs, kept from one boundary to the next. Neither is cleared: a slot
+/// outside `gathered` and a B tile are written before they are read.
+#[derive(Default)]
+pub(super) struct RunScratch {
+    /// The run's slots, `[warp][slot][lane]`.
+    regs: Vec<u64>,
+    /// The run's unpacked B tiles.
+    tiles_b: Vec<matrix::TileB16>,
+}
+
 /// The plan of a run: its slots and its steps, made once when the kernel is compiled.
 #[derive(Clone)]
 pub(super) struct WarpRun {
@@ -167,12 +177,12 @@ impl WarpRun {
     }
 
     /// Runs the run for every warp of the block whose thread states are `state`, over its spill
-    /// area (`nregs` registers a thread), with `buf` as scratch. False, with nothing written,
+    /// area (`nregs` registers a thread), with `scratch`'s buffers. False, with nothing written,
     /// where this path does not take the block (see the module docs).
     pub(super) fn run<const MW: usize>(
         &self,
         w: &Worker<'_, MW>,
-        buf: &mut Vec<u64>,
+        scratch: &mut RunScratch,
         spill: &mut [u64],
         nregs: usize,
         state: &[u32],
@@ -182,7 +192,7 @@ impl WarpRun {
             return false;
         }
         let ns = self.slots.len();
-        // Not cleared: a slot outside `gathered` is written before it is read.
+        let RunScratch { regs: buf, tiles_b } = scratch;
         if buf.len() < n * ns {
             buf.resize(n * ns, 0);
         }
@@ -201,9 +211,11 @@ impl WarpRun {
                 }
             }
         }
-        let mut tiles_b = vec![[[0f32; 8]; 16]; self.tiles_b];
+        if tiles_b.len() < self.tiles_b {
+            tiles_b.resize(self.tiles_b, [[0.0; 8]; 16]);
+        }
         for warp in buf[..n * ns].chunks_exact_mut(ns * 32) {
-            if !self.run_warp(w, warp, &mut tiles_b) {
+            if !self.run_warp(w, warp, tiles_b) {
                 return false;
             }
         }
