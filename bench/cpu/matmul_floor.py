@@ -2,7 +2,9 @@
 the replay's time against it, and the replay's fp16 result against numpy's (float32 products of
 the same fp16 inputs, rounded to fp16).
 
-    python3 matmul_floor.py DIR SIZE "LINE"   (DIR: the bench's --dump folder; LINE: its output)
+    python3 matmul_floor.py DIR SIZE "LINE" [KERNEL]
+      DIR: the bench's --dump folder; LINE: its output; KERNEL: the bench's kernel name
+      (default triton_matmul_f16)
 """
 import re
 import sys
@@ -11,9 +13,10 @@ import time
 import numpy as np
 
 folder, size, line = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-a = np.fromfile(f"{folder}/triton_matmul_f16.a.bin", dtype=np.float16).reshape(size, size).astype(np.float32)
-b = np.fromfile(f"{folder}/triton_matmul_f16.b.bin", dtype=np.float16).reshape(size, size).astype(np.float32)
-c = np.fromfile(f"{folder}/triton_matmul_f16.bin", dtype=np.float16).reshape(size, size).astype(np.float32)
+kernel = sys.argv[4] if len(sys.argv) > 4 else "triton_matmul_f16"
+a = np.fromfile(f"{folder}/{kernel}.a.bin", dtype=np.float16).reshape(size, size).astype(np.float32)
+b = np.fromfile(f"{folder}/{kernel}.b.bin", dtype=np.float16).reshape(size, size).astype(np.float32)
+c = np.fromfile(f"{folder}/{kernel}.bin", dtype=np.float16).reshape(size, size).astype(np.float32)
 
 times, cpu = [], []
 for i in range(11):

@@ -770,6 +770,13 @@ impl Inst {
         matches!(self, Inst::Mma(_) | Inst::Ldmatrix { .. } | Inst::Stmatrix { .. } | Inst::Movmatrix { .. })
     }
 
+    /// A plain barrier of the whole block (`bar.sync 0`, `barrier.sync`): no thread count, no
+    /// reduction, no result, not an arrive. It waits and orders memory; it reads and writes no
+    /// register.
+    pub(crate) fn is_plain_barrier(&self) -> bool {
+        matches!(self, Inst::Bar { count: None, red: None, d: None, arrive: false })
+    }
+
     /// Whether the instruction only computes registers from registers: no memory, no control,
     /// nothing another thread sees, nothing that can fail.
     pub(crate) fn is_register_only(&self) -> bool {
@@ -790,6 +797,15 @@ pub(crate) struct Instr {
     pub guard: Option<(R, bool)>,
     pub inst: Inst,
     pub line: u32,
+}
+
+impl Instr {
+    /// Whether native code may run the instruction in the boundary of a run of warp matrix
+    /// instructions (`lower/warp_runs.rs`): an unguarded warp matrix instruction, or an
+    /// unguarded plain barrier, which a boundary is already (every thread stops there).
+    pub(crate) fn joins_warp_run(&self) -> bool {
+        self.guard.is_none() && (self.inst.is_warp_matrix() || self.inst.is_plain_barrier())
+    }
 }
 
 /// Addresses of the device address space. Buffers live at `(slot + 1) << REGION_SHIFT`; module

@@ -413,23 +413,25 @@ pub(crate) fn unpack_b_f16(b: [&[u64; 32]; 2], tile: &mut TileB16) {
 
 /// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` for one warp, with [`mma_float`]'s
 /// arithmetic and bits (the same f32 fused multiply-adds in increasing k from C), from the tiles
-/// of A and B and the registers of C (`c[r]`: register `r` of every lane), into D's registers.
-/// Written for this one form's layouts, where every operand moves in whole rows: C's (and D's)
-/// registers 0 and 1 interleaved lane by lane are rows 0 to 7 (lane `4g + t` holds row `g`,
-/// columns `2t` and `2t + 1`), registers 2 and 3 rows 8 to 15. The product runs eight rows at a
-/// time, so that the eight accumulator vectors, a row of B and the broadcast element of A fit in
-/// sixteen vector registers.
+/// of A and B and C's registers into D's: `regs[s]` is register `s` of every lane, and `c[r]`,
+/// `d[r]` name the registers of C and D. Every register of C is read before any of D is written,
+/// so D may be C itself (as it is in every `mma` that accumulates). Written for this one form's
+/// layouts, where every operand moves in whole rows: C's (and D's) registers 0 and 1 interleaved
+/// lane by lane are rows 0 to 7 (lane `4g + t` holds row `g`, columns `2t` and `2t + 1`),
+/// registers 2 and 3 rows 8 to 15. The product runs eight rows at a time, so that the eight
+/// accumulator vectors, a row of B and the broadcast element of A fit in sixteen vector registers.
 #[inline(always)]
-pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, c: [&[u64; 32]; 4], d: &mut [[u64; 32]; 4]) {
-    for h in 0..2 {
-        let (c_lo, c_hi) = (c[2 * h], c[2 * h + 1]);
-        let mut acc = [[0f32; 8]; 8];
-        for (g, row) in acc.iter_mut().enumerate() {
-            for t in 0..4 {
-                row[2 * t] = f32::from_bits(c_lo[4 * g + t] as u32);
-                row[2 * t + 1] = f32::from_bits(c_hi[4 * g + t] as u32);
-            }
+pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, regs: &mut [[u64; 32]], c: [usize; 4], d: [usize; 4]) {
+    let mut rows = [[0f32; 8]; 16];
+    for (g, row) in rows.iter_mut().enumerate() {
+        let (c_lo, c_hi) = (&regs[c[2 * (g / 8)]], &regs[c[2 * (g / 8) + 1]]);
+        for t in 0..4 {
+            row[2 * t] = f32::from_bits(c_lo[4 * (g % 8) + t] as u32);
+            row[2 * t + 1] = f32::from_bits(c_hi[4 * (g % 8) + t] as u32);
         }
+    }
+    for (h, half) in rows.chunks_exact_mut(8).enumerate() {
+        let acc: &mut [[f32; 8]] = half;
         for (k, bk) in bm.iter().enumerate() {
             for (i, acc_row) in acc.iter_mut().enumerate() {
                 let x = a[8 * h + i][k];
@@ -438,11 +440,10 @@ pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, c: [&[u64; 32]; 4], d: &mut
                 }
             }
         }
-        let [lo, hi] = &mut d[2 * h..2 * h + 2] else { unreachable!("two registers a half") };
         for (g, row) in acc.iter().enumerate() {
             for t in 0..4 {
-                lo[4 * g + t] = b32(row[2 * t]);
-                hi[4 * g + t] = b32(row[2 * t + 1]);
+                regs[d[2 * h]][4 * g + t] = b32(row[2 * t]);
+                regs[d[2 * h + 1]][4 * g + t] = b32(row[2 * t + 1]);
             }
         }
     }

@@ -112,30 +112,47 @@ impl<'f> Analysis<'f> {
                 targets[(target as usize).min(n_insts)] = true;
             }
         }
-        // Consecutive warp matrix instructions (a tile's `ldmatrix`es, its `mma`s) are one
-        // boundary, at the last of them: the runtime runs them in order, and the threads pay one
-        // store and reload of their registers for the run instead of one for each.
+        // Consecutive warp matrix instructions (a tile's `ldmatrix`es, its `mma`s), with the plain
+        // barriers right before and after them, are one boundary, at the last of them: the
+        // runtime runs them in order once every thread has arrived, and the threads pay one
+        // store and reload of their registers for the whole stretch instead of one for each
+        // instruction and barrier. (A barrier is what every boundary is already.)
         let joins_next = |pc: usize| {
-            f.insts[pc].inst.is_warp_matrix()
-                && pc + 1 < n_insts
-                && f.insts[pc + 1].inst.is_warp_matrix()
-                && !targets[pc + 1]
+            let (this, next) = (&f.insts[pc], f.insts.get(pc + 1));
+            next.is_some_and(|next| {
+                this.joins_warp_run()
+                    && next.joins_warp_run()
+                    && (this.inst.is_warp_matrix() || next.inst.is_warp_matrix())
+                    && !targets[pc + 1]
+            })
         };
         let exits_apart = threads_exit_apart(f);
         let mut group = Vec::new();
+        // The line of the first barrier of the stretch being gathered, if it has one.
+        let mut group_line = None;
         for (pc, ins) in f.insts.iter().enumerate() {
             match ins.inst {
                 Inst::Bra { target, .. } => {
                     leader[(target as usize).min(n_insts)] = true;
                     leader[pc + 1] = true;
                 }
-                Inst::Ret | Inst::Exit | Inst::Trap | Inst::Bar { .. } | Inst::Shfl { .. } => leader[pc + 1] = true,
-                ref i if i.is_warp_matrix() && !joins_next(pc) => leader[pc + 1] = true,
+                Inst::Ret | Inst::Exit | Inst::Trap | Inst::Shfl { .. } => leader[pc + 1] = true,
+                ref i if (i.is_warp_matrix() || matches!(i, Inst::Bar { .. })) && !joins_next(pc) => {
+                    leader[pc + 1] = true
+                }
                 _ => {}
             }
             let src = |r: R| Src { reg: r, konst: consts[r as usize] };
             let shfl = match ins.inst {
-                Inst::Bar { .. } => None,
+                // A barrier that begins a stretch: the stretch's boundary is at its end.
+                Inst::Bar { .. } if joins_next(pc) => {
+                    group_line.get_or_insert(ins.line);
+                    continue;
+                }
+                Inst::Bar { .. } => {
+                    group_line.get_or_insert(ins.line);
+                    None
+                }
                 Inst::Shfl { mode, d, p, a, b, c } => {
                     if consts[a as usize].is_none() && !shfl_srcs.contains(&a) {
                         shfl_srcs.push(a);
@@ -162,7 +179,10 @@ impl<'f> Analysis<'f> {
                 warp.iter().flat_map(|i| uses_defs(i).0).filter_map(|r| Some((r, consts[r as usize]?))).collect();
             bar_index.insert(pc, bounds.len() as u32);
             let run = if warp.is_empty() { None } else { WarpRun::plan(&warp, &consts) };
-            bounds.push(Boundary { line: ins.line, shfl, warp, consts, run });
+            // A stretch with a barrier is named by its first barrier, where threads that never
+            // arrive are reported.
+            let line = group_line.take().unwrap_or(ins.line);
+            bounds.push(Boundary { line, shfl, warp, consts, run });
         }
         if plan.is_some() || !bar_index.is_empty() {
             live = live_in(f);

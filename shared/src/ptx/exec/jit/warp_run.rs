@@ -343,11 +343,8 @@ fn mma_f16_body(
     if unpack[1] {
         matrix::unpack_b_f16(ops.b.map(lanes), b);
     }
-    let mut out = [[0u64; 32]; 4];
-    matrix::mma_f16_f32(a, b, ops.c.map(lanes), &mut out);
-    for (s, v) in ops.d.into_iter().zip(&out) {
-        warp[s * 32..s * 32 + 32].copy_from_slice(v);
-    }
+    let (regs, _) = warp.as_chunks_mut::<32>();
+    matrix::mma_f16_f32(a, b, regs, ops.c, ops.d);
 }
 
 /// # Safety
