@@ -9,7 +9,9 @@
 //! boundaries is thus a plain loop over the block's threads, which is what a CPU runs fastest.
 //! When every live thread waits at the same boundary the code goes on with the next segment
 //! itself; a shuffle first exchanges the values across each warp (`exchange`), exactly as the
-//! interpreter does for lanes in lockstep.
+//! interpreter does for lanes in lockstep. A row of warp matrix instructions (`mma`, `ldmatrix`...)
+//! is one boundary with the plain barriers right before and after it; the runtime runs the row warp
+//! by warp once every thread has arrived (`warp_run.rs`).
 //!
 //! Whether a kernel runs here is decided when it is first launched, before any thread runs
 //! ([`support`]). Arithmetic that is not inlined calls back into the interpreter's own
