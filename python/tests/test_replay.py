@@ -1,6 +1,7 @@
 """Replays on the CPU from Python: outputs, times, the check, new inputs, and errors."""
 
 import _thread
+import signal
 import threading
 
 import numpy as np
@@ -110,6 +111,10 @@ def test_ctrl_c_cancels_a_running_replay(tmp_path, basics_ptx):
     path = tmp_path / "forever.recap"
     b.save(path, inputs=[], outputs=[("counter", counter)], expected=False)
     rep = recap.open(path).replayer("cpu", engine="interp")
+    # A process started in the background by a non-interactive shell inherits SIGINT ignored, and
+    # Python then installs no handler of its own, which makes interrupt_main do nothing: install
+    # Python's default one for the test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, _thread.interrupt_main)
     timer.start()
     try:
@@ -117,3 +122,4 @@ def test_ctrl_c_cancels_a_running_replay(tmp_path, basics_ptx):
             rep.run()
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
