@@ -370,11 +370,13 @@ pub(crate) fn is_f16_f32_k16(op: &Mma) -> bool {
 /// A warp's A fragment of `mma.m16n8k16` with f16 elements (four registers of 32 lanes), as the
 /// row-major f32 tile [`mma_f16_f32`] reads: unpacked once, it serves every `mma` of a tile row
 /// that follows in a run (Triton's K step multiplies one A fragment by several B fragments).
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 pub(crate) type TileA16 = [[f32; 16]; 16];
 
 /// Unpacks A (register `r` of every lane in `a[r]`) into its tile. In lane order a register's
 /// halves are an 8x8 block of A, row by row (lane `4g + t` holds row `g`, columns `2t` and
 /// `2t + 1`): register `r` is the block at rows `8 (r & 1)`, columns `8 (r >> 1)`.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 #[inline(always)]
 pub(crate) fn unpack_a_f16(a: [&[u64; 32]; 4], tile: &mut TileA16) {
     for (r, regs) in a.into_iter().enumerate() {
@@ -390,10 +392,12 @@ pub(crate) fn unpack_a_f16(a: [&[u64; 32]; 4], tile: &mut TileA16) {
 /// f32 tile [`mma_f16_f32`] reads, row `k` holding the eight columns: unpacked once, it serves
 /// every `mma` of a run that reads the same registers (Triton's warp tile multiplies each B
 /// fragment by every A fragment of its column of tiles).
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 pub(crate) type TileB16 = [[f32; 8]; 16];
 
 /// Unpacks B (register `r` of every lane in `b[r]`) into its tile. In lane order B's register `r`
 /// is B's columns down k `8r..8r + 8` (lane `4g + t` holds column `g`, k `8r + 2t` and the next).
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 #[inline(always)]
 pub(crate) fn unpack_b_f16(b: [&[u64; 32]; 2], tile: &mut TileB16) {
     // Column by column (`bt[n][k]`), then row by row.
@@ -420,6 +424,7 @@ pub(crate) fn unpack_b_f16(b: [&[u64; 32]; 2], tile: &mut TileB16) {
 /// lane by lane are rows 0 to 7 (lane `4g + t` holds row `g`, columns `2t` and `2t + 1`),
 /// registers 2 and 3 rows 8 to 15. The product runs eight rows at a time, so that the eight
 /// accumulator vectors, a row of B and the broadcast element of A fit in sixteen vector registers.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 #[inline(always)]
 pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, regs: &mut [[u64; 32]], c: [usize; 4], d: [usize; 4]) {
     let mut rows = [[0f32; 8]; 16];
@@ -451,6 +456,7 @@ pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, regs: &mut [[u64; 32]], c: 
 
 /// A register's f16 elements across the warp, in lane order (low half first), widened to f32:
 /// the 8x8 block of A or B it holds, row by row.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 #[inline(always)]
 fn widen_f16_block(regs: &[u64; 32]) -> [f32; 64] {
     let (mut lo, mut hi) = ([0f32; 32], [0f32; 32]);

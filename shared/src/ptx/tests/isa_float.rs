@@ -347,6 +347,46 @@ fn half_precision_conversions_and_arithmetic() {
     assert_eq!(r.r, 0x4000_3C00, "first source goes to the upper half");
 }
 
+/// `cvt.rn.f16x2.f32` (native code calls the conversion straight) on the values where rounding
+/// to f16 is delicate: ties to even, the largest finite value and the first that overflows,
+/// subnormal results and those that round to zero, signed zeros, infinities and NaNs (which
+/// become the canonical 0x7FFF). Every engine must give the bits `half` gives, `rows` checks them
+/// against the interpreter.
+#[test]
+fn f32_to_f16_rounds_to_nearest_even_through_every_edge() {
+    let values: [f32; 16] = [
+        1.0 + f32::EPSILON,
+        1.0 + 2f32.powi(-11),
+        1.0 + 3.0 * 2f32.powi(-11),
+        65504.0,
+        65519.99,
+        65520.0,
+        2f32.powi(-24),
+        2f32.powi(-25),
+        2f32.powi(-25) * 1.0001,
+        2f32.powi(-14) - 2f32.powi(-25),
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::from_bits(0xFF80_0001),
+        -1e-30,
+    ];
+    let inputs: Vec<[u64; 3]> = values.chunks(2).map(|p| [p[0].to_bits() as u64, p[1].to_bits() as u64, 0]).collect();
+    let out = rows("cvt.rn.f16x2.f32 %r10, %f1, %f2;", &inputs);
+    let half_of = |x: f32| {
+        let h = half::f16::from_f32(x);
+        if h.is_nan() {
+            0x7FFF
+        } else {
+            h.to_bits() as u32
+        }
+    };
+    for (row, pair) in out.iter().zip(values.chunks(2)) {
+        assert_eq!(row.r, half_of(pair[0]) << 16 | half_of(pair[1]), "{pair:?}");
+    }
+}
+
 /// Native code skips canonicalising a NaN that only float arithmetic reads (the reader makes it
 /// canonical). Whatever reaches a store, a move, `neg`, `abs`, `max` or a compare must still see
 /// PTX's NaN rules: the stored bits are the interpreter's.

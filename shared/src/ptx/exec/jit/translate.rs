@@ -896,6 +896,9 @@ impl Tx<'_, '_> {
                 | (Ty::U64 | Ty::S64 | Ty::B64, Ty::U32 | Ty::S32 | Ty::B32, _, false, _) => {
                     self.b.ins().band_imm_s(x, 0xFFFF_FFFF)
                 }
+                (Ty::F32, Ty::F16, Some(Rnd::Rn), false, false) if !c.satfinite && !c.int_round => {
+                    self.call(h_f16_of_f32 as *const () as usize, &[x])
+                }
                 _ => self.helper_un(pc, x),
             },
             _ => self.helper_un(pc, x),
