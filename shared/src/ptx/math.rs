@@ -578,7 +578,8 @@ pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
                 }
                 F::F64 => b64(r),
                 F::F16 | F::BF16 => {
-                    let o = from_f64(r, tf, false);
+                    let mode = if c.int_round { Rnd::Rn } else { c.rnd.unwrap_or(Rnd::Rn) };
+                    let o = round_half(r, tf, mode);
                     if c.satfinite && !r.is_nan() {
                         // .satfinite: clamp infinities to the largest finite value.
                         let t = to_f64(o, tf, false);
@@ -591,6 +592,36 @@ pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
                 }
             }
         }
+    }
+}
+
+/// `r` rounded to f16 or bf16 (`tf`) in `mode`: the nearest value, ties to even, or for `.rz`,
+/// `.rm` and `.rp` the neighbour of the nearest value on the side the mode asks for, where the
+/// nearest one lies on the other side of `r`. The bit patterns of either format are ordered like
+/// their magnitudes, so a neighbour is one step of the magnitude (from a zero, to the smallest
+/// subnormal of the other sign; from an infinity, to the largest finite value). A NaN becomes
+/// the canonical 0x7FFF.
+fn round_half(r: f64, tf: F, mode: Rnd) -> u64 {
+    let near = from_f64(r, tf, false);
+    let t = to_f64(near, tf, false);
+    if r.is_nan() || t == r {
+        return near;
+    }
+    let down = match mode {
+        Rnd::Rn => return near,
+        Rnd::Rm if t > r => true,
+        Rnd::Rp if t < r => false,
+        Rnd::Rz if t.abs() > r.abs() => t > 0.0,
+        _ => return near,
+    };
+    let (sign, mag) = (near & 0x8000, near & 0x7FFF);
+    match (sign != 0, down) {
+        // Toward zero.
+        (false, true) | (true, false) if mag > 0 => sign | (mag - 1),
+        // From a zero, across it.
+        (false, true) | (true, false) => (sign ^ 0x8000) | 1,
+        // Away from zero.
+        _ => sign | (mag + 1),
     }
 }
 

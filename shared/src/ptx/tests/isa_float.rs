@@ -387,6 +387,64 @@ fn f32_to_f16_rounds_to_nearest_even_through_every_edge() {
     }
 }
 
+/// `cvt.{rz,rm,rp}.f16.f32` and `.bf16.f32` against the definition of each mode, found by search
+/// over every finite value of the format: `.rm` the largest value not above the source, `.rp`
+/// the smallest not below it (an infinity past the largest finite value), `.rz` whichever of the
+/// two is nearer zero; a zero result keeps the source's sign.
+#[test]
+fn f32_to_f16_and_bf16_round_in_every_mode() {
+    let values: [f32; 14] = [
+        1.0 + 2f32.powi(-11),
+        1.0 + 3.0 * 2f32.powi(-11),
+        -(1.0 + 2f32.powi(-12)),
+        1.0 / 3.0,
+        -2.0 / 3.0,
+        65519.0,
+        70000.0,
+        -70000.0,
+        2f32.powi(-26),
+        -(2f32.powi(-26)),
+        3e-6,
+        1e38,
+        0.0,
+        -0.0,
+    ];
+    // Each format: its name, its values by bit pattern, its infinity.
+    type Format = (&'static str, fn(u16) -> f32, u16);
+    let formats: [Format; 2] = [("f16", f16_value, 0x7C00), ("bf16", bf16_value, 0x7F80)];
+    for (fmt, value, inf) in formats {
+        // Every finite value but -0, in increasing order.
+        let mut finite: Vec<(f64, u16)> =
+            (0..=u16::MAX).filter(|&b| b != 0x8000 && value(b).is_finite()).map(|b| (value(b) as f64, b)).collect();
+        finite.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let inputs: Vec<[u64; 3]> = values.iter().map(|v| [v.to_bits() as u64, 0, 0]).collect();
+        for mode in ["rz", "rm", "rp"] {
+            let body = format!("cvt.{mode}.{fmt}.f32 %h10, %f1;");
+            for (row, &v) in rows(&body, &inputs).iter().zip(&values) {
+                let r = v as f64;
+                let below = finite.iter().rev().find(|p| p.0 <= r).map_or(inf | 0x8000, |p| p.1);
+                let above = finite.iter().find(|p| p.0 >= r).map_or(inf, |p| p.1);
+                let want = match mode {
+                    "rm" => below,
+                    "rp" => above,
+                    _ if r >= 0.0 => below,
+                    _ => above,
+                };
+                let want = if value(want) == 0.0 { (v.is_sign_negative() as u16) << 15 } else { want };
+                assert_eq!(row.h, want, "cvt.{mode}.{fmt}.f32 of {v:e}: {:#06x}, not {want:#06x}", row.h);
+            }
+        }
+    }
+}
+
+fn f16_value(b: u16) -> f32 {
+    half::f16::from_bits(b).to_f32()
+}
+
+fn bf16_value(b: u16) -> f32 {
+    half::bf16::from_bits(b).to_f32()
+}
+
 /// Native code skips canonicalising a NaN that only float arithmetic reads (the reader makes it
 /// canonical). Whatever reaches a store, a move, `neg`, `abs`, `max` or a compare must still see
 /// PTX's NaN rules: the stored bits are the interpreter's.
