@@ -16,7 +16,10 @@
 //! - shared memory is the worker's per-block buffer, checked against its length;
 //! - kernel parameters are read at offsets proven below the parameter size at compile time (the
 //!   launch checks the buffer is at least that long); everything else takes the slow path;
-//! - atomics always go through the slow path, which uses the regions' real atomic operations.
+//! - atomics always go through the slow path, which uses the regions' real atomic operations;
+//! - a `cp.async` copies in place only once every 8-byte piece of its source (global) and its
+//!   destination (shared) has passed the checks above, and only a whole copy with both addresses
+//!   aligned to its size; anything else is the interpreter's copy ([`Tx::copy_async`]).
 //!
 //! Bounds and alignment are one compare: the offset rotated right by log2 of the access size is
 //! below the count of aligned positions in the region (`len >> log2(size)`) exactly when the
