@@ -14,9 +14,10 @@
 //! **Same bits, same faults.** The arithmetic is `ptx::matrix`'s, the interpreter's own: the
 //! `ldmatrix` fragments by `frag8x8`, the float `mma` by `mma_float`, and the common form (f16
 //! into f32, m16n8k16) by `mma_f16_f32`, the same arithmetic written for that one layout, whose
-//! A tile is kept unpacked from one `mma` to the next that reads the same slots while no step
-//! writes them (planned once, per run: Triton's K step multiplies each A fragment by several B
-//! fragments, two in a row in the corpus' fp16 matmul). Running warp by warp
+//! A tile is kept unpacked from one `mma` to the next that reads the same slots, and each B tile
+//! for every later `mma` of the run that reads its slots, while no step writes them (planned
+//! once, per run: in Triton's 64x64 warp tile each A fragment meets eight B fragments in a row,
+//! and each B fragment four A fragments). Running warp by warp
 //! instead of instruction by instruction changes nothing observable, as the run only reads shared
 //! memory and writes registers of its own warp. The path takes only blocks whose every thread is
 //! live and whose warps are whole (no lane to skip or to read as zero), and only rows that lie in
