@@ -570,15 +570,16 @@ pub(crate) fn cvt(x: u64, c: &Cvt) -> u64 {
             if c.sat {
                 r = sat64(r);
             }
+            // The rounding to the destination: the mode asked, or to nearest after `.rni`-style
+            // rounding to an integer, whose mode is spent on that.
+            let mode = if c.int_round { Rnd::Rn } else { c.rnd.unwrap_or(Rnd::Rn) };
             match tf {
                 F::F32 => {
-                    let mode = if c.int_round { Rnd::Rn } else { c.rnd.unwrap_or(Rnd::Rn) };
                     let f = round_f32(r, 0.0, mode);
                     b32(if c.ftz { ftz32(f) } else { f })
                 }
                 F::F64 => b64(r),
                 F::F16 | F::BF16 => {
-                    let mode = if c.int_round { Rnd::Rn } else { c.rnd.unwrap_or(Rnd::Rn) };
                     let o = round_half(r, tf, mode);
                     if c.satfinite && !r.is_nan() {
                         // .satfinite: clamp infinities to the largest finite value.

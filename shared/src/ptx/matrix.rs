@@ -435,8 +435,7 @@ pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, regs: &mut [[u64; 32]], c: 
             row[2 * t + 1] = f32::from_bits(c_hi[4 * (g % 8) + t] as u32);
         }
     }
-    for (h, half) in rows.chunks_exact_mut(8).enumerate() {
-        let acc: &mut [[f32; 8]] = half;
+    for (h, acc) in rows.chunks_exact_mut(8).enumerate() {
         for (k, bk) in bm.iter().enumerate() {
             for (i, acc_row) in acc.iter_mut().enumerate() {
                 let x = a[8 * h + i][k];

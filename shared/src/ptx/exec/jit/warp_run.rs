@@ -69,23 +69,52 @@ enum Step {
     MmaF16 { ops: F16Operands, unpack_a: bool, b_tile: usize, unpack_b: bool },
 }
 
+/// While a run is planned: which slots' fragments the steps so far leave unpacked, as long as no
+/// step writes those slots.
+#[derive(Default)]
+struct Unpacked {
+    /// The A slots of the last common-form `mma`.
+    a: Option<[usize; 4]>,
+    /// Per B tile of the run: the slots it holds, or none (free again).
+    b: Vec<Option<[usize; 2]>>,
+}
+
+impl Unpacked {
+    /// The tile holding B's slots `b`, and whether the step must unpack it there (no tile holds
+    /// them yet: a free one, or a new one, does now).
+    fn tile_b(&mut self, b: [usize; 2]) -> (usize, bool) {
+        if let Some(t) = self.b.iter().position(|t| *t == Some(b)) {
+            return (t, false);
+        }
+        let t = self.b.iter().position(Option::is_none).unwrap_or_else(|| {
+            self.b.push(None);
+            self.b.len() - 1
+        });
+        self.b[t] = Some(b);
+        (t, true)
+    }
+
+    /// A step writes `slots`: the tiles unpacked from any of them are stale.
+    fn written(&mut self, slots: &[usize]) {
+        let stale = |held: &[usize]| held.iter().any(|s| slots.contains(s));
+        if self.a.is_some_and(|a| stale(&a)) {
+            self.a = None;
+        }
+        for t in &mut self.b {
+            if t.is_some_and(|b| stale(&b)) {
+                *t = None;
+            }
+        }
+    }
+}
+
 impl WarpRun {
     /// The plan of `run`, with the constant registers `consts` among its operands; `None` when
     /// the run holds an instruction this path does not take (it then runs one by one).
     pub(super) fn plan(run: &[Instr], consts: &[(R, u64)]) -> Option<WarpRun> {
         let mut plan =
             WarpRun { slots: Vec::new(), gathered: Vec::new(), defs: Vec::new(), steps: Vec::new(), tiles_b: 0 };
-        // The A slots whose tile the last common-form `mma` left unpacked, while nothing wrote them.
-        let mut tile_a: Option<[usize; 4]> = None;
-        // Per B tile of the run: the slots it holds unpacked, while nothing wrote them.
-        let mut tiles_b: Vec<Option<[usize; 2]>> = Vec::new();
-        let forget_b = |tiles_b: &mut Vec<Option<[usize; 2]>>, written: &[usize]| {
-            for t in tiles_b.iter_mut() {
-                if t.is_some_and(|b| b.iter().any(|s| written.contains(s))) {
-                    *t = None;
-                }
-            }
-        };
+        let mut unpacked = Unpacked::default();
         let slot = |plan: &mut WarpRun, r: R, def: bool| {
             let s = match plan.slots.iter().position(|s| s.0 == r) {
                 Some(s) => s,
@@ -119,10 +148,7 @@ impl WarpRun {
                     for (j, &r) in d.iter().enumerate().take(*n as usize) {
                         ds[j] = slot(&mut plan, r, true);
                     }
-                    if tile_a.is_some_and(|a| ds[..*n as usize].iter().any(|s| a.contains(s))) {
-                        tile_a = None;
-                    }
-                    forget_b(&mut tiles_b, &ds[..*n as usize]);
+                    unpacked.written(&ds[..*n as usize]);
                     Step::Ldmatrix { n: *n as usize, trans: *trans, space: *space, d: ds, base, off: addr.off }
                 }
                 Inst::Mma(op) if is_float16x8(op) => {
@@ -139,26 +165,12 @@ impl WarpRun {
                     if matrix::is_f16_f32_k16(op) {
                         let [a, b, c, d] = slots;
                         let b = [b[0], b[1]];
-                        let unpack_a = tile_a != Some(a);
-                        tile_a = if d.iter().any(|s| a.contains(s)) { None } else { Some(a) };
-                        let (b_tile, unpack_b) = match tiles_b.iter().position(|t| *t == Some(b)) {
-                            Some(t) => (t, false),
-                            None => {
-                                let t = tiles_b.iter().position(Option::is_none).unwrap_or_else(|| {
-                                    tiles_b.push(None);
-                                    tiles_b.len() - 1
-                                });
-                                tiles_b[t] = Some(b);
-                                (t, true)
-                            }
-                        };
-                        forget_b(&mut tiles_b, &d);
+                        let unpack_a = unpacked.a.replace(a) != Some(a);
+                        let (b_tile, unpack_b) = unpacked.tile_b(b);
+                        unpacked.written(&d);
                         Step::MmaF16 { ops: F16Operands { a, b, c, d }, unpack_a, b_tile, unpack_b }
                     } else {
-                        if tile_a.is_some_and(|a| slots[3][..op.d.len()].iter().any(|s| a.contains(s))) {
-                            tile_a = None;
-                        }
-                        forget_b(&mut tiles_b, &slots[3][..op.d.len()]);
+                        unpacked.written(&slots[3][..op.d.len()]);
                         Step::Mma { op: op.clone(), slots }
                     }
                 }
@@ -166,7 +178,7 @@ impl WarpRun {
             };
             plan.steps.push(step);
         }
-        plan.tiles_b = tiles_b.len();
+        plan.tiles_b = unpacked.b.len();
         Some(plan)
     }
 
