@@ -252,13 +252,20 @@ def compile_all(fn, signature, constexprs, num_warps, num_stages, archs=ARCHS):
     """`{arch: (ptx, entry, shared, threads)}` for every target of `archs`; the targets must agree
     on the entry's name, its parameters and the block size, as one case.json launch serves all."""
     out = {a: compile_for(a, fn, signature, constexprs, num_warps, num_stages) for a in archs}
-    first = out[archs[0]]
-    for a, (ptx, entry, _, threads) in out.items():
-        if entry != first[1] or threads != first[3]:
-            raise RuntimeError(f"{fn.__name__}: sm_{a} compiles to {entry} with {threads} threads, not {first[1]}")
-        if entry_param_types(ptx, entry) != entry_param_types(first[0], entry):
-            raise RuntimeError(f"{fn.__name__}: sm_{a}'s PTX declares other parameters than sm_{archs[0]}'s")
+    targets_agree(fn.__name__, out)
     return out
+
+
+def targets_agree(name, compiled):
+    """Raises unless every target of `compiled` (`{arch: (ptx, entry, shared, threads)}`) has the
+    first one's entry name, parameters and block size."""
+    archs = list(compiled)
+    first = compiled[archs[0]]
+    for a, (ptx, entry, _, threads) in compiled.items():
+        if entry != first[1] or threads != first[3]:
+            raise RuntimeError(f"{name}: sm_{a} compiles to {entry} with {threads} threads, not {first[1]}")
+        if entry_param_types(ptx, entry) != entry_param_types(first[0], entry):
+            raise RuntimeError(f"{name}: sm_{a}'s PTX declares other parameters than sm_{archs[0]}'s")
 
 
 def run_all(compiled, grid, outputs, args):
@@ -404,10 +411,7 @@ def case_f16(out):
     jit_args = [a, b, c0, M, N, K]
     constexprs = {"BM": BM, "BN": BN, "BK": BK}
     compiled = {arch: specialized_for(arch, dot_f16, jit_args, constexprs, 4, 4) for arch in ARCHS}
-    first = compiled[ARCHS[0]]
-    for arch, (ptx, entry, _, threads) in compiled.items():
-        if entry != first[1] or threads != first[3] or entry_param_types(ptx, entry) != entry_param_types(first[0], entry):
-            raise RuntimeError(f"dot_f16: sm_{arch} compiles to another entry or parameters than sm_{ARCHS[0]}")
+    targets_agree("dot_f16", compiled)
     grid = (M // BM, N // BN, 1)
     results = run_all(compiled, grid, [2], args)
     for arch, (c,) in results.items():
