@@ -415,42 +415,77 @@ pub(crate) fn unpack_b_f16(b: [&[u64; 32]; 2], tile: &mut TileB16) {
     }
 }
 
-/// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` for one warp, with [`mma_float`]'s
-/// arithmetic and bits (the same f32 fused multiply-adds in increasing k from C), from the tiles
-/// of A and B and C's registers into D's: `regs[s]` is register `s` of every lane, and `c[r]`,
-/// `d[r]` name the registers of C and D. Every register of C is read before any of D is written,
-/// so D may be C itself (as it is in every `mma` that accumulates). Written for this one form's
-/// layouts, where every operand moves in whole rows: C's (and D's) registers 0 and 1 interleaved
-/// lane by lane are rows 0 to 7 (lane `4g + t` holds row `g`, columns `2t` and `2t + 1`),
-/// registers 2 and 3 rows 8 to 15. The product runs eight rows at a time, so that the eight
-/// accumulator vectors, a row of B and the broadcast element of A fit in sixteen vector registers.
+/// A warp's C or D of `mma.m16n8k16` with f32 elements, row by row: the accumulators of one
+/// tile of the product, as [`mma_f16_f32_tile`] reads and writes them.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+pub(crate) type TileC16 = [[f32; 8]; 16];
+
+/// C's tile from its four registers (`reg(r, lane)`: register `r` of `lane`). In lane order,
+/// registers 0 and 1 interleaved lane by lane are rows 0 to 7 (lane `4g + t` holds row `g`,
+/// columns `2t` and `2t + 1`), registers 2 and 3 rows 8 to 15.
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 #[inline(always)]
-pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, regs: &mut [[u64; 32]], c: [usize; 4], d: [usize; 4]) {
+pub(crate) fn tile_c_f32(reg: impl Fn(usize, usize) -> u64) -> TileC16 {
     let mut rows = [[0f32; 8]; 16];
     for (g, row) in rows.iter_mut().enumerate() {
-        let (c_lo, c_hi) = (&regs[c[2 * (g / 8)]], &regs[c[2 * (g / 8) + 1]]);
+        let r = 2 * (g / 8);
         for t in 0..4 {
-            row[2 * t] = f32::from_bits(c_lo[4 * (g % 8) + t] as u32);
-            row[2 * t + 1] = f32::from_bits(c_hi[4 * (g % 8) + t] as u32);
+            let lane = 4 * (g % 8) + t;
+            row[2 * t] = f32::from_bits(reg(r, lane) as u32);
+            row[2 * t + 1] = f32::from_bits(reg(r + 1, lane) as u32);
         }
     }
-    for (h, acc) in rows.chunks_exact_mut(8).enumerate() {
+    rows
+}
+
+/// D's four registers from its tile (`set(r, lane, bits)`), in [`tile_c_f32`]'s layout, each NaN
+/// as the canonical one, as [`mma_float`] writes it.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+#[inline(always)]
+pub(crate) fn untile_c_f32(tile: &TileC16, mut set: impl FnMut(usize, usize, u64)) {
+    for (g, row) in tile.iter().enumerate() {
+        let r = 2 * (g / 8);
+        for t in 0..4 {
+            let lane = 4 * (g % 8) + t;
+            set(r, lane, b32(row[2 * t]));
+            set(r + 1, lane, b32(row[2 * t + 1]));
+        }
+    }
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` for one warp on tiles: `acc` (C) becomes
+/// D, with [`mma_float`]'s arithmetic and bits (the same f32 fused multiply-adds in increasing k
+/// from C). The product runs eight rows at a time, so that the eight accumulator vectors, a row
+/// of B and the broadcast element of A fit in sixteen vector registers. A NaN in `acc` may keep a
+/// payload the canonical NaN does not have: any NaN an accumulator meets stays a NaN through
+/// every later fused multiply-add, and [`untile_c_f32`] writes each as the canonical one, so the
+/// registers end up with the bits one `mma` at a time gives.
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+#[inline(always)]
+pub(crate) fn mma_f16_f32_tile(a: &TileA16, bm: &TileB16, acc: &mut TileC16) {
+    for (h, half) in acc.chunks_exact_mut(8).enumerate() {
+        let mut rows: [[f32; 8]; 8] = half.try_into().expect("eight rows");
         for (k, bk) in bm.iter().enumerate() {
-            for (i, acc_row) in acc.iter_mut().enumerate() {
+            for (i, row) in rows.iter_mut().enumerate() {
                 let x = a[8 * h + i][k];
-                for (s, &y) in acc_row.iter_mut().zip(bk) {
+                for (s, &y) in row.iter_mut().zip(bk) {
                     *s = x.mul_add(y, *s);
                 }
             }
         }
-        for (g, row) in acc.iter().enumerate() {
-            for t in 0..4 {
-                regs[d[2 * h]][4 * g + t] = b32(row[2 * t]);
-                regs[d[2 * h + 1]][4 * g + t] = b32(row[2 * t + 1]);
-            }
-        }
+        half.copy_from_slice(&rows);
     }
+}
+
+/// [`mma_f16_f32_tile`] from C's registers into D's: `regs[s]` is register `s` of every lane, and
+/// `c[r]`, `d[r]` name the registers of C and D. Every register of C is read before any of D is
+/// written, so D may be C itself (as it is in every `mma` that accumulates).
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+#[inline(always)]
+pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, regs: &mut [[u64; 32]], c: [usize; 4], d: [usize; 4]) {
+    let mut acc = tile_c_f32(|r, lane| regs[c[r]][lane]);
+    mma_f16_f32_tile(a, bm, &mut acc);
+    untile_c_f32(&acc, |r, lane, v| regs[d[r]][lane] = v);
 }
 
 /// A register's f16 elements across the warp, in lane order (low half first), widened to f32:

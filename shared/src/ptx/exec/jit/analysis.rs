@@ -78,6 +78,27 @@ pub(super) struct Analysis<'f> {
     /// Registers shuffles and warp matrix instructions read from other threads, which a thread
     /// leaves in its spill area when it exits (an exited lane still serves its last value).
     pub(super) shfl_srcs: Vec<R>,
+
+    /// The run of warp instructions that keeps its accumulators between its passes, if one may
+    /// (see [`resident_run`]).
+    pub(super) resident: Option<Resident>,
+}
+
+/// A run of warp instructions whose accumulator tiles stay in the worker from one pass of the run
+/// to the next (see `warp_run.rs`), and what native code does for it: a thread that comes from
+/// the run's resume point does not reload the tiles' registers there, and before each instruction
+/// of `touch` it asks for them (the tiles go back to the spill area) and loads them; at the run's
+/// boundary a thread stores them as any kept registers only if it has them (it did not come from
+/// the resume point, or it loaded them on the way), and leaves them to the tiles otherwise.
+pub(super) struct Resident {
+    /// The run's boundary.
+    pub(super) k: u32,
+    /// Its pc.
+    pub(super) pc: usize,
+    /// The registers of its tiles.
+    pub(super) regs: Vec<R>,
+    /// Per instruction: whether the code asks for the tiles before it.
+    pub(super) touch: Vec<bool>,
 }
 
 impl<'f> Analysis<'f> {
@@ -130,6 +151,9 @@ impl<'f> Analysis<'f> {
         let mut group = Vec::new();
         // The line of the first barrier of the stretch being gathered, if it has one.
         let mut group_line = None;
+        // The first pc of the stretch being gathered, and per boundary pc the first of its stretch.
+        let mut group_start = None;
+        let mut stretch = HashMap::new();
         for (pc, ins) in f.insts.iter().enumerate() {
             match ins.inst {
                 Inst::Bra { target, .. } => {
@@ -147,6 +171,7 @@ impl<'f> Analysis<'f> {
                 // A barrier that begins a stretch: the stretch's boundary is at its end.
                 Inst::Bar { .. } if joins_next(pc) => {
                     group_line.get_or_insert(ins.line);
+                    group_start.get_or_insert(pc);
                     continue;
                 }
                 Inst::Bar { .. } => {
@@ -168,6 +193,7 @@ impl<'f> Analysis<'f> {
                     }
                     group.push(ins.clone());
                     if joins_next(pc) {
+                        group_start.get_or_insert(pc);
                         continue;
                     }
                     None
@@ -178,6 +204,7 @@ impl<'f> Analysis<'f> {
             let consts: Vec<(R, u64)> =
                 warp.iter().flat_map(|i| uses_defs(i).0).filter_map(|r| Some((r, consts[r as usize]?))).collect();
             bar_index.insert(pc, bounds.len() as u32);
+            stretch.insert(pc, group_start.take().unwrap_or(pc));
             let run = if warp.is_empty() { None } else { WarpRun::plan(&warp, &consts) };
             // A stretch with a barrier is named by its first barrier, where threads that never
             // arrive are reported.
@@ -205,10 +232,21 @@ impl<'f> Analysis<'f> {
                 }
             }
             through = written_through(f, &keep, plan.as_ref().map(|p| &p.in_region[..]));
-            clean = clean_at_boundaries(f, &keep, &through, false);
-            clean_resumed = clean_at_boundaries(f, &keep, &through, true);
+            // The instructions of a stretch before its boundary emit no code of their own: their
+            // writes happen in the run, after the boundary stored what it stores.
+            let mut written = f.insts.iter().map(|i| uses_defs(i).1).collect::<Vec<_>>();
+            for (&pc, &start) in &stretch {
+                written[start..pc].iter_mut().for_each(Vec::clear);
+            }
+            clean = clean_at_boundaries(f, &keep, &through, &written, false);
+            clean_resumed = clean_at_boundaries(f, &keep, &through, &written, true);
             reload = reloaded_at_boundaries(f, &keep, &clean_resumed, &shfl_srcs);
         }
+        let resident = match plan {
+            // Code for groups runs no warp instructions.
+            Some(_) => None,
+            None => resident_run(f, &bounds, &bar_index, &stretch, &shfl_srcs),
+        };
         Analysis {
             f,
             params_size,
@@ -230,8 +268,55 @@ impl<'f> Analysis<'f> {
             through,
             live,
             shfl_srcs,
+            resident,
         }
     }
+}
+
+/// The run of warp instructions that may keep its accumulator tiles between its passes (the one
+/// with the most accumulator registers, where several may), with the points where native code
+/// asks for them. A run may where no register of its tiles is read from an exited thread
+/// (`always`: those stay in the spill area when a thread exits). The touch points are found by a
+/// walk from the run's resume point: each path ends where it comes back to the run's stretch
+/// (`stretch`: the boundary pc's first instruction; the instructions of a stretch are emitted at
+/// its boundary), and the first instruction on it that reads or writes a register of the tiles,
+/// or is another boundary (whose exchange or run reads the spill area, and which stores what the
+/// segment changed), is a touch point. So a thread that comes back to the run without meeting
+/// one neither read nor wrote the tiles' registers, and the tiles still hold their values.
+fn resident_run(
+    f: &Function,
+    bounds: &[Boundary],
+    bar_index: &HashMap<usize, u32>,
+    stretch: &HashMap<usize, usize>,
+    always: &[R],
+) -> Option<Resident> {
+    let n = f.insts.len();
+    let mut best: Option<Resident> = None;
+    for (&pc, &k) in bar_index {
+        let Some(run) = bounds[k as usize].run.as_ref() else { continue };
+        let regs: Vec<R> = run.accumulators().collect();
+        let fits = !regs.is_empty() && regs.iter().all(|r| !always.contains(r));
+        if !fits || best.as_ref().is_some_and(|b| (b.regs.len(), std::cmp::Reverse(b.pc)) >= (regs.len(), std::cmp::Reverse(pc))) {
+            continue;
+        }
+        let own = stretch[&pc]..=pc;
+        let mut touch = vec![false; n];
+        let mut seen = vec![false; n + 1];
+        let mut todo = vec![pc + 1];
+        while let Some(q) = todo.pop() {
+            if q >= n || own.contains(&q) || std::mem::replace(&mut seen[q], true) {
+                continue;
+            }
+            let (uses, defs) = uses_defs(&f.insts[q]);
+            if bar_index.contains_key(&q) || uses.iter().chain(&defs).any(|r| regs.contains(r)) {
+                touch[q] = true;
+                continue;
+            }
+            todo.extend(successors(f, q).into_iter().flatten());
+        }
+        best = Some(Resident { k, pc, regs, touch });
+    }
+    best
 }
 
 /// Per instruction: the registers it writes that go to the spill area right there (written
@@ -284,8 +369,9 @@ pub(super) fn written_through(f: &Function, keep: &HashMap<usize, Vec<R>>, in_re
 /// it when the segment began and no instruction since then wrote them, or the instruction that
 /// last wrote them also stored them (`through`, see [`written_through`]). Those need no store.
 /// A forward analysis over instructions: a segment that starts after boundary `k` begins with
-/// `keep[k]` clean, the kernel's start with nothing clean, a write makes a register dirty (clean
-/// if written through), and where paths meet only what is clean on all of them stays clean.
+/// `keep[k]` clean, the kernel's start with nothing clean, a write (`written[pc]`: what the code
+/// of instruction `pc` writes) makes a register dirty (clean if written through), and where paths
+/// meet only what is clean on all of them stays clean.
 /// With `resumed_only`, the paths from the kernel's start are left out: what a segment that
 /// began at a resume point finds clean (the kernel's start is the first pass of every loop, so
 /// counting it would make a loop's barriers store everything computed before the loop again on
@@ -294,6 +380,7 @@ pub(super) fn clean_at_boundaries(
     f: &Function,
     keep: &HashMap<usize, Vec<R>>,
     through: &[Vec<R>],
+    written: &[Vec<R>],
     resumed_only: bool,
 ) -> HashMap<usize, Vec<R>> {
     let n = f.insts.len();
@@ -305,7 +392,6 @@ pub(super) fn clean_at_boundaries(
         }
         v
     };
-    let defs: Vec<Vec<R>> = f.insts.iter().map(|i| uses_defs(i).1).collect();
     // `clean[pc]`: clean on entry to `pc` (all registers until a path reaches it).
     let mut clean = vec![u64::MAX; (n + 1) * words];
     // Code no path reaches yet says nothing; a boundary always begins a segment after it.
@@ -325,7 +411,7 @@ pub(super) fn clean_at_boundaries(
                 Some(k) => set_of(k),
                 None => {
                     let mut v = clean[pc * words..(pc + 1) * words].to_vec();
-                    for &r in &defs[pc] {
+                    for &r in &written[pc] {
                         v[r as usize / 64] &= !(1 << (r % 64));
                     }
                     for &r in &through[pc] {

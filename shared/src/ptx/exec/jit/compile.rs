@@ -162,7 +162,12 @@ fn compile_variant(
     let nregs = f.nregs as usize;
     let plan_is_some = plan.is_some();
     let analysis = Analysis::new(f, params_size, plan);
-    let meta = Box::new(Meta { nregs, bounds: analysis.bounds.clone(), width: analysis.width });
+    let meta = Box::new(Meta {
+        nregs,
+        bounds: analysis.bounds.clone(),
+        width: analysis.width,
+        resident: analysis.resident.as_ref().map(|r| r.k),
+    });
     {
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let mut tx = Tx::new(b, &analysis, call_conv, slow_mem, &mut insts, &meta);

@@ -79,6 +79,9 @@ pub(super) struct Tx<'a, 'b> {
     pub(super) meta: &'a Meta,
     /// Whether the segment being run began at the kernel's start (a boolean variable).
     pub(super) first_segment: Option<Variable>,
+    /// Whether the thread came from the resume point of the run that keeps its accumulators and
+    /// has not loaded them since (a boolean variable; see `analysis::Resident`).
+    pub(super) tiles_kept: Option<Variable>,
     pub(super) reprs: Vec<Repr>,
     /// Where code for groups runs the code a varying branch jumps over for the whole group: how
     /// each register steps from lane to lane there (see `Tx::region`); elsewhere the kernel's
@@ -172,6 +175,7 @@ impl<'a, 'b> Tx<'a, 'b> {
             insts,
             meta,
             first_segment: None,
+            tiles_kept: None,
             reprs,
             region_steps: None,
             lane: None,

@@ -82,6 +82,9 @@ pub(super) struct JitCtx {
 struct Rt<'w> {
     w: &'w mut dyn ThreadAccess,
     stop: Option<Stop>,
+    /// The run that keeps its accumulator tiles, with the worker's buffers of runs and the
+    /// registers a thread has, for [`h_flush_kept`].
+    kept: Option<(&'w WarpRun, &'w mut RunScratch, usize)>,
 }
 
 pub(super) type EntryFn = unsafe extern "C" fn(*mut JitCtx, u32) -> u32;
@@ -182,6 +185,9 @@ fn mma_in_spill_body(op: &Mma, consts: &[(R, u64)], spill: &mut [u64], nregs: us
 pub(super) struct Meta {
     pub(super) nregs: usize,
     pub(super) bounds: Vec<Boundary>,
+    /// The boundary whose run keeps its accumulator tiles between its passes, if one does (see
+    /// `analysis::Resident`).
+    pub(super) resident: Option<u32>,
     /// Threads one pass of the code runs (1, or [`LANES`]): the threads of a group always share
     /// their state, so the runtime reads one state per group.
     pub(super) width: usize,
@@ -351,6 +357,21 @@ fn exchange(meta: &Meta, s: u32, state: &[u32], spill: &mut [u64]) {
     }
 }
 
+/// Native code asks for the accumulators the kept run holds in its tiles: they go back to the
+/// spill area, if they are not there yet (the first thread to ask writes them for the block).
+pub(super) extern "C" fn h_flush_kept(ctx: *mut JitCtx) -> u64 {
+    // SAFETY: as in `h_mem`; the spill area holds `n * nregs` words while the kernel has
+    // boundaries (`run_block`), and generated code does not touch it during the call.
+    let ctx = unsafe { &mut *ctx };
+    let rt = unsafe { &mut *(ctx.rt as *mut Rt<'_>) };
+    if let Some((run, scratch, nregs)) = rt.kept.as_mut() {
+        let (n, nregs) = (ctx.n as usize, *nregs);
+        let spill = unsafe { std::slice::from_raw_parts_mut(ctx.spill, n * nregs) };
+        run.flush(scratch, spill, nregs, n);
+    }
+    0
+}
+
 /// At the end of a pass over the threads: the segment to run next when every live thread waits at
 /// the same boundary (after its exchange), or 0 to return to the caller (which also runs the warp
 /// matrix instructions: they need the worker, and may fault).
@@ -467,6 +488,7 @@ impl JitKernel {
         if !w.b.shared.is_empty() {
             w.b.shared.fill(0);
         }
+        js.warp.new_block();
         let n = w.n;
         // A kernel without boundaries keeps no thread state (see `Tx::build`).
         let stateful = !v.meta.bounds.is_empty();
@@ -508,7 +530,8 @@ impl JitKernel {
                 rt: std::ptr::null_mut(),
                 slow_value: 0,
             };
-            let mut rt = Rt { w: &mut *w, stop: None };
+            let kept = v.meta.resident.and_then(|k| v.meta.bounds[k as usize].run.as_ref());
+            let mut rt = Rt { w: &mut *w, stop: None, kept: kept.map(|run| (run, &mut js.warp, self.nregs)) };
             jc.rt = &mut rt as *mut Rt<'_> as *mut c_void;
             // SAFETY: the code was compiled from this kernel for this signature; every pointer in
             // `jc` is valid for the call (see the module docs for what the code may touch).
@@ -550,10 +573,18 @@ impl JitKernel {
                 Ok(None) => return Ok(total),
                 Ok(Some(s)) => {
                     let bound = &v.meta.bounds[s as usize - 1];
+                    let keep = v.meta.resident == Some(s - 1);
+                    if let Some(kept) = v.meta.resident.and_then(|k| v.meta.bounds[k as usize].run.as_ref()) {
+                        if !keep {
+                            // Native code asked for the tiles on its way here (a touch point), so
+                            // this finds them written back already.
+                            kept.flush(&mut js.warp, &mut js.spill, self.nregs, n);
+                        }
+                    }
                     let fast = bound
                         .run
                         .as_ref()
-                        .is_some_and(|r| r.run(w, &mut js.warp, &mut js.spill, self.nregs, &js.state));
+                        .is_some_and(|r| r.run(w, &mut js.warp, &mut js.spill, self.nregs, &js.state, keep));
                     for ins in bound.warp.iter().filter(|_| !fast) {
                         match &ins.inst {
                             Inst::Mma(op) if is_float16x8(op) => {

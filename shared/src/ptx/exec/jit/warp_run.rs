@@ -24,20 +24,50 @@
 //! shared memory aligned to 16 bytes; for anything else (a row that would fault, above all) it
 //! returns before writing anything, and the caller runs the instructions one by one, which
 //! reports the fault as every engine does.
+//!
+//! **Accumulators as tiles, kept across passes.** The four registers an `mma` of the common form
+//! accumulates into (C and D the same registers, read and written by no other step of the run) are
+//! an accumulator tile: the run reads them from the spill area into row-major f32 tiles once,
+//! every `mma` works on the tile in place, and they go back at the end. A run whose tiles the
+//! analysis lets it keep (`keep`, see `analysis::resident_run`: every path of native code from the
+//! run's resume point either comes back to the run without touching those registers or meets a
+//! point where the code asks for them first) leaves them in its tiles instead, and the next pass of
+//! the same run starts from there: a K loop's accumulators then never leave their tiles until the
+//! loop ends. The spill area holds stale values meanwhile; [`WarpRun::flush`] writes the tiles back
+//! wherever anything else may read the registers (the code's request, another boundary, a block
+//! this path declines). Because a kept tile is changed in place, a run checks every row address of
+//! every warp's `ldmatrix`es before it runs any warp, so that declining never leaves half a run done.
 
 use super::runtime::EXITED;
 use crate::ptx::exec::Worker;
+use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::{Base, Inst, Instr, Mma, Space, R};
-use crate::ptx::matrix::{self, is_float16x8};
+use crate::ptx::matrix::{self, is_f16_f32_k16, is_float16x8};
 
-/// A worker's buffers for runs, kept from one boundary to the next. Neither is cleared: a slot
-/// outside `gathered` and a B tile are written before they are read.
+/// A worker's buffers for runs, kept from one boundary to the next. None is cleared: a slot
+/// outside `gathered`, a B tile, a row offset and an accumulator tile are written before they are
+/// read.
 #[derive(Default)]
 pub(super) struct RunScratch {
     /// The run's slots, `[warp][slot][lane]`.
     regs: Vec<u64>,
     /// The run's unpacked B tiles.
     tiles_b: Vec<matrix::TileB16>,
+    /// The run's accumulator tiles, `[warp][tile]`.
+    accs: Vec<matrix::TileC16>,
+    /// The shared memory offset of each row of each `ldmatrix`, `[warp][row]` (the run's rows in
+    /// order), checked before any warp runs.
+    rows: Vec<u32>,
+    /// Whether `accs` hold the accumulators of a run that kept them (see [`WarpRun::flush`]),
+    /// which the spill area does not hold.
+    resident: bool,
+}
+
+impl RunScratch {
+    /// A new block: no run of it has kept anything.
+    pub(super) fn new_block(&mut self) {
+        self.resident = false;
+    }
 }
 
 /// The plan of a run: its slots and its steps, made once when the kernel is compiled.
@@ -53,20 +83,35 @@ pub(super) struct WarpRun {
     steps: Vec<Step>,
     /// How many unpacked B tiles the run keeps (see [`Step::MmaF16`]).
     tiles_b: usize,
+    /// The accumulator tiles: each one's four registers (C and D of the `mma`s that accumulate
+    /// into it), and which of them are live after the run (the only ones written back).
+    accs: Vec<([R; 4], [bool; 4])>,
+    /// The rows of the run's `ldmatrix`es, all together (a warp's share of `RunScratch::rows`).
+    rows: usize,
 }
 
 #[derive(Clone)]
 enum Step {
     /// `ldmatrix`: `n` matrices into slots `d`, row addresses from slot `base` (or none: the
-    /// offset alone) plus `off`.
-    Ldmatrix { n: usize, trans: bool, space: Space, d: [usize; 4], base: Option<usize>, off: i64 },
+    /// offset alone) plus `off`, which no step before it writes; its rows' offsets are at `row`
+    /// in the warp's share of `RunScratch::rows`.
+    Ldmatrix { n: usize, trans: bool, space: Space, d: [usize; 4], base: Option<usize>, off: i64, row: usize },
     /// A float `mma` of shape m16n8kK; operands A, B, C and D by slot.
     Mma { op: Box<Mma>, slots: [[usize; 4]; 4] },
     /// The common form ([`matrix::is_f16_f32_k16`]) by its own code; A's tile is unpacked again
     /// only where `unpack_a` (the step before of this form read other slots for A, or a step since
     /// wrote one of them). B's tile is the run's tile `b_tile`, unpacked there only where
     /// `unpack_b` (no step before read B from the same slots, or a step since wrote one of them).
-    MmaF16 { ops: F16Operands, unpack_a: bool, b_tile: usize, unpack_b: bool },
+    MmaF16 { a: [usize; 4], b: [usize; 2], acc: Acc, unpack_a: bool, b_tile: usize, unpack_b: bool },
+}
+
+/// Where a common-form `mma` finds C and puts D.
+#[derive(Clone, Copy)]
+enum Acc {
+    /// The run's accumulator tile of this index.
+    Tile(usize),
+    /// C's and D's slots.
+    Slots { c: [usize; 4], d: [usize; 4] },
 }
 
 /// While a run is planned: which slots' fragments the steps so far leave unpacked, as long as no
@@ -112,8 +157,15 @@ impl WarpRun {
     /// The plan of `run`, with the constant registers `consts` among its operands; `None` when
     /// the run holds an instruction this path does not take (it then runs one by one).
     pub(super) fn plan(run: &[Instr], consts: &[(R, u64)]) -> Option<WarpRun> {
-        let mut plan =
-            WarpRun { slots: Vec::new(), gathered: Vec::new(), defs: Vec::new(), steps: Vec::new(), tiles_b: 0 };
+        let mut plan = WarpRun {
+            slots: Vec::new(),
+            gathered: Vec::new(),
+            defs: Vec::new(),
+            steps: Vec::new(),
+            tiles_b: 0,
+            accs: accumulator_tiles(run).into_iter().map(|regs| (regs, [true; 4])).collect(),
+            rows: 0,
+        };
         let mut unpacked = Unpacked::default();
         let slot = |plan: &mut WarpRun, r: R, def: bool| {
             let s = match plan.slots.iter().position(|s| s.0 == r) {
@@ -144,12 +196,40 @@ impl WarpRun {
                         Base::Abs => None,
                         Base::Frame => return None,
                     };
+                    // Row addresses are checked before any step runs: from the values the run
+                    // starts with.
+                    if base.is_some_and(|b| plan.defs.contains(&b)) {
+                        return None;
+                    }
                     let mut ds = [0; 4];
                     for (j, &r) in d.iter().enumerate().take(*n as usize) {
                         ds[j] = slot(&mut plan, r, true);
                     }
                     unpacked.written(&ds[..*n as usize]);
-                    Step::Ldmatrix { n: *n as usize, trans: *trans, space: *space, d: ds, base, off: addr.off }
+                    let row = plan.rows;
+                    plan.rows += 8 * *n as usize;
+                    Step::Ldmatrix { n: *n as usize, trans: *trans, space: *space, d: ds, base, off: addr.off, row }
+                }
+                Inst::Mma(op) if is_f16_f32_k16(op) && op.a.len() == 4 && op.b.len() == 2 => {
+                    let tile = plan.accs.iter().position(|(regs, _)| op.c[..] == regs[..] && op.d[..] == regs[..]);
+                    let a = [0, 1, 2, 3].map(|i| slot(&mut plan, op.a[i], false));
+                    let b = [0, 1].map(|i| slot(&mut plan, op.b[i], false));
+                    let acc = match tile {
+                        Some(t) => Acc::Tile(t),
+                        None if op.c.len() == 4 && op.d.len() == 4 => {
+                            // Operands are read before D is written, as `mma_float` does.
+                            let c = [0, 1, 2, 3].map(|i| slot(&mut plan, op.c[i], false));
+                            let d = [0, 1, 2, 3].map(|i| slot(&mut plan, op.d[i], true));
+                            Acc::Slots { c, d }
+                        }
+                        None => return None,
+                    };
+                    let unpack_a = unpacked.a.replace(a) != Some(a);
+                    let (b_tile, unpack_b) = unpacked.tile_b(b);
+                    if let Acc::Slots { d, .. } = acc {
+                        unpacked.written(&d);
+                    }
+                    Step::MmaF16 { a, b, acc, unpack_a, b_tile, unpack_b }
                 }
                 Inst::Mma(op) if is_float16x8(op) => {
                     let mut slots = [[0; 4]; 4];
@@ -162,17 +242,8 @@ impl WarpRun {
                             slots[o][i] = slot(&mut plan, r, o == 3);
                         }
                     }
-                    if matrix::is_f16_f32_k16(op) {
-                        let [a, b, c, d] = slots;
-                        let b = [b[0], b[1]];
-                        let unpack_a = unpacked.a.replace(a) != Some(a);
-                        let (b_tile, unpack_b) = unpacked.tile_b(b);
-                        unpacked.written(&d);
-                        Step::MmaF16 { ops: F16Operands { a, b, c, d }, unpack_a, b_tile, unpack_b }
-                    } else {
-                        unpacked.written(&slots[3][..op.d.len()]);
-                        Step::Mma { op: op.clone(), slots }
-                    }
+                    unpacked.written(&slots[3][..op.d.len()]);
+                    Step::Mma { op: op.clone(), slots }
                 }
                 _ => return None,
             };
@@ -182,16 +253,26 @@ impl WarpRun {
         Some(plan)
     }
 
+    /// The registers of the run's accumulator tiles.
+    pub(super) fn accumulators(&self) -> impl Iterator<Item = R> + '_ {
+        self.accs.iter().flat_map(|(regs, _)| *regs)
+    }
+
     /// Leaves out of the scatter the slots whose registers are dead after the run (`live`: the
     /// registers live after it): a tile's fragments, read only by the run's own `mma`s.
     pub(super) fn scatter_only(&mut self, live: &[R]) {
         let slots = &self.slots;
         self.defs.retain(|&s| live.contains(&slots[s].0));
+        for (regs, written) in &mut self.accs {
+            *written = regs.map(|r| live.contains(&r));
+        }
     }
 
     /// Runs the run for every warp of the block whose thread states are `state`, over its spill
-    /// area (`nregs` registers a thread), with `scratch`'s buffers. False, with nothing written,
-    /// where this path does not take the block (see the module docs).
+    /// area (`nregs` registers a thread), with `scratch`'s buffers; where `keep`, the accumulator
+    /// tiles stay in `scratch` for the next pass of this run instead of going back to the spill
+    /// area. False where this path does not take the block (see the module docs): then nothing is
+    /// written but the tiles an earlier pass kept, which go back to the spill area first.
     pub(super) fn run<const MW: usize>(
         &self,
         w: &Worker<'_, MW>,
@@ -199,13 +280,15 @@ impl WarpRun {
         spill: &mut [u64],
         nregs: usize,
         state: &[u32],
+        keep: bool,
     ) -> bool {
         let n = state.len();
         if !n.is_multiple_of(32) || state.contains(&EXITED) {
+            self.flush(scratch, spill, nregs, n);
             return false;
         }
         let ns = self.slots.len();
-        let RunScratch { regs: buf, tiles_b } = scratch;
+        let RunScratch { regs: buf, tiles_b, accs, rows, resident } = scratch;
         if buf.len() < n * ns {
             buf.resize(n * ns, 0);
         }
@@ -224,13 +307,36 @@ impl WarpRun {
                 }
             }
         }
+        // A warp's share of each buffer: at least one entry, so that every warp has one.
+        let (nw, nr, na) = (n / 32, self.rows.max(1), self.accs.len().max(1));
+        if rows.len() < nw * nr {
+            rows.resize(nw * nr, 0);
+        }
+        for (warp, rows) in buf[..n * ns].chunks_exact(ns * 32).zip(rows.chunks_exact_mut(nr)) {
+            if !self.check_rows(w, warp, rows) {
+                if std::mem::take(resident) {
+                    self.write_back(accs, spill, nregs, n);
+                }
+                return false;
+            }
+        }
+        if accs.len() < nw * na {
+            accs.resize(nw * na, [[0.0; 8]; 16]);
+        }
+        if !*resident {
+            for (wi, tiles) in accs.chunks_exact_mut(na).take(nw).enumerate() {
+                let threads = &spill[wi * 32 * nregs..][..32 * nregs];
+                for (tile, (regs, _)) in tiles.iter_mut().zip(&self.accs) {
+                    *tile = matrix::tile_c_f32(|r, lane| threads[lane * nregs + regs[r] as usize]);
+                }
+            }
+        }
         if tiles_b.len() < self.tiles_b {
             tiles_b.resize(self.tiles_b, [[0.0; 8]; 16]);
         }
-        for warp in buf[..n * ns].chunks_exact_mut(ns * 32) {
-            if !self.run_warp(w, warp, tiles_b) {
-                return false;
-            }
+        let warps = buf[..n * ns].chunks_exact_mut(ns * 32);
+        for ((warp, rows), tiles) in warps.zip(rows.chunks_exact(nr)).zip(accs.chunks_exact_mut(na)) {
+            self.run_warp(w, warp, rows, tiles_b, tiles);
         }
         for (wi, warp) in buf[..n * ns].chunks_exact(ns * 32).enumerate() {
             let threads = &mut spill[wi * 32 * nregs..][..32 * nregs];
@@ -241,59 +347,137 @@ impl WarpRun {
                 }
             }
         }
+        *resident = keep && !self.accs.is_empty();
+        if !keep {
+            self.write_back(accs, spill, nregs, n);
+        }
         true
     }
 
-    /// The steps for one warp over its slots (`warp[slot * 32 + lane]`); false where a row of an
-    /// `ldmatrix` is not 16 aligned bytes of shared memory.
-    fn run_warp<const MW: usize>(&self, w: &Worker<'_, MW>, warp: &mut [u64], tiles_b: &mut [matrix::TileB16]) -> bool {
-        let mut tile_a: matrix::TileA16 = [[0.0; 16]; 16];
+    /// Writes the accumulator tiles a pass of this run kept in `scratch` back to the spill area
+    /// of the block's `n` threads (`nregs` registers a thread), if it kept them.
+    pub(super) fn flush(&self, scratch: &mut RunScratch, spill: &mut [u64], nregs: usize, n: usize) {
+        if std::mem::take(&mut scratch.resident) {
+            self.write_back(&scratch.accs, spill, nregs, n);
+        }
+    }
+
+    /// The accumulator tiles `accs` (`[warp][tile]`) into the registers of theirs that are live
+    /// after the run.
+    fn write_back(&self, accs: &[matrix::TileC16], spill: &mut [u64], nregs: usize, n: usize) {
+        let na = self.accs.len();
+        for (wi, tiles) in accs.chunks_exact(na.max(1)).take(n / 32).enumerate() {
+            let threads = &mut spill[wi * 32 * nregs..][..32 * nregs];
+            for (tile, (regs, live)) in tiles.iter().zip(&self.accs) {
+                matrix::untile_c_f32(tile, |r, lane, v| {
+                    if live[r] {
+                        threads[lane * nregs + regs[r] as usize] = v;
+                    }
+                });
+            }
+        }
+    }
+
+    /// Finds the shared memory offset of every row of the `ldmatrix`es of one warp (`warp`, its
+    /// slots as the run starts) into `rows`; false where one is not 16 aligned bytes of shared
+    /// memory.
+    fn check_rows<const MW: usize>(&self, w: &Worker<'_, MW>, warp: &[u64], rows: &mut [u32]) -> bool {
         for step in &self.steps {
-            match *step {
-                Step::Ldmatrix { n, trans, space, d, base, off } => {
-                    // Untransposed, each row goes straight to its lanes, unless a row address
-                    // still to be read is in a register the rows land in.
-                    let direct = !trans && base.is_none_or(|b| !d[..n].contains(&b));
-                    // Row r of matrix j at [j * 8 + r].
-                    let mut rows = [[0u16; 8]; 32];
-                    for (row, out) in rows.iter_mut().enumerate().take(8 * n) {
-                        let a = base.map_or(0, |s| warp[s * 32 + row]).wrapping_add(off as u64);
-                        let (sp, o) = w.resolve(space, a);
-                        if sp != Space::Shared || !o.is_multiple_of(16) || o + 16 > w.b.shared.len() as u64 {
-                            return false;
-                        }
-                        let bytes = &w.b.shared[o as usize..o as usize + 16];
-                        if direct {
-                            // Lanes 4r..4r + 4 of the matrix's register hold row r's
-                            // words in order (`frag8x8`).
-                            let (j, r) = (row / 8, row % 8);
-                            for (q, word) in bytes.chunks_exact(4).enumerate() {
-                                warp[d[j] * 32 + 4 * r + q] = u32::from_le_bytes(word.try_into().unwrap()) as u64;
-                            }
-                            continue;
-                        }
-                        for (c, h) in bytes.chunks_exact(2).enumerate() {
-                            out[c] = u16::from_le_bytes([h[0], h[1]]);
-                        }
+            if let Step::Ldmatrix { n, space, base, off, row, .. } = *step {
+                for (r, out) in rows[row..row + 8 * n].iter_mut().enumerate() {
+                    let a = base.map_or(0, |s| warp[s * 32 + r]).wrapping_add(off as u64);
+                    let (sp, o) = w.resolve(space, a);
+                    if sp != Space::Shared || !o.is_multiple_of(16) || o + 16 > w.b.shared.len() as u64 {
+                        return false;
                     }
-                    if direct {
-                        continue;
-                    }
-                    for lane in 0..32 {
-                        let [(r0, c0), (r1, c1)] = matrix::frag8x8(lane, trans);
-                        for (j, &s) in d.iter().enumerate().take(n) {
-                            warp[s * 32 + lane] = rows[j * 8 + r0][c0] as u64 | (rows[j * 8 + r1][c1] as u64) << 16;
-                        }
-                    }
-                }
-                Step::Mma { ref op, slots } => mma(op, &slots, warp),
-                Step::MmaF16 { ops, unpack_a, b_tile, unpack_b } => {
-                    mma_f16(warp, &mut tile_a, &mut tiles_b[b_tile], ops, [unpack_a, unpack_b])
+                    *out = o as u32;
                 }
             }
         }
         true
     }
+
+    /// The steps for one warp over its slots (`warp[slot * 32 + lane]`), its rows' offsets
+    /// (checked by [`WarpRun::check_rows`]) and its accumulator tiles.
+    fn run_warp<const MW: usize>(
+        &self,
+        w: &Worker<'_, MW>,
+        warp: &mut [u64],
+        rows: &[u32],
+        tiles_b: &mut [matrix::TileB16],
+        accs: &mut [matrix::TileC16],
+    ) {
+        let mut tile_a: matrix::TileA16 = [[0.0; 16]; 16];
+        for step in &self.steps {
+            match *step {
+                Step::Ldmatrix { n, trans, d, row, .. } => {
+                    let offsets = &rows[row..row + 8 * n];
+                    if !trans {
+                        // Lanes 4r..4r + 4 of matrix j's register hold its row r's words in
+                        // order (`frag8x8`). Every address was read before the run began.
+                        for (i, &o) in offsets.iter().enumerate() {
+                            let (j, r) = (i / 8, i % 8);
+                            let bytes = &w.b.shared[o as usize..o as usize + 16];
+                            for (q, word) in bytes.chunks_exact(4).enumerate() {
+                                warp[d[j] * 32 + 4 * r + q] = u32::from_le_bytes(word.try_into().unwrap()) as u64;
+                            }
+                        }
+                        continue;
+                    }
+                    // Row r of matrix j at [j * 8 + r].
+                    let mut m = [[0u16; 8]; 32];
+                    for (out, &o) in m.iter_mut().zip(offsets) {
+                        let bytes = &w.b.shared[o as usize..o as usize + 16];
+                        for (c, h) in bytes.chunks_exact(2).enumerate() {
+                            out[c] = u16::from_le_bytes([h[0], h[1]]);
+                        }
+                    }
+                    for lane in 0..32 {
+                        let [(r0, c0), (r1, c1)] = matrix::frag8x8(lane, true);
+                        for (j, &s) in d.iter().enumerate().take(n) {
+                            warp[s * 32 + lane] = m[j * 8 + r0][c0] as u64 | (m[j * 8 + r1][c1] as u64) << 16;
+                        }
+                    }
+                }
+                Step::Mma { ref op, slots } => mma(op, &slots, warp),
+                Step::MmaF16 { a, b, acc, unpack_a, b_tile, unpack_b } => {
+                    let ops = F16Operands { a, b, acc };
+                    mma_f16(warp, accs, &mut tile_a, &mut tiles_b[b_tile], ops, [unpack_a, unpack_b])
+                }
+            }
+        }
+    }
+}
+
+/// The accumulator tiles of a run: the C (and D) registers of its common-form `mma`s that
+/// accumulate (C and D the same four registers, in order), where no other step of the run reads
+/// or writes any of them.
+fn accumulator_tiles(run: &[Instr]) -> Vec<[R; 4]> {
+    let quad = |ins: &Instr| match &ins.inst {
+        Inst::Mma(op) if is_f16_f32_k16(op) && op.c == op.d && op.d.len() == 4 && ins.guard.is_none() => {
+            let q: [R; 4] = op.d[..].try_into().ok()?;
+            // Four distinct registers.
+            (1..4).all(|i| !q[..i].contains(&q[i])).then_some(q)
+        }
+        _ => None,
+    };
+    let mut tiles: Vec<[R; 4]> = Vec::new();
+    for q in run.iter().filter_map(quad) {
+        if !tiles.contains(&q) {
+            tiles.push(q);
+        }
+    }
+    tiles.retain(|q| {
+        run.iter().all(|ins| match &ins.inst {
+            // An `mma` that accumulates into this tile reads none of it as A or B.
+            Inst::Mma(op) if quad(ins) == Some(*q) => !op.a.iter().chain(&op.b).any(|r| q.contains(r)),
+            _ => {
+                let (uses, defs) = uses_defs(ins);
+                !uses.iter().chain(&defs).any(|r| q.contains(r))
+            }
+        })
+    });
+    tiles
 }
 
 /// A float `mma` on a warp's slots, compiled with FMA instructions where the CPU has them (the
@@ -308,9 +492,16 @@ fn mma(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
     mma_body(op, slots, warp)
 }
 
-/// A common-form `mma` on a warp's slots (A's and B's tiles unpacked first where `unpack` says),
-/// compiled with FMA instructions where the CPU has them, as [`mma`].
-fn mma_f16(warp: &mut [u64], a: &mut matrix::TileA16, b: &mut matrix::TileB16, ops: F16Operands, unpack: [bool; 2]) {
+/// A common-form `mma` on a warp's slots and accumulator tiles (A's and B's tiles unpacked first
+/// where `unpack` says), compiled with FMA instructions where the CPU has them, as [`mma`].
+fn mma_f16(
+    warp: &mut [u64],
+    accs: &mut [matrix::TileC16],
+    a: &mut matrix::TileA16,
+    b: &mut matrix::TileB16,
+    ops: F16Operands,
+    unpack: [bool; 2],
+) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
         /// # Safety
@@ -318,32 +509,33 @@ fn mma_f16(warp: &mut [u64], a: &mut matrix::TileA16, b: &mut matrix::TileB16, o
         #[target_feature(enable = "fma,avx2")]
         unsafe fn fast(
             warp: &mut [u64],
+            accs: &mut [matrix::TileC16],
             a: &mut matrix::TileA16,
             b: &mut matrix::TileB16,
             ops: F16Operands,
             unpack: [bool; 2],
         ) {
-            mma_f16_body(warp, a, b, ops, unpack)
+            mma_f16_body(warp, accs, a, b, ops, unpack)
         }
         // SAFETY: the CPU has the features the function is compiled for.
-        unsafe { fast(warp, a, b, ops, unpack) };
+        unsafe { fast(warp, accs, a, b, ops, unpack) };
         return;
     }
-    mma_f16_body(warp, a, b, ops, unpack)
+    mma_f16_body(warp, accs, a, b, ops, unpack)
 }
 
-/// The slots of a common-form `mma`'s A, B, C and D.
+/// The slots of a common-form `mma`'s A and B, and where its C and D are.
 #[derive(Clone, Copy)]
 struct F16Operands {
     a: [usize; 4],
     b: [usize; 2],
-    c: [usize; 4],
-    d: [usize; 4],
+    acc: Acc,
 }
 
 #[inline(always)]
 fn mma_f16_body(
     warp: &mut [u64],
+    accs: &mut [matrix::TileC16],
     a: &mut matrix::TileA16,
     b: &mut matrix::TileB16,
     ops: F16Operands,
@@ -356,8 +548,13 @@ fn mma_f16_body(
     if unpack[1] {
         matrix::unpack_b_f16(ops.b.map(lanes), b);
     }
-    let (regs, _) = warp.as_chunks_mut::<32>();
-    matrix::mma_f16_f32(a, b, regs, ops.c, ops.d);
+    match ops.acc {
+        Acc::Tile(t) => matrix::mma_f16_f32_tile(a, b, &mut accs[t]),
+        Acc::Slots { c, d } => {
+            let (regs, _) = warp.as_chunks_mut::<32>();
+            matrix::mma_f16_f32(a, b, regs, c, d);
+        }
+    }
 }
 
 /// # Safety
