@@ -689,3 +689,169 @@ fn a_shared_a_fragment_and_a_reloaded_one_give_the_tables_products() {
     assert_ne!(d9, d5, "the reloaded A changes the product");
     assert_ne!(d17, product(256, 512, &|r, n| d13[r][n]), "the reloaded B changes the product");
 }
+
+/// A K loop of `ldmatrix`es and accumulating `mma`s into two tiles, three passes over a block's
+/// own A and B (A_i at byte `stride * i` of shared memory, B_i at `1536 + 256 i`, the second
+/// tile's B 128 bytes further, 16 bytes of scratch at 2560), two warps a block; `in_loop` runs
+/// after the row on every pass. Native code keeps the two tiles in
+/// the worker from one pass to the next unless something touches their registers.
+fn k_loop(in_loop: &str) -> String {
+    format!(
+        "{HEAD}.visible .entry k_loop(.param .u64 inp, .param .u64 out, .param .u32 stride) {{
+  .reg .b32 %r<80>; .reg .f32 %f<24>; .reg .b64 %rd<12>; .reg .pred %p<8>;
+  .shared .align 16 .b8 sm[2576];
+  ld.param.u64 %rd1, [inp]; ld.param.u64 %rd2, [out]; ld.param.u32 %r70, [stride];
+  mov.u32 %r1, %tid.x; mov.u32 %r2, %ctaid.x; mov.u32 %r3, sm;
+  mul.wide.u32 %rd3, %r2, 2560; add.u64 %rd4, %rd1, %rd3;
+  mov.u32 %r40, %r1;
+COPY:
+  setp.ge.u32 %p1, %r40, 160;
+  @%p1 bra COPIED;
+  mul.wide.u32 %rd5, %r40, 16; add.u64 %rd6, %rd4, %rd5;
+  ld.global.v4.u32 {{%r30,%r31,%r32,%r33}}, [%rd6];
+  mad.lo.u32 %r41, %r40, 16, %r3;
+  st.shared.v4.u32 [%r41], {{%r30,%r31,%r32,%r33}};
+  add.u32 %r40, %r40, 64;
+  bra COPY;
+COPIED:
+  bar.sync 0;
+  and.b32 %r4, %r1, 31; shl.b32 %r5, %r4, 4; add.u32 %r5, %r5, %r3;
+  and.b32 %r6, %r1, 15; shl.b32 %r7, %r6, 4; add.u32 %r8, %r7, %r3; add.u32 %r8, %r8, 1536;
+  mov.f32 %f1, 0f00000000; mov.f32 %f2, 0f00000000; mov.f32 %f3, 0f00000000; mov.f32 %f4, 0f00000000;
+  mov.f32 %f5, 0f3F800000; mov.f32 %f6, 0f3F800000; mov.f32 %f7, 0f3F800000; mov.f32 %f8, 0f3F800000;
+  mov.u32 %r50, 0;
+LOOP:
+  mad.lo.u32 %r10, %r50, %r70, %r5;
+  mad.lo.u32 %r11, %r50, 256, %r8;
+  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%r20,%r21,%r22,%r23}}, [%r10];
+  ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{%r24,%r25}}, [%r11];
+  ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{%r26,%r27}}, [%r11+128];
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f1,%f2,%f3,%f4}}, {{%r20,%r21,%r22,%r23}}, {{%r24,%r25}}, {{%f1,%f2,%f3,%f4}};
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f5,%f6,%f7,%f8}}, {{%r20,%r21,%r22,%r23}}, {{%r26,%r27}}, {{%f5,%f6,%f7,%f8}};
+{in_loop}
+  add.u32 %r50, %r50, 1;
+  setp.lt.u32 %p2, %r50, 3;
+  @%p2 bra LOOP;
+  mov.u32 %r60, %ntid.x; mad.lo.u32 %r61, %r2, %r60, %r1;
+  mul.wide.u32 %rd7, %r61, 32; add.u64 %rd8, %rd2, %rd7;
+  st.global.v4.f32 [%rd8], {{%f1,%f2,%f3,%f4}};
+  st.global.v4.f32 [%rd8+16], {{%f5,%f6,%f7,%f8}};
+  ret;
+}}"
+    )
+}
+
+/// Runs [`k_loop`] on two blocks of 64 threads with distinct inputs and checks every thread's
+/// two tiles against the products the ISA's layouts give, `after_pass` applying to a warp's tiles
+/// what the loop's own code does to its threads' registers after each pass.
+fn check_k_loop(in_loop: &str, after_pass: impl Fn(&mut [[[f32; 8]; 16]; 2])) {
+    let ptx = k_loop(in_loop);
+    let mut g = Gen(23);
+    let halves: Vec<u16> = (0..2 * 1280).map(|_| f16::from_f64((g.next() % 33) as f64 / 4.0 - 4.0).to_bits()).collect();
+    let inp: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
+    let out =
+        run_kernel(&ptx, "k_loop", [2, 1, 1], [64, 1, 1], &[inp, vec![0; 128 * 32]], &512u32.to_le_bytes()).unwrap();
+    let got: Vec<u32> = out[1].chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    for block in 0..2 {
+        let h = |i: usize| f16::from_bits(halves[block * 1280 + i]).to_f32();
+        let a = |base: usize, row: usize, k: usize| h(base + ((row / 8 + 2 * (k / 8)) * 8 + row % 8) * 8 + k % 8);
+        let b = |base: usize, k: usize, n: usize| h(base + ((k / 8) * 8 + n) * 8 + k % 8);
+        // Every thread of a warp holds its share of the warp's tiles; both warps compute the same.
+        for warp in 0..2 {
+            let mut tiles = [[[0f32; 8]; 16], [[1f32; 8]; 16]];
+            for pass in 0..3 {
+                for (t, tile) in tiles.iter_mut().enumerate() {
+                    let (abase, bbase) = (256 * pass, 768 + 128 * pass + 64 * t);
+                    for (row, d_row) in tile.iter_mut().enumerate() {
+                        for (n, x) in d_row.iter_mut().enumerate() {
+                            *x = (0..16).fold(*x, |s, k| a(abase, row, k).mul_add(b(bbase, k, n), s));
+                        }
+                    }
+                }
+                after_pass(&mut tiles);
+            }
+            for lane in 0..32 {
+                let thread = block * 64 + warp * 32 + lane;
+                for (t, tile) in tiles.iter().enumerate() {
+                    for r in 0..4 {
+                        let (row, col) = c_m16n8(lane, r);
+                        let want = tile[row][col].to_bits();
+                        assert_eq!(got[thread * 8 + t * 4 + r], want, "block {block}, thread {thread}, tile {t}, c{r}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A K loop whose native code never touches its accumulators: they stay in the run's tiles from
+/// one pass to the next (see `exec/jit/warp_run.rs`) and go back to the threads where the code
+/// after the loop reads them, block after block.
+#[test]
+fn a_k_loops_accumulators_stay_in_tiles_and_come_back_after_it() {
+    check_k_loop("", |_| {});
+}
+
+/// Native code inside the loop writes an accumulator on some threads only (the odd ones), and
+/// reads one on the even ones in the last pass: each thread that touches them loads them first,
+/// every thread's tile goes back to its registers, and the next pass finds the threads' values.
+#[test]
+fn native_code_that_touches_kept_accumulators_on_some_threads_sees_and_changes_them() {
+    let in_loop = "
+  and.b32 %r62, %r1, 1; setp.eq.u32 %p3, %r62, 0;
+  @%p3 bra EVEN;
+  add.f32 %f2, %f2, 0f3F800000;
+  bra JOINED;
+EVEN:
+  setp.ne.u32 %p4, %r50, 2;
+  @%p4 bra JOINED;
+  add.f32 %f9, %f7, 0f00000000;
+  mov.b32 %r63, %f9; st.shared.u32 [%r3+2560], %r63;
+JOINED:";
+    check_k_loop(in_loop, |tiles| {
+        for lane in (1..32).step_by(2) {
+            let (row, col) = c_m16n8(lane, 1);
+            tiles[0][row][col] += 1.0;
+        }
+    });
+}
+
+/// A barrier inside the loop (after a shared store that the loop's warp instructions cannot
+/// pass), then a shuffle that reads a kept accumulator from the neighbouring lane and adds it to
+/// another: the shuffle's exchange reads every lane's current value, so the tiles go back to the
+/// threads before it, and the run's next pass starts from the sums.
+#[test]
+fn a_shuffle_of_a_kept_accumulator_reads_every_lanes_current_value() {
+    let in_loop = "
+  st.shared.u32 [%r3+2560], %r50;
+  bar.sync 0;
+  ld.shared.u32 %r64, [%r3+2560];
+  sub.u32 %r65, %r64, %r50;
+  mov.b32 %r66, %f3;
+  shfl.sync.bfly.b32 %r67, %r66, 1, 31, -1;
+  add.u32 %r67, %r67, %r65;
+  mov.b32 %f10, %r67;
+  add.f32 %f8, %f8, %f10;";
+    check_k_loop(in_loop, |tiles| {
+        let before = *tiles;
+        for lane in 0..32 {
+            let (row, col) = c_m16n8(lane ^ 1, 2);
+            let (r8, c8) = c_m16n8(lane, 3);
+            tiles[1][r8][c8] += before[0][row][col];
+        }
+    });
+}
+
+/// A pass after the first whose `ldmatrix` rows leave shared memory fails as on every engine,
+/// with the kept tiles handed back to the threads before the instructions run one by one.
+#[test]
+fn a_later_pass_that_faults_fails_as_the_interpreter_does() {
+    let ptx = k_loop("");
+    let inp = vec![0x3Cu8; 2 * 2560];
+    // Stride 1040: the third pass's A rows reach past the block's 2576 bytes.
+    let stride = 1040u32.to_le_bytes();
+    match run_kernel(&ptx, "k_loop", [2, 1, 1], [64, 1, 1], &[inp, vec![0; 128 * 32]], &stride) {
+        Ok(_) => panic!("rows past shared memory ran"),
+        Err(e) => assert!(e.contains("out-of-bounds read") && e.contains("shared") && e.contains("line 30"), "{e}"),
+    }
+}

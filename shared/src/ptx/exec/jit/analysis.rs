@@ -296,7 +296,11 @@ fn resident_run(
         let Some(run) = bounds[k as usize].run.as_ref() else { continue };
         let regs: Vec<R> = run.accumulators().collect();
         let fits = !regs.is_empty() && regs.iter().all(|r| !always.contains(r));
-        if !fits || best.as_ref().is_some_and(|b| (b.regs.len(), std::cmp::Reverse(b.pc)) >= (regs.len(), std::cmp::Reverse(pc))) {
+        if !fits
+            || best
+                .as_ref()
+                .is_some_and(|b| (b.regs.len(), std::cmp::Reverse(b.pc)) >= (regs.len(), std::cmp::Reverse(pc)))
+        {
             continue;
         }
         let own = stretch[&pc]..=pc;
