@@ -378,9 +378,9 @@ pub(crate) type TileA16 = [[f32; 16]; 16];
 /// `2t + 1`): register `r` is the block at rows `8 (r & 1)`, columns `8 (r >> 1)`.
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 #[inline(always)]
-pub(crate) fn unpack_a_f16(a: [&[u64; 32]; 4], tile: &mut TileA16) {
+pub(crate) fn unpack_a_f16<const F16C: bool>(a: [&[u64; 32]; 4], tile: &mut TileA16) {
     for (r, regs) in a.into_iter().enumerate() {
-        let block = widen_f16_block(regs);
+        let block = widen_f16::<F16C>(regs);
         for (g, row) in block.chunks_exact(8).enumerate() {
             let k = 8 * (r >> 1);
             tile[8 * (r & 1) + g][k..k + 8].copy_from_slice(row);
@@ -399,11 +399,11 @@ pub(crate) type TileB16 = [[f32; 8]; 16];
 /// is B's columns down k `8r..8r + 8` (lane `4g + t` holds column `g`, k `8r + 2t` and the next).
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 #[inline(always)]
-pub(crate) fn unpack_b_f16(b: [&[u64; 32]; 2], tile: &mut TileB16) {
+pub(crate) fn unpack_b_f16<const F16C: bool>(b: [&[u64; 32]; 2], tile: &mut TileB16) {
     // Column by column (`bt[n][k]`), then row by row.
     let mut bt = [[0f32; 16]; 8];
     for (r, regs) in b.into_iter().enumerate() {
-        let block = widen_f16_block(regs);
+        let block = widen_f16::<F16C>(regs);
         for (n, col) in block.chunks_exact(8).enumerate() {
             bt[n][8 * r..8 * r + 8].copy_from_slice(col);
         }
@@ -486,6 +486,41 @@ pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, regs: &mut [[u64; 32]], c: 
     let mut acc = tile_c_f32(|r, lane| regs[c[r]][lane]);
     mma_f16_f32_tile(a, bm, &mut acc);
     untile_c_f32(&acc, |r, lane, v| regs[d[r]][lane] = v);
+}
+
+/// [`widen_f16_block`], by the CPU's own conversion where `F16C` (the caller checked that the CPU
+/// has F16C and AVX2). Both give every f16 its exact f32 value; only a NaN's payload may differ,
+/// and nothing of it reaches a register: a NaN operand makes every product and sum it meets a
+/// NaN, and each is written as the canonical one ([`untile_c_f32`]).
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+#[inline(always)]
+fn widen_f16<const F16C: bool>(regs: &[u64; 32]) -> [f32; 64] {
+    #[cfg(target_arch = "x86_64")]
+    if F16C {
+        // SAFETY: the caller checked that the CPU has the features the function needs.
+        return unsafe { widen_f16_block_f16c(regs) };
+    }
+    widen_f16_block(regs)
+}
+
+/// [`widen_f16_block`] with F16C: lanes `4g..4g + 4` hold row `g`'s eight halves in order, so
+/// their low words side by side are the row, which one conversion widens.
+#[cfg(all(feature = "jit", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2,f16c")]
+fn widen_f16_block_f16c(regs: &[u64; 32]) -> [f32; 64] {
+    use std::arch::x86_64::*;
+    let mut out = [0f32; 64];
+    let low_words = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    for (lanes, row) in regs.chunks_exact(4).zip(out.chunks_exact_mut(8)) {
+        // SAFETY: `lanes` is four u64s (32 bytes) and `row` eight f32s (32 bytes); both accesses
+        // are unaligned ones.
+        unsafe {
+            let v = _mm256_loadu_si256(lanes.as_ptr() as *const __m256i);
+            let halves = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, low_words));
+            _mm256_storeu_ps(row.as_mut_ptr(), _mm256_cvtph_ps(halves));
+        }
+    }
+    out
 }
 
 /// A register's f16 elements across the warp, in lane order (low half first), widened to f32:

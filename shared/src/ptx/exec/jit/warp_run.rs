@@ -493,7 +493,8 @@ fn mma(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
 }
 
 /// A common-form `mma` on a warp's slots and accumulator tiles (A's and B's tiles unpacked first
-/// where `unpack` says), compiled with FMA instructions where the CPU has them, as [`mma`].
+/// where `unpack` says), compiled with FMA instructions where the CPU has them, as [`mma`], and
+/// its f16 operands widened by F16C.
 fn mma_f16(
     warp: &mut [u64],
     accs: &mut [matrix::TileC16],
@@ -503,10 +504,13 @@ fn mma_f16(
     unpack: [bool; 2],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
+    if std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("f16c")
+    {
         /// # Safety
-        /// The CPU must have FMA and AVX2.
-        #[target_feature(enable = "fma,avx2")]
+        /// The CPU must have FMA, AVX2 and F16C.
+        #[target_feature(enable = "fma,avx2,f16c")]
         unsafe fn fast(
             warp: &mut [u64],
             accs: &mut [matrix::TileC16],
@@ -515,13 +519,13 @@ fn mma_f16(
             ops: F16Operands,
             unpack: [bool; 2],
         ) {
-            mma_f16_body(warp, accs, a, b, ops, unpack)
+            mma_f16_body::<true>(warp, accs, a, b, ops, unpack)
         }
         // SAFETY: the CPU has the features the function is compiled for.
         unsafe { fast(warp, accs, a, b, ops, unpack) };
         return;
     }
-    mma_f16_body(warp, accs, a, b, ops, unpack)
+    mma_f16_body::<false>(warp, accs, a, b, ops, unpack)
 }
 
 /// The slots of a common-form `mma`'s A and B, and where its C and D are.
@@ -532,8 +536,9 @@ struct F16Operands {
     acc: Acc,
 }
 
+/// `F16C`: the CPU has F16C and AVX2 (see `matrix::widen_f16`).
 #[inline(always)]
-fn mma_f16_body(
+fn mma_f16_body<const F16C: bool>(
     warp: &mut [u64],
     accs: &mut [matrix::TileC16],
     a: &mut matrix::TileA16,
@@ -543,10 +548,10 @@ fn mma_f16_body(
 ) {
     let lanes = |s: usize| -> &[u64; 32] { warp[s * 32..s * 32 + 32].try_into().expect("a slot is 32 lanes") };
     if unpack[0] {
-        matrix::unpack_a_f16(ops.a.map(lanes), a);
+        matrix::unpack_a_f16::<F16C>(ops.a.map(lanes), a);
     }
     if unpack[1] {
-        matrix::unpack_b_f16(ops.b.map(lanes), b);
+        matrix::unpack_b_f16::<F16C>(ops.b.map(lanes), b);
     }
     match ops.acc {
         Acc::Tile(t) => matrix::mma_f16_f32_tile(a, b, &mut accs[t]),
