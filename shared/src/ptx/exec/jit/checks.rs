@@ -520,7 +520,7 @@ impl Tx<'_, '_> {
             return Ok(Some(self.proven_shared(e0)));
         }
         let (addrs, consecutive) = match self.reprs[base as usize] {
-            Repr::One => return Ok(None),
+            Repr::One | Repr::Spill => return Ok(None),
             Repr::Vector(vars) => {
                 let parts = vars.map(|var| self.b.use_var(var));
                 // Known to step by 4 (the step analysis), or else lane l at 4 * l past lane 0 as

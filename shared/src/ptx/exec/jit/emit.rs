@@ -33,6 +33,11 @@ pub(super) enum Repr {
     Vector([Variable; PARTS]),
     /// One scalar per lane, of the register's class.
     PerLane([Variable; LANES]),
+    /// No variable: the thread's spill area, where every read loads it and every write stores it
+    /// (one-thread code: the registers of the accumulator tiles a run keeps, see
+    /// `analysis::Resident`, so that none of them is carried through the code between the run's
+    /// passes, where it is neither read nor written).
+    Spill,
 }
 
 pub(super) struct Hoisted {
@@ -79,9 +84,6 @@ pub(super) struct Tx<'a, 'b> {
     pub(super) meta: &'a Meta,
     /// Whether the segment being run began at the kernel's start (a boolean variable).
     pub(super) first_segment: Option<Variable>,
-    /// Whether the thread came from the resume point of the run that keeps its accumulators and
-    /// has not loaded them since (a boolean variable; see `analysis::Resident`).
-    pub(super) tiles_kept: Option<Variable>,
     pub(super) reprs: Vec<Repr>,
     /// Where code for groups runs the code a varying branch jumps over for the whole group: how
     /// each register steps from lane to lane there (see `Tx::region`); elsewhere the kernel's
@@ -123,7 +125,7 @@ impl<'a, 'b> Tx<'a, 'b> {
         meta: &'a Meta,
     ) -> Tx<'a, 'b> {
         let f = a.f;
-        let reprs = a
+        let mut reprs: Vec<Repr> = a
             .layouts
             .iter()
             .zip(&a.classes)
@@ -139,6 +141,9 @@ impl<'a, 'b> Tx<'a, 'b> {
                 }
             })
             .collect();
+        for &r in a.resident.iter().flat_map(|res| &res.regs) {
+            reprs[r as usize] = Repr::Spill;
+        }
         let vars = a
             .classes
             .iter()
@@ -175,7 +180,6 @@ impl<'a, 'b> Tx<'a, 'b> {
             insts,
             meta,
             first_segment: None,
-            tiles_kept: None,
             reprs,
             region_steps: None,
             lane: None,
@@ -234,6 +238,10 @@ impl<'a, 'b> Tx<'a, 'b> {
     pub(super) fn raw(&mut self, r: R) -> Value {
         match self.reprs[r as usize] {
             Repr::One => self.b.use_var(self.vars[r as usize]),
+            Repr::Spill => {
+                let (ty, base) = (self.var_ty(r), self.spill_base());
+                self.b.ins().load(ty, flags(), base, (r * 8) as i32)
+            }
             Repr::PerLane(vars) => match self.lane {
                 Some(l) => self.b.use_var(vars[l]),
                 None => self.lane_missing(r),
@@ -268,6 +276,10 @@ impl<'a, 'b> Tx<'a, 'b> {
     pub(super) fn def_raw(&mut self, r: R, v: Value) {
         match self.reprs[r as usize] {
             Repr::One => self.b.def_var(self.vars[r as usize], v),
+            Repr::Spill => {
+                let base = self.spill_base();
+                self.b.ins().store(flags(), v, base, (r * 8) as i32);
+            }
             Repr::PerLane(vars) => match self.lane {
                 Some(l) => self.b.def_var(vars[l], v),
                 None => vars.iter().for_each(|&x| self.b.def_var(x, v)),
@@ -459,6 +471,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     pub(super) fn spill_store(&mut self, base: Value, r: R) {
         let off = (r as usize * 8 * self.a.width) as i32;
         match self.reprs[r as usize] {
+            Repr::Spill => {}
             Repr::One => {
                 let v = self.b.use_var(self.vars[r as usize]);
                 self.b.ins().store(flags(), v, base, off);
@@ -482,6 +495,7 @@ impl<'a, 'b> Tx<'a, 'b> {
     pub(super) fn spill_load(&mut self, base: Value, r: R) {
         let off = (r as usize * 8 * self.a.width) as i32;
         match self.reprs[r as usize] {
+            Repr::Spill => {}
             Repr::One => {
                 let ty = self.var_ty(r);
                 let v = self.b.ins().load(ty, flags(), base, off);

@@ -467,7 +467,7 @@ impl Tx<'_, '_> {
             return Some([v; PARTS]);
         }
         match self.reprs[r as usize] {
-            Repr::One => {
+            Repr::One | Repr::Spill => {
                 let v = if ty == types::F32X4 {
                     self.get_f32(r)
                 } else {
@@ -654,7 +654,7 @@ impl Tx<'_, '_> {
             .collect();
         for r in dead {
             match self.reprs[r as usize] {
-                Repr::One => {}
+                Repr::One | Repr::Spill => {}
                 Repr::Vector(vars) => {
                     let ty = self.vec_ty(r);
                     let z = self.splat_i32(0);

@@ -83,7 +83,7 @@ struct Rt<'w> {
     w: &'w mut dyn ThreadAccess,
     stop: Option<Stop>,
     /// The run that keeps its accumulator tiles, with the worker's buffers of runs and the
-    /// registers a thread has, for [`h_flush_kept`].
+    /// registers a thread has, for [`h_hand_back_tiles`].
     kept: Option<(&'w WarpRun, &'w mut RunScratch, usize)>,
 }
 
@@ -357,9 +357,10 @@ fn exchange(meta: &Meta, s: u32, state: &[u32], spill: &mut [u64]) {
     }
 }
 
-/// Native code asks for the accumulators the kept run holds in its tiles: they go back to the
-/// spill area, if they are not there yet (the first thread to ask writes them for the block).
-pub(super) extern "C" fn h_flush_kept(ctx: *mut JitCtx) -> u64 {
+/// Native code is about to read or write registers of the tiles the kept run holds: they go back
+/// to the spill area, if they are not there yet (the first thread to ask writes them for the
+/// block; for the others there is nothing left to do).
+pub(super) extern "C" fn h_hand_back_tiles(ctx: *mut JitCtx) -> u64 {
     // SAFETY: as in `h_mem`; the spill area holds `n * nregs` words while the kernel has
     // boundaries (`run_block`), and generated code does not touch it during the call.
     let ctx = unsafe { &mut *ctx };

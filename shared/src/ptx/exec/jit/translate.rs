@@ -144,12 +144,6 @@ impl Tx<'_, '_> {
             self.b.def_var(first, is_first);
             self.first_segment = Some(first);
         }
-        if self.a.resident.is_some() {
-            let kept = self.b.declare_var(types::I8);
-            let no = self.b.ins().iconst(types::I8, 0);
-            self.b.def_var(kept, no);
-            self.tiles_kept = Some(kept);
-        }
         // Special registers of this thread.
         for &(r, s) in &f.sregs {
             if self.a.width > 1 && matches!(s, Sreg::Tid(0) | Sreg::LaneId) {
@@ -214,15 +208,8 @@ impl Tx<'_, '_> {
         for (rb, pc) in resumes {
             self.b.switch_to_block(rb);
             let base = self.spill_base();
-            let kept = self.a.resident.as_ref().filter(|res| res.pc == pc).map(|res| res.regs.clone());
             for r in self.a.reload[&pc].clone() {
-                if !kept.as_ref().is_some_and(|k| k.contains(&r)) {
-                    self.spill_load(base, r);
-                }
-            }
-            if kept.is_some() {
-                let yes = self.b.ins().iconst(types::I8, 1);
-                self.b.def_var(self.tiles_kept.expect("a resident run"), yes);
+                self.spill_load(base, r);
             }
             self.b.ins().jump(self.blocks[pc + 1].expect("block after barrier"), &[]);
         }
@@ -332,7 +319,8 @@ impl Tx<'_, '_> {
                 }
             }
             if self.a.resident.as_ref().is_some_and(|res| res.touch[pc]) {
-                self.load_kept_tiles();
+                let ctx = self.h().ctx;
+                self.call(h_hand_back_tiles as *const () as usize, &[ctx]);
             }
             self.pending += self.a.width as i64;
             open = self.inst(pc)?;
@@ -361,29 +349,6 @@ impl Tx<'_, '_> {
         self.b.ins().store(flags(), c, ctx, offset_of!(JitCtx, count) as i32);
         let r = self.b.ins().iconst(types::I32, code as i64);
         self.b.ins().return_(&[r]);
-    }
-
-    /// Where the thread came from the resume point of the run that keeps its accumulator tiles
-    /// and has not loaded them since: has the tiles written back to the spill area (the first
-    /// thread to ask does it for the block) and loads their registers.
-    fn load_kept_tiles(&mut self) {
-        let kept = self.tiles_kept.expect("a resident run");
-        let regs = self.a.resident.as_ref().expect("a resident run").regs.clone();
-        let flag = self.b.use_var(kept);
-        let load = self.b.create_block();
-        let done = self.b.create_block();
-        self.b.ins().brif(flag, load, &[], done, &[]);
-        self.b.switch_to_block(load);
-        let ctx = self.h().ctx;
-        self.call(h_flush_kept as *const () as usize, &[ctx]);
-        let base = self.spill_base();
-        for r in regs {
-            self.spill_load(base, r);
-        }
-        let no = self.b.ins().iconst(types::I8, 0);
-        self.b.def_var(kept, no);
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(done);
     }
 
     /// A thread's stores at a boundary, into its spill area at `base`: kept registers that are
@@ -719,29 +684,9 @@ impl Tx<'_, '_> {
                 }
                 srcs.sort_unstable();
                 srcs.dedup();
-                srcs.retain(|&r| self.a.consts[r as usize].is_none());
-                let tiles = self.a.resident.as_ref().filter(|res| res.pc == pc).map(|res| res.regs.clone());
-                let Some(tiles) = tiles else {
-                    self.boundary_stores(base, [&stores, &first_only, &srcs]);
-                    self.set_state(k + 1);
-                    let next = self.next_thread.expect("next");
-                    self.b.ins().jump(next, &[]);
-                    return Ok(false);
-                };
-                // The run keeps its accumulator tiles: a thread that came from its resume point
-                // and never loaded them leaves them to the tiles; any other stores them.
-                let split = |regs: Vec<R>| -> (Vec<R>, Vec<R>) { regs.into_iter().partition(|r| tiles.contains(r)) };
-                let ((t_stores, stores), (t_first, first_only), (t_srcs, srcs)) =
-                    (split(stores), split(first_only), split(srcs));
+                // Constants need no store, and a register that lives in the spill area is there.
+                srcs.retain(|&r| self.a.consts[r as usize].is_none() && !matches!(self.reprs[r as usize], Repr::Spill));
                 self.boundary_stores(base, [&stores, &first_only, &srcs]);
-                let kept = self.b.use_var(self.tiles_kept.expect("a resident run"));
-                let store = self.b.create_block();
-                let done = self.b.create_block();
-                self.b.ins().brif(kept, done, &[], store, &[]);
-                self.b.switch_to_block(store);
-                self.boundary_stores(base, [&t_stores, &t_first, &t_srcs]);
-                self.b.ins().jump(done, &[]);
-                self.b.switch_to_block(done);
                 self.set_state(k + 1);
                 let next = self.next_thread.expect("next");
                 self.b.ins().jump(next, &[]);
