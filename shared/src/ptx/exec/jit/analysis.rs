@@ -85,11 +85,13 @@ pub(super) struct Analysis<'f> {
 }
 
 /// A run of warp instructions whose accumulator tiles stay in the worker from one pass of the run
-/// to the next (see `warp_run.rs`), and what native code does for it: a thread that comes from
-/// the run's resume point does not reload the tiles' registers there, and before each instruction
-/// of `touch` it asks for them (the tiles go back to the spill area) and loads them; at the run's
-/// boundary a thread stores them as any kept registers only if it has them (it did not come from
-/// the resume point, or it loaded them on the way), and leaves them to the tiles otherwise.
+/// to the next (see `warp_run.rs`), and what native code does for it. The tiles' registers have
+/// no variables in one-thread code: they live in the thread's spill area (`Repr::Spill`), so none
+/// is stored or reloaded at a boundary, and none is carried through the code between the run's
+/// passes, which neither reads nor writes them. Before each instruction of `touch` (the first that
+/// reads or writes one, or another boundary, on each path from the run's resume point) the code
+/// has the tiles handed back to the spill area (`runtime::h_hand_back_tiles`; the first thread
+/// that asks does it for the block).
 pub(super) struct Resident {
     /// The run's boundary.
     pub(super) k: u32,
@@ -97,7 +99,7 @@ pub(super) struct Resident {
     pub(super) pc: usize,
     /// The registers of its tiles.
     pub(super) regs: Vec<R>,
-    /// Per instruction: whether the code asks for the tiles before it.
+    /// Per instruction: whether the code has the tiles handed back before it.
     pub(super) touch: Vec<bool>,
 }
 
