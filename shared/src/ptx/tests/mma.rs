@@ -693,12 +693,13 @@ fn a_shared_a_fragment_and_a_reloaded_one_give_the_tables_products() {
 /// A K loop of `ldmatrix`es and accumulating `mma`s into two tiles, three passes over a block's
 /// own A and B (A_i at byte `stride * i` of shared memory, B_i at `1536 + 256 i`, the second
 /// tile's B 128 bytes further, 16 bytes of scratch at 2560), two warps a block; `in_loop` runs
-/// after the row on every pass. Native code keeps the two tiles in
+/// after the row on every pass. Each thread stores its share of both tiles and of a third
+/// (`%f31`..`%f34`, zero unless `in_loop` changes it). Native code keeps the two tiles in
 /// the worker from one pass to the next unless something touches their registers.
 fn k_loop(in_loop: &str) -> String {
     format!(
         "{HEAD}.visible .entry k_loop(.param .u64 inp, .param .u64 out, .param .u32 stride) {{
-  .reg .b32 %r<80>; .reg .f32 %f<24>; .reg .b64 %rd<12>; .reg .pred %p<8>;
+  .reg .b32 %r<80>; .reg .f32 %f<40>; .reg .b64 %rd<12>; .reg .pred %p<8>;
   .shared .align 16 .b8 sm[2576];
   ld.param.u64 %rd1, [inp]; ld.param.u64 %rd2, [out]; ld.param.u32 %r70, [stride];
   mov.u32 %r1, %tid.x; mov.u32 %r2, %ctaid.x; mov.u32 %r3, sm;
@@ -719,6 +720,7 @@ COPIED:
   and.b32 %r6, %r1, 15; shl.b32 %r7, %r6, 4; add.u32 %r8, %r7, %r3; add.u32 %r8, %r8, 1536;
   mov.f32 %f1, 0f00000000; mov.f32 %f2, 0f00000000; mov.f32 %f3, 0f00000000; mov.f32 %f4, 0f00000000;
   mov.f32 %f5, 0f3F800000; mov.f32 %f6, 0f3F800000; mov.f32 %f7, 0f3F800000; mov.f32 %f8, 0f3F800000;
+  mov.f32 %f31, 0f00000000; mov.f32 %f32, 0f00000000; mov.f32 %f33, 0f00000000; mov.f32 %f34, 0f00000000;
   mov.u32 %r50, 0;
 LOOP:
   mad.lo.u32 %r10, %r50, %r70, %r5;
@@ -733,42 +735,51 @@ LOOP:
   setp.lt.u32 %p2, %r50, 3;
   @%p2 bra LOOP;
   mov.u32 %r60, %ntid.x; mad.lo.u32 %r61, %r2, %r60, %r1;
-  mul.wide.u32 %rd7, %r61, 32; add.u64 %rd8, %rd2, %rd7;
+  mul.wide.u32 %rd7, %r61, 48; add.u64 %rd8, %rd2, %rd7;
   st.global.v4.f32 [%rd8], {{%f1,%f2,%f3,%f4}};
   st.global.v4.f32 [%rd8+16], {{%f5,%f6,%f7,%f8}};
+  st.global.v4.f32 [%rd8+32], {{%f31,%f32,%f33,%f34}};
   ret;
 }}"
     )
 }
 
+/// A warp's 16x8 tile of f32 accumulators.
+type Tile = [[f32; 8]; 16];
+
 /// Runs [`k_loop`] on two blocks of 64 threads with distinct inputs and checks every thread's
-/// two tiles against the products the ISA's layouts give, `after_pass` applying to a warp's tiles
-/// what the loop's own code does to its threads' registers after each pass.
-fn check_k_loop(in_loop: &str, after_pass: impl Fn(&mut [[[f32; 8]; 16]; 2])) {
+/// share of the three tiles against the products the ISA's layouts give. `after_pass` applies to
+/// a warp's tiles what the loop's own code does after each pass; it is handed the pass's product
+/// of A and the first tile's B, accumulated onto a C it names.
+fn check_k_loop(in_loop: &str, after_pass: impl Fn(&mut [Tile; 3], &dyn Fn(&Tile) -> Tile)) {
     let ptx = k_loop(in_loop);
     let mut g = Gen(23);
     let halves: Vec<u16> = (0..2 * 1280).map(|_| f16::from_f64((g.next() % 33) as f64 / 4.0 - 4.0).to_bits()).collect();
     let inp: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
     let out =
-        run_kernel(&ptx, "k_loop", [2, 1, 1], [64, 1, 1], &[inp, vec![0; 128 * 32]], &512u32.to_le_bytes()).unwrap();
+        run_kernel(&ptx, "k_loop", [2, 1, 1], [64, 1, 1], &[inp, vec![0; 128 * 48]], &512u32.to_le_bytes()).unwrap();
     let got: Vec<u32> = out[1].chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
     for block in 0..2 {
         let h = |i: usize| f16::from_bits(halves[block * 1280 + i]).to_f32();
         let a = |base: usize, row: usize, k: usize| h(base + ((row / 8 + 2 * (k / 8)) * 8 + row % 8) * 8 + k % 8);
         let b = |base: usize, k: usize, n: usize| h(base + ((k / 8) * 8 + n) * 8 + k % 8);
+        let product = |pass: usize, t: usize, c: &Tile| -> Tile {
+            let (abase, bbase) = (256 * pass, 768 + 128 * pass + 64 * t);
+            let mut d = *c;
+            for (row, d_row) in d.iter_mut().enumerate() {
+                for (n, x) in d_row.iter_mut().enumerate() {
+                    *x = (0..16).fold(*x, |s, k| a(abase, row, k).mul_add(b(bbase, k, n), s));
+                }
+            }
+            d
+        };
         // Every thread of a warp holds its share of the warp's tiles; both warps compute the same.
         for warp in 0..2 {
-            let mut tiles = [[[0f32; 8]; 16], [[1f32; 8]; 16]];
+            let mut tiles: [Tile; 3] = [[[0.0; 8]; 16], [[1.0; 8]; 16], [[0.0; 8]; 16]];
             for pass in 0..3 {
-                for (t, tile) in tiles.iter_mut().enumerate() {
-                    let (abase, bbase) = (256 * pass, 768 + 128 * pass + 64 * t);
-                    for (row, d_row) in tile.iter_mut().enumerate() {
-                        for (n, x) in d_row.iter_mut().enumerate() {
-                            *x = (0..16).fold(*x, |s, k| a(abase, row, k).mul_add(b(bbase, k, n), s));
-                        }
-                    }
-                }
-                after_pass(&mut tiles);
+                tiles[0] = product(pass, 0, &tiles[0]);
+                tiles[1] = product(pass, 1, &tiles[1]);
+                after_pass(&mut tiles, &|c| product(pass, 0, c));
             }
             for lane in 0..32 {
                 let thread = block * 64 + warp * 32 + lane;
@@ -776,7 +787,11 @@ fn check_k_loop(in_loop: &str, after_pass: impl Fn(&mut [[[f32; 8]; 16]; 2])) {
                     for r in 0..4 {
                         let (row, col) = c_m16n8(lane, r);
                         let want = tile[row][col].to_bits();
-                        assert_eq!(got[thread * 8 + t * 4 + r], want, "block {block}, thread {thread}, tile {t}, c{r}");
+                        assert_eq!(
+                            got[thread * 12 + t * 4 + r],
+                            want,
+                            "block {block}, thread {thread}, tile {t}, c{r}"
+                        );
                     }
                 }
             }
@@ -789,7 +804,7 @@ fn check_k_loop(in_loop: &str, after_pass: impl Fn(&mut [[[f32; 8]; 16]; 2])) {
 /// after the loop reads them, block after block.
 #[test]
 fn a_k_loops_accumulators_stay_in_tiles_and_come_back_after_it() {
-    check_k_loop("", |_| {});
+    check_k_loop("", |_, _| {});
 }
 
 /// Native code inside the loop writes an accumulator on some threads only (the odd ones), and
@@ -808,7 +823,7 @@ EVEN:
   add.f32 %f9, %f7, 0f00000000;
   mov.b32 %r63, %f9; st.shared.u32 [%r3+2560], %r63;
 JOINED:";
-    check_k_loop(in_loop, |tiles| {
+    check_k_loop(in_loop, |tiles, _| {
         for lane in (1..32).step_by(2) {
             let (row, col) = c_m16n8(lane, 1);
             tiles[0][row][col] += 1.0;
@@ -832,7 +847,7 @@ fn a_shuffle_of_a_kept_accumulator_reads_every_lanes_current_value() {
   add.u32 %r67, %r67, %r65;
   mov.b32 %f10, %r67;
   add.f32 %f8, %f8, %f10;";
-    check_k_loop(in_loop, |tiles| {
+    check_k_loop(in_loop, |tiles, _| {
         let before = *tiles;
         for lane in 0..32 {
             let (row, col) = c_m16n8(lane ^ 1, 2);
@@ -842,16 +857,43 @@ fn a_shuffle_of_a_kept_accumulator_reads_every_lanes_current_value() {
     });
 }
 
+/// A second row of warp instructions in the loop (after a shared store the first row cannot
+/// pass) reads the first row's accumulators as its C, into other registers that native code adds
+/// up: the tiles go back to the threads before that row runs, and the first row's next pass
+/// finds them unchanged.
+#[test]
+fn another_row_that_reads_kept_accumulators_sees_their_current_values() {
+    let in_loop = "
+  st.shared.u32 [%r3+2560], %r50;
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f11,%f12,%f13,%f14}, {%r20,%r21,%r22,%r23}, {%r24,%r25}, {%f1,%f2,%f3,%f4};
+  add.f32 %f31, %f31, %f11; add.f32 %f32, %f32, %f12; add.f32 %f33, %f33, %f13; add.f32 %f34, %f34, %f14;";
+    check_k_loop(in_loop, |tiles, product| {
+        let d = product(&tiles[0]);
+        for (sum, row) in tiles[2].iter_mut().zip(d) {
+            for (s, x) in sum.iter_mut().zip(row) {
+                *s += x;
+            }
+        }
+    });
+}
+
 /// A pass after the first whose `ldmatrix` rows leave shared memory fails as on every engine,
 /// with the kept tiles handed back to the threads before the instructions run one by one.
 #[test]
 fn a_later_pass_that_faults_fails_as_the_interpreter_does() {
     let ptx = k_loop("");
-    let inp = vec![0x3Cu8; 2 * 2560];
-    // Stride 1040: the third pass's A rows reach past the block's 2576 bytes.
+    let inp = vec![0x3Cu8; 2560];
+    // Stride 1040: the third pass's A rows reach past the block's 2576 bytes. One block: where
+    // blocks run in parallel, the first to fault is the one named.
     let stride = 1040u32.to_le_bytes();
-    match run_kernel(&ptx, "k_loop", [2, 1, 1], [64, 1, 1], &[inp, vec![0; 128 * 32]], &stride) {
+    match run_kernel(&ptx, "k_loop", [1, 1, 1], [64, 1, 1], &[inp, vec![0; 64 * 48]], &stride) {
         Ok(_) => panic!("rows past shared memory ran"),
-        Err(e) => assert!(e.contains("out-of-bounds read") && e.contains("shared") && e.contains("line 30"), "{e}"),
+        Err(e) => {
+            let line = ptx.lines().position(|l| l.contains("ldmatrix")).expect("an ldmatrix") + 1;
+            assert!(
+                e.contains("out-of-bounds read") && e.contains(&format!("shared address 0xa10 (line {line})")),
+                "{e}"
+            )
+        }
     }
 }

@@ -277,14 +277,16 @@ impl<'f> Analysis<'f> {
 
 /// The run of warp instructions that may keep its accumulator tiles between its passes (the one
 /// with the most accumulator registers, where several may), with the points where native code
-/// asks for them. A run may where no register of its tiles is read from an exited thread
+/// has them handed back. A run may where no register of its tiles is read from an exited thread
 /// (`always`: those stay in the spill area when a thread exits). The touch points are found by a
 /// walk from the run's resume point: each path ends where it comes back to the run's stretch
 /// (`stretch`: the boundary pc's first instruction; the instructions of a stretch are emitted at
-/// its boundary), and the first instruction on it that reads or writes a register of the tiles,
-/// or is another boundary (whose exchange or run reads the spill area, and which stores what the
-/// segment changed), is a touch point. So a thread that comes back to the run without meeting
-/// one neither read nor wrote the tiles' registers, and the tiles still hold their values.
+/// its boundary), or at the first instruction on it that reads or writes a register of the tiles,
+/// which is a touch point. So a thread that comes back to the run without meeting one neither
+/// read nor wrote the tiles' registers, and the tiles still hold their values. Other boundaries
+/// on the way are no touch points: their stores leave the tiles' registers alone (they have no
+/// variables, see [`Resident`]), a shuffle of one of them reads it (a touch point), and the
+/// runtime hands the tiles back before it runs another boundary's warp instructions.
 fn resident_run(
     f: &Function,
     bounds: &[Boundary],
@@ -314,7 +316,7 @@ fn resident_run(
                 continue;
             }
             let (uses, defs) = uses_defs(&f.insts[q]);
-            if bar_index.contains_key(&q) || uses.iter().chain(&defs).any(|r| regs.contains(r)) {
+            if uses.iter().chain(&defs).any(|r| regs.contains(r)) {
                 touch[q] = true;
                 continue;
             }

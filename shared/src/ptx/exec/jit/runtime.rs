@@ -577,8 +577,8 @@ impl JitKernel {
                     let keep = v.meta.resident == Some(s - 1);
                     if let Some(kept) = v.meta.resident.and_then(|k| v.meta.bounds[k as usize].run.as_ref()) {
                         if !keep {
-                            // Native code asked for the tiles on its way here (a touch point), so
-                            // this finds them written back already.
+                            // This boundary's warp instructions may read the tiles' registers
+                            // from the spill area.
                             kept.flush(&mut js.warp, &mut js.spill, self.nregs, n);
                         }
                     }
