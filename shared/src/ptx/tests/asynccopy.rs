@@ -100,9 +100,12 @@ fn cp_async_ignore_src_and_unread_sources() {
         let want = if (i / 16) % 2 == 1 { 0 } else { src_byte(i) };
         assert_eq!(*b, want, "byte {i}");
     }
-    // With a src-size of 0 the source address is never read, valid or not.
-    let out = copy(16, "mov.u64 %rd5, 3;\n    cp.async.cg.shared.global [%r4], [%rd5], 16, 0;").unwrap();
-    assert!(out.iter().all(|b| *b == 0));
+    // With a src-size of 0 the source address is never read, valid or not, whatever the size.
+    for size in [4, 8, 16] {
+        let out =
+            copy(size, &format!("mov.u64 %rd5, 3;\n    cp.async.ca.shared.global [%r4], [%rd5], {size}, 0;")).unwrap();
+        assert!(out.iter().all(|b| *b == 0), "{size} bytes");
+    }
 }
 
 #[test]
@@ -115,6 +118,11 @@ fn cp_async_faults_are_reported() {
     let e = copy(16, "add.s64 %rd9, %rd5, 8;\n    cp.async.cg.shared.global [%r4], [%rd9], 16;").unwrap_err();
     assert!(e.contains("misaligned read of 16 bytes at global") && e.contains("thread [0, 0, 0]"), "{e}");
     let e = copy(16, "add.u32 %r9, %r4, 512;\n    cp.async.cg.shared.global [%r9], [%rd5], 16;").unwrap_err();
+    assert!(e.contains("out-of-bounds write of 16 bytes at shared") && e.contains("thread [0, 0, 0]"), "{e}");
+    // A zero fill checks its destination alone.
+    let e = copy(16, "add.u32 %r9, %r4, 8;\n    cp.async.cg.shared.global [%r9], [%rd5], 16, 0;").unwrap_err();
+    assert!(e.contains("misaligned write of 16 bytes at shared") && e.contains("thread [0, 0, 0]"), "{e}");
+    let e = copy(16, "add.u32 %r9, %r4, 512;\n    cp.async.cg.shared.global [%r9], [%rd5], 16, 0;").unwrap_err();
     assert!(e.contains("out-of-bounds write of 16 bytes at shared") && e.contains("thread [0, 0, 0]"), "{e}");
     // A partial read stops at the end of the source region.
     let e = copy(16, "add.s64 %rd9, %rd5, 496;\n    cp.async.ca.shared.global [%r4], [%rd9], 16, 8;").unwrap_err();

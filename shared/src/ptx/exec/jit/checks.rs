@@ -311,12 +311,13 @@ impl Tx<'_, '_> {
         self.b.use_var(tmp)
     }
 
-    /// `cp.async` of `size` bytes (4, 8 or 16) from global to shared memory. The common case is
-    /// copied in place: the whole copy asked for (`src_size` at least `size`), both addresses
-    /// aligned to `size`, and every 8-byte piece of both in bounds. Anything else (a zero fill, a
-    /// partial copy, a misaligned or out-of-bounds address) takes the slow path, whose copy is
-    /// the interpreter's, faults included. The pieces are all checked before any is copied, so
-    /// the slow path never finds half a copy done.
+    /// `cp.async` of `size` bytes (4, 8 or 16) from global to shared memory. The common cases are
+    /// done in place: the whole copy asked for (`src_size` at least `size`), both addresses
+    /// aligned to `size`, and every 8-byte piece of both in bounds; or a zero fill (`src_size`
+    /// zero: nothing is read, as in the interpreter, which checks no source then), the destination
+    /// aligned and in bounds. Anything else (a partial copy, a misaligned or out-of-bounds address)
+    /// takes the slow path, whose copy is the interpreter's, faults included. The pieces are all
+    /// checked before any is written, so the slow path never finds half a copy done.
     pub(super) fn copy_async(
         &mut self,
         pc: usize,
@@ -338,16 +339,34 @@ impl Tx<'_, '_> {
         let low = self.b.ins().band_imm_s(both, size as i64 - 1);
         let aligned = self.b.ins().icmp_imm_s(IntCC::Equal, low, 0);
         let ok = self.b.ins().band(whole, aligned);
-        self.b.ins().brif(ok, check, &[], slow, &[]);
-        self.b.switch_to_block(check);
+        let not_whole = self.b.create_block();
+        self.b.ins().brif(ok, check, &[], not_whole, &[]);
         let piece = size.min(8);
+        let ty = Self::mem_ty(piece);
+        self.b.switch_to_block(not_whole);
+        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
+        let low = self.b.ins().band_imm_s(dv, size as i64 - 1);
+        let dst_aligned = self.b.ins().icmp_imm_s(IntCC::Equal, low, 0);
+        let fill = self.b.ins().band(empty, dst_aligned);
+        let zero_fill = self.b.create_block();
+        self.b.ins().brif(fill, zero_fill, &[], slow, &[]);
+        self.b.switch_to_block(zero_fill);
+        let to: Vec<Value> = (0..size as i64)
+            .step_by(piece as usize)
+            .map(|off| self.fast_ptr(Space::Shared, piece, (dst.0, dst.1 + off), None, slow))
+            .collect();
+        let zero = if ty == types::I64 { self.iconst(0) } else { self.b.ins().iconst(ty, 0) };
+        for p in to {
+            self.b.ins().store(flags(), zero, p, 0);
+        }
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(check);
         let mut pairs = Vec::new();
         for off in (0..size as i64).step_by(piece as usize) {
             let from = self.fast_ptr(Space::Global, piece, (src.0, src.1 + off), root, slow);
             let to = self.fast_ptr(Space::Shared, piece, (dst.0, dst.1 + off), None, slow);
             pairs.push((from, to));
         }
-        let ty = Self::mem_ty(piece);
         let values: Vec<Value> = pairs.iter().map(|&(from, _)| self.b.ins().load(ty, flags(), from, 0)).collect();
         for (&(_, to), v) in pairs.iter().zip(values) {
             self.b.ins().store(flags(), v, to, 0);
