@@ -12,8 +12,9 @@
 //! the registers the run writes are scattered back once.
 //!
 //! **Same bits, same faults.** The arithmetic is `ptx::matrix`'s, the interpreter's own: the
-//! `ldmatrix` fragments by `frag8x8`, the float `mma` by `mma_float`, and the common form (f16
-//! into f32, m16n8k16) by `mma_f16_f32`, the same arithmetic written for that one layout, whose
+//! `ldmatrix` fragments in `frag8x8`'s layout (whole rows moved at once), the float `mma` by
+//! `mma_float`, and the common form (f16 into f32, m16n8k16) by `mma_f16_f32_tile`, the same
+//! arithmetic written for that one layout, whose
 //! A tile is kept unpacked from one `mma` to the next that reads the same slots, and each B tile
 //! for every later `mma` of the run that reads its slots, while no step writes them (planned
 //! once, per run: in Triton's 64x64 warp tile each A fragment meets eight B fragments in a row,
@@ -424,18 +425,20 @@ impl WarpRun {
                         }
                         continue;
                     }
-                    // Row r of matrix j at [j * 8 + r].
-                    let mut m = [[0u16; 8]; 32];
-                    for (out, &o) in m.iter_mut().zip(offsets) {
-                        let bytes = &w.b.shared[o as usize..o as usize + 16];
-                        for (c, h) in bytes.chunks_exact(2).enumerate() {
-                            out[c] = u16::from_le_bytes([h[0], h[1]]);
-                        }
-                    }
-                    for lane in 0..32 {
-                        let [(r0, c0), (r1, c1)] = matrix::frag8x8(lane, true);
-                        for (j, &s) in d.iter().enumerate().take(n) {
-                            warp[s * 32 + lane] = m[j * 8 + r0][c0] as u64 | (m[j * 8 + r1][c1] as u64) << 16;
+                    // Transposed, lane 4g + t holds column g of rows 2t and 2t + 1 (`frag8x8`):
+                    // those two rows' halves, interleaved, go to lanes t, t + 4, ..., t + 28.
+                    for (j, &s) in d.iter().enumerate().take(n) {
+                        for t in 0..4 {
+                            let row = |r: usize| -> &[u8] {
+                                let o = offsets[8 * j + r] as usize;
+                                &w.b.shared[o..o + 16]
+                            };
+                            let (lo, hi) = (row(2 * t), row(2 * t + 1));
+                            for (g, (l, h)) in lo.chunks_exact(2).zip(hi.chunks_exact(2)).enumerate() {
+                                let pair = u16::from_le_bytes([l[0], l[1]]) as u64
+                                    | (u16::from_le_bytes([h[0], h[1]]) as u64) << 16;
+                                warp[s * 32 + 4 * g + t] = pair;
+                            }
                         }
                     }
                 }
