@@ -11,7 +11,9 @@
 //! itself; a shuffle first exchanges the values across each warp (`exchange`), exactly as the
 //! interpreter does for lanes in lockstep. A row of warp matrix instructions (`mma`, `ldmatrix`...)
 //! is one boundary with the plain barriers right before and after it; the runtime runs the row warp
-//! by warp once every thread has arrived (`warp_run.rs`).
+//! by warp once every thread has arrived (`warp_run.rs`). A K loop's row keeps its accumulators in
+//! the worker between passes; native code then holds those registers in the spill area alone and
+//! has them handed back before it first reads or writes one (`analysis::Resident`).
 //!
 //! Whether a kernel runs here is decided when it is first launched, before any thread runs
 //! ([`support`]). Arithmetic that is not inlined calls back into the interpreter's own
