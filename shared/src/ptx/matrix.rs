@@ -488,6 +488,34 @@ pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, regs: &mut [[u64; 32]], c: 
     untile_c_f32(&acc, |r, lane, v| regs[d[r]][lane] = v);
 }
 
+/// A row of eight f16 (16 bytes, little-endian) widened to f32, by the CPU's own conversion where
+/// `F16C`, as [`widen_f16`].
+#[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+#[inline(always)]
+pub(crate) fn widen_f16_row<const F16C: bool>(bytes: &[u8; 16]) -> [f32; 8] {
+    #[cfg(target_arch = "x86_64")]
+    if F16C {
+        // SAFETY: the caller checked that the CPU has the features the function needs.
+        return unsafe { widen_f16_row_f16c(bytes) };
+    }
+    std::array::from_fn(|c| value32(MmaTy::F16, u16::from_le_bytes([bytes[2 * c], bytes[2 * c + 1]]) as u64))
+}
+
+/// [`widen_f16_row`] with F16C.
+#[cfg(all(feature = "jit", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2,f16c")]
+fn widen_f16_row_f16c(bytes: &[u8; 16]) -> [f32; 8] {
+    use std::arch::x86_64::*;
+    let mut out = [0f32; 8];
+    // SAFETY: `bytes` is 16 bytes and `out` eight f32s (32 bytes); both accesses are unaligned
+    // ones.
+    unsafe {
+        let halves = _mm_loadu_si128(bytes.as_ptr() as *const __m128i);
+        _mm256_storeu_ps(out.as_mut_ptr(), _mm256_cvtph_ps(halves));
+    }
+    out
+}
+
 /// [`widen_f16_block`], by the CPU's own conversion where `F16C` (the caller checked that the CPU
 /// has F16C and AVX2). Both give every f16 its exact f32 value; only a NaN's payload may differ,
 /// and nothing of it reaches a register: a NaN operand makes every product and sum it meets a

@@ -26,6 +26,12 @@
 //! returns before writing anything, and the caller runs the instructions one by one, which
 //! reports the fault as every engine does.
 //!
+//! **Tiles filled straight.** An `ldmatrix` whose registers serve only as the A (or, transposed,
+//! as the B pairs) of common-form `mma`s of the run, and are dead after it, never fills its lanes:
+//! its rows, which are exactly A's (B's) rows in that layout, are widened into the `mma`s' f32
+//! tile directly (`WarpRun::fill_tiles_straight`). Nothing else reads those registers, so nothing
+//! can tell.
+//!
 //! **Accumulators as tiles, kept across passes.** The four registers an `mma` of the common form
 //! accumulates into (C and D the same registers, read and written by no other step of the run) are
 //! an accumulator tile: the run reads them from the spill area into row-major f32 tiles once,
@@ -52,6 +58,8 @@ use crate::ptx::matrix::{self, is_f16_f32_k16, is_float16x8};
 pub(super) struct RunScratch {
     /// The run's slots, `[warp][slot][lane]`.
     regs: Vec<u64>,
+    /// The run's A tiles filled straight by `ldmatrix`es.
+    tiles_a: Vec<matrix::TileA16>,
     /// The run's unpacked B tiles.
     tiles_b: Vec<matrix::TileB16>,
     /// The run's accumulator tiles, `[warp][tile]`.
@@ -89,21 +97,52 @@ pub(super) struct WarpRun {
     accs: Vec<([R; 4], [bool; 4])>,
     /// The rows of the run's `ldmatrix`es, all together (a warp's share of `RunScratch::rows`).
     rows: usize,
+    /// How many A tiles `ldmatrix`es fill straight (see [`Step::LdTileA`]).
+    tiles_a: usize,
+    /// Where each `ldmatrix`'s rows are, in the run's order.
+    row_addrs: Vec<RowAddrs>,
 }
 
 #[derive(Clone)]
 enum Step {
-    /// `ldmatrix`: `n` matrices into slots `d`, row addresses from slot `base` (or none: the
-    /// offset alone) plus `off`, which no step before it writes; its rows' offsets are at `row`
-    /// in the warp's share of `RunScratch::rows`.
-    Ldmatrix { n: usize, trans: bool, space: Space, d: [usize; 4], base: Option<usize>, off: i64, row: usize },
+    /// `ldmatrix`: `n` matrices into slots `d`; its rows' offsets are at `row` in the warp's share
+    /// of `RunScratch::rows` (see [`RowAddrs`]).
+    Ldmatrix { n: usize, trans: bool, d: [usize; 4], row: usize },
     /// A float `mma` of shape m16n8kK; operands A, B, C and D by slot.
     Mma { op: Box<Mma>, slots: [[usize; 4]; 4] },
     /// The common form ([`matrix::is_f16_f32_k16`]) by its own code; A's tile is unpacked again
     /// only where `unpack_a` (the step before of this form read other slots for A, or a step since
     /// wrote one of them). B's tile is the run's tile `b_tile`, unpacked there only where
     /// `unpack_b` (no step before read B from the same slots, or a step since wrote one of them).
-    MmaF16 { a: [usize; 4], b: [usize; 2], acc: Acc, unpack_a: bool, b_tile: usize, unpack_b: bool },
+    MmaF16 {
+        a: [usize; 4],
+        b: [usize; 2],
+        acc: Acc,
+        unpack_a: bool,
+        b_tile: usize,
+        unpack_b: bool,
+        a_tile: Option<usize>,
+    },
+    /// An `ldmatrix` (four matrices, not transposed) whose registers only ever serve as the A of
+    /// common-form `mma`s of the run, and are dead after it: its rows go straight into the run's
+    /// A tile `tile` as f32 (`a_tile` of those `mma`s), with no trip through the lanes.
+    LdTileA { row: usize, tile: usize },
+    /// A transposed `ldmatrix` of `n` matrices whose register pairs only ever serve as the B of
+    /// common-form `mma`s of the run, and are dead after it: each pair's rows go straight into
+    /// B tile `tiles[pair]` as f32 (`b_tile` of those `mma`s).
+    LdTileB { row: usize, n: usize, tiles: [usize; 2] },
+}
+
+/// Where the rows of an `ldmatrix` are: `n` matrices of 8 rows, row addresses from slot `base`
+/// (or none: the offset alone) plus `off`, which no step before it writes, in `space`; their
+/// offsets go to `row` in the warp's share of `RunScratch::rows`.
+#[derive(Clone, Copy)]
+struct RowAddrs {
+    n: usize,
+    space: Space,
+    base: Option<usize>,
+    off: i64,
+    row: usize,
 }
 
 /// Where a common-form `mma` finds C and puts D.
@@ -166,6 +205,8 @@ impl WarpRun {
             tiles_b: 0,
             accs: accumulator_tiles(run).into_iter().map(|regs| (regs, [true; 4])).collect(),
             rows: 0,
+            tiles_a: 0,
+            row_addrs: Vec::new(),
         };
         let mut unpacked = Unpacked::default();
         let slot = |plan: &mut WarpRun, r: R, def: bool| {
@@ -207,9 +248,10 @@ impl WarpRun {
                         ds[j] = slot(&mut plan, r, true);
                     }
                     unpacked.written(&ds[..*n as usize]);
-                    let row = plan.rows;
-                    plan.rows += 8 * *n as usize;
-                    Step::Ldmatrix { n: *n as usize, trans: *trans, space: *space, d: ds, base, off: addr.off, row }
+                    let (n, row) = (*n as usize, plan.rows);
+                    plan.rows += 8 * n;
+                    plan.row_addrs.push(RowAddrs { n, space: *space, base, off: addr.off, row });
+                    Step::Ldmatrix { n, trans: *trans, d: ds, row }
                 }
                 Inst::Mma(op) if is_f16_f32_k16(op) && op.a.len() == 4 && op.b.len() == 2 => {
                     let tile = plan.accs.iter().position(|(regs, _)| op.c[..] == regs[..] && op.d[..] == regs[..]);
@@ -230,7 +272,7 @@ impl WarpRun {
                     if let Acc::Slots { d, .. } = acc {
                         unpacked.written(&d);
                     }
-                    Step::MmaF16 { a, b, acc, unpack_a, b_tile, unpack_b }
+                    Step::MmaF16 { a, b, acc, unpack_a, b_tile, unpack_b, a_tile: None }
                 }
                 Inst::Mma(op) if is_float16x8(op) => {
                     let mut slots = [[0; 4]; 4];
@@ -267,6 +309,107 @@ impl WarpRun {
         for (regs, written) in &mut self.accs {
             *written = regs.map(|r| live.contains(&r));
         }
+        self.fill_tiles_straight(live);
+    }
+
+    /// Turns the `ldmatrix`es whose registers only feed common-form `mma`s into tile fills
+    /// ([`Step::LdTileA`], [`Step::LdTileB`]), where every use of those registers in the run is
+    /// that (the same four as A, or the same pair as B, written only by such `ldmatrix`es, at the
+    /// same place of their destinations), the run writes them before it reads them, and they are
+    /// dead after it (`live`): nothing but those `mma`s can tell the lanes were never written.
+    fn fill_tiles_straight(&mut self, live: &[R]) {
+        // A row address is read as it is.
+        let bases: Vec<usize> = self.row_addrs.iter().filter_map(|r| r.base).collect();
+        let ok_slot = |s: usize| !self.gathered.contains(&s) && !live.contains(&self.slots[s].0) && !bases.contains(&s);
+        // Every slot some step reads or writes other than as a fused A or B could be.
+        let mut quads: Vec<[usize; 4]> = Vec::new();
+        let mut pairs: Vec<[usize; 2]> = Vec::new();
+        for step in &self.steps {
+            if let Step::Ldmatrix { n, trans, d, .. } = *step {
+                if !trans && n == 4 && !quads.contains(&d) {
+                    quads.push(d);
+                }
+                if trans && (n == 2 || n == 4) {
+                    for p in d[..n].chunks_exact(2) {
+                        let p = [p[0], p[1]];
+                        if !pairs.contains(&p) {
+                            pairs.push(p);
+                        }
+                    }
+                }
+            }
+        }
+        quads.retain(|q| q.iter().all(|&s| ok_slot(s)));
+        pairs.retain(|p| p.iter().all(|&s| ok_slot(s)));
+        // Drop candidates used any other way, until none is (an `ldmatrix` is filled straight only
+        // where all of its destinations are, so dropping one pair can drop its partner).
+        loop {
+            let (nq, np) = (quads.len(), pairs.len());
+            for step in &self.steps {
+                let mut other: Vec<usize> = Vec::new();
+                match *step {
+                    Step::Ldmatrix { n, trans, d, .. } => {
+                        let fused = if trans {
+                            (n == 2 || n == 4) && d[..n].chunks_exact(2).all(|p| pairs.contains(&[p[0], p[1]]))
+                        } else {
+                            n == 4 && quads.contains(&d)
+                        };
+                        if !fused {
+                            other.extend(&d[..n]);
+                        }
+                    }
+                    Step::Mma { ref op, slots } => {
+                        for (o, len) in [op.a.len(), op.b.len(), op.c.len(), op.d.len()].into_iter().enumerate() {
+                            other.extend(&slots[o][..len.min(4)]);
+                        }
+                    }
+                    Step::MmaF16 { a, b, acc, .. } => {
+                        if !quads.contains(&a) {
+                            other.extend(a);
+                        }
+                        if !pairs.contains(&b) {
+                            other.extend(b);
+                        }
+                        if let Acc::Slots { c, d } = acc {
+                            other.extend(c);
+                            other.extend(d);
+                        }
+                    }
+                    Step::LdTileA { .. } | Step::LdTileB { .. } => {}
+                }
+                quads.retain(|q| !q.iter().any(|s| other.contains(s)));
+                pairs.retain(|p| !p.iter().any(|s| other.contains(s)));
+            }
+            if (quads.len(), pairs.len()) == (nq, np) {
+                break;
+            }
+        }
+        let first_b = self.tiles_b;
+        for step in &mut self.steps {
+            match *step {
+                Step::Ldmatrix { n, trans: false, d, row, .. } if n == 4 && quads.contains(&d) => {
+                    *step = Step::LdTileA { row, tile: quads.iter().position(|q| *q == d).expect("a fused quad") };
+                }
+                Step::Ldmatrix { n, trans: true, d, row, .. }
+                    if (n == 2 || n == 4) && d[..n].chunks_exact(2).all(|p| pairs.contains(&[p[0], p[1]])) =>
+                {
+                    let tile = |p: usize| {
+                        first_b + pairs.iter().position(|q| *q == [d[2 * p], d[2 * p + 1]]).expect("a fused pair")
+                    };
+                    let tiles = [tile(0), if n == 4 { tile(1) } else { 0 }];
+                    *step = Step::LdTileB { row, n, tiles };
+                }
+                Step::MmaF16 { a, b, ref mut a_tile, ref mut b_tile, ref mut unpack_b, .. } => {
+                    *a_tile = quads.iter().position(|q| *q == a);
+                    if let Some(t) = pairs.iter().position(|q| *q == b) {
+                        (*b_tile, *unpack_b) = (first_b + t, false);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.tiles_a = quads.len();
+        self.tiles_b += pairs.len();
     }
 
     /// Runs the run for every warp of the block whose thread states are `state`, over its spill
@@ -289,7 +432,7 @@ impl WarpRun {
             return false;
         }
         let ns = self.slots.len();
-        let RunScratch { regs: buf, tiles_b, accs, rows, resident } = scratch;
+        let RunScratch { regs: buf, tiles_a, tiles_b, accs, rows, resident } = scratch;
         if buf.len() < n * ns {
             buf.resize(n * ns, 0);
         }
@@ -335,9 +478,12 @@ impl WarpRun {
         if tiles_b.len() < self.tiles_b {
             tiles_b.resize(self.tiles_b, [[0.0; 8]; 16]);
         }
+        if tiles_a.len() < self.tiles_a {
+            tiles_a.resize(self.tiles_a, [[0.0; 16]; 16]);
+        }
         let warps = buf[..n * ns].chunks_exact_mut(ns * 32);
-        for ((warp, rows), tiles) in warps.zip(rows.chunks_exact(nr)).zip(accs.chunks_exact_mut(na)) {
-            self.run_warp(w, warp, rows, tiles_b, tiles);
+        for ((warp, rows), acc) in warps.zip(rows.chunks_exact(nr)).zip(accs.chunks_exact_mut(na)) {
+            self.run_warp(w, warp, rows, WarpTiles { a: tiles_a, b: tiles_b, acc });
         }
         for (wi, warp) in buf[..n * ns].chunks_exact(ns * 32).enumerate() {
             let threads = &mut spill[wi * 32 * nregs..][..32 * nregs];
@@ -383,57 +529,83 @@ impl WarpRun {
     /// slots as the run starts) into `rows`; false where one is not 16 aligned bytes of shared
     /// memory.
     fn check_rows<const MW: usize>(&self, w: &Worker<'_, MW>, warp: &[u64], rows: &mut [u32]) -> bool {
-        for step in &self.steps {
-            if let Step::Ldmatrix { n, space, base, off, row, .. } = *step {
-                for (r, out) in rows[row..row + 8 * n].iter_mut().enumerate() {
-                    let a = base.map_or(0, |s| warp[s * 32 + r]).wrapping_add(off as u64);
-                    let (sp, o) = w.resolve(space, a);
-                    if sp != Space::Shared || !o.is_multiple_of(16) || o + 16 > w.b.shared.len() as u64 {
-                        return false;
-                    }
-                    *out = o as u32;
+        for &RowAddrs { n, space, base, off, row } in &self.row_addrs {
+            for (r, out) in rows[row..row + 8 * n].iter_mut().enumerate() {
+                let a = base.map_or(0, |s| warp[s * 32 + r]).wrapping_add(off as u64);
+                let (sp, o) = w.resolve(space, a);
+                if sp != Space::Shared || !o.is_multiple_of(16) || o + 16 > w.b.shared.len() as u64 {
+                    return false;
                 }
+                *out = o as u32;
             }
         }
         true
     }
 
     /// The steps for one warp over its slots (`warp[slot * 32 + lane]`), its rows' offsets
-    /// (checked by [`WarpRun::check_rows`]) and its accumulator tiles.
-    fn run_warp<const MW: usize>(
+    /// (checked by [`WarpRun::check_rows`]) and its tiles, compiled with FMA instructions and
+    /// F16C conversions where the CPU has them (the interpreter's build calls the C library's
+    /// `fmaf`, which rounds the same; see `matrix::widen_f16` for the conversions).
+    fn run_warp<const MW: usize>(&self, w: &Worker<'_, MW>, warp: &mut [u64], rows: &[u32], tiles: WarpTiles<'_>) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("f16c")
+        {
+            // SAFETY: the CPU has the features the function is compiled for.
+            unsafe { self.run_warp_x86(w, warp, rows, tiles) };
+            return;
+        }
+        self.run_warp_body::<MW, false>(w, warp, rows, tiles)
+    }
+
+    /// # Safety
+    /// The CPU must have FMA, AVX2 and F16C.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "fma,avx2,f16c")]
+    unsafe fn run_warp_x86<const MW: usize>(
         &self,
         w: &Worker<'_, MW>,
         warp: &mut [u64],
         rows: &[u32],
-        tiles_b: &mut [matrix::TileB16],
-        accs: &mut [matrix::TileC16],
+        tiles: WarpTiles<'_>,
+    ) {
+        self.run_warp_body::<MW, true>(w, warp, rows, tiles)
+    }
+
+    /// `F16C`: the CPU has F16C, AVX2 and FMA, and the caller is compiled for them.
+    #[inline(always)]
+    fn run_warp_body<const MW: usize, const F16C: bool>(
+        &self,
+        w: &Worker<'_, MW>,
+        warp: &mut [u64],
+        rows: &[u32],
+        WarpTiles { a: tiles_a, b: tiles_b, acc: accs }: WarpTiles<'_>,
     ) {
         let mut tile_a: matrix::TileA16 = [[0.0; 16]; 16];
+        // Row `i` of the rows at `row`, as 16 bytes of shared memory (checked before the run).
+        let bytes = |row: usize, i: usize| -> &[u8; 16] {
+            let o = rows[row + i] as usize;
+            w.b.shared[o..o + 16].try_into().expect("16 bytes")
+        };
         for step in &self.steps {
             match *step {
-                Step::Ldmatrix { n, trans, d, row, .. } => {
-                    let offsets = &rows[row..row + 8 * n];
-                    if !trans {
-                        // Lanes 4r..4r + 4 of matrix j's register hold its row r's words in
-                        // order (`frag8x8`). Every address was read before the run began.
-                        for (i, &o) in offsets.iter().enumerate() {
-                            let (j, r) = (i / 8, i % 8);
-                            let bytes = &w.b.shared[o as usize..o as usize + 16];
-                            for (q, word) in bytes.chunks_exact(4).enumerate() {
-                                warp[d[j] * 32 + 4 * r + q] = u32::from_le_bytes(word.try_into().unwrap()) as u64;
-                            }
+                Step::Ldmatrix { n, trans: false, d, row } => {
+                    // Lanes 4r..4r + 4 of matrix j's register hold its row r's words in order
+                    // (`frag8x8`).
+                    for i in 0..8 * n {
+                        let (j, r) = (i / 8, i % 8);
+                        for (q, word) in bytes(row, i).chunks_exact(4).enumerate() {
+                            warp[d[j] * 32 + 4 * r + q] = u32::from_le_bytes(word.try_into().unwrap()) as u64;
                         }
-                        continue;
                     }
+                }
+                Step::Ldmatrix { n, trans: true, d, row } => {
                     // Transposed, lane 4g + t holds column g of rows 2t and 2t + 1 (`frag8x8`):
                     // those two rows' halves, interleaved, go to lanes t, t + 4, ..., t + 28.
                     for (j, &s) in d.iter().enumerate().take(n) {
                         for t in 0..4 {
-                            let row = |r: usize| -> &[u8] {
-                                let o = offsets[8 * j + r] as usize;
-                                &w.b.shared[o..o + 16]
-                            };
-                            let (lo, hi) = (row(2 * t), row(2 * t + 1));
+                            let (lo, hi) = (bytes(row, 8 * j + 2 * t), bytes(row, 8 * j + 2 * t + 1));
                             for (g, (l, h)) in lo.chunks_exact(2).zip(hi.chunks_exact(2)).enumerate() {
                                 let pair = u16::from_le_bytes([l[0], l[1]]) as u64
                                     | (u16::from_le_bytes([h[0], h[1]]) as u64) << 16;
@@ -442,14 +614,44 @@ impl WarpRun {
                         }
                     }
                 }
+                Step::LdTileA { row, tile } => {
+                    // Matrix j is A's 8x8 block at rows 8 (j & 1), columns 8 (j >> 1), row by
+                    // row, as its register is in lane order (`matrix::unpack_a_f16`).
+                    let t = &mut tiles_a[tile];
+                    for i in 0..32 {
+                        let (j, r) = (i / 8, i % 8);
+                        let k = 8 * (j >> 1);
+                        t[8 * (j & 1) + r][k..k + 8].copy_from_slice(&matrix::widen_f16_row::<F16C>(bytes(row, i)));
+                    }
+                }
+                Step::LdTileB { row, n, tiles } => {
+                    // Transposed, row r of matrix j is B's row k = 8 (j & 1) + r of the pair's
+                    // tile, as its register is in lane order (`matrix::unpack_b_f16`).
+                    for i in 0..8 * n {
+                        let (j, r) = (i / 8, i % 8);
+                        tiles_b[tiles[j / 2]][8 * (j & 1) + r] = matrix::widen_f16_row::<F16C>(bytes(row, i));
+                    }
+                }
                 Step::Mma { ref op, slots } => mma(op, &slots, warp),
-                Step::MmaF16 { a, b, acc, unpack_a, b_tile, unpack_b } => {
+                Step::MmaF16 { a, b, acc, unpack_a, b_tile, unpack_b, a_tile } => {
                     let ops = F16Operands { a, b, acc };
-                    mma_f16(warp, accs, &mut tile_a, &mut tiles_b[b_tile], ops, [unpack_a, unpack_b])
+                    let a = match a_tile {
+                        Some(t) => &mut tiles_a[t],
+                        None => &mut tile_a,
+                    };
+                    let unpack = [unpack_a && a_tile.is_none(), unpack_b];
+                    mma_f16_body::<F16C>(warp, accs, a, &mut tiles_b[b_tile], ops, unpack)
                 }
             }
         }
     }
+}
+
+/// A warp's tiles in a run: those `ldmatrix`es fill straight, the B tiles, and the accumulators.
+struct WarpTiles<'s> {
+    a: &'s mut [matrix::TileA16],
+    b: &'s mut [matrix::TileB16],
+    acc: &'s mut [matrix::TileC16],
 }
 
 /// The accumulator tiles of a run: the C (and D) registers of its common-form `mma`s that
@@ -495,42 +697,6 @@ fn mma(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
     mma_body(op, slots, warp)
 }
 
-/// A common-form `mma` on a warp's slots and accumulator tiles (A's and B's tiles unpacked first
-/// where `unpack` says), compiled with FMA instructions where the CPU has them, as [`mma`], and
-/// its f16 operands widened by F16C.
-fn mma_f16(
-    warp: &mut [u64],
-    accs: &mut [matrix::TileC16],
-    a: &mut matrix::TileA16,
-    b: &mut matrix::TileB16,
-    ops: F16Operands,
-    unpack: [bool; 2],
-) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma")
-        && std::arch::is_x86_feature_detected!("avx2")
-        && std::arch::is_x86_feature_detected!("f16c")
-    {
-        /// # Safety
-        /// The CPU must have FMA, AVX2 and F16C.
-        #[target_feature(enable = "fma,avx2,f16c")]
-        unsafe fn fast(
-            warp: &mut [u64],
-            accs: &mut [matrix::TileC16],
-            a: &mut matrix::TileA16,
-            b: &mut matrix::TileB16,
-            ops: F16Operands,
-            unpack: [bool; 2],
-        ) {
-            mma_f16_body::<true>(warp, accs, a, b, ops, unpack)
-        }
-        // SAFETY: the CPU has the features the function is compiled for.
-        unsafe { fast(warp, accs, a, b, ops, unpack) };
-        return;
-    }
-    mma_f16_body::<false>(warp, accs, a, b, ops, unpack)
-}
-
 /// The slots of a common-form `mma`'s A and B, and where its C and D are.
 #[derive(Clone, Copy)]
 struct F16Operands {
@@ -539,7 +705,8 @@ struct F16Operands {
     acc: Acc,
 }
 
-/// `F16C`: the CPU has F16C and AVX2 (see `matrix::widen_f16`).
+/// A common-form `mma` on a warp's slots and tiles (A's and B's tiles unpacked first where
+/// `unpack` says); `F16C` as in [`WarpRun::run_warp_body`].
 #[inline(always)]
 fn mma_f16_body<const F16C: bool>(
     warp: &mut [u64],
