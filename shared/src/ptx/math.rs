@@ -434,17 +434,6 @@ pub(crate) fn to_f64(x: u64, f: F, ftz: bool) -> f64 {
 }
 
 /// An exact-or-rounded f64 value stored as float type `f` (round to nearest for halves).
-/// An f32 rounded to f16 (to nearest, ties to even), NaN as the canonical one: [`from_f64`] of the
-/// same value, which rounds once from the f64 that holds the f32 exactly, so the result is the
-/// same, without going through f64 (native code's `cvt.rn.f16.f32`).
-pub(crate) fn f16_of_f32(x: f32) -> u64 {
-    if x.is_nan() {
-        0x7FFF
-    } else {
-        f16::from_f32(x).to_bits() as u64
-    }
-}
-
 pub(crate) fn from_f64(v: f64, f: F, ftz: bool) -> u64 {
     match f {
         F::F32 => {

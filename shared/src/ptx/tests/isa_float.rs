@@ -387,6 +387,53 @@ fn f32_to_f16_rounds_to_nearest_even_through_every_edge() {
     }
 }
 
+/// `cvt.rn.f16x2.f32` (native code converts inline) over every f32 exponent, each with the
+/// mantissas that decide a rounding (the dropped part just below, at and just above half of the
+/// kept part's last bit, with that bit even and odd, for every position the kept part ends at in
+/// the subnormal range too) and both signs, against `half`'s conversion and on every engine.
+#[test]
+fn f32_to_f16_rounds_to_nearest_even_at_every_exponent() {
+    let mut values = Vec::new();
+    for exp in 0u32..256 {
+        // The kept part's last bit is worth 2^13 of the mantissa for normal f16 results, more
+        // for subnormal ones (up to 2^23 at 2^-25).
+        for shift in 13..=23u32 {
+            let half_ulp = 1u32 << (shift - 1);
+            for kept in [0, 1u32 << shift, 3u32 << shift] {
+                for dropped in [0, 1, half_ulp - 1, half_ulp, half_ulp + 1] {
+                    let mantissa = (kept | dropped) & 0x7F_FFFF;
+                    for sign in [0, 0x8000_0000u32] {
+                        values.push(f32::from_bits(sign | exp << 23 | mantissa));
+                    }
+                }
+            }
+        }
+        values.push(f32::from_bits(exp << 23 | 0x7F_FFFF));
+    }
+    let half_of = |x: f32| {
+        let h = half::f16::from_f32(x);
+        if h.is_nan() {
+            0x7FFF
+        } else {
+            h.to_bits() as u32
+        }
+    };
+    for chunk in values.chunks(1024) {
+        let inputs: Vec<[u64; 3]> =
+            chunk.chunks(2).map(|p| [p[0].to_bits() as u64, p[1].to_bits() as u64, 0]).collect();
+        let out = rows("cvt.rn.f16x2.f32 %r10, %f1, %f2;", &inputs);
+        for (row, pair) in out.iter().zip(chunk.chunks(2)) {
+            assert_eq!(
+                row.r,
+                half_of(pair[0]) << 16 | half_of(pair[1]),
+                "{:08x} {:08x}",
+                pair[0].to_bits(),
+                pair[1].to_bits()
+            );
+        }
+    }
+}
+
 /// `cvt.{rz,rm,rp}.f16.f32` and `.bf16.f32` against the definition of each mode, found by search
 /// over every finite value of the format: `.rm` the largest value not above the source, `.rp`
 /// the smallest not below it (an infinity past the largest finite value), `.rz` whichever of the

@@ -256,13 +256,6 @@ pub(super) extern "C" fn h_ex2(x: f32) -> u32 {
     b32(ex2(x)) as u32
 }
 
-/// `cvt.rn.f16.f32` without `.ftz`, `.sat` or `.satfinite` (the interpreter's conversion, from the
-/// f32 itself: [`f16_of_f32`]), called straight rather than through [`h_un`]'s decoding of the
-/// instruction: Triton's epilogue packs every fp32 accumulator into fp16 this way.
-pub(super) extern "C" fn h_f16_of_f32(bits: u64) -> u64 {
-    f16_of_f32(f32::from_bits(bits as u32))
-}
-
 pub(super) extern "C" fn h_bfi(bits: u64, fv: u64, b: u64, pos: u64, len: u64) -> u64 {
     crate::ptx::exec::bfi(bits, fv, b, pos, len)
 }

@@ -8,6 +8,7 @@
 use std::mem::offset_of;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::immediates::Ieee32;
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::Switch;
 
@@ -909,13 +910,46 @@ impl Tx<'_, '_> {
                 | (Ty::U64 | Ty::S64 | Ty::B64, Ty::U32 | Ty::S32 | Ty::B32, _, false, _) => {
                     self.b.ins().band_imm_s(x, 0xFFFF_FFFF)
                 }
-                (Ty::F32, Ty::F16, Some(Rnd::Rn), false, false) if !c.satfinite && !c.int_round => {
-                    self.call(h_f16_of_f32 as *const () as usize, &[x])
-                }
+                (Ty::F32, Ty::F16, Some(Rnd::Rn), false, false) if !c.satfinite && !c.int_round => self.f16_of_f32(x),
                 _ => self.helper_un(pc, x),
             },
             _ => self.helper_un(pc, x),
         })
+    }
+
+    /// `cvt.rn.f16.f32` without `.ftz`, `.sat` or `.satfinite` (Triton's epilogue packs every f32
+    /// accumulator to f16 this way), inline: the f32 bits in `x` rounded to the nearest f16, ties to
+    /// even, as the interpreter's conversion (`math::from_f64`) rounds them. Above the largest f16
+    /// (65520 and up, where the rounding carries into the exponent) the result is infinity; from
+    /// 2^-14 up, the mantissa's bit 13 and the bits below it round it (adding 0xFFF, plus one if
+    /// the kept part is odd); below 2^-14 (f16 subnormals and zero), the f32 sum of the magnitude
+    /// and 0.5, whose last bit is worth 2^-24 (the f16 subnormal step), is the f16 rounded to
+    /// nearest even by the addition itself, 0.5 taken off; a NaN is the canonical 0x7FFF.
+    fn f16_of_f32(&mut self, x: Value) -> Value {
+        let f = self.b.ins().ireduce(types::I32, x);
+        let abs = self.b.ins().band_imm_s(f, 0x7FFF_FFFF);
+        let sign = self.b.ins().ushr_imm_s(f, 16);
+        let sign = self.b.ins().band_imm_s(sign, 0x8000);
+        let odd = self.b.ins().ushr_imm_s(abs, 13);
+        let odd = self.b.ins().band_imm_s(odd, 1);
+        let normal = self.b.ins().iadd_imm_s(abs, ((15 - 127) << 23) + 0xFFF);
+        let normal = self.b.ins().iadd(normal, odd);
+        let normal = self.b.ins().ushr_imm_s(normal, 13);
+        let magnitude = self.b.ins().bitcast(types::F32, MemFlagsData::new(), abs);
+        let half = self.b.ins().f32const(Ieee32::with_bits(0x3F00_0000));
+        let sum = self.b.ins().fadd(magnitude, half);
+        let sum = self.b.ins().bitcast(types::I32, MemFlagsData::new(), sum);
+        let subnormal = self.b.ins().iadd_imm_s(sum, -0x3F00_0000);
+        let small = self.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, abs, 0x3880_0000);
+        let big = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, abs, 0x4780_0000);
+        let nan = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, abs, 0x7F80_0000);
+        let inf = self.b.ins().iconst(types::I32, 0x7C00);
+        let v = self.b.ins().select(small, subnormal, normal);
+        let v = self.b.ins().select(big, inf, v);
+        let v = self.b.ins().bor(v, sign);
+        let canonical = self.b.ins().iconst(types::I32, 0x7FFF);
+        let v = self.b.ins().select(nan, canonical, v);
+        self.zx(v)
     }
 
     fn helper_un(&mut self, pc: usize, x: Value) -> Value {
