@@ -16,6 +16,16 @@ fn bits(x: f32) -> u32 {
     x.to_bits()
 }
 
+/// `x` rounded to f16, to nearest even, by `half`; a NaN as PTX's canonical one.
+fn f16_rn(x: f32) -> u32 {
+    let h = half::f16::from_f32(x);
+    if h.is_nan() {
+        0x7FFF
+    } else {
+        h.to_bits() as u32
+    }
+}
+
 #[test]
 fn add_rounding_modes() {
     let body =
@@ -374,16 +384,8 @@ fn f32_to_f16_rounds_to_nearest_even_through_every_edge() {
     ];
     let inputs: Vec<[u64; 3]> = values.chunks(2).map(|p| [p[0].to_bits() as u64, p[1].to_bits() as u64, 0]).collect();
     let out = rows("cvt.rn.f16x2.f32 %r10, %f1, %f2;", &inputs);
-    let half_of = |x: f32| {
-        let h = half::f16::from_f32(x);
-        if h.is_nan() {
-            0x7FFF
-        } else {
-            h.to_bits() as u32
-        }
-    };
     for (row, pair) in out.iter().zip(values.chunks(2)) {
-        assert_eq!(row.r, half_of(pair[0]) << 16 | half_of(pair[1]), "{pair:?}");
+        assert_eq!(row.r, f16_rn(pair[0]) << 16 | f16_rn(pair[1]), "{pair:?}");
     }
 }
 
@@ -410,14 +412,6 @@ fn f32_to_f16_rounds_to_nearest_even_at_every_exponent() {
         }
         values.push(f32::from_bits(exp << 23 | 0x7F_FFFF));
     }
-    let half_of = |x: f32| {
-        let h = half::f16::from_f32(x);
-        if h.is_nan() {
-            0x7FFF
-        } else {
-            h.to_bits() as u32
-        }
-    };
     for chunk in values.chunks(1024) {
         let inputs: Vec<[u64; 3]> =
             chunk.chunks(2).map(|p| [p[0].to_bits() as u64, p[1].to_bits() as u64, 0]).collect();
@@ -425,7 +419,7 @@ fn f32_to_f16_rounds_to_nearest_even_at_every_exponent() {
         for (row, pair) in out.iter().zip(chunk.chunks(2)) {
             assert_eq!(
                 row.r,
-                half_of(pair[0]) << 16 | half_of(pair[1]),
+                f16_rn(pair[0]) << 16 | f16_rn(pair[1]),
                 "{:08x} {:08x}",
                 pair[0].to_bits(),
                 pair[1].to_bits()
