@@ -41,8 +41,8 @@
 //! point where the code asks for them first) leaves them in its tiles instead, and the next pass of
 //! the same run starts from there: a K loop's accumulators then never leave their tiles until the
 //! loop ends. The spill area holds stale values meanwhile; [`WarpRun::flush`] writes the tiles back
-//! wherever anything else may read the registers (the code's request, another boundary, a block
-//! this path declines). Because a kept tile is changed in place, a run checks every row address of
+//! wherever anything else may read the registers (native code's request, another boundary's warp
+//! instructions, a block this path declines). Because a kept tile is changed in place, a run checks every row address of
 //! every warp's `ldmatrix`es before it runs any warp, so that declining never leaves half a run done.
 
 use super::runtime::EXITED;
@@ -52,8 +52,8 @@ use crate::ptx::ir::{Base, Inst, Instr, Mma, Space, R};
 use crate::ptx::matrix::{self, is_f16_f32_k16, is_float16x8};
 
 /// A worker's buffers for runs, kept from one boundary to the next. None is cleared: a slot
-/// outside `gathered`, a B tile, a row offset and an accumulator tile are written before they are
-/// read.
+/// outside `gathered`, an A or B tile, a row offset and an accumulator tile are written before
+/// they are read.
 #[derive(Default)]
 pub(super) struct RunScratch {
     /// The run's slots, `[warp][slot][lane]`.
