@@ -75,6 +75,48 @@ fn a_pointer_derived_from_one_parameter_may_reach_another_region() {
     assert!(err.contains("thread [0, 0, 0]"), "{err}");
 }
 
+/// The same through `mad`: a pointer that is a parameter plus a scaled index (`mad.wide`, 64-bit
+/// `mad.lo`) is taken to point into that parameter's region, and must still reach another region,
+/// or fault past its own, exactly as the interpreter does.
+#[test]
+fn a_pointer_scaled_from_one_parameter_by_mad_may_reach_another_region() {
+    let ptx = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 a, .param .u64 b, .param .u32 far)
+{
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<12>;
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [b];
+    ld.param.u32 %r9, [far];
+    cvta.to.global.u64 %rd6, %rd1;
+    sub.s64 %rd3, %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mad.lo.u64 %rd4, %rd3, 1, %rd6;
+    mad.wide.u32 %rd8, %r1, 4, %rd4;
+    ld.global.u32 %r2, [%rd8];
+    add.s32 %r3, %r2, 100;
+    st.global.u32 [%rd8], %r3;
+    mad.wide.s32 %rd9, %r1, 4, %rd6;
+    st.global.u32 [%rd9], %r1;
+    mad.wide.u32 %rd10, %r9, 4, %rd9;
+    ld.global.u32 %r4, [%rd10];
+    ret;
+}";
+    let b: Vec<u8> = (0..8u32).flat_map(|v| (v * 3).to_le_bytes()).collect();
+    let out = run_kernel(ptx, "k", [1, 1, 1], [8, 1, 1], &[vec![0; 32], b], &0u32.to_le_bytes()).unwrap();
+    let words = |v: &[u8]| -> Vec<u32> { v.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect() };
+    assert_eq!(words(&out[0]), (0..8).collect::<Vec<u32>>());
+    assert_eq!(words(&out[1]), (0..8).map(|v| v * 3 + 100).collect::<Vec<u32>>());
+    // A scaled index 4 GiB past `a`: a fault on every engine.
+    let far = 1u32 << 30;
+    let err = run_kernel(ptx, "k", [1, 1, 1], [8, 1, 1], &[vec![0; 32], vec![0; 32]], &far.to_le_bytes()).unwrap_err();
+    assert!(err.contains("out-of-bounds read"), "{err}");
+    assert!(err.contains("thread [0, 0, 0]"), "{err}");
+}
+
 /// Native code checks a run of shared accesses through one base once, by its lowest and highest
 /// address. When that fails, each access is checked on its own: the ones in bounds still happen
 /// and the first one out of bounds is the fault, as on the interpreter.

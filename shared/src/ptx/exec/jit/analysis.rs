@@ -489,8 +489,8 @@ pub(super) fn reloaded_at_boundaries(
 }
 
 /// Per register, the kernel parameter (its byte offset) that the register is a pointer into, as
-/// far as a chain of single definitions shows: `ld.param.u64`, then any of `mov`, `cvta.to.global`
-/// and 64-bit `add`/`sub` of an offset. Accesses through such a register take their region entry
+/// far as a chain of single definitions shows: `ld.param.u64`, then any of `mov`, `cvta.to.global`,
+/// 64-bit `add`/`sub` of an offset and `mad.wide`/64-bit `mad.lo` with the pointer as the addend. Accesses through such a register take their region entry
 /// from the parameter, which is the same for every thread of the launch, so the lookup leaves the
 /// thread loop. This is only a hint: the access is still checked against the entry it got, and an
 /// address outside that region takes the checked slow path, so a wrong guess costs speed, never
@@ -527,6 +527,12 @@ pub(super) fn param_roots(f: &Function, params_size: u32) -> Vec<Option<u32>> {
                 Inst::Cvta { to_generic: false, space: Space::Global, a, dmask, .. } if dmask == u64::MAX => root_of(a),
                 Inst::Bin { op: BinOp::Add(W::W64), a, b, .. } => root_of(a).or(root_of(b)),
                 Inst::Bin { op: BinOp::Sub(W::W64), a, .. } => root_of(a),
+                // An offset scaled and added to a pointer (`mad.wide` of an index and a size).
+                Inst::Tern {
+                    op: TernOp::MadWideS(W::W32) | TernOp::MadWideU(W::W32) | TernOp::MadLo(W::W64),
+                    c,
+                    ..
+                } => root_of(c),
                 _ => None,
             };
             if root.is_some() {
