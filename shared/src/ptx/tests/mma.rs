@@ -794,6 +794,47 @@ fn transposed_b_fragments_and_a_reloaded_one_give_the_interpreters_products() {
     assert!(got.iter().any(|x| *x != 0.0));
 }
 
+/// Fragments whose registers two `ldmatrix`es share in different groupings (a transposed pair
+/// reloaded across the two B fragments of an earlier load, an A fragment reloaded in another
+/// register order) must reach the `mma`s as the registers hold them, as on the interpreter.
+#[test]
+fn fragments_reloaded_in_other_groupings_give_the_interpreters_products() {
+    let ptx = format!(
+        "{HEAD}.visible .entry k_regroup(.param .u64 inp, .param .u64 out) {{
+  .reg .b32 %r<40>; .reg .f32 %f<24>; .reg .b64 %rd<10>;
+  .shared .align 16 .b8 sm[1536];
+  ld.param.u64 %rd1, [inp]; ld.param.u64 %rd2, [out];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 48; add.u64 %rd4, %rd1, %rd3;
+  mov.u32 %r2, sm; mad.lo.u32 %r3, %r1, 48, %r2;
+  ld.global.v4.u32 {{%r30,%r31,%r32,%r33}}, [%rd4]; st.shared.v4.u32 [%r3], {{%r30,%r31,%r32,%r33}};
+  ld.global.v4.u32 {{%r30,%r31,%r32,%r33}}, [%rd4+16]; st.shared.v4.u32 [%r3+16], {{%r30,%r31,%r32,%r33}};
+  ld.global.v4.u32 {{%r30,%r31,%r32,%r33}}, [%rd4+32]; st.shared.v4.u32 [%r3+32], {{%r30,%r31,%r32,%r33}};
+  bar.sync 0;
+  shl.b32 %r4, %r1, 4; add.u32 %r5, %r2, %r4; add.u32 %r6, %r5, 512;
+  and.b32 %r7, %r1, 15; shl.b32 %r8, %r7, 4; add.u32 %r9, %r2, %r8; add.u32 %r9, %r9, 1024;
+  mov.f32 %f0, 0f00000000;
+  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%r20,%r21,%r22,%r23}}, [%r5];
+  ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{%r24,%r25,%r26,%r27}}, [%r6];
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f1,%f2,%f3,%f4}}, {{%r20,%r21,%r22,%r23}}, {{%r24,%r25}}, {{%f0,%f0,%f0,%f0}};
+  ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{%r25,%r26}}, [%r9];
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f5,%f6,%f7,%f8}}, {{%r20,%r21,%r22,%r23}}, {{%r25,%r26}}, {{%f0,%f0,%f0,%f0}};
+  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%r21,%r20,%r22,%r23}}, [%r6];
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%f9,%f10,%f11,%f12}}, {{%r20,%r21,%r22,%r23}}, {{%r26,%r27}}, {{%f0,%f0,%f0,%f0}};
+  mul.wide.u32 %rd5, %r1, 48; add.u64 %rd6, %rd2, %rd5;
+  st.global.v4.f32 [%rd6], {{%f1,%f2,%f3,%f4}};
+  st.global.v4.f32 [%rd6+16], {{%f5,%f6,%f7,%f8}};
+  st.global.v4.f32 [%rd6+32], {{%f9,%f10,%f11,%f12}};
+  ret;
+}}"
+    );
+    let mut g = Gen(37);
+    let inp: Vec<u8> =
+        (0..768).flat_map(|_| f16::from_f64((g.next() % 33) as f64 / 4.0 - 4.0).to_bits().to_le_bytes()).collect();
+    let out = run_kernel(&ptx, "k_regroup", [1, 1, 1], [32, 1, 1], &[inp, vec![0; 32 * 48]], &[]).unwrap();
+    assert!(out[1].chunks(4).any(|c| f32::from_le_bytes(c.try_into().unwrap()) != 0.0));
+}
+
 /// A warp's 16x8 tile of f32 accumulators.
 type Tile = [[f32; 8]; 16];
 

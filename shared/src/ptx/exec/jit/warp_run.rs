@@ -315,8 +315,9 @@ impl WarpRun {
     /// Turns the `ldmatrix`es whose registers only feed common-form `mma`s into tile fills
     /// ([`Step::LdTileA`], [`Step::LdTileB`]), where every use of those registers in the run is
     /// that (the same four as A, or the same pair as B, written only by such `ldmatrix`es, at the
-    /// same place of their destinations), the run writes them before it reads them, and they are
-    /// dead after it (`live`): nothing but those `mma`s can tell the lanes were never written.
+    /// same place of their destinations, and never grouped otherwise), the run writes them before
+    /// it reads them, and they are dead after it (`live`): nothing but those `mma`s can tell the
+    /// lanes were never written.
     fn fill_tiles_straight(&mut self, live: &[R]) {
         // A row address is read as it is.
         let bases: Vec<usize> = self.row_addrs.iter().filter_map(|r| r.base).collect();
@@ -339,8 +340,17 @@ impl WarpRun {
                 }
             }
         }
-        quads.retain(|q| q.iter().all(|&s| ok_slot(s)));
-        pairs.retain(|p| p.iter().all(|&s| ok_slot(s)));
+        // A slot in two groupings (two quads, two pairs, a quad and a pair) has no tile of its own:
+        // a tile holds what its grouping's `ldmatrix` last wrote, not what the registers hold
+        // after another grouping's.
+        let overlapping: Vec<usize> = {
+            let groups: Vec<&[usize]> = quads.iter().map(|q| &q[..]).chain(pairs.iter().map(|p| &p[..])).collect();
+            let shares =
+                |i: usize| groups.iter().enumerate().any(|(j, h)| j != i && h.iter().any(|s| groups[i].contains(s)));
+            (0..groups.len()).filter(|&i| shares(i)).flat_map(|i| groups[i].iter().copied()).collect()
+        };
+        quads.retain(|q| q.iter().all(|&s| ok_slot(s) && !overlapping.contains(&s)));
+        pairs.retain(|p| p.iter().all(|&s| ok_slot(s) && !overlapping.contains(&s)));
         // Drop candidates used any other way, until none is (an `ldmatrix` is filled straight only
         // where all of its destinations are, so dropping one pair can drop its partner).
         loop {
