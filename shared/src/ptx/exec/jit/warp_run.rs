@@ -555,7 +555,8 @@ impl WarpRun {
     /// The steps for one warp over its slots (`warp[slot * 32 + lane]`), its rows' offsets
     /// (checked by [`WarpRun::check_rows`]) and its tiles, compiled with FMA instructions and
     /// F16C conversions where the CPU has them (the interpreter's build calls the C library's
-    /// `fmaf`, which rounds the same; see `matrix::widen_f16` for the conversions).
+    /// `fmaf`, which rounds the same; see `matrix::widen_f16` for the conversions). One check a
+    /// warp for every step: a CPU without all three runs the portable code, with the same bits.
     fn run_warp<const MW: usize>(&self, w: &Worker<'_, MW>, warp: &mut [u64], rows: &[u32], tiles: WarpTiles<'_>) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("fma")
@@ -695,18 +696,6 @@ fn accumulator_tiles(run: &[Instr]) -> Vec<[R; 4]> {
     tiles
 }
 
-/// A float `mma` on a warp's slots, compiled with FMA instructions where the CPU has them (the
-/// interpreter's build calls the C library's `fmaf`, which rounds the same).
-fn mma(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has the features the function is compiled for.
-        unsafe { mma_fma(op, slots, warp) };
-        return;
-    }
-    mma_body(op, slots, warp)
-}
-
 /// The slots of a common-form `mma`'s A and B, and where its C and D are.
 #[derive(Clone, Copy)]
 struct F16Operands {
@@ -742,16 +731,10 @@ fn mma_f16_body<const F16C: bool>(
     }
 }
 
-/// # Safety
-/// The CPU must have FMA and AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma,avx2")]
-unsafe fn mma_fma(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
-    mma_body(op, slots, warp)
-}
-
+/// A float `mma` on a warp's slots, with the features of the code it is inlined into (see
+/// [`WarpRun::run_warp`]).
 #[inline(always)]
-fn mma_body(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
+fn mma(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
     let mut out = [0u64; 32 * 4];
     matrix::mma_float(op, |o, lane, i| warp[slots[o][i] * 32 + lane], |lane, i, v| out[i * 32 + lane] = v);
     for (i, &s) in slots[3].iter().enumerate().take(op.d.len()) {
