@@ -89,9 +89,9 @@ pub(super) struct Analysis<'f> {
 /// no variables in one-thread code: they live in the thread's spill area (`Repr::Spill`), so none
 /// is stored or reloaded at a boundary, and none is carried through the code between the run's
 /// passes, which neither reads nor writes them. Before each instruction of `touch` (the first that
-/// reads or writes one, or another boundary, on each path from the run's resume point) the code
-/// has the tiles handed back to the spill area (`runtime::h_hand_back_tiles`; the first thread
-/// that asks does it for the block).
+/// reads or writes one on each path from the run's resume point) the code has the tiles handed
+/// back to the spill area (`runtime::h_hand_back_tiles`; the first thread that asks does it for
+/// the block).
 pub(super) struct Resident {
     /// The run's boundary.
     pub(super) k: u32,
@@ -490,11 +490,11 @@ pub(super) fn reloaded_at_boundaries(
 
 /// Per register, the kernel parameter (its byte offset) that the register is a pointer into, as
 /// far as a chain of single definitions shows: `ld.param.u64`, then any of `mov`, `cvta.to.global`,
-/// 64-bit `add`/`sub` of an offset and `mad.wide`/64-bit `mad.lo` with the pointer as the addend. Accesses through such a register take their region entry
-/// from the parameter, which is the same for every thread of the launch, so the lookup leaves the
-/// thread loop. This is only a hint: the access is still checked against the entry it got, and an
-/// address outside that region takes the checked slow path, so a wrong guess costs speed, never
-/// correctness.
+/// 64-bit `add`/`sub` of an offset and `mad.wide`/64-bit `mad.lo` with the pointer as the addend.
+/// Accesses through such a register take their region entry from the parameter, which is the
+/// same for every thread of the launch, so the lookup leaves the thread loop. This is only a
+/// hint: the access is still checked against the entry it got, and an address outside that
+/// region takes the checked slow path, so a wrong guess costs speed, never correctness.
 pub(super) fn param_roots(f: &Function, params_size: u32) -> Vec<Option<u32>> {
     let n = f.nregs as usize;
     let mut defs = vec![0u32; n];

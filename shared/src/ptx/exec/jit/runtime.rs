@@ -193,6 +193,13 @@ pub(super) struct Meta {
     pub(super) width: usize,
 }
 
+impl Meta {
+    /// The run that keeps its accumulator tiles between its passes, if one does.
+    fn kept_run(&self) -> Option<&WarpRun> {
+        self.resident.and_then(|k| self.bounds[k as usize].run.as_ref())
+    }
+}
+
 // Helpers called from generated code. Each receives the address of an instruction copy owned by
 // the `JitKernel` whose code calls it.
 
@@ -524,8 +531,8 @@ impl JitKernel {
                 rt: std::ptr::null_mut(),
                 slow_value: 0,
             };
-            let kept = v.meta.resident.and_then(|k| v.meta.bounds[k as usize].run.as_ref());
-            let mut rt = Rt { w: &mut *w, stop: None, kept: kept.map(|run| (run, &mut js.warp, self.nregs)) };
+            let kept = v.meta.kept_run().map(|run| (run, &mut js.warp, self.nregs));
+            let mut rt = Rt { w: &mut *w, stop: None, kept };
             jc.rt = &mut rt as *mut Rt<'_> as *mut c_void;
             // SAFETY: the code was compiled from this kernel for this signature; every pointer in
             // `jc` is valid for the call (see the module docs for what the code may touch).
@@ -568,7 +575,7 @@ impl JitKernel {
                 Ok(Some(s)) => {
                     let bound = &v.meta.bounds[s as usize - 1];
                     let keep = v.meta.resident == Some(s - 1);
-                    if let Some(kept) = v.meta.resident.and_then(|k| v.meta.bounds[k as usize].run.as_ref()) {
+                    if let Some(kept) = v.meta.kept_run() {
                         if !keep {
                             // This boundary's warp instructions may read the tiles' registers
                             // from the spill area.

@@ -352,32 +352,6 @@ impl Tx<'_, '_> {
         self.b.ins().return_(&[r]);
     }
 
-    /// A thread's stores at a boundary, into its spill area at `base`: kept registers that are
-    /// dirty there, kept registers dirty only where the segment began at the kernel's start,
-    /// and the operands the boundary's exchange or run reads (as 64-bit words).
-    fn boundary_stores(&mut self, base: Value, [stores, first_only, srcs]: [&[R]; 3]) {
-        for &r in stores {
-            self.spill_store(base, r);
-        }
-        if !first_only.is_empty() {
-            let first = self.first_segment.expect("a kernel with boundaries");
-            let is_first = self.b.use_var(first);
-            let store = self.b.create_block();
-            let done = self.b.create_block();
-            self.b.ins().brif(is_first, store, &[], done, &[]);
-            self.b.switch_to_block(store);
-            for &r in first_only {
-                self.spill_store(base, r);
-            }
-            self.b.ins().jump(done, &[]);
-            self.b.switch_to_block(done);
-        }
-        for &r in srcs {
-            let v = self.get(r);
-            self.b.ins().store(flags(), v, base, (r * 8) as i32);
-        }
-    }
-
     pub(super) fn spill_base(&mut self) -> Value {
         let t = self.b.use_var(self.t);
         let off = self.b.ins().imul_imm_s(t, self.a.f.nregs as i64 * 8);
@@ -663,13 +637,27 @@ impl Tx<'_, '_> {
                 };
                 self.flush_count();
                 let base = self.spill_base();
-                let (mut stores, mut first_only) = (Vec::new(), Vec::new());
+                let mut first_only = Vec::new();
                 for r in self.a.keep[&pc].clone() {
                     if !self.a.clean_resumed[&pc].contains(&r) {
-                        stores.push(r);
+                        self.spill_store(base, r);
                     } else if !self.a.clean[&pc].contains(&r) {
                         first_only.push(r);
                     }
+                }
+                if !first_only.is_empty() {
+                    // Dirty only where the segment began at the kernel's start.
+                    let first = self.first_segment.expect("a kernel with boundaries");
+                    let is_first = self.b.use_var(first);
+                    let store = self.b.create_block();
+                    let done = self.b.create_block();
+                    self.b.ins().brif(is_first, store, &[], done, &[]);
+                    self.b.switch_to_block(store);
+                    for r in first_only {
+                        self.spill_store(base, r);
+                    }
+                    self.b.ins().jump(done, &[]);
+                    self.b.switch_to_block(done);
                 }
                 // The exchange reads a shuffle's operands, and a run of warp matrix instructions
                 // the operands it does not write itself first, as 64-bit words from the spill area.
@@ -685,9 +673,13 @@ impl Tx<'_, '_> {
                 }
                 srcs.sort_unstable();
                 srcs.dedup();
-                // Constants need no store, and a register that lives in the spill area is there.
-                srcs.retain(|&r| self.a.consts[r as usize].is_none() && !matches!(self.reprs[r as usize], Repr::Spill));
-                self.boundary_stores(base, [&stores, &first_only, &srcs]);
+                for r in srcs {
+                    // Constants need no store, and a register that lives in the spill area is there.
+                    if self.a.consts[r as usize].is_none() && !matches!(self.reprs[r as usize], Repr::Spill) {
+                        let v = self.get(r);
+                        self.b.ins().store(flags(), v, base, (r * 8) as i32);
+                    }
+                }
                 self.set_state(k + 1);
                 let next = self.next_thread.expect("next");
                 self.b.ins().jump(next, &[]);
