@@ -189,11 +189,11 @@ fn write_dag_archive(path: &Path) -> Result<()> {
     Ok(())
 }
 
-async fn archives(url: &str) -> Result<Vec<shared::protocol::ArchiveInfo>> {
+pub(crate) async fn archives(url: &str) -> Result<Vec<shared::protocol::ArchiveInfo>> {
     Ok(reqwest::get(format!("{url}/api/archives")).await?.error_for_status()?.json().await?)
 }
 
-async fn wait_attr_eq(b: &Browser, css: &str, attr: &str, want: &str, timeout: Duration) -> Result<()> {
+pub(crate) async fn wait_attr_eq(b: &Browser, css: &str, attr: &str, want: &str, timeout: Duration) -> Result<()> {
     let deadline = std::time::Instant::now() + timeout;
     loop {
         let got = b.attr(css, attr).await?;
@@ -215,7 +215,7 @@ async fn wait_attr_eq(b: &Browser, css: &str, attr: &str, want: &str, timeout: D
     }
 }
 
-async fn click(b: &Browser, css: &str) -> Result<()> {
+pub(crate) async fn click(b: &Browser, css: &str) -> Result<()> {
     b.click(css).await
 }
 
@@ -229,7 +229,7 @@ async fn press(b: &Browser, css: &str, key: char) -> Result<()> {
     Ok(())
 }
 
-async fn select_value(b: &Browser, css: &str, value: &str) -> Result<()> {
+pub(crate) async fn select_value(b: &Browser, css: &str, value: &str) -> Result<()> {
     b.client
         .execute(
             "const s = document.querySelector(arguments[0]); s.value = arguments[1]; s.dispatchEvent(new Event('input', {bubbles: true}));",
@@ -873,7 +873,7 @@ async fn click_at(b: &Browser, x: f64, y: f64) -> Result<()> {
 }
 
 /// `[left, top, width, height]` of the element `css` (scrolled into view first), in viewport pixels.
-async fn rect_of(b: &Browser, css: &str) -> Result<[f64; 4]> {
+pub(crate) async fn rect_of(b: &Browser, css: &str) -> Result<[f64; 4]> {
     let r = b
         .client
         .execute(
@@ -900,7 +900,7 @@ async fn tip_attr(b: &Browser, attr: &str) -> Result<String> {
     Ok(tip.attr(attr).await?.unwrap_or_default())
 }
 
-async fn start_cpu_replay(b: &Browser, iterations: u32) -> Result<()> {
+pub(crate) async fn start_cpu_replay(b: &Browser, iterations: u32) -> Result<()> {
     b.wait_for("#r-device option[value='cpu']", Duration::from_secs(10)).await?;
     select_value(b, "#r-device", "cpu").await?;
     let iters = b.client.find(fantoccini::Locator::Css("#r-iters")).await?;
@@ -1007,8 +1007,8 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
     click(&b, "[data-tl='run']").await?;
     b.screenshot("browser-timeline").await?;
 
-    // The iteration chart: the first iteration apart, the others by number, values under the pointer.
-    b.wait_for("#r-iter-chart .first-iter", Duration::from_secs(1)).await?;
+    // The iteration chart: the warm-up apart, the others by number, values under the pointer.
+    b.wait_for("#r-iter-chart .warm-up", Duration::from_secs(1)).await?;
     let ticks = b
         .client
         .execute("return [...document.querySelectorAll('#r-iter-chart .xtick')].map(t => t.textContent)", vec![])
@@ -1018,7 +1018,7 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
     mouse_to(&b, l + w - 2.0, t + h / 2.0).await?;
     assert_eq!(tip_attr(&b, "data-index").await?, "1");
     let tip = b.text("#tip").await?;
-    assert!(tip.starts_with("iteration 3: ") && tip.ends_with(" ms"), "{tip}");
+    assert!(tip.starts_with("iteration 3: ") && [" ms", " µs", " s"].iter().any(|u| tip.ends_with(u)), "{tip}");
 
     // A heat step's fields as heatmaps with their colour scale; the pointer tells a cell's value.
     b.open(&format!("{}/archives/{heat}#replay", host.url)).await?;
@@ -1067,11 +1067,11 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
     select_value(&b, "#session-archive", "").await?;
     b.screenshot("browser-sessions").await?;
 
-    // Its archive deleted from its row (the first click arms the button), the session is listed
-    // as such and its page still shows its results.
+    // Its archive deleted from its row (the first click asks), the session is listed as such and
+    // its page still shows its results.
     click(&b, &format!("[data-archive-delete='{dag}']")).await?;
-    assert!(archives(&host.url).await?.iter().any(|a| a.id == dag), "one click only arms the button");
-    click(&b, &format!("[data-archive-delete='{dag}']")).await?;
+    assert!(archives(&host.url).await?.iter().any(|a| a.id == dag), "one click only asks");
+    click(&b, &format!("[data-archive-delete-confirm='{dag}']")).await?;
     b.wait_for(&format!("#session-list .row[data-session-id='{session}'] .tag.gone"), Duration::from_secs(10)).await?;
     assert!(!archives(&host.url).await?.iter().any(|a| a.id == dag), "deleted on the host");
     assert!(b.client.find(fantoccini::Locator::Css(&format!("[data-archive-id='{dag}']"))).await.is_err());

@@ -369,6 +369,77 @@ pub fn esc(s: &str) -> String {
     out
 }
 
+/// A binding's direction as far as the archive tells it: the declared one, unless the capture
+/// declared `inout` (as importers do when they cannot tell) and the region's recorded contents
+/// say more: expected bytes equal to the initial ones mean the replay only reads it (`in`).
+/// `derived` is true when the answer comes from the contents, not the declaration.
+pub fn binding_direction(
+    declared: shared::archive::Direction,
+    initial: Option<&[u8]>,
+    expected: Option<&[u8]>,
+) -> (shared::archive::Direction, bool) {
+    use shared::archive::Direction;
+    match (declared, initial, expected) {
+        (Direction::InOut, Some(i), Some(e)) if i == e => (Direction::In, true),
+        (d, _, _) => (d, false),
+    }
+}
+
+/// What a region whose every 4-byte word is the same holds, said plainly: such a region is a fill
+/// (a memset, an allocator's poison such as 0xA5A5A5A5), and its min and max, read as numbers,
+/// would look like computed values. `None` for anything else, and for regions under 8 bytes.
+pub fn fill_note(bytes: &[u8]) -> Option<String> {
+    if bytes.len() < 8 || !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    let word = &bytes[..4];
+    if !bytes.chunks_exact(4).all(|c| c == word) {
+        return None;
+    }
+    Some(word_fill_text(u32::from_le_bytes([word[0], word[1], word[2], word[3]])))
+}
+
+/// The sentence for a region filled with one 4-byte `word`.
+pub fn word_fill_text(word: u32) -> String {
+    let b = word.to_le_bytes();
+    if word == 0 {
+        "every byte is zero: nothing was written here, or it was cleared".into()
+    } else if b.iter().all(|&x| x == b[0]) {
+        format!("every byte is 0x{:02X} (0x{word:08X} in every word): a fill pattern, not computed values", b[0])
+    } else {
+        format!("every 4-byte word is 0x{word:08X}: a constant fill, not computed values")
+    }
+}
+
+/// For a host's summary of a region of `dtype` (its name) whose min and max are the same value
+/// `v` over `count` elements: what that constant is, with its bit pattern where the type is 4
+/// bytes wide (a fill is recognised by its bytes, not by the number they read as).
+pub fn constant_note(v: f64, dtype: &str, count: u64) -> Option<String> {
+    if count < 2 {
+        return None;
+    }
+    let word = match dtype {
+        "i32" => Some(v as i32 as u32),
+        "u32" => Some(v as u32),
+        "f32" => Some((v as f32).to_bits()),
+        _ => None,
+    };
+    Some(match word {
+        Some(w) => word_fill_text(w),
+        None => format!("every element is {v}: a constant, not varying values"),
+    })
+}
+
+/// A host's RFC 3339 UTC time as a list shows it: `2026-11-22 02:20:03` (to the second; the
+/// columns are sized for that).
+pub fn when(t: &str) -> String {
+    let t = t.trim_end_matches('Z').replacen('T', " ", 1);
+    match t.split_once('.') {
+        Some((whole, _)) => whole.to_string(),
+        None => t,
+    }
+}
+
 /// Seconds between two RFC 3339 UTC times of the host (`2026-11-22T02:20:03Z`).
 pub fn seconds_between(a: &str, b: &str) -> Option<i64> {
     let secs = |t: &str| -> Option<i64> {
@@ -497,5 +568,37 @@ mod tests {
         assert_eq!(seconds_between("2026-11-22T02:20:00Z", "2026-11-22T02:20:03Z"), Some(3));
         assert_eq!(seconds_between("2026-12-31T23:59:59Z", "2027-01-01T00:00:01Z"), Some(2));
         assert_eq!(seconds_between("garbage", "2027-01-01T00:00:01Z"), None);
+    }
+
+    #[test]
+    fn a_constant_fill_says_so_by_its_bytes() {
+        let poison: Vec<u8> = std::iter::repeat_n(0xA5u8, 64).collect();
+        assert_eq!(
+            fill_note(&poison).as_deref(),
+            Some("every byte is 0xA5 (0xA5A5A5A5 in every word): a fill pattern, not computed values")
+        );
+        // The host's summary of that region as i32: min = max = -1515870811.
+        assert_eq!(constant_note(-1515870811.0, "i32", 16), fill_note(&poison));
+        let mut varied = poison.clone();
+        varied[9] = 0;
+        assert_eq!(fill_note(&varied), None);
+        assert!(fill_note(&[0u8; 16]).unwrap().starts_with("every byte is zero"));
+        assert_eq!(constant_note(1.5, "f64", 1), None);
+    }
+
+    #[test]
+    fn host_times_read_to_the_second() {
+        assert_eq!(when("2026-11-28T16:36:12.123456Z"), "2026-11-28 16:36:12");
+        assert_eq!(when("2026-11-28T16:36:12Z"), "2026-11-28 16:36:12");
+    }
+
+    #[test]
+    fn an_inout_binding_whose_bytes_do_not_change_reads_as_in() {
+        use shared::archive::Direction;
+        let (x, y) = (vec![1u8, 2, 3, 4], vec![1u8, 2, 3, 5]);
+        assert_eq!(binding_direction(Direction::InOut, Some(&x), Some(&x)), (Direction::In, true));
+        assert_eq!(binding_direction(Direction::InOut, Some(&x), Some(&y)), (Direction::InOut, false));
+        assert_eq!(binding_direction(Direction::InOut, None, Some(&y)), (Direction::InOut, false));
+        assert_eq!(binding_direction(Direction::Out, Some(&x), Some(&x)), (Direction::Out, false));
     }
 }

@@ -23,6 +23,53 @@ pub fn num(v: f64) -> String {
     }
 }
 
+/// A duration given in milliseconds, in the unit that reads best: `1.5 s`, `28.952 ms`, `701 µs`,
+/// and below a microsecond `0.70 µs` (two decimals: a finer digit would be below any clock's
+/// resolution here).
+pub fn duration(ms: f64) -> String {
+    let a = ms.abs();
+    if !ms.is_finite() {
+        "–".into()
+    } else if a == 0.0 {
+        "0 ms".into()
+    } else if a >= 1000.0 {
+        format!("{} s", num(ms / 1000.0))
+    } else if a >= 1.0 {
+        format!("{} ms", num(ms))
+    } else if a >= 1e-3 {
+        format!("{} µs", num(ms * 1000.0))
+    } else {
+        format!("{:.2} µs", ms * 1000.0)
+    }
+}
+
+/// What the time-per-iteration chart's line summarises, in one line: median, min and max of the
+/// iterations after the warm-up, and the warm-up's own time apart (the warm-up compiles code and
+/// instantiates graphs: it would make "max" a compile time, not a replay time).
+pub fn iterations_summary(times: &[f64]) -> String {
+    let (warm, rest) = match times.split_first() {
+        Some((w, r)) if !r.is_empty() => (Some(*w), r),
+        _ => (None, times),
+    };
+    let mut f: Vec<f64> = rest.iter().copied().filter(|x| x.is_finite()).collect();
+    f.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let mut s = if f.is_empty() {
+        "no iteration after the warm-up yet".to_string()
+    } else {
+        format!(
+            "median {} · min {} · max {} · {}",
+            duration(f[f.len() / 2]),
+            duration(f[0]),
+            duration(f[f.len() - 1]),
+            crate::model::count(f.len() as u64, "iteration", "iterations")
+        )
+    };
+    if let Some(w) = warm.filter(|w| w.is_finite()) {
+        let _ = write!(s, " · warm-up (iteration 1) {}, not included", duration(w));
+    }
+    s
+}
+
 /// A min/max band plot of a series (spikes survive any zoom-out), `w`×`h` pixels.
 pub fn series_svg(s: &Series, w: u32, h: u32, class: &str) -> String {
     let (pl, pr, pt, pb) = (48.0, 8.0, 8.0, 18.0);
@@ -98,14 +145,63 @@ fn hover_layer(x: f64, y: f64, w: f64, h: f64, tips: &[String]) -> String {
     )
 }
 
-/// Time per iteration, `times[i]` being iteration `i + 1`: the first iteration (code compiled,
-/// the graph instantiated) drawn apart on its own scale, so that it does not flatten the others,
-/// which are drawn as a line over their real iteration numbers (averaged into at most 600 points,
+/// The warm-up iteration's mark in its own column at `left`: a dot at its value on the chart's
+/// scale (top `hi`), or, where it is above that scale, a triangle on the top edge with a break and
+/// "off scale" beside its value.
+#[allow(clippy::too_many_arguments)]
+fn warm_up_mark(v: f64, left: f64, pt: f64, ih: f64, hi: f64, h: f64, sep: f64, y: &dyn Fn(f64) -> f64) -> String {
+    let cx = left + 14.0;
+    let mut g = format!(r#"<g class="warm-up" data-ms="{v}">"#);
+    if !v.is_finite() {
+        let _ = write!(g, r#"<text class="axis val" x="{:.1}" y="{:.1}">no time</text>"#, left, pt + 12.0);
+    } else if v > hi {
+        let _ = write!(
+            g,
+            r#"<path class="mark off-scale" d="M{:.1},{:.1}L{:.1},{:.1}L{:.1},{:.1}Z"/><path class="break" d="M{:.1},{:.1}l4,-3l4,3l4,-3"/><text class="axis val" x="{:.1}" y="{:.1}">{}</text><text class="axis val" x="{:.1}" y="{:.1}">off scale</text>"#,
+            cx - 5.0,
+            pt + 8.0,
+            cx,
+            pt,
+            cx + 5.0,
+            pt + 8.0,
+            cx - 6.0,
+            pt + 16.0,
+            cx + 8.0,
+            pt + 8.0,
+            duration(v),
+            cx + 8.0,
+            pt + 20.0,
+        );
+    } else {
+        let _ = write!(
+            g,
+            r#"<circle class="mark" cx="{cx:.1}" cy="{:.1}" r="3.5"/><text class="axis val" x="{:.1}" y="{:.1}">{}</text>"#,
+            y(v),
+            cx + 8.0,
+            (y(v) + 4.0).max(pt + 10.0),
+            duration(v)
+        );
+    }
+    let _ = write!(
+        g,
+        r#"<text class="axis" x="{cx:.1}" y="{:.1}" text-anchor="middle">warm-up</text><title>iteration 1, the warm-up (code compiled, graph instantiated): {}{}; left out of the scale and of the summary</title></g><line class="grid sep" x1="{sep:.1}" x2="{sep:.1}" y1="{pt}" y2="{:.1}"/>"#,
+        h - 6.0,
+        duration(v),
+        if v > hi { ", above this chart's scale" } else { "" },
+        pt + ih
+    );
+    g
+}
+
+/// Time per iteration, `times[i]` being iteration `i + 1`: the first iteration, the warm-up (code
+/// compiled, the graph instantiated), drawn apart as its own mark and left out of the scale, so
+/// that it does not flatten the others, which are drawn as a line over their real iteration numbers (averaged into at most 600 points,
 /// with the min..max of each as a band). Every point tells its value under the pointer.
 pub fn iterations_svg(times: &[f64], w: u32, h: u32) -> String {
     let (pl, pr, pt, pb) = (64.0, 8.0, 8.0, 20.0);
-    let first_w = if times.len() > 1 { 78.0 } else { 0.0 };
-    let (x0, iw, ih) = (pl + first_w, w as f64 - pl - pr - first_w, h as f64 - pt - pb);
+    // The warm-up's column comes first, then the scale's labels beside the line they belong to.
+    let first_w = if times.len() > 1 { 84.0 } else { 0.0 };
+    let (x0, iw, ih) = (first_w + pl, w as f64 - pl - pr - first_w, h as f64 - pt - pb);
     let mut svg =
         format!(r#"<svg class="plot lines iterations" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img">"#);
     let finite = |v: &f64| v.is_finite();
@@ -113,26 +209,11 @@ pub fn iterations_svg(times: &[f64], w: u32, h: u32) -> String {
         let _ = write!(svg, r#"<text class="axis" x="{pl}" y="{}">waiting for data</text></svg>"#, h / 2);
         return svg;
     }
-    // The first iteration, apart: a bar on its own scale with its value.
+    // The first iteration is the warm-up (code compiled, graph instantiated): it stands apart, left
+    // of a separator, and is left out of the scale so that it cannot flatten the others' line. Its
+    // mark is drawn on that same scale where it fits; above it, the mark sits on the top edge with a
+    // break and says "off scale", so no height ever reads as a value it is not.
     let (rest, first_no) = if times.len() > 1 { (&times[1..], 2usize) } else { (times, 1usize) };
-    if times.len() > 1 {
-        let v = times[0];
-        let bar_h = if v.is_finite() { ih } else { 0.0 };
-        let _ = write!(
-            svg,
-            r#"<g class="first-iter" data-ms="{v}"><rect class="bar first" x="{:.1}" y="{pt:.1}" width="22" height="{bar_h:.1}"/><text class="axis" x="{:.1}" y="{:.1}" text-anchor="middle">1</text><text class="axis val" x="{:.1}" y="{:.1}">{} ms</text><title>iteration 1 (code compiled, graph instantiated): {} ms</title></g><line class="grid sep" x1="{:.1}" x2="{:.1}" y1="{pt}" y2="{:.1}"/>"#,
-            pl,
-            pl + 11.0,
-            h as f64 - 6.0,
-            pl + 26.0,
-            pt + 12.0,
-            num(v),
-            num(v),
-            x0 - 8.0,
-            x0 - 8.0,
-            pt + ih
-        );
-    }
     let n = rest.len().min(600);
     let buckets: Vec<(usize, usize, f64, f64, f64)> = (0..n)
         .map(|b| {
@@ -150,6 +231,9 @@ pub fn iterations_svg(times: &[f64], w: u32, h: u32) -> String {
         hi = lo + 1.0;
     }
     let y = |v: f64| pt + ih - (v - lo) / (hi - lo) * ih;
+    if times.len() > 1 {
+        svg.push_str(&warm_up_mark(times[0], 4.0, pt, ih, hi, h as f64, first_w - 2.0, &y));
+    }
     let last_no = first_no + rest.len() - 1;
     let span = (last_no - first_no).max(1) as f64;
     let x = |it: f64| x0 + if last_no > first_no { (it - first_no as f64) / span * iw } else { iw / 2.0 };
@@ -158,15 +242,15 @@ pub fn iterations_svg(times: &[f64], w: u32, h: u32) -> String {
     let _ = write!(svg, r#"<line class="grid" x1="{x0}" x2="{:.1}" y1="{pt}" y2="{pt}"/>"#, x0 + iw);
     let _ = write!(
         svg,
-        r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{} ms</text>"#,
-        pl - 4.0,
+        r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+        x0 - 4.0,
         pt + 8.0,
-        num(hi)
+        duration(hi)
     );
     let _ = write!(
         svg,
         r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-        pl - 4.0,
+        x0 - 4.0,
         pt + ih,
         num(lo)
     );
@@ -220,9 +304,9 @@ pub fn iterations_svg(times: &[f64], w: u32, h: u32) -> String {
         .iter()
         .map(|&(a, e, mean, lo, hi)| {
             if a == e {
-                format!("iteration {a}: {} ms", num(mean))
+                format!("iteration {a}: {}", duration(mean))
             } else {
-                format!("iterations {a}–{e}: mean {} ms (min {}, max {})", num(mean), num(lo), num(hi))
+                format!("iterations {a}–{e}: mean {} (min {}, max {})", duration(mean), duration(lo), duration(hi))
             }
         })
         .collect();
@@ -355,6 +439,19 @@ pub fn heatmap_cells(
     (w, h, cells)
 }
 
+/// What a heatmap of a `rows`×`cols` source drawn as `h`×`w` cells shows, with the range its
+/// colours span (`lo`..`hi`, the cells' values): one cell per element, or blocks averaged, which
+/// the caption says, as their range is the means' and not the elements' own min and max.
+pub fn heatmap_caption(rows: u64, cols: u64, w: usize, h: usize, lo: f64, hi: f64) -> String {
+    let range = if lo.is_finite() { format!("{} to {}", num(lo), num(hi)) } else { "none finite".into() };
+    if rows as usize <= h && cols as usize <= w {
+        format!("one cell per element; colours span {range}")
+    } else {
+        let (br, bc) = (rows.div_ceil(h.max(1) as u64), cols.div_ceil(w.max(1) as u64));
+        format!("{h}×{w} cells, each the mean of a block of up to {br}×{bc} elements; colours span the block means, {range}")
+    }
+}
+
 /// The source rows (or columns) `[start, end)` that cell `b` of `n` covers over `len`: the rule of
 /// the host's previews and of [`heatmap_cells`] (as near as integer steps allow).
 pub fn bucket_range(b: usize, n: usize, len: usize) -> (usize, usize) {
@@ -452,10 +549,10 @@ mod tests {
         let mut times = vec![500.0];
         times.extend((0..2000).map(|i| 2.0 + (i % 7) as f64 * 0.1));
         let svg = iterations_svg(&times, 600, 160);
-        assert!(svg.contains(r#"<g class="first-iter" data-ms="500">"#), "{svg}");
+        assert!(svg.contains(r#"<g class="warm-up" data-ms="500">"#), "{svg}");
         // The line's scale is the other iterations' own: 500 ms is not its top.
         assert!(svg.contains(">2.6 ms</text>"), "{svg}");
-        assert!(svg.contains(r#"class="axis xtick" x="142.0" y="154.0" text-anchor="middle">2</text>"#), "{svg}");
+        assert!(svg.contains(r#"class="axis xtick" x="148.0" y="154.0" text-anchor="middle">2</text>"#), "{svg}");
         assert!(svg.contains(">2001</text>"), "the last iteration's number: {svg}");
         let tips = svg.split("data-tips=\"").nth(1).unwrap().split('"').next().unwrap();
         assert_eq!(tips.split('|').count(), 600);
@@ -464,7 +561,39 @@ mod tests {
         let svg = iterations_svg(&[9.0, 1.0, 2.0], 600, 160);
         assert!(svg.contains("data-tips=\"iteration 2: 1 ms|iteration 3: 2 ms\""), "{svg}");
         let svg = iterations_svg(&[4.0], 600, 160);
-        assert!(!svg.contains("first-iter") && svg.contains("iteration 1: 4 ms"), "{svg}");
+        assert!(!svg.contains("warm-up") && svg.contains("iteration 1: 4 ms"), "{svg}");
+    }
+
+    #[test]
+    fn a_warm_up_above_the_scale_is_marked_off_scale_and_kept_out_of_the_summary() {
+        // dag-8-chains on the CPU: a 29 ms first iteration (code compiled), then about 0.2 ms each.
+        let mut times = vec![28.952];
+        times.extend((0..19).map(|i| [0.2, 0.215, 0.227][i % 3]));
+        let svg = iterations_svg(&times, 520, 160);
+        let warm = svg.split(r#"<g class="warm-up""#).nth(1).unwrap().split("</g>").next().unwrap();
+        // No bar whose height would read on the 0.227 ms scale: a mark on the top edge, off scale.
+        assert!(!warm.contains("<rect"), "{warm}");
+        assert!(warm.contains("off scale") && warm.contains("28.952 ms") && warm.contains(">warm-up<"), "{warm}");
+        assert!(svg.contains(">227 µs</text>"), "the scale is the other iterations' own: {svg}");
+        let summary = iterations_summary(&times);
+        assert_eq!(
+            summary,
+            "median 215 µs · min 200 µs · max 227 µs · 19 iterations · warm-up (iteration 1) 28.952 ms, not included"
+        );
+        // A warm-up inside the others' range is a dot at its value on their scale.
+        let svg = iterations_svg(&[1.5, 1.0, 2.0, 1.8], 520, 160);
+        let warm = svg.split(r#"<g class="warm-up""#).nth(1).unwrap().split("</g>").next().unwrap();
+        assert!(warm.contains("<circle") && !warm.contains("off scale"), "{warm}");
+        assert_eq!(iterations_summary(&[3.0]), "median 3 ms · min 3 ms · max 3 ms · 1 iteration");
+    }
+
+    #[test]
+    fn durations_read_in_human_units() {
+        assert_eq!(duration(7.01e-4), "0.70 µs");
+        assert_eq!(duration(0.701), "701 µs");
+        assert_eq!(duration(28.952), "28.952 ms");
+        assert_eq!(duration(1500.0), "1.5 s");
+        assert_eq!(duration(0.0), "0 ms");
     }
 
     #[test]
@@ -486,5 +615,14 @@ mod tests {
         assert_eq!(&px[0..3], &[68, 1, 84]);
         let last = (w as usize - 1) * 4;
         assert_eq!(&px[last..last + 3], &[253, 231, 37]);
+    }
+
+    #[test]
+    fn an_averaged_heatmap_says_so_with_the_means_range() {
+        assert_eq!(
+            heatmap_caption(256, 256, 64, 64, -0.5, 2.0),
+            "64×64 cells, each the mean of a block of up to 4×4 elements; colours span the block means, -0.5 to 2"
+        );
+        assert_eq!(heatmap_caption(8, 16, 16, 8, 0.0, 1.0), "one cell per element; colours span 0 to 1");
     }
 }

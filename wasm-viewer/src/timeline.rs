@@ -203,9 +203,9 @@ pub fn to_svg(t: &Timeline, (t0, t1): (f64, f64), w: f64, selected: Option<u32>)
         );
         let _ = write!(
             s,
-            r#"<g class="{class}" data-op="{op}" data-start="{a}" data-ms="{ms}"><rect x="{xa:.1}" y="{y:.1}" width="{bw:.1}" height="{rh:.1}" rx="2"/><title>op {op} {label}: {} ms from {} ms{}</title>"#,
-            num(sp.time_ms),
-            num(a),
+            r#"<g class="{class}" data-op="{op}" data-start="{a}" data-ms="{ms}"><rect x="{xa:.1}" y="{y:.1}" width="{bw:.1}" height="{rh:.1}" rx="2"/><title>op {op} {label}: {} from {}{}</title>"#,
+            crate::plot::duration(sp.time_ms),
+            crate::plot::duration(a),
             if sp.critical { ", on the critical path" } else { "" },
             op = sp.op,
             ms = sp.time_ms,

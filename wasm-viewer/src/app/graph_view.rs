@@ -13,7 +13,7 @@ use wasm_bindgen::JsCast;
 use super::dom::{self, by_id, document, listen, set_html};
 use super::with_app;
 use crate::graph::{self, DagInput, FoldKey, FoldMode, Folds, MiniBox, NodeLabel};
-use crate::model::esc;
+use crate::model::{count, esc};
 
 /// The minimap's largest size in CSS pixels.
 const MINI_W: f64 = 200.0;
@@ -128,7 +128,7 @@ pub fn render() {
         let (_, edge_count) = dags_for(open);
         Some(format!(
             r#"<div class="graph-view">
-  <div class="toolbar"><span class="count">{} ops · {} dependency edges · <span id="g-layers"></span></span><span id="g-omitted"></span>
+  <div class="toolbar"><span class="count">{} · {} · <span id="g-layers"></span></span><span id="g-omitted"></span>
     <button data-graph="fit" title="fit (0)">Fit</button><button data-graph="in" title="zoom in (+)">+</button><button data-graph="out" title="zoom out (−)">−</button>
     <button data-graph="expand" title="draw every op (e)">Expand all</button><button data-graph="fold" title="fold every body and long chain (c)">Fold all</button>
     <input id="g-search" type="search" placeholder="find a kernel (/)" aria-label="find ops by kernel name" style="width:180px"><span class="count" id="g-matches"></span>
@@ -145,8 +145,8 @@ pub fn render() {
   </div>
   <div class="graph-legend">{}</div>
 </div>"#,
-            a.op_count(),
-            edge_count,
+            count(a.op_count() as u64, "op", "ops"),
+            count(edge_count as u64, "dependency edge", "dependency edges"),
             legend()
         ))
     });
@@ -202,8 +202,8 @@ fn draw(fit: bool) {
         collect_nodes(&root);
     }
     let dom_ms = dom::now_ms() - t;
-    let folded = if folded > 0 { format!(" · {folded} ops folded") } else { String::new() };
-    set_html("g-layers", &format!("{layers} layers at top level{folded}"));
+    let folded = if folded > 0 { format!(" · {} folded", count(folded as u64, "op", "ops")) } else { String::new() };
+    set_html("g-layers", &format!("{} at top level{folded}", count(layers as u64, "layer", "layers")));
     set_html("g-omitted", &omitted);
     set_html("g-time", &format!("laid out in {layout_ms:.0} ms, drawn in {:.0} ms", svg_ms + dom_ms));
     if let Some(svg) = document().get_element_by_id("graph-svg") {

@@ -271,14 +271,15 @@ pub(crate) async fn load_archive_list() {
             for a in list {
                 let _ = write!(
                     h,
-                    r#"<div class="row" data-href="/archives/{id}" data-archive-id="{id}"><span class="mono">{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span class="mono muted">{}</span><span class="actions"><a class="btn" download href="{raw}" title="download the archive" data-archive-download="{id}">Download</a><button data-archive-delete="{id}" title="delete the archive from this host (its sessions keep their results)">Delete</button></span></div>"#,
+                    r#"<div class="row" data-href="/archives/{id}" data-archive-id="{id}"><span class="mono"><a class="name" href="{href}" data-link>{}</a></span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span class="mono muted">{}</span><span class="actions"><a class="btn" download href="{raw}" title="download the archive" data-archive-download="{id}">Download</a><button data-archive-delete="{id}" title="delete the archive from this host (its sessions keep their results)">Delete</button></span></div>"#,
                     esc(&a.name),
                     bytes_human(a.size),
                     a.ops,
                     a.kernels,
                     a.regions,
-                    esc(&a.uploaded_at.replace('T', " ").replace('Z', "")),
+                    esc(&model::when(&a.uploaded_at)),
                     esc(&a.id[..a.id.len().min(12)]),
+                    href = esc(&api::url(&format!("/archives/{}", a.id))),
                     id = esc(&a.id),
                     raw = esc(&api::url(&format!("/api/archives/{}/raw", a.id))),
                 );
@@ -335,7 +336,10 @@ fn start_upload(file: web_sys::File) {
         },
         move |result| match result {
             Ok(info) => {
-                set_html("upload-text", &format!("stored as {}", esc(&info.id)));
+                // A duplicate of a stored archive says under which name it is stored (the host's
+                // note); a new one, its name and id.
+                let text = info.note.clone().unwrap_or_else(|| format!("stored as {} ({})", info.name, info.id));
+                set_html("upload-text", &esc(&text));
                 // What the host did with it (a Warp capture converted) goes in the status line once
                 // the archive is on screen.
                 STATUS_AFTER_LOAD.with(|n| *n.borrow_mut() = info.note.clone());
@@ -591,7 +595,7 @@ pub fn render_archive() {
             esc(name),
             model::count(s.ops as u64, "op", "ops"),
             model::count(s.launches as u64, "launch", "launches"),
-            model::count(s.kernels as u64, "kernel", "kernels"),
+            kernels_stat(open.loaded.archive()),
             model::count(s.regions as u64, "region", "regions"),
             bytes_human(s.bytes),
             s.version
@@ -612,9 +616,28 @@ pub fn render_archive() {
     let _ = window().request_animation_frame(cb.unchecked_ref());
 }
 
+/// The header's kernel count: the kernels some op launches, and apart those none does (a module
+/// brings every entry it defines, launched or not).
+fn kernels_stat(a: &shared::archive::Archive) -> String {
+    let launches = views::launches_per_kernel(a);
+    let unused = launches.iter().filter(|&&n| n == 0).count() as u64;
+    let launched = launches.len() as u64 - unused;
+    if unused == 0 {
+        model::count(launched, "kernel", "kernels")
+    } else {
+        format!(
+            r#"<span title="the archive holds {} kernels; {unused} of them no op launches">{} launched ({unused} unused)</span>"#,
+            launches.len(),
+            model::count(launched, "kernel", "kernels")
+        )
+    }
+}
+
 /// Switches the archive page to `tab` and renders it.
 pub fn show_tab(tab: Tab) {
     with_app(|app| app.open.as_mut().map(|o| o.tab = tab));
+    // A tab changed by key leaves the pointer where it was: a tooltip of the old view must go.
+    views::hide_tip();
     let is_host = with_app(|app| app.open.as_ref().is_some_and(|o| matches!(o.source, Source::Host { .. })));
     let path = window().location().pathname().unwrap_or_default();
     if is_host && path.starts_with("/archives/") {

@@ -67,7 +67,7 @@ pub fn refresh_rows() {
     if let Some(sp) = by_id("ops-spacer") {
         let _ = sp.style().set_property("height", &format!("{}px", n as f64 * ROW_H));
     }
-    let count = if n == total { format!("{total} ops") } else { format!("{n} of {total} ops") };
+    let count = if n == total { model::count(total as u64, "op", "ops") } else { format!("{n} of {total} ops") };
     set_html("ops-count", &count);
     draw_rows();
 }

@@ -47,6 +47,8 @@ struct ReplayState {
     redraw_pending: bool,
     /// The op of a comparison whose parting is shown (the first divergence when none was picked).
     selected_op: Option<u32>,
+    /// What the session on screen is: a comparison has no iterations, timings or check of its own.
+    kind: SessionKind,
 }
 
 impl Default for ReplayState {
@@ -64,6 +66,7 @@ impl Default for ReplayState {
             archive_key: 0,
             redraw_pending: false,
             selected_op: None,
+            kind: SessionKind::Replay,
         }
     }
 }
@@ -104,12 +107,13 @@ pub fn render() {
         r#"<div class="replay-view">
   <div class="toolbar">
     <label>device <select id="r-device" aria-label="replay device"></select></label>
-    <label>iterations <input id="r-iters" type="number" min="1" max="100000" value="10" style="width:80px"></label>
-    <label><input id="r-check" type="checkbox" checked> check against expected</label>
-    <label title="replay one iteration on both devices side by side and find the first op whose results differ">compare with <select id="r-compare" aria-label="compare with"></select></label>
+    <label id="r-compare-label">compare with <select id="r-compare" aria-label="compare with"></select></label>
+    <label id="r-iters-label">iterations <input id="r-iters" type="number" min="1" max="100000" value="10" style="width:80px"></label>
+    <label id="r-check-label"><input id="r-check" type="checkbox" checked> check against expected</label>
     <button class="primary" id="r-start" data-replay="start" title="start (Enter)">Start ▶</button>
     <button id="r-cancel" data-replay="cancel" hidden>Stop</button>
     <span class="state" id="r-state"></span>
+    <span class="form-note" id="r-form-note" role="note"></span>
     <span class="spacer"></span>
     <button id="r-share" data-replay="share" hidden title="copy the link that shows this session to others">Copy share link</button>
     <input id="r-share-url" class="share-url mono" readonly hidden aria-label="share link">
@@ -154,8 +158,33 @@ pub fn render() {
     }
 }
 
+fn select_value(id: &str) -> Option<String> {
+    by_id(id).map(|e| e.unchecked_into::<web_sys::HtmlSelectElement>().value())
+}
+
+/// A device's label in the form: a CPU device names the engine it replays with (the host's CPU
+/// device runs the jit engine), so that a comparison's two sides are told apart by engine.
+fn device_label(d: &DeviceInfo) -> String {
+    if d.kind == "cpu" {
+        format!("host: {}, jit engine", d.name)
+    } else {
+        format!("host: {}", d.name)
+    }
+}
+
+/// The comparison side that a replay on `device` is (the host's `cpu` device is the jit engine),
+/// which the form does not offer to compare with itself.
+fn own_side(device: &str) -> &str {
+    if device == "cpu" {
+        "jit"
+    } else {
+        device
+    }
+}
+
 fn fill_devices(is_local: bool) {
     let Some(sel) = by_id("r-device") else { return };
+    let picked = select_value("r-device").filter(|v| !v.is_empty());
     let html = with_state(|s| {
         let mut h = String::new();
         for d in &s.devices {
@@ -164,7 +193,7 @@ fn fill_devices(is_local: bool) {
             } else {
                 String::new()
             };
-            let _ = write!(h, r#"<option value="{}">host: {}{busy}</option>"#, esc(&d.id), esc(&d.name));
+            let _ = write!(h, r#"<option value="{}">{}{busy}</option>"#, esc(&d.id), esc(&device_label(d)));
         }
         if let Some(e) = &s.devices_error {
             let _ = write!(h, r#"<option disabled>host devices unavailable: {}</option>"#, esc(e));
@@ -172,24 +201,26 @@ fn fill_devices(is_local: bool) {
         if is_local {
             h.push_str(r#"<option disabled>host devices: upload the archive first</option>"#);
         }
-        h.push_str(r#"<option value="browser">this browser (wasm, 1 thread)</option>"#);
+        h.push_str(r#"<option value="browser">this browser (wasm interpreter, 1 thread)</option>"#);
         h
     });
     sel.set_inner_html(&html);
     if let Some(cmp) = by_id("r-compare") {
+        let picked = select_value("r-compare");
         let options = with_state(|s| {
             let mut h = String::from(r#"<option value="">nothing (replay)</option>"#);
             for engine in ["interp", "jit", "jit-scalar"] {
-                let _ = write!(h, r#"<option value="{engine}">host CPU: {engine}</option>"#);
+                let _ = write!(h, r#"<option value="{engine}">host CPU, {engine} engine</option>"#);
             }
             for d in s.devices.iter().filter(|d| d.kind == "cuda") {
-                let _ = write!(h, r#"<option value="{}">host: {}</option>"#, esc(&d.id), esc(&d.name));
+                let _ = write!(h, r#"<option value="{}">{}</option>"#, esc(&d.id), esc(&device_label(d)));
             }
             h
         });
         cmp.set_inner_html(&options);
-        if let Some(c) = with_state(|s| s.preferred_compare.clone()) {
-            cmp.clone().unchecked_into::<web_sys::HtmlSelectElement>().set_value(&c);
+        let cmp_sel = cmp.clone().unchecked_into::<web_sys::HtmlSelectElement>();
+        if let Some(c) = with_state(|s| s.preferred_compare.clone()).or(picked) {
+            cmp_sel.set_value(&c);
         }
         let _ = cmp.parent_element().map(|l| l.toggle_attribute_with_force("hidden", is_local));
     }
@@ -199,7 +230,114 @@ fn fill_devices(is_local: bool) {
     } else if let Some(d) = with_state(|s| s.preferred_device.clone().filter(|d| s.devices.iter().any(|x| &x.id == d)))
     {
         sel.set_value(&d);
+    } else if let Some(d) = picked {
+        // A refresh of the devices' load keeps what the user picked.
+        sel.set_value(&d);
     }
+    update_form();
+}
+
+/// Fetches the host's devices again (their load changes as sessions start and end) and redraws
+/// the form's options with it.
+fn refresh_devices() {
+    let is_host = with_app(|app| matches!(app.open.as_ref().map(|o| &o.source), Some(Source::Host { .. })));
+    if !is_host {
+        return;
+    }
+    wasm_bindgen_futures::spawn_local(async move {
+        let devices = api::get_json::<Vec<DeviceInfo>>("/api/devices").await;
+        with_state(|s| match devices {
+            Ok(d) => {
+                s.devices = d;
+                s.devices_error = None;
+            }
+            Err(e) => s.devices_error = Some(e),
+        });
+        // What the user picks from now on wins over the session's own device.
+        with_state(|s| {
+            s.preferred_device = None;
+            s.preferred_compare = None;
+        });
+        fill_devices(false);
+    });
+}
+
+/// Whether the open archive records an expected state for some region (what a check compares).
+fn archive_has_expected() -> bool {
+    with_app(|app| app.open.as_ref().is_some_and(|o| o.loaded.archive().regions().any(|r| r.expected.is_some())))
+}
+
+/// Enables the form's fields that apply to what is picked and disables the others, each with its
+/// reason in its tooltip and in the note beside the form; the compare list never offers the
+/// device's own side.
+fn update_form() {
+    let Some(device) = select_value("r-device") else { return };
+    let own = own_side(&device).to_string();
+    if let Some(cmp) = by_id("r-compare") {
+        let cmp_sel = cmp.clone().unchecked_into::<web_sys::HtmlSelectElement>();
+        if let Ok(options) = cmp.query_selector_all("option") {
+            for i in 0..options.length() {
+                let Some(o) = options.item(i).and_then(|n| n.dyn_into::<web_sys::Element>().ok()) else { continue };
+                let same = o.get_attribute("value").as_deref() == Some(own.as_str());
+                let _ = o.toggle_attribute_with_force("disabled", same);
+                if same {
+                    let _ = o.set_attribute("title", "the device's own engine: nothing to compare");
+                } else {
+                    let _ = o.remove_attribute("title");
+                }
+            }
+        }
+        if cmp_sel.value() == own {
+            cmp_sel.set_value("");
+        }
+    }
+    let in_browser = device == "browser";
+    let compare = select_value("r-compare").filter(|c| !c.is_empty() && !in_browser);
+    let mut reasons: Vec<&str> = Vec::new();
+    let mut set = |label: &str, input: &str, off: Option<&'static str>| {
+        if let Some(i) = by_id(input) {
+            let _ = i.toggle_attribute_with_force("disabled", off.is_some());
+        }
+        if let Some(l) = by_id(label) {
+            match off {
+                Some(why) => {
+                    let _ = l.set_attribute("title", why);
+                    let _ = l.class_list().add_1("off");
+                }
+                None => {
+                    let _ = l.remove_attribute("title");
+                    let _ = l.class_list().remove_1("off");
+                }
+            }
+        }
+        if let Some(why) = off {
+            reasons.push(why);
+        }
+    };
+    let is_local = with_app(|app| !matches!(app.open.as_ref().map(|o| &o.source), Some(Source::Host { .. })));
+    if !is_local {
+        set(
+            "r-compare-label",
+            "r-compare",
+            in_browser.then_some("comparisons run on the host: pick a host device to compare with"),
+        );
+    }
+    set("r-iters-label", "r-iters", compare.is_some().then_some("a comparison runs one iteration on each side"));
+    let check_off = if !archive_has_expected() {
+        Some("this archive records no expected state to check against")
+    } else if compare.is_some() {
+        Some("a comparison judges its two sides against each other, not against the expected state")
+    } else {
+        None
+    };
+    set("r-check-label", "r-check", check_off);
+    if !archive_has_expected() {
+        if let Some(c) = by_id("r-check") {
+            c.unchecked_into::<web_sys::HtmlInputElement>().set_checked(false);
+        }
+    }
+    let note = reasons.join("; ");
+    set_html("r-form-note", &esc(&note));
 }
 
 /// Coalesces redraws to one per animation frame: a fast replay sends many events per frame.
@@ -241,12 +379,13 @@ fn redraw() {
         if !v.device.is_empty() {
             let _ = write!(st, " on <b>{}</b>", esc(&v.device));
         }
-        if v.iterations_planned > 0 {
+        let is_compare = s.kind == SessionKind::Compare || v.compare.is_some();
+        if v.iterations_planned > 0 && !is_compare {
             let done = v.iteration_ms.iter().filter(|x| x.is_finite()).count();
             let _ = write!(st, r#" · <span id="r-progress">{done}/{}</span> iterations"#, v.iterations_planned);
         }
         if let Some(t) = v.total_ms {
-            let _ = write!(st, " · total {} ms", plot::num(t));
+            let _ = write!(st, " · total {}", plot::duration(t));
         }
         if let Some(e) = &v.error {
             let _ = write!(st, r#" <span class="error-inline" id="r-error">{}</span>"#, esc(e));
@@ -257,19 +396,10 @@ fn redraw() {
         let iter_chart = if v.iteration_ms.is_empty() {
             r#"<p class="muted">No iterations yet.</p>"#.to_string()
         } else {
-            let stats = {
-                let f: Vec<f64> = v.iteration_ms.iter().copied().filter(|x| x.is_finite()).collect();
-                let mut sorted = f.clone();
-                sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-                let med = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
-                format!(
-                    r#"<div class="stats mono">median {} ms · min {} ms · max {} ms · {} iterations</div>"#,
-                    plot::num(med),
-                    plot::num(sorted.first().copied().unwrap_or(f64::NAN)),
-                    plot::num(sorted.last().copied().unwrap_or(f64::NAN)),
-                    f.len()
-                )
-            };
+            let stats = format!(
+                r#"<div class="stats mono" id="r-iter-stats">{}</div>"#,
+                esc(&plot::iterations_summary(&v.iteration_ms))
+            );
             format!("{}{stats}", plot::iterations_svg(&v.iteration_ms, 520, 160))
         };
         let slow = v.slowest_ops(12);
@@ -361,9 +491,18 @@ fn redraw() {
                     esc(&api::url(&format!("/api/sessions/{id}/regions/{}", r.region)))
                 )
             });
+            // A region whose every element is one value is a fill or a constant, and says so.
+            let constant = match (r.min, r.max) {
+                (Some(lo), Some(hi)) if lo == hi && !s.region_bytes.contains_key(&r.region) => {
+                    crate::model::constant_note(lo, &r.dtype, r.count)
+                        .map(|n| format!(r#"<div class="stats fill-note">{}</div>"#, esc(&n)))
+                        .unwrap_or_default()
+                }
+                _ => String::new(),
+            };
             let _ = write!(
                 regions_html,
-                r#"<div class="region-card" data-out-region="{}"><h5><span class="mono">{}</span> {verdict} <span class="muted">{} {}{} elements</span>{link}</h5>{plot_html}<div class="stats mono">min {} · max {} · mean {}{}</div><div class="stats mono first">[{}{}]</div></div>"#,
+                r#"<div class="region-card" data-out-region="{}"><h5><span class="mono">{}</span> {verdict} <span class="muted">{} {}{} elements</span>{link}</h5>{plot_html}<div class="stats mono">elements: min {} · max {} · mean {}{}</div>{constant}<div class="stats mono first">[{}{}]</div></div>"#,
                 r.region,
                 esc(&r.name),
                 esc(&r.dtype),
@@ -390,6 +529,15 @@ fn redraw() {
     });
     if let Some(section) = by_id("r-compare-section") {
         section.set_hidden(compare_html.is_none());
+    }
+    // A comparison runs one iteration on each side and judges them against each other: it has no
+    // time per iteration, op timings, check or output regions of its own, so those panels go
+    // rather than wait for what never comes.
+    let is_compare = with_state(|s| s.kind == SessionKind::Compare || s.view.compare.is_some());
+    for panel in ["r-iter-chart", "r-op-chart", "r-timeline", "r-check-table", "r-regions"] {
+        if let Some(section) = by_id(panel).and_then(|p| p.parent_element()) {
+            let _ = section.toggle_attribute_with_force("hidden", is_compare);
+        }
     }
     if let Some(h) = &compare_html {
         set_html("r-compare-view", h);
@@ -474,12 +622,13 @@ fn ws_url(id: &str) -> String {
 }
 
 /// Watches host session `id`: its log so far, then live events, until it ends.
-pub fn attach(id: String, control: Option<String>) {
+pub fn attach(id: String, control: Option<String>, kind: SessionKind) {
     reset_if_other_archive();
     with_state(|s| {
         if let Some(ws) = s.ws.take() {
             let _ = ws.close();
         }
+        s.kind = kind;
         s.runner = Runner::Host { id: id.clone(), control };
         s.view = SessionView::default();
         super::timeline_view::reset();
@@ -497,7 +646,17 @@ pub fn attach(id: String, control: Option<String>) {
     let on_msg = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
         let Some(text) = ev.data().as_string() else { return };
         match serde_json::from_str::<Event>(&text) {
-            Ok(e) => with_state(|s| s.view.apply(&e)),
+            Ok(e) => {
+                let ended_now = with_state(|s| {
+                    let was = s.view.state.is_some_and(|st| st.is_terminal());
+                    s.view.apply(&e);
+                    !was && s.view.state.is_some_and(|st| st.is_terminal())
+                });
+                // The devices' load the form shows changed as this session ended.
+                if ended_now {
+                    refresh_devices();
+                }
+            }
             // Replies addressed to this viewer alone (a refused cancel) carry no seq.
             Err(_) => {
                 let msg = serde_json::from_str::<shared::protocol::Reply>(&text)
@@ -562,7 +721,7 @@ async fn start_host(archive: String, device: String, iterations: u32, check: boo
             let _ = window()
                 .history()
                 .and_then(|h| h.push_state_with_url(&JsValue::NULL, "", Some(&format!("{path}#replay"))));
-            attach(created.id, Some(created.control));
+            attach(created.id, Some(created.control), kind);
         }
         Err(e) => {
             with_state(|s| {
@@ -614,7 +773,7 @@ pub async fn open_session(id: String, generation: u64) {
         i.unchecked_into::<web_sys::HtmlInputElement>().set_value(&info.iterations.to_string());
     }
     fill_devices(false);
-    attach(id, control);
+    attach(id, control, info.kind);
     redraw();
 }
 
@@ -654,7 +813,7 @@ fn render_without_archive(info: &SessionInfo) {
             esc(&info.archive[..info.archive.len().min(12)])
         ),
     );
-    attach(info.id.clone(), None);
+    attach(info.id.clone(), None, info.kind);
     redraw();
 }
 
@@ -666,11 +825,29 @@ fn start_clicked() {
         .and_then(|v| v.trim().parse::<u32>().ok())
         .unwrap_or(1)
         .clamp(1, 100_000);
-    let check = by_id("r-check").map(|e| e.unchecked_into::<web_sys::HtmlInputElement>().checked()).unwrap_or(true);
+    // A disabled field does not apply (the form says why): it asks for nothing.
+    let check = by_id("r-check")
+        .map(|e| e.unchecked_into::<web_sys::HtmlInputElement>())
+        .is_some_and(|c| c.checked() && !c.disabled());
     let compare_with = by_id("r-compare")
-        .map(|e| e.unchecked_into::<web_sys::HtmlSelectElement>().value())
-        .filter(|v| !v.is_empty() && device != "browser");
+        .map(|e| e.unchecked_into::<web_sys::HtmlSelectElement>())
+        .filter(|c| !c.disabled())
+        .map(|c| c.value())
+        .filter(|v| !v.is_empty());
     if device.is_empty() {
+        return;
+    }
+    if compare_with.as_deref() == Some(own_side(&device)) {
+        with_state(|s| {
+            s.view = SessionView {
+                error: Some(format!(
+                    "{device} replays with the same engine as {}: nothing to compare",
+                    own_side(&device)
+                )),
+                ..Default::default()
+            }
+        });
+        redraw();
         return;
     }
     if device == "browser" {
@@ -748,6 +925,7 @@ fn start_browser(iterations: u32, check: bool) {
         s.stop.set(true);
         s.stop = stop.clone();
         s.runner = Runner::Browser;
+        s.kind = SessionKind::Replay;
         s.view = SessionView::default();
         super::timeline_view::reset();
         s.region_bytes.clear();
@@ -816,6 +994,15 @@ pub fn wire() {
             show_divergence(row.get_attribute("data-cmp-op").and_then(|v| v.parse().ok()));
         }
     });
+    for event in ["input", "change"] {
+        listen(&doc, event, false, |ev| {
+            let id =
+                ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).map(|e| e.id()).unwrap_or_default();
+            if id == "r-device" || id == "r-compare" {
+                update_form();
+            }
+        });
+    }
     listen(&doc, "keydown", false, |ev| {
         let ev: web_sys::KeyboardEvent = ev.unchecked_into();
         let id = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).map(|e| e.id()).unwrap_or_default();

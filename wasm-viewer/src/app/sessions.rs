@@ -79,13 +79,14 @@ pub fn rows_html(list: &[&SessionInfo], stored: &BTreeSet<String>) -> String {
         let title = s.error.as_deref().map(|e| format!(r#" title="{}""#, esc(e))).unwrap_or_default();
         let _ = write!(
             h,
-            r#"<div class="row" data-href="/sessions/{id}" data-session-id="{id}" data-session-state="{state}" data-archive="{archive}"{title}><span><span class="badge st-{state}">{state}</span></span><span>{verdict}</span><span class="mono">{}{deleted}</span><span>{}</span><span class="mono">{}</span><span>{}</span><span>{}</span><span>{took}</span><span class="mono muted">{}</span></div>"#,
+            r#"<a class="row" href="{href}" data-link data-session-id="{id}" data-session-state="{state}" data-archive="{archive}"{title}><span><span class="badge st-{state}">{state}</span></span><span>{verdict}</span><span class="mono">{}{deleted}</span><span>{}</span><span class="mono">{}</span><span>{}</span><span>{}</span><span>{took}</span><span class="mono muted">{}</span></a>"#,
             esc(name),
             s.kind.name(),
             esc(&device),
             s.iterations,
-            esc(&s.created_at.replace('T', " ").replace('Z', "")),
+            esc(&crate::model::when(&s.created_at)),
             esc(&s.id[..s.id.len().min(12)]),
+            href = esc(&api::url(&format!("/sessions/{}", s.id))),
             id = esc(&s.id),
             state = s.state.name(),
             archive = esc(&s.archive),
@@ -212,19 +213,38 @@ pub async fn load_for_archive(archive: String) {
     set_html("r-sessions", &html);
 }
 
-/// Deletes archive `id` after a second click on its button (the first one arms it).
-fn delete_clicked(button: web_sys::Element, id: String) {
-    if button.get_attribute("data-armed").is_none() {
-        let _ = button.set_attribute("data-armed", "1");
-        button.set_text_content(Some("Delete? Click again"));
-        let b = button.clone();
-        let cb = Closure::once_into_js(move || {
-            let _ = b.remove_attribute("data-armed");
-            b.set_text_content(Some("Delete"));
-        });
-        let _ = window().set_timeout_with_callback_and_timeout_and_arguments_0(cb.unchecked_ref(), 4000);
-        return;
+/// Asks, in the archive's own row, whether to delete it: the row's actions become the question
+/// with a button that deletes and one that keeps it. The question stays until answered.
+fn ask_delete(button: web_sys::Element, id: &str) {
+    let Some(actions) = button.parent_element() else { return };
+    let name = actions
+        .parent_element()
+        .and_then(|row| row.query_selector(".name").ok().flatten())
+        .and_then(|n| n.text_content())
+        .unwrap_or_default();
+    let keep = actions.inner_html();
+    let _ = actions.set_attribute("data-keep", &keep);
+    actions.set_inner_html(&format!(
+        r#"<span class="confirm" role="group" aria-label="delete {name}?">Delete? <button class="danger" data-archive-delete-confirm="{id}" title="delete {name} from this host (its sessions keep their results)">Delete</button><button data-archive-delete-keep>Keep</button></span>"#,
+        name = esc(&name),
+        id = esc(id),
+    ));
+    if let Ok(Some(b)) = actions.query_selector("[data-archive-delete-keep]") {
+        let _ = b.unchecked_into::<web_sys::HtmlElement>().focus();
     }
+}
+
+/// Puts the row's own actions back after "Keep".
+fn keep_archive(button: web_sys::Element) {
+    let Some(actions) = button.closest(".actions").ok().flatten() else { return };
+    if let Some(keep) = actions.get_attribute("data-keep") {
+        actions.set_inner_html(&keep);
+        let _ = actions.remove_attribute("data-keep");
+    }
+}
+
+/// Deletes archive `id` (its confirm button was clicked).
+fn delete_archive(button: web_sys::Element, id: String) {
     let _ = button.set_attribute("disabled", "");
     wasm_bindgen_futures::spawn_local(async move {
         match api::delete(&format!("/api/archives/{id}")).await {
@@ -271,8 +291,16 @@ pub fn wire() {
         if let Some(b) = dom::closest_with(&ev, "data-archive-delete") {
             ev.stop_propagation();
             if let Some(id) = b.get_attribute("data-archive-delete") {
-                delete_clicked(b, id);
+                ask_delete(b, &id);
             }
+        } else if let Some(b) = dom::closest_with(&ev, "data-archive-delete-confirm") {
+            ev.stop_propagation();
+            if let Some(id) = b.get_attribute("data-archive-delete-confirm") {
+                delete_archive(b, id);
+            }
+        } else if let Some(b) = dom::closest_with(&ev, "data-archive-delete-keep") {
+            ev.stop_propagation();
+            keep_archive(b);
         }
     });
 }

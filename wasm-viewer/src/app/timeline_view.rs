@@ -10,8 +10,8 @@ use shared::protocol::OpTiming;
 use wasm_bindgen::JsCast;
 
 use super::dom::{self, by_id, document, listen, set_html};
-use crate::model::esc;
-use crate::plot::num;
+use crate::model::{count, esc};
+use crate::plot::duration;
 use crate::timeline::{self, Arrangement, Timeline};
 
 struct State {
@@ -109,26 +109,26 @@ fn draw() {
         let s = s.borrow();
         let t = &s.built;
         let svg = timeline::to_svg(t, window_of(&s), w, s.selected);
-        let mut stats = format!("{} ops · serial {} ms", t.spans.len(), num(t.serial_ms));
+        let mut stats = format!("{} · serial {}", count(t.spans.len() as u64, "op", "ops"), duration(t.serial_ms));
         if let Some((path, ms)) = &t.critical {
             let pct = if t.serial_ms > 0.0 { ms / t.serial_ms * 100.0 } else { 100.0 };
             let _ = write!(
                 stats,
-                r#" · <span class="crit-key">critical path</span> <span id="tl-critical" data-ms="{ms}" data-ops="{}">{} ms over {} ops ({pct:.0}% of serial)</span>"#,
+                r#" · <span class="crit-key">critical path</span> <span id="tl-critical" data-ms="{ms}" data-ops="{}">{} over {} ({pct:.0}% of serial)</span>"#,
                 path.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
-                num(*ms),
-                path.len()
+                duration(*ms),
+                count(path.len() as u64, "op", "ops")
             );
         }
         let detail = s.selected.and_then(|op| t.spans.iter().find(|sp| sp.op == op)).map(|sp| {
             format!(
-                r#"op {} · {} <b>{}</b> · {} ms · from {} ms to {} ms{}"#,
+                r#"op {} · {} <b>{}</b> · {} · from {} to {}{}"#,
                 sp.op,
                 esc(&sp.kind),
                 esc(&sp.label),
-                num(sp.time_ms),
-                num(sp.start_ms),
-                num(sp.start_ms + sp.time_ms),
+                duration(sp.time_ms),
+                duration(sp.start_ms),
+                duration(sp.start_ms + sp.time_ms),
                 if sp.critical { r#" · <span class="crit-key">on the critical path</span>"# } else { "" }
             )
         });

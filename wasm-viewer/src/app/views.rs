@@ -10,7 +10,8 @@ use super::with_app;
 use crate::model::{bytes_human, esc, grid_shape};
 use crate::plot;
 
-fn launches_per_kernel(a: &Archive) -> Vec<usize> {
+/// How many launches of each kernel the archive's ops make, by kernel id.
+pub(crate) fn launches_per_kernel(a: &Archive) -> Vec<usize> {
     let mut n = vec![0usize; a.kernel_count()];
     for op in a.ops() {
         if let Op::Launch(l) = op {
@@ -260,11 +261,16 @@ pub fn data_plot(bytes: &[u8], r: &RegionView, label: &str) -> String {
 /// A line plot (1-D) or heatmap (2-D) of a region's bytes, with or without its min/max line.
 pub fn data_chart(bytes: &[u8], r: &RegionView, label: &str, with_stats: bool) -> String {
     let s = crate::model::series(bytes, r.dtype, 600);
+    // A fill (every word the same) is said as what it is: its min and max read as numbers would
+    // pass for computed values.
+    let fill = crate::model::fill_note(bytes)
+        .map(|n| format!(r#"<div class="stats fill-note">{}</div>"#, esc(&n)))
+        .unwrap_or_default();
     let stats = if !with_stats {
-        String::new()
+        fill
     } else {
         format!(
-            r#"<div class="stats mono">min {} · max {} · {} elements{}</div>"#,
+            r#"<div class="stats mono">elements: min {} · max {} · {} elements{}</div>{fill}"#,
             plot::num(s.min),
             plot::num(s.max),
             s.elements,
@@ -331,12 +337,16 @@ pub fn heatmap_canvas(id: String, cells: HeatCells, label: &str) -> String {
         ""
     };
     let (lo_text, hi_text) = if lo.is_finite() { (plot::num(lo), plot::num(hi)) } else { ("–".into(), "–".into()) };
+    let caption = plot::heatmap_caption(rows, cols, cells.w, cells.h, lo, hi);
+    let averaged = (rows as usize) > cells.h || (cols as usize) > cells.w;
     let html = format!(
-        r#"<div class="heat"><canvas class="heatmap" id="{id}" width="{w}" height="{h}" style="width:{css_w}px;height:{}px" aria-label="{} heatmap {rows}×{cols}"></canvas><div class="hm-legend" id="{id}-legend" data-lo="{lo}" data-hi="{hi}" style="width:{}px"><span class="mono lo">{lo_text}</span><i style="background:{}"></i><span class="mono hi">{hi_text}</span>{missing}</div></div>"#,
+        r#"<div class="heat"><canvas class="heatmap" id="{id}" width="{w}" height="{h}" style="width:{css_w}px;height:{}px" aria-label="{} heatmap {rows}×{cols}"></canvas><div class="hm-legend" id="{id}-legend" data-lo="{lo}" data-hi="{hi}" style="width:{}px">{}<span class="mono lo">{lo_text}</span><i style="background:{}"></i><span class="mono hi">{hi_text}</span>{missing}</div><div class="hm-caption" id="{id}-caption" data-averaged="{averaged}">{}</div></div>"#,
         ((rows as f64 * scale) as u32).max(8),
         esc(label),
         css_w.max(200),
+        if averaged { r#"<span class="hm-what">block means</span>"# } else { "" },
         plot::ramp_css(),
+        esc(&caption),
     );
     PENDING.with(|p| p.borrow_mut().push((id.clone(), w, h, px)));
     HEAT.with(|m| m.borrow_mut().insert(id, cells));
@@ -401,7 +411,8 @@ fn show_tip(text: &str, x: f64, y: f64) -> Option<web_sys::HtmlElement> {
     Some(t)
 }
 
-fn hide_tip() {
+/// Hides the tooltip (and a plot's cursor line): the pointer left, or what it pointed at is gone.
+pub(crate) fn hide_tip() {
     if let Some(t) = by_id("tip") {
         if !t.hidden() {
             t.set_hidden(true);
@@ -478,13 +489,29 @@ pub fn render_bindings() {
         let mut rows = String::new();
         for b in a.bindings() {
             let r = a.region(b.region);
+            // Regions up to 64 MiB are read back to tell an input the capture called `inout`.
+            let small = |blob: &Option<shared::archive::Blob>| {
+                blob.as_ref().filter(|b| b.len() <= 64 << 20).and_then(|b| b.decode().ok())
+            };
+            let (direction, derived) = if b.direction == shared::archive::Direction::InOut {
+                let (i, e) = (small(&r.initial), small(&r.expected));
+                crate::model::binding_direction(b.direction, i.as_deref(), e.as_deref())
+            } else {
+                (b.direction, false)
+            };
+            let title = if derived {
+                r#" title="declared inout; its expected contents are its initial ones, so the replay only reads it""#
+            } else {
+                ""
+            };
             let _ = write!(
                 rows,
-                r#"<div class="row" data-goto-region="{}"><span class="mono">{}</span><span class="dir-{}">{}</span><span class="mono">{}</span><span>{}</span><span>{}</span><span>{}</span></div>"#,
+                r#"<div class="row" data-goto-region="{}"><span class="mono">{}</span><span class="dir-{}"{title}>{}{}</span><span class="mono">{}</span><span>{}</span><span>{}</span><span>{}</span></div>"#,
                 r.id,
                 esc(b.name),
-                b.direction.name(),
-                b.direction.name(),
+                direction.name(),
+                direction.name(),
+                if derived { " (unchanged)" } else { "" },
                 esc(r.name),
                 bytes_human(r.size),
                 r.dtype.name(),
