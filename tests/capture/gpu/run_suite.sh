@@ -150,6 +150,16 @@ print(sum(1 for r in rs if r["type"] == "kernel" and r["module"] in bare))' "$d/
       echo "CAPTURE" > "$d/cpu_effects.verdict"
     fi
   fi
+  # Where CUDA reproduces the program and the CPU does not, name the first op whose writes differ.
+  local cpu_archive=plain cpu_verdict
+  cpu_verdict=$(cat "$d/cpu.verdict")
+  if [ -s "$d/effects.recap" ]; then
+    cpu_archive=effects
+    cpu_verdict=$(cat "$d/cpu_effects.verdict")
+  fi
+  if [ "$(cat "$d/graph.verdict")" = PASS ] && [ "$cpu_verdict" = FAIL ] && [ "$devices" = 1 ]; then
+    timed "$CPU_LIMIT" "$RECAP" compare --devices cpu,cuda "$d/$cpu_archive.recap" > "$d/compare.log" 2>&1
+  fi
   record "$d" "$name" done "" $((SECONDS - start))
 }
 
@@ -174,8 +184,9 @@ def first_error(f):
     return ""
 row = {"program": name, "stage": stage, "seconds": int(seconds)}
 cap = read("capture.log")
-row["program_ok"] = f"{name}: ok" in cap
 row["capture_rc"] = cap.rsplit("rc=", 1)[-1] if "rc=" in cap else ""
+# The program's own verdict: its "NAME: ok" line, or (for one that prints none) a clean exit.
+row["program_ok"] = f"{name}: ok" in cap or row["capture_rc"] == "0"
 header, modules, kernels = {}, {}, []
 for line in read("inspect.jsonl").splitlines():
     r = json.loads(line)
@@ -204,6 +215,7 @@ else:
     if row["cpu_effects"] == "CAPTURE":
         errors["cpu_effects"] = first_error("capture_effects.log")
 row["errors"] = errors
+row["compare"] = " / ".join(read("compare.log").splitlines()[:3])[:400] or None
 json.dump(row, open(os.path.join(d, "result.json"), "w"))
 print(f"{name}: {stage} in {seconds}s graph={row['graph']} stream={row['stream']} cpu={row['cpu']} "
       f"cpu_effects={row['cpu_effects']} {next(iter(errors.values()), '')[:160]}", flush=True)
