@@ -150,14 +150,17 @@ print(sum(1 for r in rs if r["type"] == "kernel" and r["module"] in bare))' "$d/
       echo "CAPTURE" > "$d/cpu_effects.verdict"
     fi
   fi
-  # Where CUDA reproduces the program and the CPU does not, name the first op whose writes differ.
+  # Where one engine reproduces the program and the other does not, name the first op whose writes
+  # differ between the CPU and CUDA.
   local cpu_archive=plain cpu_verdict
   cpu_verdict=$(cat "$d/cpu.verdict")
   if [ -s "$d/effects.recap" ]; then
     cpu_archive=effects
     cpu_verdict=$(cat "$d/cpu_effects.verdict")
   fi
-  if [ "$(cat "$d/graph.verdict")" = PASS ] && [ "$cpu_verdict" = FAIL ] && [ "$devices" = 1 ]; then
+  local graph_verdict
+  graph_verdict=$(cat "$d/graph.verdict")
+  if [ "$devices" = 1 ] && { [ "$graph_verdict" = FAIL ] || { [ "$graph_verdict" = PASS ] && [ "$cpu_verdict" = FAIL ]; }; }; then
     timed "$CPU_LIMIT" "$RECAP" compare --devices cpu,cuda "$d/$cpu_archive.recap" > "$d/compare.log" 2>&1
   fi
   record "$d" "$name" done "" $((SECONDS - start))
