@@ -235,7 +235,7 @@ pub fn image_kind(head: &[u8]) -> Option<ImageKind> {
 
 /// The length of an ELF image from its 64-byte header: the end of its section and program header
 /// tables. Cubins keep their section header table last, so for them this is the whole file; use
-/// [`elf_len_with_sections`] to also cover section contents placed after it.
+/// [`elf_len`] to also cover section contents placed after it.
 pub fn elf_header_len(header: &[u8]) -> Option<u64> {
     if header.len() < 64 || u32_at(header, 0) != 0x464c_457f || header[4] != 2 {
         return None;
@@ -246,29 +246,70 @@ pub fn elf_header_len(header: &[u8]) -> Option<u64> {
     let phnum = u16_at(header, 0x38) as u64;
     let shentsize = u16_at(header, 0x3a) as u64;
     let shnum = u16_at(header, 0x3c) as u64;
+    // Each product is below 2^32: two u16 factors.
     let ph_end = phoff.checked_add(phentsize * phnum)?;
     let sh_end = shoff.checked_add(shentsize * shnum)?;
     Some(ph_end.max(sh_end).max(64))
 }
 
-/// The length of an ELF image given its header and its section header table (`table`, the bytes
-/// at the header's `e_shoff`): the furthest end of any table or section.
-pub fn elf_len_with_sections(header: &[u8], table: &[u8]) -> Option<u64> {
-    let mut len = elf_header_len(header)?;
-    let shentsize = u16_at(header, 0x3a) as usize;
-    if shentsize < 64 {
-        return Some(len);
+/// Why bytes are not an ELF image whose length can be read; each names the byte offset.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("ELF byte {offset}: {reason}")]
+pub struct ElfError {
+    pub offset: u64,
+    pub reason: String,
+}
+
+fn elf_error(offset: u64, reason: impl Into<String>) -> ElfError {
+    ElfError { offset, reason: reason.into() }
+}
+
+/// The length of the ELF image at the start of `bytes`: the furthest end of its header, its
+/// program and section header tables and every section that takes room in the file.
+///
+/// `bytes` is everything known to be readable from the image's first byte on (a file's contents,
+/// or the readable memory after a pointer the driver was handed), and the image must lie inside
+/// it: a header or section table that points past it is an error, never a read.
+pub fn elf_len(bytes: &[u8]) -> Result<u64, ElfError> {
+    let header_len = elf_header_len(bytes).ok_or_else(|| {
+        elf_error(0, format!("not a 64-bit ELF header ({} bytes, a header needs 64)", bytes.len().min(64)))
+    })?;
+    let have = bytes.len() as u64;
+    let shoff = u64_at(bytes, 0x28);
+    let shentsize = u16_at(bytes, 0x3a) as u64;
+    let shnum = u16_at(bytes, 0x3c) as u64;
+    // `elf_header_len` checked that both tables' ends fit in a u64.
+    if header_len > have {
+        let field = if shoff + shentsize * shnum == header_len { 0x28 } else { 0x20 };
+        return Err(elf_error(
+            field,
+            format!("its header tables end at byte {header_len}, past the {have} readable bytes"),
+        ));
     }
-    for sh in table.chunks_exact(shentsize) {
-        let kind = u32_at(sh, 4);
+    let mut len = header_len;
+    if shnum == 0 {
+        return Ok(len);
+    }
+    if shentsize < 64 {
+        return Err(elf_error(0x3a, format!("section header size {shentsize} is below 64")));
+    }
+    for i in 0..shnum {
+        let at = shoff + i * shentsize;
+        let sh = &bytes[at as usize..(at + 64) as usize];
         // SHT_NOBITS (8) takes no room in the file.
-        if kind == 8 {
+        if u32_at(sh, 4) == 8 {
             continue;
         }
-        let end = u64_at(sh, 0x18).checked_add(u64_at(sh, 0x20))?;
+        let (offset, size) = (u64_at(sh, 0x18), u64_at(sh, 0x20));
+        let end = offset.checked_add(size).filter(|&end| end <= have).ok_or_else(|| {
+            elf_error(
+                at + 0x18,
+                format!("section {i} ({size} bytes at byte {offset}) runs past the {have} readable bytes"),
+            )
+        })?;
         len = len.max(end);
     }
-    Some(len)
+    Ok(len)
 }
 
 #[cfg(test)]
@@ -365,10 +406,67 @@ mod tests {
                 assert_eq!(&cubin.payload[..4], b"\x7fELF", "{file}");
                 let len = elf_header_len(&cubin.payload).unwrap();
                 assert!(len <= cubin.payload.len() as u64, "{file}");
+                // The whole cubin, sections and tables: the payload less its padding to 8 bytes.
+                let whole = elf_len(&cubin.payload).unwrap_or_else(|e| panic!("{file}: {e}"));
+                assert!(whole >= len && cubin.payload.len() as u64 - whole < 8, "{file}: {whole}");
             }
             let ptx: Vec<&str> = entries.iter().filter_map(FatbinEntry::ptx).collect();
             assert_eq!(ptx.len(), 1, "{file}");
             assert!(ptx[0].contains(".target sm_90") && ptx[0].contains(".entry _Z3addPfPKfi"), "{file}");
         }
+    }
+
+    /// A 64-byte ELF header with its section header table at `shoff` (`shnum` entries of 64 bytes).
+    fn elf_header(shoff: u64, shnum: u16) -> Vec<u8> {
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 2;
+        h[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
+        h[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        h[0x3c..0x3e].copy_from_slice(&shnum.to_le_bytes());
+        h
+    }
+
+    fn section(kind: u32, offset: u64, size: u64) -> Vec<u8> {
+        let mut sh = vec![0u8; 64];
+        sh[4..8].copy_from_slice(&kind.to_le_bytes());
+        sh[0x18..0x20].copy_from_slice(&offset.to_le_bytes());
+        sh[0x20..0x28].copy_from_slice(&size.to_le_bytes());
+        sh
+    }
+
+    #[test]
+    fn an_elf_image_is_as_long_as_its_furthest_section_and_never_read_past_its_bytes() {
+        // Header, 32 bytes of section data, then a table of two sections: the data and a NOBITS
+        // section that claims room the file does not have.
+        let mut elf = elf_header(96, 2);
+        elf.extend_from_slice(&[7u8; 32]);
+        elf.extend(section(1, 64, 32));
+        elf.extend(section(8, 1 << 40, 1 << 40));
+        assert_eq!(elf_len(&elf), Ok(96 + 128));
+        // More readable bytes after the image do not make it longer.
+        let mut padded = elf.clone();
+        padded.resize(4096, 0xee);
+        assert_eq!(elf_len(&padded), Ok(96 + 128));
+
+        // A section table that lies past what is readable (a driver takes only the header).
+        let far = elf_header(0x7fff_0000_0000, 4);
+        let e = elf_len(&far).unwrap_err();
+        assert_eq!(e.offset, 0x28, "{e}");
+        assert!(e.to_string().contains("past the 64 readable bytes"), "{e}");
+        // A section whose bytes lie past the end, and one whose end overflows.
+        for (offset, size) in [(64, 1 << 20), (u64::MAX - 4, 16)] {
+            let mut lying = elf_header(64, 1);
+            lying.extend(section(1, offset, size));
+            let e = elf_len(&lying).unwrap_err();
+            assert_eq!(e.offset, 64 + 0x18, "{e}");
+            assert!(e.to_string().contains("section 0"), "{e}");
+        }
+        // Table entries smaller than a section header, and too few bytes for a header.
+        let mut small = elf_header(64, 1);
+        small[0x3a..0x3c].copy_from_slice(&16u16.to_le_bytes());
+        small.resize(128, 0);
+        assert_eq!(elf_len(&small).unwrap_err().offset, 0x3a);
+        assert_eq!(elf_len(b"\x7fELF\x02").unwrap_err().offset, 0);
     }
 }

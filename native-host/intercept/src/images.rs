@@ -12,7 +12,7 @@
 //! loads them — the `.ptx` file its producer keeps beside a byte-identical copy of the cubin in
 //! its cache (Triton's `TRITON_CACHE_DIR`, by default `~/.triton/cache`).
 
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 
 use shared::fatbin::{self, EntryKind, ImageKind};
@@ -36,7 +36,7 @@ impl ImageSource {
         match self {
             ImageSource::Owned(b) => b,
             // SAFETY: `from_pointer` only keeps pointers that dladdr places inside a loaded
-            // object, with the length the image's own header gives.
+            // object, with the length the image's own header gives, checked to be readable.
             ImageSource::Static { ptr, len } => unsafe { std::slice::from_raw_parts(*ptr as *const u8, *len) },
         }
     }
@@ -61,27 +61,32 @@ pub struct ModuleImage {
 }
 
 impl ModuleImage {
-    /// Reads (or references) the image at `image`.
+    /// Reads (or references) the image at `image`. Nothing is read past the readable memory that
+    /// starts there (`readable.rs`): the driver accepts images whose headers claim more than that.
     ///
     /// # Safety
-    /// `image` points to a code image the driver accepted.
+    /// `image` is the pointer a program handed the driver, which accepted it.
     pub unsafe fn from_pointer(image: *const c_void, via: &str) -> Result<ModuleImage, String> {
-        let head = std::slice::from_raw_parts(image as *const u8, 4);
-        let kind = fatbin::image_kind(head).ok_or("the image is neither PTX, a cubin nor a fat binary")?;
+        let readable = crate::readable::readable_from(image as usize);
+        if readable < 4 {
+            return Err("the image does not lie in readable memory".into());
+        }
+        // SAFETY: the process's mappings make these bytes readable.
+        let bytes = std::slice::from_raw_parts(image as *const u8, readable);
+        let kind = fatbin::image_kind(bytes).ok_or("the image is neither PTX, a cubin nor a fat binary")?;
         let source = match kind {
-            ImageKind::Ptx => ImageSource::Owned(CStr::from_ptr(image.cast()).to_bytes().to_vec()),
-            ImageKind::Cubin => {
-                let header = std::slice::from_raw_parts(image as *const u8, 64);
-                let table_at = u64::from_le_bytes(header[0x28..0x30].try_into().expect("8 bytes")) as usize;
-                let table_len = u16::from_le_bytes([header[0x3a], header[0x3b]]) as usize
-                    * u16::from_le_bytes([header[0x3c], header[0x3d]]) as usize;
-                let table = std::slice::from_raw_parts((image as *const u8).add(table_at), table_len);
-                let len = fatbin::elf_len_with_sections(header, table).ok_or("a cubin with a malformed ELF header")?;
-                ImageSource::Owned(std::slice::from_raw_parts(image as *const u8, len as usize).to_vec())
+            ImageKind::Ptx => {
+                let end = bytes.iter().position(|&b| b == 0).ok_or("PTX text with no NUL before its memory ends")?;
+                ImageSource::Owned(bytes[..end].to_vec())
             }
-            ImageKind::Fatbin => fatbin_source(image)?,
+            ImageKind::Cubin => {
+                let len = fatbin::elf_len(bytes).map_err(|e| format!("a cubin: {e}"))?;
+                ImageSource::Owned(bytes[..len as usize].to_vec())
+            }
+            ImageKind::Fatbin => fatbin_source(image, bytes)?,
             ImageKind::Wrapper => {
-                let inner = *(image as *const u8).add(8).cast::<*const c_void>();
+                let inner = bytes.get(8..16).ok_or("a fat binary wrapper cut short by the end of its memory")?;
+                let inner = u64::from_le_bytes(inner.try_into().expect("8 bytes")) as *const c_void;
                 if inner.is_null() {
                     return Err("a fat binary wrapper without a fat binary".into());
                 }
@@ -208,18 +213,22 @@ impl ModuleImage {
     }
 }
 
-/// A fat binary at `image`: referenced where it lies inside a loaded object, else copied.
+/// A fat binary at `image`, whose readable memory is `bytes`: referenced where it lies inside a
+/// loaded object, else copied.
 ///
 /// # Safety
-/// `image` points to a fat binary container the driver accepted.
-unsafe fn fatbin_source(image: *const c_void) -> Result<ImageSource, String> {
-    let header = std::slice::from_raw_parts(image as *const u8, 16);
-    let len = fatbin::container_len(header).ok_or("a fat binary with a malformed header")? as usize;
+/// `bytes` are the readable bytes at `image`.
+unsafe fn fatbin_source(image: *const c_void, bytes: &[u8]) -> Result<ImageSource, String> {
+    let len = fatbin::container_len(bytes).ok_or("a fat binary with a malformed header")?;
+    if len > bytes.len() as u64 {
+        return Err(format!("a fat binary of {len} bytes runs past the {} readable bytes at its address", bytes.len()));
+    }
+    let len = len as usize;
     let mut info: libc::Dl_info = std::mem::zeroed();
     if libc::dladdr(image, &mut info) != 0 && !info.dli_fname.is_null() {
         return Ok(ImageSource::Static { ptr: image as usize, len });
     }
-    Ok(ImageSource::Owned(std::slice::from_raw_parts(image as *const u8, len).to_vec()))
+    Ok(ImageSource::Owned(bytes[..len].to_vec()))
 }
 
 /// The PTX its producer keeps beside a byte-identical copy of `cubin` (Triton's cache).

@@ -52,6 +52,7 @@ mod images;
 pub mod launch_attrs;
 pub mod nvtx;
 mod placement;
+mod readable;
 pub mod real;
 pub mod record;
 mod tensor_maps;
