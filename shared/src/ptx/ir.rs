@@ -353,6 +353,9 @@ pub(crate) enum BinOp {
     Pack(u8),
     /// Packed half-precision pairs: op on both 16-bit lanes.
     H2(H2Op, F),
+    /// Packed 16-bit integer pairs (`.u16x2`, `.s16x2`): op on both halves, each wrapping on its
+    /// own; the flag says the halves compare as signed.
+    I2(I2Op, bool),
     Bmsk,
     /// Carry (or borrow) out of `a + b` (`a - b`): the condition code of `add.cc` (`sub.cc`).
     AddCarryOut(W),
@@ -367,6 +370,15 @@ pub(crate) enum H2Op {
     Add,
     Sub,
     Mul,
+    Min,
+    Max,
+}
+
+/// What [`BinOp::I2`] does to each 16-bit half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum I2Op {
+    Add,
+    Sub,
     Min,
     Max,
 }

@@ -11,6 +11,8 @@ use super::module::{Entry, Module, ParamInfo};
 use super::parse::{self, InitElem, Lit, Operand, Stmt, VarDecl};
 
 mod asynchronous;
+mod packed_int;
+mod refusal;
 mod shared_layout;
 mod warp_runs;
 mod wgmma;
@@ -194,7 +196,10 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
                 let calls: HashMap<u32, u32> =
                     plan.callees(f).iter().map(|&c| (c as u32, variant(c, l, &layouts, &mut jobs))).collect();
                 let lf = FnLower::new(&globals, &func_index, &pm.funcs, &layouts[l], &calls);
-                funcs.push(lf.lower(&pm.funcs[f], plan.locals(f))?);
+                funcs.push(
+                    lf.lower(&pm.funcs[f], plan.locals(f))
+                        .map_err(|e| refusal::with_kernels_stopped(e, &pm, &plan, f))?,
+                );
                 layout_of.push(l);
                 lowered[f] = true;
             }
@@ -1099,6 +1104,9 @@ impl<'m> FnLower<'m> {
     fn inst(&mut self, i: &parse::Inst) -> Res<()> {
         let o = Opc::new(&i.opcode);
         let ops = &i.operands;
+        if packed_int::signedness(&o).is_some() {
+            return self.packed_int(&o, ops);
+        }
         match o.base {
             "mov" => self.mov(&o, ops),
             "add" | "sub" if o.has("cc") => self.carry_arith(&o, ops),
@@ -1533,10 +1541,20 @@ impl<'m> FnLower<'m> {
                 _ => return self.unsupported(o.full),
             }
         };
+        // `.relu` (signed `min` and `max` only): the result, then its maximum with zero.
+        let relu = match (o.has("relu"), op) {
+            (false, _) => None,
+            (true, BinOp::MinS(W::W32) | BinOp::MaxS(W::W32)) => Some(BinOp::MaxS(W::W32)),
+            (true, _) => return self.refused(o.full, packed_int::RELU_FORMS),
+        };
         let d = self.dst(&ops[0])?;
         let a = self.src(&ops[1], sa)?;
         let b = self.src(&ops[2], sb)?;
         self.push(Inst::Bin { op, d, a, b });
+        if let Some(op) = relu {
+            let zero = self.konst(0);
+            self.push(Inst::Bin { op, d, a: d, b: zero });
+        }
         Ok(())
     }
 

@@ -165,7 +165,7 @@ macro_rules! exec_un {
 
 macro_rules! exec_bin {
     ($m:ident, $op:expr, $d:expr, $a:expr, $b:expr) => {{
-        use $crate::ptx::ir::{BinOp, FFlags, FMode, H2Op, Rnd, F, W};
+        use $crate::ptx::ir::{BinOp, FFlags, FMode, H2Op, I2Op, Rnd, F, W};
         use $crate::ptx::math::*;
         match $op {
             BinOp::Add(W::W32) => $m!($d, $a, $b, |x, y| (x as u32).wrapping_add(y as u32) as u64),
@@ -477,6 +477,22 @@ macro_rules! exec_bin {
                         None => 0x7FFF,
                     };
                     out |= (h & 0xFFFF) << (16 * k);
+                }
+                out
+            }),
+            BinOp::I2(op, signed) => $m!($d, $a, $b, |x, y| {
+                let mut out = 0u64;
+                for k in 0..2 {
+                    let (p, q) = (((x >> (16 * k)) & 0xFFFF) as u16, ((y >> (16 * k)) & 0xFFFF) as u16);
+                    let v = match op {
+                        I2Op::Add => p.wrapping_add(q),
+                        I2Op::Sub => p.wrapping_sub(q),
+                        I2Op::Min if signed => (p as i16).min(q as i16) as u16,
+                        I2Op::Max if signed => (p as i16).max(q as i16) as u16,
+                        I2Op::Min => p.min(q),
+                        I2Op::Max => p.max(q),
+                    };
+                    out |= (v as u64) << (16 * k);
                 }
                 out
             }),

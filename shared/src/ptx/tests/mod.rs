@@ -17,6 +17,7 @@ mod mbarrier;
 mod memory;
 mod mma;
 mod numerics;
+mod packed_int;
 mod shared_layout;
 mod warp;
 mod wgmma;
