@@ -57,6 +57,9 @@ fn walk(a: &Archive) {
         let _ = a.meta_value(k);
     }
     // Recorded effects: each names a launch, and each write lies within its region.
+    for r in 0..a.region_count() as u32 {
+        let _ = a.typed_layout(r);
+    }
     for e in a.effects() {
         assert!(matches!(a.op(e.op), Op::Launch(_)));
         for (region, offset, blob) in &e.writes {

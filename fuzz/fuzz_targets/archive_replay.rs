@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
     for id in 0..archive.region_count() as u32 {
         let _ = replay.read_region(id);
     }
-    let _ = replay.check();
+    let _ = shared::replay::check_state(&mut replay, &archive, &Default::default(), &[]);
 });
 
 fn walk_plan(plan: &Plan) {

@@ -25,6 +25,7 @@ enum Command {
     Compare(cli::compare::Args),
     Diff(cli::diff::Args),
     Trim(cli::trim::Args),
+    InferTypes(cli::infer_types::Args),
     Examples(cli::examples::Args),
     Serve(cli::serve::Args),
     Worker(cli::worker::Args),
@@ -52,6 +53,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => return cli::validate::run(args),
         Command::Extract(args) => cli::extract::run(args),
         Command::Trim(args) => cli::trim::run(args),
+        Command::InferTypes(args) => cli::infer_types::run(args),
         Command::Examples(args) => cli::examples::run(args),
         Command::Compare(args) => match cli::compare::run(args) {
             Ok(code) => return code,

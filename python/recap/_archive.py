@@ -7,6 +7,7 @@ read well in a notebook, and documents every field.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
@@ -147,20 +148,73 @@ class Iteration:
 
 
 @dataclass(frozen=True)
+class StretchCheck:
+    """The verdict on one stretch of a region: bytes of one element type."""
+
+    #: Byte offset in the region and length in bytes.
+    offset: int
+    len: int
+    #: ``f32``, ``f16``, ``bf16``, ``f64``, ``i8``..``i64``, ``ptr`` or ``untyped``.
+    ty: str
+    #: Where the type came from: ``ptx`` (the last store to it), ``declared`` (the region's
+    #: dtype) or ``none`` (judged byte for byte).
+    typed_by: str
+    #: ``exact``, ``within`` (some elements differ, all within tolerance) or ``differ``.
+    outcome: str
+    elements: int
+    #: Elements not bit-equal to the expected state, and those outside the tolerance.
+    inexact: int
+    differing: int
+    #: ``{"ulps", "rtol", "atol"}`` for floats, ``None`` for exact types.
+    tolerance: Optional[Dict[str, float]]
+    max_ulps: int
+    max_abs: float
+    max_rel: float
+    #: The first element outside the tolerance: ``index`` (in the stretch's type), ``offset``
+    #: (bytes), ``got`` and ``want`` formatted as the type.
+    first: Optional[Dict[str, Any]]
+    #: Set when replays disagreed with each other here: ``{"ulps", "abs", "elements"}``.
+    spread: Optional[Dict[str, Any]]
+
+    @property
+    def nondeterministic(self) -> bool:
+        return self.spread is not None
+
+
+@dataclass(frozen=True)
 class RegionCheck:
     """The verdict on one region that has an expected state."""
 
     name: str
     passed: bool
-    elements: int
-    mismatches: int
-    max_abs_err: float
-    max_rel_err: float
-    #: ``(element index, got, want)`` of the first element outside the tolerance.
-    first_mismatch: Optional[Tuple[int, float, float]]
+    stretches: List[StretchCheck]
+    #: Set when the comparison could not be made at all.
     error: Optional[str]
     #: recap's one-line verdict, as ``recap replay --check`` prints it.
     line: str
+
+    @property
+    def outcome(self) -> str:
+        """``exact``, ``within`` or ``differ``: the worst of its stretches."""
+        if not self.passed:
+            return "differ"
+        return "exact" if all(s.outcome == "exact" for s in self.stretches) else "within"
+
+    @property
+    def nondeterministic(self) -> bool:
+        return any(s.nondeterministic for s in self.stretches)
+
+    @property
+    def elements(self) -> int:
+        return sum(s.elements for s in self.stretches)
+
+    @property
+    def mismatches(self) -> int:
+        return sum(s.differing for s in self.stretches)
+
+    @property
+    def first_mismatch(self) -> Optional[Dict[str, Any]]:
+        return next((s.first for s in self.stretches if s.first is not None), None)
 
     def __repr__(self) -> str:
         return f"RegionCheck({self.line!r})"
@@ -170,21 +224,55 @@ class RegionCheck:
 class CheckReport:
     """The final regions judged against the archive's expected state."""
 
+    #: ``exact``, ``within`` (all passed, some only within tolerance), ``failed``, or
+    #: ``nothing_to_check`` (the archive holds no expected state: not a pass).
+    state: str
     regions: List[RegionCheck]
 
     @property
     def passed(self) -> bool:
         """True when at least one region was checked and every one passed."""
-        return bool(self.regions) and all(r.passed for r in self.regions)
+        return self.state in ("exact", "within")
 
     def __bool__(self) -> bool:
         return self.passed
 
     def __repr__(self) -> str:
+        if self.state == "nothing_to_check":
+            return "CheckReport(nothing to check: the archive holds no expected state)"
         failed = sum(not r.passed for r in self.regions)
-        head = "PASS" if self.passed else "FAIL"
+        head = {"exact": "PASS (exact)", "within": "PASS (within tolerance)"}.get(self.state, "FAIL")
         lines = "".join(f"\n  {r.line}" for r in self.regions)
         return f"CheckReport({head}: {len(self.regions) - failed} of {len(self.regions)} regions pass){lines}"
+
+
+def _check_report(raw: str) -> CheckReport:
+    v = json.loads(raw)
+    regions = []
+    for r in v["regions"]:
+        stretches = [
+            StretchCheck(
+                offset=s["offset"],
+                len=s["len"],
+                ty=s["ty"],
+                typed_by=s["typed_by"],
+                outcome=s["outcome"],
+                elements=s["elements"],
+                inexact=s["inexact"],
+                differing=s["differing"],
+                tolerance=s.get("tolerance"),
+                max_ulps=s["max_ulps"],
+                max_abs=s["max_abs"],
+                max_rel=s["max_rel"],
+                first=s.get("first"),
+                spread=s.get("spread"),
+            )
+            for s in r["stretches"]
+        ]
+        line = f"{'PASS' if r['passed'] else 'FAIL'} {r['name']}: {r['detail']}"
+        error = None if r["stretches"] or r["passed"] else r["detail"]
+        regions.append(RegionCheck(r["name"], r["passed"], stretches, error, line))
+    return CheckReport(state=v["state"], regions=regions, replays=v.get("replays", 1))
 
 
 @dataclass(frozen=True)
@@ -207,7 +295,7 @@ class ReplayResult:
         outs = ", ".join(f"{k}: {_describe(v)}" for k, v in self.outputs.items())
         times = self.times_ms
         med = sorted(times)[len(times) // 2]
-        check = "" if self.check is None else f", check={'PASS' if self.check.passed else 'FAIL'}"
+        check = "" if self.check is None else f", check={self.check.state}"
         return f"ReplayResult({len(times)} iterations, median {med:.3f} ms{check}, outputs={{{outs}}})"
 
 
@@ -231,7 +319,7 @@ def _result(raw: Dict[str, Any]) -> ReplayResult:
     ]
     check = None
     if raw["check"] is not None:
-        check = CheckReport([RegionCheck(**c) for c in raw["check"]])
+        check = _check_report(raw["check"])
     return ReplayResult(outputs=dict(raw["outputs"]), iterations=iterations, check=check)
 
 

@@ -21,7 +21,7 @@ use pyo3::types::{PyDict, PyList};
 use recap::clock::MonotonicClock;
 use recap::cuda::{CudaReplay, ReplayOptions as CudaOptions};
 use shared::archive::{Archive as Reader, Direction, RegionId};
-use shared::check::RegionCheck;
+use shared::check::Verdict;
 use shared::ptx::Engine as CpuEngine;
 use shared::replay::{CpuReplay, IterationStats, NoObserver, Ran, ReplayObserver, ReplayOptions, Session};
 
@@ -90,6 +90,7 @@ pub fn load(
             limits: Default::default(),
             jit_dump: recap::jit_dump::from_env(),
             placement: None,
+            ..Default::default()
         };
         let owner = opened.clone();
         // Errors as text inside the closures: a `ReplayError` is large to move around.
@@ -126,7 +127,7 @@ pub fn load(
 struct Outcome {
     iterations: Vec<(f64, IterationStats, Vec<shared::protocol::OpTiming>)>,
     outputs: Vec<(String, RegionId, Option<Vec<u8>>)>,
-    check: Option<Vec<RegionCheck>>,
+    check: Option<Verdict>,
 }
 
 impl Engine {
@@ -145,7 +146,7 @@ trait Verbs {
     fn write(&mut self, r: RegionId, bytes: &[u8]) -> Result<(), String>;
     fn run(&mut self, a: &Reader<'_>, o: &mut dyn ReplayObserver) -> Result<Ran, String>;
     fn read(&mut self, r: RegionId) -> Result<Vec<u8>, String>;
-    fn judge(&mut self, a: &Reader<'_>) -> Result<Vec<RegionCheck>, String>;
+    fn judge(&mut self, a: &Reader<'_>) -> Result<Verdict, String>;
     /// A device-to-device copy between a region and foreign device memory (`into_region`: from it).
     fn device_copy(&mut self, r: RegionId, array: &DeviceArray, into_region: bool) -> Result<(), String>;
 }
@@ -166,8 +167,8 @@ where
     fn read(&mut self, r: RegionId) -> Result<Vec<u8>, String> {
         self.read_region(r).map_err(|e| e.to_string())
     }
-    fn judge(&mut self, a: &Reader<'_>) -> Result<Vec<RegionCheck>, String> {
-        self.check(a).map_err(|e| e.to_string())
+    fn judge(&mut self, a: &Reader<'_>) -> Result<Verdict, String> {
+        shared::replay::check_state(self, a, &Default::default(), &[]).map_err(|e| e.to_string())
     }
     fn device_copy(&mut self, r: RegionId, array: &DeviceArray, into_region: bool) -> Result<(), String> {
         DeviceCopy::device_copy(self, r, array, into_region)
@@ -219,9 +220,6 @@ impl shared::replay::Replayer for WithDeviceInputs<'_, '_> {
     }
     fn read_region(&mut self, r: RegionId) -> Result<Vec<u8>, String> {
         self.verbs.read(r)
-    }
-    fn check(&mut self, a: &Reader<'_>) -> Result<Vec<RegionCheck>, String> {
-        self.verbs.judge(a)
     }
 }
 
@@ -395,23 +393,14 @@ impl Replayer {
             its.append(d)?;
         }
         out.set_item("iterations", its)?;
+        // The verdict as JSON, which `recap._archive` turns into its dataclasses: one shape for
+        // Python, the CLI's --json and the host's messages.
         match outcome.check {
-            Some(checks) => {
-                let list = PyList::empty(py);
-                for c in &checks {
-                    let d = PyDict::new(py);
-                    d.set_item("name", &c.name)?;
-                    d.set_item("passed", c.passed)?;
-                    d.set_item("elements", c.elements)?;
-                    d.set_item("mismatches", c.mismatches)?;
-                    d.set_item("max_abs_err", c.max_abs_err)?;
-                    d.set_item("max_rel_err", c.max_rel_err)?;
-                    d.set_item("first_mismatch", c.first_mismatch)?;
-                    d.set_item("error", &c.error)?;
-                    d.set_item("line", c.line())?;
-                    list.append(d)?;
-                }
-                out.set_item("check", list)?;
+            Some(verdict) => {
+                let report = shared::protocol::CheckReport::of(&verdict);
+                let json = serde_json::to_string(&report)
+                    .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+                out.set_item("check", json)?;
             }
             None => out.set_item("check", py.None())?,
         }

@@ -1,8 +1,9 @@
 //! Two replays of one archive held side by side, op by op: where do their results part?
 //!
 //! The key idea: the plan already knows which regions every op may write, so after each op both
-//! sides are read there and nowhere else, and compared under the region's own tolerance (exact
-//! where the archive names none). The first op whose writes differ is the answer to "which kernel
+//! sides are read there and nowhere else, and compared as a check compares (`shared::check`):
+//! stretch by stretch in each stretch's element type, floats within their type's tolerance, so an
+//! op's writes agree bit for bit, agree within tolerance, or differ. The first op whose writes differ is the answer to "which kernel
 //! first differs between these two devices"; inside while/if bodies every pass is compared, and a
 //! pass numbers the op's runs within the iteration. Where the two sides do not even run the same
 //! op next (a loop condition that came out differently), that is reported as the parting.
@@ -16,7 +17,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{Archive, DType, Op, OpId, RegionId, Tolerance};
-use crate::check::{check_region, element, RegionCheck};
+use crate::check::{check_region, element, Outcome as Agreement, RegionCheck, RegionInput};
 use crate::plan::Plan;
 
 /// Decades of `|a - b|` the difference histogram counts: below 1e-9, then one bucket per power of
@@ -52,8 +53,8 @@ impl Divergence {
             // The first mismatch follows, with the sides' names.
             self.check.detail().split("; first at").next().unwrap_or_default()
         );
-        if let Some((i, got, want)) = self.check.first_mismatch {
-            s.push_str(&format!("\n  first at element {i}: {a} {want}, {b} {got}"));
+        if let Some(f) = self.check.first_mismatch() {
+            s.push_str(&format!("\n  first at element {} (byte {}): {a} {}, {b} {}", f.index, f.offset, f.want, f.got));
         }
         if !self.histogram.is_empty() {
             let buckets: Vec<String> = self.histogram.iter().map(|(k, n)| format!("{k}: {n}")).collect();
@@ -70,6 +71,9 @@ pub struct Outcome {
     pub ops: u64,
     /// Region comparisons made.
     pub regions: u64,
+    /// Ops whose writes agree only within tolerance (their bits differ).
+    #[serde(default)]
+    pub within: u64,
     /// Every op whose writes differ, in the order they ran (only the first unless all are asked for).
     pub divergences: Vec<Divergence>,
     /// Set when the two sides stopped running the same ops: `(after op, A's next, B's next)`, `None`
@@ -90,6 +94,8 @@ pub struct Judged {
     /// Which run of this op within the iteration (1 for the first).
     pub pass: u64,
     pub agree: bool,
+    /// The op agrees within tolerance, not bit for bit.
+    pub within: bool,
 }
 
 /// Both sides' bytes of a region where they part: `divergence` indexes [`Outcome::divergences`].
@@ -186,6 +192,7 @@ impl<'a, 'p> Comparison<'a, 'p> {
         };
         regions.dedup();
         let mut parted = false;
+        let mut within = false;
         for region in regions {
             let r = self.archive.region(region);
             let (mut got_a, mut got_b) = (read_a(region)?, read_b(region)?);
@@ -198,8 +205,20 @@ impl<'a, 'p> Comparison<'a, 'p> {
             }
             self.outcome.regions += 1;
             let tolerance = r.tolerance.unwrap_or(Tolerance::Exact);
-            let check = check_region(region, r.name, r.dtype, &got_b, &got_a, tolerance);
+            let layout = self.archive.typed_layout(region);
+            let check = check_region(&RegionInput {
+                region,
+                name: r.name,
+                dtype: r.dtype,
+                layout: layout.as_deref(),
+                got: &got_b,
+                others: &[],
+                want: &got_a,
+                tolerance,
+                over: Default::default(),
+            });
             if check.passed {
+                within |= check.outcome() == Agreement::Within;
                 continue;
             }
             parted = true;
@@ -218,7 +237,9 @@ impl<'a, 'p> Comparison<'a, 'p> {
                 self.parted.push(PartedBytes { divergence, a: got_a, b: got_b });
             }
         }
-        self.judged = Some(Judged { op, pass, agree: !parted });
+        let within = within && !parted;
+        self.outcome.within += within as u64;
+        self.judged = Some(Judged { op, pass, agree: !parted, within });
         Ok(!parted || self.all)
     }
 

@@ -6,7 +6,9 @@
 //! independent work becomes parallel branches of a CUDA graph. Because a kernel may touch any byte
 //! of any buffer it can reach, a launch conservatively reads *and* writes the whole of every region
 //! it can reach: the targets of its parameter relocations, and transitively the targets of
-//! relocations stored inside those regions (a struct of arrays, a mesh of pointers).
+//! relocations stored inside those regions (a struct of arrays, a mesh of pointers), and the
+//! module variables of the kernel's module on the launch's device, which a kernel names without
+//! any relocation.
 //!
 //! A while/if body is a DAG of its own (one per body, nested bodies included): the body runs as a
 //! unit, once per iteration, so hazards never cross a body's boundary. Seen from its enclosing
@@ -21,7 +23,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::archive::{Archive, DeviceId, EventId, Op, OpId, RegionId};
+use crate::archive::{Archive, DeviceId, EventId, ModuleId, Op, OpId, RegionId};
 
 /// Largest DAG (in nodes) whose edges are transitively reduced: the bitsets cost `n²/8` bytes.
 pub const REDUCE_LIMIT: usize = 8192;
@@ -227,6 +229,8 @@ impl Plan {
 /// For each region, every region reachable through relocations stored in region contents.
 struct Reach {
     closure: HashMap<RegionId, Vec<RegionId>>,
+    /// The regions that are a module's variables, with their devices, by module.
+    module_vars: HashMap<ModuleId, Vec<(RegionId, DeviceId)>>,
 }
 
 impl Reach {
@@ -248,7 +252,11 @@ impl Reach {
             }
             closure.insert(start, seen.into_iter().collect());
         }
-        Reach { closure }
+        let mut module_vars: HashMap<ModuleId, Vec<(RegionId, DeviceId)>> = HashMap::new();
+        for v in archive.module_vars() {
+            module_vars.entry(v.module).or_default().push((v.region, archive.region(v.region).device));
+        }
+        Reach { closure, module_vars }
     }
 
     fn add(&self, region: RegionId, out: &mut BTreeSet<RegionId>) {
@@ -271,6 +279,10 @@ fn op_access(archive: &Archive, reach: &Reach, id: OpId, done: &[Access]) -> Acc
             let mut regions = BTreeSet::new();
             for r in archive.relocs(l.relocs.clone()) {
                 reach.add(r.target, &mut regions);
+            }
+            let (module, device) = (archive.kernel(l.kernel).module, archive.op_device(id));
+            for &(r, _) in reach.module_vars.get(&module).into_iter().flatten().filter(|v| v.1 == device) {
+                reach.add(r, &mut regions);
             }
             for r in regions {
                 a.read(whole(archive, r));

@@ -233,9 +233,14 @@ pub struct SessionInfo {
     /// RFC 3339, UTC; absent until the session ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
-    /// Whether the check passed; absent until finished with `check: true`.
+    /// Whether the check passed; absent until finished with `check: true`, and absent when
+    /// there was nothing to check (`check_state` says so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passed: Option<bool>,
+    /// The check's state once finished: `exact`, `within`, `failed` or `nothing_to_check` (a
+    /// session read back from the index knows `passed` only, and nothing to check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_state: Option<CheckState>,
     /// The error of a failed session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -341,9 +346,12 @@ pub struct OpAgreement {
     pub op: u32,
     /// Which run of this op within the iteration (1 for the first; more inside loop bodies).
     pub pass: u64,
-    /// Whether every region the op may write holds the same values on both sides (under the
-    /// region's tolerance, exact where it names none).
+    /// Whether every region the op may write holds the same values on both sides, within the
+    /// tolerance of each stretch's element type (`shared::check`).
     pub agree: bool,
+    /// Of ops that agree: some values differ in their bits, all within tolerance.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub within: bool,
 }
 
 /// Where the two sides of a comparison part on one op.
@@ -537,8 +545,39 @@ impl RegionPreview {
 /// The verdict of comparing the final regions with the archive's expected bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckReport {
+    /// True only when at least one region was checked and every one passed.
     pub passed: bool,
+    /// `exact`, `within` (every region passed, some only within tolerance), `failed`, or
+    /// `nothing_to_check` (the archive holds no expected state: not a pass).
+    #[serde(default = "CheckState::unknown")]
+    pub state: CheckState,
     pub regions: Vec<RegionCheck>,
+    /// Whole replays judged together (more than one: `--determinism`).
+    #[serde(default = "one")]
+    pub replays: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+pub use crate::check::{CheckState, StretchCheck};
+
+impl CheckState {
+    /// What a report from before states existed means: its `passed` alone.
+    fn unknown() -> CheckState {
+        CheckState::Failed
+    }
+
+    /// What a stored session's fields say of its check: a finished session with a check and no
+    /// verdict had nothing to check; a failed one is known; a pass does not say exact or within.
+    pub fn of_stored(check: bool, state: SessionState, passed: Option<bool>) -> Option<CheckState> {
+        match (check, state, passed) {
+            (true, SessionState::Finished, None) => Some(CheckState::NothingToCheck),
+            (true, SessionState::Finished, Some(false)) => Some(CheckState::Failed),
+            _ => None,
+        }
+    }
 }
 
 /// The verdict for one region that has expected bytes.
@@ -562,6 +601,19 @@ pub struct RegionCheck {
     pub first_mismatch: Option<Mismatch>,
     /// The verdict in one line, for people.
     pub detail: String,
+    /// `exact`, `within` or `differ`: the worst of its stretches.
+    #[serde(default = "differ")]
+    pub outcome: crate::check::Outcome,
+    /// Whether replays of the same archive disagreed with each other somewhere in it.
+    #[serde(default)]
+    pub nondeterministic: bool,
+    /// The verdict per stretch of one element type (`shared::check`).
+    #[serde(default)]
+    pub stretches: Vec<StretchCheck>,
+}
+
+fn differ() -> crate::check::Outcome {
+    crate::check::Outcome::Differ
 }
 
 /// One element outside the tolerance; `null` values were NaN or infinite.
@@ -603,11 +655,14 @@ mod tests {
 
     #[test]
     fn finished_carries_the_check_object() {
-        let msg =
-            SessionMessage::Finished { check: Some(CheckReport { passed: false, regions: vec![] }), total_ms: 1.5 };
+        let msg = SessionMessage::Finished {
+            check: Some(CheckReport { passed: false, state: CheckState::NothingToCheck, regions: vec![], replays: 1 }),
+            total_ms: 1.5,
+        };
         let json = serde_json::to_value(&msg).unwrap();
         assert_eq!(json["type"], "finished");
         assert_eq!(json["check"]["passed"], false);
+        assert_eq!(json["check"]["state"], "nothing_to_check");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! scratch. At most [`MAX_SUMMARIES`], in region order: a viewer plots a handful, not thousands.
 
 use crate::archive::{Archive, DType, Direction, RegionId, Tolerance};
-use crate::check::{effective_dtype, element, RegionCheck as Verdict};
+use crate::check::{effective_dtype, element, RegionCheck as Judged, Verdict};
 use crate::compare::{difference, Divergence};
 use crate::protocol::{CheckReport, Mismatch, Parting, RegionCheck, RegionPreview, RegionSummary, SessionMessage};
 
@@ -104,40 +104,56 @@ pub fn region_summary(archive: &Archive<'_>, region: RegionId, bytes: &[u8]) -> 
     SessionMessage::Region { summary: RegionSummary::of(region, view.name, view.dtype, &view.shape, bytes) }
 }
 
-fn tolerance_text(t: &Tolerance) -> String {
-    match *t {
-        Tolerance::Exact => "exact".into(),
-        Tolerance::Close { rtol, atol } => format!("rtol {rtol:e} atol {atol:e}"),
-        Tolerance::MismatchFraction { max_fraction } => format!("at most {:.4}% differing", max_fraction * 100.0),
+fn tolerance_text(v: &Judged) -> String {
+    let floats: Vec<String> = v
+        .stretches
+        .iter()
+        .filter_map(|s| {
+            s.tolerance.map(|t| format!("{}: {} ulps or atol {:e} + rtol {:e}", s.ty.name(), t.ulps, t.atol, t.rtol))
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut parts = if floats.is_empty() { vec!["exact".to_string()] } else { floats };
+    if let Tolerance::MismatchFraction { max_fraction } = v.tolerance {
+        parts.push(format!("at most {:.4}% differing", max_fraction * 100.0));
     }
+    parts.join("; ")
 }
 
-impl From<&Verdict> for RegionCheck {
-    fn from(v: &Verdict) -> RegionCheck {
+impl From<&Judged> for RegionCheck {
+    fn from(v: &Judged) -> RegionCheck {
         RegionCheck {
             region: v.region,
             name: v.name.clone(),
             passed: v.passed,
-            tolerance: tolerance_text(&v.tolerance),
-            count: v.elements,
-            mismatches: v.mismatches,
-            max_abs_error: finite(v.max_abs_err),
-            max_rel_error: finite(v.max_rel_err),
-            first_mismatch: v.first_mismatch.map(|(index, got, want)| Mismatch {
-                index,
-                got: finite(got),
-                want: finite(want),
+            tolerance: tolerance_text(v),
+            count: v.elements(),
+            mismatches: v.mismatches(),
+            max_abs_error: finite(v.max_abs_err()),
+            max_rel_error: finite(v.max_rel_err()),
+            first_mismatch: v.first_mismatch().map(|f| Mismatch {
+                index: f.index,
+                got: f.got_value,
+                want: f.want_value,
             }),
             detail: v.detail(),
+            outcome: v.outcome(),
+            nondeterministic: v.nondeterministic(),
+            stretches: v.stretches.clone(),
         }
     }
 }
 
 impl CheckReport {
-    /// The verdicts of a replay's check: passed when every region passed.
-    pub fn of(verdicts: &[Verdict]) -> CheckReport {
-        let regions: Vec<RegionCheck> = verdicts.iter().map(RegionCheck::from).collect();
-        CheckReport { passed: regions.iter().all(|r| r.passed), regions }
+    /// A replay's verdict as the message every replay sends.
+    pub fn of(verdict: &Verdict) -> CheckReport {
+        CheckReport {
+            passed: verdict.passed(),
+            state: verdict.state,
+            regions: verdict.regions.iter().map(RegionCheck::from).collect(),
+            replays: verdict.replays,
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use recap_tests::{corpus_dir, recap_bin};
 use shared::archive::*;
-use shared::check::check_region;
+use shared::check::{check_region, RegionInput};
 
 fn recap(args: &[&str]) -> Output {
     Command::new(recap_bin()).args(args).output().expect("running recap")
@@ -41,7 +41,19 @@ fn assert_initial_state_fails_the_check(path: &Path) {
             None => vec![0; r.size as usize],
         };
         judged += 1;
-        if !check_region(r.id, r.name, r.dtype, &initial, &expected.decode().unwrap(), tol).passed {
+        let want = expected.decode().unwrap();
+        let input = RegionInput {
+            region: r.id,
+            name: r.name,
+            dtype: r.dtype,
+            layout: None,
+            got: &initial,
+            others: &[],
+            want: &want,
+            tolerance: tol,
+            over: Default::default(),
+        };
+        if !check_region(&input).passed {
             failing += 1;
         }
     }

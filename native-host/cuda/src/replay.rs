@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use cudarc::driver::sys::{self, CUdeviceptr, CUgraph, CUgraphNode};
 use shared::archive::{Archive, Direction, FormatError, KernelId, Op, OpId, RegionId, Reloc};
-use shared::check::{check_region, RegionCheck};
+use shared::check::RegionCheck;
 use shared::plan::{Dag, Plan, Span};
 use shared::replay::{IterationStats, Ran, ReplayObserver};
 
@@ -1463,16 +1463,9 @@ impl CudaReplay {
         Ok(())
     }
 
-    /// Judges every region that has an expected state, as the CPU replay does.
+    /// Judges every region that has an expected state (`shared::check::judge`, as every replay).
     pub fn check(&mut self, archive: &Archive) -> Result<Vec<RegionCheck>, CudaError> {
-        let mut out = Vec::new();
-        for r in archive.regions() {
-            let (Some(expected), Some(tolerance)) = (&r.expected, r.tolerance) else { continue };
-            let want = expected.decode()?;
-            let got = self.read_region(r.id)?;
-            out.push(check_region(r.id, r.name, r.dtype, &got, &want, tolerance));
-        }
-        Ok(out)
+        Ok(shared::check::judge(archive, &Default::default(), &mut |r| self.read_region(r), &[])?.regions)
     }
 
     /// For comparison only: records one stream-mode submission by stream capture and launches
@@ -2028,10 +2021,6 @@ impl shared::replay::Replayer for CudaReplay {
 
     fn read_region(&mut self, region: RegionId) -> Result<Vec<u8>, CudaError> {
         CudaReplay::read_region(self, region)
-    }
-
-    fn check(&mut self, archive: &Archive<'_>) -> Result<Vec<RegionCheck>, CudaError> {
-        CudaReplay::check(self, archive)
     }
 }
 

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use recap::mapped::MappedFile;
 use serde_json::{json, Value};
 use shared::archive::{Archive, Blob, Tolerance};
-use shared::check::check_region;
+use shared::check::{check_region, Outcome, RegionInput};
 
 use super::inspect::records;
 
@@ -258,18 +258,39 @@ fn data(a: &Archive, b: &Archive) -> Result<Vec<Difference>> {
                 (None, Some(_)) => format!("{what} data only in B"),
                 (Some(x), Some(y)) => {
                     let (da, db) = (decode(&x, what, ra.name)?, decode(&y, what, ra.name)?);
-                    let check = check_region(ra.id, ra.name, ra.dtype, &db, &da, tolerance);
-                    if check.passed {
-                        continue;
+                    let layout = a.typed_layout(ra.id);
+                    let check = check_region(&RegionInput {
+                        region: ra.id,
+                        name: ra.name,
+                        dtype: ra.dtype,
+                        layout: layout.as_deref(),
+                        got: &db,
+                        others: &[],
+                        want: &da,
+                        tolerance,
+                        over: Default::default(),
+                    });
+                    let inexact: u64 = check.stretches.iter().map(|s| s.inexact).sum();
+                    match check.outcome() {
+                        Outcome::Exact => continue,
+                        Outcome::Within => format!(
+                            "{what}: {inexact} of {} elements differ in their bits, all within tolerance (max abs err {:.3e})",
+                            check.elements(),
+                            check.max_abs_err()
+                        ),
+                        Outcome::Differ => {
+                            let first = check
+                                .first_mismatch()
+                                .map(|f| format!("; first at element {}: A {}, B {}", f.index, f.want, f.got))
+                                .unwrap_or_default();
+                            format!(
+                                "{what}: {} of {} elements differ (max abs err {:.3e}{first})",
+                                check.mismatches(),
+                                check.elements(),
+                                check.max_abs_err()
+                            )
+                        }
                     }
-                    let first = check
-                        .first_mismatch
-                        .map(|(i, got, want)| format!("; first at element {i}: A {want}, B {got}"))
-                        .unwrap_or_default();
-                    format!(
-                        "{what}: {} of {} elements differ (max abs err {:.3e}{first})",
-                        check.mismatches, check.elements, check.max_abs_err
-                    )
                 }
             };
             out.push(Difference { kind: "data", key: ra.name.to_string(), text, detail: json!({"data": what}) });

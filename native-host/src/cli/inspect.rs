@@ -89,6 +89,9 @@ pub fn records(a: &Archive) -> Vec<Value> {
             "align": r.align, "scratch": r.scratch, "initial": r.initial.is_some(), "expected": r.expected.is_some(),
             "tolerance": r.tolerance,
         }));
+        if let Some(layout) = a.typed_layout(r.id) {
+            out.last_mut().expect("just pushed")["types"] = json!(layout);
+        }
         if a.device_count() > 1 {
             out.last_mut().expect("just pushed")["device"] = json!(r.device);
         }
@@ -211,6 +214,9 @@ pub fn summary(a: &Archive) -> String {
             let _ = write!(s, ", tolerance {}", tolerance(t));
         }
         s.push('\n');
+        if let Some(layout) = a.typed_layout(r.id) {
+            let _ = writeln!(s, "      types: {}", super::infer_types::layout_line(&layout));
+        }
     }
     let region_relocs: Vec<_> = a.region_relocs().collect();
     if !region_relocs.is_empty() {

@@ -10,6 +10,7 @@ pub mod examples;
 pub mod extract;
 pub mod import_case;
 pub mod import_wrp;
+pub mod infer_types;
 pub mod inspect;
 pub mod limits;
 pub mod replay;

@@ -16,8 +16,11 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use recap::mapped::MappedFile;
 use shared::archive::{Archive, Direction, RegionId};
-use shared::check::RegionCheck;
-use shared::replay::{CpuReplay, IterationStats, OpEvent, Ran, ReplayObserver, ReplayOptions, Replayer, Session};
+use shared::check::{CheckOptions, CheckState, ToleranceOverride, Verdict};
+use shared::replay::{
+    check_state, CpuReplay, IterationStats, OpEvent, Ran, ReplayObserver, ReplayOptions, Replayer, Session,
+    SessionError,
+};
 
 use super::data::{self, InputArg};
 
@@ -131,12 +134,28 @@ pub struct Args {
     /// listed), 0=cuda:1,1=cuda:0, or cpu. Several devices may share a GPU.
     #[arg(long, conflicts_with = "device", value_name = "MAP")]
     pub devices: Option<DeviceMap>,
-    /// How many times to run the ops; each run starts from the initial state.
-    #[arg(long, default_value_t = 1)]
+    /// How many times to run the ops (at least 1); each run starts from the initial state.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub iterations: u32,
-    /// Compare the final regions with the archive's expected state; exit 1 unless all pass.
+    /// Compare the final regions with the archive's expected state, stretch by stretch in each
+    /// stretch's element type; exit 1 unless all pass (and when there is nothing to check).
     #[arg(long)]
     pub check: bool,
+    /// With --check: make N whole replays on the device (the CPU runs each launch's blocks in a
+    /// different order) and report where they disagree with each other; a stretch whose replays
+    /// disagree is nondeterministic and judged with a tolerance no tighter than their spread.
+    #[arg(long, value_name = "N", requires = "check", value_parser = clap::value_parser!(u32).range(2..))]
+    pub determinism: Option<u32>,
+    /// With --check: float stretches pass within this many units in the last place: N for
+    /// every region, or NAME=N for one region or binding (repeatable)
+    #[arg(long, value_name = "[NAME=]N", requires = "check")]
+    pub ulps: Vec<NamedValue<u64>>,
+    /// With --check: float stretches pass within |got - want| <= atol + rtol * |want| ([NAME=]X)
+    #[arg(long, value_name = "[NAME=]X", requires = "check")]
+    pub rtol: Vec<NamedValue<f64>>,
+    /// With --check: the absolute part of the float tolerance ([NAME=]X)
+    #[arg(long, value_name = "[NAME=]X", requires = "check")]
+    pub atol: Vec<NamedValue<f64>>,
     /// Most PTX instructions one iteration may execute on the CPU.
     #[arg(long)]
     pub budget: Option<u64>,
@@ -173,6 +192,83 @@ pub struct Args {
     /// iterations print the first one and a progress bar anyway)
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// A tolerance for every region (`4`) or for one region or binding (`out=4`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedValue<T> {
+    pub name: Option<String>,
+    pub value: T,
+}
+
+impl<T: std::str::FromStr + PartialOrd + Default> std::str::FromStr for NamedValue<T> {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, value) = match s.rsplit_once('=') {
+            Some((n, v)) if !n.is_empty() => (Some(n.to_string()), v),
+            _ => (None, s),
+        };
+        match value.trim().parse::<T>() {
+            Ok(v) if v >= T::default() => Ok(NamedValue { name, value: v }),
+            _ => Err(format!("{value:?} is not a non-negative number (expected N or NAME=N)")),
+        }
+    }
+}
+
+/// The check's tolerances from `--ulps/--rtol/--atol`.
+pub fn check_options(ulps: &[NamedValue<u64>], rtol: &[NamedValue<f64>], atol: &[NamedValue<f64>]) -> CheckOptions {
+    let mut options = CheckOptions::default();
+    let mut slot = |name: &Option<String>| -> &mut ToleranceOverride {
+        match name {
+            None => &mut options.all,
+            Some(n) => {
+                let i = match options.by_name.iter().position(|(m, _)| m == n) {
+                    Some(i) => i,
+                    None => {
+                        options.by_name.push((n.clone(), ToleranceOverride::default()));
+                        options.by_name.len() - 1
+                    }
+                };
+                &mut options.by_name[i].1
+            }
+        }
+    };
+    for u in ulps {
+        slot(&u.name).ulps = Some(u.value);
+    }
+    for r in rtol {
+        slot(&r.name).rtol = Some(r.value);
+    }
+    for a in atol {
+        slot(&a.name).atol = Some(a.value);
+    }
+    options
+}
+
+/// The check's verdict for people: a line per region, then the state with its counts.
+pub fn print_verdict(verdict: &Verdict) {
+    if verdict.state == CheckState::NothingToCheck {
+        println!("no region has an expected state: nothing to check");
+        return;
+    }
+    for c in &verdict.regions {
+        println!("{}", c.line());
+    }
+    let count = |o| verdict.regions.iter().filter(|c| c.passed && c.outcome() == o).count();
+    let (exact, within) = (count(shared::check::Outcome::Exact), count(shared::check::Outcome::Within));
+    let failed = verdict.regions.iter().filter(|c| !c.passed).count();
+    let nondet = verdict.regions.iter().filter(|c| c.nondeterministic()).count();
+    let replays = if verdict.replays > 1 {
+        format!("; {nondet} nondeterministic over {} replays", verdict.replays)
+    } else {
+        String::new()
+    };
+    println!(
+        "{}: {} of {} regions pass ({exact} exact, {within} within tolerance, {failed} failed{replays})",
+        verdict.state.label(),
+        exact + within,
+        verdict.regions.len()
+    );
 }
 
 /// The CPU engine for kernels.
@@ -269,10 +365,9 @@ impl Replayer for Backend<'_> {
             Backend::Cuda { replay, .. } => Ok(Replayer::read_region(replay.as_mut(), region)?),
         }
     }
-    fn check(&mut self, archive: &Archive<'_>) -> anyhow::Result<Vec<RegionCheck>> {
-        match self {
-            Backend::Cpu(r) => Ok(Replayer::check(r.as_mut(), archive)?),
-            Backend::Cuda { replay, .. } => Ok(Replayer::check(replay.as_mut(), archive)?),
+    fn set_block_order(&mut self, seed: Option<u64>) {
+        if let Backend::Cpu(r) = self {
+            Replayer::set_block_order(r.as_mut(), seed);
         }
     }
 }
@@ -337,6 +432,7 @@ pub fn open_backend<'a>(
                 limits: settings.limits,
                 jit_dump: recap::jit_dump::from_env(),
                 placement: settings.region_placement,
+                ..Default::default()
             };
             Ok(Backend::Cpu(Box::new(CpuReplay::new(archive, options)?)))
         }
@@ -478,7 +574,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.dump {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let dumped = dump_regions(&archive, args.dump_all)?;
+    let (dumped, no_outputs) = dump_regions(&archive, args.dump_all)?;
+    if args.dump.is_some() && no_outputs && !args.dump_all {
+        eprintln!("note: {} names no output binding: --dump writes every region", args.file.display());
+    }
     let mut backend = open_backend(args.device, &archive, &settings)
         .with_context(|| format!("loading {} for {}", args.file.display(), args.device))?;
     for w in backend.warnings() {
@@ -493,6 +592,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let terse = args.iterations > 10 && std::io::IsTerminal::is_terminal(&std::io::stdout());
     let clock = recap::clock::MonotonicClock::new();
     let mut session = Session::new(&archive, args.iterations, &inputs);
+    let mut others = Vec::new();
+    if let Some(n) = args.determinism {
+        if !args.quiet && !args.json {
+            println!("determinism: {n} whole replays on {}, the last one reported below", args.device);
+        }
+        let cancelled = || cancel.load(Ordering::Relaxed);
+        others = session.replay_again(&mut backend, n - 1, &cancelled).map_err(|e| match e {
+            SessionError::Replay(e) => {
+                e.context(format!("replaying {} on {} for --determinism", args.file.display(), args.device))
+            }
+            other => anyhow::anyhow!("replaying {} on {} for --determinism: {other}", args.file.display(), args.device),
+        })?;
+    }
     while !session.done() {
         let i = times.len() as u32;
         if cancel.load(Ordering::Relaxed) {
@@ -571,25 +683,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.check {
         return Ok(ExitCode::SUCCESS);
     }
-    let checks = Replayer::check(&mut backend, &archive)?;
-    let failed = checks.iter().filter(|c| !c.passed).count();
+    let options = check_options(&args.ulps, &args.rtol, &args.atol);
+    let verdict = check_state(&mut backend, &archive, &options, &others)?;
     if args.json {
-        emit(serde_json::json!({"type": "check", "passed": !checks.is_empty() && failed == 0, "regions": checks}));
-    } else if checks.is_empty() {
-        println!("no region has an expected state: nothing to check");
+        emit(serde_json::json!({
+            "type": "check", "state": verdict.state, "passed": verdict.passed(), "replays": verdict.replays,
+            "regions": verdict.regions,
+        }));
     } else {
-        for c in &checks {
-            println!("{}", c.line());
-        }
-        println!("{} of {} regions pass", checks.len() - failed, checks.len());
+        print_verdict(&verdict);
     }
-    Ok(if failed == 0 && !checks.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if verdict.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// The regions `--dump` writes and their file names: the output bindings' (every region's with
-/// `--dump-all`), each name once.
-fn dump_regions(archive: &Archive, all: bool) -> anyhow::Result<Vec<(RegionId, String)>> {
-    let regions: Vec<RegionId> = if all {
+/// `--dump-all`, and where the archive names no output binding, as a capture without names does:
+/// writing nothing would leave an empty folder and no word why), each name once; and whether the
+/// archive names no output binding.
+fn dump_regions(archive: &Archive, all: bool) -> anyhow::Result<(Vec<(RegionId, String)>, bool)> {
+    let no_outputs = !archive.bindings().any(|b| matches!(b.direction, Direction::Out | Direction::InOut));
+    let regions: Vec<RegionId> = if all || no_outputs {
         archive.regions().map(|r| r.id).collect()
     } else {
         let mut outs: Vec<RegionId> = archive
@@ -610,7 +723,7 @@ fn dump_regions(archive: &Archive, all: bool) -> anyhow::Result<Vec<(RegionId, S
         }
         out.push((region, file));
     }
-    Ok(out)
+    Ok((out, no_outputs))
 }
 
 fn iteration_line(i: u32, elapsed: Duration, stats: &IterationStats) -> String {

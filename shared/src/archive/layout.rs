@@ -6,10 +6,13 @@
 pub const MAGIC: [u8; 8] = *b"RECAP\0\x1a\n";
 pub const MAJOR: u16 = 1;
 /// The newest minor version this build writes. The writer stamps the oldest minor whose features
-/// the file uses (`0` without a `devices` section), so one-device archives stay 1.0 byte for byte.
-pub const MINOR: u16 = 1;
+/// the file uses (`0` without a `devices` or `module-vars` section), so one-device archives without
+/// module variables stay 1.0 byte for byte.
+pub const MINOR: u16 = 2;
 /// The minor version that added logical devices (the `devices` section, signal and wait ops).
 pub const MINOR_DEVICES: u16 = 1;
+/// The minor version that added module variables (the `module-vars` section).
+pub const MINOR_MODULE_VARS: u16 = 2;
 
 pub const HEADER_LEN: usize = 64;
 pub const SECTION_ENTRY_LEN: usize = 48;
@@ -59,12 +62,14 @@ pub enum SectionKind {
     Blobs = 11,
     Meta = 12,
     Devices = 13,
+    /// Regions that are module-scope variables of a module (1.2).
+    ModuleVars = 14,
     /// Recorded effects of launches the CPU cannot run (`recap capture --record-effects`).
     Effects = 20,
 }
 
 impl SectionKind {
-    pub const ALL: [SectionKind; 14] = [
+    pub const ALL: [SectionKind; 15] = [
         SectionKind::Strings,
         SectionKind::Modules,
         SectionKind::Cubins,
@@ -78,6 +83,7 @@ impl SectionKind {
         SectionKind::Blobs,
         SectionKind::Meta,
         SectionKind::Devices,
+        SectionKind::ModuleVars,
         SectionKind::Effects,
     ];
 
@@ -100,6 +106,7 @@ impl SectionKind {
             SectionKind::Blobs => "blobs",
             SectionKind::Meta => "meta",
             SectionKind::Devices => "devices",
+            SectionKind::ModuleVars => "module-vars",
             SectionKind::Effects => "effects",
         }
     }
@@ -118,20 +125,25 @@ impl SectionKind {
             SectionKind::Bindings => Some(BINDING_LEN),
             SectionKind::Meta => Some(META_LEN),
             SectionKind::Devices => Some(DEVICE_LEN),
+            SectionKind::ModuleVars => Some(MODULE_VAR_LEN),
             SectionKind::Effects => Some(EFFECT_LEN),
         }
     }
 
     /// Sections a v1 file must contain.
     pub fn mandatory(self) -> bool {
-        !matches!(self, SectionKind::Cubins | SectionKind::Meta | SectionKind::Devices | SectionKind::Effects)
+        !matches!(
+            self,
+            SectionKind::Cubins | SectionKind::Meta | SectionKind::Devices | SectionKind::ModuleVars | SectionKind::Effects
+        )
     }
 
-    /// Whether the writer marks the section `REQUIRED`: every mandatory section, and `devices`,
+    /// Whether the writer marks the section `REQUIRED`: every mandatory section, `devices`,
     /// because a reader that ignored it would run a multi-device archive with wrong placement
-    /// (and meet op kinds it does not know).
+    /// (and meet op kinds it does not know), and `module-vars`, because one that ignored it would
+    /// run kernels over their variables' PTX initialisers instead of the captured contents.
     pub fn required(self) -> bool {
-        self.mandatory() || self == SectionKind::Devices
+        self.mandatory() || matches!(self, SectionKind::Devices | SectionKind::ModuleVars)
     }
 }
 
@@ -168,6 +180,9 @@ pub const OP_LEN: usize = 64;
 pub const OP_DEVICE: usize = 60;
 /// `name: u32, sm: u32, reserved: u64`.
 pub const DEVICE_LEN: usize = 16;
+/// `region: u32, module: u32, name: u32 (str), reserved: u32`: region `region` is the storage of
+/// module `module`'s variable `name` on the region's device.
+pub const MODULE_VAR_LEN: usize = 16;
 /// `op: u32, region: u32, offset: u64, inputs: [u8; 16], bytes: BlobRef`: bytes a launch wrote at
 /// `offset` of `region`, applied when its inputs hash to `inputs` (`shared::effects`).
 pub const EFFECT_LEN: usize = 32 + BLOB_REF_LEN;

@@ -31,6 +31,7 @@ pub use reader::{
     Archive, Binding, Blob, Children, Effects, FormatError, KernelView, LaunchView, MetadataError, ModuleView, Op,
     RegionView, UnknownName,
 };
+pub use reader::ModuleVar;
 pub use reseal::reseal;
 pub use rules::MAX_NESTING;
 pub use writer::{ArchiveWriter, WriteError};

@@ -294,3 +294,96 @@ pub struct Condition {
     /// Safety bound on while-loop iterations; 0 means unbounded.
     pub max_iterations: u32,
 }
+
+/// The element type of a stretch of a region's bytes, as the last PTX store to it says
+/// (`shared::check::infer`): the type a check reads and judges those bytes by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElemType {
+    /// No PTX store wrote these bytes (host data, a copy or memset, a kernel without PTX).
+    Untyped,
+    I8,
+    I16,
+    I32,
+    I64,
+    F16,
+    Bf16,
+    F32,
+    F64,
+    /// A 64-bit store of an address inside a region.
+    Ptr,
+}
+
+impl ElemType {
+    pub const ALL: [ElemType; 10] = [
+        ElemType::Untyped,
+        ElemType::I8,
+        ElemType::I16,
+        ElemType::I32,
+        ElemType::I64,
+        ElemType::F16,
+        ElemType::Bf16,
+        ElemType::F32,
+        ElemType::F64,
+        ElemType::Ptr,
+    ];
+
+    /// Bytes of one element (1 for untyped bytes).
+    pub fn size(self) -> usize {
+        match self {
+            ElemType::Untyped | ElemType::I8 => 1,
+            ElemType::I16 | ElemType::F16 | ElemType::Bf16 => 2,
+            ElemType::I32 | ElemType::F32 => 4,
+            ElemType::I64 | ElemType::F64 | ElemType::Ptr => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, ElemType::F16 | ElemType::Bf16 | ElemType::F32 | ElemType::F64)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemType::Untyped => "untyped",
+            ElemType::I8 => "i8",
+            ElemType::I16 => "i16",
+            ElemType::I32 => "i32",
+            ElemType::I64 => "i64",
+            ElemType::F16 => "f16",
+            ElemType::Bf16 => "bf16",
+            ElemType::F32 => "f32",
+            ElemType::F64 => "f64",
+            ElemType::Ptr => "ptr",
+        }
+    }
+
+    /// The element type a region's declared dtype names (`None` for raw bytes).
+    pub fn of_dtype(dtype: DType) -> Option<ElemType> {
+        Some(match dtype {
+            DType::Bytes => return None,
+            DType::U8 | DType::I8 => ElemType::I8,
+            DType::U16 | DType::I16 => ElemType::I16,
+            DType::U32 | DType::I32 => ElemType::I32,
+            DType::U64 | DType::I64 => ElemType::I64,
+            DType::F16 => ElemType::F16,
+            DType::Bf16 => ElemType::Bf16,
+            DType::F32 => ElemType::F32,
+            DType::F64 => ElemType::F64,
+        })
+    }
+
+    pub(crate) fn code(self) -> u32 {
+        ElemType::ALL.iter().position(|t| *t == self).unwrap_or(0) as u32
+    }
+
+    pub(crate) fn from_code(code: u32) -> Option<ElemType> {
+        ElemType::ALL.get(code as usize).copied()
+    }
+}
+
+/// One run of a region's typed layout: `len` bytes of elements of type `ty`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stretch {
+    pub len: u64,
+    pub ty: ElemType,
+}

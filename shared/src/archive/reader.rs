@@ -13,6 +13,10 @@ use super::layout::{self, SectionKind, *};
 use super::model::*;
 use super::rules;
 
+#[path = "module_vars.rs"]
+pub(super) mod module_vars;
+pub use module_vars::ModuleVar;
+
 /// Archive metadata a replay cannot follow: one of the keys captures write for replays
 /// (`capture.placement`, `capture.addresses`, `capture.launch_attributes`) holds something the
 /// replay does not understand, or a key another asks for is absent.
@@ -379,6 +383,7 @@ pub struct Archive<'a> {
     bindings: Table<'a>,
     meta: Table<'a>,
     devices: Table<'a>,
+    module_vars: Table<'a>,
     effects: Table<'a>,
     param_bytes: &'a [u8],
     param_bytes_offset: u64,
@@ -554,6 +559,7 @@ impl<'a> Archive<'a> {
             bindings: table_of(SectionKind::Bindings)?,
             meta: table_of(SectionKind::Meta)?,
             devices: table_of(SectionKind::Devices)?,
+            module_vars: table_of(SectionKind::ModuleVars)?,
             effects: table_of(SectionKind::Effects)?,
             param_bytes,
             param_bytes_offset,
@@ -562,6 +568,7 @@ impl<'a> Archive<'a> {
             blobs_checksum: section(SectionKind::Blobs).unwrap().3,
         };
         archive.check_tables()?;
+        archive.check_module_vars()?;
         archive.check_blob_sharing()?;
         Ok(archive)
     }

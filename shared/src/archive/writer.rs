@@ -89,6 +89,10 @@ pub struct ArchiveWriter<W: Write + Seek> {
     open_bodies: Vec<OpId>,
     /// Declared logical devices; none means a one-device archive without a `devices` section.
     devices: Vec<(StrId, u32)>,
+    /// Regions that are module variables: `(region, module, name)` (the `module-vars` section).
+    module_vars: Vec<(RegionId, ModuleId, StrId)>,
+    /// The regions and the `(module, name, device)` variables in `module_vars`.
+    module_var_seen: (std::collections::HashSet<RegionId>, std::collections::HashSet<(ModuleId, String, DeviceId)>),
     /// The device the next ops run on.
     current_device: DeviceId,
     /// A blob write failed part way: bytes of unknown length are in the output, so the archive
@@ -156,6 +160,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             meta: Vec::new(),
             open_bodies: Vec::new(),
             devices: Vec::new(),
+            module_vars: Vec::new(),
+            module_var_seen: Default::default(),
             current_device: 0,
             broken_blob: false,
             blob_by_content: HashMap::new(),
@@ -265,6 +271,36 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         let name = self.string(&decl.name);
         self.devices.push((name, decl.sm));
         Ok(self.devices.len() as DeviceId - 1)
+    }
+
+    /// Says that `region` is the storage of variable `name` (a PTX `.global` or `.const`, or a
+    /// cubin's global symbol) of `module` on the region's device: replays give the region the
+    /// variable's own storage instead of an allocation, restore its initial contents there and
+    /// check its expected contents from there. An archive with module variables is a 1.2 archive.
+    pub fn add_module_var(&mut self, region: RegionId, module: ModuleId, name: &str) -> Result<(), WriteError> {
+        let regions = &self.regions;
+        let of_region = || {
+            let d = &regions[region as usize].decl;
+            (d.scratch, d.device)
+        };
+        let (seen_regions, seen_vars) = &mut self.module_var_seen;
+        let (count, modules) = (self.regions.len(), self.modules.len());
+        super::reader::module_vars::rule(region, count, of_region, module, modules, name, seen_regions, seen_vars)
+            .map_err(|(_, reason)| WriteError::Invalid(format!("module variable {name}: {reason}")))?;
+        let name = self.string(name);
+        self.module_vars.push((region, module, name));
+        Ok(())
+    }
+
+    /// The oldest minor version whose features the archive uses.
+    fn minor(&self) -> u16 {
+        if !self.module_vars.is_empty() {
+            MINOR_MODULE_VARS
+        } else if !self.devices.is_empty() {
+            MINOR_DEVICES
+        } else {
+            0
+        }
     }
 
     /// Logical devices the archive has: those declared, or the implicit one.
@@ -654,7 +690,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         header.extend_from_slice(&MAGIC);
         put_u16(&mut header, MAJOR);
         // The oldest minor that has every feature used, so one-device archives stay 1.0.
-        put_u16(&mut header, if self.devices.is_empty() { 0 } else { MINOR_DEVICES });
+        put_u16(&mut header, self.minor());
         put_u32(&mut header, 0);
         put_u64(&mut header, table_offset);
         put_u32(&mut header, sections.len() as u32);
@@ -786,6 +822,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
                 put_u64(&mut devices, 0);
             }
             out.push((SectionKind::Devices, devices));
+        }
+        if !self.module_vars.is_empty() {
+            out.push((SectionKind::ModuleVars, super::reader::module_vars::encode(&self.module_vars)));
         }
 
         let mut ops = table_header(self.ops.len(), OP_LEN);

@@ -14,6 +14,7 @@ use super::lower::MAX_SHARED_BYTES;
 use super::math::*;
 use super::memory::{Fault, Memory, Region};
 use super::module::{Entry, Module};
+use super::typemap;
 
 mod asynchronous;
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
@@ -106,6 +107,10 @@ pub struct ExecOptions {
     pub engine: Engine,
     /// Where native code goes as it is compiled, for reading it (none: nowhere).
     pub jit_dump: Option<JitDump>,
+    /// Run each launch's blocks in an order shuffled by this seed rather than in index order: a
+    /// GPU promises no order, and a program whose result depends on it (float atomics, a
+    /// lock-ordered sum) shows that on the CPU too (`recap replay --determinism`).
+    pub block_order: Option<u64>,
 }
 
 /// A sink for native code as it is compiled, for reading it or matching a profile against it:
@@ -308,6 +313,10 @@ struct Ctx<'a> {
     used: AtomicU64,
     cancel: Option<&'a AtomicBool>,
     abort: AtomicBool,
+    /// Whether stores note their element type in memory (`Memory::record_types`).
+    types: bool,
+    /// The order blocks run in, by linear index (`ExecOptions::block_order`); `None`: in order.
+    order: Option<Vec<u64>>,
 }
 
 /// Buffers a worker needs, kept per OS thread between launches so that a launch allocates nothing
@@ -634,6 +643,8 @@ fn run_grid(
         used: AtomicU64::new(0),
         cancel: opts.cancel.as_deref(),
         abort: AtomicBool::new(false),
+        types: mem.records_types(),
+        order: opts.block_order.map(|seed| shuffled(plan.nblocks, seed)),
     };
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     if matches!(opts.engine, Engine::Jit | Engine::JitScalar) {
@@ -726,6 +737,7 @@ fn run_range_on<const MW: usize>(
         let mut w = Worker::<MW>::new(ctx, scratch);
         let mut total = 0u64;
         for b in range {
+            let b = ctx.order.as_ref().map_or(b, |o| o[b as usize]);
             match block(&mut w, native, b) {
                 Ok(c) => total += c,
                 Err(s) => {
@@ -1547,6 +1559,22 @@ impl<'a, const MW: usize> Worker<'a, MW> {
         }
     }
 
+    /// The `typemap` code of the `st` at `line` of the function running now.
+    fn store_code(&self, line: u32) -> u8 {
+        let f = self.b.frames.last().map_or(self.ctx.entry, |f| f.func);
+        self.ctx.module.funcs[f as usize].store_type(line)
+    }
+
+    /// Notes the type of a store that succeeded, where it went to global memory.
+    fn note_global(&self, space: Space, a: u64, size: u8, code: u8) {
+        let (sp, a) = self.resolve(space, a);
+        if sp == Space::Global {
+            if let Some((r, off)) = self.global(a) {
+                r.note_type(off, size as u64, || code);
+            }
+        }
+    }
+
     #[inline]
     fn store(&mut self, space: Space, a: u64, size: u8, v: u64, l: usize) -> Result<(), (Fault, Space)> {
         let (sp, a) = self.resolve(space, a);
@@ -1599,6 +1627,9 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             Space::Global => {
                 let (r, off) = self.global(a).ok_or((Fault::OutOfBounds, sp))?;
                 r.check(off, sz).map_err(|f| (f, sp))?;
+                if self.ctx.types {
+                    r.note_type(off, sz, || typemap::of_atomic(f, size));
+                }
                 if size == 4 && op == AtomOp::Add {
                     return r.fetch_add32(off, b as u32).map(|v| v as u64).map_err(|f| (f, sp));
                 }
@@ -1726,6 +1757,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
         let n = self.n;
         let ctx = self.ctx;
         let sz = size as u64;
+        let code = if ctx.types { self.store_code(line) } else { typemap::UNTYPED };
         let (base, fixed) = lane_base(addr, rb, lb, n);
         let off = addr.off as u64;
         let regs = &self.b.regs;
@@ -1757,7 +1789,12 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 None => fixed,
             };
             let (r, o) = cache.get(ctx, a, sz).map_err(|f| fail(l, a, f))?;
-            r.store(o, size, regs[src + l] & mask_bits(size as u32 * 8)).map_err(|f| fail(l, a, f))
+            let v = regs[src + l] & mask_bits(size as u32 * 8);
+            r.store(o, size, v).map_err(|f| fail(l, a, f))?;
+            if ctx.types {
+                r.note_type(o, sz, || typemap::with_value(code, size, v, |p| ctx.mem.is_address(p)));
+            }
+            Ok(())
         })
     }
 
@@ -1925,6 +1962,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             }
             Inst::St { space, size, n: cnt, a: srcs, addr } => {
                 let vm = mask_bits(size as u32 * 8);
+                let code = if self.ctx.types { self.store_code(line) } else { typemap::UNTYPED };
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
                     if let Some(whole) = misaligned_vector(space, cnt, size, a) {
@@ -1942,6 +1980,14 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                             write: true,
                             line,
                         })?;
+                        if self.ctx.types {
+                            self.note_global(
+                                space,
+                                ea,
+                                size,
+                                typemap::with_value(code, size, v, |p| self.ctx.mem.is_address(p)),
+                            );
+                        }
                     }
                     Ok(())
                 })?;
@@ -2275,4 +2321,23 @@ pub(crate) fn shfl_source(mode: ShflMode, l: usize, b: u64, c: u64, n: usize) ->
     };
     let src = if ok { base + j as usize } else { l };
     (if src < n { src } else { l }, ok)
+}
+
+/// The numbers `0..n` in an order shuffled by `seed` (Fisher-Yates over splitmix64), for
+/// [`ExecOptions::block_order`].
+fn shuffled(n: u64, seed: u64) -> Vec<u64> {
+    let mut order: Vec<u64> = (0..n).collect();
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    for i in (1..order.len()).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
 }

@@ -464,6 +464,10 @@ struct FnLower<'m> {
     cc: Option<R>,
     /// The low halves of the 128-bit registers (each a pair: the high half is the next register).
     wide: HashSet<R>,
+    /// `(line, typemap code)` of each `st`: what a store says about the bytes it writes.
+    store_types: Vec<(u32, u8)>,
+    /// The float type each register last held, for `store_types`.
+    provenance: super::typemap::Provenance,
 }
 
 type Res<T> = Result<T, PtxError>;
@@ -493,6 +497,8 @@ impl<'m> FnLower<'m> {
             label_scopes: vec![0],
             blocks: 0,
             wide: HashSet::new(),
+            store_types: Vec::new(),
+            provenance: Default::default(),
             fixups: Vec::new(),
             frame: 0,
             is_entry: false,
@@ -805,6 +811,7 @@ impl<'m> FnLower<'m> {
                 frame_size: self.frame as u32,
                 stack_size: 0,
                 exit_bound: Vec::new(),
+                store_types: Vec::new(),
             });
         };
         // A TMA kernel takes the address of its `CUtensorMap` parameter first (`cvta.param`), which
@@ -883,6 +890,12 @@ impl<'m> FnLower<'m> {
             frame_size: frame as u32,
             stack_size: 0,
             exit_bound: Vec::new(),
+            store_types: {
+                let mut t = self.store_types;
+                t.sort_unstable();
+                t.dedup_by_key(|s| s.0);
+                t
+            },
         };
         define_undefined(&mut func, &self.reg_bits, f.line);
         func.exit_bound = exit_bound(&func.insts);
@@ -1104,6 +1117,7 @@ impl<'m> FnLower<'m> {
     fn inst(&mut self, i: &parse::Inst) -> Res<()> {
         let o = Opc::new(&i.opcode);
         let ops = &i.operands;
+        self.provenance.observe(&i.opcode, ops);
         if packed_int::signedness(&o).is_some() {
             return self.packed_int(&o, ops);
         }
@@ -2091,6 +2105,7 @@ impl<'m> FnLower<'m> {
         if space == Space::KParam {
             return self.err("stores to kernel parameters are not allowed");
         }
+        self.store_types.push((self.line, self.provenance.store_code(ty, &ops[1])));
         if ty == Ty::B128 {
             // One 16-byte access from the register pair, as `ld` above.
             let [lo, hi] = self.wide_pair(&ops[1], o.full)?;

@@ -13,10 +13,11 @@
 //! `origin`) and compiled kernels reach it through the checked slow path.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use super::ir::{MAX_REGION_SLOTS, REGION_SHIFT};
+use super::typemap;
 
 /// Errors of host-side accesses to [`Memory`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,6 +81,9 @@ pub(crate) struct Region {
     /// storage from the window's start).
     origin: u64,
     words: Box<[AtomicU32]>,
+    /// Per byte, the element type of the last store that wrote it (`super::typemap`), kept only
+    /// while [`Memory::record_types`] is on: a check's type inference, never a plain replay.
+    types: Option<Box<[AtomicU8]>>,
 }
 
 /// `n` zeroed words, from the allocator's zeroed allocation (untouched pages of a large one cost
@@ -120,7 +124,7 @@ impl Region {
             return Err(MemError::TooLarge { size, max });
         }
         let words = zeroed_words(size.div_ceil(4) as usize).ok_or(MemError::AllocFailed { size })?;
-        Ok(Region { size, readonly, origin: 0, words })
+        Ok(Region { size, readonly, origin: 0, words, types: None })
     }
 
     pub(crate) fn size(&self) -> u64 {
@@ -154,6 +158,18 @@ impl Region {
             _ => {
                 let w = self.words[i].load(Relaxed) as u64;
                 (w >> ((off & 3) * 8)) & ((1u64 << (size as u32 * 8)) - 1)
+            }
+        }
+    }
+
+    /// Marks `len` bytes at `off` as written by a store of element type `code` (`super::typemap`),
+    /// where types are recorded; the caller has checked the range.
+    #[inline]
+    pub(crate) fn note_type(&self, off: u64, len: u64, code: impl FnOnce() -> u8) {
+        if let Some(t) = &self.types {
+            let code = code();
+            for b in &t[off as usize..(off + len) as usize] {
+                b.store(code, Relaxed);
             }
         }
     }
@@ -244,6 +260,8 @@ pub struct Memory {
     free: Vec<usize>,
     /// Placed regions: base address to size. Their slots are not in `free` while any is placed.
     placed: BTreeMap<u64, u64>,
+    /// Whether regions keep a type map (`record_types`).
+    record_types: bool,
 }
 
 impl Memory {
@@ -266,6 +284,7 @@ impl Memory {
             self.free.pop().ok_or(MemError::TooManyRegions { max: MAX_REGION_SLOTS })?
         };
         self.slots[slot] = Some(region);
+        self.start_types(slot);
         Ok(((slot as u64) + 1) << REGION_SHIFT)
     }
 
@@ -349,7 +368,8 @@ impl Memory {
                 self.slots.resize_with(slot + 1, || None);
             }
             self.free.retain(|&f| f != slot);
-            self.slots[slot] = Some(Region { size: hi - origin, readonly: false, origin, words });
+            self.slots[slot] = Some(Region { size: hi - origin, readonly: false, origin, words, types: None });
+            self.start_types(slot);
             for &i in members {
                 self.placed.insert(regions[i].0, regions[i].1);
             }
@@ -463,6 +483,8 @@ impl Memory {
             r.write(off + done, &chunk[..n]);
             done += n as u64;
         }
+        // A memset's bytes have no PTX writer.
+        r.note_type(off, len, || typemap::UNTYPED);
         Ok(())
     }
 
@@ -479,9 +501,55 @@ impl Memory {
             let at = if backwards { len - k - n } else { k };
             rs.read(so + at, &mut buf[..n as usize]);
             rd.write(d_off + at, &buf[..n as usize]);
+            // Copied bytes keep the types their source had.
+            if let (Some(ts), Some(td)) = (&rs.types, &rd.types) {
+                let src: Vec<u8> =
+                    ts[(so + at) as usize..(so + at + n) as usize].iter().map(|b| b.load(Relaxed)).collect();
+                for (d, s) in td[(d_off + at) as usize..(d_off + at + n) as usize].iter().zip(src) {
+                    d.store(s, Relaxed);
+                }
+            }
             k += n;
         }
         Ok(())
+    }
+
+    /// From now on, every region (those there and those added later) keeps, per byte, the
+    /// element type of the last PTX store that wrote it (`super::typemap`), all untyped at first.
+    /// For inferring a region's typed layout: a store costs a few byte writes more.
+    pub fn record_types(&mut self) {
+        self.record_types = true;
+        for slot in 0..self.slots.len() {
+            self.start_types(slot);
+        }
+    }
+
+    /// Whether [`Memory::record_types`] is on.
+    pub fn records_types(&self) -> bool {
+        self.record_types
+    }
+
+    fn start_types(&mut self, slot: usize) {
+        if !self.record_types {
+            return;
+        }
+        if let Some(r) = &mut self.slots[slot] {
+            if r.types.is_none() {
+                r.types = Some((0..r.words.len() * 4).map(|_| AtomicU8::new(typemap::UNTYPED)).collect());
+            }
+        }
+    }
+
+    /// The type map (`super::typemap` codes, one per byte) of `len` bytes at `addr`; `None` where
+    /// types are not recorded.
+    pub fn types(&self, addr: u64, len: u64) -> Result<Option<Vec<u8>>, MemError> {
+        let (r, off) = self.span(addr, len)?;
+        Ok(r.types.as_ref().map(|t| t[off as usize..(off + len) as usize].iter().map(|b| b.load(Relaxed)).collect()))
+    }
+
+    /// Whether `addr` lies inside a region (what makes a stored 64-bit value a pointer).
+    pub(crate) fn is_address(&self, addr: u64) -> bool {
+        self.region(addr).is_some_and(|(r, off)| off < r.size)
     }
 
     pub fn read_u32(&self, addr: u64) -> Result<u32, MemError> {

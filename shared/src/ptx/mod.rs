@@ -32,6 +32,7 @@ mod memory;
 mod module;
 mod parse;
 pub mod signature;
+pub mod typemap;
 mod wgmma;
 
 #[cfg(test)]

@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::archive::{Archive, FormatError, Op, OpId, RegionId, Reloc};
-use crate::check::{check_region, RegionCheck};
 use crate::ptx;
 
 mod limits;
@@ -29,7 +28,9 @@ mod tests;
 mod tests_effects;
 
 pub use limits::{LimitError, ReplayLimits};
-pub use session::{run_session, Clock, Iteration, OpTimer, Ran, Replayer, Session, SessionError};
+pub use session::{
+    check_state, run_session, CheckRequest, Clock, Iteration, OpTimer, Ran, Replayer, Session, SessionError,
+};
 
 /// Limits and resources of a replay.
 #[derive(Clone, Debug, Default)]
@@ -49,6 +50,11 @@ pub struct ReplayOptions {
     /// Regions at their captured addresses or fresh ones; `None` follows the archive
     /// ([`crate::placement`]).
     pub placement: Option<crate::placement::Placement>,
+    /// Each launch runs its blocks in an order shuffled by this seed (`ptx::ExecOptions::block_order`).
+    pub block_order: Option<u64>,
+    /// Memory keeps the element type of every store (`ptx::Memory::record_types`), read back by
+    /// [`CpuReplay::written_types`]: for `shared::check::infer`.
+    pub record_types: bool,
 }
 
 /// What went wrong, and at which op.
@@ -375,14 +381,14 @@ impl<'a> CpuReplay<'a> {
             steps: Vec::with_capacity(archive.op_count()),
             regions,
             region_relocs: archive.region_relocs().collect(),
-            memory: ptx::Memory::new(),
-            exec: ptx::ExecOptions {
-                instruction_budget: None,
-                cancel: options.cancel.clone(),
-                threads: options.threads,
-                engine: options.engine,
-                jit_dump: options.jit_dump.clone(),
+            memory: {
+                let mut m = ptx::Memory::new();
+                if options.record_types {
+                    m.record_types();
+                }
+                m
             },
+            exec: exec_options(&options),
             options,
             param_scratch: Vec::new(),
         };
@@ -623,13 +629,7 @@ impl<'a> CpuReplay<'a> {
 
     /// Replaces the budget, cancel flag and thread count for the iterations that follow.
     pub fn set_options(&mut self, options: ReplayOptions) {
-        self.exec = ptx::ExecOptions {
-            instruction_budget: None,
-            cancel: options.cancel.clone(),
-            threads: options.threads,
-            engine: options.engine,
-            jit_dump: options.jit_dump.clone(),
-        };
+        self.exec = exec_options(&options);
         self.options = options;
     }
 
@@ -682,16 +682,12 @@ impl<'a> CpuReplay<'a> {
         Ok(out)
     }
 
-    /// Judges every region that has an expected state against it.
-    pub fn check(&self) -> Result<Vec<RegionCheck>, ReplayError> {
-        let mut out = Vec::new();
-        for view in self.archive.regions() {
-            let (Some(expected), Some(tolerance)) = (view.expected, view.tolerance) else { continue };
-            let want = expected.decode()?;
-            let got = self.read_region(view.id)?;
-            out.push(check_region(view.id, view.name, view.dtype, &got, &want, tolerance));
-        }
-        Ok(out)
+    /// The element type codes (`ptx::typemap`) of a region's bytes, one per byte, as the stores
+    /// of the iterations run so far left them; `None` unless [`ReplayOptions::record_types`].
+    pub fn written_types(&self, region: RegionId) -> Result<Option<Vec<u8>>, ReplayError> {
+        let r = self.region_index(region)?;
+        let Some(base) = r.base else { return Ok(None) };
+        self.memory.types(base, r.size).map_err(|error| ReplayError::Upload { region: r.name.clone(), error })
     }
 
     fn cancelled(&self) -> bool {
@@ -927,6 +923,18 @@ impl<'a> CpuReplay<'a> {
     }
 }
 
+/// What every launch of a replay runs with (the budget is set per launch).
+fn exec_options(options: &ReplayOptions) -> ptx::ExecOptions {
+    ptx::ExecOptions {
+        instruction_budget: None,
+        cancel: options.cancel.clone(),
+        threads: options.threads,
+        engine: options.engine,
+        jit_dump: options.jit_dump.clone(),
+        block_order: options.block_order,
+    }
+}
+
 fn patch(bytes: &mut [u8], offset: u64, value: u64) {
     // The archive reader has checked that relocations fit inside their owner.
     bytes[offset as usize..offset as usize + 8].copy_from_slice(&value.to_le_bytes());
@@ -951,7 +959,8 @@ impl Replayer for CpuReplay<'_> {
         CpuReplay::read_region(self, region)
     }
 
-    fn check(&mut self, _archive: &Archive<'_>) -> Result<Vec<RegionCheck>, ReplayError> {
-        CpuReplay::check(self)
+    fn set_block_order(&mut self, seed: Option<u64>) {
+        self.options.block_order = seed;
+        self.exec.block_order = seed;
     }
 }

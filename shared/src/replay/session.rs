@@ -9,7 +9,7 @@
 //! its own device time (a GPU) reports that instead.
 
 use crate::archive::{Archive, RegionId};
-use crate::check::RegionCheck;
+use crate::check::{checked_regions, judge, CheckOptions, Verdict};
 use crate::protocol::{CheckReport, OpTiming, SessionMessage};
 use crate::report::{output_regions, region_summary};
 
@@ -46,8 +46,41 @@ pub trait Replayer {
     fn run_iteration(&mut self, archive: &Archive<'_>, observer: &mut dyn ReplayObserver) -> Result<Ran, Self::Error>;
     /// A region's current contents.
     fn read_region(&mut self, region: RegionId) -> Result<Vec<u8>, Self::Error>;
-    /// Judges every region that has an expected state.
-    fn check(&mut self, archive: &Archive<'_>) -> Result<Vec<RegionCheck>, Self::Error>;
+    /// Runs the blocks of every launch from now on in an order shuffled by `seed` (`None`: the
+    /// engine's own order), where the engine chooses the order (the CPU does; a GPU schedules
+    /// blocks itself, so it ignores this): how replays of a program whose result depends on the
+    /// order differ from each other on the CPU as they do on a GPU.
+    fn set_block_order(&mut self, seed: Option<u64>) {
+        let _ = seed;
+    }
+}
+
+/// How a session checks its final state.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CheckRequest {
+    /// Tolerances set by hand.
+    pub options: CheckOptions,
+    /// Whole replays made in all (at least 1): with more than one, the stretches where they
+    /// disagree with each other are nondeterministic and judged with their spread (`shared::check`).
+    pub replays: u32,
+}
+
+impl CheckRequest {
+    /// One replay, the archive's tolerances.
+    pub fn plain() -> CheckRequest {
+        CheckRequest { options: CheckOptions::default(), replays: 1 }
+    }
+}
+
+/// Judges `replayer`'s current state against the archive's expected state: [`judge`] over the
+/// replayer's regions.
+pub fn check_state<R: Replayer + ?Sized>(
+    replayer: &mut R,
+    archive: &Archive<'_>,
+    options: &CheckOptions,
+    others: &[Vec<(RegionId, Vec<u8>)>],
+) -> Result<Verdict, R::Error> {
+    judge(archive, options, &mut |r| replayer.read_region(r), others)
 }
 
 /// Times the top-level ops of one iteration (a while/if counts with its whole body).
@@ -191,11 +224,25 @@ impl<'s, 'a> Session<'s, 'a> {
     }
 
     /// Emits a summary of every output region ([`crate::report::output_regions`]), handing its
-    /// bytes to `keep` too, then judges the check when asked.
+    /// bytes to `keep` too, then judges the check when asked (with the archive's tolerances).
     pub fn finish<R: Replayer + ?Sized>(
         &self,
         replayer: &mut R,
         check: bool,
+        emit: &mut dyn FnMut(SessionMessage),
+        keep: &mut KeepRegion,
+    ) -> Result<Option<CheckReport>, SessionError<R::Error>> {
+        let request = check.then(CheckRequest::plain);
+        self.finish_checked(replayer, request.as_ref(), &[], emit, keep)
+    }
+
+    /// [`Session::finish`] with the check's tolerances and the final states of more replays
+    /// ([`Session::replay_again`]) to measure the spread against.
+    pub fn finish_checked<R: Replayer + ?Sized>(
+        &self,
+        replayer: &mut R,
+        check: Option<&CheckRequest>,
+        others: &[Vec<(RegionId, Vec<u8>)>],
         emit: &mut dyn FnMut(SessionMessage),
         keep: &mut KeepRegion,
     ) -> Result<Option<CheckReport>, SessionError<R::Error>> {
@@ -204,10 +251,49 @@ impl<'s, 'a> Session<'s, 'a> {
             emit(region_summary(self.archive, region, &bytes));
             keep(region, &bytes).map_err(|error| SessionError::Keep { region, error })?;
         }
-        if !check {
-            return Ok(None);
+        let Some(check) = check else { return Ok(None) };
+        let verdict = check_state(replayer, self.archive, &check.options, others).map_err(SessionError::Replay)?;
+        Ok(Some(CheckReport::of(&verdict)))
+    }
+
+    /// Makes `runs` more whole replays of the session (restore, inputs, every iteration), the
+    /// k-th with its blocks in the order of seed `k + 2` where the engine chooses the order, and
+    /// gives the final bytes of every region the check reads from each; then restores the
+    /// initial state and sets seed 1 for the replay the session itself makes. Called before the
+    /// first [`Session::step`].
+    pub fn replay_again<R: Replayer + ?Sized>(
+        &self,
+        replayer: &mut R,
+        runs: u32,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Vec<Vec<(RegionId, Vec<u8>)>>, SessionError<R::Error>> {
+        let regions = checked_regions(self.archive);
+        let mut out = Vec::new();
+        for k in 0..runs {
+            replayer.set_block_order(Some(k as u64 + 2));
+            for i in 0..self.iterations {
+                if cancelled() {
+                    return Err(SessionError::Cancelled);
+                }
+                if k > 0 || i > 0 {
+                    replayer.restore_initial(self.archive).map_err(SessionError::Replay)?;
+                }
+                for (region, bytes) in self.inputs {
+                    replayer.write_region(*region, bytes).map_err(SessionError::Replay)?;
+                }
+                replayer.run_iteration(self.archive, &mut super::NoObserver).map_err(SessionError::Replay)?;
+            }
+            let mut finals = Vec::with_capacity(regions.len());
+            for &r in &regions {
+                finals.push((r, replayer.read_region(r).map_err(SessionError::Replay)?));
+            }
+            out.push(finals);
         }
-        Ok(Some(CheckReport::of(&replayer.check(self.archive).map_err(SessionError::Replay)?)))
+        if runs > 0 {
+            replayer.restore_initial(self.archive).map_err(SessionError::Replay)?;
+            replayer.set_block_order(Some(1));
+        }
+        Ok(out)
     }
 }
 
@@ -219,18 +305,20 @@ pub fn run_session<R: Replayer + ?Sized>(
     archive: &Archive<'_>,
     iterations: u32,
     inputs: &[(RegionId, Vec<u8>)],
-    check: bool,
+    check: Option<&CheckRequest>,
     clock: &dyn Clock,
     cancelled: &dyn Fn() -> bool,
     emit: &mut dyn FnMut(SessionMessage),
     keep: &mut KeepRegion,
 ) -> Result<Option<CheckReport>, SessionError<R::Error>> {
     let mut session = Session::new(archive, iterations, inputs);
+    let again = check.map_or(0, |c| c.replays.saturating_sub(1));
+    let others = session.replay_again(replayer, again, cancelled)?;
     while !session.done() {
         if cancelled() {
             return Err(SessionError::Cancelled);
         }
         session.step(replayer, clock, &mut super::NoObserver, emit).map_err(SessionError::Replay)?;
     }
-    session.finish(replayer, check, emit, keep)
+    session.finish_checked(replayer, check, &others, emit, keep)
 }

@@ -360,12 +360,16 @@ fn check_judges_regions_with_an_expected_state() {
     w.set_expected_bytes(b, &u32s(&[1, 2]), Tolerance::Exact).unwrap();
     w.copy(CopyOp { src: a, src_offset: 0, dst: b, dst_offset: 0, len: 4 }).unwrap();
     let bytes = finish(w);
-    let (replay, _) = run_once(&bytes).unwrap();
-    let checks = replay.check().unwrap();
+    let (mut replay, _) = run_once(&bytes).unwrap();
+    let archive = replay.archive().clone();
+    let verdict = check_state(&mut replay, &archive, &Default::default(), &[]).unwrap();
+    let checks = verdict.regions;
     assert_eq!(checks.len(), 2);
     assert!(checks[0].passed);
     assert!(!checks[1].passed);
-    assert_eq!(checks[1].first_mismatch, Some((1, 0.0, 2.0)));
+    let first = checks[1].first_mismatch().unwrap();
+    assert_eq!((first.index, first.got_value, first.want_value), (1, Some(0.0), Some(2.0)));
+    assert_eq!(verdict.state, crate::check::CheckState::Failed);
 }
 
 #[test]

@@ -54,7 +54,7 @@ impl Streamer<'_, '_> {
 impl CompareObserver for Streamer<'_, '_> {
     fn judged(&mut self, j: &Judged) {
         if self.reported < MAX_COMPARED_REPORTED || !j.agree {
-            self.batch.push(OpAgreement { op: j.op, pass: j.pass, agree: j.agree });
+            self.batch.push(OpAgreement { op: j.op, pass: j.pass, agree: j.agree, within: j.within });
             self.reported += 1;
         }
         if self.batch.len() >= BATCH_OPS || self.sent_at.elapsed() >= BATCH_EVERY {

@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use shared::archive::Archive;
-use shared::protocol::{CheckReport, DeviceInfo, Event, SessionInfo, SessionKind, SessionMessage, SessionState};
+use shared::protocol::{
+    CheckReport, CheckState, DeviceInfo, Event, SessionInfo, SessionKind, SessionMessage, SessionState,
+};
 use shared::replay::ReplayLimits;
 use tokio::sync::{watch, Notify};
 
@@ -75,13 +77,13 @@ impl Job<'_> {
         let clock = recap::clock::MonotonicClock::new();
         let cancelled = || self.cancel.load(Ordering::Relaxed);
         let run = shared::replay::run_session;
-        run(replayer, self.archive, self.iterations, &inputs, self.check, &clock, &cancelled, emit, &mut keep).map_err(
-            |e| match e {
+        let check = self.check.then(shared::replay::CheckRequest::plain);
+        run(replayer, self.archive, self.iterations, &inputs, check.as_ref(), &clock, &cancelled, emit, &mut keep)
+            .map_err(|e| match e {
                 SessionError::Cancelled => RunError::Cancelled,
                 SessionError::Replay(e) => failed(e),
                 other => RunError::Failed(other.to_string()),
-            },
-        )
+            })
     }
 
     /// The bound inputs, by region.
@@ -610,6 +612,7 @@ impl Sessions {
             created_at: now_rfc3339(),
             ended_at: None,
             passed: None,
+            check_state: None,
             error: None,
             budget: Some(budget),
             time_limit_s: Some(time_limit_s),
@@ -999,7 +1002,11 @@ pub(crate) fn settle_outcome(info: &mut SessionInfo, message: &SessionMessage, e
     info.state = state;
     info.ended_at = Some(now_rfc3339());
     match message {
-        SessionMessage::Finished { check: Some(check), .. } => info.passed = Some(check.passed),
+        SessionMessage::Finished { check: Some(check), .. } => {
+            // Nothing to check is no pass: `passed` stays absent and the state says why.
+            info.passed = (check.state != CheckState::NothingToCheck).then_some(check.passed);
+            info.check_state = Some(check.state);
+        }
         SessionMessage::Finished { check: None, .. } => {
             // A comparison passes when its two sides agree.
             info.passed = events.iter().rev().find_map(|e| match &e.message {

@@ -141,6 +141,7 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
             created_at: r.get(6)?,
             ended_at: r.get(7)?,
             passed: r.get(8)?,
+            check_state: shared::protocol::CheckState::of_stored(r.get(4)?, state, r.get(8)?),
             error: r.get(9)?,
             budget: r.get::<_, Option<i64>>(11)?.map(|b| b as u64),
             time_limit_s: r.get::<_, Option<i64>>(12)?.map(|t| t as u64),

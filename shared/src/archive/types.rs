@@ -1,0 +1,163 @@
+//! The `types` section: each region's typed layout, a run-length list of `(byte length, element
+//! type)` covering the region (docs/FORMAT.md, "Typed layouts"). The rule the writer and the reader
+//! share lives here, with the section's encoding and [`with_typed_layouts`], which gives an
+//! existing archive a new `types` section without rewriting anything else (`recap infer-types`).
+
+use super::layout::{self, entry, header, SectionKind, CHECKSUM_LEN, HEADER_LEN, SECTION_ENTRY_LEN, TYPES_LEN};
+use super::model::{ElemType, RegionId, Stretch};
+use super::reader::{Archive, FormatError};
+
+/// A layout's stretches are non-empty, whole elements of their type, and add up to the region's
+/// `size`. On failure: the index of the stretch at fault (the count when the total falls short)
+/// and why.
+pub(crate) fn check_layout(size: u64, stretches: &[Stretch]) -> Result<(), (usize, String)> {
+    let mut total = 0u64;
+    for (i, s) in stretches.iter().enumerate() {
+        if s.len == 0 {
+            return Err((i, "an empty stretch".to_string()));
+        }
+        if !s.len.is_multiple_of(s.ty.size() as u64) {
+            return Err((i, format!("{} bytes are not whole {} elements", s.len, s.ty.name())));
+        }
+        total = match total.checked_add(s.len).filter(|&t| t <= size) {
+            Some(t) => t,
+            None => return Err((i, format!("stretches run past the region's {size} bytes"))),
+        };
+    }
+    if total != size {
+        return Err((stretches.len(), format!("stretches cover {total} of the region's {size} bytes")));
+    }
+    Ok(())
+}
+
+/// The `types` section's bytes: a table header, then one record per stretch, regions ascending.
+pub(crate) fn encode(layouts: &[(RegionId, Vec<Stretch>)]) -> Vec<u8> {
+    let mut sorted: Vec<&(RegionId, Vec<Stretch>)> = layouts.iter().collect();
+    sorted.sort_by_key(|l| l.0);
+    let count: usize = sorted.iter().map(|l| l.1.len()).sum();
+    let mut out = Vec::with_capacity(8 + count * TYPES_LEN);
+    out.extend_from_slice(&(count as u32).to_le_bytes());
+    out.extend_from_slice(&(TYPES_LEN as u32).to_le_bytes());
+    for (region, stretches) in sorted {
+        for s in stretches {
+            out.extend_from_slice(&region.to_le_bytes());
+            out.extend_from_slice(&s.ty.code().to_le_bytes());
+            out.extend_from_slice(&s.len.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// One record's fields: `(region, type code, length)`.
+pub(crate) fn record(r: &[u8]) -> (RegionId, u32, u64) {
+    let u32_at = |at: usize| u32::from_le_bytes(r[at..at + 4].try_into().unwrap());
+    (u32_at(0), u32_at(4), u64::from_le_bytes(r[8..16].try_into().unwrap()))
+}
+
+/// Why [`with_typed_layouts`] refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TypesError {
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("typed layout of region {region}: stretch {stretch}: {reason}")]
+    Layout { region: RegionId, stretch: usize, reason: String },
+    #[error("typed layout of region {region}, but the archive has {count} regions")]
+    NoRegion { region: RegionId, count: usize },
+    #[error("two typed layouts of region {region}")]
+    Twice { region: RegionId },
+}
+
+/// `bytes` (a valid archive) with `layouts` as its `types` section, replacing any it had: the new
+/// section and a new section table are appended, the header is pointed at them, and checksums are
+/// recomputed; every other byte stays where it was (a replaced section's bytes stay, unreferenced).
+pub fn with_typed_layouts(bytes: &[u8], layouts: &[(RegionId, Vec<Stretch>)]) -> Result<Vec<u8>, TypesError> {
+    let archive = Archive::open(bytes)?;
+    let mut seen = std::collections::HashSet::new();
+    for (region, stretches) in layouts {
+        if *region as usize >= archive.region_count() {
+            return Err(TypesError::NoRegion { region: *region, count: archive.region_count() });
+        }
+        if !seen.insert(*region) {
+            return Err(TypesError::Twice { region: *region });
+        }
+        check_layout(archive.region(*region).size, stretches).map_err(|(stretch, reason)| TypesError::Layout {
+            region: *region,
+            stretch,
+            reason,
+        })?;
+    }
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let table_offset = u64_at(header::TABLE_OFFSET) as usize;
+    let count = u32::from_le_bytes(bytes[header::SECTION_COUNT..header::SECTION_COUNT + 4].try_into().unwrap());
+    let mut entries: Vec<&[u8]> = bytes[table_offset..table_offset + count as usize * SECTION_ENTRY_LEN]
+        .chunks_exact(SECTION_ENTRY_LEN)
+        .filter(|e| {
+            u32::from_le_bytes(e[entry::KIND..entry::KIND + 4].try_into().unwrap()) != SectionKind::Types as u32
+        })
+        .collect();
+    let mut out = bytes.to_vec();
+    let section = encode(layouts);
+    let new_entry = {
+        out.resize(out.len().next_multiple_of(8), 0);
+        let offset = out.len() as u64;
+        out.extend_from_slice(&section);
+        let mut e = Vec::with_capacity(SECTION_ENTRY_LEN);
+        e.extend_from_slice(&(SectionKind::Types as u32).to_le_bytes());
+        e.extend_from_slice(&0u32.to_le_bytes());
+        e.extend_from_slice(&offset.to_le_bytes());
+        e.extend_from_slice(&(section.len() as u64).to_le_bytes());
+        e.extend_from_slice(&layout::checksum(&[&section]));
+        e.extend_from_slice(&0u64.to_le_bytes());
+        e
+    };
+    if !layouts.is_empty() {
+        entries.push(&new_entry);
+    }
+    out.resize(out.len().next_multiple_of(8), 0);
+    let new_table_offset = out.len() as u64;
+    let table: Vec<u8> = entries.concat();
+    out.extend_from_slice(&table);
+    let file_len = out.len() as u64;
+    out[header::TABLE_OFFSET..header::TABLE_OFFSET + 8].copy_from_slice(&new_table_offset.to_le_bytes());
+    out[header::SECTION_COUNT..header::SECTION_COUNT + 4].copy_from_slice(&(entries.len() as u32).to_le_bytes());
+    out[header::FILE_LEN..header::FILE_LEN + 8].copy_from_slice(&file_len.to_le_bytes());
+    let sum = layout::checksum(&[&out[..header::CHECKSUM], &table]);
+    out[header::CHECKSUM..header::CHECKSUM + CHECKSUM_LEN].copy_from_slice(&sum);
+    debug_assert!(header::CHECKSUM + CHECKSUM_LEN == HEADER_LEN);
+    Ok(out)
+}
+
+/// A typed layout of `size` bytes from a byte-per-byte list of element types: runs of one type,
+/// where a run that is not whole elements of its type is untyped (a narrower store overwrote part
+/// of a wider element), and neighbouring untyped runs are merged.
+pub fn run_lengths(types: impl IntoIterator<Item = ElemType>) -> Vec<Stretch> {
+    let mut out: Vec<Stretch> = Vec::new();
+    let mut push = |s: Stretch| match out.last_mut() {
+        Some(last) if last.ty == s.ty && (s.ty == ElemType::Untyped) => last.len += s.len,
+        _ => out.push(s),
+    };
+    let mut run: Option<Stretch> = None;
+    for ty in types {
+        match &mut run {
+            Some(r) if r.ty == ty => r.len += 1,
+            _ => {
+                if let Some(r) = run.take() {
+                    push(whole(r));
+                }
+                run = Some(Stretch { len: 1, ty });
+            }
+        }
+    }
+    if let Some(r) = run {
+        push(whole(r));
+    }
+    out
+}
+
+fn whole(s: Stretch) -> Stretch {
+    if s.len.is_multiple_of(s.ty.size() as u64) {
+        s
+    } else {
+        Stretch { ty: ElemType::Untyped, ..s }
+    }
+}

@@ -1,0 +1,166 @@
+//! The vocabulary of [`Memory::record_types`](super::Memory::record_types): what a store tells
+//! about the bytes it writes, one byte code per byte of memory. A code is an
+//! [`ElemType`] code, or [`BITS`] with the store's width for a `.b16`/`.b32`/`.b64` store, which
+//! says how wide its elements are but not whether they are integers or floats (Triton stores
+//! floats that way); `shared::check::infer` settles those by the region's declared dtype.
+
+use crate::archive::ElemType;
+
+use super::ir::{Ty, F};
+
+/// Bytes no PTX store wrote.
+pub const UNTYPED: u8 = 0;
+/// Set on the code of a store that gives only a width (the low bits: its bytes per element).
+pub const BITS: u8 = 0x80;
+
+fn code(t: ElemType) -> u8 {
+    t.code() as u8
+}
+
+/// What a byte code means: an element type, or `Err(width)` for a width-only store.
+pub fn decode(c: u8) -> Result<ElemType, u8> {
+    if c & BITS != 0 {
+        return Err(c & !BITS);
+    }
+    Ok(ElemType::from_code(c as u32).unwrap_or(ElemType::Untyped))
+}
+
+/// The code of an `st` of PTX type `ty`.
+pub(crate) fn of_store(ty: Ty) -> u8 {
+    match ty {
+        Ty::F16 => code(ElemType::F16),
+        Ty::BF16 => code(ElemType::Bf16),
+        Ty::F32 => code(ElemType::F32),
+        Ty::F64 => code(ElemType::F64),
+        Ty::U8 | Ty::S8 | Ty::B8 => code(ElemType::I8),
+        Ty::U16 | Ty::S16 => code(ElemType::I16),
+        Ty::U32 | Ty::S32 => code(ElemType::I32),
+        Ty::U64 | Ty::S64 => code(ElemType::I64),
+        Ty::B16 => BITS | 2,
+        Ty::B32 | Ty::F16x2 | Ty::BF16x2 => BITS | 4,
+        Ty::B64 | Ty::B128 => BITS | 8,
+        Ty::Pred => UNTYPED,
+    }
+}
+
+/// The code of an atomic of `size` bytes, a float one where `f` says so.
+pub(crate) fn of_atomic(f: Option<F>, size: u8) -> u8 {
+    match (f, size) {
+        (Some(F::F16), _) => code(ElemType::F16),
+        (Some(F::BF16), _) => code(ElemType::Bf16),
+        (Some(F::F32), _) => code(ElemType::F32),
+        (Some(F::F64), _) => code(ElemType::F64),
+        (None, 8) => code(ElemType::I64),
+        (None, 4) => code(ElemType::I32),
+        (None, 2) => code(ElemType::I16),
+        (None, _) => code(ElemType::I8),
+    }
+}
+
+/// A store of `size` bytes of value `v` with code `c`: 64-bit integers and bits whose value is
+/// an address in memory are pointers.
+pub(crate) fn with_value(c: u8, size: u8, v: u64, is_address: impl FnOnce(u64) -> bool) -> u8 {
+    if size == 8 && (c == code(ElemType::I64) || c == BITS | 8) && is_address(v) {
+        code(ElemType::Ptr)
+    } else {
+        c
+    }
+}
+
+/// Which float type each register last held, in the text's order: what makes a `.b16`, `.b32`
+/// or `.u16` store of a converted or computed float a float store (nvcc stores `__half` with
+/// `st.u16`, Triton every float with `st.b32` after a `mov.b32` from an `.f32` register). A
+/// static guess from the last definition above the store, ignoring branches; a register that
+/// held anything else, or is loaded as bits, has no float type.
+#[derive(Default)]
+pub(crate) struct Provenance {
+    floats: std::collections::HashMap<String, F>,
+}
+
+fn scalar_float(t: Ty) -> Option<F> {
+    match t {
+        Ty::F16 | Ty::F16x2 => Some(F::F16),
+        Ty::BF16 | Ty::BF16x2 => Some(F::BF16),
+        Ty::F32 => Some(F::F32),
+        Ty::F64 => Some(F::F64),
+        _ => None,
+    }
+}
+
+fn float_bytes(f: F) -> usize {
+    match f {
+        F::F16 | F::BF16 => 2,
+        F::F32 => 4,
+        F::F64 => 8,
+    }
+}
+
+impl Provenance {
+    /// Notes what instruction `opcode` with `operands` (destination first) leaves in its
+    /// destination registers.
+    pub(crate) fn observe(&mut self, opcode: &str, operands: &[super::parse::Operand]) {
+        use super::parse::Operand;
+        let mut parts = opcode.split('.');
+        let base = parts.next().unwrap_or("");
+        if matches!(base, "st" | "red" | "bar" | "bra" | "ret" | "exit" | "membar" | "fence" | "prefetch" | "call") {
+            return;
+        }
+        let types: Vec<Ty> = parts.filter_map(Ty::parse).collect();
+        let names = |o: &Operand| -> Vec<String> {
+            match o {
+                Operand::Name(n) => vec![n.clone()],
+                Operand::Vec(v) => {
+                    v.iter().filter_map(|x| if let Operand::Name(n) = x { Some(n.clone()) } else { None }).collect()
+                }
+                _ => Vec::new(),
+            }
+        };
+        let Some(dst) = operands.first() else { return };
+        let kind = match base {
+            "cvt" | "ld" | "ldu" => types.first().copied().and_then(scalar_float),
+            "mov" => match operands.get(1) {
+                Some(src @ (Operand::Name(_) | Operand::Vec(_))) => {
+                    let srcs: Vec<Option<F>> = names(src).iter().map(|n| self.floats.get(n).copied()).collect();
+                    match srcs.first() {
+                        Some(&Some(f)) if srcs.iter().all(|s| *s == Some(f)) => Some(f),
+                        _ => None,
+                    }
+                }
+                _ => types.last().copied().and_then(scalar_float),
+            },
+            "setp" | "set" | "testp" => None,
+            _ => types.last().copied().and_then(scalar_float),
+        };
+        for d in names(dst) {
+            match kind {
+                Some(f) => self.floats.insert(d, f),
+                None => self.floats.remove(&d),
+            };
+        }
+    }
+
+    /// The code of an `st` of type `ty` whose value is `src`: a float store where `ty` says only
+    /// bits or an unsigned width and every register stored last held floats whose size divides
+    /// the store's width.
+    pub(crate) fn store_code(&self, ty: Ty, src: &super::parse::Operand) -> u8 {
+        use super::parse::Operand;
+        let plain = of_store(ty);
+        if !matches!(ty, Ty::B16 | Ty::B32 | Ty::B64 | Ty::U16 | Ty::U32 | Ty::U64) {
+            return plain;
+        }
+        let regs: Vec<&String> = match src {
+            Operand::Name(n) => vec![n],
+            Operand::Vec(v) => v.iter().filter_map(|x| if let Operand::Name(n) = x { Some(n) } else { None }).collect(),
+            _ => Vec::new(),
+        };
+        let kinds: Vec<Option<F>> = regs.iter().map(|r| self.floats.get(*r).copied()).collect();
+        match kinds.first() {
+            Some(&Some(f))
+                if kinds.iter().all(|k| *k == Some(f)) && (ty.bytes() as usize).is_multiple_of(float_bytes(f)) =>
+            {
+                of_atomic(Some(f), 0)
+            }
+            _ => plain,
+        }
+    }
+}
