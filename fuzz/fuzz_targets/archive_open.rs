@@ -56,6 +56,11 @@ fn walk(a: &Archive) {
     for (k, _) in a.meta() {
         let _ = a.meta_value(k);
     }
+    // Module variables: each names a region that is not scratch and a module, and is found by it.
+    for v in a.module_vars() {
+        assert!(!a.region(v.region).scratch && (v.module as usize) < a.module_count());
+        assert_eq!(a.module_var(v.region), Some(v));
+    }
     // Recorded effects: each names a launch, and each write lies within its region.
     for r in 0..a.region_count() as u32 {
         let _ = a.typed_layout(r);

@@ -66,10 +66,13 @@ pub enum SectionKind {
     ModuleVars = 14,
     /// Recorded effects of launches the CPU cannot run (`recap capture --record-effects`).
     Effects = 20,
+    /// Each region's typed layout: the element type of each stretch of its bytes
+    /// (`recap infer-types`, `shared::check::infer`).
+    Types = 21,
 }
 
 impl SectionKind {
-    pub const ALL: [SectionKind; 15] = [
+    pub const ALL: [SectionKind; 16] = [
         SectionKind::Strings,
         SectionKind::Modules,
         SectionKind::Cubins,
@@ -85,6 +88,7 @@ impl SectionKind {
         SectionKind::Devices,
         SectionKind::ModuleVars,
         SectionKind::Effects,
+        SectionKind::Types,
     ];
 
     pub fn from_code(code: u32) -> Option<SectionKind> {
@@ -108,6 +112,7 @@ impl SectionKind {
             SectionKind::Devices => "devices",
             SectionKind::ModuleVars => "module-vars",
             SectionKind::Effects => "effects",
+            SectionKind::Types => "types",
         }
     }
 
@@ -127,6 +132,7 @@ impl SectionKind {
             SectionKind::Devices => Some(DEVICE_LEN),
             SectionKind::ModuleVars => Some(MODULE_VAR_LEN),
             SectionKind::Effects => Some(EFFECT_LEN),
+            SectionKind::Types => Some(TYPES_LEN),
         }
     }
 
@@ -134,7 +140,12 @@ impl SectionKind {
     pub fn mandatory(self) -> bool {
         !matches!(
             self,
-            SectionKind::Cubins | SectionKind::Meta | SectionKind::Devices | SectionKind::ModuleVars | SectionKind::Effects
+            SectionKind::Cubins
+                | SectionKind::Meta
+                | SectionKind::Devices
+                | SectionKind::ModuleVars
+                | SectionKind::Effects
+                | SectionKind::Types
         )
     }
 
@@ -188,6 +199,9 @@ pub const MODULE_VAR_LEN: usize = 16;
 pub const EFFECT_LEN: usize = 32 + BLOB_REF_LEN;
 /// An effects record's `region` when the launch wrote nothing (its one record, with an empty blob).
 pub const EFFECT_NO_REGION: u32 = u32::MAX;
+/// `region: u32, type: u32, len: u64`: one stretch of a region's typed layout. A region's stretches
+/// are consecutive records, in address order, covering it exactly; regions in ascending order.
+pub const TYPES_LEN: usize = 16;
 /// `name: u32, region: u32, direction: u32, reserved: u32`.
 pub const BINDING_LEN: usize = 16;
 /// `key: u32, value: u32` (both strings).

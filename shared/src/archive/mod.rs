@@ -23,6 +23,7 @@ mod model;
 mod reader;
 mod reseal;
 mod rules;
+mod types;
 mod writer;
 
 pub use bounded::{scan, validate_reader, validate_scanned, ArchiveCounts, Scanned};
@@ -34,4 +35,5 @@ pub use reader::{
 pub use reader::ModuleVar;
 pub use reseal::reseal;
 pub use rules::MAX_NESTING;
+pub use types::{run_lengths, with_typed_layouts, TypesError};
 pub use writer::{ArchiveWriter, WriteError};

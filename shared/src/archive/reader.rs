@@ -385,6 +385,7 @@ pub struct Archive<'a> {
     devices: Table<'a>,
     module_vars: Table<'a>,
     effects: Table<'a>,
+    types: Table<'a>,
     param_bytes: &'a [u8],
     param_bytes_offset: u64,
     blobs: &'a [u8],
@@ -561,6 +562,7 @@ impl<'a> Archive<'a> {
             devices: table_of(SectionKind::Devices)?,
             module_vars: table_of(SectionKind::ModuleVars)?,
             effects: table_of(SectionKind::Effects)?,
+            types: table_of(SectionKind::Types)?,
             param_bytes,
             param_bytes_offset,
             blobs,
@@ -855,7 +857,76 @@ impl<'a> Archive<'a> {
             self.check_string(mt, i, 0, false)?;
             self.check_string(mt, i, 4, false)?;
         }
-        self.check_effects()
+        self.check_effects()?;
+        self.check_types()
+    }
+
+    /// Typed layouts: regions ascending, each region's stretches consecutive, of known types and
+    /// covering the region exactly (`types::check_layout`).
+    fn check_types(&self) -> Result<(), FormatError> {
+        let t = &self.types;
+        let mut i = 0;
+        let mut last: Option<RegionId> = None;
+        while i < t.count {
+            let (region, _, _) = super::types::record(t.rec(i));
+            if region as usize >= self.regions.count {
+                return err(
+                    "types",
+                    t.at(i, 0),
+                    format!("record {i} names region {region} but there are {}", self.regions.count),
+                );
+            }
+            if last.is_some_and(|l| l >= region) {
+                return err(
+                    "types",
+                    t.at(i, 0),
+                    format!("record {i}: region {region} comes after region {} or twice", last.unwrap_or(0)),
+                );
+            }
+            last = Some(region);
+            let first = i;
+            let mut stretches = Vec::new();
+            while i < t.count && super::types::record(t.rec(i)).0 == region {
+                let (_, code, len) = super::types::record(t.rec(i));
+                let Some(ty) = ElemType::from_code(code) else {
+                    return err("types", t.at(i, 4), format!("record {i} has unknown element type {code}"));
+                };
+                stretches.push(Stretch { len, ty });
+                i += 1;
+            }
+            if let Err((k, reason)) = super::types::check_layout(self.region(region).size, &stretches) {
+                let at = (first + k).min(t.count - 1);
+                return err("types", t.at(at, 8), format!("record {at}: typed layout of region {region}: {reason}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A region's typed layout (`recap infer-types`), when the archive has one.
+    pub fn typed_layout(&self, region: RegionId) -> Option<Vec<Stretch>> {
+        let t = &self.types;
+        // Records are sorted by region (checked at open): the first of `region`'s by bisection.
+        let (mut lo, mut hi) = (0, t.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if super::types::record(t.rec(mid)).0 < region {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let first = lo;
+        let out: Vec<Stretch> = (first..t.count)
+            .map(|i| super::types::record(t.rec(i)))
+            .take_while(|r| r.0 == region)
+            .map(|(_, code, len)| Stretch { len, ty: ElemType::from_code(code).unwrap_or(ElemType::Untyped) })
+            .collect();
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// Whether any region has a typed layout.
+    pub fn has_typed_layouts(&self) -> bool {
+        self.types.count > 0
     }
 
     /// Effects belong to launches, in op order, one inputs hash per launch, each write within a

@@ -85,6 +85,8 @@ pub struct ArchiveWriter<W: Write + Seek> {
     ops: Vec<[u8; OP_LEN]>,
     param_bytes: Vec<u8>,
     bindings: Vec<(StrId, RegionId, Direction)>,
+    /// The names in `bindings`: a duplicate is found without a scan (importers add many thousands).
+    bound: std::collections::HashSet<StrId>,
     meta: Vec<(StrId, StrId)>,
     open_bodies: Vec<OpId>,
     /// Declared logical devices; none means a one-device archive without a `devices` section.
@@ -102,6 +104,8 @@ pub struct ArchiveWriter<W: Write + Seek> {
     blob_by_content: HashMap<[u8; 32], BlobRef>,
     /// Recorded effects: `(launch op, region, offset, inputs hash, bytes)`, in op order.
     effects: Vec<(OpId, u32, u64, [u8; INPUTS_HASH_LEN], BlobRef)>,
+    /// Typed layouts of regions (the `types` section).
+    types: Vec<(RegionId, Vec<Stretch>)>,
 }
 
 /// Hashes the raw bytes of a blob on their way into the compressor.
@@ -157,6 +161,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             ops: Vec::new(),
             param_bytes: Vec::new(),
             bindings: Vec::new(),
+            bound: Default::default(),
             meta: Vec::new(),
             open_bodies: Vec::new(),
             devices: Vec::new(),
@@ -166,6 +171,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             broken_blob: false,
             blob_by_content: HashMap::new(),
             effects: Vec::new(),
+            types: Vec::new(),
         })
     }
 
@@ -590,7 +596,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     pub fn add_binding(&mut self, name: &str, region: RegionId, dir: Direction) -> Result<(), WriteError> {
         self.region_size(region)?;
         let id = self.string(name);
-        if self.bindings.iter().any(|b| b.0 == id) {
+        if !self.bound.insert(id) {
             return invalid(format!("binding {name} is declared twice"));
         }
         self.bindings.push((id, region, dir));
@@ -634,6 +640,20 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             let blob = self.write_blob_bytes(bytes)?;
             self.effects.push((op, region, offset, inputs, blob));
         }
+        Ok(())
+    }
+
+    /// The typed layout of `region`: the element type of each stretch of its bytes, covering it
+    /// exactly (docs/FORMAT.md, "Typed layouts"). A second call replaces the first.
+    pub fn set_typed_layout(&mut self, region: RegionId, stretches: &[Stretch]) -> Result<(), WriteError> {
+        let Some(r) = self.regions.get(region as usize) else {
+            return invalid(format!("typed layout of region {region}, which does not exist"));
+        };
+        if let Err((i, reason)) = super::types::check_layout(r.decl.size, stretches) {
+            return invalid(format!("typed layout of region {region}: stretch {i}: {reason}"));
+        }
+        self.types.retain(|t| t.0 != region);
+        self.types.push((region, stretches.to_vec()));
         Ok(())
     }
 
@@ -842,6 +862,10 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             put_u32(&mut bindings, 0);
         }
         out.push((SectionKind::Bindings, bindings));
+
+        if !self.types.is_empty() {
+            out.push((SectionKind::Types, super::types::encode(&self.types)));
+        }
 
         if !self.effects.is_empty() {
             let mut effects = table_header(self.effects.len(), EFFECT_LEN);

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use super::error::PtxError;
 use super::ir::*;
 use super::memory::Region;
-use super::module::{Entry, Module, ParamInfo};
+use super::module::{Entry, Module, ParamInfo, PlacedVariable, VariableDecl};
 use super::parse::{self, InitElem, Lit, Operand, Stmt, VarDecl};
 
 mod asynchronous;
@@ -90,7 +90,7 @@ fn decl_align(d: &VarDecl) -> Result<u64, PtxError> {
     Ok(d.align.map(|a| a as u64).unwrap_or((ty.bytes() * d.vec) as u64).max(1))
 }
 
-pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
+pub(crate) fn lower_module(text: &str, place: &mut super::module::Place<'_>) -> Result<Module, PtxError> {
     let pm = parse::parse(text)?;
     if pm.address_size == Some(32) {
         return Err(PtxError::new(1, "32-bit addressing (`.address_size 32`) is not supported".into()));
@@ -120,6 +120,7 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
     let mut var_regions: Vec<Region> = Vec::new();
     let mut var_names: Vec<String> = Vec::new();
     let mut pending_inits: Vec<(usize, &VarDecl)> = Vec::new();
+    let mut placed: Vec<(PlacedVariable, &VarDecl)> = Vec::new();
     for v in &pm.vars {
         match v.space.as_str() {
             ".shared" => {}
@@ -128,6 +129,18 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
                 let size = decl_size(v, init_len)?;
                 if size >= (1u64 << REGION_SHIFT) {
                     return Err(PtxError::new(v.line, format!("variable `{}` is too large ({size} bytes)", v.name)));
+                }
+                let decl = VariableDecl {
+                    name: &v.name,
+                    size,
+                    align: decl_align(v)?,
+                    constant: v.space == ".const",
+                    initialised: v.init.is_some(),
+                };
+                if let Some(addr) = place(&decl).map_err(|e| PtxError::new(v.line, e))? {
+                    globals.insert(v.name.clone(), Sym::Var(addr));
+                    placed.push((PlacedVariable { name: v.name.clone(), addr, size, init: Vec::new() }, v));
+                    continue;
                 }
                 if var_regions.len() as u64 >= MAX_REGION_SLOTS {
                     return Err(PtxError::new(v.line, "too many module variables".into()));
@@ -159,6 +172,14 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
         let region = &var_regions[idx];
         let n = bytes.len().min(region.size() as usize);
         region.write(0, &bytes[..n]);
+    }
+    let mut placed_vars = Vec::with_capacity(placed.len());
+    for (mut p, v) in placed {
+        if v.init.is_some() {
+            p.init = init_bytes(v, &globals, &plan)?;
+            p.init.truncate(p.size as usize);
+        }
+        placed_vars.push(p);
     }
     // Every kernel is a root with a block of its own; so is every function no kernel calls, so that
     // what it cannot lower is still refused. A function is lowered once per placement of the shared
@@ -277,6 +298,7 @@ pub(crate) fn lower_module(text: &str) -> Result<Module, PtxError> {
         entries,
         vars: var_regions,
         var_names,
+        placed_vars,
         version: pm.version,
         target: pm.target,
         jit: Default::default(),

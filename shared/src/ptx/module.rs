@@ -48,11 +48,44 @@ impl Entry {
     }
 }
 
+/// A module-scope `.global` or `.const` variable as its module declares it, offered to the caller
+/// of [`Module::parse_placing`] to place in memory of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VariableDecl<'a> {
+    pub name: &'a str,
+    /// Bytes (an array of unspecified size takes its size from its initialiser).
+    pub size: u64,
+    pub align: u64,
+    /// Declared `.const` (read-only to kernels).
+    pub constant: bool,
+    /// Whether the PTX gives it an initialiser.
+    pub initialised: bool,
+}
+
+/// A variable the caller of [`Module::parse_placing`] placed: kernels reach it at `addr`, in the
+/// caller's [`Memory`](super::Memory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedVariable {
+    pub name: String,
+    pub addr: u64,
+    pub size: u64,
+    /// The initialiser's bytes, which the caller writes at `addr` (the rest of the variable is
+    /// zeros); empty without an initialiser.
+    pub init: Vec<u8>,
+}
+
+/// Where a variable goes: `Ok(Some(address))` in the caller's memory, `Ok(None)` in the module,
+/// `Err(reason)` refuses the module.
+pub type Place<'p> = dyn FnMut(&VariableDecl) -> Result<Option<u64>, String> + 'p;
+
 /// A parsed, lowered PTX module, ready to launch.
 ///
 /// Module-scope `.global` and `.const` variables live in the module (as on a GPU, they last as
 /// long as the loaded module) at addresses of their own window, so kernels can take their
-/// addresses and every launch of the module sees the same storage.
+/// addresses and every launch of the module sees the same storage. A caller that must reach a
+/// variable from outside (a driver's `cuModuleGetGlobal`, a replay restoring a captured
+/// variable's contents) places it in its own memory instead ([`Module::parse_placing`]): kernels
+/// then reach it at that address, like any buffer.
 pub struct Module {
     /// Unique per parsed module, so that a [`LaunchPlan`](super::exec::LaunchPlan) cannot be used
     /// with another module.
@@ -61,6 +94,8 @@ pub struct Module {
     pub(super) entries: Vec<Entry>,
     pub(super) vars: Vec<memory::Region>,
     pub(super) var_names: Vec<String>,
+    /// Variables placed in the caller's memory, in declaration order.
+    pub(super) placed_vars: Vec<PlacedVariable>,
     pub(super) version: Option<String>,
     pub(super) target: Vec<String>,
     /// Kernels compiled to native code, by function, made on first launch.
@@ -86,7 +121,22 @@ pub(super) fn next_module_id() -> u64 {
 impl Module {
     /// Parses and lowers PTX text. Anything the executor cannot run is an error here.
     pub fn parse(text: &str) -> Result<Module, PtxError> {
-        lower::lower_module(text)
+        lower::lower_module(text, &mut |_| Ok(None))
+    }
+
+    /// Parses and lowers PTX text, asking `place` where each module-scope `.global` and `.const`
+    /// variable lives (in declaration order). A variable placed at an address is storage of the
+    /// caller's [`Memory`](super::Memory) at that address: the module keeps none for it, kernels
+    /// (and initialisers that take its address) use that address, and the caller writes its
+    /// initial contents ([`Module::placed_variables`]). A `.const` variable placed so is
+    /// writable by the caller's copies, as on a GPU, where `cuMemcpyHtoD` writes constant memory.
+    pub fn parse_placing(text: &str, place: &mut Place<'_>) -> Result<Module, PtxError> {
+        lower::lower_module(text, place)
+    }
+
+    /// The variables [`Module::parse_placing`] placed in the caller's memory.
+    pub fn placed_variables(&self) -> &[PlacedVariable] {
+        &self.placed_vars
     }
 
     pub fn entry(&self, name: &str) -> Option<&Entry> {

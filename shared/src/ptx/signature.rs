@@ -228,9 +228,75 @@ pub fn entry_names(ptx: &str) -> Vec<String> {
     names
 }
 
+/// The names of the module-scope `.global` and `.const` variables the PTX defines (not those it
+/// declares `.extern`), in order: what a capture asks the driver for (`cuModuleGetGlobal`) when
+/// it records a module's variables. Read from the declarations alone, skipping function bodies.
+pub fn module_variable_names(ptx: &str) -> Vec<String> {
+    let mut text = String::with_capacity(ptx.len());
+    for line in ptx.lines() {
+        text.push_str(line.split("//").next().unwrap_or(""));
+        text.push('\n');
+    }
+    let mut names = Vec::new();
+    let mut statement = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            // An initialiser's braces belong to the statement; any other brace opens a body.
+            '{' if statement.contains('=') => {
+                let mut depth = 1;
+                for c in chars.by_ref() {
+                    depth += (c == '{') as i32 - (c == '}') as i32;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+            }
+            '{' => {
+                let mut depth = 1;
+                for c in chars.by_ref() {
+                    depth += (c == '{') as i32 - (c == '}') as i32;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                statement.clear();
+            }
+            ';' => {
+                let declared = statement.split('=').next().unwrap_or("");
+                let words: Vec<&str> = declared.split_whitespace().collect();
+                let space = words.iter().any(|w| *w == ".global" || *w == ".const");
+                if space && !words.contains(&".extern") {
+                    let last = words.last().copied().unwrap_or("");
+                    let name = last.split('[').next().unwrap_or("");
+                    if !name.is_empty() && !name.starts_with('.') {
+                        names.push(name.to_string());
+                    }
+                }
+                statement.clear();
+            }
+            c => statement.push(c),
+        }
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_variables_are_named_from_their_declarations() {
+        let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+                   .extern .global .align 4 .u32 elsewhere;\n\
+                   .const .align 4 .b8 taps[20] = {0, 0, 128, 63, // comment\n 0};\n\
+                   .visible .global .align 4 .u32 launches;\n\
+                   .global .align 8 .u64 table_at = generic(taps);\n\
+                   .shared .align 4 .b8 staging[64];\n\
+                   .visible .entry k(.param .u64 p)\n{\n\t.reg .b32 %r<2>;\n\t.global .u32 not_module_scope;\n\tret;\n}\n\
+                   .const .f32 after_the_body[2];\n";
+        assert_eq!(module_variable_names(ptx), ["taps", "launches", "table_at", "after_the_body"]);
+    }
 
     #[test]
     fn lays_out_params_as_declared() {

@@ -21,11 +21,14 @@ use crate::archive::{Archive, FormatError, Op, OpId, RegionId, Reloc};
 use crate::ptx;
 
 mod limits;
+mod module_vars;
 pub mod session;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_effects;
+#[cfg(test)]
+mod tests_module_vars;
 
 pub use limits::{LimitError, ReplayLimits};
 pub use session::{
@@ -285,6 +288,9 @@ pub struct CpuReplay<'a> {
     steps: Vec<Step>,
     regions: Vec<RegionState>,
     region_relocs: Vec<(RegionId, Reloc)>,
+    /// The PTX initialisers of regions that are module variables: their contents where the
+    /// archive gives none.
+    var_inits: Vec<(RegionId, Vec<u8>)>,
     memory: ptx::Memory,
     options: ReplayOptions,
     /// Scratch parameter buffer for launches with scratch relocations.
@@ -342,26 +348,6 @@ impl<'a> CpuReplay<'a> {
                 reason: format!("the CPU cannot replay it: {why}; replay it on CUDA"),
             });
         }
-        let mut modules = Vec::with_capacity(archive.module_count());
-        for m in archive.modules() {
-            if m.ptx.is_empty() {
-                modules.push(None);
-                continue;
-            }
-            let text = m.ptx_text()?;
-            let parsed =
-                ptx::Module::parse(&text).map_err(|error| ReplayError::Load { module: m.name.to_string(), error })?;
-            modules.push(Some(parsed));
-        }
-        for k in archive.kernels() {
-            let Some(module) = &modules[k.module as usize] else { continue };
-            if module.entry(k.name).is_none() {
-                return Err(ReplayError::MissingEntry {
-                    kernel: k.name.to_string(),
-                    module: archive.module(k.module).name.to_string(),
-                });
-            }
-        }
         let regions = archive
             .regions()
             .map(|r| RegionState {
@@ -374,13 +360,14 @@ impl<'a> CpuReplay<'a> {
             .collect();
         let mut replay = CpuReplay {
             archive: archive.clone(),
-            modules,
+            modules: Vec::with_capacity(archive.module_count()),
             launches: Vec::new(),
             recorded: Vec::new(),
             effects,
             steps: Vec::with_capacity(archive.op_count()),
             regions,
             region_relocs: archive.region_relocs().collect(),
+            var_inits: Vec::new(),
             memory: {
                 let mut m = ptx::Memory::new();
                 if options.record_types {
@@ -393,6 +380,7 @@ impl<'a> CpuReplay<'a> {
             param_scratch: Vec::new(),
         };
         replay.place_regions()?;
+        replay.load_modules()?;
         for i in 0..replay.regions.len() {
             if !replay.regions[i].scratch && replay.regions[i].base.is_none() {
                 replay.map_region(i as RegionId)?;
@@ -417,6 +405,34 @@ impl<'a> CpuReplay<'a> {
         })?;
         for a in placed {
             self.regions[a.region as usize].base = Some(a.address);
+        }
+        Ok(())
+    }
+
+    /// Parses every module with PTX, its variables that are regions of the archive placed in this
+    /// replay's memory (`module_vars.rs`), and checks that every kernel is an entry of its module.
+    fn load_modules(&mut self) -> Result<(), ReplayError> {
+        let archive = self.archive.clone();
+        let vars = module_vars::by_module(&archive)?;
+        for m in archive.modules() {
+            if m.ptx.is_empty() {
+                self.modules.push(None);
+                continue;
+            }
+            let text = m.ptx_text()?;
+            let (parsed, inits) =
+                module_vars::parse(m.name, &text, &vars[m.id as usize], &mut self.regions, &mut self.memory)?;
+            self.var_inits.extend(inits);
+            self.modules.push(Some(parsed));
+        }
+        for k in archive.kernels() {
+            let Some(module) = &self.modules[k.module as usize] else { continue };
+            if module.entry(k.name).is_none() {
+                return Err(ReplayError::MissingEntry {
+                    kernel: k.name.to_string(),
+                    module: archive.module(k.module).name.to_string(),
+                });
+            }
         }
         Ok(())
     }
@@ -602,7 +618,12 @@ impl<'a> CpuReplay<'a> {
                         at += n as u64;
                     }
                 }
-                None => self.memory.fill(base, r.size, &[0]).map_err(upload_err)?,
+                None => {
+                    self.memory.fill(base, r.size, &[0]).map_err(upload_err)?;
+                    if let Some((_, init)) = self.var_inits.iter().find(|v| v.0 as usize == id) {
+                        self.memory.write(base, init).map_err(upload_err)?;
+                    }
+                }
             }
         }
         self.patch_region_relocs(None)

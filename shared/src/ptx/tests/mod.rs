@@ -18,6 +18,7 @@ mod memory;
 mod mma;
 mod numerics;
 mod packed_int;
+mod placed_vars;
 mod shared_layout;
 mod warp;
 mod wgmma;
