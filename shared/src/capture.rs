@@ -25,6 +25,9 @@ pub mod env {
     pub const EFFECTS: &str = "RECAP_CAPTURE_EFFECTS";
     /// `1`: replays place regions at their captured addresses (`--place-regions`).
     pub const PLACE: &str = "RECAP_CAPTURE_PLACE";
+    /// Where the audit library links the NVRTC the program opens, for the interposer to forward
+    /// to (the interposer's `nvrtc.rs`).
+    pub const REAL_NVRTC: &str = "RECAP_REAL_LIBNVRTC";
 }
 
 /// Which part of the program is recorded (`recap capture --range`).

@@ -19,4 +19,5 @@ mod intercept_effects;
 mod intercept_graphs;
 mod intercept_nvtx;
 mod intercept_placed;
+mod intercept_ptx;
 mod wrp;

@@ -15,8 +15,13 @@
 //! which would then be loaded a second time, there. This one has no start-up work and depends on
 //! libc alone.
 //!
+//! NVRTC (`libnvrtc*.so.*`, which CuPy opens by absolute path) is sent to the interposer the same
+//! way, once the linker's search has found the file: that file is linked at `RECAP_REAL_LIBNVRTC`
+//! for the interposer to forward to (its `nvrtc.rs`).
+//!
 //! Environment (set by `recap capture`): `RECAP_INTERPOSER`, the interposer's path (nothing is
-//! redirected without it); `RECAP_REAL_LIBCUDA`, the real driver's path.
+//! redirected without it); `RECAP_REAL_LIBCUDA`, the real driver's path; `RECAP_REAL_LIBNVRTC`,
+//! where to link the NVRTC the program opens.
 
 use std::ffi::{c_char, c_uint, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -101,18 +106,46 @@ pub unsafe extern "C" fn la_objopen(map: *mut libc::c_void, _lmid: libc::c_long,
     0
 }
 
-/// A name about to be looked up: a driver's becomes the interposer's path.
+/// Whether a name is NVRTC's: `libnvrtc.so.13`, or a copy a wheel renamed
+/// (`libnvrtc-1a2b3c4d.so.12`), but not the `libnvrtc-builtins` that NVRTC itself loads.
+fn is_nvrtc(name: &Path) -> bool {
+    let file = name.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default();
+    let shared_object = file.ends_with(b".so") || file.windows(4).any(|w| w == b".so.");
+    file.starts_with(b"libnvrtc") && shared_object && !file.starts_with(b"libnvrtc-builtins")
+}
+
+/// Links `file` (the NVRTC the program asked for) where the interposer looks for it
+/// (`RECAP_REAL_LIBNVRTC`), unless an earlier load already did: the first NVRTC is the one
+/// forwarded to.
+fn link_nvrtc(file: &Path) -> bool {
+    let Some(link) = env("RECAP_REAL_LIBNVRTC") else { return false };
+    let Ok(real) = std::fs::canonicalize(file) else { return false };
+    if real == paths().map(|p| p.interposer_file.clone()).unwrap_or_default() {
+        return false;
+    }
+    std::os::unix::fs::symlink(&real, &link).is_ok() || link.exists()
+}
+
+/// A name about to be looked up: a driver's becomes the interposer's path, and so does NVRTC's
+/// once the file it names is found (the name as asked when it is a path, else the candidate
+/// paths the linker tries), that file linked for the interposer to forward to.
 ///
 /// # Safety
 /// The dynamic linker's arguments: `name` a NUL-terminated name, `cookie` the searching object's
 /// cookie (or NULL).
 #[no_mangle]
 pub unsafe extern "C" fn la_objsearch(name: *const c_char, cookie: *mut usize, flag: c_uint) -> *const c_char {
-    if flag != LA_SER_ORIG || name.is_null() || (!cookie.is_null() && *cookie == EXEMPT) {
+    if name.is_null() || (!cookie.is_null() && *cookie == EXEMPT) {
         return name;
     }
     let Some(paths) = paths() else { return name };
     let asked = PathBuf::from(String::from_utf8_lossy(CStr::from_ptr(name).to_bytes()).into_owned());
+    if is_nvrtc(&asked) && asked.components().count() > 1 && asked.is_file() && link_nvrtc(&asked) {
+        return paths.interposer.as_ptr();
+    }
+    if flag != LA_SER_ORIG {
+        return name;
+    }
     if is_driver(&asked, paths) {
         paths.interposer.as_ptr()
     } else {

@@ -71,6 +71,7 @@ mod launch;
 mod machine;
 mod memory;
 mod module;
+mod nvrtc;
 mod procs;
 mod result;
 mod stream;

@@ -82,6 +82,15 @@ unsafe fn load(image: *const c_void, log: &ErrorLog) -> Result<shared::ptx::Modu
         Some(ImageKind::Cubin) => {
             // SAFETY: an ELF image has at least its 64-byte header.
             let header = unsafe { host(image, 64) }?;
+            if u16::from_le_bytes([header[18], header[19]]) != machine::EM_RECAP_CPU {
+                // One that NVRTC made runs as its program's PTX, which the interposer kept (nvrtc.rs).
+                let len = shared::fatbin::elf_header_len(header).filter(|&n| n <= 1 << 28).unwrap_or(64) as usize;
+                // SAFETY: a cubin ends with its section headers, which its ELF header places.
+                let whole = unsafe { host(image, len.max(64)) }?;
+                if let Some(ptx) = crate::nvrtc::ptx_for_cubin(whole) {
+                    return shared::ptx::Module::parse(&ptx).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()));
+                }
+            }
             if let Err(e) = machine::elf_ptx(header) {
                 return Err(fail(CUresult::INVALID_IMAGE, e));
             }

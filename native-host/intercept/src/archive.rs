@@ -80,6 +80,8 @@ fn bound_regions<'b>(st: &mut State, rec: &Recording, binds: &'b [Bind]) -> Hash
 /// Writes the archive (through a temporary file, renamed into place when complete) and the
 /// report (`RECAP_CAPTURE_REPORT`, JSON).
 pub fn write(st: &mut State, rec: &Recording) {
+    // Cubins NVRTC made get their program's PTX now, after the range (nvrtc.rs).
+    crate::nvrtc::complete(&mut st.modules, &mut st.report);
     st.report.sm = rec.sm;
     st.report.regions = rec.regions.len() as u64;
     st.report.upload_bytes = rec.uploads.iter().map(|u| u.bytes.len() as u64).sum();

@@ -10,10 +10,10 @@
 //! PTX is taken wherever it exists: the image itself, a fat binary's PTX entry (the lowest
 //! architecture, the most portable), the PTX inputs of a link, or — for a bare cubin, as Triton
 //! loads them — the `.ptx` file its producer keeps beside a byte-identical copy of the cubin in
-//! its cache (Triton's `TRITON_CACHE_DIR`, by default `~/.triton/cache`).
+//! its cache (Triton's and inductor's cache folders: `ptx_sources.rs`).
 
 use std::ffi::c_void;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use shared::fatbin::{self, EntryKind, ImageKind};
 use shared::ptx::signature;
@@ -136,6 +136,14 @@ impl ModuleImage {
         self.parsed.as_ref().and_then(|p| p.as_ref().ok())
     }
 
+    /// PTX found after the image was parsed (an NVRTC program compiled again, nvrtc.rs).
+    pub fn set_ptx(&mut self, ptx: Option<String>, from: String) {
+        if let Some(Ok(p)) = &mut self.parsed {
+            p.ptx = ptx;
+            p.ptx_from = from;
+        }
+    }
+
     fn parse(&self) -> Result<Parsed, String> {
         let bytes = self.source.bytes();
         match self.kind {
@@ -146,9 +154,11 @@ impl ModuleImage {
             ImageKind::Cubin => {
                 let (ptx, ptx_from) = match self.linked_ptx() {
                     Some(found) => found,
-                    None => match producer_ptx(bytes) {
+                    None => match crate::ptx_sources::producer_ptx(bytes) {
                         Some((text, path)) => (Some(text), format!("{}", path.display())),
-                        None => (None, "none: a cubin, and no PTX found beside it".into()),
+                        // Compiled again for its PTX when the archive is written (nvrtc.rs).
+                        None if crate::nvrtc::made(bytes) => (None, crate::nvrtc::PENDING.into()),
+                        None => (None, "none: a cubin, and no PTX found beside it or from NVRTC".into()),
                     },
                 };
                 Ok(Parsed { ptx, ptx_from, cubins: vec![(0, bytes.to_vec())] })
@@ -229,42 +239,4 @@ unsafe fn fatbin_source(image: *const c_void, bytes: &[u8]) -> Result<ImageSourc
         return Ok(ImageSource::Static { ptr: image as usize, len });
     }
     Ok(ImageSource::Owned(bytes[..len].to_vec()))
-}
-
-/// The PTX its producer keeps beside a byte-identical copy of `cubin` (Triton's cache).
-fn producer_ptx(cubin: &[u8]) -> Option<(String, PathBuf)> {
-    for root in cache_dirs() {
-        let Ok(dirs) = std::fs::read_dir(&root) else { continue };
-        for dir in dirs.flatten() {
-            let Ok(files) = std::fs::read_dir(dir.path()) else { continue };
-            for file in files.flatten() {
-                let path = file.path();
-                if path.extension().is_none_or(|e| e != "cubin") {
-                    continue;
-                }
-                if file.metadata().map(|m| m.len()).ok() != Some(cubin.len() as u64) {
-                    continue;
-                }
-                if std::fs::read(&path).ok().as_deref() != Some(cubin) {
-                    continue;
-                }
-                let ptx = path.with_extension("ptx");
-                if let Ok(text) = std::fs::read_to_string(&ptx) {
-                    return Some((text, ptx));
-                }
-            }
-        }
-    }
-    None
-}
-
-fn cache_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(d) = std::env::var_os("TRITON_CACHE_DIR") {
-        dirs.push(PathBuf::from(d));
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        dirs.push(PathBuf::from(home).join(".triton/cache"));
-    }
-    dirs
 }

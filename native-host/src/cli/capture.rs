@@ -108,6 +108,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 list.push(old);
             }
             cmd.env("LD_AUDIT", list).env(env::INTERPOSER, &interposer_file);
+            // NVRTC is sent to the interposer too, the file the program opened linked here.
+            cmd.env(env::REAL_NVRTC, shim.path().join("real-nvrtc.so"));
         }
         None => eprintln!(
             "recap capture: {AUDIT_LIB} is not beside {}: a program that opens the driver by its absolute path \
