@@ -127,9 +127,14 @@ pub fn header(dtype: DType, shape: &[u64]) -> Vec<u8> {
     out
 }
 
-/// Splits a `.npy` file into its header and its data, checking that the data is exactly what the
-/// header describes.
-pub fn parse(bytes: &[u8]) -> Result<(NpyHeader, &[u8]), NpyError> {
+/// The most bytes [`parse_header`] needs: the fixed start and the longest header accepted.
+pub const HEADER_PREFIX: usize = 12 + MAX_HEADER;
+
+/// Reads a `.npy` header from the first bytes of a file (all of them, or at least
+/// [`HEADER_PREFIX`]): the header, where the data starts and how many bytes of data the header
+/// says follow, so that a reader checks a file's data size before it reads any of it.
+pub fn parse_header(prefix: &[u8]) -> Result<(NpyHeader, usize, u64), NpyError> {
+    let bytes = prefix;
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
         return bad("the file does not start with numpy's magic `\\x93NUMPY`");
     }
@@ -146,12 +151,19 @@ pub fn parse(bytes: &[u8]) -> Result<(NpyHeader, &[u8]), NpyError> {
     };
     let text = std::str::from_utf8(text).map_err(|_| NpyError::Format("the header is not text".into()))?;
     let header = parse_dict(text)?;
-    let data = &bytes[start + len..];
     let item = item_size(&header.descr)?;
     let want = header
         .count()
         .and_then(|n| n.checked_mul(item))
         .ok_or_else(|| NpyError::Format(format!("shape {:?} is too large", header.shape)))?;
+    Ok((header, start + len, want))
+}
+
+/// Splits a `.npy` file into its header and its data, checking that the data is exactly what the
+/// header describes.
+pub fn parse(bytes: &[u8]) -> Result<(NpyHeader, &[u8]), NpyError> {
+    let (header, start, want) = parse_header(bytes)?;
+    let data = &bytes[start..];
     if data.len() as u64 != want {
         return bad(format!(
             "shape {:?} of {} needs {want} bytes of data but the file has {}",

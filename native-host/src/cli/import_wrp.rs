@@ -32,6 +32,9 @@ pub struct Args {
     /// Absolute tolerance of floating-point expected states
     #[arg(long, default_value_t = 1e-6)]
     pub atol: f64,
+    /// What a replay of the archive may allocate: a capture over these is refused at import
+    #[command(flatten)]
+    pub limits: super::limits::LimitArgs,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -42,6 +45,7 @@ pub fn run(args: Args) -> Result<()> {
         expected: args.expected.into_iter().map(|e| (e.name, e.file)).collect(),
         rtol: args.rtol,
         atol: args.atol,
+        limits: args.limits.limits(),
     };
     let s = import_wrp(&args.file, &options, &output)?;
     println!(

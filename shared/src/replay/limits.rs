@@ -61,33 +61,39 @@ pub struct LimitError {
     pub option: &'static str,
 }
 
-fn over(what: String, figure: u64, limit: u64, option: &'static str) -> Result<(), LimitError> {
-    if figure > limit {
-        return Err(LimitError { what, figure, limit, option });
+impl LimitError {
+    /// `Err` when `figure` is over `limit`.
+    pub fn over(what: String, figure: u64, limit: u64, option: &'static str) -> Result<(), LimitError> {
+        if figure > limit {
+            return Err(LimitError { what, figure, limit, option });
+        }
+        Ok(())
     }
-    Ok(())
 }
 
+use LimitError as L;
+
 impl ReplayLimits {
+    /// Checks the regions `(name, size)` an archive declares or an importer is about to declare:
+    /// their number, each one's size and their total.
+    pub fn check_regions<'n>(&self, regions: impl ExactSizeIterator<Item = (&'n str, u64)>) -> Result<(), LimitError> {
+        L::over("the number of regions".into(), regions.len() as u64, self.max_regions, "max-regions")?;
+        let mut total = 0u64;
+        for (name, size) in regions {
+            L::over(format!("the size of region {name:?} in bytes"), size, self.max_region_bytes, "max-region-bytes")?;
+            total = total.saturating_add(size);
+        }
+        L::over("the size of all regions together in bytes".into(), total, self.max_total_bytes, "max-total-bytes")
+    }
+
     /// Checks every region and every launch of `archive`, before anything is allocated for it.
     pub fn check(&self, archive: &Archive<'_>) -> Result<(), LimitError> {
-        over("the number of regions".into(), archive.region_count() as u64, self.max_regions, "max-regions")?;
-        let mut total = 0u64;
-        for r in archive.regions() {
-            over(
-                format!("the size of region {:?} in bytes", r.name),
-                r.size,
-                self.max_region_bytes,
-                "max-region-bytes",
-            )?;
-            total = total.saturating_add(r.size);
-        }
-        over("the size of all regions together in bytes".into(), total, self.max_total_bytes, "max-total-bytes")?;
+        self.check_regions(archive.regions().map(|r| (r.name, r.size)))?;
         for id in 0..archive.op_count() as u32 {
             if let Op::Launch(l) = archive.op(id) {
                 let blocks = l.grid.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
                 let kernel = archive.kernel(l.kernel).name;
-                over(
+                L::over(
                     format!("the number of thread blocks of op {id} (launch of {kernel})"),
                     blocks,
                     self.max_grid_blocks,

@@ -18,8 +18,9 @@ pub use parse::parse;
 /// The format version this reader knows (Warp 1.19 writes and reads exactly this one).
 pub const FORMAT_VERSION: u32 = 18;
 
-/// IF/WHILE bodies nest at most this deep (Warp's own bound).
-pub const MAX_NESTING: usize = 1024;
+/// IF/WHILE bodies nest at most this deep: a recap archive's bound (Warp's own is 1024), so a capture
+/// no archive can hold is refused while it is read, with one short error.
+pub const MAX_NESTING: usize = crate::archive::MAX_NESTING;
 
 /// Why a `.wrp` file cannot be read: where (a byte offset in the file) and what.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -250,6 +250,7 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
     // Memory.
     let region_count = memory.u32("the region count")?;
     let mut regions: Vec<Region> = Vec::new();
+    let mut ids = std::collections::HashSet::new();
     for _ in 0..region_count {
         let record = memory.at();
         let id = memory.u32("a region's id")?;
@@ -269,7 +270,7 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
                 return Err(WrpError { offset: record + 16, what: format!("region {id}: data flag {other} (0 or 1)") })
             }
         };
-        if regions.iter().any(|r| r.id == id) {
+        if !ids.insert(id) {
             return Err(WrpError { offset: record, what: format!("region {id} is declared twice") });
         }
         regions.push(Region { id, size, initial });
@@ -285,10 +286,15 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
     Ok(Capture { device, producer, modules, kernels, bindings, meshes, handle_locations, regions, ops })
 }
 
+/// The error of bodies nested past [`MAX_NESTING`].
+fn too_deep() -> String {
+    format!("IF/WHILE bodies nest more than {MAX_NESTING} deep, the most a recap archive holds")
+}
+
 /// `count` ops from `r`, which must hold exactly them.
 fn ops<'a>(r: &mut Reader<'a>, count: u32, depth: usize) -> Result<Vec<WrpOp<'a>>, WrpError> {
     if depth > MAX_NESTING {
-        return r.error(format!("IF/WHILE bodies nest more than {MAX_NESTING} deep"));
+        return r.error(too_deep());
     }
     let mut out = Vec::new();
     for index in 0..count {
@@ -303,9 +309,11 @@ fn ops<'a>(r: &mut Reader<'a>, count: u32, depth: usize) -> Result<Vec<WrpOp<'a>
         }
         let body = r.take(total - 8, &format!("op {index} ({})", opcode_name(opcode)))?;
         let mut rec = Reader::new(body, start + 8);
-        let kind = op(&mut rec, opcode, depth).map_err(|e| WrpError {
-            offset: e.offset,
-            what: format!("op {index} ({}): {}", opcode_name(opcode), e.what),
+        let kind = op(&mut rec, opcode, depth).map_err(|e| match depth > 0 && e.what == too_deep() {
+            // Only the outermost op names itself: one prefix per level would make the message
+            // as long as the nesting is deep.
+            true => e,
+            false => WrpError { offset: e.offset, what: format!("op {index} ({}): {}", opcode_name(opcode), e.what) },
         })?;
         out.push(WrpOp { offset: start, kind });
     }
@@ -597,6 +605,11 @@ mod tests {
         operations.extend(0u32.to_le_bytes());
         operations.extend(0u32.to_le_bytes());
         operations.extend(&body);
+        file(&meta, &memory, &operations)
+    }
+
+    /// A CPU capture of the three sections given.
+    fn file(meta: &[u8], memory: &[u8], operations: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend(MAGIC);
         out.extend(18u32.to_le_bytes());
@@ -608,7 +621,7 @@ mod tests {
         out.extend(0u32.to_le_bytes());
         out.extend([0u8; 32]);
         let mut offset = (HEADER_BYTES + 3 * SECTION_ENTRY_BYTES) as u64;
-        for (kind, section) in [(1u32, &meta), (2, &memory), (3, &operations)] {
+        for (kind, section) in [(1u32, meta), (2, memory), (3, operations)] {
             out.extend(kind.to_le_bytes());
             out.extend(0u32.to_le_bytes());
             out.extend(offset.to_le_bytes());
@@ -616,10 +629,85 @@ mod tests {
             out.extend((section.len() as u64).to_le_bytes());
             offset += section.len() as u64;
         }
-        out.extend(&meta);
-        out.extend(&memory);
-        out.extend(&operations);
+        out.extend(meta);
+        out.extend(memory);
+        out.extend(operations);
         out
+    }
+
+    /// Metadata of no modules, kernels or bindings.
+    fn bare_meta() -> Vec<u8> {
+        let mut meta = Vec::new();
+        meta.extend(18u32.to_le_bytes());
+        meta.extend(6u32.to_le_bytes());
+        meta.extend(b"1.19.0");
+        meta.extend(0u32.to_le_bytes());
+        for count in [0u32; 5] {
+            meta.extend(count.to_le_bytes());
+        }
+        meta
+    }
+
+    /// `count` regions of 4 bytes without contents, ids from 1.
+    fn regions(count: u32) -> Vec<u8> {
+        let mut memory = count.to_le_bytes().to_vec();
+        for id in 1..=count {
+            memory.extend(id.to_le_bytes());
+            memory.extend(1u32.to_le_bytes());
+            memory.extend(4u64.to_le_bytes());
+            memory.extend([0u8; 8]);
+        }
+        memory
+    }
+
+    /// A WHILE on region 1 whose body is `inner` (one op), or empty.
+    fn while_op(inner: Option<&[u8]>) -> Vec<u8> {
+        let body = inner.unwrap_or(&[]);
+        let mut op = Vec::new();
+        op.extend(8u32.to_le_bytes());
+        op.extend(((COND_RECORD + body.len()) as u32).to_le_bytes());
+        op.extend(1i32.to_le_bytes());
+        op.extend(0u32.to_le_bytes());
+        op.extend(0u64.to_le_bytes());
+        op.extend((body.len() as u32).to_le_bytes());
+        op.extend((inner.is_some() as u32).to_le_bytes());
+        op.extend([0u8; 8]);
+        op.extend(body);
+        op
+    }
+
+    #[test]
+    fn nesting_past_an_archives_bound_is_one_short_error() {
+        let mut op = while_op(None);
+        for _ in 0..1100 {
+            op = while_op(Some(&op));
+        }
+        let mut operations = 1u32.to_le_bytes().to_vec();
+        operations.extend(&op);
+        let e = parse(&file(&bare_meta(), &regions(1), &operations)).unwrap_err();
+        assert!(e.what.len() < 200, "{} bytes: {}", e.what.len(), &e.what[..200]);
+        assert!(e.what.starts_with("op 0 (WHILE): ") && e.what.contains("more than 64 deep"), "{e}");
+        // As deep as an archive may go (64 WHILEs, one inside the other) reads.
+        let mut op = while_op(None);
+        for _ in 1..MAX_NESTING {
+            op = while_op(Some(&op));
+        }
+        let mut operations = 1u32.to_le_bytes().to_vec();
+        operations.extend(&op);
+        assert!(parse(&file(&bare_meta(), &regions(1), &operations)).is_ok());
+    }
+
+    #[test]
+    fn many_regions_read_in_linear_time() {
+        // Checking each id against every earlier one took minutes here; a set takes milliseconds.
+        let bytes = file(&bare_meta(), &regions(300_000), &0u32.to_le_bytes());
+        let started = std::time::Instant::now();
+        assert_eq!(parse(&bytes).unwrap().regions.len(), 300_000);
+        assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+        let mut twice = regions(3);
+        twice[4 + 2 * 24..][..4].copy_from_slice(&1u32.to_le_bytes());
+        let e = parse(&file(&bare_meta(), &twice, &0u32.to_le_bytes())).unwrap_err();
+        assert!(e.what.contains("region 1 is declared twice"), "{e}");
     }
 
     #[test]

@@ -169,14 +169,26 @@ fn reads_only(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD)
 }
 
-/// Requires the access token when one is set; the view-only token suffices for reading.
+/// Whether a request is `POST .../sessions/{id}/cancel`: the session's control key, not the access
+/// token, is what lets it act (the handler checks the key), so the view-only token of a share link
+/// that came with the key cancels over REST as it does over the session's WebSocket.
+fn is_cancel(req: &Request) -> bool {
+    let mut parts = req.uri().path().trim_end_matches('/').rsplit('/');
+    req.method() == Method::POST
+        && parts.next() == Some("cancel")
+        && parts.next().is_some_and(|id| !id.is_empty())
+        && parts.next() == Some("sessions")
+}
+
+/// Requires the access token when one is set; the view-only token suffices for reading (and for
+/// cancelling with a session's control key, see [`is_cancel`]).
 pub async fn require_token(State(app): State<AppState>, req: Request, next: Next) -> Result<Response, ApiError> {
     let access = &app.config.access;
     if let Some(token) = &access.token {
         match presented_token(&req) {
             Some(p) if constant_time_eq(p.as_bytes(), token.as_bytes()) => {}
             Some(p) if access.view_token.as_ref().is_some_and(|v| constant_time_eq(p.as_bytes(), v.as_bytes())) => {
-                if !reads_only(req.method()) {
+                if !reads_only(req.method()) && !is_cancel(&req) {
                     return Err(ApiError::new(
                         StatusCode::FORBIDDEN,
                         "view_only",
@@ -195,6 +207,39 @@ pub async fn require_token(State(app): State<AppState>, req: Request, next: Next
                     "this host requires an access token: send `Authorization: Bearer TOKEN` or add `?token=TOKEN`",
                 ))
             }
+        }
+    }
+    Ok(next.run(req).await)
+}
+
+/// Region contents (`.../regions/{name}`) are the one answer a page elsewhere could make large at
+/// will (an archive declaring a region of terabytes), and GETs pass the origin checks; so on a host
+/// without a token, where nothing else stands between a foreign page and the data, a read of region
+/// data that the browser says comes from another site is refused. A host with a token has already
+/// checked it ([`require_token`] runs first).
+pub async fn region_reads(State(app): State<AppState>, req: Request, next: Next) -> Result<Response, ApiError> {
+    let access = &app.config.access;
+    if access.token.is_none() {
+        let headers = req.headers();
+        let site = header_str(headers, HeaderName::from_static("sec-fetch-site"));
+        let foreign_site =
+            site.is_some_and(|s| s.eq_ignore_ascii_case("cross-site") || s.eq_ignore_ascii_case("same-site"));
+        let host = header_str(headers, header::HOST).unwrap_or("");
+        let foreign_origin = header_str(headers, header::ORIGIN).is_some_and(|o| !access.origin_allowed(o, host));
+        if foreign_site || foreign_origin {
+            let from = match (header_str(headers, header::ORIGIN), site) {
+                (Some(origin), _) if foreign_origin => format!("origin {origin:?}"),
+                (_, Some(site)) => format!("Sec-Fetch-Site: {site}"),
+                _ => "another site".to_string(),
+            };
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "foreign_origin",
+                format!(
+                    "region data is not served to pages of other sites ({from}) by a host without a token: \
+                     download it from this host's own pages, or start the host with --token and send the token"
+                ),
+            ));
         }
     }
     Ok(next.run(req).await)
@@ -292,20 +337,50 @@ pub fn require_content_type(headers: &HeaderMap, expected: &str, what: &str) -> 
     ))
 }
 
+/// The data folder's place in a message replaced by the path relative to it (`tmp/work-1/x.wrp`),
+/// so that answers do not tell clients where the host keeps its files.
+pub fn redact(message: &str, data_paths: &[String]) -> String {
+    let mut out = message.to_string();
+    for data in data_paths {
+        out = out.replace(&format!("{data}/"), "").replace(data.as_str(), ".");
+    }
+    out
+}
+
+/// Largest error body read back to be rewritten (the API's own are a few hundred bytes).
+const ERROR_BODY_MAX: usize = 64 << 10;
+
 /// Turns every API error answer that is not already JSON (the framework's own refusals: a query
-/// that does not parse, a wrong method, a body over its limit) into the API's JSON error body.
-pub async fn json_errors(req: Request, next: Next) -> Response {
+/// that does not parse, a wrong method, a body over its limit) into the API's JSON error body, and
+/// takes the data folder's path out of every error message.
+pub async fn json_errors(State(app): State<AppState>, req: Request, next: Next) -> Response {
     let res = next.run(req).await;
     let status = res.status();
     let is_json = header_str(res.headers(), header::CONTENT_TYPE).is_some_and(|t| t.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+    if !(status.is_client_error() || status.is_server_error()) {
         return res;
     }
     let (parts, body) = res.into_parts();
-    let text = match axum::body::to_bytes(body, 4096).await {
+    let text = match axum::body::to_bytes(body, ERROR_BODY_MAX).await {
         Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_string(),
         Err(_) => String::new(),
     };
+    let paths = &app.config.data_paths;
+    if is_json {
+        let (code, message) = match serde_json::from_str::<shared::protocol::ErrorBody>(&text) {
+            Ok(body) => (body.error.code, redact(&body.error.message, paths)),
+            Err(_) => ("internal".to_string(), "the error answer could not be read back".to_string()),
+        };
+        let body = shared::protocol::ErrorBody { error: shared::protocol::ErrorDetail { code, message } };
+        let mut out = (status, axum::Json(body)).into_response();
+        for (name, value) in parts.headers.iter() {
+            if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+                out.headers_mut().insert(name.clone(), value.clone());
+            }
+        }
+        return out;
+    }
+    let text = redact(&text, paths);
     let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_lowercase() } else { text };
     let code = match status {
         StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => "bad_request",

@@ -192,9 +192,11 @@ async fn upload_bundle(
         .map_err(|e| ApiError::internal(format!("writing {}: {e}", bundle_path.display())))?;
     drop(file);
     let store = app.store.clone();
+    let replay_limits = app.config.replay_limits;
     let ingested = tokio::task::spawn_blocking(move || {
         let out = work.path().join("converted.recap");
-        let (summary, wrp_name) = recap::import_wrp::import_bundle(&bundle_path, kind, work.path(), &out, limit)
+        let (summary, wrp_name) =
+            recap::import_wrp::import_bundle(&bundle_path, kind, work.path(), &out, limit, replay_limits)
             .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_capture", e.to_string()))?;
         let name = query.name.clone().unwrap_or_else(|| format!("{}.recap", wrp_name.strip_suffix(".wrp").unwrap_or(&wrp_name)));
         let name = check_name(Some(name))?;

@@ -109,6 +109,22 @@ pub struct Settings {
     pub uploads: tokio::sync::Semaphore,
     /// Permits for JSON request bodies, one per KiB ([`JSON_BYTES_IN_FLIGHT`]).
     pub json_kib: tokio::sync::Semaphore,
+    /// The data folder as given and as resolved: error answers name paths inside it relative to it.
+    pub data_paths: Vec<String>,
+    /// What a replay may be asked for: Warp captures over it are refused at conversion.
+    pub replay_limits: shared::replay::ReplayLimits,
+}
+
+/// The data folder's spellings an error message may hold (as given, absolute, resolved), longest
+/// first so that a longer one is replaced before a prefix of it.
+fn data_paths(data: &std::path::Path) -> Vec<String> {
+    let mut paths = vec![data.display().to_string()];
+    paths.extend(std::path::absolute(data).ok().map(|p| p.display().to_string()));
+    paths.extend(data.canonicalize().ok().map(|p| p.display().to_string()));
+    paths.retain(|p| !p.is_empty() && p != "." && p != "/");
+    paths.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    paths.dedup();
+    paths
 }
 
 /// The API routes, all behind the token check.
@@ -117,18 +133,26 @@ fn api(state: AppState) -> Router<AppState> {
         .route("/archives", post(archives::upload).get(archives::list).layer(DefaultBodyLimit::disable()))
         .route("/archives/{id}", get(archives::get).delete(archives::delete))
         .route("/archives/{id}/raw", get(archives::raw))
-        .route("/archives/{id}/regions/{name}", get(regions::archive_region))
+        .route(
+            "/archives/{id}/regions/{name}",
+            get(regions::archive_region)
+                .layer(axum::middleware::from_fn_with_state(state.clone(), access::region_reads)),
+        )
         .route("/devices", get(sessions::devices))
         .route("/sessions", post(sessions::create).get(sessions::list))
         .route("/sessions/{id}", get(sessions::get))
         .route("/sessions/{id}/cancel", post(sessions::cancel))
         .route("/sessions/{id}/ws", get(sessions::websocket))
-        .route("/sessions/{id}/regions/{name}", get(regions::session_region))
+        .route(
+            "/sessions/{id}/regions/{name}",
+            get(regions::session_region)
+                .layer(axum::middleware::from_fn_with_state(state.clone(), access::region_reads)),
+        )
         .fallback(|| async { ApiError::not_found("no such API endpoint; docs/API.md lists them") })
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
         .layer(axum::middleware::from_fn_with_state(state.clone(), access::require_token))
-        .layer(axum::middleware::from_fn_with_state(state, access::cross_origin))
-        .layer(axum::middleware::from_fn(access::json_errors))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), access::cross_origin))
+        .layer(axum::middleware::from_fn_with_state(state, access::json_errors))
 }
 
 /// The whole application: `/api`, the viewer's files, and its client-side routes.
@@ -264,6 +288,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             authority: local.to_string(),
             uploads: tokio::sync::Semaphore::new(CONCURRENT_UPLOADS),
             json_kib: tokio::sync::Semaphore::new(JSON_BYTES_IN_FLIGHT >> 10),
+            data_paths: data_paths(&config.data),
+            replay_limits: config.session_limits.replay,
         }),
         shutdown: shutdown.clone(),
     };

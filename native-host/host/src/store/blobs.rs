@@ -12,17 +12,12 @@ pub struct FsBlobStore {
 }
 
 impl FsBlobStore {
-    /// Opens the store in the data folder, removing temporary files a crash left behind.
+    /// Opens the store in the data folder (`Store::open` clears what a crash left in `tmp/`).
     pub fn open(data: &Path) -> Result<FsBlobStore, StoreError> {
         let blobs = data.join("blobs");
         let tmp = data.join("tmp");
         for dir in [&blobs, &tmp] {
             std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
-        }
-        for entry in std::fs::read_dir(&tmp).map_err(io_err(format!("reading {}", tmp.display())))? {
-            let path = entry.map_err(io_err(format!("reading {}", tmp.display())))?.path();
-            tracing::info!(path = %path.display(), "removing an unfinished upload");
-            std::fs::remove_file(&path).map_err(io_err(format!("removing {}", path.display())))?;
         }
         Ok(FsBlobStore { blobs, tmp })
     }

@@ -308,6 +308,36 @@ impl Incoming {
     }
 }
 
+/// Empties `tmp/` at start: only this host's work in progress lives there (uploads on their way,
+/// bundles being converted), and a host that was killed or crashed leaves it behind, in any shape
+/// (files, folders of unpacked bundles, links an unpacked bundle held). Each thing removed is
+/// logged; one that cannot be removed is logged and left, and never stops the host from starting.
+pub fn clear_tmp(tmp: &Path) -> Result<(), StoreError> {
+    std::fs::create_dir_all(tmp).map_err(io_err(format!("creating {}", tmp.display())))?;
+    let listing = std::fs::read_dir(tmp).map_err(io_err(format!("reading {}", tmp.display())))?;
+    for entry in listing {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                tracing::warn!(folder = %tmp.display(), "listing leftover work: {e}");
+                continue;
+            }
+        };
+        let path = entry.path();
+        // Not followed: a link is removed, never what it points to.
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        let (what, removed) = match is_dir {
+            true => ("a scratch folder", std::fs::remove_dir_all(&path)),
+            false => ("a temporary file", std::fs::remove_file(&path)),
+        };
+        match removed {
+            Ok(()) => tracing::info!(path = %path.display(), "removed {what} a previous run left unfinished"),
+            Err(e) => tracing::warn!(path = %path.display(), "could not remove {what} a previous run left: {e}"),
+        }
+    }
+    Ok(())
+}
+
 /// The blob store and the index together.
 pub struct Store {
     pub blobs: Arc<dyn BlobStore>,
@@ -367,6 +397,7 @@ impl Store {
             sessions_dir: dir.join("sessions"),
             tmp_dir: dir.join("tmp"),
         };
+        clear_tmp(&store.tmp_dir)?;
         // Blobs and index are only judged against each other where they belong together: both in
         // this data folder, or both shared by the cluster's hosts (a shared index beside this
         // host's own files, or the reverse, holds rows or blobs of other hosts).
@@ -400,7 +431,8 @@ impl Store {
         Ok(())
     }
 
-    /// A scratch folder under `tmp/`, removed when dropped (and at the next start after a crash).
+    /// A scratch folder under `tmp/`, removed when dropped (and at the next start after a crash:
+    /// [`clear_tmp`]).
     pub fn scratch(&self) -> Result<tempfile::TempDir, StoreError> {
         std::fs::create_dir_all(&self.tmp_dir).map_err(io_err(format!("creating {}", self.tmp_dir.display())))?;
         tempfile::Builder::new()

@@ -25,9 +25,10 @@
 
 mod bundle;
 
-pub use bundle::{import_bundle, BundleKind};
+pub use bundle::{import_bundle, unpack_bundle, BundleKind};
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use shared::archive::{
@@ -35,6 +36,7 @@ use shared::archive::{
     Tolerance, WriteError,
 };
 use shared::npy;
+use shared::replay::ReplayLimits;
 use shared::wrp::{self, Capture, CaptureDevice, Launch, OpKind, Param, PointerTarget, WrpError, WrpOp};
 
 /// Threads per block when the capture names none (Warp's GPU default).
@@ -75,13 +77,23 @@ pub struct WrpOptions {
     /// Tolerance of floating-point expected states (integers are judged exactly).
     pub rtol: f64,
     pub atol: f64,
+    /// What a replay of the archive may be asked for: a capture whose regions are over these is
+    /// refused here, by the rule a replay would refuse it with, before anything is allocated.
+    pub limits: ReplayLimits,
 }
 
 impl Default for WrpOptions {
-    /// Nothing besides the file, and float tolerances of 1e-5 relative and 1e-6 absolute: Warp's
-    /// own replay ran compiled C++ or another GPU, recap runs the PTX.
+    /// Nothing besides the file, float tolerances of 1e-5 relative and 1e-6 absolute (Warp's own
+    /// replay ran compiled C++ or another GPU, recap runs the PTX), and the default replay limits.
     fn default() -> Self {
-        WrpOptions { modules: None, ptx_from: None, expected: Vec::new(), rtol: 1e-5, atol: 1e-6 }
+        WrpOptions {
+            modules: None,
+            ptx_from: None,
+            expected: Vec::new(),
+            rtol: 1e-5,
+            atol: 1e-6,
+            limits: ReplayLimits::DEFAULT,
+        }
     }
 }
 
@@ -110,6 +122,17 @@ pub fn import_wrp(wrp: &Path, options: &WrpOptions, out: &Path) -> Result<WrpSum
     };
     let bytes = std::fs::read(wrp).map_err(io(wrp))?;
     let capture = wrp::parse(&bytes).map_err(|error| WrpImportError::Format { path: wrp.to_path_buf(), error })?;
+    // Lookups by key, so that the import's work grows with the capture, not with its square.
+    let mut kernels = HashMap::new();
+    let mut kernels_of_module: HashMap<&str, Vec<&wrp::Kernel>> = HashMap::new();
+    for k in &capture.kernels {
+        kernels.entry((k.module_hash.as_str(), k.key.as_str())).or_insert(k);
+        kernels_of_module.entry(k.module_hash.as_str()).or_default().push(k);
+    }
+    let mut modules = HashMap::new();
+    for m in &capture.modules {
+        modules.entry(m.hash.as_str()).or_insert(m);
+    }
     let modules_dir = options.modules.clone().unwrap_or_else(|| {
         let stem = wrp.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         wrp.with_file_name(format!("{stem}_modules"))
@@ -123,6 +146,9 @@ pub fn import_wrp(wrp: &Path, options: &WrpOptions, out: &Path) -> Result<WrpSum
             .map_err(|error| WrpImportError::Write { path: out.to_path_buf(), error })?,
         out,
         regions: HashMap::new(),
+        kernel_of: kernels,
+        kernels_of_module,
+        module_of: modules,
         ptx: HashMap::new(),
         kernels: HashMap::new(),
         hidden: 0,
@@ -154,8 +180,14 @@ struct Importer<'c, 'a> {
     modules_dir: PathBuf,
     w: ArchiveWriter<std::io::Cursor<Vec<u8>>>,
     out: &'a Path,
-    /// Warp region id -> recap region.
-    regions: HashMap<i32, RegionId>,
+    /// Warp region id -> recap region and its size.
+    regions: HashMap<i32, (RegionId, u64)>,
+    /// (module hash, kernel key) -> the capture's first kernel of that key.
+    kernel_of: HashMap<(&'c str, &'c str), &'c wrp::Kernel>,
+    /// Module hash -> the capture's kernels of that module.
+    kernels_of_module: HashMap<&'c str, Vec<&'c wrp::Kernel>>,
+    /// Module hash -> the capture's first module of that hash.
+    module_of: HashMap<&'c str, &'c wrp::Module>,
     /// Module hash -> recap module and its PTX.
     ptx: HashMap<String, (shared::archive::ModuleId, ModulePtx)>,
     /// (module hash, entry) -> recap kernel and its parameter layout.
@@ -211,8 +243,9 @@ impl Importer<'_, '_> {
         self.add_regions(&expected)?;
         self.load_modules()?;
         self.ops(&c.ops, "")?;
+        self.check_region_count()?;
         for e in expected {
-            let region = self.regions[&(e.warp_region as i32)];
+            let region = self.regions[&(e.warp_region as i32)].0;
             let tolerance = if e.dtype.is_float() {
                 Tolerance::Close { rtol: self.options.rtol, atol: self.options.atol }
             } else {
@@ -230,17 +263,29 @@ impl Importer<'_, '_> {
         Ok(())
     }
 
-    /// The `--expected` files, checked against the regions they fill.
+    /// The `--expected` files, checked against the regions they fill: each file's header before any
+    /// of its data is read, so a file larger than its region is refused unread.
     fn read_expected(&self) -> Result<Vec<Expected>, WrpImportError> {
-        let mut out = Vec::new();
+        let c = self.capture;
+        let mut first_binding: HashMap<&str, u32> = HashMap::new();
+        for (name, id) in &c.bindings {
+            first_binding.entry(name.as_str()).or_insert(*id);
+        }
+        let sizes: HashMap<u32, u64> = c.regions.iter().map(|r| (r.id, r.size)).collect();
+        let mut out: Vec<Expected> = Vec::new();
+        let mut by_region: HashMap<u32, usize> = HashMap::new();
         for (name, file) in &self.options.expected {
             let fail = |reason: String| WrpImportError::Expected { name: name.clone(), reason };
-            let Some(&(_, warp_region)) = self.capture.bindings.iter().find(|(n, _)| n == name) else {
-                let names: Vec<&str> = self.capture.bindings.iter().map(|(n, _)| n.as_str()).collect();
-                return Err(fail(format!("the capture has no binding named {name:?} (it has {})", names.join(", "))));
+            let Some(&warp_region) = first_binding.get(name.as_str()) else {
+                let names: Vec<&str> = c.bindings.iter().take(20).map(|(n, _)| n.as_str()).collect();
+                let more = if c.bindings.len() > names.len() { ", ..." } else { "" };
+                return Err(fail(format!(
+                    "the capture has no binding named {name:?} (it has {}{more})",
+                    names.join(", ")
+                )));
             };
-            let bytes = std::fs::read(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
-            let (header, data) = npy::parse(&bytes).map_err(|e| fail(format!("{}: {e}", file.display())))?;
+            let size = sizes.get(&warp_region).copied().unwrap_or(0);
+            let (header, data) = read_npy(file, size).map_err(fail)?;
             let dtype = npy::dtype_of(&header.descr)
                 .ok_or_else(|| fail(format!("{}: dtype {} is not one a region holds", file.display(), header.descr)))?;
             if header.fortran_order && header.shape.iter().filter(|&&d| d > 1).count() > 1 {
@@ -249,42 +294,44 @@ impl Importer<'_, '_> {
                     file.display()
                 )));
             }
-            let size = self.capture.regions.iter().find(|r| r.id == warp_region).map_or(0, |r| r.size);
-            if data.len() as u64 != size {
-                return Err(fail(format!(
-                    "{} holds {} bytes but region {warp_region} has {size}",
-                    file.display(),
-                    data.len()
-                )));
-            }
             // Two names of one region (an array passed as an input and as an output) may both be given.
-            if let Some(other) = out.iter().find(|e: &&Expected| e.warp_region == warp_region) {
-                if other.bytes != data {
+            if let Some(&i) = by_region.get(&warp_region) {
+                if out[i].bytes != data {
                     return Err(fail(format!(
                         "{} differs from the expected state given for {:?}, another name of region {warp_region}",
                         file.display(),
-                        other.name
+                        out[i].name
                     )));
                 }
                 continue;
             }
-            out.push(Expected { name: name.clone(), warp_region, bytes: data.to_vec(), dtype, shape: header.shape });
+            by_region.insert(warp_region, out.len());
+            out.push(Expected { name: name.clone(), warp_region, bytes: data, dtype, shape: header.shape });
         }
         Ok(out)
     }
 
     /// Every Warp region as a region, named by its first binding; typed by its expected file.
+    /// Their sizes are checked against the replay limits first, as a replay would check them.
     fn add_regions(&mut self, expected: &[Expected]) -> Result<(), WrpImportError> {
         let c = self.capture;
+        let mut first_binding: HashMap<u32, &str> = HashMap::new();
+        for (name, id) in &c.bindings {
+            first_binding.entry(*id).or_insert(name);
+        }
+        let expected_of: HashMap<u32, &Expected> = expected.iter().map(|e| (e.warp_region, e)).collect();
         let mut ids: Vec<&wrp::Region> = c.regions.iter().collect();
         ids.sort_by_key(|r| r.id);
-        for r in ids {
-            let name = c
-                .bindings
-                .iter()
-                .find(|(_, id)| *id == r.id)
-                .map_or_else(|| format!("region{}", r.id), |(n, _)| n.clone());
-            let (dtype, shape) = match expected.iter().find(|e| e.warp_region == r.id) {
+        let names: Vec<String> = ids
+            .iter()
+            .map(|r| first_binding.get(&r.id).map_or_else(|| format!("region{}", r.id), |n| n.to_string()))
+            .collect();
+        let limited = self.options.limits.check_regions(names.iter().zip(&ids).map(|(n, r)| (n.as_str(), r.size)));
+        if let Err(e) = limited {
+            return self.unsupported(e.to_string());
+        }
+        for (r, name) in ids.into_iter().zip(names) {
+            let (dtype, shape) = match expected_of.get(&r.id) {
                 Some(e) => {
                     (e.dtype, if e.shape.len() > 1 && e.shape.len() <= 4 { e.shape.clone() } else { Vec::new() })
                 }
@@ -297,16 +344,15 @@ impl Importer<'_, '_> {
                 let result = self.w.set_initial_bytes(region, bytes);
                 self.write(result)?;
             }
-            self.regions.insert(r.id as i32, region);
+            self.regions.insert(r.id as i32, (region, r.size));
         }
-        let mut bound: Vec<&str> = Vec::new();
+        let mut bound: HashSet<&str> = HashSet::new();
         for (name, id) in &c.bindings {
             // A name listed as both input and output is one binding.
-            if bound.contains(&name.as_str()) {
+            if !bound.insert(name) {
                 continue;
             }
-            bound.push(name);
-            let Some(&region) = self.regions.get(&(*id as i32)) else {
+            let Some(&(region, _)) = self.regions.get(&(*id as i32)) else {
                 return self
                     .unsupported(format!("binding {name:?} names region {id}, which the capture does not declare"));
             };
@@ -317,21 +363,33 @@ impl Importer<'_, '_> {
         Ok(())
     }
 
+    /// The regions the import added (uploads, wide fills, else flags) count against the limit on
+    /// regions too.
+    fn check_region_count(&self) -> Result<(), WrpImportError> {
+        let count = (self.regions.len() + self.hidden) as u64;
+        let limits = &self.options.limits;
+        match shared::replay::LimitError::over("the number of regions".into(), count, limits.max_regions, "max-regions")
+        {
+            Ok(()) => Ok(()),
+            Err(e) => self.unsupported(e.to_string()),
+        }
+    }
+
     /// The PTX of every module a launch uses, as recap modules.
     fn load_modules(&mut self) -> Result<(), WrpImportError> {
         let c = self.capture;
         // The entries each module must define.
-        let mut needed: HashMap<&str, Vec<String>> = HashMap::new();
-        collect_entries(c, &c.ops, &mut needed);
+        let mut needed: HashMap<&str, BTreeSet<String>> = HashMap::new();
+        collect_entries(&self.kernel_of, &c.ops, &mut needed);
         let mut hashes: Vec<&&str> = needed.keys().collect();
         hashes.sort();
         for hash in hashes.into_iter().copied() {
-            let entries = &needed[hash];
-            let Some(module) = c.modules.iter().find(|m| m.hash == hash) else {
+            let entries: Vec<String> = needed[hash].iter().cloned().collect();
+            let Some(&module) = self.module_of.get(hash) else {
                 return self
                     .unsupported(format!("a launch names module {}, which the capture does not declare", short(hash)));
             };
-            let (ptx, source) = self.module_ptx(module, entries)?;
+            let (ptx, source) = self.module_ptx(module, &entries)?;
             let result = self.w.add_module(&module.name, &ptx.text);
             let id = self.write(result)?;
             self.summary.modules.push((module.name.clone(), source));
@@ -351,7 +409,8 @@ impl Importer<'_, '_> {
             let path = self.modules_dir.join(file);
             let text = read_ptx(&path).map_err(fail)?;
             check_entries(&text, entries).map_err(|e| fail(format!("{}: {e}", path.display())))?;
-            let smem = self.capture.kernels.iter().filter(|k| k.module_hash == module.hash).flat_map(|k| {
+            let kernels = self.kernels_of_module.get(module.hash.as_str()).map_or(&[][..], Vec::as_slice);
+            let smem = kernels.iter().flat_map(|k| {
                 [(ptx_entry(k, true), k.forward_smem_bytes), (ptx_entry(k, false), k.backward_smem_bytes)]
             });
             return Ok((ModulePtx { text, smem: smem.collect() }, format!("packaged with the capture ({file})")));
@@ -419,6 +478,10 @@ impl Importer<'_, '_> {
     }
 
     fn region(&self, id: i32) -> Result<RegionId, WrpImportError> {
+        self.region_and_size(id).map(|(region, _)| region)
+    }
+
+    fn region_and_size(&self, id: i32) -> Result<(RegionId, u64), WrpImportError> {
         match self.regions.get(&id) {
             Some(&r) => Ok(r),
             None => self.unsupported(format!("region {id} is not one the capture declares")),
@@ -460,32 +523,41 @@ impl Importer<'_, '_> {
                 let result = self.w.memset(m);
                 self.emitted(result)?;
             }
-            &OpKind::Fill { region, offset, count, value } => {
-                let region = self.region(region)?;
-                let Some(len) = count.checked_mul(value.len() as u64) else {
-                    return self.unsupported(format!("a fill of {count} values of {} bytes", value.len()));
+            &OpKind::Fill { region: warp_region, offset, count, value } => {
+                let (region, size) = self.region_and_size(warp_region)?;
+                let width = value.len() as u64;
+                // Checked before anything is made of it: the count is the file's to choose.
+                let Some(len) =
+                    count.checked_mul(width).filter(|len| offset.checked_add(*len).is_some_and(|end| end <= size))
+                else {
+                    return self.unsupported(format!(
+                        "a fill of {count} values of {width} bytes at byte {offset} of region {warp_region}, \
+                         which has {size} bytes"
+                    ));
                 };
                 if matches!(value.len(), 1 | 2 | 4 | 8) {
                     let mut pattern = [0u8; 8];
                     pattern[..value.len()].copy_from_slice(value);
-                    let m = MemsetOp {
-                        region,
-                        offset,
-                        len,
-                        width: value.len() as u32,
-                        pattern: u64::from_le_bytes(pattern),
-                    };
+                    let m = MemsetOp { region, offset, len, width: width as u32, pattern: u64::from_le_bytes(pattern) };
                     let result = self.w.memset(m);
                     self.emitted(result)?;
-                } else {
-                    let Ok(len) = usize::try_from(len) else {
-                        return self.unsupported(format!("a fill of {len} bytes"));
-                    };
-                    let tiled: Vec<u8> = value.iter().copied().cycle().take(len).collect();
-                    let src = self.hidden_region("fill", &tiled, DType::Bytes)?;
+                } else if len > 0 {
+                    // One value copied in from a region holding it, then the filled part copied
+                    // onto the rest, doubling each time: the archive holds the value once, however
+                    // wide the fill.
+                    let src = self.hidden_region("fill", value, DType::Bytes)?;
                     let result =
-                        self.w.copy(CopyOp { src, src_offset: 0, dst: region, dst_offset: offset, len: len as u64 });
+                        self.w.copy(CopyOp { src, src_offset: 0, dst: region, dst_offset: offset, len: width });
                     self.emitted(result)?;
+                    let mut done = width;
+                    while done < len {
+                        let n = done.min(len - done);
+                        let c =
+                            CopyOp { src: region, src_offset: offset, dst: region, dst_offset: offset + done, len: n };
+                        let result = self.w.copy(c);
+                        self.emitted(result)?;
+                        done += n;
+                    }
                 }
             }
             // Warp's replay does nothing for these: its regions exist from the start.
@@ -542,8 +614,7 @@ impl Importer<'_, '_> {
     }
 
     fn launch(&mut self, l: &Launch<'_>) -> Result<(), WrpImportError> {
-        let c = self.capture;
-        let Some(kernel) = c.kernels.iter().find(|k| k.module_hash == l.module_hash && k.key == l.kernel_key) else {
+        let Some(&kernel) = self.kernel_of.get(&(l.module_hash.as_str(), l.kernel_key.as_str())) else {
             return self.unsupported(format!(
                 "a launch of {}, which module {} does not declare",
                 l.kernel_key,
@@ -652,12 +723,7 @@ impl Importer<'_, '_> {
         }
         let (module, ptx) = &self.ptx[module_hash];
         let module = *module;
-        let name = self
-            .capture
-            .modules
-            .iter()
-            .find(|m| m.hash == module_hash)
-            .map_or_else(|| short(module_hash), |m| m.name.clone());
+        let name = self.module_of.get(module_hash).map_or_else(|| short(module_hash), |m| m.name.clone());
         let layout = shared::ptx::signature::entry_params(&ptx.text, entry)
             .map_err(|reason| WrpImportError::Ptx { module: name, reason })?;
         // Warp's arguments are values; the pointers inside them are relocations.
@@ -679,26 +745,56 @@ struct Expected {
 }
 
 /// The entries launches use, per module hash.
-fn collect_entries<'c>(c: &'c Capture<'_>, ops: &[WrpOp<'_>], out: &mut HashMap<&'c str, Vec<String>>) {
+fn collect_entries<'c>(
+    kernels: &HashMap<(&str, &str), &'c wrp::Kernel>,
+    ops: &[WrpOp<'_>],
+    out: &mut HashMap<&'c str, BTreeSet<String>>,
+) {
     for op in ops {
         match &op.kind {
             OpKind::Launch(l) if l.dim > 0 => {
-                if let Some(k) = c.kernels.iter().find(|k| k.module_hash == l.module_hash && k.key == l.kernel_key) {
-                    let list = out.entry(k.module_hash.as_str()).or_default();
-                    let entry = ptx_entry(k, l.forward);
-                    if !list.contains(&entry) {
-                        list.push(entry);
-                    }
+                if let Some(k) = kernels.get(&(l.module_hash.as_str(), l.kernel_key.as_str())) {
+                    out.entry(k.module_hash.as_str()).or_default().insert(ptx_entry(k, l.forward));
                 }
             }
-            OpKind::While { body, .. } => collect_entries(c, body, out),
+            OpKind::While { body, .. } => collect_entries(kernels, body, out),
             OpKind::If { then, otherwise, .. } => {
-                collect_entries(c, then, out);
-                collect_entries(c, otherwise, out);
+                collect_entries(kernels, then, out);
+                collect_entries(kernels, otherwise, out);
             }
             _ => {}
         }
     }
+}
+
+/// An `--expected` file's header and data: the header read and checked first, then exactly the
+/// `region_size` bytes it must describe.
+fn read_npy(file: &Path, region_size: u64) -> Result<(npy::NpyHeader, Vec<u8>), String> {
+    let shown = file.display();
+    let mut f = std::fs::File::open(file).map_err(|e| format!("{shown}: {e}"))?;
+    let file_len = f.metadata().map_err(|e| format!("{shown}: {e}"))?.len();
+    let mut prefix = Vec::new();
+    (&mut f).take(npy::HEADER_PREFIX as u64).read_to_end(&mut prefix).map_err(|e| format!("{shown}: {e}"))?;
+    let (header, start, data_len) = npy::parse_header(&prefix).map_err(|e| format!("{shown}: {e}"))?;
+    if file_len.checked_sub(start as u64) != Some(data_len) {
+        return Err(format!(
+            "{shown}: not a .npy file: shape {:?} of {} needs {data_len} bytes of data but the file has {}",
+            header.shape,
+            header.descr,
+            file_len.saturating_sub(start as u64)
+        ));
+    }
+    if data_len != region_size {
+        return Err(format!("{shown} holds {data_len} bytes but the region has {region_size}"));
+    }
+    let mut data = prefix.split_off(start.min(prefix.len()));
+    let rest = data_len - data.len() as u64;
+    data.try_reserve_exact(rest as usize).map_err(|_| format!("{shown}: {data_len} bytes do not fit in memory"))?;
+    (&mut f).take(rest).read_to_end(&mut data).map_err(|e| format!("{shown}: {e}"))?;
+    if data.len() as u64 != data_len {
+        return Err(format!("{shown} changed while it was read"));
+    }
+    Ok((header, data))
 }
 
 /// The first 12 hex digits of a module hash, for messages.
