@@ -21,7 +21,7 @@ async fn archive_count(client: &reqwest::Client, url: &str) -> usize {
     list.as_array().unwrap().len()
 }
 
-async fn error_of(res: reqwest::Response) -> (u16, String, String) {
+pub(crate) async fn error_of(res: reqwest::Response) -> (u16, String, String) {
     let status = res.status().as_u16();
     let body: Value = res.json().await.unwrap_or_else(|e| panic!("a {status} answer without a JSON body: {e}"));
     (
@@ -193,7 +193,7 @@ async fn a_rebinding_name_gets_nothing() {
 }
 
 /// An archive of one memset over a region that declares `size` bytes (nothing of it stored).
-fn declared_region(size: u64) -> Vec<u8> {
+pub(crate) fn declared_region(size: u64) -> Vec<u8> {
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
     let r = w.add_region(RegionDecl::new("huge", size, DType::U8)).unwrap();
     w.memset(MemsetOp { region: r, offset: 0, len: 4, width: 4, pattern: 7 }).unwrap();
@@ -213,7 +213,7 @@ fn many_regions(n: u32, size: u64) -> Vec<u8> {
 const SPIN: &str =
     ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry spin()\n{\n$L_top:\n\tbra.uni $L_top;\n}\n";
 
-fn spin_archive() -> Vec<u8> {
+pub(crate) fn spin_archive() -> Vec<u8> {
     let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
     let m = w.add_module("spin", SPIN).unwrap();
     let k = w.add_kernel(m, "spin", vec![]).unwrap();

@@ -13,6 +13,7 @@ mod devices;
 mod gpu;
 mod hardening;
 mod host;
+mod hostile_input;
 mod intercept;
 mod intercept_audit;
 mod intercept_effects;

@@ -24,9 +24,29 @@ impl Server {
     }
 
     pub fn start_at(addr: &str, data: &Path, args: &[&str]) -> Server {
+        Self::start_with(addr, data, args, None)
+    }
+
+    /// Like [`Server::start`], with the host's address space capped at `bytes` (`prlimit --as`), so
+    /// that input which makes it allocate far beyond its needs kills it instead of passing unseen.
+    /// glibc's per-thread malloc arenas each reserve 64 MiB of address space; two arenas keep the
+    /// reservations, not the host's real needs, from filling the cap.
+    pub fn start_capped(data: &Path, args: &[&str], bytes: u64) -> Server {
+        Self::start_with("127.0.0.1:0", data, args, Some(bytes))
+    }
+
+    fn start_with(addr: &str, data: &Path, args: &[&str], cap: Option<u64>) -> Server {
         let log = data.with_extension(format!("log.{}", std::process::id()));
         let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("host log file");
-        let mut child = Command::new(recap_bin())
+        let mut command = match cap {
+            Some(bytes) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--as={bytes}")).arg("--").arg(recap_bin()).env("MALLOC_ARENA_MAX", "2");
+                c
+            }
+            None => Command::new(recap_bin()),
+        };
+        let mut child = command
             .args(["serve", "--addr", addr, "--data"])
             .arg(data)
             .args(args)
