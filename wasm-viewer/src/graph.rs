@@ -476,7 +476,8 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                 let (first, last) = (ops[0], ops[ops.len() - 1]);
                 let _ = write!(
                     s,
-                    r#"<g class="node fold k-{kind}" data-fold="{id}" data-open="0" data-first="{first}" data-last="{last}" data-count="{count}"><title>a chain of {count} ops, each waiting for the one before: click to draw them</title><rect class="stack" x="{x2:.1}" y="{y2:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect class="stack" x="{x1:.1}" y="{y1:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><text x="{tx:.1}" y="{ty:.1}" class="t">{first}–{last} · {count} ops</text><text x="{tx:.1}" y="{sy:.1}" class="s">{sub}</text></g>"#,
+                    r#"<g class="node fold k-{kind}" data-fold="{id}" data-open="0" data-first="{first}" data-last="{last}" data-count="{count}"><title>a chain of {count} ops, each waiting for the one before: click to draw them</title><rect class="stack" x="{x2:.1}" y="{y2:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect class="stack" x="{x1:.1}" y="{y1:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{tx:.1}" y="{sy:.1}" class="s">{sub}</text></g>"#,
+                    title = esc(&fit(&format!("{first}–{last} · {} ops", ops.len()), n.w - 20.0, TITLE_CHAR_W)),
                     id = FoldKey::Chain(first).id(),
                     count = ops.len(),
                     x1 = x + 3.0,
@@ -488,7 +489,7 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                     tx = x + 7.0,
                     ty = y + 14.0,
                     sy = y + 27.0,
-                    sub = esc(&truncate(&summarise(labels.into_iter().map(|l| l.name)), 30)),
+                    sub = esc(&fit(&summarise(labels.into_iter().map(|l| l.name)), n.w - 20.0, SUB_CHAR_W)),
                 );
             }
             (_, Some(Folded::Body(inside))) => {
@@ -507,7 +508,7 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                     tx = x + 7.0,
                     ty = y + 14.0,
                     sy = y + 27.0,
-                    title = esc(&truncate(&lab.title, 26)),
+                    title = esc(&fit(&lab.title, n.w - 20.0, TITLE_CHAR_W)),
                 );
             }
             (Some(body), None) => {
@@ -522,11 +523,9 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                     tx = x + 8.0,
                     ty = y + 15.0,
                     sx = x + n.w - 26.0,
-                    title = esc(&lab.title),
-                    sub = esc(&truncate(
-                        &lab.sub,
-                        ((n.w / 6.6) as usize).saturating_sub(lab.title.chars().count() + 7).max(2)
-                    )),
+                    // The title first, then as much of the second line as fits before the toggle.
+                    title = esc(&fit(&lab.title, n.w - 34.0, TITLE_CHAR_W)),
+                    sub = esc(&fit(&lab.sub, n.w - 42.0 - lab.title.chars().count() as f64 * TITLE_CHAR_W, SUB_CHAR_W)),
                 );
                 fold_toggle(s, FoldKey::Body(n.op), x + n.w - 19.0, y + 5.0, "the body");
                 let inner_x = x + (n.w - body.w) / 2.0;
@@ -555,8 +554,8 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                     tx = x + 7.0,
                     ty = y + 14.0,
                     sy = y + 27.0,
-                    title = esc(&truncate(&lab.title, 26)),
-                    sub = esc(&truncate(&lab.sub, 30)),
+                    title = esc(&fit(&lab.title, n.w - 14.0, TITLE_CHAR_W)),
+                    sub = esc(&fit(&lab.sub, n.w - 14.0, SUB_CHAR_W)),
                 );
                 if n.chain > 0 {
                     let what = format!("the chain of {} ops from here", n.chain);
@@ -630,6 +629,16 @@ pub fn reveal(dags: &[DagInput], folds: &mut Folds, op: u32) -> bool {
         }
     }
     opened
+}
+
+/// Widths of a monospace character of a node's title (11 px, bold) and of its second line (10 px),
+/// with a margin: what decides how much of a label fits in a node.
+const TITLE_CHAR_W: f64 = 7.0;
+const SUB_CHAR_W: f64 = 6.2;
+
+/// `s` cut to what fits in `width` pixels of text at `char_w` each, with an ellipsis when cut.
+fn fit(s: &str, width: f64, char_w: f64) -> String {
+    truncate(s, ((width / char_w) as usize).max(2))
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -832,5 +841,35 @@ mod tests {
         assert!(took.as_millis() < 500, "{took:?}");
         let folded = layout_folded(&dags, None, &Folds::default());
         assert_eq!(folded.nodes.len(), 8, "each chain one node");
+    }
+
+    #[test]
+    fn every_label_fits_its_node() {
+        // Long kernel names (Triton's, C++ templates) in a folded chain and in single nodes.
+        let long = |op: u32| NodeLabel {
+            kind: "launch",
+            title: format!("op {op} triton_per_fused_native_layer_norm_{op}"),
+            sub: "4096 × 256 · 48 KiB shared · &activations+0".into(),
+            name: format!("void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal{op}>"),
+        };
+        let mut edges: Vec<(u32, u32)> = (0..299).map(|i| (i, i + 1)).collect();
+        edges.push((299, 300));
+        let dags = vec![DagInput { owner: None, nodes: (0..302).collect(), edges, devices: vec![] }];
+        let l = layout_folded(&dags, None, &Folds::default());
+        let svg = to_svg(&l, &long, None);
+        let mut texts = 0;
+        for node in svg.split("<g class=\"node").skip(1) {
+            let width: f64 = node.split("width=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+            for (class, char_w) in [("t", TITLE_CHAR_W), ("s", SUB_CHAR_W)] {
+                for text in node.split(&format!("class=\"{class}\">")).skip(1) {
+                    let text = text.split('<').next().unwrap();
+                    let text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
+                    let drawn = text.chars().count() as f64 * char_w;
+                    assert!(drawn <= width - 7.0, "{text:?} ({drawn} px) in a {width} px node");
+                    texts += 1;
+                }
+            }
+        }
+        assert!(texts >= 4, "{svg}");
     }
 }

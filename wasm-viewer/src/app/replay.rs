@@ -682,6 +682,9 @@ pub fn attach(id: String, control: Option<String>, kind: SessionKind) {
             }
         });
         schedule_redraw();
+        // The stream closes once the host is done with the session: its device is free by now,
+        // even where the end's message came before the host let go of it.
+        refresh_devices();
         // The archive's own list of sessions now holds this one as it ended.
         let archive = with_app(|app| match app.open.as_ref().map(|o| &o.source) {
             Some(Source::Host { info }) => Some(info.id.clone()),
