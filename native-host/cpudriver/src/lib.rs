@@ -27,7 +27,7 @@
 //! - Only PTX runs: PTX text, a fat binary's PTX entry, or the driver's own machine code (an ELF
 //!   image wrapping PTX, `machine.rs`, which image readers take for a cubin without PTX); GPU
 //!   cubins are `CUDA_ERROR_INVALID_IMAGE`. Module-scope
-//!   variables have no device address (`cuModuleGetGlobal` is `CUDA_ERROR_NOT_SUPPORTED`).
+//!   variables are regions of device memory (`globals.rs`): `cuModuleGetGlobal` gives their address.
 //! - JIT and launch options and attributes are accepted and ignored, except the JIT error log.
 //!
 //! Safety: every handle is looked up in a table before use (a stale or made-up one is
@@ -66,6 +66,7 @@ macro_rules! exports {
 mod device;
 mod driver;
 mod ffi;
+mod globals;
 mod graph;
 mod launch;
 mod machine;

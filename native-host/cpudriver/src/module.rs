@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 
-use shared::ptx::MAX_SHARED_BYTES;
+use shared::ptx::{Memory, MAX_SHARED_BYTES};
 
 use crate::driver::{driver, Driver, Function, Module};
 use crate::ffi::{c_str, element, host, host_mut, CUdeviceptr, Handle, Out};
+use crate::globals;
 use crate::machine;
 use crate::result::{guard, report, CUresult, Result};
 use shared::fatbin::ImageKind;
@@ -60,7 +61,7 @@ impl ErrorLog {
 ///
 /// # Safety
 /// `image` is a module image as the driver API takes it: NUL-terminated when it is text.
-unsafe fn load(image: *const c_void, log: &ErrorLog) -> Result<shared::ptx::Module> {
+unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Result<shared::ptx::Module> {
     if image.is_null() {
         return Err(CUresult::INVALID_VALUE);
     }
@@ -88,7 +89,7 @@ unsafe fn load(image: *const c_void, log: &ErrorLog) -> Result<shared::ptx::Modu
                 // SAFETY: a cubin ends with its section headers, which its ELF header places.
                 let whole = unsafe { host(image, len.max(64)) }?;
                 if let Some(ptx) = crate::nvrtc::ptx_for_cubin(whole) {
-                    return shared::ptx::Module::parse(&ptx).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()));
+                    return globals::parse(&ptx, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()));
                 }
             }
             if let Err(e) = machine::elf_ptx(header) {
@@ -115,7 +116,7 @@ unsafe fn load(image: *const c_void, log: &ErrorLog) -> Result<shared::ptx::Modu
     };
     if let Some(ptx) = binary {
         let ptx = ptx.map_err(|e| fail(CUresult::INVALID_IMAGE, e))?;
-        return shared::ptx::Module::parse(&ptx).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()));
+        return globals::parse(&ptx, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()));
     }
     // SAFETY: text, so NUL-terminated by the contract.
     let text = unsafe { CStr::from_ptr(image as *const c_char) }
@@ -128,7 +129,7 @@ unsafe fn load(image: *const c_void, log: &ErrorLog) -> Result<shared::ptx::Modu
     // its condition, so the function is a store (graph.rs).
     let defined = shared::cuda_graph::define_set_conditional(text);
     let text = defined.as_deref().unwrap_or(text);
-    shared::ptx::Module::parse(text).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()))
+    globals::parse(text, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()))
 }
 
 fn insert(d: &mut Driver, ptx: shared::ptx::Module) -> Handle {
@@ -157,7 +158,7 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(
         d.current()?;
         module.check()?;
         let log = unsafe { ErrorLog::from_options(num_options, options, values) };
-        let ptx = unsafe { load(image, &log) }?;
+        let ptx = unsafe { load(image, &log, &mut d.memory) }?;
         module.set(insert(&mut d, ptx))
     })
 }
@@ -170,6 +171,7 @@ pub unsafe extern "C" fn cuModuleUnload(module: Handle) -> CUresult {
         for f in m.functions.values() {
             let _ = d.functions.remove(*f);
         }
+        globals::unload(&m.ptx, &mut d.memory);
         Ok(())
     })
 }
@@ -198,29 +200,6 @@ pub unsafe extern "C" fn cuModuleGetFunction(func: *mut Handle, module: Handle, 
     })
 }
 
-/// Module-scope variables live inside the loaded module on the CPU engine, where kernels reach
-/// them, not in device memory, so they have no device address to give.
-#[no_mangle]
-pub unsafe extern "C" fn cuModuleGetGlobal_v2(
-    _dptr: *mut CUdeviceptr,
-    _bytes: *mut usize,
-    module: Handle,
-    name: *const c_char,
-) -> CUresult {
-    guard(|| {
-        let d = driver()?;
-        let m = d.modules.get(module)?;
-        let name = unsafe { c_str(name) }?.to_str().map_err(|_| CUresult::NOT_FOUND)?;
-        if m.ptx.read_variable(name).is_none() {
-            return Err(CUresult::NOT_FOUND);
-        }
-        report(format_args!(
-            "cuModuleGetGlobal: `{name}` lives in the module on the CPU engine and has no device address"
-        ));
-        Err(CUresult::NOT_SUPPORTED)
-    })
-}
-
 /// A library is a module here, and its kernels are its functions: `cuKernelGetFunction` gives
 /// back the kernel's own handle, and a `CUkernel` launches as a `CUfunction` (as CUDA 12 allows).
 #[no_mangle]
@@ -239,7 +218,7 @@ pub unsafe extern "C" fn cuLibraryLoadData(
         let mut d = driver()?;
         library.check()?;
         let log = unsafe { ErrorLog::from_options(num_jit_options, jit_options, jit_values) };
-        let ptx = unsafe { load(code, &log) }?;
+        let ptx = unsafe { load(code, &log, &mut d.memory) }?;
         library.set(insert(&mut d, ptx))
     })
 }

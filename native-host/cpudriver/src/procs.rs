@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 
 use crate::device::*;
 use crate::ffi::{c_str, Out};
+use crate::globals::*;
 use crate::graph::*;
 use crate::launch::*;
 use crate::memory::*;
@@ -64,6 +65,7 @@ static PROCS: LazyLock<Vec<Proc>> = LazyLock::new(|| {
         "cuLibraryLoadData": 12000 => cuLibraryLoadData;
         "cuLibraryUnload": 12000 => cuLibraryUnload;
         "cuLibraryGetKernel": 12000 => cuLibraryGetKernel;
+        "cuLibraryGetGlobal": 12000 => cuLibraryGetGlobal;
         "cuKernelGetFunction": 12000 => cuKernelGetFunction;
         "cuFuncGetParamInfo": 12040 => cuFuncGetParamInfo;
         "cuFuncGetName": 12030 => cuFuncGetName;

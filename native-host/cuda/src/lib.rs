@@ -38,6 +38,7 @@ pub mod driver;
 pub mod eager;
 pub mod kernels;
 mod launch_attrs;
+mod module_vars;
 pub mod nvrtc;
 pub mod pdl;
 mod placed;

@@ -803,6 +803,12 @@ impl CudaReplay {
         }
         for (i, r) in archive.regions().enumerate() {
             let slot = self.placement[r.device as usize];
+            self.slots[slot].device.bind()?;
+            // A module variable is the loaded module's own storage on its GPU, never allocated.
+            if let Some(addr) = super::module_vars::address(archive, i as RegionId, &self.modules)? {
+                self.regions.push(RegionAlloc { base: 0, addr, size: r.size, slot });
+                continue;
+            }
             if let Some(addr) = at[i] {
                 self.regions.push(RegionAlloc { base: 0, addr, size: r.size, slot });
                 continue;

@@ -214,6 +214,7 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         }
         regions.push(id);
     }
+    crate::record::module_vars::write(st, rec, &regions, &modules, &mut w).map_err(err)?;
     let mut uploads = Vec::new();
     for (i, upload) in rec.uploads.iter().enumerate() {
         let size = upload.bytes.len() as u64;

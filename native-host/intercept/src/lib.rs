@@ -47,6 +47,7 @@ pub mod control;
 pub mod graphs;
 #[macro_use]
 pub mod hooks;
+mod globals;
 mod graph_hooks;
 mod images;
 pub mod launch_attrs;

@@ -14,10 +14,11 @@ use std::collections::HashSet;
 
 use crate::record::{region_name, OpRec, Recording, RegionRec, CONDITION};
 
-/// Whether a region has a device address: a condition stands for a conditional handle, which a
-/// replay makes anew.
+/// Whether a region has a device address a replay may place it at: a condition stands for a
+/// conditional handle, which a replay makes anew, and a module variable lives where its module's
+/// loader puts it.
 pub fn has_address(r: &RegionRec) -> bool {
-    r.alloc.kind != CONDITION
+    r.alloc.kind != CONDITION && r.alloc.kind != crate::record::module_vars::MODULE_VAR
 }
 
 /// Why the regions of `rec` must keep their captured addresses on replay, if they must:

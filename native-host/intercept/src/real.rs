@@ -222,4 +222,6 @@ real_calls! {
     fn func_get_module = "cuFuncGetModule"(module: *mut Handle, f: Handle);
     fn kernel_get_name = "cuKernelGetName"(name: *mut *const c_char, k: Handle);
     fn kernel_get_library = "cuKernelGetLibrary"(library: *mut Handle, k: Handle);
+    fn module_get_global = "cuModuleGetGlobal_v2"(dptr: *mut CUdeviceptr, bytes: *mut usize, m: Handle, name: *const c_char);
+    fn library_get_global = "cuLibraryGetGlobal"(dptr: *mut CUdeviceptr, bytes: *mut usize, l: Handle, name: *const c_char);
 }

@@ -33,6 +33,7 @@ use crate::tensor_maps::TensorMaps;
 use shared::capture::{Range, Report};
 
 mod effects;
+pub(crate) mod module_vars;
 
 pub use effects::LaunchEffects;
 
@@ -253,6 +254,8 @@ pub struct State {
     /// Tensor maps the program encoded (tensor_maps.rs).
     pub tensor_maps: TensorMaps,
     pub recording: Option<Recording>,
+    /// Module variables seen (`module_vars.rs`).
+    vars: module_vars::Vars,
     /// A launch without PTX on its way through the driver (`--record-effects`).
     pending_effects: Option<effects::Pending>,
     /// Work of a CUDA graph launch is being issued: its launches run as one unit with it.
@@ -282,6 +285,7 @@ static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| {
         graphs: GraphBook::default(),
         tensor_maps: TensorMaps::default(),
         recording: None,
+        vars: module_vars::Vars::default(),
         pending_effects: None,
         expanding_graph: false,
         exit_hook: false,
@@ -409,6 +413,7 @@ extern "C" fn at_exit() {
 impl State {
     fn begin(&mut self) {
         let (ctx, sm) = current_device();
+        self.module_vars_range_begins();
         self.recording = Some(Recording {
             regions: Vec::new(),
             region_of: HashMap::new(),
@@ -846,6 +851,8 @@ impl State {
             return;
         };
         let Some(layout) = self.layout(func) else { return };
+        // Before its parameters are read: a word may point into one of the module's variables.
+        self.module_vars_before_launch(f.module);
         // Every 8-byte word of a parameter that points into a live allocation is a pointer; a
         // parameter that is a tensor map is kept as the map it is.
         let mut relocs = Vec::new();
