@@ -4,7 +4,8 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use shared::ptx::MAX_SHARED_BYTES;
 
-use crate::driver::{self, device, driver, initialized, lock, Context, TOTAL_MEMORY};
+use crate::config::config;
+use crate::driver::{self, device, driver, initialized, lock, Context};
 use crate::ffi::{host_mut, CUdevice, Handle, Out};
 use crate::result::{guard, CUresult};
 
@@ -74,7 +75,7 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -
     guard(|| {
         initialized()?;
         device(dev)?;
-        bytes.set(TOTAL_MEMORY as usize)
+        bytes.set(config().memory as usize)
     })
 }
 
@@ -98,13 +99,13 @@ fn attribute(attr: c_int) -> Option<c_int> {
         13 => 1_000_000,
         14 => 512,
         // MULTIPROCESSOR_COUNT: blocks run on all cores
-        16 => std::thread::available_parallelism().map_or(1, |n| n.get() as c_int),
+        16 => config().sms as c_int,
         // MAX_THREADS_PER_MULTIPROCESSOR, UNIFIED_ADDRESSING
         39 => 2048,
         41 => 1,
         // COMPUTE_CAPABILITY_MAJOR, _MINOR
-        75 => 9,
-        76 => 0,
+        75 => (config().arch / 10) as c_int,
+        76 => (config().arch % 10) as c_int,
         // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, _PER_BLOCK_OPTIN: the engine's limit
         81 | 97 => MAX_SHARED_BYTES as c_int,
         // MAX_BLOCKS_PER_MULTIPROCESSOR, MEMORY_POOLS_SUPPORTED

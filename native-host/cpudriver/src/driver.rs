@@ -2,9 +2,10 @@
 //! handle is looked up in. One mutex guards it all; work runs synchronously under it, in call order.
 
 use std::alloc::Layout;
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -12,10 +13,6 @@ use shared::ptx::{ExecOptions, Memory};
 
 use crate::ffi::{CUdeviceptr, Handle};
 use crate::result::{CUresult, Result};
-
-/// Device memory the driver reports (`cuDeviceTotalMem`, `cuMemGetInfo`); allocations are host
-/// memory, so this is what the driver promises, not a limit it enforces beyond the host's own.
-pub(crate) const TOTAL_MEMORY: u64 = 16 << 30;
 
 /// Objects behind opaque handles. A handle is the address of a small box owned by the table, so
 /// it is unique while the object lives, and a handle that is not in the table (never made, or
@@ -83,8 +80,12 @@ pub(crate) struct Driver {
     pub memory: Memory,
     /// Device allocations, base to size: which addresses are device addresses.
     pub allocations: BTreeMap<CUdeviceptr, u64>,
+    /// The sum of `allocations`' sizes.
+    pub allocated: u64,
     /// `cuMemAllocHost` allocations, address to layout, so `cuMemFreeHost` frees only those.
     pub host_allocations: HashMap<usize, Layout>,
+    /// `cuMemHostRegister`ed host memory, address to size.
+    pub registered: HashMap<usize, usize>,
     pub contexts: Handles<Context>,
     pub primary: Option<Handle>,
     pub modules: Handles<Module>,
@@ -96,6 +97,8 @@ pub(crate) struct Driver {
     pub graphs: Handles<crate::graph::Graph>,
     pub graph_nodes: Handles<crate::graph::NodeRef>,
     pub execs: Handles<crate::graph::Exec>,
+    /// Links in progress (`link.rs`).
+    pub links: Handles<crate::link::Link>,
     /// Conditional handles (condition addresses) and the body graph arrays of conditional nodes.
     pub conditions: HashMap<CUdeviceptr, crate::graph::Condition>,
     pub body_arrays: Vec<Box<[Handle]>>,
@@ -111,7 +114,9 @@ static DRIVER: LazyLock<Mutex<Driver>> = LazyLock::new(|| {
         initialized: false,
         memory: Memory::new(),
         allocations: BTreeMap::new(),
+        allocated: 0,
         host_allocations: HashMap::new(),
+        registered: HashMap::new(),
         contexts: Handles::default(),
         primary: None,
         modules: Handles::default(),
@@ -121,15 +126,39 @@ static DRIVER: LazyLock<Mutex<Driver>> = LazyLock::new(|| {
         graphs: Handles::default(),
         graph_nodes: Handles::default(),
         execs: Handles::default(),
+        links: Handles::default(),
         conditions: HashMap::new(),
         body_arrays: Vec::new(),
-        exec: ExecOptions::default(),
+        exec: ExecOptions { threads: crate::config::config().sms, ..ExecOptions::default() },
     })
 });
 
 thread_local! {
-    /// The calling thread's context stack; its top is the current context.
-    static CURRENT: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// The calling thread's current context (the top of its stack), or 0. A `const` cell of a
+    /// plain integer has no destructor, so it stays readable while the thread ends and while the
+    /// process exits: calls made from exit handlers (an interposer reading the end state) find it.
+    static CURRENT: Cell<usize> = const { Cell::new(0) };
+    /// The calling thread's number for [`STACKS`], 0 until it first pushes a context.
+    static THREAD: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The contexts below each thread's current one, by thread number. Kept out of thread-local
+/// storage for the reason above; a thread's entry goes when its stack is empty again. Numbers are
+/// never reused, so a new thread never inherits a finished one's stack.
+static STACKS: LazyLock<Mutex<HashMap<u64, Vec<usize>>>> = LazyLock::new(Default::default);
+
+fn stacks() -> MutexGuard<'static, HashMap<u64, Vec<usize>>> {
+    STACKS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn thread_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    THREAD.with(|t| {
+        if t.get() == 0 {
+            t.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        }
+        t.get()
+    })
 }
 
 /// The driver's state, whether or not `cuInit` has run (a panic while it was held leaves it usable).
@@ -163,26 +192,41 @@ pub(crate) fn ready(stream: Option<Handle>) -> Result<MutexGuard<'static, Driver
 
 /// The calling thread's current context, or null.
 pub(crate) fn current_handle() -> Handle {
-    CURRENT.with(|c| c.borrow().last().copied().unwrap_or(0)) as Handle
+    CURRENT.with(Cell::get) as Handle
 }
 
 /// Replaces the top of the calling thread's stack (null pops it), as `cuCtxSetCurrent` does.
 pub(crate) fn set_current(ctx: Handle) {
-    CURRENT.with(|c| {
-        let mut c = c.borrow_mut();
-        c.pop();
-        if !ctx.is_null() {
-            c.push(ctx as usize);
-        }
-    });
+    if ctx.is_null() {
+        pop_current();
+    } else {
+        CURRENT.with(|c| c.set(ctx as usize));
+    }
 }
 
 pub(crate) fn push_current(ctx: Handle) {
-    CURRENT.with(|c| c.borrow_mut().push(ctx as usize));
+    let below = CURRENT.with(|c| c.replace(ctx as usize));
+    if below != 0 {
+        stacks().entry(thread_number()).or_default().push(below);
+    }
 }
 
+/// Pops the calling thread's current context (null when there is none); the one below becomes current.
 pub(crate) fn pop_current() -> Handle {
-    CURRENT.with(|c| c.borrow_mut().pop().unwrap_or(0)) as Handle
+    let top = CURRENT.with(Cell::get);
+    let below = if top == 0 {
+        0
+    } else {
+        let number = THREAD.with(Cell::get);
+        let mut stacks = stacks();
+        let below = stacks.get_mut(&number).and_then(Vec::pop).unwrap_or(0);
+        if stacks.get(&number).is_some_and(Vec::is_empty) {
+            stacks.remove(&number);
+        }
+        below
+    };
+    CURRENT.with(|c| c.set(below));
+    top as Handle
 }
 
 /// The device ordinal a call names: there is one device, 0.
@@ -222,15 +266,20 @@ impl Driver {
         self.allocation(addr).is_some()
     }
 
+    /// Allocations are host memory, up to the device memory the configuration gives (`config.rs`).
     pub(crate) fn alloc(&mut self, size: usize) -> Result<CUdeviceptr> {
         if size == 0 {
             return Err(CUresult::INVALID_VALUE);
+        }
+        if self.allocated.saturating_add(size as u64) > crate::config::config().memory {
+            return Err(CUresult::OUT_OF_MEMORY);
         }
         let base = self.memory.add_region(size as u64, 256).map_err(|e| {
             crate::result::report(format_args!("cannot allocate {size} bytes of device memory: {e}"));
             CUresult::OUT_OF_MEMORY
         })?;
         self.allocations.insert(base, size as u64);
+        self.allocated += size as u64;
         Ok(base)
     }
 
@@ -238,12 +287,9 @@ impl Driver {
         if base == 0 {
             return Ok(());
         }
-        self.allocations.remove(&base).ok_or(CUresult::INVALID_VALUE)?;
+        let size = self.allocations.remove(&base).ok_or(CUresult::INVALID_VALUE)?;
+        self.allocated -= size;
         self.memory.remove_region(base).map_err(|_| CUresult::INVALID_VALUE)
-    }
-
-    pub(crate) fn allocated(&self) -> u64 {
-        self.allocations.values().sum()
     }
 
     /// A context's handle, for calls that name one (null is refused).

@@ -1,16 +1,19 @@
 //! A CPU stand-in for the CUDA driver: a `libcuda.so.1` that runs PTX on `shared::ptx`, so that
-//! C programs written against the driver API, and `recap capture`'s interposer in front of them,
-//! can be tested on machines without a GPU. It is a test fixture, not a product driver: one device,
-//! no stream capture, no cubins, no concurrency.
+//! CUDA programs (C programs on the driver API, numba, CuPy, cuda-python) run, and are tested, on
+//! machines without a GPU, and so that `recap capture`'s interposer is tested against something
+//! that really executes. `recap run --cpu -- CMD` puts it in front of a program
+//! (docs/CPU-DRIVER.md); `config.rs` is the device the environment asks for.
 //!
 //! What it implements, with the C ABI of cuda.h (a program linked with `-lcuda` or resolving entry
 //! points with `cuGetProcAddress` finds the same functions):
-//! - initialisation, the driver version (13.0), one device (`cuDeviceGet*`, compute capability 9.0,
-//!   the CPU engine's limits as its attributes), primary and created contexts with a per-thread
+//! - initialisation, the driver version (13.0), one device (`cuDeviceGet*`, the compute capability
+//!   `RECAP_CPU_ARCH` gives, 9.0 by default, the CPU engine's limits as its attributes), primary and created contexts with a per-thread
 //!   context stack (`device.rs`);
 //! - modules and libraries from PTX text, their kernels, parameter layouts and names (`module.rs`);
 //! - device memory, copies in every direction, fills, page-locked host memory (`memory.rs`);
 //! - launches, from `kernelParams` or an `extra` buffer (`launch.rs`);
+//! - the linker, one PTX input per link (`link.rs`); occupancy, identifiers, cache and limit
+//!   settings, host callbacks on streams (`queries.rs`);
 //! - streams and events, the profiler switches (`stream.rs`);
 //! - graphs built node by node: kernel, memcpy, memset, empty, event and child graph nodes, their
 //!   dependencies, instantiation, kernel node updates, launches (`graph.rs`);
@@ -26,14 +29,18 @@
 //!   resetting a context frees none of them (a reset clears the sticky error).
 //! - Only PTX runs: PTX text, a fat binary's PTX entry, or the driver's own machine code (an ELF
 //!   image wrapping PTX, `machine.rs`, which image readers take for a cubin without PTX); GPU
-//!   cubins are `CUDA_ERROR_INVALID_IMAGE`. Module-scope
+//!   cubins are `CUDA_ERROR_NO_BINARY_FOR_GPU`, naming their kernels. Module-scope
 //!   variables are regions of device memory (`globals.rs`): `cuModuleGetGlobal` gives their address.
 //! - JIT and launch options and attributes are accepted and ignored, except the JIT error log.
+//! - Every other entry point of NVIDIA's driver is exported and returns `CUDA_ERROR_NOT_SUPPORTED`
+//!   (`unsupported.rs`; `RECAP_CPU_LOG=1` names the first call of each).
 //!
 //! Safety: every handle is looked up in a table before use (a stale or made-up one is
 //! `CUDA_ERROR_INVALID_HANDLE`), every device address is checked by `shared::ptx::Memory` (a bad
 //! one is `CUDA_ERROR_INVALID_VALUE`, in a kernel `CUDA_ERROR_ILLEGAL_ADDRESS`), and host pointers
-//! are read and written only in `ffi.rs`, on the terms the driver API sets. No panic crosses into C.
+//! are read and written only in `ffi.rs`, on the terms the driver API sets. No panic crosses into C: every
+//! export's body runs in `result::guard`, and the per-thread state (the context stack) lives where
+//! a thread's end or the process's exit cannot take it away (`driver.rs`).
 
 // The exports keep cuda.h's names; their safety contract is the driver API's.
 #![allow(non_snake_case, clippy::missing_safety_doc)]
@@ -63,16 +70,20 @@ macro_rules! exports {
     };
 }
 
+mod config;
 mod device;
 mod driver;
 mod ffi;
 mod globals;
 mod graph;
 mod launch;
+mod link;
 mod machine;
 mod memory;
 mod module;
 mod nvrtc;
 mod procs;
+mod queries;
 mod result;
 mod stream;
+mod unsupported;

@@ -24,9 +24,11 @@ pub fn elf_ptx(elf: &[u8]) -> Result<&str, String> {
     }
     let machine = u16::from_le_bytes([elf[18], elf[19]]);
     if machine != EM_RECAP_CPU {
+        let kernels = kernel_names(elf);
+        let kernels = if kernels.is_empty() { String::new() } else { format!(" (kernels {})", kernels.join(", ")) };
         return Err(format!(
-            "a cubin for e_machine {machine} (GPU machine code): the CPU driver runs PTX, or its own machine code \
-             (e_machine {EM_RECAP_CPU:#x})"
+            "a cubin for e_machine {machine} (GPU machine code{kernels}) and no PTX: the CPU driver runs PTX, or its own \
+             machine code (e_machine {EM_RECAP_CPU:#x}); build with PTX (nvcc -gencode arch=compute_XX,code=compute_XX)"
         ));
     }
     let text = &elf[ELF_HEADER..];
@@ -48,4 +50,41 @@ pub fn fatbin_ptx(bytes: &[u8]) -> Result<String, String> {
         }
     }
     Err(why)
+}
+
+/// The kernels of a GPU cubin, for naming them where they cannot run: each kernel's code is a
+/// section `.text.NAME`, whose name the section name table holds. A scan of the bytes for those
+/// names, which needs nothing of the ELF structure to be valid.
+pub fn kernel_names(elf: &[u8]) -> Vec<String> {
+    const PREFIX: &[u8] = b"\0.text.";
+    let mut names = Vec::new();
+    let mut at = 0;
+    while let Some(i) = elf[at..].windows(PREFIX.len()).position(|w| w == PREFIX) {
+        let start = at + i + PREFIX.len();
+        let len = elf[start..].iter().take_while(|&&b| b.is_ascii_graphic()).count();
+        if len > 0 && elf.get(start + len) == Some(&0) {
+            let name = String::from_utf8_lossy(&elf[start..start + len]).into_owned();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        at = start;
+    }
+    names
+}
+
+/// CPU machine code for `ptx`: what `cuLinkComplete` hands back, as a GPU linker hands back a cubin.
+pub fn wrap(ptx: &str) -> Vec<u8> {
+    let mut elf = vec![0u8; ELF_HEADER];
+    elf[..4].copy_from_slice(b"\x7fELF");
+    elf[4] = 2; // 64-bit
+    elf[5] = 1; // little-endian
+    elf[6] = 1; // ELF version
+    elf[16..18].copy_from_slice(&2u16.to_le_bytes()); // an executable
+    elf[18..20].copy_from_slice(&EM_RECAP_CPU.to_le_bytes());
+    elf[20..24].copy_from_slice(&1u32.to_le_bytes());
+    elf[52..54].copy_from_slice(&(ELF_HEADER as u16).to_le_bytes()); // e_ehsize
+    elf.extend_from_slice(ptx.as_bytes());
+    elf.push(0);
+    elf
 }

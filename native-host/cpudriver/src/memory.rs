@@ -6,7 +6,8 @@
 use std::alloc::Layout;
 use std::ffi::{c_int, c_uint, c_void};
 
-use crate::driver::{driver, ready, Driver, TOTAL_MEMORY};
+use crate::config::config;
+use crate::driver::{driver, ready, Driver};
 use crate::ffi::{host, host_copy, host_mut, CUdeviceptr, Handle, Out};
 use crate::result::{guard, CUresult, Result};
 
@@ -99,8 +100,8 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
     let (free, total) = unsafe { (Out::new(free), Out::new(total)) };
     guard(|| {
         let d = ready(None)?;
-        free.set(TOTAL_MEMORY.saturating_sub(d.allocated()) as usize)?;
-        total.set(TOTAL_MEMORY as usize)
+        free.set(config().memory.saturating_sub(d.allocated) as usize)?;
+        total.set(config().memory as usize)
     })
 }
 
@@ -124,6 +125,44 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, size: usize) -> 
     })
 }
 
+/// `cuMemHostAlloc`: page-locked memory is plain host memory here; memory mapped into the device
+/// (`CU_MEMHOSTALLOC_DEVICEMAP`) cannot be, as kernels reach only the driver's own regions.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemHostAlloc(p: *mut *mut c_void, size: usize, flags: c_uint) -> CUresult {
+    if flags & HOST_DEVICEMAP != 0 {
+        return crate::result::not_supported("cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP");
+    }
+    unsafe { cuMemAllocHost_v2(p, size) }
+}
+
+/// `CU_MEMHOSTALLOC_DEVICEMAP` and `CU_MEMHOSTREGISTER_DEVICEMAP`.
+const HOST_DEVICEMAP: c_uint = 2;
+
+/// Registering host memory changes nothing here (copies read and write any host memory); memory
+/// mapped into the device is not supported, as for `cuMemHostAlloc`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: c_uint) -> CUresult {
+    if flags & HOST_DEVICEMAP != 0 {
+        return crate::result::not_supported("cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP");
+    }
+    guard(|| {
+        let mut d = ready(None)?;
+        if p.is_null() || size == 0 || d.registered.contains_key(&(p as usize)) {
+            return Err(CUresult::INVALID_VALUE);
+        }
+        d.registered.insert(p as usize, size);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
+    guard(|| {
+        let mut d = ready(None)?;
+        d.registered.remove(&(p as usize)).map(drop).ok_or(CUresult::HOST_MEMORY_NOT_REGISTERED)
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     guard(|| {
@@ -143,7 +182,9 @@ pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attr: c_int, p
     guard(|| {
         let d = ready(None)?;
         let Some((base, size)) = d.allocation(ptr) else {
-            if attr == 2 && d.host_allocations.keys().any(|&h| ptr as usize == h) {
+            if attr == 2
+                && (d.host_allocations.contains_key(&(ptr as usize)) || d.registered.contains_key(&(ptr as usize)))
+            {
                 return unsafe { Out::new(data as *mut c_uint) }.set(1);
             }
             return Err(CUresult::INVALID_VALUE);

@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use shared::ptx::{Memory, MAX_SHARED_BYTES};
 
 use crate::driver::{driver, Driver, Function, Module};
-use crate::ffi::{c_str, element, host, host_mut, CUdeviceptr, Handle, Out};
+use crate::ffi::{c_str, element, host, host_mut, Handle, Out};
 use crate::globals;
 use crate::machine;
 use crate::result::{guard, report, CUresult, Result};
@@ -84,16 +84,15 @@ unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Res
             // SAFETY: an ELF image has at least its 64-byte header.
             let header = unsafe { host(image, 64) }?;
             if u16::from_le_bytes([header[18], header[19]]) != machine::EM_RECAP_CPU {
-                // One that NVRTC made runs as its program's PTX, which the interposer kept (nvrtc.rs).
+                // A GPU cubin: read it whole (its sections end the image) to name its kernels.
                 let len = shared::fatbin::elf_header_len(header).filter(|&n| n <= 1 << 28).unwrap_or(64) as usize;
-                // SAFETY: a cubin ends with its section headers, which its ELF header places.
                 let whole = unsafe { host(image, len.max(64)) }?;
+                // One that NVRTC made runs as its program's PTX, which the interposer kept (nvrtc.rs).
                 if let Some(ptx) = crate::nvrtc::ptx_for_cubin(whole) {
                     return globals::parse(&ptx, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()));
                 }
-            }
-            if let Err(e) = machine::elf_ptx(header) {
-                return Err(fail(CUresult::INVALID_IMAGE, e));
+                let why = machine::elf_ptx(whole).err().unwrap_or_default();
+                return Err(fail(CUresult::NO_BINARY_FOR_GPU, why));
             }
             // SAFETY: CPU machine code is the header and NUL-terminated PTX after it.
             let text = unsafe { CStr::from_ptr((image as *const c_char).add(64)) }.to_bytes();
@@ -107,7 +106,10 @@ unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Res
             let len = shared::fatbin::container_len(header).ok_or(CUresult::INVALID_IMAGE)?;
             // SAFETY: the container is as long as its header says.
             let bytes = unsafe { host(image, len as usize) }?;
-            Some(machine::fatbin_ptx(bytes))
+            match machine::fatbin_ptx(bytes) {
+                Err(e) if e.contains("e_machine") => return Err(fail(CUresult::NO_BINARY_FOR_GPU, e)),
+                ptx => Some(ptx),
+            }
         }
         Some(ImageKind::Wrapper) => {
             return Err(fail(CUresult::INVALID_IMAGE, "the runtime's fat binary wrapper: load its fat binary".into()))
@@ -116,7 +118,8 @@ unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Res
     };
     if let Some(ptx) = binary {
         let ptx = ptx.map_err(|e| fail(CUresult::INVALID_IMAGE, e))?;
-        return globals::parse(&ptx, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()));
+        let module = globals::parse(&ptx, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()))?;
+        return check_target(&module).map(|()| module).map_err(|(status, why)| fail(status, why));
     }
     // SAFETY: text, so NUL-terminated by the contract.
     let text = unsafe { CStr::from_ptr(image as *const c_char) }
@@ -129,7 +132,39 @@ unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Res
     // its condition, so the function is a store (graph.rs).
     let defined = shared::cuda_graph::define_set_conditional(text);
     let text = defined.as_deref().unwrap_or(text);
-    globals::parse(text, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()))
+    let module = globals::parse(text, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()))?;
+    check_target(&module).map(|()| module).map_err(|(status, why)| fail(status, why))
+}
+
+/// The newest PTX ISA the driver loads: every 9.x, which CUDA 13's toolkits (13.0 to 13.5 and
+/// their NVVM and NVRTC) emit, so that a newer toolkit's PTX is not refused for its version alone.
+const PTX_ISA: (u32, u32) = (9, 9);
+
+/// Whether the device (`config.rs`) may run PTX of this `.version` and `.target`, as the real
+/// driver's JIT decides: a newer ISA is `CUDA_ERROR_UNSUPPORTED_PTX_VERSION`, a target above the
+/// device's architecture (or an arch-specific `sm_XXa` of another one) `CUDA_ERROR_INVALID_PTX`.
+fn check_target(module: &shared::ptx::Module) -> std::result::Result<(), (CUresult, String)> {
+    let arch = crate::config::config().arch;
+    if let Some(v) = module.version() {
+        let parsed = v.split_once('.').and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
+        if parsed.is_some_and(|p| p > PTX_ISA) {
+            return Err((
+                CUresult::UNSUPPORTED_PTX_VERSION,
+                format!("PTX ISA {v} is newer than this driver's ({}.{})", PTX_ISA.0, PTX_ISA.1),
+            ));
+        }
+    }
+    for target in module.target().iter().filter(|t| t.starts_with("sm_")) {
+        let Some(needed) = crate::config::parse_arch(target) else { continue };
+        let specific = target.ends_with('a') || target.ends_with('f');
+        if needed > arch || (specific && needed != arch) {
+            return Err((
+                CUresult::INVALID_PTX,
+                format!("PTX for .target {target} does not run on this device (sm_{arch}; RECAP_CPU_ARCH sets it)"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn insert(d: &mut Driver, ptx: shared::ptx::Module) -> Handle {

@@ -62,6 +62,7 @@ exports! {
     cuStreamQuery(stream: Handle) | cuStreamQuery_ptsz => synchronize(stream);
     cuStreamWaitEvent(stream: Handle, event: Handle, _flags: c_uint) | cuStreamWaitEvent_ptsz => wait_event(stream, event);
     cuEventRecord(event: Handle, stream: Handle) | cuEventRecord_ptsz => record(event, stream);
+    cuEventRecordWithFlags(event: Handle, stream: Handle, _flags: c_uint) | cuEventRecordWithFlags_ptsz => record(event, stream);
 }
 
 #[no_mangle]
