@@ -20,6 +20,7 @@ enum Command {
     ImportWrp(cli::import_wrp::Args),
     Inspect(cli::inspect::Args),
     Replay(cli::replay::Args),
+    Run(cli::run::Args),
     Validate(cli::validate::Args),
     Extract(cli::extract::Args),
     Compare(cli::compare::Args),
@@ -68,6 +69,10 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Replay(args) => match cli::replay::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
+        Command::Run(args) => match cli::run::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),
         },

@@ -42,7 +42,7 @@ impl Program {
         self.dir.path()
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         Command::new(&self.exe).args(args).env("LD_LIBRARY_PATH", self.dir.path()).output().unwrap()
     }
 
@@ -114,4 +114,43 @@ fn cpudriver_get_proc_address_of_an_unknown_or_too_new_symbol_is_not_found() {
     // CUDA_ERROR_NOT_FOUND with CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, then VERSION_NOT_SUFFICIENT
     // (cuLibraryLoadData is CUDA 12.0, asked for as 11.8), the function pointer cleared both times.
     assert_eq!(stdout, "unknown-symbol: 500 1 null\ntoo-new: 500 2 null\n");
+}
+
+/// Every line `exit_paths` prints when the driver answers as a GPU's would.
+const EXIT_PATHS: &str = "two threads: 0 0\nkey destructor: 1\ncuArrayCreate_v2: found\n\
+                          cuArrayCreate_v2 returned a status: error\n\
+                          after destroy: alloc 201, synchronize 201, current 0 null\n\
+                          exit without teardown\nat exit: 0 11 14\n";
+
+#[test]
+fn cpudriver_answers_threads_destructors_calls_after_destroy_and_exit_without_panicking() {
+    let program = Program::build("exit_paths", &["-lcuda", "-lpthread", "-ldl"]);
+    let (stdout, stderr) = program.run_ok(&[]);
+    assert_eq!(stdout, EXIT_PATHS, "stderr:\n{stderr}");
+    assert!(stderr.is_empty(), "nothing on stderr, no panic above all:\n{stderr}");
+}
+
+#[test]
+fn cpudriver_names_a_call_it_lacks_once_when_asked_to() {
+    let program = Program::build("exit_paths", &["-lcuda", "-lpthread", "-ldl"]);
+    let out =
+        Command::new(&program.exe).env("LD_LIBRARY_PATH", program.dir()).env("RECAP_CPU_LOG", "1").output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout, EXIT_PATHS);
+    assert_eq!(
+        stderr, "recap-cpudriver: cuArrayCreate_v2 is not implemented: it returns CUDA_ERROR_NOT_SUPPORTED\n",
+        "one line for the call the driver lacks"
+    );
+}
+
+#[test]
+fn cpudriver_under_capture_of_everything_exits_without_panicking() {
+    let program = Program::build("exit_paths", &["-lcuda", "-lpthread", "-ldl"]);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("exit_paths.recap");
+    let out = crate::intercept::capture(&program, &["--range", "all", "-o", archive.to_str().unwrap()], &[]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(stdout.starts_with(EXIT_PATHS), "the program ran as without recap:\n{stdout}\nstderr:\n{stderr}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("internal error"), "stderr:\n{stderr}");
 }

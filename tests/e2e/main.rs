@@ -8,6 +8,8 @@ mod cli;
 mod cluster;
 mod cpu;
 mod cpudriver;
+mod cpudriver_numba;
+mod cpudriver_run;
 mod debugging;
 mod devices;
 mod gpu;

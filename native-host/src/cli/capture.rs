@@ -253,7 +253,7 @@ fn interposer() -> anyhow::Result<PathBuf> {
 }
 
 /// The audit library beside the interposer (`RECAP_AUDIT_LIB` names another), if it is there.
-fn audit_library(interposer: &Path) -> Option<PathBuf> {
+pub(crate) fn audit_library(interposer: &Path) -> Option<PathBuf> {
     let lib = std::env::var_os("RECAP_AUDIT_LIB").map_or_else(|| interposer.with_file_name(AUDIT_LIB), PathBuf::from);
     lib.is_file().then(|| lib.canonicalize().unwrap_or(lib))
 }

@@ -14,6 +14,7 @@ pub mod infer_types;
 pub mod inspect;
 pub mod limits;
 pub mod replay;
+pub mod run;
 pub mod serve;
 pub mod session_worker;
 pub mod trim;
