@@ -159,7 +159,8 @@ fn a_corrupted_expected_state_fails_the_check_with_exit_1() {
         if let (Some(b), Some(t)) = (r.expected, r.tolerance) {
             let mut want = b.decode().unwrap();
             if r.name == "y" {
-                want[4 * 123] ^= 1;
+                // The exponent's top bit: far beyond any float tolerance (one ulp would be within).
+                want[4 * 123 + 3] ^= 0x40;
             }
             w.set_expected_bytes(id, &want, t).unwrap();
         }
@@ -183,7 +184,8 @@ fn a_corrupted_expected_state_fails_the_check_with_exit_1() {
     let (stdout, _) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("PASS x:"), "{stdout}");
-    assert!(stdout.contains("FAIL y: 1 of 5000 elements differ"), "{stdout}");
+    assert!(stdout.contains("FAIL y: bytes 0..20000 f32"), "{stdout}");
+    assert!(stdout.contains("1 of 5000 elements differ beyond"), "{stdout}");
     assert!(stdout.contains("first at element 123"), "{stdout}");
 }
 

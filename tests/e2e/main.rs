@@ -23,4 +23,5 @@ mod intercept_graphs;
 mod intercept_nvtx;
 mod intercept_placed;
 mod intercept_ptx;
+mod verdicts;
 mod wrp;

@@ -103,8 +103,10 @@ fn report(archive: &Archive, outcome: &Outcome, a: &str, b: &str) -> String {
         let after = after.map_or("the start".to_string(), |op| format!("op {op} ({})", archive.op_label(op)));
         s.push_str(&format!("control flow parts after {after}: {a} ran {}, {b} ran {}\n", next(na), next(nb)));
     }
-    let verdict = if outcome.agree() {
-        format!("{a} and {b} agree")
+    let verdict = if outcome.agree() && outcome.within > 0 {
+        format!("{a} and {b} agree, {} op(s) only within tolerance (bits differ)", outcome.within)
+    } else if outcome.agree() {
+        format!("{a} and {b} agree bit for bit")
     } else {
         format!("{a} and {b} differ at {} op(s)", outcome.divergences.len() + outcome.control.is_some() as usize)
     };

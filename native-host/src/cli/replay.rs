@@ -215,32 +215,30 @@ impl<T: std::str::FromStr + PartialOrd + Default> std::str::FromStr for NamedVal
     }
 }
 
+/// The override `--ulps/--rtol/--atol` with `name` (`None`: every region) set.
+fn override_of<'o>(options: &'o mut CheckOptions, name: &Option<String>) -> &'o mut ToleranceOverride {
+    let Some(n) = name else { return &mut options.all };
+    let i = match options.by_name.iter().position(|(m, _)| m == n) {
+        Some(i) => i,
+        None => {
+            options.by_name.push((n.clone(), ToleranceOverride::default()));
+            options.by_name.len() - 1
+        }
+    };
+    &mut options.by_name[i].1
+}
+
 /// The check's tolerances from `--ulps/--rtol/--atol`.
 pub fn check_options(ulps: &[NamedValue<u64>], rtol: &[NamedValue<f64>], atol: &[NamedValue<f64>]) -> CheckOptions {
     let mut options = CheckOptions::default();
-    let mut slot = |name: &Option<String>| -> &mut ToleranceOverride {
-        match name {
-            None => &mut options.all,
-            Some(n) => {
-                let i = match options.by_name.iter().position(|(m, _)| m == n) {
-                    Some(i) => i,
-                    None => {
-                        options.by_name.push((n.clone(), ToleranceOverride::default()));
-                        options.by_name.len() - 1
-                    }
-                };
-                &mut options.by_name[i].1
-            }
-        }
-    };
     for u in ulps {
-        slot(&u.name).ulps = Some(u.value);
+        override_of(&mut options, &u.name).ulps = Some(u.value);
     }
     for r in rtol {
-        slot(&r.name).rtol = Some(r.value);
+        override_of(&mut options, &r.name).rtol = Some(r.value);
     }
     for a in atol {
-        slot(&a.name).atol = Some(a.value);
+        override_of(&mut options, &a.name).atol = Some(a.value);
     }
     options
 }

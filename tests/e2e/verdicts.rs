@@ -1,0 +1,155 @@
+//! `recap replay --check` verdicts from the command line: typed layouts inferred by `recap
+//! infer-types` and shown by `recap inspect`, nondeterminism measured with `--determinism`,
+//! nothing to check as its own state, and iteration counts refused where they mean nothing.
+
+use std::io::Cursor;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use recap_tests::recap_bin;
+use shared::archive::*;
+use shared::replay::{CpuReplay, NoObserver, ReplayOptions};
+
+fn recap(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    Command::new(recap_bin()).args(args).output().expect("running recap")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Every thread adds its value into one of eight bins with a float atomic: the sums' rounding
+/// depends on the order the blocks run in.
+const HISTOGRAM: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry histogram(.param .u64 pvals, .param .u64 pbins)
+{
+    .reg .b32 %r<8>;
+    .reg .f32 %f<2>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [pvals];
+    ld.param.u64 %rd2, [pbins];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %tid.x;
+    mad.lo.s32 %r4, %r1, %r2, %r3;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.f32 %f1, [%rd4];
+    and.b32 %r5, %r4, 7;
+    mul.wide.u32 %rd5, %r5, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    red.global.add.f32 [%rd6], %f1;
+    ret;
+}
+"#;
+
+/// The histogram over 1024 values as an archive of raw-byte regions; with `expected`, the bins'
+/// expected state.
+fn histogram(ptx: &str, expected: Option<&[u8]>) -> Vec<u8> {
+    let mut w = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
+    let m = w.add_module("histogram", ptx).unwrap();
+    let param =
+        |i: u32| ParamDecl { name: format!("p{i}"), offset: 8 * i, size: 8, align: 8, kind: ParamKind::Pointer };
+    let k = w.add_kernel(m, "histogram", vec![param(0), param(1)]).unwrap();
+    let vals: Vec<u8> = (0..1024u64).flat_map(|i| (((i * 2654435761) % 10007) as f32 / 3.0).to_le_bytes()).collect();
+    let v = w.add_region(RegionDecl::new("vals", 4096, DType::Bytes)).unwrap();
+    w.set_initial_bytes(v, &vals).unwrap();
+    let b = w.add_region(RegionDecl::new("bins", 32, DType::Bytes)).unwrap();
+    w.set_initial_bytes(b, &[0; 32]).unwrap();
+    if let Some(e) = expected {
+        w.set_expected_bytes(b, e, Tolerance::Exact).unwrap();
+    }
+    let relocs =
+        vec![Reloc { offset: 0, target: v, target_offset: 0 }, Reloc { offset: 8, target: b, target_offset: 0 }];
+    w.launch(LaunchDecl {
+        kernel: k,
+        grid: [32, 1, 1],
+        block: [32, 1, 1],
+        shared_bytes: 0,
+        params: vec![0; 16],
+        relocs,
+    })
+    .unwrap();
+    w.finish().unwrap().into_inner()
+}
+
+/// The bins after one replay with blocks in the order of `seed` (standing in for a GPU's run).
+fn bins_after(archive: &[u8], seed: u64) -> Vec<u8> {
+    let a = Archive::open(archive).unwrap();
+    let options = ReplayOptions { threads: 1, block_order: Some(seed), ..Default::default() };
+    let mut replay = CpuReplay::new(&a, options).unwrap();
+    replay.run_iteration(&mut NoObserver).unwrap();
+    replay.read_region(1).unwrap()
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn a_float_atomic_histogram_is_typed_nondeterministic_and_within_tolerance_while_a_wrong_kernel_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let want = bins_after(&histogram(HISTOGRAM, None), 1000);
+    let plain = write(dir.path(), "h.recap", &histogram(HISTOGRAM, Some(&want)));
+    let typed = dir.path().join("typed.recap");
+    let o = recap(&[&"infer-types", &plain, &"-o", &typed]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("bins: f32 ×8 (32 B)"), "{}", text(&o));
+    let shown = text(&recap(&[&"inspect", &typed]));
+    assert!(shown.contains("types: f32 ×8 (32 B)"), "{shown}");
+
+    let o = recap(&[&"replay", &typed, &"--check", &"--determinism", &"4", &"--threads", &"1"]);
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    assert!(said.contains("PASS bins: bytes 0..32 f32:") && said.contains("nondeterministic"), "{said}");
+    assert!(said.contains("PASS (within tolerance): 1 of 1 regions pass"), "{said}");
+
+    // Alone and with no tolerance to spare, the same replay differs from the GPU's bits.
+    let o = recap(&[&"replay", &typed, &"--check", &"--ulps", &"0", &"--rtol", &"0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+
+    // One more add per value: the bins are wrong, whatever the replays' spread.
+    let wrong = HISTOGRAM.replace(
+        "red.global.add.f32 [%rd6], %f1;",
+        "add.rn.f32 %f1, %f1, 0f3F800000;\n    red.global.add.f32 [%rd6], %f1;",
+    );
+    let bad = histogram(&wrong, Some(&want));
+    let layout = Archive::open(&std::fs::read(&typed).unwrap()).unwrap().typed_layout(1).unwrap();
+    let bad = write(dir.path(), "bad.recap", &with_typed_layouts(&bad, &[(1, layout)]).unwrap());
+    let o = recap(&[&"replay", &bad, &"--check", &"--determinism", &"3", &"--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let check: serde_json::Value = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "check")
+        .expect("a check line");
+    assert_eq!(check["state"], "failed");
+    let stretch = &check["regions"][0]["stretches"][0];
+    assert_eq!((stretch["ty"].as_str(), stretch["outcome"].as_str()), (Some("f32"), Some("differ")));
+    assert_eq!(stretch["first"]["index"], 0, "{stretch}");
+}
+
+#[test]
+fn nothing_to_check_is_not_a_pass_and_zero_iterations_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = write(dir.path(), "h.recap", &histogram(HISTOGRAM, None));
+    let o = recap(&[&"replay", &plain, &"--check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("nothing to check"), "{}", text(&o));
+    let o = recap(&[&"replay", &plain, &"--check", &"--json"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\"state\":\"nothing_to_check\""), "{}", text(&o));
+    for extra in [&[][..], &["--check"][..]] {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"replay", &plain, &"--iterations", &"0"];
+        args.extend(extra.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
+        let o = recap(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("--iterations"), "{}", text(&o));
+    }
+}
