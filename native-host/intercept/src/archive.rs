@@ -10,7 +10,7 @@
 //! that holds pointers keeps its expected state; otherwise it has none (a replay's addresses
 //! differ), which the report says.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -86,7 +86,7 @@ pub fn write(st: &mut State, rec: &Recording) {
     st.report.regions = rec.regions.len() as u64;
     st.report.upload_bytes = rec.uploads.iter().map(|u| u.bytes.len() as u64).sum();
     let out = out_path();
-    if rec.ops.is_empty() {
+    if rec.ops.iter().all(|op| matches!(op, OpRec::Refused)) {
         st.report.error = Some("the range recorded no work".into());
     } else {
         let tmp = out.with_extension("recap.partial");
@@ -123,6 +123,11 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
     let mut kernels = Vec::new();
     let mut reports = Vec::new();
     for (k, kernel) in rec.kernels.iter().enumerate() {
+        // Only launches the driver refused: the archive has no use for the kernel.
+        if kernel.launches == 0 {
+            kernels.push(None);
+            continue;
+        }
         let image = &st.modules[kernel.module];
         let parsed = image.parsed();
         // The machine code kept: the cubin for the capture GPU's architecture (a bare cubin, sm 0,
@@ -163,7 +168,7 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
                 },
             })
             .collect();
-        kernels.push(w.add_kernel(module, &kernel.name, params).map_err(err)?);
+        kernels.push(Some(w.add_kernel(module, &kernel.name, params).map_err(err)?));
         reports.push(KernelReport {
             name: kernel.name.clone(),
             module: image.via.clone(),
@@ -215,12 +220,25 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         regions.push(id);
     }
     crate::record::module_vars::write(st, rec, &regions, &modules, &mut w).map_err(err)?;
+    // Uploads only of ops the driver did.
+    let used: HashSet<usize> = rec
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            OpRec::Upload { upload, .. } => Some(*upload),
+            _ => None,
+        })
+        .collect();
     let mut uploads = Vec::new();
     for (i, upload) in rec.uploads.iter().enumerate() {
+        if !used.contains(&i) {
+            uploads.push(None);
+            continue;
+        }
         let size = upload.bytes.len() as u64;
         let id = w.add_region(RegionDecl::new(format!("upload{i}"), size, DType::Bytes)).map_err(err)?;
         w.set_initial_bytes(id, &upload.bytes).map_err(err)?;
-        uploads.push(id);
+        uploads.push(Some(id));
     }
     for (r, rr) in rec.regions.iter().enumerate() {
         for &(offset, target, target_offset) in &rr.relocs {
@@ -228,24 +246,28 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         }
     }
     for (u, upload) in rec.uploads.iter().enumerate() {
+        let Some(id) = uploads[u] else { continue };
         for &(offset, target, target_offset) in &upload.relocs {
-            w.add_region_reloc(uploads[u], Reloc { offset, target: regions[target], target_offset }).map_err(err)?;
+            w.add_region_reloc(id, Reloc { offset, target: regions[target], target_offset }).map_err(err)?;
         }
     }
     // Launch attributes the op cannot hold, by op index (launch_attrs.rs), and the launches'
     // tensor maps (shared::tensor_map).
     let mut attributes = Vec::new();
     let mut tensor_maps = Vec::new();
+    // Each recorded op's id in the archive (none for refused work and the end of a body).
+    let mut op_ids: Vec<Option<OpId>> = Vec::with_capacity(rec.ops.len());
     for op in &rec.ops {
-        match op {
+        let id = match op {
             OpRec::Launch { kernel, grid, block, shared, params, relocs, attrs, tensor_maps: maps } => {
                 let relocs = relocs
                     .iter()
                     .map(|&(offset, target, target_offset)| Reloc { offset, target: regions[target], target_offset })
                     .collect();
+                let kernel = kernels[*kernel].ok_or("a launch of a kernel with no launches recorded")?;
                 let id = w
                     .launch(LaunchDecl {
-                        kernel: kernels[*kernel],
+                        kernel,
                         grid: *grid,
                         block: *block,
                         shared_bytes: *shared,
@@ -263,26 +285,33 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
                     offset: *offset,
                     encode: encode.clone(),
                 }));
+                Some(id)
             }
             OpRec::While { region } => {
-                w.begin_while(Condition { region: regions[*region], offset: 0, max_iterations: 0 }).map_err(err)?;
+                Some(w.begin_while(Condition { region: regions[*region], offset: 0, max_iterations: 0 }).map_err(err)?)
             }
             OpRec::If { region } => {
-                w.begin_if(Condition { region: regions[*region], offset: 0, max_iterations: 0 }).map_err(err)?;
+                Some(w.begin_if(Condition { region: regions[*region], offset: 0, max_iterations: 0 }).map_err(err)?)
             }
-            OpRec::EndBody => w.end_body().map_err(err)?,
+            OpRec::EndBody => {
+                w.end_body().map_err(err)?;
+                None
+            }
+            OpRec::Refused => None,
             OpRec::Upload { upload, dst, dst_offset } => {
                 let len = rec.uploads[*upload].bytes.len() as u64;
-                w.copy(CopyOp {
-                    src: uploads[*upload],
-                    src_offset: 0,
-                    dst: regions[*dst],
-                    dst_offset: *dst_offset,
-                    len,
-                })
-                .map_err(err)?;
+                Some(
+                    w.copy(CopyOp {
+                        src: uploads[*upload].ok_or("an upload that was not written")?,
+                        src_offset: 0,
+                        dst: regions[*dst],
+                        dst_offset: *dst_offset,
+                        len,
+                    })
+                    .map_err(err)?,
+                )
             }
-            OpRec::Copy { src, src_offset, dst, dst_offset, len } => {
+            OpRec::Copy { src, src_offset, dst, dst_offset, len } => Some(
                 w.copy(CopyOp {
                     src: regions[*src],
                     src_offset: *src_offset,
@@ -290,9 +319,9 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
                     dst_offset: *dst_offset,
                     len: *len,
                 })
-                .map_err(err)?;
-            }
-            OpRec::Memset { dst, offset, len, width, pattern } => {
+                .map_err(err)?,
+            ),
+            OpRec::Memset { dst, offset, len, width, pattern } => Some(
                 w.memset(MemsetOp {
                     region: regions[*dst],
                     offset: *offset,
@@ -300,16 +329,18 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
                     width: *width,
                     pattern: *pattern,
                 })
-                .map_err(err)?;
-            }
-        }
+                .map_err(err)?,
+            ),
+        };
+        op_ids.push(id);
     }
-    // What launches without PTX wrote, for CPU replays (`--record-effects`); ops are numbered as
-    // the recording's.
+    // What launches without PTX wrote, for CPU replays (`--record-effects`), by the recording's op
+    // number turned into the archive's.
     for e in &rec.effects {
+        let Some(op) = op_ids.get(e.op).copied().flatten() else { continue };
         let writes: Vec<(RegionId, u64, &[u8])> =
             e.writes.iter().map(|(r, offset, bytes)| (regions[*r], *offset, bytes.as_slice())).collect();
-        w.add_effects(e.op as OpId, e.inputs, &writes).map_err(err)?;
+        w.add_effects(op, e.inputs, &writes).map_err(err)?;
     }
     for (index, b) in &bound {
         w.add_binding(&b.bind.name, regions[*index], b.bind.direction).map_err(err)?;

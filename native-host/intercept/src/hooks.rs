@@ -85,14 +85,18 @@ pub(crate) fn then(call: Call, after: impl FnOnce()) -> CUresult {
 }
 
 /// Work on `stream`: recorded (or kept by a capture) before the call, so a snapshot it causes sees
-/// the state before the op.
+/// the state before the op, and kept only if the driver does it (`record/settle.rs`). The lock is
+/// not held across the call: a call that waits on work another thread has yet to issue must not
+/// stop that thread.
 fn work(call: Call, stream: Handle, make: impl FnOnce() -> Option<Work>) -> CUresult {
-    if busy() {
-        if let Some(w) = make() {
-            state().submit(stream as usize, w);
-        }
+    if !busy() {
+        return call();
     }
-    call()
+    let Some(w) = make() else { return call() };
+    let staged = state().submit(stream as usize, w);
+    let r = call();
+    state().settle(staged, r);
+    r
 }
 
 unsafe fn host_bytes(src: *const c_void, len: usize) -> Vec<u8> {

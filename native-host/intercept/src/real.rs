@@ -224,4 +224,5 @@ real_calls! {
     fn kernel_get_library = "cuKernelGetLibrary"(library: *mut Handle, k: Handle);
     fn module_get_global = "cuModuleGetGlobal_v2"(dptr: *mut CUdeviceptr, bytes: *mut usize, m: Handle, name: *const c_char);
     fn library_get_global = "cuLibraryGetGlobal"(dptr: *mut CUdeviceptr, bytes: *mut usize, l: Handle, name: *const c_char);
+    fn get_error_name = "cuGetErrorName"(error: CUresult, name: *mut *const c_char);
 }

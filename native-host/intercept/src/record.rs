@@ -34,8 +34,13 @@ use shared::capture::{Range, Report};
 
 mod effects;
 pub(crate) mod module_vars;
+mod layout;
+mod settle;
 
 pub use effects::LaunchEffects;
+pub use layout::Layout;
+use layout::{pack, param_info_layout};
+pub use settle::Staged;
 
 const ARMED: u8 = 0;
 const RECORDING: u8 = 1;
@@ -119,19 +124,6 @@ struct Func {
     name: String,
 }
 
-/// A kernel's parameter layout: `(offset, size)` per parameter, and where it came from.
-#[derive(Clone, Debug)]
-pub struct Layout {
-    pub params: Vec<(String, u32, u32, u32)>,
-    pub from: &'static str,
-}
-
-impl Layout {
-    pub fn size(&self) -> usize {
-        self.params.iter().map(|p| (p.1 + p.2) as usize).max().unwrap_or(0)
-    }
-}
-
 /// A touched allocation: a region of the archive.
 pub struct RegionRec {
     pub alloc: Alloc,
@@ -197,6 +189,9 @@ pub enum OpRec {
         region: usize,
     },
     EndBody,
+    /// Work the driver refused (`settle.rs`): kept in place so that op numbers stay, and written
+    /// as nothing.
+    Refused,
 }
 
 /// The range's recording.
@@ -261,7 +256,8 @@ pub struct State {
     /// Work of a CUDA graph launch is being issued: its launches run as one unit with it.
     expanding_graph: bool,
     pub report: Report,
-    exit_hook: bool,
+    /// What the work being issued must read back once its call has returned (`settle.rs`).
+    pending_reads: Vec<settle::PendingRead>,
 }
 
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| {
@@ -288,7 +284,7 @@ static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| {
         vars: module_vars::Vars::default(),
         pending_effects: None,
         expanding_graph: false,
-        exit_hook: false,
+        pending_reads: Vec::new(),
     })
 });
 
@@ -402,11 +398,30 @@ pub fn context_ending(call: &str) {
     }
 }
 
-/// At process exit: a range still open ends here.
-extern "C" fn at_exit() {
+/// Whether a range is being recorded (cheap, without the lock).
+pub fn recording() -> bool {
+    PHASE.load(Ordering::Relaxed) == RECORDING
+}
+
+/// Ends a range still open as the program ends (`ending.rs`), at `at`, with the lock taken as
+/// `lock` manages to (in a signal handler it must not wait forever); says whether the lock was had.
+pub fn end_open_range(at: &str, note: Option<&str>, lock: impl FnOnce() -> Option<MutexGuard<'static, State>>) -> bool {
+    let Some(mut st) = lock() else { return false };
     if PHASE.load(Ordering::Relaxed) == RECORDING {
-        let mut st = state();
-        st.finish("the end of the program");
+        if let Some(note) = note {
+            st.report.note(note);
+        }
+        st.finish(at);
+    }
+    true
+}
+
+/// The state's lock if it can be had without waiting.
+pub fn try_state() -> Option<MutexGuard<'static, State>> {
+    match STATE.try_lock() {
+        Ok(st) => Some(st),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
     }
 }
 
@@ -428,13 +443,8 @@ impl State {
             sm,
             ctx,
         });
-        if !self.exit_hook {
-            // Registered now, after the CUDA runtime registered its own teardown, so it runs
-            // first (atexit handlers run in reverse order) while the context is still alive.
-            // SAFETY: a plain extern "C" fn.
-            unsafe { libc::atexit(at_exit) };
-            self.exit_hook = true;
-        }
+        // Now, after the CUDA runtime registered its own teardown (`ending.rs` says why).
+        crate::ending::arm();
         PHASE.store(RECORDING, Ordering::Relaxed);
     }
 
@@ -719,19 +729,6 @@ impl State {
         Some(f)
     }
 
-    /// Routes work issued on `stream`: into the capture it belongs to, or into the recording.
-    pub fn submit(&mut self, stream: usize, work: Work) {
-        if let Some(id) = self.capture_of(stream) {
-            if let Some(list) = self.captures.work.get_mut(&id) {
-                list.push(work);
-            }
-            return;
-        }
-        if self.recording.is_some() {
-            self.issue(work);
-        }
-    }
-
     fn issue(&mut self, work: Work) {
         // A range a marker opened may have opened before the program made its context.
         if let Some(rec) = self.recording.as_mut().filter(|r| r.ctx == 0) {
@@ -775,6 +772,9 @@ impl State {
                 let Some((dst, dst_offset)) = self.region_range(dst, len, "a device copy's destination") else {
                     return;
                 };
+                if src == dst && src_offset < dst_offset + len && dst_offset < src_offset + len {
+                    return self.overlapping_copy(dst, dst_offset, len);
+                }
                 self.recording.as_mut().expect("recording").ops.push(OpRec::Copy {
                     src,
                     src_offset,
@@ -1090,73 +1090,6 @@ fn read_device(addr: u64, len: u64) -> Result<Vec<u8>, CUresult> {
     } else {
         Err(r)
     }
-}
-
-/// A layout from the driver's own record of the kernel's parameters (CUDA 12.4 and later).
-fn param_info_layout(func: usize) -> Option<Layout> {
-    let mut params = Vec::new();
-    for index in 0.. {
-        let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: out-parameters; an index past the last parameter is an error.
-        let ok = unsafe {
-            real::func_get_param_info(func as Handle, index, &mut offset, &mut size) == CUDA_SUCCESS
-                || real::kernel_get_param_info(func as Handle, index, &mut offset, &mut size) == CUDA_SUCCESS
-        };
-        if !ok {
-            break;
-        }
-        params.push((format!("param{index}"), offset as u32, size as u32, (size as u32).clamp(1, 8)));
-    }
-    if params.is_empty() {
-        // A kernel without parameters also answers an error for index 0; it has an empty layout,
-        // which is what an unknown kernel would get too, so the PTX or nothing decides.
-        return None;
-    }
-    Some(Layout { params, from: "cuFuncGetParamInfo" })
-}
-
-/// Packs a launch's parameters into one buffer laid out as `layout` says.
-///
-/// # Safety
-/// `params` is NULL or holds one valid pointer per parameter, each to that parameter's bytes;
-/// `extra` is NULL or a `CU_LAUNCH_PARAM_END`-terminated key/value list as cuLaunchKernel takes.
-unsafe fn pack(layout: &Layout, params: *mut *mut c_void, extra: *mut *mut c_void) -> Option<Vec<u8>> {
-    let mut buf = vec![0u8; layout.size()];
-    if !params.is_null() {
-        for (i, &(_, offset, size, _)) in layout.params.iter().enumerate() {
-            let src = *params.add(i) as *const u8;
-            if src.is_null() {
-                return None;
-            }
-            std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr().add(offset as usize), size as usize);
-        }
-        return Some(buf);
-    }
-    if extra.is_null() {
-        return (layout.size() == 0).then_some(buf);
-    }
-    let (mut data, mut len): (*const u8, Option<usize>) = (std::ptr::null(), None);
-    let mut i = 0;
-    loop {
-        let key = *extra.add(i) as usize;
-        if key == CU_LAUNCH_PARAM_END {
-            break;
-        }
-        let value = *extra.add(i + 1);
-        match key {
-            CU_LAUNCH_PARAM_BUFFER_POINTER => data = value as *const u8,
-            CU_LAUNCH_PARAM_BUFFER_SIZE => len = Some(*(value as *const usize)),
-            _ => {}
-        }
-        i += 2;
-    }
-    let len = len?;
-    if data.is_null() {
-        return None;
-    }
-    let n = len.min(buf.len());
-    std::ptr::copy_nonoverlapping(data, buf.as_mut_ptr(), n);
-    Some(buf)
 }
 
 /// Whether `stream` is being captured into a graph.
