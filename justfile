@@ -26,6 +26,11 @@ fuzz-wrp secs="600":
     mkdir -p fuzz/corpus/wrp_parse
     cargo +nightly fuzz run wrp_parse fuzz/corpus/wrp_parse fuzz/seeds/wrp_parse -- -max_total_time={{secs}}
 
+# Fuzz the unpacking of Warp capture bundles (zip, tar, tar.gz) the host converts on upload (needs cargo-fuzz and a nightly toolchain)
+fuzz-bundle secs="600":
+    mkdir -p fuzz/corpus/bundle_unpack
+    cargo +nightly fuzz run bundle_unpack fuzz/corpus/bundle_unpack fuzz/seeds/bundle_unpack -- -max_total_time={{secs}}
+
 # Fuzz the .npy reader that `replay --input` uses (needs cargo-fuzz and a nightly toolchain)
 fuzz-npy secs="600":
     mkdir -p fuzz/corpus/npy_parse
