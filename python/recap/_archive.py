@@ -140,7 +140,8 @@ class Iteration:
     instructions: int
     #: Launches the CPU ran as native code (the rest were interpreted).
     native_launches: int
-    #: Per-op times where the engine reports ops (the CPU does; a CUDA graph runs whole).
+    #: Per-op times where the engine reports ops (the CPU does; a CUDA graph runs whole), for the
+    #: first 100 iterations of a run and every 100th after (empty for the others).
     op_times: List[OpTime]
 
     def __repr__(self) -> str:
@@ -352,6 +353,8 @@ class Replayer:
         GPU arrays (``__cuda_array_interface__`` or DLPack: torch, CuPy, Warp), copied device to
         device. ``outputs`` may map output names to GPU arrays that receive the results in place;
         the rest come back as numpy arrays. The GIL is released meanwhile; Ctrl-C cancels.
+        One call runs at most 100000 iterations (each comes back in ``iterations``); a larger
+        count is a ``ValueError``.
         """
         raw = self._native.run(
             inputs=dict(inputs) if inputs else None,

@@ -22,6 +22,7 @@ use recap::clock::MonotonicClock;
 use recap::cuda::{CudaReplay, ReplayOptions as CudaOptions};
 use shared::archive::{Archive as Reader, Direction, RegionId};
 use shared::check::Verdict;
+use shared::protocol::SessionMessage;
 use shared::ptx::Engine as CpuEngine;
 use shared::replay::{CpuReplay, IterationStats, NoObserver, Ran, ReplayObserver, ReplayOptions, Session};
 
@@ -47,6 +48,11 @@ enum Engine {
 
 /// How often a waiting call looks for a KeyboardInterrupt.
 const SIGNAL_POLL: Duration = Duration::from_millis(20);
+
+/// The most iterations one `run` call replays. Each comes back as a Python object (its time and
+/// counts, and per-op times for the iterations a session samples), so the count bounds the memory
+/// a call needs; more iterations are more calls.
+pub const MAX_ITERATIONS: u32 = 100_000;
 
 /// An archive loaded on a device, ready to replay again and again.
 #[pyclass(frozen, module = "recap._recap")]
@@ -280,15 +286,24 @@ impl Replayer {
         &self,
         py: Python<'py>,
         inputs: Option<&Bound<'py, PyDict>>,
-        iterations: u32,
+        iterations: i64,
         check: bool,
         outputs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let a = self.archive.get();
         let reader = self.opened.borrow_dependent();
-        if iterations == 0 {
-            return Err(pyo3::exceptions::PyValueError::new_err("iterations must be at least 1"));
-        }
+        let iterations = match u32::try_from(iterations) {
+            Ok(n) if (1..=MAX_ITERATIONS).contains(&n) => n,
+            _ if iterations < 1 => {
+                return Err(pyo3::exceptions::PyValueError::new_err("iterations must be at least 1"));
+            }
+            _ => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "iterations={iterations} is more than the {MAX_ITERATIONS} one call runs (each iteration's \
+                     time and counts come back): call run() again for more"
+                )));
+            }
+        };
         let mut host: Vec<(RegionId, Vec<u8>)> = Vec::new();
         let mut device: Vec<(RegionId, DeviceArray)> = Vec::new();
         for (name, value) in inputs.into_iter().flatten() {
@@ -338,15 +353,26 @@ impl Replayer {
                 let mut engine = WithDeviceInputs { verbs, inputs: &device };
                 let clock = MonotonicClock::new();
                 let mut session = Session::new(reader, iterations, &host);
-                let mut ran = Vec::with_capacity(iterations as usize);
+                // Grown as iterations finish, never sized up front from the count asked for.
+                let mut ran = Vec::new();
                 while !session.done() {
                     if cancel.load(Ordering::Relaxed) {
                         return Err("cancelled".into());
                     }
-                    let it = session.step(&mut engine, &clock, &mut NoObserver, &mut |_| {}).map_err(|e| {
+                    // Per-op times are kept for the iterations the session samples them for (as
+                    // the host's charts do), so a long run's memory grows by a few words per
+                    // iteration, not by its op count.
+                    let mut sampled = None;
+                    let mut emit = |m: SessionMessage| {
+                        if let SessionMessage::OpTimings { iteration, .. } = m {
+                            sampled = Some(iteration);
+                        }
+                    };
+                    let it = session.step(&mut engine, &clock, &mut NoObserver, &mut emit).map_err(|e| {
                         format!("replaying {source} on {device_name}, iteration {}: {e}", ran.len() + 1)
                     })?;
-                    ran.push((it.time_ms, it.stats, it.ops));
+                    let ops = if sampled == Some(it.index) { it.ops } else { Vec::new() };
+                    ran.push((it.time_ms, it.stats, ops));
                 }
                 let mut outs = Vec::with_capacity(targets.len());
                 for (name, region, into) in &targets {

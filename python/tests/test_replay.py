@@ -69,6 +69,27 @@ def test_inputs_are_checked_against_the_region_before_anything_runs(axpy_archive
     np.testing.assert_array_equal(r.outputs["y"], np.full(N, 2.0, dtype=np.float32))
 
 
+def test_huge_iteration_counts_are_refused_before_anything_is_allocated(axpy_archive):
+    a = recap.open(axpy_archive[0])
+    # Sized up front, 10**9 iterations asked for tens of gigabytes and aborted the interpreter.
+    for n in (10**9, 100_001, 2**40):
+        with pytest.raises(ValueError, match=f"iterations={n} is more than the 100000 one call runs"):
+            a.replay("cpu", iterations=n)
+    r = a.replayer("cpu")
+    with pytest.raises(ValueError, match="at least 1"):
+        r.run(iterations=-3)
+    # The replayer still serves a call after the refusals.
+    assert len(r.run(iterations=2).iterations) == 2
+
+
+def test_a_long_run_keeps_per_op_times_for_the_sampled_iterations_only(axpy_archive):
+    r = recap.open(axpy_archive[0]).replay("cpu", iterations=250, check=True)
+    assert r.check.passed and len(r.iterations) == 250
+    assert all(i.launches == 1 and i.time_ms > 0 for i in r.iterations)
+    sampled = [k for k, i in enumerate(r.iterations) if i.op_times]
+    assert sampled == list(range(100)) + [100, 200]
+
+
 def test_devices_are_checked(axpy_archive):
     a = recap.open(axpy_archive[0])
     with pytest.raises(ValueError, match="unknown device"):
