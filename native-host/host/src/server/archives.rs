@@ -20,6 +20,9 @@ pub struct UploadQuery {
     name: Option<String>,
 }
 
+/// The header that may name an upload when the query does not (`?name=` wins).
+const NAME_HEADER: &str = "x-recap-name";
+
 /// Chunks in flight between the socket and the writer thread: bounds the memory an upload holds.
 const CHUNKS_IN_FLIGHT: usize = 16;
 
@@ -90,11 +93,22 @@ pub async fn upload(
     }
     let what =
         "POST /api/archives (or, for an NVIDIA Warp capture, application/zip, application/x-tar or application/gzip)";
-    if let Err(e) = require_content_type(req.headers(), "application/octet-stream", what) {
+    if let Err(mut e) = require_content_type(req.headers(), "application/octet-stream", what) {
+        // `curl --data-binary @FILE` sends a form's content type unless told otherwise; forms stay
+        // refused (a foreign page may send one without asking), so the answer says how to upload.
+        e.message.push_str(
+            "; with curl: curl -H 'Content-Type: application/octet-stream' --data-binary @FILE 'HOST/api/archives?name=NAME'",
+        );
         drain(req.into_body().into_data_stream());
         return Err(e);
     }
-    let name = check_name(query.name)?;
+    // The name from the query, else from the `X-Recap-Name` header (for clients that keep URLs fixed).
+    let header_name = match req.headers().get(NAME_HEADER).map(|v| v.to_str()) {
+        Some(Ok(v)) => Some(v.to_string()),
+        Some(Err(_)) => return Err(ApiError::bad_request(format!("the {NAME_HEADER} header is not visible ASCII"))),
+        None => None,
+    };
+    let name = check_name(query.name.or(header_name))?;
     let limit = app.config.max_upload;
     let req = match refuse_declared_over(req, limit) {
         Ok(req) => req,
@@ -141,8 +155,19 @@ pub async fn upload(
         return Err(ApiError::bad_request(format!("reading the upload failed after {received} bytes: {e}")));
     }
     let store = app.store.clone();
-    let ingested = tokio::task::spawn_blocking(move || store.finish(incoming, &name)).await??;
+    let given = name.clone();
+    let mut ingested = tokio::task::spawn_blocking(move || store.finish(incoming, &name)).await??;
     let status = if ingested.created { StatusCode::CREATED } else { StatusCode::OK };
+    if !ingested.created {
+        // The same bytes are stored once, under the name they came with first: say so, rather than
+        // answer with another name than the one just given.
+        let stored = &ingested.archive.name;
+        ingested.archive.note = Some(if *stored == given {
+            format!("already stored as {stored}: the same bytes were uploaded before")
+        } else {
+            format!("already stored as {stored}: the same bytes were uploaded before; the name {given} was not kept")
+        });
+    }
     if ingested.created {
         let took_ms = started.elapsed().as_millis() as u64;
         tracing::info!(id = ingested.archive.id, size = ingested.archive.size, took_ms, "archive stored");
