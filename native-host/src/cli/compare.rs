@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use recap::compare::{compare, same_shape, CompareOptions, Quiet, Side};
+use recap::compare::{compare, same_shape, CompareError, CompareOptions, Quiet, Side};
+use recap::cuda::OpenError;
 use recap::mapped::MappedFile;
 use shared::archive::{Archive, OpId};
 use shared::compare::Outcome;
@@ -71,7 +72,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let Sides(a, b) = args.devices;
     let file_b = args.against.as_ref().unwrap_or(&args.file);
     let options = CompareOptions { budget: args.budget, limits: args.limits.limits(), all: args.all, cancel: None };
-    let outcome = compare(&archive, &other, (a, b), options, &mut Quiet)?;
+    let outcome = compare(&archive, &other, (a, b), options, &mut Quiet).map_err(compare_failed)?;
     if args.json {
         println!(
             "{}",
@@ -87,6 +88,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
         print!("{}", report(&archive, &outcome, &name(a, &args.file), &name(b, file_b)));
     }
     Ok(if outcome.agree() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// A failed comparison as one message. The library's errors already say their cause in their own
+/// words, so the cause is not chained after them a second time; a machine without a CUDA driver
+/// is told what compare takes instead (its flag is `--devices`, not replay's `--device`).
+fn compare_failed(e: CompareError) -> anyhow::Error {
+    match e {
+        CompareError::OpenCuda { ordinal, source: OpenError::NoDriver } => anyhow::anyhow!(
+            "cuda:{ordinal} cannot be opened: no CUDA driver found (libcuda.so could not be loaded); \
+             compare two CPU engines instead, e.g. --devices interp,jit"
+        ),
+        other => anyhow::anyhow!("{other}"),
+    }
 }
 
 /// The outcome as text: where the two sides part, or that they agree.
