@@ -2,9 +2,12 @@
 
 mod archive;
 mod browser;
+mod browser_form;
+mod browser_home;
 mod capi;
 mod capture;
 mod cli;
+mod cli_messages;
 mod cluster;
 mod cpu;
 mod cpudriver;
