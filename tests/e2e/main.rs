@@ -24,6 +24,7 @@ mod intercept_audit;
 mod intercept_edges;
 mod intercept_effects;
 mod intercept_graphs;
+mod intercept_module_vars;
 mod intercept_nvtx;
 mod intercept_placed;
 mod intercept_ptx;
