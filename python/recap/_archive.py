@@ -229,6 +229,8 @@ class CheckReport:
     #: ``nothing_to_check`` (the archive holds no expected state: not a pass).
     state: str
     regions: List[RegionCheck]
+    #: Whole replays judged together.
+    replays: int = 1
 
     @property
     def passed(self) -> bool:

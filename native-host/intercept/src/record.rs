@@ -33,8 +33,8 @@ use crate::tensor_maps::TensorMaps;
 use shared::capture::{Range, Report};
 
 mod effects;
-pub(crate) mod module_vars;
 mod layout;
+pub(crate) mod module_vars;
 mod settle;
 
 pub use effects::LaunchEffects;

@@ -28,11 +28,11 @@ mod writer;
 
 pub use bounded::{scan, validate_reader, validate_scanned, ArchiveCounts, Scanned};
 pub use model::*;
+pub use reader::ModuleVar;
 pub use reader::{
     Archive, Binding, Blob, Children, Effects, FormatError, KernelView, LaunchView, MetadataError, ModuleView, Op,
     RegionView, UnknownName,
 };
-pub use reader::ModuleVar;
 pub use reseal::reseal;
 pub use rules::MAX_NESTING;
 pub use types::{run_lengths, with_typed_layouts, TypesError};

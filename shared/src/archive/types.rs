@@ -123,7 +123,7 @@ pub fn with_typed_layouts(bytes: &[u8], layouts: &[(RegionId, Vec<Stretch>)]) ->
     out[header::FILE_LEN..header::FILE_LEN + 8].copy_from_slice(&file_len.to_le_bytes());
     let sum = layout::checksum(&[&out[..header::CHECKSUM], &table]);
     out[header::CHECKSUM..header::CHECKSUM + CHECKSUM_LEN].copy_from_slice(&sum);
-    debug_assert!(header::CHECKSUM + CHECKSUM_LEN == HEADER_LEN);
+    const { assert!(header::CHECKSUM + CHECKSUM_LEN == HEADER_LEN) };
     Ok(out)
 }
 

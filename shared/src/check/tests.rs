@@ -37,7 +37,7 @@ fn exact_floats_and_floats_a_few_ulps_off_are_told_apart() {
     assert!(c.passed, "{}", c.line());
     assert_eq!(c.outcome(), Outcome::Within);
     assert_eq!((c.stretches[0].inexact, c.stretches[0].max_ulps), (1, 3));
-    assert_eq!(CheckState::of(&[c.clone()]), CheckState::Within);
+    assert_eq!(CheckState::of(std::slice::from_ref(&c)), CheckState::Within);
     assert_eq!(CheckState::of(&[same]), CheckState::Exact);
 }
 

@@ -31,6 +31,9 @@ mod tests_effects;
 mod tests_module_vars;
 
 pub use limits::{LimitError, ReplayLimits};
+
+/// Whole contents of some regions, each beside its id: a replay's final state, or initial bytes.
+pub type RegionContents = Vec<(RegionId, Vec<u8>)>;
 pub use session::{
     check_state, run_session, CheckRequest, Clock, Iteration, OpTimer, Ran, Replayer, Session, SessionError,
 };

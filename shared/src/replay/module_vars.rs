@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use super::{RegionState, ReplayError};
+use super::{RegionContents, RegionState, ReplayError};
 use crate::archive::{Archive, RegionId};
 use crate::ptx;
 
@@ -46,7 +46,7 @@ pub(super) fn parse(
     vars: &HashMap<String, RegionId>,
     regions: &mut [RegionState],
     memory: &mut ptx::Memory,
-) -> Result<(ptx::Module, Vec<(RegionId, Vec<u8>)>), ReplayError> {
+) -> Result<(ptx::Module, RegionContents), ReplayError> {
     let mut refused = None;
     let parsed = ptx::Module::parse_placing(text, &mut |v| {
         let Some(&region) = vars.get(v.name) else { return Ok(None) };

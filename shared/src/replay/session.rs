@@ -13,7 +13,7 @@ use crate::check::{checked_regions, judge, CheckOptions, Verdict};
 use crate::protocol::{CheckReport, OpTiming, SessionMessage};
 use crate::report::{output_regions, region_summary};
 
-use super::{IterationStats, OpEvent, ReplayObserver};
+use super::{IterationStats, OpEvent, RegionContents, ReplayObserver};
 
 /// Per-op times are reported for the first iterations and then every this-many, so that a long
 /// session's log stays small while its charts stay meaningful.
@@ -266,7 +266,7 @@ impl<'s, 'a> Session<'s, 'a> {
         replayer: &mut R,
         runs: u32,
         cancelled: &dyn Fn() -> bool,
-    ) -> Result<Vec<Vec<(RegionId, Vec<u8>)>>, SessionError<R::Error>> {
+    ) -> Result<Vec<RegionContents>, SessionError<R::Error>> {
         let regions = checked_regions(self.archive);
         let mut out = Vec::new();
         for k in 0..runs {
