@@ -49,9 +49,15 @@ static void nvrtc_check(int r, const char *what) {
 enum { N = 300, BLOCK = 128 };
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: " PROGRAM " /path/to/libnvrtc.so\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: " PROGRAM " /path/to/libnvrtc.so [/path/to/libnvrtc-builtins.so]\n");
         return 2;
+    }
+    /* NVRTC opens its builtins library by soname; a wheel's copy is on no search path, so load it
+     * first, as Python's nvidia packages do, and NVRTC finds it already loaded. */
+    if (argc == 3 && !dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL)) {
+        fprintf(stderr, PROGRAM ": cannot open %s: %s\n", argv[2], dlerror());
+        return 1;
     }
     nvrtc = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!nvrtc) {

@@ -398,7 +398,7 @@ mod tests {
         }
         assert_eq!(place(root, "./a//b\\c").unwrap(), Path::new("/r/a/b/c"));
         let e = place(root, &format!("../{}", "x".repeat(100_000))).unwrap_err().to_string();
-        assert!(e.len() < 300 && e.contains("xxx...\""), "{} bytes", e.len());
+        assert!(e.len() < 300 && e.contains("xxx\"..."), "{} bytes", e.len());
         // A zip entry with an absolute name.
         let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
         z.start_file("/etc/cap.wrp", zip::write::SimpleFileOptions::default()).unwrap();
