@@ -652,9 +652,16 @@ pub fn attach(id: String, control: Option<String>, kind: SessionKind) {
                     s.view.apply(&e);
                     !was && s.view.state.is_some_and(|st| st.is_terminal())
                 });
-                // The devices' load the form shows changed as this session ended.
+                // The devices' load the form shows changed as this session ended. The host may
+                // send the end before it lets go of the device, so ask again a moment later.
                 if ended_now {
                     refresh_devices();
+                    for delay_ms in [500, 2000] {
+                        let again = Closure::once_into_js(refresh_devices);
+                        let _ = web_sys::window()
+                            .expect("a window")
+                            .set_timeout_with_callback_and_timeout_and_arguments_0(again.unchecked_ref(), delay_ms);
+                    }
                 }
             }
             // Replies addressed to this viewer alone (a refused cancel) carry no seq.
