@@ -96,7 +96,8 @@ fn a_cubin_nvrtc_made_gets_the_ptx_of_its_program_compiled_again_and_replays() {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc-builtins.so")))
         .expect("libnvrtc-builtins beside libnvrtc");
-    let report = capture_ok_with(&program, &archive, "profiler", &[nvrtc.to_str().unwrap(), builtins.to_str().unwrap()]);
+    let report =
+        capture_ok_with(&program, &archive, "profiler", &[nvrtc.to_str().unwrap(), builtins.to_str().unwrap()]);
     let kernel = &report["kernels"][0];
     // The instantiation the program asked for by name expression.
     assert_eq!(kernel["name"], "_Z10scale_biasILi3EEvPji", "{report:#}");
