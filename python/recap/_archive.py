@@ -298,7 +298,8 @@ class ReplayResult:
         outs = ", ".join(f"{k}: {_describe(v)}" for k, v in self.outputs.items())
         times = self.times_ms
         med = sorted(times)[len(times) // 2]
-        check = "" if self.check is None else f", check={self.check.state}"
+        verdicts = {"exact": "PASS (exact)", "within": "PASS (within tolerance)", "nothing_to_check": "nothing to check"}
+        check = "" if self.check is None else f", check={verdicts.get(self.check.state, 'FAIL')}"
         return f"ReplayResult({len(times)} iterations, median {med:.3f} ms{check}, outputs={{{outs}}})"
 
 
