@@ -122,6 +122,24 @@ pub struct KernelReport {
     pub layout_from: String,
 }
 
+/// The typed layouts a capture's archive got from one CPU interpreter replay of its PTX
+/// (`check::infer`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TypesReport {
+    /// Regions with a typed layout, and the rest (written by no PTX store: host data, library
+    /// kernels without PTX, copies).
+    pub typed_regions: u64,
+    pub untyped_regions: u64,
+    /// Launches the interpreter passed over, and the first few with the reason.
+    pub skipped_ops: u64,
+    pub skipped: Vec<String>,
+    /// Why inference ended early (its time or instruction budget), if it did.
+    pub stopped: Option<String>,
+    /// Why no types were learnt at all, if none were.
+    pub error: Option<String>,
+    pub seconds: f64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub range: String,
@@ -155,6 +173,10 @@ pub struct Report {
     /// Why replays place regions at their captured addresses (`capture.placement`), if they do.
     #[serde(default)]
     pub placement: Option<String>,
+    /// The element types learnt after the program ended (`recap capture` infers them unless told
+    /// not to), if that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub types: Option<TypesReport>,
     /// The archive written, if one was.
     pub archive: Option<String>,
     /// Why no archive was written.

@@ -79,8 +79,14 @@ fn capture_records_a_program_linked_against_libcuda_and_replays_it_exactly() {
     // A call recap does not record passes through and is counted.
     assert_eq!(report["passed_through"]["cuCtxSynchronize"], 1, "{report:#}");
     assert!(report["incomplete"].as_object().unwrap().is_empty(), "{report:#}");
+    // After the program, one interpreter replay learns the types its PTX stores: `y` (f32), `u`
+    // (u32, an integer of that width), and `x`, a device copy of `y`, which carries its types.
+    let types = &report["types"];
+    assert_eq!((types["typed_regions"].as_u64(), types["untyped_regions"].as_u64()), (Some(3), Some(0)), "{report:#}");
+    assert!(types["skipped_ops"] == 0 && types["stopped"].is_null() && types["error"].is_null(), "{report:#}");
 
     let listing = inspect(&archive);
+    assert!(listing.contains("types: f32 ×1000") && listing.contains("types: i32 ×1000"), "typed layouts:\n{listing}");
     assert!(listing.contains("capture.range: profiler") && listing.contains("producer: recap capture"), "{listing}");
     assert!(listing.contains("launch scale_add") && listing.contains("&alloc"), "pointers are relocations:\n{listing}");
     for engine in ["interp", "jit", "jit-scalar"] {
@@ -104,6 +110,12 @@ fn a_launch_in_clusters_is_kept_and_the_cpu_replay_refuses_it_by_name() {
         "{report:#}"
     );
     assert!(report["incomplete"].as_object().unwrap().is_empty(), "{report:#}");
+    // Type inference passes over the launch it cannot run and says so; the rest still get types.
+    let types = &report["types"];
+    assert_eq!(types["skipped_ops"], 1, "{report:#}");
+    let skipped = types["skipped"][0].as_str().unwrap();
+    assert!(skipped.starts_with("op 4 (scale_add): ") && skipped.contains("clusters"), "{report:#}");
+    assert!(types["typed_regions"].as_u64().unwrap() >= 1, "{report:#}");
     let listing = inspect(&archive);
     assert!(listing.contains(r#"capture.launch_attributes: [{"op":4,"attributes":{"cluster":[2,1,1]}}]"#), "{listing}");
     let o = Command::new(recap_bin()).args(["replay", "--check"]).arg(&archive).output().unwrap();

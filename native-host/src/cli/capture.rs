@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context};
-use shared::capture::{env, Range, Report};
+use shared::capture::{env, Range, Report, TypesReport};
+use shared::replay::ReplayOptions;
 
 use super::inspect::human;
 
@@ -57,6 +58,12 @@ pub struct Args {
     /// so that a replay can place regions at the captured device addresses: cli/aslr.rs)
     #[arg(long)]
     pub keep_aslr: bool,
+    /// After the program ends, replay the archive's PTX once on the CPU interpreter for at most
+    /// this many seconds to learn each region's element types (the archive's `types` section),
+    /// so that a check judges floats within their type's tolerance; 0 skips it (the archive is
+    /// then compared byte for byte until `recap infer-types` adds them)
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub infer_types_seconds: f64,
     /// The program and its arguments
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -155,7 +162,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("running {}", args.command[0].to_string_lossy()))?;
 
     let report: Option<Report> = std::fs::read(&report_path).ok().and_then(|b| serde_json::from_slice(&b).ok());
-    let Some(report) = report else {
+    let Some(mut report) = report else {
         let why = match range {
             Range::Profiler => "it never called cuProfilerStart (cudaProfilerStart, torch.cuda.profiler.start()); \
                                 record with --range all or --range launches:SKIP:COUNT instead"
@@ -170,6 +177,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let program = if status.success() { "the program".to_string() } else { format!("the program ({status})") };
         bail!("nothing was recorded: {program} ran, but {why}");
     };
+    if let (Some(archive), true) = (&report.archive, args.infer_types_seconds > 0.0) {
+        report.types = Some(infer_types(Path::new(archive), args.infer_types_seconds, args.json));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -183,6 +193,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (Some(_), _) => Ok(ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8)),
         (None, Some(e)) => bail!("no archive was written: {e}"),
         (None, None) => bail!("no archive was written"),
+    }
+}
+
+/// Adds typed layouts to the archive just written, in place (`infer_types::infer_file`). A
+/// failure costs the archive nothing: it stays untyped and the report says why.
+fn infer_types(archive: &Path, seconds: f64, quiet: bool) -> TypesReport {
+    if !quiet {
+        eprintln!("recap capture: learning element types from the archive's PTX (at most {seconds} s)");
+    }
+    let started = std::time::Instant::now();
+    match super::infer_types::infer_file(archive, archive, ReplayOptions::default(), Some(seconds)) {
+        Ok((report, _)) => report,
+        Err(e) => TypesReport {
+            error: Some(format!("{e:#}")),
+            seconds: started.elapsed().as_secs_f64(),
+            ..TypesReport::default()
+        },
     }
 }
 
@@ -232,6 +259,9 @@ fn print_summary(r: &Report) {
     }
     for note in &r.notes {
         println!("  note: {note}");
+    }
+    if let Some(types) = &r.types {
+        super::infer_types::print_types_report(types);
     }
 }
 

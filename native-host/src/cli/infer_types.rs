@@ -3,11 +3,16 @@
 //! (`shared::check::infer`). A check then judges each stretch in its own type (floats within their
 //! tolerance, integers and pointers exactly); `recap inspect` lists the layouts.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use recap::mapped::MappedFile;
-use shared::archive::{with_typed_layouts, Archive, ElemType, Stretch};
+use shared::archive::{with_typed_layouts, Archive, ElemType, Op, Stretch};
+use shared::capture::TypesReport;
 use shared::replay::ReplayOptions;
 
 use super::limits::LimitArgs;
@@ -39,22 +44,111 @@ pub fn layout_line(stretches: &[Stretch]) -> String {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let map = MappedFile::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
-    let archive = Archive::open(&map).with_context(|| format!("reading {}", args.file.display()))?;
     let options = ReplayOptions { instruction_budget: args.budget, limits: args.limits.limits(), ..Default::default() };
-    let layouts = shared::check::infer::infer_layouts(&archive, options)
-        .with_context(|| format!("replaying {} on the CPU to find the types its stores write", args.file.display()))?;
-    let bytes =
-        with_typed_layouts(&map, &layouts).with_context(|| format!("adding types to {}", args.file.display()))?;
-    std::fs::write(&args.output, &bytes).with_context(|| format!("writing {}", args.output.display()))?;
-    for (region, stretches) in &layouts {
-        println!("{}: {}", archive.region(*region).name, layout_line(stretches));
+    let (report, lines) = infer_file(&args.file, &args.output, options, None)?;
+    for line in lines {
+        println!("{line}");
     }
-    let untouched = archive.region_count() - layouts.len();
-    println!(
-        "wrote {}: typed layouts of {} regions ({untouched} written by no PTX store)",
-        args.output.display(),
-        layouts.len()
-    );
+    print_types_report(&report);
+    println!("wrote {}", args.output.display());
     Ok(())
+}
+
+/// Infers the types of `input`'s regions and writes the archive with them to `output` (which
+/// may be `input`: the file is replaced whole, never half-written). `seconds` bounds the replay's
+/// time; at the limit the types learnt so far are kept. Gives the summary and a line per typed
+/// region.
+pub fn infer_file(
+    input: &Path,
+    output: &Path,
+    options: ReplayOptions,
+    seconds: Option<f64>,
+) -> Result<(TypesReport, Vec<String>)> {
+    let started = Instant::now();
+    let map = MappedFile::open(input).with_context(|| format!("opening {}", input.display()))?;
+    let archive = Archive::open(&map).with_context(|| format!("reading {}", input.display()))?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (done, finished) = mpsc::channel::<()>();
+    let watchdog = seconds.map(|s| {
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            if finished.recv_timeout(Duration::from_secs_f64(s)).is_err() {
+                cancel.store(true, Ordering::Relaxed);
+            }
+        })
+    });
+    let inferred = shared::check::infer::infer_layouts(&archive, ReplayOptions { cancel: Some(cancel), ..options });
+    drop(done);
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
+    let inferred = inferred
+        .with_context(|| format!("replaying {} on the CPU to find the types its stores write", input.display()))?;
+    let bytes =
+        with_typed_layouts(&map, &inferred.layouts).with_context(|| format!("adding types to {}", input.display()))?;
+    let lines = inferred
+        .layouts
+        .iter()
+        .map(|(region, stretches)| format!("{}: {}", archive.region(*region).name, layout_line(stretches)))
+        .collect();
+    let report = TypesReport {
+        typed_regions: inferred.layouts.len() as u64,
+        untyped_regions: (archive.region_count() - inferred.layouts.len()) as u64,
+        skipped_ops: inferred.skipped.len() as u64,
+        skipped: inferred
+            .skipped
+            .iter()
+            .take(SKIPPED_SHOWN)
+            .map(|(op, why)| match archive.op(*op) {
+                Op::Launch(l) => format!("op {op} ({}): {why}", archive.kernel(l.kernel).name),
+                other => format!("op {op} ({}): {why}", other.kind_name()),
+            })
+            .collect(),
+        stopped: inferred.stopped.map(|why| match seconds {
+            Some(s) if why.starts_with("replay cancelled") => format!("its time limit of {s} s was reached ({why})"),
+            _ => why,
+        }),
+        error: None,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    drop(archive);
+    drop(map);
+    write_whole(output, &bytes)?;
+    Ok((report, lines))
+}
+
+/// How many passed-over ops a report names.
+const SKIPPED_SHOWN: usize = 5;
+
+/// `bytes` to `path` through a temporary file beside it, renamed over it once complete.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("writing into {}", dir.display()))?;
+    tmp.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path).map_err(|e| e.error).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The summary of an inference, in the lines `recap capture` and `recap infer-types` print.
+pub fn print_types_report(r: &TypesReport) {
+    if let Some(e) = &r.error {
+        println!("  types: none inferred: {e}");
+        return;
+    }
+    println!(
+        "  types: {} regions typed from their PTX stores, {} untyped (written by no PTX store) in {:.1} s",
+        r.typed_regions, r.untyped_regions, r.seconds
+    );
+    if r.skipped_ops > 0 {
+        println!("    {} launches passed over (what they wrote stays untyped):", r.skipped_ops);
+        for s in &r.skipped {
+            println!("      {s}");
+        }
+        if r.skipped_ops as usize > r.skipped.len() {
+            println!("      and {} more", r.skipped_ops as usize - r.skipped.len());
+        }
+    }
+    if let Some(why) = &r.stopped {
+        println!("    stopped early, the later ops' writes stay untyped: {why}");
+    }
 }

@@ -120,6 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             record_effects: false,
             place_regions: false,
             keep_aslr: false,
+            infer_types_seconds: 60.0,
             command: args.command,
         });
     }

@@ -157,7 +157,7 @@ fn captured(case: &Case) -> Vec<u8> {
     let finals: Vec<(RegionId, Vec<u8>)> =
         (0..case.regions.len() as RegionId).map(|r| (r, replay.read_region(r).unwrap())).collect();
     let with_expected = build(case, &finals);
-    let layouts = infer_layouts(&Archive::open(&with_expected).unwrap(), one_thread()).unwrap();
+    let layouts = infer_layouts(&Archive::open(&with_expected).unwrap(), one_thread()).unwrap().layouts;
     with_typed_layouts(&with_expected, &layouts).unwrap()
 }
 

@@ -61,6 +61,10 @@ pub struct ReplayOptions {
     /// Memory keeps the element type of every store (`ptx::Memory::record_types`), read back by
     /// [`CpuReplay::written_types`]: for `shared::check::infer`.
     pub record_types: bool,
+    /// For `shared::check::infer`: a launch the CPU cannot run (no PTX, PTX it refuses, a
+    /// GPU-only attribute) and an op that fails are passed over instead of ending the replay;
+    /// [`CpuReplay::skipped`] says which and why. Only a budget or a cancel stops it.
+    pub skip_unrunnable: bool,
 }
 
 /// What went wrong, and at which op.
@@ -207,12 +211,14 @@ enum Step {
     Marker(String),
     /// A signal or wait: one memory in archive order already holds every order it asks for.
     Sync(&'static str),
+    /// A launch passed over under [`ReplayOptions::skip_unrunnable`].
+    Skipped,
 }
 
 impl Step {
     fn kind(&self) -> &'static str {
         match self {
-            Step::Launch(_) | Step::Effects(_) => "launch",
+            Step::Launch(_) | Step::Effects(_) | Step::Skipped => "launch",
             Step::Copy { .. } => "copy",
             Step::Memset { .. } => "memset",
             Step::Alloc(_) => "alloc",
@@ -301,6 +307,10 @@ pub struct CpuReplay<'a> {
     /// Handed to every launch; built once so that a launch does not touch the cancel flag's
     /// reference count.
     exec: ptx::ExecOptions,
+    /// Under [`ReplayOptions::skip_unrunnable`]: why each module's PTX was refused (empty where
+    /// it was not), and the ops passed over with the reason.
+    refused_modules: Vec<String>,
+    skipped: Vec<(OpId, String)>,
 }
 
 const UPLOAD_CHUNK: usize = 1 << 16;
@@ -335,7 +345,7 @@ impl<'a> CpuReplay<'a> {
                 }
             }
         }
-        if !no_ptx.is_empty() {
+        if !no_ptx.is_empty() && !options.skip_unrunnable {
             return Err(ReplayError::NoPtx { kernels: no_ptx, sms });
         }
         // Launches whose attributes change what they compute (clusters, cooperative launches)
@@ -343,7 +353,11 @@ impl<'a> CpuReplay<'a> {
         let attrs = crate::launch_attrs::of_archive(archive)?;
         let mut gpu_only: Vec<_> = attrs.iter().filter(|(op, _)| !effects.contains_key(op)).collect();
         gpu_only.sort_by_key(|(op, _)| **op);
-        if let Some((&op, why)) = gpu_only.into_iter().find_map(|(op, a)| a.needs_gpu().map(|why| (op, why))) {
+        let mut gpu_only = gpu_only.into_iter().filter_map(|(op, a)| a.needs_gpu().map(|why| (*op, why)));
+        let mut skipped = Vec::new();
+        if options.skip_unrunnable {
+            skipped.extend(gpu_only.map(|(op, why)| (op, format!("the CPU cannot replay it: {why}"))));
+        } else if let Some((op, why)) = gpu_only.next() {
             let Op::Launch(l) = archive.op(op) else { unreachable!("of_archive keeps launches only") };
             return Err(ReplayError::BadLaunch {
                 op,
@@ -381,6 +395,8 @@ impl<'a> CpuReplay<'a> {
             exec: exec_options(&options),
             options,
             param_scratch: Vec::new(),
+            refused_modules: Vec::new(),
+            skipped,
         };
         replay.place_regions()?;
         replay.load_modules()?;
@@ -423,14 +439,23 @@ impl<'a> CpuReplay<'a> {
                 continue;
             }
             let text = m.ptx_text()?;
-            let (parsed, inits) =
-                module_vars::parse(m.name, &text, &vars[m.id as usize], &mut self.regions, &mut self.memory)?;
+            let parsed = module_vars::parse(m.name, &text, &vars[m.id as usize], &mut self.regions, &mut self.memory);
+            let parsed = match parsed {
+                Err(e) if self.options.skip_unrunnable => {
+                    self.refused_modules.resize(m.id as usize, String::new());
+                    self.refused_modules.push(e.to_string());
+                    self.modules.push(None);
+                    continue;
+                }
+                parsed => parsed?,
+            };
+            let (parsed, inits) = parsed;
             self.var_inits.extend(inits);
             self.modules.push(Some(parsed));
         }
         for k in archive.kernels() {
             let Some(module) = &self.modules[k.module as usize] else { continue };
-            if module.entry(k.name).is_none() {
+            if module.entry(k.name).is_none() && !self.options.skip_unrunnable {
                 return Err(ReplayError::MissingEntry {
                     kernel: k.name.to_string(),
                     module: archive.module(k.module).name.to_string(),
@@ -467,47 +492,30 @@ impl<'a> CpuReplay<'a> {
         let archive = self.archive.clone();
         for id in 0..archive.op_count() as OpId {
             let step = match archive.op(id) {
+                Op::Launch(_) if self.skipped.iter().any(|(op, _)| *op == id) => Step::Skipped,
                 Op::Launch(l) if self.modules[archive.kernel(l.kernel).module as usize].is_none() => {
-                    let effects = self.effects.remove(&id).expect("launches without PTX have effects (checked in new)");
-                    Step::Effects(self.recorded_launch(&l, effects)?)
-                }
-                Op::Launch(l) => {
-                    let k = archive.kernel(l.kernel);
-                    let module = k.module as usize;
-                    let ptx = self.modules[module].as_ref().expect("a module with PTX");
-                    let entry = ptx.entry(k.name).expect("entries resolved in new");
-                    let bad = |reason: String| ReplayError::BadLaunch { op: id, kernel: k.name.to_string(), reason };
-                    if l.params.len() < entry.params_size() as usize {
-                        return Err(bad(format!(
-                            "{} parameter bytes given but the PTX entry declares {}",
-                            l.params.len(),
-                            entry.params_size()
-                        )));
-                    }
-                    let mut params = l.params.to_vec();
-                    let mut scratch_relocs = Vec::new();
-                    for r in archive.relocs(l.relocs.clone()) {
-                        let target = &self.regions[r.target as usize];
-                        match target.base {
-                            Some(base) => patch(&mut params, r.offset, base + r.target_offset),
-                            None => scratch_relocs.push(r),
+                    match self.effects.remove(&id) {
+                        Some(effects) => Step::Effects(self.recorded_launch(&l, effects)?),
+                        None => {
+                            // Only under `skip_unrunnable` (`new` refuses such a launch otherwise).
+                            let module = archive.kernel(l.kernel).module as usize;
+                            let why = match self.refused_modules.get(module) {
+                                Some(e) if !e.is_empty() => format!("its PTX is refused: {e}"),
+                                _ => "its module has machine code only (no PTX)".to_string(),
+                            };
+                            self.skipped.push((id, why));
+                            Step::Skipped
                         }
                     }
-                    let dims = ptx::LaunchDims { grid: l.grid, block: l.block, dynamic_shared: l.shared_bytes };
-                    let plan = ptx::LaunchPlan::new(ptx, k.name, &dims).map_err(|error| ReplayError::Exec {
-                        op: id,
-                        kernel: k.name.to_string(),
-                        error,
-                    })?;
-                    self.launches.push(PreparedLaunch {
-                        module,
-                        entry: k.name.to_string(),
-                        plan,
-                        params,
-                        scratch_relocs,
-                    });
-                    Step::Launch(self.launches.len() - 1)
                 }
+                Op::Launch(l) if self.options.skip_unrunnable => match self.prepare_launch(id, &l) {
+                    Ok(step) => step,
+                    Err(e) => {
+                        self.skipped.push((id, e.to_string()));
+                        Step::Skipped
+                    }
+                },
+                Op::Launch(l) => self.prepare_launch(id, &l)?,
                 Op::Copy(c) => Step::Copy {
                     src: c.src,
                     src_offset: c.src_offset,
@@ -535,6 +543,44 @@ impl<'a> CpuReplay<'a> {
             self.steps.push(step);
         }
         Ok(())
+    }
+
+    /// A launch of a kernel with PTX, its parameters patched and its plan made.
+    fn prepare_launch(&mut self, id: OpId, l: &crate::archive::LaunchView<'_>) -> Result<Step, ReplayError> {
+        let archive = self.archive.clone();
+        let k = archive.kernel(l.kernel);
+        let module = k.module as usize;
+        let ptx = self.modules[module].as_ref().expect("a module with PTX");
+        // `new` has checked every entry, unless under `skip_unrunnable`.
+        let entry = ptx.entry(k.name).ok_or_else(|| ReplayError::MissingEntry {
+            kernel: k.name.to_string(),
+            module: archive.module(k.module).name.to_string(),
+        })?;
+        let bad = |reason: String| ReplayError::BadLaunch { op: id, kernel: k.name.to_string(), reason };
+        if l.params.len() < entry.params_size() as usize {
+            return Err(bad(format!(
+                "{} parameter bytes given but the PTX entry declares {}",
+                l.params.len(),
+                entry.params_size()
+            )));
+        }
+        let mut params = l.params.to_vec();
+        let mut scratch_relocs = Vec::new();
+        for r in archive.relocs(l.relocs.clone()) {
+            let target = &self.regions[r.target as usize];
+            match target.base {
+                Some(base) => patch(&mut params, r.offset, base + r.target_offset),
+                None => scratch_relocs.push(r),
+            }
+        }
+        let dims = ptx::LaunchDims { grid: l.grid, block: l.block, dynamic_shared: l.shared_bytes };
+        let plan = ptx::LaunchPlan::new(ptx, k.name, &dims).map_err(|error| ReplayError::Exec {
+            op: id,
+            kernel: k.name.to_string(),
+            error,
+        })?;
+        self.launches.push(PreparedLaunch { module, entry: k.name.to_string(), plan, params, scratch_relocs });
+        Ok(Step::Launch(self.launches.len() - 1))
     }
 
     /// A launch without PTX, prepared for replay from its effects: what it can reach, and its
@@ -708,6 +754,12 @@ impl<'a> CpuReplay<'a> {
 
     /// The element type codes (`ptx::typemap`) of a region's bytes, one per byte, as the stores
     /// of the iterations run so far left them; `None` unless [`ReplayOptions::record_types`].
+    /// The ops passed over under [`ReplayOptions::skip_unrunnable`], with the reason, in the order
+    /// they were met (a failing op once per time it failed).
+    pub fn skipped(&self) -> &[(OpId, String)] {
+        &self.skipped
+    }
+
     pub fn written_types(&self, region: RegionId) -> Result<Option<Vec<u8>>, ReplayError> {
         let r = self.region_index(region)?;
         let Some(base) = r.base else { return Ok(None) };
@@ -830,7 +882,15 @@ impl<'a> CpuReplay<'a> {
             };
             let event = OpEvent { op: at as OpId, kind, name };
             observer.op_started(&event);
-            self.run_step(at, stats)?;
+            match self.run_step(at, stats) {
+                Err(e)
+                    if self.options.skip_unrunnable
+                        && !matches!(e, ReplayError::Budget { .. } | ReplayError::Cancelled { .. }) =>
+                {
+                    self.skipped.push((at as OpId, e.to_string()))
+                }
+                result => result?,
+            }
             let name = match &self.steps[at] {
                 Step::Launch(i) => Some(self.launches[*i].entry.as_str()),
                 Step::Effects(i) => Some(self.recorded[*i].kernel.as_str()),
@@ -894,7 +954,7 @@ impl<'a> CpuReplay<'a> {
                 self.memory.remove_region(base).map_err(mem_err)?;
                 self.regions[region as usize].base = None;
             }
-            Step::Marker(_) | Step::Sync(_) => {}
+            Step::Marker(_) | Step::Sync(_) | Step::Skipped => {}
             Step::While { .. } | Step::If { .. } => unreachable!("control ops are walked by run_iteration"),
         }
         Ok(())
