@@ -117,7 +117,16 @@ pub struct CreateSession {
     /// (ordinary edges only) or `stream`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_mode: Option<String>,
+    /// Whole replays to make on the device before the session's iterations and judge together
+    /// with them (2 to [`MAX_DETERMINISM`]; a replay session with `check`): a stretch where they
+    /// disagree is nondeterministic and judged with a tolerance no tighter than their spread, as
+    /// `recap replay --check --determinism N`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub determinism: Option<u32>,
 }
+
+/// The most whole replays a session may judge together.
+pub const MAX_DETERMINISM: u32 = 16;
 
 /// The CUDA submission modes a session may ask for.
 pub const CUDA_MODES: [&str; 4] = ["graph", "graph-pdl", "graph-plain", "stream"];
@@ -265,6 +274,9 @@ pub struct SessionInfo {
     /// The CUDA submission mode the session asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_mode: Option<String>,
+    /// Whole replays made and judged together, where the session asked for more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub determinism: Option<u32>,
 }
 
 /// One entry of a session's event log: what the WebSocket carries, one JSON text message each.

@@ -153,3 +153,50 @@ fn nothing_to_check_is_not_a_pass_and_zero_iterations_are_refused() {
         assert!(text(&o).contains("--iterations"), "{}", text(&o));
     }
 }
+
+/// A program with a float-atomic histogram and a lock-ordered sum (`float_order.c`), captured
+/// through recap's CPU driver with its blocks started in a shuffled order, as a GPU would: the
+/// capture types the regions from the PTX's stores, and replays in other orders differ from the
+/// capture in the last bits, so the check calls those stretches nondeterministic and within
+/// tolerance; with no tolerance at all they fail, naming the element.
+#[test]
+fn a_captured_float_atomic_histogram_and_lock_ordered_sum_pass_within_tolerance_as_nondeterministic() {
+    let program = crate::cpudriver::Program::build("float_order", &["-lcuda", "-lm"]);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("float_order.recap");
+    let o = Command::new(recap_bin())
+        .args(["capture", "--json", "-o"])
+        .arg(&archive)
+        .arg("--driver")
+        .arg(recap_tests::cdylib("recap-cpudriver", "recap_cpudriver"))
+        .arg("--")
+        .arg(&program.exe)
+        .env("RECAP_INTERCEPT_LIB", recap_tests::cdylib("recap-intercept", "recap_intercept"))
+        .env("RECAP_CPU_BLOCK_ORDER", "7")
+        .current_dir(program.dir())
+        .output()
+        .unwrap();
+    let said = text(&o);
+    assert!(o.status.success() && said.contains("float_order: ok "), "{said}");
+    let report: serde_json::Value = serde_json::from_str(&said[said.find('{').unwrap()..]).unwrap();
+    assert_eq!(report["ops"]["launch"], 2, "{report:#}");
+    // vals (host data), bins and total (f32 stores), lock (32-bit atomics).
+    assert_eq!(
+        (report["types"]["typed_regions"].as_u64(), report["types"]["untyped_regions"].as_u64()),
+        (Some(3), Some(1))
+    );
+    let shown = text(&recap(&[&"inspect", &archive]));
+    assert!(shown.contains("types: f32 ×8 (32 B)") && shown.contains("types: f32 ×1 (4 B)"), "{shown}");
+
+    let o = recap(&[&"replay", &archive, &"--check", &"--determinism", &"4"]);
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    assert!(said.contains("PASS (within tolerance)") && said.contains("nondeterministic"), "{said}");
+    assert!(!said.contains("FAIL"), "{said}");
+
+    // Judged bit for bit, a replay in another order than the capture's is told apart.
+    let o = recap(&[&"replay", &archive, &"--check", &"--ulps", &"0", &"--rtol", &"0", &"--atol", &"0"]);
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(said.contains("FAIL") && said.contains("f32") && said.contains("element "), "{said}");
+}

@@ -3,7 +3,7 @@
 
 use std::ffi::{c_uint, c_void};
 
-use shared::ptx::{Entry, ExecError, LaunchDims, LaunchPlan};
+use shared::ptx::{Entry, ExecError, ExecOptions, LaunchDims, LaunchPlan};
 
 use crate::driver::{ready, Driver};
 use crate::ffi::{element, host, Handle};
@@ -118,7 +118,11 @@ pub(crate) fn run(d: &mut Driver, f: Handle, dims: LaunchDims, params: &[u8]) ->
         report(&e);
         CUresult::INVALID_VALUE
     })?;
-    let Err(e) = plan.launch(ptx, params, &d.memory, &d.exec) else { return Ok(()) };
+    let launched = match crate::config::config().block_order.next_seed() {
+        None => plan.launch(ptx, params, &d.memory, &d.exec),
+        seed => plan.launch(ptx, params, &d.memory, &ExecOptions { block_order: seed, ..d.exec.clone() }),
+    };
+    let Err(e) = launched else { return Ok(()) };
     report(&e);
     let status = fault(&e);
     d.context(ctx)?.fault = Some(status);

@@ -707,7 +707,14 @@ pub fn attach(id: String, control: Option<String>, kind: SessionKind) {
     schedule_redraw();
 }
 
-async fn start_host(archive: String, device: String, iterations: u32, check: bool, compare_with: Option<String>) {
+async fn start_host(
+    archive: String,
+    device: String,
+    iterations: u32,
+    check: bool,
+    determinism: Option<u32>,
+    compare_with: Option<String>,
+) {
     let kind = if compare_with.is_some() { SessionKind::Compare } else { SessionKind::Replay };
     // A comparison runs one iteration on each side and judges them against each other.
     let (iterations, check) = if compare_with.is_some() { (1, false) } else { (iterations, check) };
@@ -724,6 +731,7 @@ async fn start_host(archive: String, device: String, iterations: u32, check: boo
         compare_all: false,
         compare_against: None,
         cuda_mode: None,
+        determinism,
     };
     match api::post_json::<SessionCreated>("/api/sessions", &req).await {
         Ok(created) => {

@@ -80,6 +80,13 @@ pub struct WorkerJob {
     /// A CUDA session's submission mode.
     #[serde(default)]
     pub cuda_mode: Option<String>,
+    /// Whole replays the check judges together.
+    #[serde(default = "one")]
+    pub replays: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// What a worker writes on its stdout, one JSON document per line.
@@ -153,6 +160,7 @@ impl Backend for WorkerBackend {
             compare: job.compare.cloned(),
             keep_dir: job.keep_dir.map(|d| d.to_path_buf()),
             cuda_mode: job.cuda_mode.map(str::to_string),
+            replays: job.replays,
             bindings: job
                 .bindings
                 .iter()
@@ -300,6 +308,7 @@ fn worker_replay(
         compare: job.compare.as_ref(),
         keep_dir: job.keep_dir.as_deref(),
         cuda_mode: job.cuda_mode.as_deref(),
+        replays: job.replays,
     };
     let mut output_error = None;
     let mut emit = |message| {

@@ -58,6 +58,8 @@ pub struct Job<'a> {
     pub keep_dir: Option<&'a std::path::Path>,
     /// A CUDA session's submission mode (`shared::protocol::CUDA_MODES`; default `graph`).
     pub cuda_mode: Option<&'a str>,
+    /// Whole replays judged together by the check (1 without `determinism`).
+    pub replays: u32,
 }
 
 impl Job<'_> {
@@ -77,7 +79,9 @@ impl Job<'_> {
         let clock = recap::clock::MonotonicClock::new();
         let cancelled = || self.cancel.load(Ordering::Relaxed);
         let run = shared::replay::run_session;
-        let check = self.check.then(shared::replay::CheckRequest::plain);
+        let check = self
+            .check
+            .then(|| shared::replay::CheckRequest { replays: self.replays, ..shared::replay::CheckRequest::plain() });
         run(replayer, self.archive, self.iterations, &inputs, check.as_ref(), &clock, &cancelled, emit, &mut keep)
             .map_err(|e| match e {
                 SessionError::Cancelled => RunError::Cancelled,
@@ -598,6 +602,20 @@ impl Sessions {
                 return Err(SessionError::BadRequest("cuda_mode applies to replay sessions on a CUDA device".into()));
             }
         }
+        if let Some(n) = req.determinism {
+            if !(2..=shared::protocol::MAX_DETERMINISM).contains(&n) || !req.check || req.kind != SessionKind::Replay {
+                return Err(SessionError::BadRequest(format!(
+                    "determinism is the number of whole replays a checked replay session judges together, 2 to {}, \
+                     got {n}{}",
+                    shared::protocol::MAX_DETERMINISM,
+                    if req.kind != SessionKind::Replay || !req.check {
+                        " on a session that checks nothing"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        }
         let bindings = self.decode_bindings(&archive, &req.bindings)?;
         let control = random_id();
         let info = SessionInfo {
@@ -621,6 +639,7 @@ impl Sessions {
             compare_all: req.compare_all,
             compare_against: req.compare_against.clone(),
             cuda_mode: req.cuda_mode.clone(),
+            determinism: req.determinism,
         };
         let record = SessionRecord { info: info.clone(), control_hash: key_hash(&control) };
         if let Some(cluster) = &self.cluster {
@@ -1113,6 +1132,7 @@ fn replay_session(
         compare: compare.as_ref(),
         keep_dir: keep_dir.as_deref(),
         cuda_mode: info.cuda_mode.as_deref(),
+        replays: info.determinism.unwrap_or(1),
     };
     let outcome = backend.run(&job, emit);
     if outcome.is_err() {

@@ -21,6 +21,7 @@ use shared::protocol::SessionKind;
 pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_init.sql", include_str!("../../migrations/postgres/0001_init.sql")),
     ("0002_session_archive_name.sql", include_str!("../../migrations/postgres/0002_session_archive_name.sql")),
+    ("0003_session_determinism.sql", include_str!("../../migrations/postgres/0003_session_determinism.sql")),
 ];
 
 /// Connections kept open to the database.
@@ -159,7 +160,7 @@ fn archive_row(r: &Row) -> ArchiveInfo {
 
 const SESSION_COLUMNS: &str =
     "id, archive, device, iterations, do_check, state, created_at, ended_at, passed, error, control_hash, budget, \
-     time_limit_s, kind, compare_with, compare_all, compare_against, cuda_mode, archive_name";
+     time_limit_s, kind, compare_with, compare_all, compare_against, cuda_mode, archive_name, determinism";
 
 fn session_row(r: &Row) -> Result<SessionRecord, StoreError> {
     let state: String = r.get(5);
@@ -188,6 +189,7 @@ fn session_row(r: &Row) -> Result<SessionRecord, StoreError> {
             compare_against: r.get(16),
             cuda_mode: r.get(17),
             archive_name: r.get(18),
+            determinism: r.get::<_, Option<i64>>(19).map(|n| n as u32),
         },
         control_hash: r.get(10),
     })
@@ -265,7 +267,7 @@ impl Index for PgIndex {
             tx.execute(
                 &format!(
                     "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
-                     $12, $13, $14, $15, $16, $17, $18, $19)"
+                     $12, $13, $14, $15, $16, $17, $18, $19, $20)"
                 ),
                 &[
                     &i.id,
@@ -287,6 +289,7 @@ impl Index for PgIndex {
                     &i.compare_against,
                     &i.cuda_mode,
                     &i.archive_name,
+                    &i.determinism.map(i64::from),
                 ],
             )
             .await

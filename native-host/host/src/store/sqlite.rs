@@ -61,6 +61,9 @@ const MIGRATIONS: &[&str] = &[
     // after the archive is deleted.
     "ALTER TABLE sessions ADD COLUMN archive_name TEXT;
     UPDATE sessions SET archive_name = (SELECT name FROM archives WHERE archives.id = sessions.archive);",
+    // Whole replays a session makes and judges together, so that one read back says how it was
+    // checked.
+    "ALTER TABLE sessions ADD COLUMN determinism INTEGER;",
 ];
 
 /// The index of one machine.
@@ -118,7 +121,7 @@ fn archive_row(r: &Row<'_>) -> rusqlite::Result<ArchiveInfo> {
 
 const SESSION_COLUMNS: &str =
     "id, archive, device, iterations, do_check, state, created_at, ended_at, passed, error, control_hash, budget, \
-     time_limit_s, kind, compare_with, compare_all, compare_against, cuda_mode, archive_name";
+     time_limit_s, kind, compare_with, compare_all, compare_against, cuda_mode, archive_name, determinism";
 
 fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     let state: String = r.get(5)?;
@@ -150,6 +153,7 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
             compare_all: r.get(15)?,
             compare_against: r.get(16)?,
             cuda_mode: r.get(17)?,
+            determinism: r.get(19)?,
         },
         control_hash: r.get(10)?,
     })
@@ -203,7 +207,7 @@ impl Index for SqliteIndex {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.execute(
-            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"),
+            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
             params![
                 i.id,
                 i.archive,
@@ -223,7 +227,8 @@ impl Index for SqliteIndex {
                 i.compare_all,
                 i.compare_against,
                 i.cuda_mode,
-                i.archive_name
+                i.archive_name,
+                i.determinism
             ],
         )?;
         for (name, bytes) in bindings {
