@@ -200,3 +200,53 @@ fn a_captured_float_atomic_histogram_and_lock_ordered_sum_pass_within_tolerance_
     assert_eq!(o.status.code(), Some(1), "{said}");
     assert!(said.contains("FAIL") && said.contains("f32") && said.contains("element "), "{said}");
 }
+
+/// A host session asks for the same measurement as `--determinism`: its check judges four whole
+/// replays together, says which stretches disagreed, and the session keeps the request across a
+/// restart; requests that cannot mean anything are refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_session_measures_determinism_and_keeps_the_request() {
+    use crate::host::{collect_stream, get_json, new_session, upload};
+    let dir = tempfile::tempdir().unwrap();
+    let want = bins_after(&histogram(HISTOGRAM, None), 1000);
+    let plain = histogram(HISTOGRAM, Some(&want));
+    let layout = {
+        let p = write(dir.path(), "h.recap", &plain);
+        let typed = dir.path().join("typed.recap");
+        assert!(recap(&[&"infer-types", &p, &"-o", &typed]).status.success());
+        Archive::open(&std::fs::read(&typed).unwrap()).unwrap().typed_layout(1).unwrap()
+    };
+    let typed = with_typed_layouts(&plain, &[(1, layout)]).unwrap();
+    let data = dir.path().join("data");
+    let server = recap_tests::server::Server::start(&data, &[]);
+    let client = reqwest::Client::new();
+    let (status, a) = upload(&client, &server.url, "histogram", typed).await;
+    assert_eq!(status, 201, "{a}");
+
+    for (body, why) in [
+        (serde_json::json!({"archive": a["id"], "determinism": 1}), "2 to 16, got 1"),
+        (serde_json::json!({"archive": a["id"], "determinism": 17}), "2 to 16, got 17"),
+        (serde_json::json!({"archive": a["id"], "determinism": 3, "check": false}), "checks nothing"),
+    ] {
+        let res = client.post(format!("{}/api/sessions", server.url)).json(&body).send().await.unwrap();
+        assert_eq!(res.status().as_u16(), 400, "{body}");
+        let said = res.text().await.unwrap();
+        assert!(said.contains("determinism") && said.contains(why), "{said}");
+    }
+
+    let created = new_session(&client, &server.url, serde_json::json!({"archive": a["id"], "determinism": 4})).await;
+    let id = created["id"].as_str().unwrap();
+    let stream = collect_stream(&server.ws(&format!("/api/sessions/{id}/ws"))).await;
+    let end = stream.last().unwrap();
+    assert_eq!(end["type"], "finished", "{stream:#?}");
+    let check = &end["check"];
+    assert_eq!((check["replays"].as_u64(), check["state"].as_str()), (Some(4), Some("within")), "{check:#}");
+    let stretch = &check["regions"][0]["stretches"][0];
+    assert_eq!(stretch["ty"], "f32", "{stretch}");
+    assert!(stretch["spread"]["ulps"].as_u64().unwrap() > 0, "the replays disagreed: {stretch}");
+    assert!(server.stop());
+
+    let server = recap_tests::server::Server::start(&data, &[]);
+    let (_, info) = get_json(&client, &format!("{}/api/sessions/{id}", server.url)).await;
+    assert_eq!((info["determinism"].as_u64(), info["passed"].as_bool()), (Some(4), Some(true)), "{info}");
+}
