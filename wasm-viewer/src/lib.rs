@@ -6,6 +6,7 @@
 //! is computed in [`model`] as plain Rust, tested natively; the `app` module (wasm only) turns it
 //! into DOM with web-sys and wires events.
 
+pub mod check_view;
 pub mod graph;
 pub mod model;
 pub mod plot;

@@ -110,6 +110,7 @@ pub fn render() {
     <label id="r-compare-label">compare with <select id="r-compare" aria-label="compare with"></select></label>
     <label id="r-iters-label">iterations <input id="r-iters" type="number" min="1" max="100000" value="10" style="width:80px"></label>
     <label id="r-check-label"><input id="r-check" type="checkbox" checked> check against expected</label>
+    <label id="r-determinism-label">replays judged <input id="r-determinism" type="number" min="1" max="16" value="1" style="width:56px" title="whole replays on the device judged together: stretches where they disagree are nondeterministic and judged with their spread"></label>
     <button class="primary" id="r-start" data-replay="start" title="start (Enter)">Start ▶</button>
     <button id="r-cancel" data-replay="cancel" hidden>Stop</button>
     <span class="state" id="r-state"></span>
@@ -310,7 +311,7 @@ fn update_form() {
                 }
             }
         }
-        if let Some(why) = off {
+        if let Some(why) = off.filter(|why| !reasons.contains(why)) {
             reasons.push(why);
         }
     };
@@ -331,6 +332,14 @@ fn update_form() {
         None
     };
     set("r-check-label", "r-check", check_off);
+    let determinism_off = if check_off.is_some() {
+        check_off
+    } else if in_browser {
+        Some("the browser replays once: measuring determinism needs a host device")
+    } else {
+        None
+    };
+    set("r-determinism-label", "r-determinism", determinism_off);
     if !archive_has_expected() {
         if let Some(c) = by_id("r-check") {
             c.unchecked_into::<web_sys::HtmlInputElement>().set_checked(false);
@@ -415,51 +424,7 @@ fn redraw() {
         let check_html = match &v.check {
             None if v.state == Some(SessionState::Finished) => r#"<p class="muted">Not checked.</p>"#.to_string(),
             None => r#"<p class="muted">The verdict comes when the replay finishes.</p>"#.to_string(),
-            Some(c) if c.regions.is_empty() => {
-                r#"<p class="muted">This archive records no expected state to check against.</p>"#.to_string()
-            }
-            Some(c) => {
-                let mut h = format!(
-                    r#"<div class="verdict {}" id="r-verdict">{}</div><table class="params check"><thead><tr><th>region</th><th>verdict</th><th>tolerance</th><th>mismatches</th><th>max abs err</th><th>max rel err</th><th>first mismatch</th></tr></thead><tbody>"#,
-                    if c.passed { "pass" } else { "fail" },
-                    if c.passed {
-                        "PASS: every region matches its expected state"
-                    } else {
-                        "FAIL: some regions differ from their expected state"
-                    }
-                );
-                for r in &c.regions {
-                    let first = r
-                        .first_mismatch
-                        .as_ref()
-                        .map(|m| {
-                            format!(
-                                "[{}] got {} want {}",
-                                m.index,
-                                m.got.map(plot::num).unwrap_or("NaN".into()),
-                                m.want.map(plot::num).unwrap_or("NaN".into())
-                            )
-                        })
-                        .unwrap_or_default();
-                    let _ = write!(
-                        h,
-                        r#"<tr class="{}" data-check-region="{}"><td class="mono">{}</td><td><span class="badge {}">{}</span></td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td class="mono">{}</td></tr>"#,
-                        if r.passed { "pass" } else { "fail" },
-                        r.region,
-                        esc(&r.name),
-                        if r.passed { "pass" } else { "fail" },
-                        if r.passed { "pass" } else { "fail" },
-                        esc(&r.tolerance),
-                        r.mismatches,
-                        r.count,
-                        r.max_abs_error.map(plot::num).unwrap_or_default(),
-                        r.max_rel_error.map(plot::num).unwrap_or_default(),
-                        esc(&first)
-                    );
-                }
-                h.push_str("</tbody></table>");
-                h
-            }
+            Some(c) => crate::check_view::check_html(c),
         };
         let mut regions_html = String::new();
         for r in &v.regions {
@@ -847,6 +812,13 @@ fn start_clicked() {
     let check = by_id("r-check")
         .map(|e| e.unchecked_into::<web_sys::HtmlInputElement>())
         .is_some_and(|c| c.checked() && !c.disabled());
+    // One replay is the plain check; more measure the device's own spread (host sessions only).
+    let determinism = by_id("r-determinism")
+        .map(|e| e.unchecked_into::<web_sys::HtmlInputElement>())
+        .filter(|e| !e.disabled())
+        .and_then(|e| e.value().trim().parse::<u32>().ok())
+        .filter(|&n| n > 1 && check)
+        .map(|n| n.min(shared::protocol::MAX_DETERMINISM));
     let compare_with = by_id("r-compare")
         .map(|e| e.unchecked_into::<web_sys::HtmlSelectElement>())
         .filter(|c| !c.disabled())
@@ -887,7 +859,7 @@ fn start_clicked() {
         s.selected_op = None;
     });
     redraw();
-    wasm_bindgen_futures::spawn_local(start_host(archive, device, iterations, check, compare_with));
+    wasm_bindgen_futures::spawn_local(start_host(archive, device, iterations, check, determinism, compare_with));
 }
 
 fn cancel_clicked() {
