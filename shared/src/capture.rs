@@ -140,6 +140,21 @@ pub struct TypesReport {
     pub seconds: f64,
 }
 
+/// The program's own spread (`recap capture --repeat-range N`): the range run N more times on the
+/// capture's device, and the stretches where those runs and the program's disagreed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RepeatReport {
+    pub runs: u32,
+    /// Typed stretches whose spread the archive now records, and the widest in ulps.
+    pub stretches: u64,
+    pub max_ulps: u64,
+    /// Untyped stretches that differed too (kept exact: no type measures them).
+    pub untyped_differing: u64,
+    /// Why nothing was recorded, if so.
+    pub error: Option<String>,
+    pub seconds: f64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub range: String,
@@ -177,6 +192,9 @@ pub struct Report {
     /// not to), if that ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub types: Option<TypesReport>,
+    /// What `--repeat-range` measured, if asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<RepeatReport>,
     /// The archive written, if one was.
     pub archive: Option<String>,
     /// Why no archive was written.

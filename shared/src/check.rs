@@ -163,6 +163,10 @@ pub struct StretchCheck {
     /// Set when the replays disagreed with each other here (nondeterministic).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread: Option<Spread>,
+    /// Set when the archive records that repeated runs of the program's range disagreed here
+    /// (`recap capture --repeat-range`): nondeterministic at capture, judged no tighter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_spread: Option<Spread>,
     /// Distances (ulps, floats only) of the inexact elements by power of two: bucket `k` counts
     /// distances in `[2^(k-1), 2^k)`, bucket 0 distance 0 (for a histogram).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -240,7 +244,7 @@ impl RegionCheck {
 
     /// Whether any stretch's replays disagreed with each other.
     pub fn nondeterministic(&self) -> bool {
-        self.stretches.iter().any(|s| s.spread.is_some())
+        self.stretches.iter().any(|s| s.spread.is_some() || s.recorded_spread.is_some())
     }
 
     pub fn elements(&self) -> u64 {
@@ -385,6 +389,8 @@ pub struct RegionInput<'x> {
     pub want: &'x [u8],
     pub tolerance: Tolerance,
     pub over: ToleranceOverride,
+    /// The spread of repeated runs at capture that the archive records for this region.
+    pub recorded: &'x [crate::archive::RecordedSpread],
 }
 
 /// The stretches a region is judged in: its typed layout with untyped stretches taking the
@@ -457,9 +463,23 @@ fn judge_stretch(input: &RegionInput<'_>, offset: u64, s: Stretch, typed_by: Typ
         spread.elements += differs as u64;
     }
     let spread = (spread.elements > 0).then_some(spread);
+    // What the archive records of the program's own repeated runs over these bytes.
+    let end = offset + s.len;
+    let recorded_spread = input.recorded.iter().filter(|r| r.offset < end && r.offset + r.len > offset).fold(
+        None,
+        |acc: Option<Spread>, r| {
+            let a = acc.unwrap_or(Spread { ulps: 0, abs: 0.0, elements: 0 });
+            Some(Spread { ulps: a.ulps.max(r.ulps), abs: a.abs.max(r.abs), elements: a.elements + r.elements })
+        },
+    );
+    // The widest disagreement seen, in this check's replays or at capture.
+    let widest = match (spread, recorded_spread) {
+        (Some(a), Some(b)) => Some(Spread { ulps: a.ulps.max(b.ulps), abs: a.abs.max(b.abs), elements: a.elements }),
+        (a, b) => a.or(b),
+    };
 
     let mut tolerance = ty.is_float().then(|| float_tolerance(ty, input.tolerance, input.over));
-    if let (Some(t), Some(sp)) = (&mut tolerance, spread) {
+    if let (Some(t), Some(sp)) = (&mut tolerance, widest) {
         t.ulps = t.ulps.max(sp.ulps);
         t.atol = t.atol.max(sp.abs);
     }
@@ -478,6 +498,7 @@ fn judge_stretch(input: &RegionInput<'_>, offset: u64, s: Stretch, typed_by: Typ
         max_rel: 0.0,
         first: None,
         spread,
+        recorded_spread,
         ulp_histogram: Vec::new(),
     };
     for i in 0..count {
@@ -503,7 +524,7 @@ fn judge_stretch(input: &RegionInput<'_>, offset: u64, s: Stretch, typed_by: Typ
                 out.max_rel = out.max_rel.max(abs / wv.abs());
             }
         }
-        let ok = match (&tolerance, spread) {
+        let ok = match (&tolerance, widest) {
             (Some(t), _) => {
                 (is_nan(ty, g) && is_nan(ty, w))
                     || dist <= t.ulps
@@ -513,6 +534,7 @@ fn judge_stretch(input: &RegionInput<'_>, offset: u64, s: Stretch, typed_by: Typ
             // then any value one of them gave passes, and integers within their spread.
             (None, Some(sp)) => {
                 others.iter().any(|o| bits_at(o, size, i) == w)
+                    || (recorded_spread.is_some() && ty != ElemType::Untyped && dist <= sp.ulps)
                     || (ty != ElemType::Untyped && ty != ElemType::Ptr && (gv - wv).abs() <= sp.abs)
             }
             (None, None) => false,
@@ -602,6 +624,15 @@ impl StretchCheck {
             ),
             None => String::new(),
         };
+        let nondet = match self.recorded_spread {
+            Some(sp) => format!(
+                "{nondet}, nondeterministic at capture: the program's repeated runs disagree on {} elements by up to {} (|d| {:.3e})",
+                sp.elements,
+                if self.ty.is_float() { format!("{} ulps", sp.ulps) } else { format!("{}", sp.ulps) },
+                sp.abs
+            ),
+            None => nondet,
+        };
         match self.outcome {
             Outcome::Exact => format!("{what}: {} elements bit-exact{nondet}", self.elements),
             Outcome::Within => format!(
@@ -664,6 +695,7 @@ pub fn judge<E>(
         let other: Vec<&[u8]> =
             others.iter().filter_map(|o| o.iter().find(|(r, _)| *r == view.id).map(|(_, b)| b.as_slice())).collect();
         let layout = archive.typed_layout(view.id);
+        let recorded = archive.recorded_spread(view.id);
         regions.push(check_region(&RegionInput {
             region: view.id,
             name: view.name,
@@ -674,6 +706,7 @@ pub fn judge<E>(
             want: &want,
             tolerance,
             over: options.for_region(archive, view.id),
+            recorded: &recorded,
         }));
     }
     Ok(Verdict { state: CheckState::of(&regions), regions, replays: 1 + others.len() as u32 })

@@ -52,6 +52,7 @@ fn assert_initial_state_fails_the_check(path: &Path) {
             want: &want,
             tolerance: tol,
             over: Default::default(),
+            recorded: &[],
         };
         if !check_region(&input).passed {
             failing += 1;

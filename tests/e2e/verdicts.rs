@@ -250,3 +250,59 @@ async fn a_host_session_measures_determinism_and_keeps_the_request() {
     let (_, info) = get_json(&client, &format!("{}/api/sessions/{id}", server.url)).await;
     assert_eq!((info["determinism"].as_u64(), info["passed"].as_bool()), (Some(4), Some(true)), "{info}");
 }
+
+/// `recap capture --repeat-range 3`: the range runs three more times on the capture's device (the
+/// CPU driver, blocks in shuffled orders), and the stretches where those runs and the program's
+/// disagree keep their spread in the archive. A later check, even one asked to be bit-exact, calls
+/// them nondeterministic and judges them no tighter than that spread; the lock stays exact.
+#[test]
+fn repeat_range_keeps_the_programs_own_spread_and_checks_judge_by_it() {
+    let program = crate::cpudriver::Program::build("float_order", &["-lcuda", "-lm"]);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("repeated.recap");
+    let o = Command::new(recap_bin())
+        .args(["capture", "--json", "--repeat-range", "3", "-o"])
+        .arg(&archive)
+        .arg("--driver")
+        .arg(recap_tests::cdylib("recap-cpudriver", "recap_cpudriver"))
+        .arg("--")
+        .arg(&program.exe)
+        .env("RECAP_INTERCEPT_LIB", recap_tests::cdylib("recap-intercept", "recap_intercept"))
+        .env("RECAP_CPU_BLOCK_ORDER", "11")
+        .current_dir(program.dir())
+        .output()
+        .unwrap();
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    let report: serde_json::Value = serde_json::from_str(&said[said.find('{').unwrap()..]).unwrap();
+    let repeat = &report["repeat"];
+    assert!(repeat["error"].is_null(), "{report:#}");
+    assert_eq!(repeat["runs"], 3);
+    let stretches = repeat["stretches"].as_u64().unwrap();
+    assert!(stretches >= 1 && repeat["max_ulps"].as_u64().unwrap() > 0, "the runs disagree: {report:#}");
+    let shown = text(&recap(&[&"inspect", &archive]));
+    assert_eq!(shown.matches("spread at capture: bytes ").count() as u64, stretches, "{shown}");
+
+    let o = recap(&[&"replay", &archive, &"--check", &"--json", &"--ulps", &"0", &"--rtol", &"0", &"--atol", &"0"]);
+    let check: serde_json::Value = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "check")
+        .unwrap_or_else(|| panic!("a check line: {}", text(&o)));
+    let mut recorded = 0;
+    for region in check["regions"].as_array().unwrap() {
+        for s in region["stretches"].as_array().unwrap() {
+            match s.get("recorded_spread") {
+                Some(sp) => {
+                    recorded += 1;
+                    assert_eq!(s["ty"], "f32", "{s}");
+                    assert!(s["tolerance"]["ulps"].as_u64() >= sp["ulps"].as_u64(), "judged no tighter: {s}");
+                }
+                None => assert!(s["ty"] != "f32" || s["outcome"] == "exact" || s["outcome"] == "differ", "{s}"),
+            }
+        }
+    }
+    assert_eq!(recorded, stretches, "{check:#}");
+    let said = text(&recap(&[&"replay", &archive, &"--check"]));
+    assert!(said.contains("nondeterministic at capture: the program's repeated runs disagree"), "{said}");
+}

@@ -111,13 +111,23 @@ fn stretch_row(h: &mut String, region: u32, index: usize, s: &StretchCheck) {
             plot::num(sp.abs)
         );
     }
+    if let Some(sp) = &s.recorded_spread {
+        let _ = write!(
+            detail,
+            "; nondeterministic at capture: the program's repeated runs disagree on {} elements by up to {} ulps (|d| {})",
+            sp.elements,
+            sp.ulps,
+            plot::num(sp.abs)
+        );
+    }
+    let nondeterministic = s.spread.is_some() || s.recorded_spread.is_some();
     let _ = write!(
         h,
         r#"<tr class="stretch {badge}" data-stretch="{region}:{index}"><td class="mono">bytes {}..{} {}</td><td><span class="badge {badge}">{outcome}</span>{}</td><td>{}</td><td colspan="4"><div class="stretch-detail">{} <span class="muted">({typed_by})</span></div>{}</td></tr>"#,
         s.offset,
         s.offset + s.len,
         esc(s.ty.name()),
-        if s.spread.is_some() { r#" <span class="badge warn">nondeterministic</span>"# } else { "" },
+        if nondeterministic { r#" <span class="badge warn">nondeterministic</span>"# } else { "" },
         esc(&tolerance),
         esc(&detail),
         ulp_histogram(&s.ulp_histogram)
@@ -172,6 +182,7 @@ mod tests {
             max_rel: 1e-6,
             first,
             spread,
+            recorded_spread: None,
             ulp_histogram: vec![0, 1, 0, 2],
         }
     }
@@ -212,6 +223,15 @@ mod tests {
         assert!(html.contains("4 ulps or atol 0 + rtol"), "{html}");
         // Buckets 0..=3 shown: 0, 1, 2–3 and 4–7 ulps.
         assert!(html.contains("ulp-histogram") && html.contains("4–7 ulps") && html.contains("1 ulp"), "{html}");
+    }
+
+    #[test]
+    fn a_spread_recorded_at_capture_is_shown_as_the_programs_own() {
+        let mut s = stretch(Outcome::Within, None, None);
+        s.recorded_spread = Some(Spread { ulps: 9, abs: 1e-2, elements: 2 });
+        let html = check_html(&report(CheckState::Within, true, s, 1));
+        assert!(html.contains("program's repeated runs disagree on 2 elements by up to 9 ulps"), "{html}");
+        assert!(html.contains(r#"<span class="badge warn">nondeterministic</span>"#), "{html}");
     }
 
     #[test]

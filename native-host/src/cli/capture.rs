@@ -64,6 +64,12 @@ pub struct Args {
     /// then compared byte for byte until `recap infer-types` adds them)
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub infer_types_seconds: f64,
+    /// After the program (and the types), run the recorded range N more times on the device it
+    /// ran on, each from the captured initial state, and keep in the archive how far those runs
+    /// and the program's own disagree, per stretch: a check on any device then judges those
+    /// stretches as nondeterministic, no tighter than the program's own spread
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub repeat_range: Option<u32>,
     /// The program and its arguments
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -180,6 +186,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let (Some(archive), true) = (&report.archive, args.infer_types_seconds > 0.0) {
         report.types = Some(infer_types(Path::new(archive), args.infer_types_seconds, args.json));
     }
+    if let (Some(archive), Some(runs)) = (&report.archive, args.repeat_range) {
+        if !args.json {
+            eprintln!("recap capture: running the range {runs} more times on its device to measure its spread");
+        }
+        report.repeat = Some(super::repeat_range::measure(Path::new(archive), &driver, runs));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -262,6 +274,9 @@ fn print_summary(r: &Report) {
     }
     if let Some(types) = &r.types {
         super::infer_types::print_types_report(types);
+    }
+    if let Some(repeat) = &r.repeat {
+        super::repeat_range::print_report(repeat);
     }
 }
 

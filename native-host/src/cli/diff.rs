@@ -269,6 +269,7 @@ fn data(a: &Archive, b: &Archive) -> Result<Vec<Difference>> {
                         want: &da,
                         tolerance,
                         over: Default::default(),
+                        recorded: &[],
                     });
                     let inexact: u64 = check.stretches.iter().map(|s| s.inexact).sum();
                     match check.outcome() {

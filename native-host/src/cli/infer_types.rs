@@ -121,7 +121,7 @@ pub fn infer_file(
 const SKIPPED_SHOWN: usize = 5;
 
 /// `bytes` to `path` through a temporary file beside it, renamed over it once complete.
-fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("writing into {}", dir.display()))?;
     tmp.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;

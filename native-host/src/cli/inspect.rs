@@ -217,6 +217,17 @@ pub fn summary(a: &Archive) -> String {
         if let Some(layout) = a.typed_layout(r.id) {
             let _ = writeln!(s, "      types: {}", super::infer_types::layout_line(&layout));
         }
+        for sp in a.recorded_spread(r.id) {
+            let _ = writeln!(
+                s,
+                "      spread at capture: bytes {}..{}: repeated runs disagree on {} elements by up to {} ulps (|d| {:.3e})",
+                sp.offset,
+                sp.offset + sp.len,
+                sp.elements,
+                sp.ulps,
+                sp.abs
+            );
+        }
     }
     let region_relocs: Vec<_> = a.region_relocs().collect();
     if !region_relocs.is_empty() {

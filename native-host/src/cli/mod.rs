@@ -13,6 +13,7 @@ pub mod import_wrp;
 pub mod infer_types;
 pub mod inspect;
 pub mod limits;
+pub mod repeat_range;
 pub mod replay;
 pub mod run;
 pub mod serve;

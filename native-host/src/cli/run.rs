@@ -121,6 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             place_regions: false,
             keep_aslr: false,
             infer_types_seconds: 60.0,
+            repeat_range: None,
             command: args.command,
         });
     }

@@ -69,10 +69,13 @@ pub enum SectionKind {
     /// Each region's typed layout: the element type of each stretch of its bytes
     /// (`recap infer-types`, `shared::check::infer`).
     Types = 21,
+    /// How far repeated runs of the captured range spread, per stretch (`recap capture
+    /// --repeat-range`): a check judges those stretches no tighter.
+    Spread = 22,
 }
 
 impl SectionKind {
-    pub const ALL: [SectionKind; 16] = [
+    pub const ALL: [SectionKind; 17] = [
         SectionKind::Strings,
         SectionKind::Modules,
         SectionKind::Cubins,
@@ -89,6 +92,7 @@ impl SectionKind {
         SectionKind::ModuleVars,
         SectionKind::Effects,
         SectionKind::Types,
+        SectionKind::Spread,
     ];
 
     pub fn from_code(code: u32) -> Option<SectionKind> {
@@ -113,6 +117,7 @@ impl SectionKind {
             SectionKind::ModuleVars => "module-vars",
             SectionKind::Effects => "effects",
             SectionKind::Types => "types",
+            SectionKind::Spread => "spread",
         }
     }
 
@@ -133,6 +138,7 @@ impl SectionKind {
             SectionKind::ModuleVars => Some(MODULE_VAR_LEN),
             SectionKind::Effects => Some(EFFECT_LEN),
             SectionKind::Types => Some(TYPES_LEN),
+            SectionKind::Spread => Some(SPREAD_LEN),
         }
     }
 
@@ -146,6 +152,7 @@ impl SectionKind {
                 | SectionKind::ModuleVars
                 | SectionKind::Effects
                 | SectionKind::Types
+                | SectionKind::Spread
         )
     }
 
@@ -202,6 +209,8 @@ pub const EFFECT_NO_REGION: u32 = u32::MAX;
 /// `region: u32, type: u32, len: u64`: one stretch of a region's typed layout. A region's stretches
 /// are consecutive records, in address order, covering it exactly; regions in ascending order.
 pub const TYPES_LEN: usize = 16;
+/// `spread` record: region u32, reserved u32, offset u64, len u64, ulps u64, abs f64, elements u64.
+pub const SPREAD_LEN: usize = 48;
 /// `name: u32, region: u32, direction: u32, reserved: u32`.
 pub const BINDING_LEN: usize = 16;
 /// `key: u32, value: u32` (both strings).

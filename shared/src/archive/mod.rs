@@ -23,6 +23,7 @@ mod model;
 mod reader;
 mod reseal;
 mod rules;
+mod spread;
 mod types;
 mod writer;
 
@@ -35,5 +36,6 @@ pub use reader::{
 };
 pub use reseal::reseal;
 pub use rules::MAX_NESTING;
+pub use spread::{with_recorded_spread, RecordedSpread, SpreadError};
 pub use types::{run_lengths, with_typed_layouts, TypesError};
 pub use writer::{ArchiveWriter, WriteError};

@@ -54,7 +54,7 @@ pub struct FormatError {
     pub reason: String,
 }
 
-fn err<T>(section: &'static str, offset: u64, reason: impl Into<String>) -> Result<T, FormatError> {
+pub(super) fn err<T>(section: &'static str, offset: u64, reason: impl Into<String>) -> Result<T, FormatError> {
     Err(FormatError { section, offset, reason: reason.into() })
 }
 
@@ -70,13 +70,13 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// Fixed-size records of one table section.
 #[derive(Clone, Copy, Debug)]
-struct Table<'a> {
+pub(super) struct Table<'a> {
     kind: SectionKind,
     /// The records, starting after the table header.
     data: &'a [u8],
     /// File offset of the first record.
     file_offset: u64,
-    count: usize,
+    pub(super) count: usize,
     stride: usize,
 }
 
@@ -117,11 +117,11 @@ impl<'a> Table<'a> {
         })
     }
 
-    fn rec(&self, i: usize) -> &'a [u8] {
+    pub(super) fn rec(&self, i: usize) -> &'a [u8] {
         &self.data[i * self.stride..i * self.stride + self.stride]
     }
 
-    fn at(&self, i: usize, field: usize) -> u64 {
+    pub(super) fn at(&self, i: usize, field: usize) -> u64 {
         self.file_offset + (i * self.stride + field) as u64
     }
 
@@ -386,6 +386,7 @@ pub struct Archive<'a> {
     module_vars: Table<'a>,
     effects: Table<'a>,
     types: Table<'a>,
+    pub(super) spread: Table<'a>,
     param_bytes: &'a [u8],
     param_bytes_offset: u64,
     blobs: &'a [u8],
@@ -563,6 +564,7 @@ impl<'a> Archive<'a> {
             module_vars: table_of(SectionKind::ModuleVars)?,
             effects: table_of(SectionKind::Effects)?,
             types: table_of(SectionKind::Types)?,
+            spread: table_of(SectionKind::Spread)?,
             param_bytes,
             param_bytes_offset,
             blobs,
@@ -858,7 +860,8 @@ impl<'a> Archive<'a> {
             self.check_string(mt, i, 4, false)?;
         }
         self.check_effects()?;
-        self.check_types()
+        self.check_types()?;
+        self.check_spread()
     }
 
     /// Typed layouts: regions ascending, each region's stretches consecutive, of known types and

@@ -67,9 +67,8 @@ pub enum TypesError {
     Twice { region: RegionId },
 }
 
-/// `bytes` (a valid archive) with `layouts` as its `types` section, replacing any it had: the new
-/// section and a new section table are appended, the header is pointed at them, and checksums are
-/// recomputed; every other byte stays where it was (a replaced section's bytes stay, unreferenced).
+/// `bytes` (a valid archive) with `layouts` as its `types` section, replacing any it had
+/// ([`replace_section`]).
 pub fn with_typed_layouts(bytes: &[u8], layouts: &[(RegionId, Vec<Stretch>)]) -> Result<Vec<u8>, TypesError> {
     let archive = Archive::open(bytes)?;
     let mut seen = std::collections::HashSet::new();
@@ -86,31 +85,34 @@ pub fn with_typed_layouts(bytes: &[u8], layouts: &[(RegionId, Vec<Stretch>)]) ->
             reason,
         })?;
     }
+    let section = (!layouts.is_empty()).then(|| encode(layouts));
+    Ok(replace_section(bytes, SectionKind::Types, section.as_deref()))
+}
+
+/// `bytes` (a valid archive) with its section of `kind` replaced by `section` (removed where
+/// `None`): the new section and a new section table are appended, the header is pointed at them,
+/// and checksums are recomputed; every other byte stays where it was (a replaced section's bytes
+/// stay, unreferenced). For optional sections an archive gains after it was written.
+pub(crate) fn replace_section(bytes: &[u8], kind: SectionKind, section: Option<&[u8]>) -> Vec<u8> {
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     let table_offset = u64_at(header::TABLE_OFFSET) as usize;
     let count = u32::from_le_bytes(bytes[header::SECTION_COUNT..header::SECTION_COUNT + 4].try_into().unwrap());
     let mut entries: Vec<&[u8]> = bytes[table_offset..table_offset + count as usize * SECTION_ENTRY_LEN]
         .chunks_exact(SECTION_ENTRY_LEN)
-        .filter(|e| {
-            u32::from_le_bytes(e[entry::KIND..entry::KIND + 4].try_into().unwrap()) != SectionKind::Types as u32
-        })
+        .filter(|e| u32::from_le_bytes(e[entry::KIND..entry::KIND + 4].try_into().unwrap()) != kind as u32)
         .collect();
     let mut out = bytes.to_vec();
-    let section = encode(layouts);
-    let new_entry = {
+    let mut new_entry = Vec::with_capacity(SECTION_ENTRY_LEN);
+    if let Some(section) = section {
         out.resize(out.len().next_multiple_of(8), 0);
         let offset = out.len() as u64;
-        out.extend_from_slice(&section);
-        let mut e = Vec::with_capacity(SECTION_ENTRY_LEN);
-        e.extend_from_slice(&(SectionKind::Types as u32).to_le_bytes());
-        e.extend_from_slice(&0u32.to_le_bytes());
-        e.extend_from_slice(&offset.to_le_bytes());
-        e.extend_from_slice(&(section.len() as u64).to_le_bytes());
-        e.extend_from_slice(&layout::checksum(&[&section]));
-        e.extend_from_slice(&0u64.to_le_bytes());
-        e
-    };
-    if !layouts.is_empty() {
+        out.extend_from_slice(section);
+        new_entry.extend_from_slice(&(kind as u32).to_le_bytes());
+        new_entry.extend_from_slice(&0u32.to_le_bytes());
+        new_entry.extend_from_slice(&offset.to_le_bytes());
+        new_entry.extend_from_slice(&(section.len() as u64).to_le_bytes());
+        new_entry.extend_from_slice(&layout::checksum(&[section]));
+        new_entry.extend_from_slice(&0u64.to_le_bytes());
         entries.push(&new_entry);
     }
     out.resize(out.len().next_multiple_of(8), 0);
@@ -124,7 +126,7 @@ pub fn with_typed_layouts(bytes: &[u8], layouts: &[(RegionId, Vec<Stretch>)]) ->
     let sum = layout::checksum(&[&out[..header::CHECKSUM], &table]);
     out[header::CHECKSUM..header::CHECKSUM + CHECKSUM_LEN].copy_from_slice(&sum);
     const { assert!(header::CHECKSUM + CHECKSUM_LEN == HEADER_LEN) };
-    Ok(out)
+    out
 }
 
 /// A typed layout of `size` bytes from a byte-per-byte list of element types: runs of one type,

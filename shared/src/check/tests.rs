@@ -18,6 +18,7 @@ fn input<'x>(dtype: DType, got: &'x [u8], want: &'x [u8], tolerance: Tolerance) 
         want,
         tolerance,
         over: ToleranceOverride::default(),
+        recorded: &[],
     }
 }
 
