@@ -46,7 +46,10 @@ torch_compile_graphs|torch_compile_graphs.py|
 torch_two_gpu|torch_two_gpu.py|
 triton_seq|triton_seq.py|
 triton_tma|triton_tma.py|
-triton_layernorm|triton_layernorm.py|
+triton_layernorm|triton_layernorm.py|--repeat-range 3
+triton_splitk|triton_splitk.py|--repeat-range 3
+torch_scatter_add|torch_scatter_add.py|--repeat-range 3
+cupy_atomics|cupy_atomics.py|--repeat-range 3
 cupy_raw|cupy_raw.py|
 cupy_kernels|cupy_kernels.py|
 jax_jit|jax_jit.py|
