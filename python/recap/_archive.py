@@ -176,10 +176,13 @@ class StretchCheck:
     first: Optional[Dict[str, Any]]
     #: Set when replays disagreed with each other here: ``{"ulps", "abs", "elements"}``.
     spread: Optional[Dict[str, Any]]
+    #: Set when the archive records that the program's own repeated runs disagreed here
+    #: (``recap capture --repeat-range``), in the same form.
+    recorded_spread: Optional[Dict[str, Any]] = None
 
     @property
     def nondeterministic(self) -> bool:
-        return self.spread is not None
+        return self.spread is not None or self.recorded_spread is not None
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,7 @@ def _check_report(raw: str) -> CheckReport:
                 max_rel=s["max_rel"],
                 first=s.get("first"),
                 spread=s.get("spread"),
+                recorded_spread=s.get("recorded_spread"),
             )
             for s in r["stretches"]
         ]

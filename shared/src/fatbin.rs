@@ -312,6 +312,47 @@ pub fn elf_len(bytes: &[u8]) -> Result<u64, ElfError> {
     Ok(len)
 }
 
+/// The names of the functions in the ELF image `bytes` (a cubin): every section named
+/// `.text.NAME`, in section order. A cubin keeps each kernel and device function in such a
+/// section, so this lists what a PTX module must define to be the one it was built from. Bounds are
+/// checked as [`elf_len`] checks them; a name that runs past the section-name table is an error.
+pub fn elf_function_names(bytes: &[u8]) -> Result<Vec<String>, ElfError> {
+    elf_len(bytes)?;
+    let shoff = u64_at(bytes, 0x28);
+    let shentsize = u16_at(bytes, 0x3a) as u64;
+    let shnum = u16_at(bytes, 0x3c) as u64;
+    let shstrndx = u16_at(bytes, 0x3e) as u64;
+    if shnum == 0 {
+        return Ok(Vec::new());
+    }
+    if shstrndx >= shnum {
+        return Err(elf_error(0x3e, format!("section-name table index {shstrndx} is not below {shnum} sections")));
+    }
+    // `elf_len` checked every header and every section with file contents against `bytes`.
+    let header = |i: u64| &bytes[(shoff + i * shentsize) as usize..(shoff + i * shentsize + 64) as usize];
+    let names = header(shstrndx);
+    if u32_at(names, 4) == 8 {
+        return Err(elf_error(shoff + shstrndx * shentsize + 4, "the section-name table has no contents"));
+    }
+    let (offset, size) = (u64_at(names, 0x18) as usize, u64_at(names, 0x20) as usize);
+    let table = &bytes[offset..offset + size];
+    let mut out = Vec::new();
+    for i in 0..shnum {
+        let at = u32_at(header(i), 0) as usize;
+        let name = table.get(at..).and_then(|rest| rest.iter().position(|&b| b == 0).map(|end| &rest[..end]));
+        let Some(name) = name else {
+            return Err(elf_error(
+                shoff + i * shentsize,
+                format!("section {i}'s name at byte {at} of the name table runs past its {size} bytes"),
+            ));
+        };
+        if let Some(function) = name.strip_prefix(b".text.") {
+            out.push(String::from_utf8_lossy(function).into_owned());
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,6 +428,50 @@ mod tests {
         assert_eq!(image_kind(&[0, 1, 2, 3]), None);
     }
 
+    /// A minimal ELF64 whose sections are named `names` (index 1 is the name table itself).
+    fn elf_with_sections(names: &[&str]) -> Vec<u8> {
+        let mut table = vec![0u8];
+        let mut at = Vec::new();
+        for n in std::iter::once(".shstrtab").chain(names.iter().copied()) {
+            at.push(table.len() as u32);
+            table.extend_from_slice(n.as_bytes());
+            table.push(0);
+        }
+        let shnum = at.len() + 1;
+        let table_off = 64usize;
+        let shoff = (table_off + table.len()).next_multiple_of(8);
+        let mut e = vec![0u8; shoff + shnum * 64];
+        e[..5].copy_from_slice(b"\x7fELF\x02");
+        e[5] = 1;
+        e[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
+        e[0x34..0x36].copy_from_slice(&64u16.to_le_bytes());
+        e[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        e[0x3c..0x3e].copy_from_slice(&(shnum as u16).to_le_bytes());
+        e[0x3e..0x40].copy_from_slice(&1u16.to_le_bytes());
+        e[table_off..table_off + table.len()].copy_from_slice(&table);
+        for (i, name) in at.iter().enumerate() {
+            let h = shoff + (i + 1) * 64;
+            e[h..h + 4].copy_from_slice(&name.to_le_bytes());
+            // SHT_STRTAB for the name table, SHT_PROGBITS with no bytes for the rest.
+            e[h + 4..h + 8].copy_from_slice(&(if i == 0 { 3u32 } else { 1 }).to_le_bytes());
+            if i == 0 {
+                e[h + 0x18..h + 0x20].copy_from_slice(&(table_off as u64).to_le_bytes());
+                e[h + 0x20..h + 0x28].copy_from_slice(&(table.len() as u64).to_le_bytes());
+            }
+        }
+        e
+    }
+
+    #[test]
+    fn function_names_come_from_text_sections() {
+        let e = elf_with_sections(&[".text.gemm_fusion_dot_1", ".nv.info", ".text._Z4loopv", ".nv.constant0.x"]);
+        assert_eq!(elf_function_names(&e).unwrap(), ["gemm_fusion_dot_1", "_Z4loopv"]);
+        let mut bad = e.clone();
+        bad[0x3e..0x40].copy_from_slice(&9u16.to_le_bytes());
+        assert!(elf_function_names(&bad).unwrap_err().to_string().contains("index 9 is not below"));
+        assert!(elf_function_names(&e[..e.len() - 1]).is_err(), "a section table cut short");
+    }
+
     /// The containers nvcc 13 writes (tests/fatbin/README.md says how they were made).
     #[test]
     fn reads_what_nvcc_writes() {
@@ -402,6 +487,7 @@ mod tests {
             sms.sort();
             sms.dedup();
             assert_eq!(sms, cubins, "{file}");
+            let mut functions = std::collections::BTreeMap::new();
             for cubin in entries.iter().filter(|e| e.kind == EntryKind::Cubin) {
                 assert_eq!(&cubin.payload[..4], b"\x7fELF", "{file}");
                 let len = elf_header_len(&cubin.payload).unwrap();
@@ -409,7 +495,19 @@ mod tests {
                 // The whole cubin, sections and tables: the payload less its padding to 8 bytes.
                 let whole = elf_len(&cubin.payload).unwrap_or_else(|e| panic!("{file}: {e}"));
                 assert!(whole >= len && cubin.payload.len() as u64 - whole < 8, "{file}: {whole}");
+                let names = elf_function_names(&cubin.payload).unwrap_or_else(|e| panic!("{file}: {e}"));
+                // nvcc 13 writes two cubins per architecture: one of notes only, one with the code.
+                functions.entry(cubin.sm).or_insert_with(Vec::new).extend(names);
+                // A name table cut short is an error naming the section, never a read past it.
+                let mut cut = cubin.payload.clone();
+                let shoff = u64_at(&cut, 0x28) as usize;
+                let strndx = u16_at(&cut, 0x3e) as usize;
+                let size_at = shoff + strndx * 64 + 0x20;
+                cut[size_at..size_at + 8].copy_from_slice(&1u64.to_le_bytes());
+                let e = elf_function_names(&cut).unwrap_err().to_string();
+                assert!(e.contains("runs past its 1 bytes"), "{file}: {e}");
             }
+            assert!(functions.values().all(|f| f == &["_Z3addPfPKfi"]), "{file}: {functions:?}");
             let ptx: Vec<&str> = entries.iter().filter_map(FatbinEntry::ptx).collect();
             assert_eq!(ptx.len(), 1, "{file}");
             assert!(ptx[0].contains(".target sm_90") && ptx[0].contains(".entry _Z3addPfPKfi"), "{file}");
