@@ -2195,7 +2195,10 @@ impl<'m> FnLower<'m> {
         } else {
             return self.unsupported(o.full);
         };
-        if o.has("v2") || o.has("v4") || !matches!(ty.bits(), 32 | 64) {
+        let lanes = self.vec_count(o);
+        // Vector atomics (sm_90: `.v2/.v4/.v8` of `.f32` add, what Triton's split-K emits) are
+        // atomic per element, not as a whole: one scalar atomic per element, 4 bytes apart.
+        if (lanes > 1 && !(op == AtomOp::FAdd && ty == Ty::F32)) || !matches!(ty.bits(), 32 | 64) {
             return self.unsupported(o.full);
         }
         if matches!(op, AtomOp::FMin | AtomOp::FMax) {
@@ -2207,11 +2210,30 @@ impl<'m> FnLower<'m> {
             return self.err(format!("`{}` takes {nops} operands, found {}", o.full, ops.len()));
         }
         let k = if red { 0 } else { 1 };
-        let d = if red { None } else { Some(self.dst(&ops[0])?) };
         let (space, addr) = self.addr(o, &ops[k], self.space_of(o))?;
         if !matches!(space, Space::Global | Space::Shared | Space::Generic) {
             return self.err(format!("`{}`: atomics work on global and shared memory only", o.full));
         }
+        if lanes > 1 {
+            let elements = |x: &Operand| match x {
+                Operand::Vec(v) if v.len() == lanes as usize => Some(v.clone()),
+                _ => None,
+            };
+            let bad = || format!("`{}` needs {lanes} values in braces", o.full);
+            let srcs = elements(&ops[k + 1]).ok_or_else(bad).or_else(|e| self.err(e))?;
+            let dsts = if red { None } else { Some(elements(&ops[0]).ok_or_else(bad).or_else(|e| self.err(e))?) };
+            for (i, x) in srcs.iter().enumerate() {
+                let b = self.src(x, ty)?;
+                let d = match &dsts {
+                    Some(d) => Some(self.dst(&d[i])?),
+                    None => None,
+                };
+                let addr = Addr { off: addr.off + 4 * i as i64, ..addr };
+                self.push(Inst::Atom { space, op, size: 4, f: ty.float(), d, addr, b, c: b });
+            }
+            return Ok(());
+        }
+        let d = if red { None } else { Some(self.dst(&ops[0])?) };
         let b = self.src(&ops[k + 1], ty)?;
         let c = if op == AtomOp::Cas { self.src(&ops[k + 2], ty)? } else { b };
         self.push(Inst::Atom { space, op, size: ty.bytes() as u8, f: ty.float(), d, addr, b, c });

@@ -99,3 +99,41 @@ fn shared_atomics_and_dec() {
     // dec from 0 with limit 4 cycles 0 -> 4 -> 3 -> 2 -> 1 -> 0 with period 5; 101 steps end at 4.
     assert_eq!(u32::from_le_bytes(v[4..8].try_into().unwrap()), 4);
 }
+
+/// sm_90's vector float atomics (what Triton's split-K emits): each element is its own atomic add,
+/// 4 bytes apart; `atom` returns the old values, `red` returns nothing. Every engine agrees.
+#[test]
+fn vector_float_atomics_add_each_element_on_every_engine() {
+    let ptx = format!(
+        "{HEAD}
+.visible .entry k(.param .u64 c)
+{{
+    .reg .f32 %f<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [c];
+    mov.f32 %f1, 0f3F800000;
+    mov.f32 %f2, 0f40000000;
+    mov.f32 %f3, 0f40400000;
+    mov.f32 %f4, 0f40800000;
+    atom.global.gpu.acq_rel.add.v4.f32 {{%f5, %f6, %f7, %f8}}, [%rd1], {{%f1, %f2, %f3, %f4}};
+    red.global.add.v2.f32 [%rd1+16], {{%f4, %f1}};
+    ret;
+}}"
+    );
+    let m = Module::parse(&ptx).unwrap();
+    let blocks = 64u32;
+    for engine in [Engine::Interpreter, Engine::Jit, Engine::JitScalar] {
+        let mut mem = Memory::new();
+        let c = mem.add_region(32, 256).unwrap();
+        mem.write(c, &[0; 32]).unwrap();
+        let dims = LaunchDims { grid: [blocks, 1, 1], block: [32, 1, 1], dynamic_shared: 0 };
+        let opts = ExecOptions { threads: 0, engine, ..Default::default() };
+        launch(&m, "k", &dims, &c.to_le_bytes(), &mem, &opts).unwrap();
+        let v = mem.read_region(c).unwrap();
+        let f = |k: usize| f32::from_le_bytes(v[4 * k..4 * k + 4].try_into().unwrap());
+        let n = (blocks * 32) as f32;
+        assert_eq!([f(0), f(1), f(2), f(3), f(4), f(5)], [n, 2.0 * n, 3.0 * n, 4.0 * n, 4.0 * n, n], "{engine:?}");
+    }
+    let e = Module::parse(&ptx.replace("add.v2.f32", "add.v2.f16x2")).unwrap_err().to_string();
+    assert!(e.contains("red.global.add.v2.f16x2"), "{e}");
+}
