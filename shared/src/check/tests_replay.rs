@@ -279,3 +279,46 @@ fn a_kernel_altered_to_write_a_wrong_value_still_fails_naming_the_element() {
     assert!(total.line().contains("first at element 0"), "{}", total.line());
     assert_eq!(v.state, CheckState::Failed);
 }
+
+/// Triton's reductions stage their results through shared memory (`st.shared.b32` of an `.f32`
+/// sum, `ld.shared.b32` or `ldmatrix` back, `st.global.b32` out): the global store says only
+/// `.b32`, and the type comes from what the kernel keeps in shared memory. A kernel that keeps
+/// integers there stays integer.
+const STAGED: &str = r#"
+.version 8.0
+.target sm_80
+.address_size 64
+.shared .align 16 .b8 smem[64];
+.visible .entry staged(.param .u64 pout)
+{
+    .reg .b32 %r<8>;
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [pout];
+    mov.u32 %r1, smem;
+    mov.f32 %f1, 0f3FC00000;
+    add.f32 %r2, %f1, %f1;
+    st.shared.b32 [%r1], %r2;
+    ld.shared.b32 %r3, [%r1];
+    st.shared.v2.b32 [%r1+8], {%r3, %r3};
+    bar.sync 0;
+    ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r4}, [%r1];
+    ld.shared.b32 %r5, [%r1+8];
+    st.global.b32 [%rd1], %r4;
+    st.global.b32 [%rd1+4], %r5;
+    ret;
+}
+"#;
+
+#[test]
+fn a_float_staged_through_shared_memory_keeps_its_type() {
+    let case =
+        Case { ptx: STAGED.to_string(), kernel: "staged", regions: vec![("out", vec![0; 8])], grid: 1, block: 32 };
+    let a = captured(&case);
+    assert_eq!(Archive::open(&a).unwrap().typed_layout(0), Some(vec![Stretch { len: 8, ty: ElemType::F32 }]));
+    // The same kernel staging an integer: the shared memory holds no float type.
+    let ints = STAGED.replace("add.f32 %r2, %f1, %f1;", "add.s32 %r2, %r1, 3;");
+    let case = Case { ptx: ints, ..case };
+    let a = captured(&case);
+    assert_eq!(Archive::open(&a).unwrap().typed_layout(0), Some(vec![Stretch { len: 8, ty: ElemType::I32 }]));
+}

@@ -849,6 +849,10 @@ impl<'m> FnLower<'m> {
                 }
             }
         }
+        self.provenance = super::typemap::Provenance::learn_shared(body.iter().filter_map(|s| match s {
+            Stmt::Inst(i) => Some((i.opcode.as_str(), i.operands.as_slice())),
+            _ => None,
+        }));
         let mut shared = shared.into_iter();
         for s in body {
             match s {

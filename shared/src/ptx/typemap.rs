@@ -75,6 +75,17 @@ pub(crate) fn with_value(c: u8, size: u8, v: u64, is_address: impl FnOnce(u64) -
 #[derive(Default)]
 pub(crate) struct Provenance {
     floats: std::collections::HashMap<String, F>,
+    /// The float type this function keeps in shared memory, where every value it stores there
+    /// is of that type or was itself loaded from shared memory ([`Provenance::learn_shared`]):
+    /// what a load from shared memory (`ld.shared`, `ldmatrix`) then holds. Compilers stage
+    /// results through shared memory to transpose or coalesce them (Triton's reductions do), and
+    /// the global store that follows says only `.b32`.
+    shared: Option<F>,
+}
+
+/// `ld.shared…` or `ldmatrix` (which reads shared memory only).
+fn is_shared_load(opcode: &str) -> bool {
+    (opcode.starts_with("ld.") && opcode.contains(".shared")) || opcode.starts_with("ldmatrix")
 }
 
 fn scalar_float(t: Ty) -> Option<F> {
@@ -96,6 +107,58 @@ fn float_bytes(f: F) -> usize {
 }
 
 impl Provenance {
+    /// A provenance for a function whose instructions are `insts` (opcode and operands, in
+    /// order): one pass over them finds the float type of what they store in shared memory.
+    pub(crate) fn learn_shared<'x>(insts: impl Iterator<Item = (&'x str, &'x [super::parse::Operand])>) -> Provenance {
+        use super::parse::Operand;
+        let mut p = Provenance::default();
+        let mut from_shared: std::collections::HashSet<String> = Default::default();
+        let mut kinds: Vec<Option<F>> = Vec::new();
+        let mut mixed = false;
+        for (opcode, ops) in insts {
+            let shared_load = is_shared_load(opcode);
+            if opcode.starts_with("st.") && opcode.contains(".shared") {
+                let regs: Vec<&String> = match ops.get(1) {
+                    Some(Operand::Name(n)) => vec![n],
+                    Some(Operand::Vec(v)) => {
+                        v.iter().filter_map(|x| if let Operand::Name(n) = x { Some(n) } else { None }).collect()
+                    }
+                    _ => {
+                        mixed = true;
+                        Vec::new()
+                    }
+                };
+                for r in regs {
+                    match p.floats.get(r) {
+                        Some(f) => kinds.push(Some(*f)),
+                        None if from_shared.contains(r) => {}
+                        None => mixed = true,
+                    }
+                }
+            }
+            p.observe(opcode, ops);
+            if let Some(dst) = ops.first() {
+                let names: Vec<String> = match dst {
+                    Operand::Name(n) => vec![n.clone()],
+                    Operand::Vec(v) => {
+                        v.iter().filter_map(|x| if let Operand::Name(n) = x { Some(n.clone()) } else { None }).collect()
+                    }
+                    _ => Vec::new(),
+                };
+                for n in names {
+                    if shared_load {
+                        from_shared.insert(n);
+                    } else if !opcode.starts_with("st.") {
+                        from_shared.remove(&n);
+                    }
+                }
+            }
+        }
+        let first = kinds.first().copied().flatten();
+        let shared = first.filter(|f| !mixed && kinds.iter().all(|k| *k == Some(*f)));
+        Provenance { floats: Default::default(), shared }
+    }
+
     /// Notes what instruction `opcode` with `operands` (destination first) leaves in its
     /// destination registers.
     pub(crate) fn observe(&mut self, opcode: &str, operands: &[super::parse::Operand]) {
@@ -117,6 +180,8 @@ impl Provenance {
         };
         let Some(dst) = operands.first() else { return };
         let kind = match base {
+            // Bits loaded from shared memory hold what the function keeps there.
+            _ if is_shared_load(opcode) && types.first().copied().and_then(scalar_float).is_none() => self.shared,
             "cvt" | "ld" | "ldu" => types.first().copied().and_then(scalar_float),
             "mov" => match operands.get(1) {
                 Some(src @ (Operand::Name(_) | Operand::Vec(_))) => {
