@@ -77,6 +77,12 @@ class Region:
     has_initial: bool
     has_expected: bool
     tolerance: Optional[str]
+    #: The typed layout, ``(type, bytes)`` per stretch in address order (``f32``, ``i32``,
+    #: ``untyped`` ...), from the PTX stores that wrote it; empty where the archive has none.
+    types: List[Tuple[str, int]] = field(default_factory=list)
+    #: The spread of the program's repeated runs at capture (``recap capture --repeat-range``),
+    #: ``(offset, length, ulps, abs, elements)`` per stretch.
+    spread: List[Tuple[int, int, int, float, int]] = field(default_factory=list)
 
     def __repr__(self) -> str:
         extra = "".join(
@@ -410,6 +416,8 @@ class Archive:
                 has_initial=r["has_initial"],
                 has_expected=r["has_expected"],
                 tolerance=r["tolerance"],
+                types=[tuple(t) for t in r["types"]],  # type: ignore[misc]
+                spread=[tuple(s) for s in r["spread"]],  # type: ignore[misc]
             )
             for r in native.regions()
         ]

@@ -59,6 +59,9 @@ class CaptureReport:
     #: The GPU architecture it ran on (``90`` for sm_90).
     sm: int = 0
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+    #: What the element-type inference after the block learnt (``typed_regions``,
+    #: ``untyped_regions``, ``skipped``, ``stopped``, ``error``), as ``recap capture`` reports it.
+    types: Optional[Dict[str, Any]] = None
 
     @property
     def kernels_without_ptx(self) -> List[str]:
@@ -79,6 +82,7 @@ class CaptureReport:
             error=raw.get("error"),
             sm=raw.get("sm", 0),
             raw=raw,
+            types=raw.get("types"),
         )
 
     def __repr__(self) -> str:
@@ -215,8 +219,12 @@ class capture:
         *,
         interposer: Optional[str] = None,
         driver: Optional[str] = None,
+        infer_types_seconds: float = 60.0,
     ):
         self.path = os.fspath(path)
+        #: After the block, the archive's PTX replays once on the CPU for at most this long to
+        #: learn each region's element types (as ``recap capture --infer-types-seconds``); 0 skips.
+        self.infer_types_seconds = infer_types_seconds
         self._inputs = dict(inputs or {})
         self._outputs = dict(outputs or {})
         self._interposer = interposer
@@ -262,6 +270,11 @@ class capture:
         out = ctypes.c_char_p()
         self._check(self._lib.recap_control_end(ctypes.byref(out)), "ending")
         raw = json.loads((out.value or b"{}").decode("utf-8", "replace"))
+        if raw.get("archive") and self.infer_types_seconds > 0:
+            try:
+                raw["types"] = json.loads(_recap.infer_types(raw["archive"], float(self.infer_types_seconds)))
+            except RecapError as e:  # the archive stays as written, untyped
+                raw["types"] = {"error": str(e)}
         self.report = CaptureReport._of(raw)
         return self.report
 

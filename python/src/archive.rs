@@ -186,6 +186,13 @@ impl Archive {
             d.set_item("has_initial", r.initial.is_some())?;
             d.set_item("has_expected", r.expected.is_some())?;
             d.set_item("tolerance", r.tolerance.map(|t| format!("{t:?}")))?;
+            // The typed layout as `(type, bytes)` pairs, and the spread recorded at capture.
+            let types: Vec<(&str, u64)> =
+                a.typed_layout(r.id).unwrap_or_default().iter().map(|s| (s.ty.name(), s.len)).collect();
+            d.set_item("types", types)?;
+            let spread: Vec<(u64, u64, u64, f64, u64)> =
+                a.recorded_spread(r.id).iter().map(|s| (s.offset, s.len, s.ulps, s.abs, s.elements)).collect();
+            d.set_item("spread", spread)?;
             list.append(d)?;
         }
         Ok(list)

@@ -23,6 +23,16 @@ fn system_driver() -> Option<std::path::PathBuf> {
     recap::system_driver::system_driver()
 }
 
+/// Gives the archive at `path` its element types in place (`recap::types::infer_file`), within
+/// `seconds`; the report as JSON text. The GIL is released while the CPU replays.
+#[pyfunction]
+fn infer_types(py: Python<'_>, path: std::path::PathBuf, seconds: f64) -> PyResult<String> {
+    let result =
+        py.detach(|| recap::types::infer_file(&path, &path, shared::replay::ReplayOptions::default(), Some(seconds)));
+    let (report, _) = result.map_err(error::recap_error)?;
+    serde_json::to_string(&report).map_err(error::recap_error)
+}
+
 #[pymodule]
 fn _recap(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RecapError", m.py().get_type::<error::RecapError>())?;
@@ -32,6 +42,7 @@ fn _recap(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<build::Buffer>()?;
     m.add_function(wrap_pyfunction!(archive::open, m)?)?;
     m.add_function(wrap_pyfunction!(system_driver, m)?)?;
+    m.add_function(wrap_pyfunction!(infer_types, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -90,5 +90,6 @@ for block, a in enumerate((2.0, -0.5)):
     got = y.download(N)
     assert np.allclose(got, a * xs + ys), "the program's own result"
     results.append({"archive": cap.report.archive, "ops": cap.report.ops, "error": cap.report.error,
-                    "incomplete": cap.report.incomplete, "kernels": cap.report.kernels, "a": a})
+                    "incomplete": cap.report.incomplete, "kernels": cap.report.kernels, "a": a,
+                    "types": cap.report.types})
 print(json.dumps(results))

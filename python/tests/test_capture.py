@@ -57,6 +57,9 @@ def test_each_with_block_writes_its_own_archive_with_named_bindings(tmp_path):
         assert sorted((b.name, b.direction) for b in a.bindings) == [("x", "in"), ("y", "inout")]
         y = next(r for r in a.regions if r.name == next(b.region for b in a.bindings if b.name == "y"))
         assert (y.dtype, y.shape) == ("f32", (1000,))
+        # The block's end learnt the types the PTX stores: y holds f32 from its axpy store.
+        assert rep["types"]["typed_regions"] >= 1 and rep["types"]["error"] is None, rep["types"]
+        assert y.types == [("f32", 4000)] and y.spread == [], y
         r = a.replay("cpu", check=True)
         assert r.check.passed, r.check
         np.testing.assert_allclose(r.outputs["y"], rep["a"] * xs + 1.0, rtol=1e-6)

@@ -11,6 +11,7 @@ pub mod import_wrp;
 pub mod jit_dump;
 pub mod mapped;
 pub mod system_driver;
+pub mod types;
 
 /// The CUDA backend (the `recap-cuda` crate).
 pub use recap_cuda as cuda;

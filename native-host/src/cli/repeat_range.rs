@@ -90,7 +90,7 @@ fn measure_inner(archive: &Path, driver: &Path, runs: u32) -> Result<RepeatRepor
     let bytes = std::fs::read(archive).with_context(|| format!("reading {}", archive.display()))?;
     let bytes =
         with_recorded_spread(&bytes, &spreads).with_context(|| format!("adding spread to {}", archive.display()))?;
-    super::infer_types::write_whole(archive, &bytes)?;
+    recap::types::write_whole(archive, &bytes).with_context(|| format!("writing {}", archive.display()))?;
     Ok(RepeatReport {
         runs,
         stretches: spreads.len() as u64,

@@ -37,5 +37,5 @@ pub use reader::{
 pub use reseal::reseal;
 pub use rules::MAX_NESTING;
 pub use spread::{with_recorded_spread, RecordedSpread, SpreadError};
-pub use types::{run_lengths, with_typed_layouts, TypesError};
+pub use types::{layout_line, run_lengths, with_typed_layouts, TypesError};
 pub use writer::{ArchiveWriter, WriteError};

@@ -129,6 +129,19 @@ pub(crate) fn replace_section(bytes: &[u8], kind: SectionKind, section: Option<&
     out
 }
 
+/// A layout in one line, as `recap inspect` and the viewer show it: `f32 ×16 (64 B), i32 ×4
+/// (16 B), untyped 8 B (no PTX wrote it)`.
+pub fn layout_line(stretches: &[Stretch]) -> String {
+    stretches
+        .iter()
+        .map(|s| match s.ty {
+            ElemType::Untyped => format!("untyped {} B (no PTX wrote it)", s.len),
+            t => format!("{} ×{} ({} B)", t.name(), s.len / t.size() as u64, s.len),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A typed layout of `size` bytes from a byte-per-byte list of element types: runs of one type,
 /// where a run that is not whole elements of its type is untyped (a narrower store overwrote part
 /// of a wider element), and neighbouring untyped runs are merged.

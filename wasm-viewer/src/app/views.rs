@@ -135,6 +135,26 @@ fn tolerance_text(r: &RegionView) -> String {
     }
 }
 
+/// The region's typed layout and the spread its capture recorded, as `<dt>/<dd>` pairs (nothing
+/// where the archive has neither).
+fn types_text(a: &shared::archive::Archive<'_>, region: shared::archive::RegionId) -> String {
+    let mut out = String::new();
+    if let Some(layout) = a.typed_layout(region) {
+        let _ = write!(out, "<dt>types</dt><dd class=\"mono\">{}</dd>", esc(&shared::archive::layout_line(&layout)));
+    }
+    for s in a.recorded_spread(region) {
+        let _ = write!(
+            out,
+            "<dt>spread at capture</dt><dd>bytes {}..{}: repeated runs disagree on {} elements by up to {} ulps</dd>",
+            s.offset,
+            s.offset + s.len,
+            s.elements,
+            s.ulps
+        );
+    }
+    out
+}
+
 pub fn shape_text(r: &RegionView) -> String {
     if r.shape.is_empty() {
         format!("[{}]", r.size / r.dtype.size() as u64)
@@ -184,7 +204,7 @@ pub fn render_regions() {
   </div>
   <div class="pane" id="region-detail">
     <h3 class="mono">{}</h3>
-    <dl class="kv"><dt>size</dt><dd>{} bytes ({})</dd><dt>element</dt><dd>{} × {}</dd><dt>align</dt><dd>{}</dd><dt>tolerance</dt><dd>{}</dd></dl>
+    <dl class="kv"><dt>size</dt><dd>{} bytes ({})</dd><dt>element</dt><dd>{} × {}</dd><dt>align</dt><dd>{}</dd><dt>tolerance</dt><dd>{}</dd>{}</dl>
     {}
   </div>
 </div>"#,
@@ -195,6 +215,7 @@ pub fn render_regions() {
             shape_text(&r),
             r.align,
             esc(&tolerance_text(&r)),
+            types_text(&a, r.id),
             region_plots(&r, host_id.as_deref())
         ))
     });
