@@ -201,6 +201,17 @@ fn a_captured_float_atomic_histogram_and_lock_ordered_sum_pass_within_tolerance_
     assert!(said.contains("FAIL") && said.contains("f32") && said.contains("element "), "{said}");
 }
 
+/// The float-atomic histogram with its expected bins (one replay's, in an order of its own) and
+/// the typed layout `recap infer-types` gives it.
+fn typed_histogram(dir: &Path) -> Vec<u8> {
+    let want = bins_after(&histogram(HISTOGRAM, None), 1000);
+    let plain = histogram(HISTOGRAM, Some(&want));
+    let p = write(dir, "h.recap", &plain);
+    let typed = dir.join("typed.recap");
+    assert!(recap(&[&"infer-types", &p, &"-o", &typed]).status.success());
+    std::fs::read(&typed).unwrap()
+}
+
 /// A host session asks for the same measurement as `--determinism`: its check judges four whole
 /// replays together, says which stretches disagreed, and the session keeps the request across a
 /// restart; requests that cannot mean anything are refused with the reason.
@@ -208,15 +219,7 @@ fn a_captured_float_atomic_histogram_and_lock_ordered_sum_pass_within_tolerance_
 async fn a_host_session_measures_determinism_and_keeps_the_request() {
     use crate::host::{collect_stream, get_json, new_session, upload};
     let dir = tempfile::tempdir().unwrap();
-    let want = bins_after(&histogram(HISTOGRAM, None), 1000);
-    let plain = histogram(HISTOGRAM, Some(&want));
-    let layout = {
-        let p = write(dir.path(), "h.recap", &plain);
-        let typed = dir.path().join("typed.recap");
-        assert!(recap(&[&"infer-types", &p, &"-o", &typed]).status.success());
-        Archive::open(&std::fs::read(&typed).unwrap()).unwrap().typed_layout(1).unwrap()
-    };
-    let typed = with_typed_layouts(&plain, &[(1, layout)]).unwrap();
+    let typed = typed_histogram(dir.path());
     let data = dir.path().join("data");
     let server = recap_tests::server::Server::start(&data, &[]);
     let client = reqwest::Client::new();
@@ -305,4 +308,41 @@ fn repeat_range_keeps_the_programs_own_spread_and_checks_judge_by_it() {
     assert_eq!(recorded, stretches, "{check:#}");
     let said = text(&recap(&[&"replay", &archive, &"--check"]));
     assert!(said.contains("nondeterministic at capture: the program's repeated runs disagree"), "{said}");
+}
+
+/// The viewer asks for replays judged together from its form and shows the verdict in elements:
+/// the state line, each stretch in its type with its spread, and the histogram of its distances
+/// in ulps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_viewer_shows_a_nondeterministic_stretch_with_its_spread_and_ulp_histogram() -> anyhow::Result<()> {
+    use crate::browser::{click, select_value, wait_attr_eq};
+    use std::time::Duration;
+    if !recap_tests::browser::available("the_viewer_shows_a_nondeterministic_stretch_with_its_spread_and_ulp_histogram")
+    {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let typed = typed_histogram(dir.path());
+    let web = recap_tests::repo_root().join("web");
+    let server = recap_tests::server::Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy()]);
+    let (status, a) = crate::host::upload(&reqwest::Client::new(), &server.url, "histogram", typed).await;
+    anyhow::ensure!(status == 201, "upload: {a}");
+    let b = recap_tests::browser::Browser::start().await?;
+    b.open(&format!("{}/archives/{}#replay", server.url, a["id"].as_str().unwrap())).await?;
+    b.wait_for("#r-device option[value='cpu']", Duration::from_secs(10)).await?;
+    select_value(&b, "#r-device", "cpu").await?;
+    for (field, value) in [("#r-iters", "1"), ("#r-determinism", "4")] {
+        let e = b.client.find(fantoccini::Locator::Css(field)).await?;
+        e.clear().await?;
+        e.send_keys(value).await?;
+    }
+    click(&b, "#r-start").await?;
+    wait_attr_eq(&b, "#r-state", "data-state", "finished", Duration::from_secs(60)).await?;
+    let verdict = b.text("#r-verdict").await?;
+    assert!(verdict.starts_with("PASS (within tolerance)") && verdict.contains("4 whole replays"), "{verdict}");
+    let stretch = b.text("#r-check-table tr[data-stretch='1:0']").await?;
+    assert!(stretch.contains("bytes 0..32 f32") && stretch.contains("nondeterministic"), "{stretch}");
+    assert!(stretch.contains("replays disagree on"), "{stretch}");
+    b.wait_for("#r-check-table tr[data-stretch='1:0'] .ulp-histogram svg", Duration::from_secs(5)).await?;
+    Ok(())
 }
