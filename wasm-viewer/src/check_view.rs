@@ -230,7 +230,10 @@ mod tests {
         let mut s = stretch(Outcome::Within, None, None);
         s.recorded_spread = Some(Spread { ulps: 9, abs: 1e-2, elements: 2 });
         let html = check_html(&report(CheckState::Within, true, s, 1));
-        assert!(html.contains("program's repeated runs disagree on 2 elements by up to 9 ulps"), "{html}");
+        assert!(
+            html.contains("at capture: the program&#39;s repeated runs disagree on 2 elements by up to 9 ulps"),
+            "{html}"
+        );
         assert!(html.contains(r#"<span class="badge warn">nondeterministic</span>"#), "{html}");
     }
 

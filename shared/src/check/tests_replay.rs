@@ -242,7 +242,7 @@ fn block_order_changes_a_lock_ordered_sum_and_the_check_calls_it_nondeterministi
     assert!(spread.ulps > 0 && spread.abs > 0.0, "{spread:?}");
     // The replay judged may happen to match the expected bits; it is never judged tighter than
     // the spread its own replays show.
-    assert!(total.stretches[0].tolerance.unwrap().ulps >= spread.ulps);
+    assert!(total.stretches[0].tolerance.unwrap().atol >= spread.abs);
     assert!(v.regions[2].passed && !v.regions[2].nondeterministic(), "{}", v.regions[2].line());
     assert!(v.passed());
 }

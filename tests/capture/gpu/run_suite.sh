@@ -32,7 +32,7 @@ placed_pointers|placed_pointers.cu|
 launch_overhead|launch_overhead.cu 20000 200|
 constant_stencil|constant_stencil.cu|
 curand_mc|curand_mc.cu|
-thrust_cub|thrust_cub.cu|
+thrust_cub|thrust_cub.cu|--repeat-range 3
 cufft_conv|cufft_conv.cu|
 cublas_mlp|cublas_mlp.cu|
 torch_mlp|torch_mlp.py|
