@@ -23,10 +23,13 @@ pub enum TypesFileError {
     #[error("reading {path}: {error}")]
     Format { path: PathBuf, error: shared::archive::FormatError },
     #[error("replaying {path} on the CPU to find the types its stores write: {error}")]
-    Replay { path: PathBuf, error: ReplayError },
+    Replay { path: PathBuf, error: Box<ReplayError> },
     #[error("adding types to {path}: {error}")]
     Types { path: PathBuf, error: shared::archive::TypesError },
 }
+
+/// Each typed region's name and layout.
+pub type NamedLayouts = Vec<(String, Vec<Stretch>)>;
 
 /// How many passed-over ops a report names.
 const SKIPPED_SHOWN: usize = 5;
@@ -40,7 +43,7 @@ pub fn infer_file(
     output: &Path,
     options: ReplayOptions,
     seconds: Option<f64>,
-) -> Result<(TypesReport, Vec<(String, Vec<Stretch>)>), TypesFileError> {
+) -> Result<(TypesReport, NamedLayouts), TypesFileError> {
     let started = Instant::now();
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -63,7 +66,8 @@ pub fn infer_file(
     if let Some(w) = watchdog {
         let _ = w.join();
     }
-    let inferred = inferred.map_err(|error| TypesFileError::Replay { path: input.to_path_buf(), error })?;
+    let inferred =
+        inferred.map_err(|error| TypesFileError::Replay { path: input.to_path_buf(), error: Box::new(error) })?;
     let bytes = with_typed_layouts(&map, &inferred.layouts)
         .map_err(|error| TypesFileError::Types { path: input.to_path_buf(), error })?;
     let named =
@@ -89,7 +93,7 @@ pub fn infer_file(
         error: None,
         seconds: started.elapsed().as_secs_f64(),
     };
-    drop(archive);
+    // The file is unmapped before it is replaced (`output` may be `input`).
     drop(map);
     write_whole(output, &bytes).map_err(io(output))?;
     Ok((report, layouts))
