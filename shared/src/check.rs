@@ -599,7 +599,28 @@ pub fn check_region(input: &RegionInput<'_>) -> RegionCheck {
     out
 }
 
+impl Spread {
+    /// `WHO disagree on N elements by up to U ulps (|d| X)`: ulps for floats, values otherwise.
+    pub fn describe(&self, who: &str, ty: ElemType) -> String {
+        let by = if ty.is_float() { format!("{} ulps", self.ulps) } else { self.ulps.to_string() };
+        format!("{who} disagree on {} elements by up to {by} (|d| {:.3e})", self.elements, self.abs)
+    }
+}
+
 impl StretchCheck {
+    /// What makes it nondeterministic, a clause each: its replays' spread, the program's own
+    /// recorded at capture.
+    pub fn spread_clauses(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(sp) = self.spread {
+            out.push(format!("nondeterministic: {}", sp.describe("replays", self.ty)));
+        }
+        if let Some(sp) = self.recorded_spread {
+            out.push(format!("nondeterministic at capture: {}", sp.describe("the program's repeated runs", self.ty)));
+        }
+        out
+    }
+
     /// One clause: `bytes 0..64 f32 (ptx): 16 elements within 4 ulps or rtol 1e-5 ...`.
     pub fn detail(&self) -> String {
         let what = format!(
@@ -617,24 +638,7 @@ impl StretchCheck {
             Some(t) => format!("{} ulps or atol {:e} + rtol {:e}", t.ulps, t.atol, t.rtol),
             None => "exact".to_string(),
         };
-        let nondet = match self.spread {
-            Some(sp) => format!(
-                ", nondeterministic: replays disagree on {} elements by up to {} (|d| {:.3e})",
-                sp.elements,
-                if self.ty.is_float() { format!("{} ulps", sp.ulps) } else { format!("{}", sp.ulps) },
-                sp.abs
-            ),
-            None => String::new(),
-        };
-        let nondet = match self.recorded_spread {
-            Some(sp) => format!(
-                "{nondet}, nondeterministic at capture: the program's repeated runs disagree on {} elements by up to {} (|d| {:.3e})",
-                sp.elements,
-                if self.ty.is_float() { format!("{} ulps", sp.ulps) } else { format!("{}", sp.ulps) },
-                sp.abs
-            ),
-            None => nondet,
-        };
+        let nondet: String = self.spread_clauses().iter().map(|c| format!(", {c}")).collect();
         match self.outcome {
             Outcome::Exact => format!("{what}: {} elements bit-exact{nondet}", self.elements),
             Outcome::Within => format!(

@@ -154,6 +154,29 @@ fn nothing_to_check_is_not_a_pass_and_zero_iterations_are_refused() {
     }
 }
 
+/// `recap capture --json EXTRA -o ARCHIVE -- float_order` through the CPU driver, its blocks in
+/// the shuffled orders of `order` (`RECAP_CPU_BLOCK_ORDER`); the program must pass its own check.
+fn capture_float_order(archive: &Path, extra: &[&str], order: &str) -> serde_json::Value {
+    let program = crate::cpudriver::Program::build("float_order", &["-lcuda", "-lm"]);
+    let o = Command::new(recap_bin())
+        .args(["capture", "--json"])
+        .args(extra)
+        .arg("-o")
+        .arg(archive)
+        .arg("--driver")
+        .arg(recap_tests::cdylib("recap-cpudriver", "recap_cpudriver"))
+        .arg("--")
+        .arg(&program.exe)
+        .env("RECAP_INTERCEPT_LIB", recap_tests::cdylib("recap-intercept", "recap_intercept"))
+        .env("RECAP_CPU_BLOCK_ORDER", order)
+        .current_dir(program.dir())
+        .output()
+        .unwrap();
+    let said = text(&o);
+    assert!(o.status.success() && said.contains("float_order: ok "), "{said}");
+    serde_json::from_str(&said[said.find('{').unwrap()..]).unwrap()
+}
+
 /// A program with a float-atomic histogram and a lock-ordered sum (`float_order.c`), captured
 /// through recap's CPU driver with its blocks started in a shuffled order, as a GPU would: the
 /// capture types the regions from the PTX's stores, and replays in other orders differ from the
@@ -161,24 +184,9 @@ fn nothing_to_check_is_not_a_pass_and_zero_iterations_are_refused() {
 /// tolerance; with no tolerance at all they fail, naming the element.
 #[test]
 fn a_captured_float_atomic_histogram_and_lock_ordered_sum_pass_within_tolerance_as_nondeterministic() {
-    let program = crate::cpudriver::Program::build("float_order", &["-lcuda", "-lm"]);
     let dir = tempfile::tempdir().unwrap();
     let archive = dir.path().join("float_order.recap");
-    let o = Command::new(recap_bin())
-        .args(["capture", "--json", "-o"])
-        .arg(&archive)
-        .arg("--driver")
-        .arg(recap_tests::cdylib("recap-cpudriver", "recap_cpudriver"))
-        .arg("--")
-        .arg(&program.exe)
-        .env("RECAP_INTERCEPT_LIB", recap_tests::cdylib("recap-intercept", "recap_intercept"))
-        .env("RECAP_CPU_BLOCK_ORDER", "7")
-        .current_dir(program.dir())
-        .output()
-        .unwrap();
-    let said = text(&o);
-    assert!(o.status.success() && said.contains("float_order: ok "), "{said}");
-    let report: serde_json::Value = serde_json::from_str(&said[said.find('{').unwrap()..]).unwrap();
+    let report = capture_float_order(&archive, &[], "7");
     assert_eq!(report["ops"]["launch"], 2, "{report:#}");
     // vals (host data), bins and total (f32 stores), lock (32-bit atomics).
     assert_eq!(
@@ -260,24 +268,9 @@ async fn a_host_session_measures_determinism_and_keeps_the_request() {
 /// them nondeterministic and judges them no tighter than that spread; the lock stays exact.
 #[test]
 fn repeat_range_keeps_the_programs_own_spread_and_checks_judge_by_it() {
-    let program = crate::cpudriver::Program::build("float_order", &["-lcuda", "-lm"]);
     let dir = tempfile::tempdir().unwrap();
     let archive = dir.path().join("repeated.recap");
-    let o = Command::new(recap_bin())
-        .args(["capture", "--json", "--repeat-range", "3", "-o"])
-        .arg(&archive)
-        .arg("--driver")
-        .arg(recap_tests::cdylib("recap-cpudriver", "recap_cpudriver"))
-        .arg("--")
-        .arg(&program.exe)
-        .env("RECAP_INTERCEPT_LIB", recap_tests::cdylib("recap-intercept", "recap_intercept"))
-        .env("RECAP_CPU_BLOCK_ORDER", "11")
-        .current_dir(program.dir())
-        .output()
-        .unwrap();
-    let said = text(&o);
-    assert!(o.status.success(), "{said}");
-    let report: serde_json::Value = serde_json::from_str(&said[said.find('{').unwrap()..]).unwrap();
+    let report = capture_float_order(&archive, &["--repeat-range", "3"], "11");
     let repeat = &report["repeat"];
     assert!(repeat["error"].is_null(), "{report:#}");
     assert_eq!(repeat["runs"], 3);

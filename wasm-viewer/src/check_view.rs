@@ -102,23 +102,8 @@ fn stretch_row(h: &mut String, region: u32, index: usize, s: &StretchCheck) {
     if let Some(f) = &s.first {
         let _ = write!(detail, "; first at element {} (byte {}): got {} want {}", f.index, f.offset, f.got, f.want);
     }
-    if let Some(sp) = &s.spread {
-        let _ = write!(
-            detail,
-            "; nondeterministic: replays disagree on {} elements by up to {} ulps (|d| {})",
-            sp.elements,
-            sp.ulps,
-            plot::num(sp.abs)
-        );
-    }
-    if let Some(sp) = &s.recorded_spread {
-        let _ = write!(
-            detail,
-            "; nondeterministic at capture: the program's repeated runs disagree on {} elements by up to {} ulps (|d| {})",
-            sp.elements,
-            sp.ulps,
-            plot::num(sp.abs)
-        );
+    for clause in s.spread_clauses() {
+        let _ = write!(detail, "; {clause}");
     }
     let nondeterministic = s.spread.is_some() || s.recorded_spread.is_some();
     let _ = write!(
