@@ -95,17 +95,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
 
-    let shim = tempfile::Builder::new().prefix("recap-capture-").tempdir().context("making the interposer's folder")?;
-    for name in ["libcuda.so.1", "libcuda.so"] {
-        std::os::unix::fs::symlink(&interposer, shim.path().join(name))
-            .with_context(|| format!("linking {} as {name}", interposer.display()))?;
-    }
+    let shim = super::libcuda_folder("recap-capture-", &interposer)?;
     let report_path = shim.path().join("report.json");
-    let mut search = OsString::from(shim.path());
-    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
-        search.push(":");
-        search.push(old);
-    }
+    let search = super::prepend(shim.path(), "LD_LIBRARY_PATH");
     let command_line = args.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
     let _ = std::fs::remove_file(&output);
     let mut cmd = Command::new(&args.command[0]);

@@ -31,16 +31,8 @@ pub fn measure(archive: &Path, driver: &Path, runs: u32) -> RepeatReport {
 }
 
 fn measure_inner(archive: &Path, driver: &Path, runs: u32) -> Result<RepeatReport> {
-    let shim = tempfile::Builder::new().prefix("recap-repeat-").tempdir().context("making the driver's folder")?;
-    for name in ["libcuda.so.1", "libcuda.so"] {
-        std::os::unix::fs::symlink(driver, shim.path().join(name))
-            .with_context(|| format!("linking {} as {name}", driver.display()))?;
-    }
-    let mut search = std::ffi::OsString::from(shim.path());
-    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
-        search.push(":");
-        search.push(old);
-    }
+    let shim = super::libcuda_folder("recap-repeat-", driver)?;
+    let search = super::prepend(shim.path(), "LD_LIBRARY_PATH");
     let exe = std::env::current_exe().context("finding the recap executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("replay").arg(archive).args(["--device", "cuda", "--mode", "stream", "--check", "--json", "--quiet"]);

@@ -126,15 +126,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
     }
 
-    let shim = tempfile::Builder::new().prefix("recap-run-").tempdir().context("making the CPU driver's folder")?;
-    for name in ["libcuda.so.1", "libcuda.so"] {
-        std::os::unix::fs::symlink(&driver, shim.path().join(name))
-            .with_context(|| format!("linking {} as {name}", driver.display()))?;
-    }
+    let shim = super::libcuda_folder("recap-run-", &driver)?;
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
     for var in ["LD_LIBRARY_PATH", "LIBRARY_PATH"] {
-        cmd.env(var, prepend(shim.path(), var));
+        cmd.env(var, super::prepend(shim.path(), var));
     }
     match capture::audit_library(&driver) {
         Some(audit) => {
@@ -162,15 +158,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// `dir` first on the search path `var`, before what it held.
-fn prepend(dir: &Path, var: &str) -> OsString {
-    let mut search = OsString::from(dir);
-    if let Some(old) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-        search.push(":");
-        search.push(old);
-    }
-    search
-}
-
 /// The CPU driver: `RECAP_CPU_DRIVER_LIB`, else beside this executable, else in `../lib/recap/`.
 fn cpu_driver() -> anyhow::Result<PathBuf> {
     if let Some(p) = std::env::var_os("RECAP_CPU_DRIVER_LIB") {
