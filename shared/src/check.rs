@@ -15,6 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::archive::declared::DeclaredType;
 use crate::archive::{Archive, DType, ElemType, RegionId, Stretch, Tolerance};
 
 pub mod infer;
@@ -93,7 +94,11 @@ pub enum TypeSource {
     Ptx,
     /// The region's declared dtype (what the program named, or the binding's array).
     Declared,
-    /// Nothing: no PTX wrote it and the region names no dtype; judged byte for byte.
+    /// The program's own array that held it as the range ended (its framework's dtype,
+    /// `archive::declared`): bytes only machine code wrote.
+    Program,
+    /// Nothing: no PTX wrote it, no array of the program held it, and the region names no dtype;
+    /// judged byte for byte.
     None,
 }
 
@@ -391,32 +396,64 @@ pub struct RegionInput<'x> {
     pub over: ToleranceOverride,
     /// The spread of repeated runs at capture that the archive records for this region.
     pub recorded: &'x [crate::archive::RecordedSpread],
+    /// What the program's arrays declared of this region's bytes (sorted, not overlapping).
+    pub declared: &'x [DeclaredType],
 }
 
-/// The stretches a region is judged in: its typed layout with untyped stretches taking the
-/// declared dtype where it fits, or the declared dtype over the whole region.
-pub fn stretches(dtype: DType, size: u64, layout: Option<&[Stretch]>) -> Vec<(u64, Stretch, TypeSource)> {
-    let declared = ElemType::of_dtype(dtype);
-    let fallback = |len: u64| match declared {
-        Some(t) if len.is_multiple_of(t.size() as u64) => (Stretch { len, ty: t }, TypeSource::Declared),
-        _ => (Stretch { len, ty: ElemType::Untyped }, TypeSource::None),
-    };
+/// The stretches a region is judged in: its typed layout, where untyped stretches take the
+/// types the program's arrays declared, and what is left the region's declared dtype where it
+/// fits; without a layout, the same over the whole region.
+pub fn stretches(
+    dtype: DType,
+    size: u64,
+    layout: Option<&[Stretch]>,
+    declared: &[DeclaredType],
+) -> Vec<(u64, Stretch, TypeSource)> {
+    let declared_dtype = ElemType::of_dtype(dtype);
     let mut out = Vec::new();
-    let mut offset = 0u64;
+    // An untyped stretch at `offset`: the declared pieces inside it, the rest as the region's
+    // dtype where it fits, else untyped.
+    let untyped = |offset: u64, len: u64, out: &mut Vec<(u64, Stretch, TypeSource)>| {
+        let fill = |at: u64, len: u64, out: &mut Vec<(u64, Stretch, TypeSource)>| {
+            if len == 0 {
+                return;
+            }
+            match declared_dtype {
+                Some(t) if len.is_multiple_of(t.size() as u64) => {
+                    out.push((at, Stretch { len, ty: t }, TypeSource::Declared))
+                }
+                _ => out.push((at, Stretch { len, ty: ElemType::Untyped }, TypeSource::None)),
+            }
+        };
+        let end = offset + len;
+        let mut at = offset;
+        for d in declared.iter().filter(|d| d.offset < end && d.offset + d.len > offset) {
+            // Whole elements of the array inside the stretch.
+            let grid = d.ty.size() as u64;
+            let lo = d.offset + offset.saturating_sub(d.offset).div_ceil(grid) * grid;
+            let hi = d.offset + ((end.min(d.offset + d.len)) - d.offset) / grid * grid;
+            if lo >= hi || lo < at {
+                continue;
+            }
+            fill(at, lo - at, out);
+            out.push((lo, Stretch { len: hi - lo, ty: d.ty }, TypeSource::Program));
+            at = hi;
+        }
+        fill(at, end - at, out);
+    };
     match layout {
         Some(l) if l.iter().map(|s| s.len).sum::<u64>() == size => {
+            let mut offset = 0u64;
             for s in l {
-                let (s, source) = if s.ty == ElemType::Untyped { fallback(s.len) } else { (*s, TypeSource::Ptx) };
-                out.push((offset, s, source));
+                if s.ty == ElemType::Untyped {
+                    untyped(offset, s.len, &mut out);
+                } else {
+                    out.push((offset, *s, TypeSource::Ptx));
+                }
                 offset += s.len;
             }
         }
-        _ => {
-            let (s, source) = fallback(size);
-            if size > 0 {
-                out.push((0, s, source));
-            }
-        }
+        _ => untyped(0, size, &mut out),
     }
     out
 }
@@ -586,7 +623,7 @@ pub fn check_region(input: &RegionInput<'_>) -> RegionCheck {
         });
         return out;
     }
-    for (offset, s, source) in stretches(input.dtype, input.got.len() as u64, input.layout) {
+    for (offset, s, source) in stretches(input.dtype, input.got.len() as u64, input.layout, input.declared) {
         out.stretches.push(judge_stretch(input, offset, s, source));
     }
     out.passed = match input.tolerance {
@@ -631,6 +668,7 @@ impl StretchCheck {
             match self.typed_by {
                 TypeSource::Ptx => "",
                 TypeSource::Declared => " (declared)",
+                TypeSource::Program => " (the program's array)",
                 TypeSource::None => " (no PTX wrote it)",
             }
         );
@@ -681,9 +719,19 @@ pub fn judge<E>(
     others: &[Vec<(RegionId, Vec<u8>)>],
 ) -> Result<Verdict, E> {
     let mut regions = Vec::new();
+    // Declared types that do not fit the archive fail every region: no verdict is given in types
+    // the archive cannot vouch for.
+    let (declared, declared_error) = match crate::archive::declared::of_archive(archive) {
+        Ok(d) => (d, None),
+        Err(e) => (Default::default(), Some(e.to_string())),
+    };
     for view in archive.regions() {
         let (Some(expected), Some(tolerance)) = (view.expected, view.tolerance) else { continue };
-        let want = match expected.decode() {
+        let decoded = match &declared_error {
+            Some(e) => Err(e.clone()),
+            None => expected.decode().map_err(|e| format!("its expected state cannot be read: {e}")),
+        };
+        let want = match decoded {
             Ok(w) => w,
             Err(e) => {
                 regions.push(RegionCheck {
@@ -691,7 +739,7 @@ pub fn judge<E>(
                     name: view.name.to_string(),
                     passed: false,
                     stretches: Vec::new(),
-                    error: Some(format!("its expected state cannot be read: {e}")),
+                    error: Some(e),
                     tolerance,
                 });
                 continue;
@@ -713,6 +761,7 @@ pub fn judge<E>(
             tolerance,
             over: options.for_region(archive, view.id),
             recorded: &recorded,
+            declared: declared.get(&view.id).map_or(&[], |d| d.as_slice()),
         }));
     }
     Ok(Verdict { state: CheckState::of(&regions), regions, replays: 1 + others.len() as u32 })

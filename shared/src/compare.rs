@@ -112,6 +112,9 @@ pub struct Comparison<'a, 'p> {
     /// Per region, the offsets of the pointers stored in it: addresses, which every device lays
     /// out its own way, so those words are left out of the comparison.
     pointers: HashMap<RegionId, Vec<u64>>,
+    /// What the program's arrays declared of each region's bytes (none where the archive's
+    /// declaration does not fit it: those bytes are then compared byte for byte).
+    declared: HashMap<RegionId, Vec<crate::archive::declared::DeclaredType>>,
     all: bool,
     passes: HashMap<OpId, u64>,
     last: Option<OpId>,
@@ -133,6 +136,7 @@ impl<'a, 'p> Comparison<'a, 'p> {
             archive,
             plan,
             pointers,
+            declared: crate::archive::declared::of_archive(archive).unwrap_or_default(),
             all,
             passes: HashMap::new(),
             last: None,
@@ -219,6 +223,7 @@ impl<'a, 'p> Comparison<'a, 'p> {
                 tolerance,
                 over: Default::default(),
                 recorded: &recorded,
+                declared: self.declared.get(&region).map_or(&[], |d| d.as_slice()),
             });
             if check.passed {
                 within |= check.outcome() == Agreement::Within;

@@ -53,6 +53,7 @@ fn assert_initial_state_fails_the_check(path: &Path) {
             tolerance: tol,
             over: Default::default(),
             recorded: &[],
+            declared: &[],
         };
         if !check_region(&input).passed {
             failing += 1;

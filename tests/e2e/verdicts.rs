@@ -340,3 +340,64 @@ async fn the_viewer_shows_a_nondeterministic_stretch_with_its_spread_and_ulp_his
     b.wait_for("#r-check-table tr[data-stretch='1:0'] .ulp-histogram svg", Duration::from_secs(5)).await?;
     Ok(())
 }
+
+/// A Python program's device arrays type the bytes no PTX wrote: `recap capture` puts its
+/// `sitecustomize` first on the path (and still runs the program's own), which names each live
+/// array's dtype as the range ends at `cuProfilerStop`. The check then judges those stretches in
+/// those types, leaves the bytes two arrays disagree on untyped, and says which typed what; with
+/// `--no-array-types` nothing is asked.
+#[test]
+fn a_python_programs_arrays_type_the_bytes_no_ptx_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let own = dir.path().join("own");
+    std::fs::create_dir(&own).unwrap();
+    std::fs::write(own.join("sitecustomize.py"), "import os\nos.environ['RECAP_TEST_CHAINED'] = 'chained'\n").unwrap();
+    let program = recap_tests::repo_root().join("tests/capture/programs/array_types.py");
+    let capture = |archive: &Path, extra: &[&str]| {
+        let o = Command::new(recap_bin())
+            .args(["capture", "--json"])
+            .args(extra)
+            .arg("-o")
+            .arg(archive)
+            .arg("--driver")
+            .arg(recap_tests::cdylib("recap-cpudriver", "recap_cpudriver"))
+            .args(["--", "python3"])
+            .arg(&program)
+            .env("RECAP_INTERCEPT_LIB", recap_tests::cdylib("recap-intercept", "recap_intercept"))
+            .env("PYTHONPATH", &own)
+            .output()
+            .unwrap();
+        let said = text(&o);
+        assert!(o.status.success() && said.contains("array_types: ok chained"), "{said}");
+        let report: serde_json::Value = serde_json::from_str(&said[said.find('{').unwrap()..]).unwrap();
+        report["notes"].to_string()
+    };
+    let archive = dir.path().join("arrays.recap");
+    let notes = capture(&archive, &[]);
+    assert!(
+        notes.contains("2 stretches (2040 bytes) typed by the program's arrays as the range ended: <f4 ×1, <i4 ×1"),
+        "{notes}"
+    );
+    let bytes = std::fs::read(&archive).unwrap();
+    let declared = declared::of_archive(&Archive::open(&bytes).unwrap()).unwrap();
+    let spans: Vec<_> = declared[&0].iter().map(|d| (d.offset, d.len, d.ty, d.from.as_str())).collect();
+    assert_eq!(spans, [(8, 1016, ElemType::F32, "<f4"), (1024, 1024, ElemType::I32, "<i4")]);
+    let o =
+        Command::new(recap_bin()).arg("replay").arg(&archive).args(["--device", "cpu", "--check"]).output().unwrap();
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    assert!(
+        said.contains(
+            "bytes 0..8 untyped (no PTX wrote it): 8 elements bit-exact; \
+             bytes 8..1024 f32 (the program's array): 254 elements bit-exact; \
+             bytes 1024..2048 i32 (the program's array): 256 elements bit-exact"
+        ),
+        "{said}"
+    );
+
+    let plain = dir.path().join("plain.recap");
+    let notes = capture(&plain, &["--no-array-types"]);
+    assert!(!notes.contains("typed by the program's arrays"), "{notes}");
+    let bytes = std::fs::read(&plain).unwrap();
+    assert!(declared::of_archive(&Archive::open(&bytes).unwrap()).unwrap().is_empty());
+}

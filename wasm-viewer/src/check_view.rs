@@ -84,6 +84,7 @@ fn stretch_row(h: &mut String, region: u32, index: usize, s: &StretchCheck) {
     let typed_by = match s.typed_by {
         TypeSource::Ptx => "typed by the PTX that wrote it",
         TypeSource::Declared => "the region's declared type",
+        TypeSource::Program => "typed by the program's array that held it",
         TypeSource::None => "untyped: no PTX wrote it",
     };
     let (badge, outcome) = match s.outcome {

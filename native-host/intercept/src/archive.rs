@@ -77,6 +77,45 @@ fn bound_regions<'b>(st: &mut State, rec: &Recording, binds: &'b [Bind]) -> Hash
     out
 }
 
+/// The element types the program's arrays declared as the range ended (`declared.rs`), kept as
+/// the archive's metadata, with a note of what they typed.
+fn declare_types<W: std::io::Write + std::io::Seek>(
+    st: &mut State,
+    rec: &Recording,
+    bound: &HashMap<usize, Bound<'_>>,
+    regions: &[RegionId],
+    w: &mut ArchiveWriter<W>,
+) {
+    let sizes: Vec<u64> =
+        rec.regions.iter().enumerate().map(|(i, r)| bound.get(&i).map_or(r.alloc.size, |b| b.size)).collect();
+    let (mut declared, _, dropped) = crate::declared::for_regions(rec, &sizes);
+    crate::declared::clear();
+    if dropped > 0 {
+        st.report.note(format!("the program held more live arrays than recap keeps types of: {dropped} were left out"));
+    }
+    if declared.is_empty() {
+        return;
+    }
+    let mut by_source: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for d in &declared {
+        *by_source.entry(d.from.as_str()).or_default() += 1;
+    }
+    let sources: Vec<String> = by_source.iter().map(|(from, n)| format!("{from} ×{n}")).collect();
+    st.report.note(format!(
+        "{} stretches ({} bytes) typed by the program's arrays as the range ended: {}",
+        declared.len(),
+        declared.iter().map(|d| d.len).sum::<u64>(),
+        sources.join(", ")
+    ));
+    for d in &mut declared {
+        d.region = regions[d.region as usize];
+    }
+    w.set_meta(
+        shared::archive::declared::META_KEY,
+        &serde_json::to_string(&declared).expect("declared types serialise"),
+    );
+}
+
 /// Writes the archive (through a temporary file, renamed into place when complete) and the
 /// report (`RECAP_CAPTURE_REPORT`, JSON).
 pub fn write(st: &mut State, rec: &Recording) {
@@ -219,6 +258,7 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         }
         regions.push(id);
     }
+    declare_types(st, rec, &bound, &regions, &mut w);
     crate::record::module_vars::write(st, rec, &regions, &modules, &mut w).map_err(err)?;
     // Uploads only of ops the driver did.
     let used: HashSet<usize> = rec

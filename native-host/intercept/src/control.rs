@@ -59,7 +59,7 @@ pub fn current() -> Option<(PathBuf, Vec<Bind>)> {
 }
 
 /// Runs `f`, turning an error or a panic into the thread's last error and -1.
-fn guard(f: impl FnOnce() -> Result<(), String>) -> c_int {
+pub(crate) fn guard(f: impl FnOnce() -> Result<(), String>) -> c_int {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
         let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
         Err(format!("internal error: {}", what.unwrap_or_else(|| "unknown panic".into())))
@@ -76,7 +76,7 @@ fn guard(f: impl FnOnce() -> Result<(), String>) -> c_int {
 
 /// # Safety
 /// `s` is NULL or a NUL-terminated string.
-unsafe fn text(s: *const c_char, what: &str) -> Result<String, String> {
+pub(crate) unsafe fn text(s: *const c_char, what: &str) -> Result<String, String> {
     if s.is_null() {
         return Err(format!("{what} is NULL"));
     }
@@ -173,6 +173,8 @@ pub unsafe extern "C" fn recap_control_end(report: *mut *const c_char) -> c_int 
         if report.is_null() {
             return Err("report is NULL".into());
         }
+        // The program's arrays, before the recorder's lock (`declared.rs` says why).
+        crate::declared::gather();
         let mut st = state();
         let ended = st.finish_controlled("the end of the capture block");
         control().out = None;

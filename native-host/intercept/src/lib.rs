@@ -44,6 +44,7 @@ compile_error!("the interposer's trampolines are x86-64 Linux assembly");
 
 mod archive;
 pub mod control;
+pub mod declared;
 mod ending;
 pub mod graphs;
 #[macro_use]

@@ -372,6 +372,7 @@ pub fn marker_opens() -> bool {
 /// The marked range that opened the recorded range ends: so does the recording.
 pub fn marker_closes(at: &str) {
     if PHASE.load(Ordering::Relaxed) == RECORDING {
+        crate::declared::gather();
         state().finish(at);
     }
 }
@@ -382,6 +383,10 @@ pub fn armed() -> bool {
 }
 
 pub fn profiler_stop() {
+    // The program's arrays, before the lock (`declared.rs` says why).
+    if PHASE.load(Ordering::Relaxed) == RECORDING {
+        crate::declared::gather();
+    }
     let mut st = state();
     if st.range == Range::Profiler && PHASE.load(Ordering::Relaxed) == RECORDING {
         st.finish("cuProfilerStop");
@@ -392,6 +397,7 @@ pub fn profiler_stop() {
 /// still be read.
 pub fn context_ending(call: &str) {
     if PHASE.load(Ordering::Relaxed) == RECORDING {
+        crate::declared::gather();
         let mut st = state();
         st.report.note(format!("the range was still open at {call}; it ends there"));
         st.finish(call);

@@ -20,6 +20,9 @@ use super::inspect::human;
 /// The audit library's file name (`native-host/audit`).
 const AUDIT_LIB: &str = "librecap_audit.so";
 
+/// recap's `sitecustomize` for Python programs: the element types of their arrays.
+const SITECUSTOMIZE: &str = include_str!("sitecustomize.py");
+
 /// Where NVTX v3 looks for its injection library.
 const NVTX_INJECTION: &str = "NVTX_INJECTION64_PATH";
 
@@ -70,6 +73,11 @@ pub struct Args {
     /// stretches as nondeterministic, no tighter than the program's own spread
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
     pub repeat_range: Option<u32>,
+    /// Do not ask a Python program, as the range ends, for the element types of its live device
+    /// arrays (PyTorch tensors, CuPy, Numba and JAX arrays), which type the bytes only machine
+    /// code wrote; by default recap's `sitecustomize` is put first on PYTHONPATH to ask
+    #[arg(long)]
+    pub no_array_types: bool,
     /// The program and its arguments
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -134,6 +142,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.record_effects {
         cmd.env(env::EFFECTS, "1");
+    }
+    if !args.no_array_types {
+        // Python imports the first `sitecustomize` on its path at start-up; recap's asks for the
+        // arrays' types as the range ends, then imports the one it hides (`sitecustomize.py`).
+        let folder = shim.path().join("python");
+        std::fs::create_dir_all(&folder)
+            .and_then(|()| std::fs::write(folder.join("sitecustomize.py"), SITECUSTOMIZE))
+            .with_context(|| format!("writing {}", folder.display()))?;
+        cmd.env("PYTHONPATH", super::prepend(&folder, "PYTHONPATH"));
     }
     if args.place_regions {
         cmd.env(env::PLACE, "1");

@@ -245,6 +245,8 @@ fn short(v: &Value) -> String {
 /// Initial and expected contents of every region both archives have with the same size and dtype.
 fn data(a: &Archive, b: &Archive) -> Result<Vec<Difference>> {
     let mut out = Vec::new();
+    // Judged in the types A's program declared, where they fit.
+    let declared = shared::archive::declared::of_archive(a).unwrap_or_default();
     for ra in a.regions() {
         let Some(rb) = b.region_by_name(ra.name) else { continue };
         if (ra.size, ra.dtype) != (rb.size, rb.dtype) {
@@ -270,6 +272,7 @@ fn data(a: &Archive, b: &Archive) -> Result<Vec<Difference>> {
                         tolerance,
                         over: Default::default(),
                         recorded: &[],
+                        declared: declared.get(&ra.id).map_or(&[], |d| d.as_slice()),
                     });
                     let inexact: u64 = check.stretches.iter().map(|s| s.inexact).sum();
                     match check.outcome() {

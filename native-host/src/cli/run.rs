@@ -122,6 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             keep_aslr: false,
             infer_types_seconds: 60.0,
             repeat_range: None,
+            no_array_types: false,
             command: args.command,
         });
     }

@@ -18,6 +18,7 @@
 //! ```
 
 mod bounded;
+pub mod declared;
 pub mod layout;
 mod model;
 mod reader;

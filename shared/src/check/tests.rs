@@ -19,6 +19,7 @@ fn input<'x>(dtype: DType, got: &'x [u8], want: &'x [u8], tolerance: Tolerance) 
         tolerance,
         over: ToleranceOverride::default(),
         recorded: &[],
+        declared: &[],
     }
 }
 
@@ -141,6 +142,52 @@ fn a_typed_layout_splits_a_region_into_stretches_of_their_own_types() {
     i.dtype = DType::U16;
     let c = check_region(&i);
     assert_eq!((c.stretches[2].ty, c.stretches[2].typed_by), (ElemType::I16, TypeSource::Declared));
+}
+
+#[test]
+fn untyped_bytes_take_the_types_the_programs_arrays_declared_and_ptx_types_win() {
+    // f32 ×4 an array declared (only machine code wrote them), then i32 ×2 a PTX store typed,
+    // then 8 bytes nobody typed; a declaration that claims the PTX-typed bytes loses there.
+    let mut want = f32s(&[1.0, 2.0, 3.0, 4.0]);
+    want.extend(7i32.to_le_bytes().repeat(2));
+    want.extend([5u8; 8]);
+    let mut got = want.clone();
+    got[4..8].copy_from_slice(&f32::from_bits(2.0f32.to_bits() + 2).to_le_bytes());
+    let layout = [
+        Stretch { len: 16, ty: ElemType::Untyped },
+        Stretch { len: 8, ty: ElemType::I32 },
+        Stretch { len: 8, ty: ElemType::Untyped },
+    ];
+    let declared = [
+        crate::archive::declared::DeclaredType {
+            region: 3,
+            offset: 0,
+            len: 20,
+            ty: ElemType::F32,
+            from: "torch.float32".into(),
+        },
+        crate::archive::declared::DeclaredType { region: 3, offset: 26, len: 4, ty: ElemType::F16, from: "<f2".into() },
+    ];
+    let mut i = input(DType::Bytes, &got, &want, Tolerance::Exact);
+    i.layout = Some(&layout);
+    i.declared = &declared;
+    let c = check_region(&i);
+    let kinds: Vec<_> = c.stretches.iter().map(|s| (s.offset, s.len, s.ty, s.typed_by, s.outcome)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (0, 16, ElemType::F32, TypeSource::Program, Outcome::Within),
+            (16, 8, ElemType::I32, TypeSource::Ptx, Outcome::Exact),
+            (24, 2, ElemType::Untyped, TypeSource::None, Outcome::Exact),
+            (26, 4, ElemType::F16, TypeSource::Program, Outcome::Exact),
+            (30, 2, ElemType::Untyped, TypeSource::None, Outcome::Exact),
+        ]
+    );
+    assert!(c.passed, "{}", c.detail());
+    assert!(c.detail().contains("bytes 0..16 f32 (the program's array): 1 of 4 elements inexact"), "{}", c.detail());
+    // Without the declaration the same bytes are judged one by one, and the 2-ulp float fails.
+    i.declared = &[];
+    assert!(!check_region(&i).passed);
 }
 
 #[test]
