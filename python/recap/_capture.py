@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from . import _recap
+from . import _array_types, _recap
 from ._recap import RecapError
 
 #: Overrides the interposer shipped in the package (the variable `recap capture` reads too).
@@ -220,8 +220,13 @@ class capture:
         interposer: Optional[str] = None,
         driver: Optional[str] = None,
         infer_types_seconds: float = 60.0,
+        array_types: bool = True,
     ):
         self.path = os.fspath(path)
+        #: As the block ends, the dtypes of the program's live device arrays (torch tensors,
+        #: anything with ``__cuda_array_interface__``, JAX arrays) type the bytes they span that no
+        #: PTX typed: those only machine code wrote (as ``recap capture`` does; False skips).
+        self.array_types = array_types
         #: After the block, the archive's PTX replays once on the CPU for at most this long to
         #: learn each region's element types (as ``recap capture --infer-types-seconds``); 0 skips.
         self.infer_types_seconds = infer_types_seconds
@@ -267,6 +272,8 @@ class capture:
 
     def _end(self) -> CaptureReport:
         assert self._lib is not None
+        if self.array_types:
+            _array_types.declare_arrays(self._lib)
         out = ctypes.c_char_p()
         self._check(self._lib.recap_control_end(ctypes.byref(out)), "ending")
         raw = json.loads((out.value or b"{}").decode("utf-8", "replace"))

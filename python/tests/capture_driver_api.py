@@ -91,5 +91,5 @@ for block, a in enumerate((2.0, -0.5)):
     assert np.allclose(got, a * xs + ys), "the program's own result"
     results.append({"archive": cap.report.archive, "ops": cap.report.ops, "error": cap.report.error,
                     "incomplete": cap.report.incomplete, "kernels": cap.report.kernels, "a": a,
-                    "types": cap.report.types})
+                    "types": cap.report.types, "notes": cap.report.notes})
 print(json.dumps(results))

@@ -60,6 +60,8 @@ def test_each_with_block_writes_its_own_archive_with_named_bindings(tmp_path):
         # The block's end learnt the types the PTX stores: y holds f32 from its axpy store.
         assert rep["types"]["typed_regions"] >= 1 and rep["types"]["error"] is None, rep["types"]
         assert y.types == [("f32", 4000)] and y.spread == [], y
+        # The block's end named the live arrays' dtypes (x and y, f32).
+        assert "2 stretches (8000 bytes) typed by the program's arrays as the range ended: <f4 ×2" in rep["notes"]
         r = a.replay("cpu", check=True)
         assert r.check.passed, r.check
         np.testing.assert_allclose(r.outputs["y"], rep["a"] * xs + 1.0, rtol=1e-6)

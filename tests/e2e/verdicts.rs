@@ -395,6 +395,10 @@ fn a_python_programs_arrays_type_the_bytes_no_ptx_wrote() {
         "{said}"
     );
 
+    let o = Command::new(recap_bin()).arg("inspect").arg(&archive).output().unwrap();
+    let said = text(&o);
+    assert!(said.contains("the program's arrays: f32 ×254 at 8..1024 (<f4), i32 ×256 at 1024..2048 (<i4)"), "{said}");
+
     let plain = dir.path().join("plain.recap");
     let notes = capture(&plain, &["--no-array-types"]);
     assert!(!notes.contains("typed by the program's arrays"), "{notes}");

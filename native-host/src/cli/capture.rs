@@ -20,8 +20,9 @@ use super::inspect::human;
 /// The audit library's file name (`native-host/audit`).
 const AUDIT_LIB: &str = "librecap_audit.so";
 
-/// recap's `sitecustomize` for Python programs: the element types of their arrays.
-const SITECUSTOMIZE: &str = include_str!("sitecustomize.py");
+/// recap's `sitecustomize` for Python programs: the element types of their arrays, the Python
+/// package's own module.
+const SITECUSTOMIZE: &str = include_str!("../../../python/recap/_array_types.py");
 
 /// Where NVTX v3 looks for its injection library.
 const NVTX_INJECTION: &str = "NVTX_INJECTION64_PATH";

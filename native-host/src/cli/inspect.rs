@@ -37,6 +37,29 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// A byte count for people: `1.5 MiB`.
+/// `f32 ×254 at 8..1024 (<f4), ...`: the first few stretches the program's arrays typed.
+fn declared_line(d: &[shared::archive::declared::DeclaredType]) -> String {
+    const SHOWN: usize = 6;
+    let mut parts: Vec<String> = d
+        .iter()
+        .take(SHOWN)
+        .map(|t| {
+            format!(
+                "{} ×{} at {}..{} ({})",
+                t.ty.name(),
+                t.len / t.ty.size() as u64,
+                t.offset,
+                t.offset + t.len,
+                t.from
+            )
+        })
+        .collect();
+    if d.len() > SHOWN {
+        parts.push(format!("and {} more", d.len() - SHOWN));
+    }
+    parts.join(", ")
+}
+
 pub(crate) fn human(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
@@ -83,6 +106,10 @@ pub fn records(a: &Archive) -> Vec<Value> {
             "param_types": types[k.id as usize],
         }));
     }
+    let declared = shared::archive::declared::of_archive(a);
+    if let Err(e) = &declared {
+        out.push(json!({"type": "error", "what": e.to_string()}));
+    }
     for r in a.regions() {
         out.push(json!({
             "type": "region", "id": r.id, "name": r.name, "size": r.size, "dtype": r.dtype.name(), "shape": r.shape,
@@ -91,6 +118,9 @@ pub fn records(a: &Archive) -> Vec<Value> {
         }));
         if let Some(layout) = a.typed_layout(r.id) {
             out.last_mut().expect("just pushed")["types"] = json!(layout);
+        }
+        if let Some(d) = declared.as_ref().ok().and_then(|d| d.get(&r.id)) {
+            out.last_mut().expect("just pushed")["declared_types"] = json!(d);
         }
         if a.device_count() > 1 {
             out.last_mut().expect("just pushed")["device"] = json!(r.device);
@@ -195,6 +225,10 @@ pub fn summary(a: &Archive) -> String {
     }
 
     let _ = writeln!(s, "\nregions ({})", a.region_count());
+    let declared = shared::archive::declared::of_archive(a);
+    if let Err(e) = &declared {
+        let _ = writeln!(s, "  the program's array types are unreadable: {e}");
+    }
     for r in a.regions() {
         let shape = r.shape.iter().map(u64::to_string).collect::<Vec<_>>().join("×");
         let _ = write!(s, "  [{}] {}: {} {}[{shape}], align {}", r.id, r.name, human(r.size), r.dtype.name(), r.align);
@@ -216,6 +250,9 @@ pub fn summary(a: &Archive) -> String {
         s.push('\n');
         if let Some(layout) = a.typed_layout(r.id) {
             let _ = writeln!(s, "      types: {}", super::infer_types::layout_line(&layout));
+        }
+        if let Some(d) = declared.as_ref().ok().and_then(|d| d.get(&r.id)) {
+            let _ = writeln!(s, "      the program's arrays: {}", declared_line(d));
         }
         for sp in a.recorded_spread(r.id) {
             let _ = writeln!(

@@ -1,12 +1,15 @@
-"""recap capture's hook in a Python program: as the recorded range ends, the element type of every
-live device array (shared/src/archive/declared.rs says what for).
+"""The element type of every live device array of a Python program, named to recap's interposer
+as a recorded range ends (shared/src/archive/declared.rs says what for).
 
-`recap capture` puts this file's folder first on PYTHONPATH, so Python imports it at start-up in
-place of any other `sitecustomize`; the one it hides is imported right after, as if this one were
-not there. Nothing here changes what the program computes: it only reads arrays' addresses, sizes
+Two ways in: `with recap.capture(...)` names them as its block ends (`_capture.py`), and
+`recap capture` writes this file as `sitecustomize.py` into a folder it puts first on PYTHONPATH,
+so Python imports it at start-up in place of any other `sitecustomize`; the one it hides is
+imported right after, as if this one were not there, and the interposer calls back as the range
+ends. Nothing here changes what the program computes: it only reads arrays' addresses, sizes
 and dtypes, and only when recap's interposer asks, as the range ends (and once more as Python
 exits, for a range still open then). Any error is swallowed: the capture then has fewer types.
 """
+import ctypes
 import sys
 
 
@@ -67,6 +70,15 @@ def _span(ptr, shape, strides, itemsize):
     return ptr + lo, hi - lo + itemsize
 
 
+def _has_own(o, name):
+    """Whether `o`'s own attributes (its instance dictionary) hold `name`, found without running
+    any of its code (no `__getattr__`)."""
+    try:
+        return name in object.__getattribute__(o, "__dict__")
+    except Exception:
+        return False
+
+
 def _arrays():
     """(pointer, bytes, element type, what) of every live device array the program holds."""
     import gc
@@ -86,7 +98,7 @@ def _arrays():
                 size = o.element_size()
                 ptr, nbytes = _span(o.data_ptr(), o.shape, [s * size for s in o.stride()], size)
                 yield ptr, nbytes, ty, "torch." + name
-            elif hasattr(type(o), "__cuda_array_interface__"):
+            elif hasattr(type(o), "__cuda_array_interface__") or _has_own(o, "__cuda_array_interface__"):
                 cai = o.__cuda_array_interface__
                 typestr = cai["typestr"]
                 ty = _TYPESTR.get(typestr.lstrip("<>|="))
@@ -113,6 +125,19 @@ def _arrays():
                 continue
 
 
+def declare_arrays(lib):
+    """Names every live device array to the interposer `lib` (its `recap_declare`)."""
+    declare = lib.recap_declare
+    declare.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_char_p]
+    declare.restype = ctypes.c_int
+    try:
+        for ptr, nbytes, ty, what in _arrays():
+            if ptr and nbytes > 0:
+                declare(ptr, nbytes, ty.encode(), what.encode())
+    except Exception:
+        pass
+
+
 def _install():
     import atexit
     import ctypes
@@ -125,23 +150,12 @@ def _install():
     # its own path where recap named it, else through the folder recap put first on the path.
     try:
         lib = ctypes.CDLL(os.environ.get("RECAP_INTERPOSER") or "libcuda.so.1")
-        declare = lib.recap_declare
+        lib.recap_declare  # noqa: B018 (only there in recap's interposer)
         set_declarer = lib.recap_set_declarer
         gather = lib.recap_gather_declared
     except (AttributeError, OSError):
         return  # a driver that is not recap's interposer
-    declare.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_char_p]
-    declare.restype = ctypes.c_int
-
-    def declare_all():
-        try:
-            for ptr, nbytes, ty, what in _arrays():
-                if ptr and nbytes > 0:
-                    declare(ptr, nbytes, ty.encode(), what.encode())
-        except Exception:
-            pass
-
-    callback = ctypes.CFUNCTYPE(None)(declare_all)
+    callback = ctypes.CFUNCTYPE(None)(lambda: declare_arrays(lib))
     set_declarer.argtypes = [ctypes.c_void_p]
     set_declarer(ctypes.cast(callback, ctypes.c_void_p))
 
@@ -156,8 +170,9 @@ def _install():
     sys.modules[__name__].__dict__["_recap_callback"] = callback
 
 
-_chain()
-try:
-    _install()
-except Exception:
-    pass
+if __name__ == "sitecustomize":
+    _chain()
+    try:
+        _install()
+    except Exception:
+        pass
