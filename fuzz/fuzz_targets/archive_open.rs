@@ -65,6 +65,18 @@ fn walk(a: &Archive) {
     for r in 0..a.region_count() as u32 {
         let _ = a.typed_layout(r);
     }
+    // Declared array types: read or refused; those read lie inside their regions, whole, apart.
+    if let Ok(declared) = shared::archive::declared::of_archive(a) {
+        for (region, list) in declared {
+            let size = a.region(region).size;
+            for w in list.windows(2) {
+                assert!(w[0].offset + w[0].len <= w[1].offset);
+            }
+            for d in &list {
+                assert!(d.offset + d.len <= size && d.len.is_multiple_of(d.ty.size() as u64));
+            }
+        }
+    }
     for e in a.effects() {
         assert!(matches!(a.op(e.op), Op::Launch(_)));
         for (region, offset, blob) in &e.writes {
