@@ -36,6 +36,7 @@
 
 pub mod driver;
 pub mod eager;
+mod error;
 pub mod kernels;
 mod launch_attrs;
 mod module_vars;

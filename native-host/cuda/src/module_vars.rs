@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUdeviceptr;
 use shared::archive::{Archive, RegionId};
 
 use super::driver::{call, Code};
-use super::replay::CudaError;
+use crate::error::CudaError;
 
 /// The device address of the variable region `region` stands for, in the current context, or
 /// `None` when the region is an ordinary one. `modules` are the archive's modules as loaded.

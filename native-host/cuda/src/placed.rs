@@ -14,7 +14,7 @@
 use cudarc::driver::sys::{self, CUdeviceptr};
 
 use super::driver::call;
-use super::replay::CudaError;
+use crate::error::CudaError;
 
 /// One reserved, mapped range; released by [`Reservation::release`].
 pub(crate) struct Reservation {
