@@ -1,6 +1,14 @@
 //! Per-lane semantics of the arithmetic instructions. Each operation is matched once per
 //! instruction and handed to a lane loop as its own closure, so the loop is monomorphic (and
 //! vectorisable where the operation allows).
+//!
+//! Everything here is shared by the interpreter (`exec/interp.rs`) and native code (`exec/jit/`),
+//! which calls these same functions for what it does not inline, so both engines compute the
+//! same bits: the arithmetic macros, compares, `bfi`, an atomic's new value and a shuffle's
+//! source lane.
+
+use super::ir::*;
+use super::math::*;
 
 macro_rules! exec_un {
     ($m:ident, $op:expr, $d:expr, $a:expr) => {{
@@ -167,6 +175,7 @@ macro_rules! exec_bin {
     ($m:ident, $op:expr, $d:expr, $a:expr, $b:expr) => {{
         use $crate::ptx::ir::{BinOp, FFlags, FMode, H2Op, I2Op, Rnd, F, W};
         use $crate::ptx::math::*;
+        use $crate::ptx::ops::sx;
         match $op {
             BinOp::Add(W::W32) => $m!($d, $a, $b, |x, y| (x as u32).wrapping_add(y as u32) as u64),
             BinOp::Add(W::W64) => $m!($d, $a, $b, |x, y| x.wrapping_add(y)),
@@ -504,6 +513,7 @@ macro_rules! exec_tern {
     ($m:ident, $op:expr, $d:expr, $a:expr, $b:expr, $c:expr) => {{
         use $crate::ptx::ir::{FFlags, Prmt, Rnd, TernOp, F, W};
         use $crate::ptx::math::*;
+        use $crate::ptx::ops::sx;
         match $op {
             TernOp::MadLo(W::W32) => {
                 $m!($d, $a, $b, $c, |x, y, z| (x as u32).wrapping_mul(y as u32).wrapping_add(z as u32) as u64)
@@ -713,4 +723,266 @@ macro_rules! exec_tern {
             }),
         }
     }};
+}
+
+/// Picks a monomorphic lane loop for the common compare types.
+macro_rules! with_compare {
+    ($ty:expr, $cmp:expr, $ftz:expr, $run:ident) => {{
+        use $crate::ptx::ir::{Cmp, CmpTy, F, W};
+        use $crate::ptx::math::f32v;
+        use $crate::ptx::ops::compare;
+        match ($ty, $cmp, $ftz) {
+            (CmpTy::S(W::W32), Cmp::Eq, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) == (y as u32 as i32)) as u64)
+            }
+            (CmpTy::S(W::W32), Cmp::Ne, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) != (y as u32 as i32)) as u64)
+            }
+            (CmpTy::S(W::W32), Cmp::Lt, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) < (y as u32 as i32)) as u64)
+            }
+            (CmpTy::S(W::W32), Cmp::Le, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) <= (y as u32 as i32)) as u64)
+            }
+            (CmpTy::S(W::W32), Cmp::Gt, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) > (y as u32 as i32)) as u64)
+            }
+            (CmpTy::S(W::W32), Cmp::Ge, _) => {
+                $run!(|x: u64, y: u64| ((x as u32 as i32) >= (y as u32 as i32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Eq, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) == (y as u32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Ne, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) != (y as u32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Lt, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) < (y as u32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Le, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) <= (y as u32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Gt, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) > (y as u32)) as u64)
+            }
+            (CmpTy::U(W::W32), Cmp::Ge, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) >= (y as u32)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Eq, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) == (y as i64)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Ne, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) != (y as i64)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Lt, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) < (y as i64)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Le, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) <= (y as i64)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Gt, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) > (y as i64)) as u64)
+            }
+            (CmpTy::S(W::W64), Cmp::Ge, _) => {
+                $run!(|x: u64, y: u64| ((x as i64) >= (y as i64)) as u64)
+            }
+            (CmpTy::U(W::W64), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x) == (y)) as u64),
+            (CmpTy::U(W::W64), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x) != (y)) as u64),
+            (CmpTy::U(W::W64), Cmp::Lt, _) => $run!(|x: u64, y: u64| ((x) < (y)) as u64),
+            (CmpTy::U(W::W64), Cmp::Le, _) => $run!(|x: u64, y: u64| ((x) <= (y)) as u64),
+            (CmpTy::U(W::W64), Cmp::Gt, _) => $run!(|x: u64, y: u64| ((x) > (y)) as u64),
+            (CmpTy::U(W::W64), Cmp::Ge, _) => $run!(|x: u64, y: u64| ((x) >= (y)) as u64),
+            (CmpTy::B(W::W32), Cmp::Eq, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) == (y as u32)) as u64)
+            }
+            (CmpTy::B(W::W32), Cmp::Ne, _) => {
+                $run!(|x: u64, y: u64| ((x as u32) != (y as u32)) as u64)
+            }
+            (CmpTy::B(W::W64), Cmp::Eq, _) => $run!(|x: u64, y: u64| ((x) == (y)) as u64),
+            (CmpTy::B(W::W64), Cmp::Ne, _) => $run!(|x: u64, y: u64| ((x) != (y)) as u64),
+            (CmpTy::F(F::F32), Cmp::Eq, false) => {
+                $run!(|x: u64, y: u64| (f32v(x) == f32v(y)) as u64)
+            }
+            (CmpTy::F(F::F32), Cmp::Ne, false) => {
+                $run!(|x: u64, y: u64| { f32v(x).partial_cmp(&f32v(y)).is_some_and(|o| o.is_ne()) as u64 })
+            }
+            (CmpTy::F(F::F32), Cmp::Lt, false) => {
+                $run!(|x: u64, y: u64| (f32v(x) < f32v(y)) as u64)
+            }
+            (CmpTy::F(F::F32), Cmp::Le, false) => {
+                $run!(|x: u64, y: u64| (f32v(x) <= f32v(y)) as u64)
+            }
+            (CmpTy::F(F::F32), Cmp::Gt, false) => {
+                $run!(|x: u64, y: u64| (f32v(x) > f32v(y)) as u64)
+            }
+            (CmpTy::F(F::F32), Cmp::Ge, false) => {
+                $run!(|x: u64, y: u64| (f32v(x) >= f32v(y)) as u64)
+            }
+            (ty, cmp, ftz) => $run!(|x: u64, y: u64| compare(ty, cmp, ftz, x, y) as u64),
+        }
+    }};
+}
+
+#[inline(always)]
+pub(crate) fn as_un<F: Fn(u64) -> u64>(f: F) -> F {
+    f
+}
+#[inline(always)]
+pub(crate) fn as_bin<F: Fn(u64, u64) -> u64>(f: F) -> F {
+    f
+}
+#[inline(always)]
+pub(crate) fn as_tern<F: Fn(u64, u64, u64) -> u64>(f: F) -> F {
+    f
+}
+
+#[inline(always)]
+pub(crate) fn sx(x: u64, bits: u32) -> i64 {
+    let sh = 64 - bits;
+    ((x << sh) as i64) >> sh
+}
+
+pub(crate) fn w_mask(w: W) -> u64 {
+    mask_bits(w.bits())
+}
+
+/// `bfi`: the low `len` bits of `f` inserted into `b` at `pos` (both taken modulo 256, clipped to
+/// the width).
+pub(crate) fn bfi(bits: u64, f: u64, b: u64, pos: u64, len: u64) -> u64 {
+    let (p, ln) = (pos & 0xFF, len & 0xFF);
+    let mut v = b;
+    let mut i = 0;
+    while i < ln && p + i < bits {
+        let bit = (f >> i) & 1;
+        v = (v & !(1 << (p + i))) | (bit << (p + i));
+        i += 1;
+    }
+    v & mask_bits(bits as u32)
+}
+
+#[inline]
+pub(crate) fn boolop(op: BoolOp, a: u64, b: u64) -> u64 {
+    match op {
+        BoolOp::And => a & b,
+        BoolOp::Or => a | b,
+        BoolOp::Xor => a ^ b,
+    }
+}
+
+#[inline]
+pub(crate) fn compare(ty: CmpTy, cmp: Cmp, ftz: bool, x: u64, y: u64) -> bool {
+    use std::cmp::Ordering as O;
+    let ord = match ty {
+        CmpTy::F(f) => return cmp_f64(to_f64(x, f, ftz), to_f64(y, f, ftz), cmp),
+        CmpTy::U(w) | CmpTy::B(w) => {
+            let m = w_mask(w);
+            (x & m).cmp(&(y & m))
+        }
+        CmpTy::S(w) => sx(x, w.bits()).cmp(&sx(y, w.bits())),
+    };
+    match cmp {
+        Cmp::Eq | Cmp::Equ => ord == O::Equal,
+        Cmp::Ne | Cmp::Neu => ord != O::Equal,
+        Cmp::Lt | Cmp::Ltu => ord == O::Less,
+        Cmp::Le | Cmp::Leu => ord != O::Greater,
+        Cmp::Gt | Cmp::Gtu => ord == O::Greater,
+        Cmp::Ge | Cmp::Geu => ord != O::Less,
+        Cmp::Num => true,
+        Cmp::Nan => false,
+    }
+}
+
+pub(crate) fn atom_new(op: AtomOp, size: u8, f: Option<F>, old: u64, b: u64, c: u64) -> u64 {
+    let bits = size as u32 * 8;
+    let m = mask_bits(bits);
+    match op {
+        AtomOp::Add => old.wrapping_add(b) & m,
+        AtomOp::FAdd => match f {
+            Some(F::F64) => b64(f64v(old) + f64v(b)),
+            // Global f32 atomic add flushes subnormals and rounds to nearest.
+            _ => b32(ftz32(ftz32(f32v(old)) + ftz32(f32v(b)))),
+        },
+        AtomOp::Min(s) => {
+            if s {
+                if sx(b, bits) < sx(old, bits) {
+                    b & m
+                } else {
+                    old
+                }
+            } else {
+                (old & m).min(b & m)
+            }
+        }
+        AtomOp::Max(s) => {
+            if s {
+                if sx(b, bits) > sx(old, bits) {
+                    b & m
+                } else {
+                    old
+                }
+            } else {
+                (old & m).max(b & m)
+            }
+        }
+        AtomOp::FMin | AtomOp::FMax => old,
+        AtomOp::Inc => {
+            if (old & m) >= (b & m) {
+                0
+            } else {
+                (old + 1) & m
+            }
+        }
+        AtomOp::Dec => {
+            if old & m == 0 || (old & m) > (b & m) {
+                b & m
+            } else {
+                (old - 1) & m
+            }
+        }
+        AtomOp::And => old & b & m,
+        AtomOp::Or => (old | b) & m,
+        AtomOp::Xor => (old ^ b) & m,
+        AtomOp::Exch => b & m,
+        AtomOp::Cas => {
+            if old & m == b & m {
+                c & m
+            } else {
+                old
+            }
+        }
+    }
+}
+
+/// The lane whose `a` thread `l` of an `n`-thread block reads in `shfl.sync` with operands `b` and
+/// `c`, and whether that lane is in range (the predicate). Out of range, or past the block, a lane
+/// reads its own value. Shared by both engines so that they agree bit for bit.
+pub(crate) fn shfl_source(mode: ShflMode, l: usize, b: u64, c: u64, n: usize) -> (usize, bool) {
+    let lane = (l & 31) as u32;
+    let base = l & !31;
+    let bval = b as u32 & 31;
+    let cv = c as u32;
+    let cval = cv & 31;
+    let seg = (cv >> 8) & 31;
+    let max_lane = (lane & seg) | (cval & !seg);
+    let min_lane = lane & seg;
+    let (j, ok) = match mode {
+        ShflMode::Up => {
+            let j = lane as i32 - bval as i32;
+            (j, j >= max_lane as i32)
+        }
+        ShflMode::Down => {
+            let j = (lane + bval) as i32;
+            (j, j <= max_lane as i32)
+        }
+        ShflMode::Bfly => {
+            let j = (lane ^ bval) as i32;
+            (j, j <= max_lane as i32)
+        }
+        ShflMode::Idx => {
+            let j = (min_lane | (bval & !seg)) as i32;
+            (j, j <= max_lane as i32)
+        }
+    };
+    let src = if ok { base + j as usize } else { l };
+    (if src < n { src } else { l }, ok)
 }

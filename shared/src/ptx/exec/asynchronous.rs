@@ -7,8 +7,10 @@
 //! that fails twice with no barrier changed in between stops the block with
 //! [`Stop::Stuck`]: in lockstep, the threads that would complete its phase are the ones waiting.
 
-use super::*;
+use super::worker::*;
+use crate::ptx::ir::*;
 use crate::ptx::mbarrier;
+use crate::ptx::memory::Fault;
 
 impl<const MW: usize> Worker<'_, MW> {
     /// Reads the barrier at `a` (in `space`) for lane `l`, applies `op` with operand `b`, writes

@@ -11,8 +11,11 @@
 //! warp is the one reported), and a row whose lane is past the end of the block faults at the
 //! warp's lowest active lane.
 
-use super::*;
+use super::access::*;
+use super::worker::*;
+use crate::ptx::ir::*;
 use crate::ptx::matrix;
+use crate::ptx::memory::Fault;
 
 impl<const MW: usize> Worker<'_, MW> {
     /// Registers `rs` of every lane of warp `w`, lane-major (zero past the block's end).

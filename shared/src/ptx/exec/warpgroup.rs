@@ -8,7 +8,8 @@
 //! `scale-d` are the warpgroup's lowest active lane's, as the ISA requires them to be the same
 //! in every thread. An operand element outside shared memory faults at that lane.
 
-use super::*;
+use super::worker::*;
+use crate::ptx::ir::*;
 use crate::ptx::matrix;
 use crate::ptx::wgmma::{self, M};
 

@@ -23,7 +23,7 @@ use super::error::JitError;
 use super::lanes::{LanePlan, LANES};
 use super::runtime::{h_mem, EntryFn, JitCtx, Meta, Variant};
 use super::support::unsupported;
-use crate::ptx::exec::JitDump;
+use crate::ptx::exec::dump::JitDump;
 use crate::ptx::ir::*;
 
 /// Owns the executable memory of compiled kernels.

@@ -17,11 +17,12 @@ use std::sync::atomic::Ordering;
 
 use super::compile::{Compiled, JitKernel};
 use super::warp_run::{RunScratch, WarpRun};
-use crate::ptx::exec::{compare, shfl_source, sx, Res, Stop, ThreadAccess, Worker};
+use crate::ptx::exec::worker::{Res, Stop, ThreadAccess, Worker};
 use crate::ptx::ir::*;
 use crate::ptx::math::*;
 use crate::ptx::matrix::{self, is_float16x8};
 use crate::ptx::memory::Memory;
+use crate::ptx::ops::{compare, shfl_source};
 
 /// State of a thread between segments: it exited.
 pub(super) const EXITED: u32 = u32::MAX;
@@ -205,19 +206,19 @@ impl Meta {
 
 macro_rules! scalar1 {
     ($d:expr, $a:expr, $f:expr) => {{
-        let f = crate::ptx::exec::as_un($f);
+        let f = crate::ptx::ops::as_un($f);
         f($a)
     }};
 }
 macro_rules! scalar2 {
     ($d:expr, $a:expr, $b:expr, $f:expr) => {{
-        let f = crate::ptx::exec::as_bin($f);
+        let f = crate::ptx::ops::as_bin($f);
         f($a, $b)
     }};
 }
 macro_rules! scalar3 {
     ($d:expr, $a:expr, $b:expr, $c:expr, $f:expr) => {{
-        let f = crate::ptx::exec::as_tern($f);
+        let f = crate::ptx::ops::as_tern($f);
         f($a, $b, $c)
     }};
 }
@@ -264,7 +265,7 @@ pub(super) extern "C" fn h_ex2(x: f32) -> u32 {
 }
 
 pub(super) extern "C" fn h_bfi(bits: u64, fv: u64, b: u64, pos: u64, len: u64) -> u64 {
-    crate::ptx::exec::bfi(bits, fv, b, pos, len)
+    crate::ptx::ops::bfi(bits, fv, b, pos, len)
 }
 
 /// The interpreter's checked load, store or atomic for one thread.

@@ -46,7 +46,7 @@
 //! every warp's `ldmatrix`es before it runs any warp, so that declining never leaves half a run done.
 
 use super::runtime::EXITED;
-use crate::ptx::exec::Worker;
+use crate::ptx::exec::worker::Worker;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::{Base, Inst, Instr, Mma, Space, R};
 use crate::ptx::matrix::{self, is_f16_f32_k16, is_float16x8};
