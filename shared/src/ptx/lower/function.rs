@@ -4,6 +4,8 @@
 
 use super::*;
 
+/// The state of lowering one copy of one function: its scopes of names, registers, constants and
+/// special registers so far, the instructions emitted, and the labels and branches to join.
 pub(super) struct FnLower<'m> {
     pub(super) globals: &'m HashMap<String, Sym>,
     pub(super) func_index: &'m HashMap<String, u32>,

@@ -49,4 +49,5 @@ pub const MAX_SHARED_BYTES: u64 = 228 * 1024;
 /// Largest per-thread local frame (bytes), as the hardware allows.
 pub const MAX_LOCAL_BYTES: u64 = 512 * 1024;
 
+/// A lowering step's result: a `PtxError` names the line it refuses.
 type Res<T> = Result<T, PtxError>;

@@ -9,6 +9,7 @@ use super::*;
 const B128_REASON: &str =
     "a 128-bit register is a pair of 64-bit registers on the CPU, which only `ld`, `st` and `mov` `.b128` move";
 
+/// What a name stands for where it is used.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Sym {
     Reg(R),
