@@ -380,7 +380,7 @@ pub struct Parting {
     /// The region's shape hint, outermost first; empty for 1-D.
     pub shape: Vec<u64>,
     /// The first side's values as `want`, the second's as `got`.
-    pub check: RegionCheck,
+    pub check: RegionCheckReport,
     /// `(bucket, elements)`: `|a - b|` by decade over the elements that differ (`"< 1e-9"`,
     /// `"1e-3..1e-2"`, ..., `"nan/inf"`).
     pub histogram: Vec<(String, u64)>,
@@ -563,7 +563,7 @@ pub struct CheckReport {
     /// `nothing_to_check` (the archive holds no expected state: not a pass).
     #[serde(default = "CheckState::unknown")]
     pub state: CheckState,
-    pub regions: Vec<RegionCheck>,
+    pub regions: Vec<RegionCheckReport>,
     /// Whole replays judged together (more than one: `--determinism`).
     #[serde(default = "one")]
     pub replays: u32,
@@ -594,7 +594,7 @@ impl CheckState {
 
 /// The verdict for one region that has expected bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RegionCheck {
+pub struct RegionCheckReport {
     pub region: u32,
     pub name: String,
     pub passed: bool,

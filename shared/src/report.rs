@@ -9,7 +9,7 @@
 use crate::archive::{Archive, DType, Direction, RegionId, Tolerance};
 use crate::check::{effective_dtype, element, RegionCheck as Judged, Verdict};
 use crate::compare::{difference, Divergence};
-use crate::protocol::{CheckReport, Mismatch, Parting, RegionCheck, RegionPreview, RegionSummary, SessionMessage};
+use crate::protocol::{CheckReport, Mismatch, Parting, RegionCheckReport, RegionPreview, RegionSummary, SessionMessage};
 
 /// Most regions summarised per replay.
 pub const MAX_SUMMARIES: usize = 64;
@@ -121,9 +121,9 @@ fn tolerance_text(v: &Judged) -> String {
     parts.join("; ")
 }
 
-impl From<&Judged> for RegionCheck {
-    fn from(v: &Judged) -> RegionCheck {
-        RegionCheck {
+impl From<&Judged> for RegionCheckReport {
+    fn from(v: &Judged) -> RegionCheckReport {
+        RegionCheckReport {
             region: v.region,
             name: v.name.clone(),
             passed: v.passed,
@@ -151,7 +151,7 @@ impl CheckReport {
         CheckReport {
             passed: verdict.passed(),
             state: verdict.state,
-            regions: verdict.regions.iter().map(RegionCheck::from).collect(),
+            regions: verdict.regions.iter().map(RegionCheckReport::from).collect(),
             replays: verdict.replays,
         }
     }
@@ -169,7 +169,7 @@ pub fn parting(archive: &Archive<'_>, d: &Divergence, a: &[u8], b: &[u8]) -> Ses
             name: d.region.clone(),
             dtype: view.dtype.name().to_string(),
             shape: view.shape.clone(),
-            check: RegionCheck::from(&d.check),
+            check: RegionCheckReport::from(&d.check),
             histogram: d.histogram.clone(),
             a: RegionPreview::of(a, view.dtype, &view.shape),
             b: RegionPreview::of(b, view.dtype, &view.shape),

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use shared::check::{Outcome, StretchCheck, TypeSource};
-use shared::protocol::{CheckReport, CheckState, RegionCheck};
+use shared::protocol::{CheckReport, CheckState, RegionCheckReport};
 
 use crate::model::esc;
 use crate::plot;
@@ -47,7 +47,7 @@ pub fn check_html(c: &CheckReport) -> String {
     h
 }
 
-fn region_rows(h: &mut String, r: &RegionCheck) {
+fn region_rows(h: &mut String, r: &RegionCheckReport) {
     let first = r
         .first_mismatch
         .as_ref()
@@ -179,7 +179,7 @@ mod tests {
             passed,
             state,
             replays,
-            regions: vec![RegionCheck {
+            regions: vec![RegionCheckReport {
                 region: 1,
                 name: "bins<&>".into(),
                 passed,

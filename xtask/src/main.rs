@@ -208,6 +208,20 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
     let mut clippy = cargo();
     clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
     run(clippy)?;
+    // The viewer's `app/` exists only for wasm32, and `fuzz/` is a workspace of its own: a
+    // workspace lint on the host target sees neither.
+    ensure_wasm_target()?;
+    let mut clippy = cargo();
+    clippy.args(["clippy", "-p", "recap-viewer", "--target", "wasm32-unknown-unknown", "--", "-D", "warnings"]);
+    run(clippy)?;
+    let mut clippy = cargo();
+    clippy
+        .args(["clippy", "--locked", "--all-targets", "--manifest-path"])
+        .arg(root.join("fuzz/Cargo.toml"))
+        .args(["--", "-D", "warnings"])
+        // The main workspace's build of the crates the targets share is reused.
+        .env("CARGO_TARGET_DIR", target_dir(root));
+    run(clippy)?;
     if !no_install {
         ensure_chromium()?;
         ensure_numpy()?;

@@ -2,6 +2,7 @@
 //! op-by-op comparisons, and the CPU and CUDA replays behind them. This is what a C program
 //! links through `recap-capi`: no async runtime, server, database or command line in it.
 
+pub mod aslr;
 pub mod capture;
 pub mod child_probe;
 pub mod clock;

@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long)]
     pub place_regions: bool,
     /// Keep the program's address-space randomisation (by default it runs without, as under gdb,
-    /// so that a replay can place regions at the captured device addresses: cli/aslr.rs)
+    /// so that a replay can place regions at the captured device addresses: recap::aslr)
     #[arg(long)]
     pub keep_aslr: bool,
     /// After the program ends, replay the archive's PTX once on the CPU interpreter for at most
@@ -159,7 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.keep_aslr {
         // This process's persona passes to the program it runs. Some sandboxes (a container's
         // seccomp profile) refuse the change: the capture goes on, randomised.
-        if let Err(e) = recap_host::aslr::disable_for_exec() {
+        if let Err(e) = recap::aslr::disable_for_exec() {
             eprintln!(
                 "recap capture: address-space randomisation stays on ({e}): a GPU replay that places regions at \
                  their captured addresses may not get them"

@@ -542,11 +542,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let args = Args { device, ..args };
-    if matches!(args.device, DeviceArg::Cuda(_)) && recap_host::aslr::randomized() {
+    if matches!(args.device, DeviceArg::Cuda(_)) && recap::aslr::randomized() {
         let asked = args.placement.map(Into::into).map_or_else(|| shared::placement::asked(&archive), Ok);
         if asked.is_ok_and(|p| p == shared::placement::Placement::Captured) {
             // The captured ranges are free only in a process laid out without randomisation.
-            let error = recap_host::aslr::reexec_without_randomization();
+            let error = recap::aslr::reexec_without_randomization();
             eprintln!(
                 "recap replay: could not run again without address-space randomisation ({error}); placing regions \
                  at their captured addresses will likely fail"

@@ -46,7 +46,7 @@ pub struct Capture<'a> {
     pub device: CaptureDevice,
     /// The Warp version that wrote it (`1.19.0`).
     pub producer: String,
-    pub modules: Vec<Module>,
+    pub modules: Vec<WrpModule>,
     pub kernels: Vec<Kernel>,
     /// Named inputs and outputs: a name and the region it is (a name may appear twice).
     pub bindings: Vec<(String, u32)>,
@@ -60,7 +60,7 @@ pub struct Capture<'a> {
 
 /// A compiled Warp module.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Module {
+pub struct WrpModule {
     /// The module variant's SHA-256 in hex: what kernels and launches name it by.
     pub hash: String,
     /// The Python module's name (`__main__`, `my_sim`).

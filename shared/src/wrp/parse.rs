@@ -1,7 +1,7 @@
 //! The reader: header, section table, then the metadata, memory and operations sections.
 
 use super::{
-    opcode_name, Capture, CaptureDevice, Kernel, Launch, Module, OpKind, Param, Pointer, PointerTarget, Region,
+    opcode_name, Capture, CaptureDevice, Kernel, Launch, WrpModule, OpKind, Param, Pointer, PointerTarget, Region,
     WrpError, WrpOp, FORMAT_VERSION, MAX_NESTING,
 };
 
@@ -217,7 +217,7 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
         let _kind = meta.u8("a module's binary kind")?;
         let _fallback = meta.u8("a module's fallback reason")?;
         meta.skip(16, "a module's compile recipe")?;
-        modules.push(Module { hash, name, binary_filename, target_arch: arch, source_filename });
+        modules.push(WrpModule { hash, name, binary_filename, target_arch: arch, source_filename });
     }
     let mut kernels = Vec::new();
     for _ in 0..kernel_count {

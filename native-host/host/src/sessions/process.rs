@@ -170,7 +170,7 @@ impl Backend for WorkerBackend {
         let mut worker = Command::new(&self.exe);
         if shared::placement::asked(job.archive) == Ok(shared::placement::Placement::Captured) {
             // The captured ranges are free only in a process laid out without randomisation.
-            crate::aslr::disable_in(&mut worker);
+            recap::aslr::disable_in(&mut worker);
         }
         let mut child = worker
             .arg("session-worker")

@@ -187,7 +187,7 @@ struct Importer<'c, 'a> {
     /// Module hash -> the capture's kernels of that module.
     kernels_of_module: HashMap<&'c str, Vec<&'c wrp::Kernel>>,
     /// Module hash -> the capture's first module of that hash.
-    module_of: HashMap<&'c str, &'c wrp::Module>,
+    module_of: HashMap<&'c str, &'c wrp::WrpModule>,
     /// Module hash -> recap module and its PTX.
     ptx: HashMap<String, (shared::archive::ModuleId, ModulePtx)>,
     /// (module hash, entry) -> recap kernel and its parameter layout.
@@ -399,7 +399,7 @@ impl Importer<'_, '_> {
     }
 
     /// Finds a module's PTX: packaged with the capture, else in `--ptx-from`.
-    fn module_ptx(&self, module: &wrp::Module, entries: &[String]) -> Result<(ModulePtx, String), WrpImportError> {
+    fn module_ptx(&self, module: &wrp::WrpModule, entries: &[String]) -> Result<(ModulePtx, String), WrpImportError> {
         let fail = |reason: String| WrpImportError::Ptx { module: module.name.clone(), reason };
         let file = &module.binary_filename;
         if file.ends_with(".ptx") {
