@@ -10,9 +10,9 @@
 
 mod archive;
 mod arrays;
-mod build;
 mod device_array;
 mod error;
+mod from_arrays;
 mod replay;
 
 use pyo3::prelude::*;
@@ -38,8 +38,8 @@ fn _recap(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RecapError", m.py().get_type::<error::RecapError>())?;
     m.add_class::<archive::Archive>()?;
     m.add_class::<replay::Replayer>()?;
-    m.add_class::<build::Builder>()?;
-    m.add_class::<build::Buffer>()?;
+    m.add_class::<from_arrays::Builder>()?;
+    m.add_class::<from_arrays::Buffer>()?;
     m.add_function(wrap_pyfunction!(archive::open, m)?)?;
     m.add_function(wrap_pyfunction!(system_driver, m)?)?;
     m.add_function(wrap_pyfunction!(infer_types, m)?)?;

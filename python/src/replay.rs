@@ -19,12 +19,12 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use recap::clock::MonotonicClock;
-use recap::cuda::{CudaReplay, ReplayOptions as CudaOptions};
+use recap::device::{DeviceReplay, DeviceSpec, OpenOptions};
 use shared::archive::{Archive as Reader, Direction, RegionId};
 use shared::check::Verdict;
 use shared::protocol::SessionMessage;
 use shared::ptx::Engine as CpuEngine;
-use shared::replay::{CpuReplay, IterationStats, NoObserver, Ran, ReplayObserver, ReplayOptions, Session};
+use shared::replay::{IterationStats, NoObserver, Ran, ReplayObserver, ReplayOptions, Session};
 
 use crate::archive::{Archive, Opened};
 use crate::arrays;
@@ -32,19 +32,14 @@ use crate::device_array::{self, DeviceArray};
 use crate::error::recap_error;
 
 self_cell::self_cell!(
-    /// A CPU replay and the archive it borrows.
-    struct CpuLoaded {
+    /// The engine a replayer drives and the archive it borrows (a CPU replay reads its kernels
+    /// and initial state from it).
+    struct Engine {
         owner: Arc<Opened>,
         #[not_covariant]
-        dependent: CpuReplay,
+        dependent: DeviceReplay,
     }
 );
-
-/// The engine a replayer drives.
-enum Engine {
-    Cpu(CpuLoaded),
-    Cuda(Box<CudaReplay>),
-}
 
 /// How often a waiting call looks for a KeyboardInterrupt.
 const SIGNAL_POLL: Duration = Duration::from_millis(20);
@@ -65,17 +60,15 @@ pub struct Replayer {
 }
 
 fn cpu_engine(name: &str) -> PyResult<CpuEngine> {
-    match name {
-        "jit" => Ok(CpuEngine::Jit),
-        "jit-scalar" => Ok(CpuEngine::JitScalar),
-        "interp" => Ok(CpuEngine::Interpreter),
-        _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+    recap::device::engine_named(name).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
             "unknown CPU engine {name:?}: expected jit, jit-scalar or interp"
-        ))),
-    }
+        ))
+    })
 }
 
-/// Loads `archive` on `device` (`cpu`, `cuda`, `cuda:N`), with the GIL released.
+/// Loads `archive` on `device` (`cpu`, `cpu:ENGINE`, `cuda`, `cuda:N`: [`DeviceSpec`]), with the
+/// GIL released. A device that names a CPU engine overrides `engine`.
 pub fn load(
     archive: &Bound<'_, Archive>,
     device: &str,
@@ -87,39 +80,40 @@ pub fn load(
     let a = archive.get();
     let opened = a.opened.clone();
     let cancel = Arc::new(AtomicBool::new(false));
-    let loaded = if device == "cpu" {
-        let options = ReplayOptions {
-            instruction_budget: budget,
-            cancel: Some(cancel.clone()),
-            threads,
-            engine: cpu_engine(engine)?,
-            limits: Default::default(),
-            jit_dump: recap::jit_dump::from_env(),
-            placement: None,
-            ..Default::default()
-        };
-        let owner = opened.clone();
-        // Errors as text inside the closures: a `ReplayError` is large to move around.
-        py.detach(|| {
-            CpuLoaded::try_new(owner, |o| CpuReplay::new(o.borrow_dependent(), options).map_err(|e| e.to_string()))
-        })
-        .map(Engine::Cpu)
-        .map_err(|e| recap_error(format!("loading {} on the CPU: {e}", a.source)))?
-    } else if let Some(ordinal) = recap::cuda::parse_device(device) {
-        if budget.is_some() {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "budget applies to device=\"cpu\" only: a GPU runs kernels without counting instructions",
-            ));
-        }
-        let reader = opened.borrow_dependent();
-        py.detach(|| CudaReplay::open(reader, &[ordinal], CudaOptions::default()).map_err(|e| e.to_string()))
-            .map(|r| Engine::Cuda(Box::new(r)))
-            .map_err(|e| recap_error(format!("loading {} on {device}: {e}", a.source)))?
-    } else {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "unknown device {device:?}: expected cpu, cuda or cuda:N"
-        )));
+    let spec: DeviceSpec = device
+        .parse()
+        .map_err(|e: recap::device::DeviceSpecError| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    let spec = match spec {
+        DeviceSpec::Cpu(None) => DeviceSpec::Cpu(Some(cpu_engine(engine)?)),
+        named => named,
     };
+    if budget.is_some() && spec.gpu().is_some() {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "budget applies to device=\"cpu\" only: a GPU runs kernels without counting instructions",
+        ));
+    }
+    let cpu = ReplayOptions {
+        instruction_budget: budget,
+        cancel: Some(cancel.clone()),
+        threads,
+        limits: Default::default(),
+        jit_dump: recap::jit_dump::from_env(),
+        placement: None,
+        ..Default::default()
+    };
+    let options = OpenOptions { cpu, ..Default::default() };
+    let owner = opened.clone();
+    // Errors as text inside the closure: a replay error is large to move around.
+    let loaded = py
+        .detach(|| {
+            Engine::try_new(owner, |o| {
+                DeviceReplay::open(o.borrow_dependent(), spec, options).map_err(|e| e.to_string())
+            })
+        })
+        .map_err(|e| match spec {
+            DeviceSpec::Cpu(_) => recap_error(format!("loading {} on the CPU: {e}", a.source)),
+            DeviceSpec::Cuda(_) => recap_error(format!("loading {} on {device}: {e}", a.source)),
+        })?;
     Ok(Replayer {
         archive: archive.clone().unbind(),
         opened,
@@ -137,12 +131,9 @@ struct Outcome {
 }
 
 impl Engine {
-    /// One step of the `Replayer` verbs, whichever engine: the CPU one borrows its archive.
-    fn with<T>(&mut self, reader: &Reader<'_>, f: impl FnOnce(&mut dyn Verbs, &Reader<'_>) -> T) -> T {
-        match self {
-            Engine::Cpu(c) => c.with_dependent_mut(|owner, replay| f(replay, owner.borrow_dependent())),
-            Engine::Cuda(r) => f(r.as_mut(), reader),
-        }
+    /// One step of the `Replayer` verbs, whichever engine, over the archive it was loaded from.
+    fn with<T>(&mut self, f: impl FnOnce(&mut dyn Verbs, &Reader<'_>) -> T) -> T {
+        self.with_dependent_mut(|owner, replay| f(replay, owner.borrow_dependent()))
     }
 }
 
@@ -186,18 +177,21 @@ trait DeviceCopy {
     fn device_copy(&mut self, r: RegionId, array: &DeviceArray, into_region: bool) -> Result<(), String>;
 }
 
-impl DeviceCopy for CpuReplay<'_> {
-    fn device_copy(&mut self, _: RegionId, array: &DeviceArray, _: bool) -> Result<(), String> {
-        Err(format!("{} is in GPU memory; a CPU replay takes host arrays (numpy, or tensor.cpu())", array.what))
-    }
-}
-
-impl DeviceCopy for CudaReplay {
+impl DeviceCopy for DeviceReplay<'_> {
     fn device_copy(&mut self, r: RegionId, array: &DeviceArray, into_region: bool) -> Result<(), String> {
+        let replay = match self {
+            DeviceReplay::Cpu(_) => {
+                return Err(format!(
+                    "{} is in GPU memory; a CPU replay takes host arrays (numpy, or tensor.cpu())",
+                    array.what
+                ))
+            }
+            DeviceReplay::Cuda(replay) => replay,
+        };
         let res = if into_region {
-            self.copy_region_from_device(r, array.ptr, array.bytes, array.stream)
+            replay.copy_region_from_device(r, array.ptr, array.bytes, array.stream)
         } else {
-            self.copy_region_to_device(r, array.ptr, array.bytes)
+            replay.copy_region_to_device(r, array.ptr, array.bytes)
         };
         res.map_err(|e| e.to_string())
     }
@@ -349,7 +343,7 @@ impl Replayer {
         let device_name = &self.device;
         let outcome = self.interruptible(py, move || -> Result<Outcome, String> {
             let mut guard = engine.lock().unwrap_or_else(|p| p.into_inner());
-            guard.with(reader, |verbs, reader| {
+            guard.with(|verbs, reader| {
                 let mut engine = WithDeviceInputs { verbs, inputs: &device };
                 let clock = MonotonicClock::new();
                 let mut session = Session::new(reader, iterations, &host);

@@ -18,42 +18,7 @@ use shared::ptx::Engine;
 use shared::replay::{CpuReplay, Cursor, NoObserver, ReplayError, ReplayLimits, ReplayOptions};
 
 use crate::cuda::{CudaError, OpenError};
-
-/// One side of a comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    Cpu(Engine),
-    Cuda(u32),
-}
-
-impl std::str::FromStr for Side {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "cpu" | "jit" => Side::Cpu(Engine::Jit),
-            "jit-scalar" => Side::Cpu(Engine::JitScalar),
-            "interp" => Side::Cpu(Engine::Interpreter),
-            "cuda" => Side::Cuda(0),
-            _ => match s.strip_prefix("cuda:").map(str::parse) {
-                Some(Ok(n)) => Side::Cuda(n),
-                _ => {
-                    return Err(format!("unknown device {s:?}: expected cpu, interp, jit, jit-scalar, cuda or cuda:N"))
-                }
-            },
-        })
-    }
-}
-
-impl std::fmt::Display for Side {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Side::Cpu(Engine::Jit) => write!(f, "jit"),
-            Side::Cpu(Engine::JitScalar) => write!(f, "jit-scalar"),
-            Side::Cpu(Engine::Interpreter) => write!(f, "interp"),
-            Side::Cuda(n) => write!(f, "cuda:{n}"),
-        }
-    }
-}
+use crate::device::DeviceSpec;
 
 /// How both sides replay.
 #[derive(Clone, Debug, Default)]
@@ -82,9 +47,9 @@ impl CompareObserver for Quiet {}
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
     #[error("loading the archive for {side}: {source}")]
-    LoadCpu { side: Side, source: ReplayError },
+    LoadCpu { side: DeviceSpec, source: ReplayError },
     #[error("replaying on {side}: {source}")]
-    Cpu { side: Side, source: ReplayError },
+    Cpu { side: DeviceSpec, source: ReplayError },
     #[error("opening cuda:{ordinal}: {source}")]
     OpenCuda { ordinal: u32, source: OpenError },
     #[error("loading the archive for cuda:{ordinal}: {source}")]
@@ -96,14 +61,16 @@ pub enum CompareError {
 }
 
 /// Replays `a_archive` on side `a` and `b_archive` (the same archive, or one of the same shape) on
-/// side `b`, op by op, and judges every op's writes.
+/// side `b`, op by op, and judges every op's writes. A CPU side that names no engine runs native
+/// code ([`Engine::Jit`]).
 pub fn compare(
     a_archive: &Archive<'_>,
     b_archive: &Archive<'_>,
-    (a, b): (Side, Side),
+    (a, b): (DeviceSpec, DeviceSpec),
     options: CompareOptions,
     observer: &mut dyn CompareObserver,
 ) -> Result<Outcome, CompareError> {
+    let (a, b) = (a.engine_or(Engine::Jit), b.engine_or(Engine::Jit));
     let plan = Plan::build(a_archive);
     let mut comparison = Comparison::new(a_archive, &plan, options.all).keeping_bytes();
     let replay_options = |engine| ReplayOptions {
@@ -114,7 +81,11 @@ pub fn compare(
         jit_dump: crate::jit_dump::from_env(),
         ..Default::default()
     };
-    fn load<'a>(archive: &Archive<'a>, side: Side, options: ReplayOptions) -> Result<CpuReplay<'a>, CompareError> {
+    fn load<'a>(
+        archive: &Archive<'a>,
+        side: DeviceSpec,
+        options: ReplayOptions,
+    ) -> Result<CpuReplay<'a>, CompareError> {
         CpuReplay::new(archive, options).map_err(|source| CompareError::LoadCpu { side, source })
     }
     let cpu = |archive, side, engine| load(archive, side, replay_options(engine));
@@ -127,8 +98,9 @@ pub fn compare(
         }
     };
     match (a, b) {
-        (Side::Cpu(ea), Side::Cpu(eb)) => {
-            let (mut ra, mut rb) = (cpu(a_archive, a, ea)?, cpu(b_archive, b, eb)?);
+        (DeviceSpec::Cpu(ea), DeviceSpec::Cpu(eb)) => {
+            let (mut ra, mut rb) =
+                (cpu(a_archive, a, ea.unwrap_or_default())?, cpu(b_archive, b, eb.unwrap_or_default())?);
             let (mut ca, mut cb) = (Cursor::default(), Cursor::default());
             let step_error = |side| move |source| CompareError::Cpu { side, source };
             loop {
@@ -146,9 +118,10 @@ pub fn compare(
                 }
             }
         }
-        (Side::Cuda(ordinal), Side::Cpu(engine)) | (Side::Cpu(engine), Side::Cuda(ordinal)) => {
-            let cpu_side = Side::Cpu(engine);
-            let cuda_first = matches!(a, Side::Cuda(_));
+        (DeviceSpec::Cuda(ordinal), DeviceSpec::Cpu(engine)) | (DeviceSpec::Cpu(engine), DeviceSpec::Cuda(ordinal)) => {
+            let cpu_side = DeviceSpec::Cpu(engine);
+            let engine = engine.unwrap_or_default();
+            let cuda_first = matches!(a, DeviceSpec::Cuda(_));
             let (cpu_archive, gpu_archive) = if cuda_first { (b_archive, a_archive) } else { (a_archive, b_archive) };
             let mut host = cpu(cpu_archive, cpu_side, engine)?;
             let device = crate::cuda::Device::open(ordinal as usize)
@@ -201,7 +174,7 @@ pub fn compare(
                 comparison.after_op(oa, ob, |_| Ok::<_, CompareError>(Vec::new()), |_| Ok(Vec::new()))?;
             }
         }
-        (Side::Cuda(_), Side::Cuda(_)) => return Err(CompareError::TwoGpus),
+        (DeviceSpec::Cuda(_), DeviceSpec::Cuda(_)) => return Err(CompareError::TwoGpus),
     }
     Ok(comparison.finish())
 }

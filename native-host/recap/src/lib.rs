@@ -7,6 +7,7 @@ pub mod capture;
 pub mod child_probe;
 pub mod clock;
 pub mod compare;
+pub mod device;
 pub mod import;
 pub mod import_wrp;
 pub mod jit_dump;

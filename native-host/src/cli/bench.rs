@@ -49,13 +49,13 @@ const CPU_BENCHMARKS: &str = "the CPU replay's benchmarks are bench/cpu/dispatch
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
         What::Cuda { device, reps, json, ptx, kernel, cubin, only } => {
-            let Some(ordinal) = recap::cuda::parse_device(&device) else {
+            let Some(ordinal) = device.parse::<recap::device::DeviceSpec>().ok().and_then(|d| d.gpu()) else {
                 if device == "cpu" {
                     bail!("`recap bench cuda` measures a GPU, not the CPU: {CPU_BENCHMARKS}");
                 }
                 bail!("unknown device {device:?}: expected cuda or cuda:N");
             };
-            let dev = match recap::cuda::Device::open(ordinal) {
+            let dev = match recap::cuda::Device::open(ordinal as usize) {
                 Err(recap::cuda::OpenError::NoDriver) => bail!(
                     "no CUDA driver found (libcuda.so could not be loaded): `recap bench cuda` measures a GPU; {CPU_BENCHMARKS}"
                 ),

@@ -6,23 +6,27 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use recap::compare::{compare, same_shape, CompareError, CompareOptions, Quiet, Side};
+use recap::compare::{compare, same_shape, CompareError, CompareOptions, Quiet};
 use recap::cuda::OpenError;
+use recap::device::DeviceSpec;
 use recap::mapped::MappedFile;
 use shared::archive::{Archive, OpId};
 use shared::compare::Outcome;
 
 use super::limits::LimitArgs;
 
-/// Two devices, `A,B`.
+/// Two devices, `A,B`; a CPU side that names no engine (`cpu`) runs native code (`jit`).
 #[derive(Clone, Copy, Debug)]
-pub struct Sides(pub Side, pub Side);
+pub struct Sides(pub DeviceSpec, pub DeviceSpec);
 
 impl std::str::FromStr for Sides {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
+        let side = |s: &str| {
+            s.trim().parse::<DeviceSpec>().map(|d| d.engine_or(shared::ptx::Engine::Jit)).map_err(|e| e.to_string())
+        };
         match s.split_once(',') {
-            Some((a, b)) => Ok(Sides(a.trim().parse()?, b.trim().parse()?)),
+            Some((a, b)) => Ok(Sides(side(a)?, side(b)?)),
             None => Err(format!("expected two devices as A,B (e.g. cpu,cuda), got {s:?}")),
         }
     }
@@ -79,7 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             serde_json::json!({"a": a.to_string(), "b": b.to_string(), "agree": outcome.agree(), "outcome": outcome})
         );
     } else {
-        let name = |side: Side, file: &PathBuf| match &args.against {
+        let name = |side: DeviceSpec, file: &PathBuf| match &args.against {
             Some(_) => {
                 format!("{side} ({})", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default())
             }
@@ -136,9 +140,10 @@ mod tests {
     #[test]
     fn sides_parse() {
         let s: Sides = "cpu,cuda:1".parse().unwrap();
-        assert_eq!((s.0, s.1), (Side::Cpu(Engine::Jit), Side::Cuda(1)));
+        assert_eq!((s.0, s.1), (DeviceSpec::Cpu(Some(Engine::Jit)), DeviceSpec::Cuda(1)));
+        assert_eq!((s.0.to_string(), s.1.to_string()), ("jit".to_string(), "cuda:1".to_string()));
         let s: Sides = "interp, jit-scalar".parse().unwrap();
-        assert_eq!((s.0, s.1), (Side::Cpu(Engine::Interpreter), Side::Cpu(Engine::JitScalar)));
+        assert_eq!((s.0, s.1), (DeviceSpec::Cpu(Some(Engine::Interpreter)), DeviceSpec::Cpu(Some(Engine::JitScalar))));
         assert!("cpu".parse::<Sides>().unwrap_err().contains("A,B"));
         assert!("cpu,tpu".parse::<Sides>().unwrap_err().contains("tpu"));
     }

@@ -21,12 +21,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let Some(ordinal) = recap::cuda::parse_device(&args.device) else {
+    let Some(ordinal) = args.device.parse::<recap::device::DeviceSpec>().ok().and_then(|d| d.gpu()) else {
         bail!("unknown device {:?}: expected cuda or cuda:N", args.device);
     };
     let map = MappedFile::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
     let archive = Archive::open(&map).with_context(|| format!("reading {}", args.file.display()))?;
-    let device = recap::cuda::Device::open(ordinal)?;
+    let device = recap::cuda::Device::open(ordinal as usize)?;
     let found = recap::cuda::replay::probe_ops(&device, &archive, args.iterations)?;
     let doc = match found {
         Some((op, label, error)) => serde_json::json!({ "op": op, "label": label, "error": error }),

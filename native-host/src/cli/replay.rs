@@ -2,7 +2,7 @@
 //! final regions against the archive's expected state.
 //!
 //! The command is backend-agnostic: it parses the arguments, opens the archive through a memory
-//! map, asks [`open_backend`] for a [`ReplayBackend`] on the chosen device and drives it. Each
+//! map, opens it on the chosen device as a [`DeviceReplay`] and drives it. Each
 //! iteration starts from the archive's initial state (restoring it is not timed), so `--check`
 //! judges the same single pass whatever `--iterations` says.
 
@@ -14,98 +14,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use recap::device::{DeviceMap, DeviceReplay, DeviceSpec, OpenOptions};
 use recap::mapped::MappedFile;
 use shared::archive::{Archive, Direction, RegionId};
 use shared::check::{CheckOptions, CheckState, ToleranceOverride, Verdict};
 use shared::replay::{
-    check_state, CpuReplay, IterationStats, OpEvent, Ran, ReplayObserver, ReplayOptions, Replayer, Session,
-    SessionError,
+    check_state, IterationStats, OpEvent, Ran, ReplayObserver, ReplayOptions, Replayer, Session, SessionError,
 };
 
 use super::data::{self, InputArg};
-
-/// Where a replay runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeviceArg {
-    Cpu,
-    Cuda(u32),
-}
-
-impl std::str::FromStr for DeviceArg {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "cpu" => Ok(DeviceArg::Cpu),
-            "cuda" => Ok(DeviceArg::Cuda(0)),
-            _ => match s.strip_prefix("cuda:").map(str::parse) {
-                Some(Ok(n)) => Ok(DeviceArg::Cuda(n)),
-                _ => Err(format!("unknown device {s:?}: expected cpu, cuda or cuda:N")),
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for DeviceArg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DeviceArg::Cpu => write!(f, "cpu"),
-            DeviceArg::Cuda(n) => write!(f, "cuda:{n}"),
-        }
-    }
-}
-
-/// Where each logical device of a multi-device archive replays: `cuda:0,cuda:1` (device `i` on
-/// the `i`-th GPU listed), `0=cuda:1,1=cuda:0` (by index), or `cpu` (every device in one memory).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DeviceMap {
-    Cpu,
-    /// GPU ordinals, indexed by logical device.
-    Cuda(Vec<u32>),
-}
-
-impl std::str::FromStr for DeviceMap {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s == "cpu" {
-            return Ok(DeviceMap::Cpu);
-        }
-        let gpu = |spec: &str| match spec.parse::<DeviceArg>() {
-            Ok(DeviceArg::Cuda(n)) => Ok(n),
-            _ => Err(format!(
-                "{spec:?} in --devices is not a GPU: expected cuda or cuda:N (or cpu alone, for every device)"
-            )),
-        };
-        let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-        if parts.iter().all(|p| p.contains('=')) {
-            let mut by_index: Vec<Option<u32>> = Vec::new();
-            for p in &parts {
-                let (index, spec) = p.split_once('=').expect("checked above");
-                let index: usize = index
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("{index:?} in --devices is not a device index (0, 1, ...)"))?;
-                if by_index.len() <= index {
-                    by_index.resize(index + 1, None);
-                }
-                if by_index[index].replace(gpu(spec.trim())?).is_some() {
-                    return Err(format!("device {index} is placed twice in --devices"));
-                }
-            }
-            let missing: Vec<String> =
-                by_index.iter().enumerate().filter(|(_, g)| g.is_none()).map(|(i, _)| i.to_string()).collect();
-            if !missing.is_empty() {
-                return Err(format!("--devices places no GPU for device {}", missing.join(", ")));
-            }
-            return Ok(DeviceMap::Cuda(by_index.into_iter().flatten().collect()));
-        }
-        if parts.iter().any(|p| p.contains('=')) {
-            return Err(
-                "--devices takes either a list (cuda:0,cuda:1) or a mapping (0=cuda:1,1=cuda:0), not both".into()
-            );
-        }
-        parts.iter().map(|p| gpu(p)).collect::<Result<_, _>>().map(DeviceMap::Cuda)
-    }
-}
 
 /// How the CUDA backend submits work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -127,9 +44,10 @@ pub enum ModeArg {
 pub struct Args {
     /// The archive (.recap) to replay.
     pub file: PathBuf,
-    /// cpu, cuda or cuda:N: every device of a multi-device archive on it.
+    /// cpu, cuda or cuda:N: every device of a multi-device archive on it (cpu:ENGINE, or the
+    /// engine's name alone, picks the CPU engine as --engine does).
     #[arg(long, default_value = "cpu")]
-    pub device: DeviceArg,
+    pub device: DeviceSpec,
     /// A multi-device archive's devices on several GPUs: cuda:0,cuda:1 (device i on the i-th
     /// listed), 0=cuda:1,1=cuda:0, or cpu. Several devices may share a GPU.
     #[arg(long, conflicts_with = "device", value_name = "MAP")]
@@ -308,83 +226,48 @@ impl From<PlacementArg> for shared::placement::Placement {
     }
 }
 
-/// Settings every backend receives.
-#[derive(Clone, Debug)]
-pub struct BackendSettings {
-    pub budget: Option<u64>,
-    pub threads: usize,
-    /// As given on the command line (`None`: the device's default).
-    pub mode: Option<ModeArg>,
-    pub cancel: Arc<AtomicBool>,
-    pub engine: CpuBackend,
-    /// What the archive may make a CPU replay allocate and launch.
-    pub limits: shared::replay::ReplayLimits,
-    /// GPU ordinals per logical device (`None`: every device on the one GPU asked for).
-    pub placement: Option<Vec<u32>>,
-    /// Regions at their captured addresses or fresh ones (`None`: as the archive asks).
-    pub region_placement: Option<shared::placement::Placement>,
-}
-
-/// The engine a replay runs on, as the command drives it: either one, through [`Replayer`],
-/// plus what the command says about how it ran.
-pub enum Backend<'a> {
-    Cpu(Box<CpuReplay<'a>>),
-    Cuda {
-        replay: Box<recap::cuda::CudaReplay>,
-        /// Loop-limit stops reported so far, by op (the replay counts them since it was loaded).
-        limits_reported: std::collections::HashMap<shared::archive::OpId, u64>,
-    },
+/// The replay the command drives, plus what it has said about how it ran.
+pub struct Backend<'a> {
+    replay: DeviceReplay<'a>,
+    /// Loop-limit stops reported so far, by op (a CUDA replay counts them since it was loaded).
+    limits_reported: std::collections::HashMap<shared::archive::OpId, u64>,
 }
 
 impl Replayer for Backend<'_> {
     type Error = anyhow::Error;
 
     fn restore_initial(&mut self, archive: &Archive<'_>) -> anyhow::Result<()> {
-        match self {
-            Backend::Cpu(r) => Ok(Replayer::restore_initial(r.as_mut(), archive)?),
-            Backend::Cuda { replay, .. } => Ok(Replayer::restore_initial(replay.as_mut(), archive)?),
-        }
+        Ok(self.replay.restore_initial(archive)?)
     }
     fn write_region(&mut self, region: RegionId, bytes: &[u8]) -> anyhow::Result<()> {
-        match self {
-            Backend::Cpu(r) => Ok(Replayer::write_region(r.as_mut(), region, bytes)?),
-            Backend::Cuda { replay, .. } => Ok(Replayer::write_region(replay.as_mut(), region, bytes)?),
-        }
+        Ok(self.replay.write_region(region, bytes)?)
     }
     fn run_iteration(&mut self, archive: &Archive<'_>, observer: &mut dyn ReplayObserver) -> anyhow::Result<Ran> {
-        match self {
-            Backend::Cpu(r) => Ok(Replayer::run_iteration(r.as_mut(), archive, observer)?),
-            Backend::Cuda { replay, .. } => Ok(Replayer::run_iteration(replay.as_mut(), archive, observer)?),
-        }
+        Ok(self.replay.run_iteration(archive, observer)?)
     }
     fn read_region(&mut self, region: RegionId) -> anyhow::Result<Vec<u8>> {
-        match self {
-            Backend::Cpu(r) => Ok(Replayer::read_region(r.as_mut(), region)?),
-            Backend::Cuda { replay, .. } => Ok(Replayer::read_region(replay.as_mut(), region)?),
-        }
+        Ok(self.replay.read_region(region)?)
     }
     fn set_block_order(&mut self, seed: Option<u64>) {
-        if let Backend::Cpu(r) = self {
-            Replayer::set_block_order(r.as_mut(), seed);
-        }
+        self.replay.set_block_order(seed)
     }
 }
 
 impl Backend<'_> {
     /// One-line notes on how the replay has to be carried out (printed once, before it starts).
     fn warnings(&self) -> Vec<String> {
-        match self {
-            Backend::Cpu(_) => Vec::new(),
-            Backend::Cuda { replay, .. } => replay.warnings().to_vec(),
+        match &self.replay {
+            DeviceReplay::Cpu(_) => Vec::new(),
+            DeviceReplay::Cuda(replay) => replay.warnings().to_vec(),
         }
     }
 
     /// Warnings about what the last iteration did (a loop stopped by its limit), one line each.
     fn iteration_warnings(&mut self) -> anyhow::Result<Vec<String>> {
-        let Backend::Cuda { replay, limits_reported, .. } = self else { return Ok(Vec::new()) };
+        let DeviceReplay::Cuda(replay) = &mut self.replay else { return Ok(Vec::new()) };
         let mut out = Vec::new();
         for mut limit in replay.loop_limits()? {
-            let before = limits_reported.insert(limit.op, limit.times).unwrap_or(0);
+            let before = self.limits_reported.insert(limit.op, limit.times).unwrap_or(0);
             if limit.times > before {
                 limit.times -= before;
                 out.push(limit.message());
@@ -396,7 +279,7 @@ impl Backend<'_> {
     /// What to say about an iteration instead of the CPU's op and instruction counts (a GPU's
     /// iteration time is its device time).
     fn iteration_detail(&self, stats: &IterationStats) -> Option<String> {
-        let Backend::Cuda { replay, .. } = self else { return None };
+        let DeviceReplay::Cuda(replay) = &self.replay else { return None };
         let how = match (replay.mode(), replay.graph_size()) {
             (recap::cuda::Mode::Graph, Some((nodes, edges))) => match replay.dependent_edges() {
                 0 => format!("one graph of {nodes} nodes, {edges} edges"),
@@ -408,53 +291,42 @@ impl Backend<'_> {
     }
 }
 
-/// The engine for `device`, over `archive`.
-pub fn open_backend<'a>(
-    device: DeviceArg,
-    archive: &Archive<'a>,
-    settings: &BackendSettings,
-) -> anyhow::Result<Backend<'a>> {
-    match device {
-        DeviceArg::Cpu => {
-            if let Some(mode) = settings.mode {
+/// What the command line asks of the replay on its device, refusing the flags that device cannot
+/// honour: the options [`DeviceReplay::open`] takes.
+fn open_options(args: &Args, gpus: Option<Vec<u32>>, cancel: &Arc<AtomicBool>) -> anyhow::Result<OpenOptions> {
+    let placement = args.placement.map(Into::into);
+    match args.device {
+        DeviceSpec::Cpu(_) => {
+            if let Some(mode) = args.mode {
                 bail!(
                     "--mode {} applies to --device cuda only: the CPU always replays op by op",
                     clap::ValueEnum::to_possible_value(&mode).map(|v| v.get_name().to_owned()).unwrap_or_default()
                 );
             }
-            let options = ReplayOptions {
-                instruction_budget: settings.budget,
-                cancel: Some(settings.cancel.clone()),
-                threads: settings.threads,
-                engine: settings.engine.into(),
-                limits: settings.limits,
-                jit_dump: recap::jit_dump::from_env(),
-                placement: settings.region_placement,
-                ..Default::default()
-            };
-            Ok(Backend::Cpu(Box::new(CpuReplay::new(archive, options)?)))
         }
-        DeviceArg::Cuda(ordinal) => {
-            if settings.budget.is_some() {
+        DeviceSpec::Cuda(_) => {
+            if args.budget.is_some() {
                 bail!("--budget applies to --device cpu only: a GPU runs kernels without counting instructions");
             }
-            use recap::cuda::Pdl;
-            let (mode, pdl) = match settings.mode.unwrap_or(ModeArg::Graph) {
-                ModeArg::Graph => (recap::cuda::Mode::Graph, Pdl::Auto),
-                ModeArg::GraphPdl => (recap::cuda::Mode::Graph, Pdl::On),
-                ModeArg::GraphPlain => (recap::cuda::Mode::Graph, Pdl::Off),
-                ModeArg::Stream => (recap::cuda::Mode::Stream, Pdl::Auto),
-            };
-            let options =
-                recap::cuda::ReplayOptions { mode, pdl, placement: settings.region_placement, ..Default::default() };
-            let ordinals: Vec<usize> = match &settings.placement {
-                Some(gpus) => gpus.iter().map(|&g| g as usize).collect(),
-                None => vec![ordinal as usize],
-            };
-            let replay = Box::new(recap::cuda::CudaReplay::open(archive, &ordinals, options)?);
-            Ok(Backend::Cuda { replay, limits_reported: Default::default() })
         }
     }
+    let mode =
+        clap::ValueEnum::to_possible_value(&args.mode.unwrap_or(ModeArg::Graph)).map(|v| v.get_name().to_owned());
+    let cuda = mode.as_deref().and_then(recap::device::cuda_mode).context("--mode names no CUDA submission mode")?;
+    Ok(OpenOptions {
+        cpu: ReplayOptions {
+            instruction_budget: args.budget,
+            cancel: Some(cancel.clone()),
+            threads: args.threads,
+            engine: args.engine.into(),
+            limits: args.limits.limits(),
+            jit_dump: recap::jit_dump::from_env(),
+            placement,
+            ..Default::default()
+        },
+        cuda: recap::cuda::ReplayOptions { placement, ..cuda },
+        gpus,
+    })
 }
 
 /// A progress bar that appears once a replay has run for a moment, on a terminal only.
@@ -525,9 +397,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         });
     }
-    let (device, placement) = match &args.devices {
+    let (device, gpus) = match &args.devices {
         None => (args.device, None),
-        Some(DeviceMap::Cpu) => (DeviceArg::Cpu, None),
+        Some(DeviceMap::Cpu) => (DeviceSpec::Cpu(None), None),
         Some(DeviceMap::Cuda(gpus)) => {
             let logical = archive.device_count() as usize;
             if gpus.len() != logical {
@@ -538,11 +410,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     args.file.display()
                 );
             }
-            (DeviceArg::Cuda(gpus[0]), Some(gpus.clone()))
+            (DeviceSpec::Cuda(gpus[0]), Some(gpus.clone()))
         }
     };
     let args = Args { device, ..args };
-    if matches!(args.device, DeviceArg::Cuda(_)) && recap::aslr::randomized() {
+    if matches!(args.device, DeviceSpec::Cuda(_)) && recap::aslr::randomized() {
         let asked = args.placement.map(Into::into).map_or_else(|| shared::placement::asked(&archive), Ok);
         if asked.is_ok_and(|p| p == shared::placement::Placement::Captured) {
             // The captured ranges are free only in a process laid out without randomisation.
@@ -553,16 +425,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let settings = BackendSettings {
-        budget: args.budget,
-        threads: args.threads,
-        mode: args.mode,
-        cancel: cancel.clone(),
-        engine: args.engine,
-        limits: args.limits.limits(),
-        placement,
-        region_placement: args.placement.map(Into::into),
-    };
     // Inputs are read and checked before anything is loaded: a wrong file is one line, at once.
     let mut inputs = Vec::with_capacity(args.inputs.len());
     for input in &args.inputs {
@@ -576,8 +438,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.dump.is_some() && no_outputs && !args.dump_all {
         eprintln!("note: {} names no output binding: --dump writes every region", args.file.display());
     }
-    let mut backend = open_backend(args.device, &archive, &settings)
+    let replay = open_options(&args, gpus, &cancel)
+        .and_then(|options| Ok(DeviceReplay::open(&archive, args.device, options)?))
         .with_context(|| format!("loading {} for {}", args.file.display(), args.device))?;
+    let mut backend = Backend { replay, limits_reported: Default::default() };
     for w in backend.warnings() {
         eprintln!("warning: {w}");
     }
@@ -763,19 +627,5 @@ fn fmt_duration(d: Duration) -> String {
         format!("{:.3} ms", s * 1e3)
     } else {
         format!("{:.3} us", s * 1e6)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn devices_parse() {
-        assert_eq!("cpu".parse::<DeviceArg>(), Ok(DeviceArg::Cpu));
-        assert_eq!("cuda".parse::<DeviceArg>(), Ok(DeviceArg::Cuda(0)));
-        assert_eq!("cuda:3".parse::<DeviceArg>(), Ok(DeviceArg::Cuda(3)));
-        assert!("cuda:x".parse::<DeviceArg>().unwrap_err().contains("cuda:N"));
-        assert!("tpu".parse::<DeviceArg>().is_err());
     }
 }

@@ -262,7 +262,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Some(t) => Some(t),
         None if local.ip().is_loopback() => None,
         None => {
-            let t = crate::sessions::random_id();
+            let t = crate::secrets::random_id();
             eprintln!("recap: {local} is reachable beyond this machine; API access token: {t}");
             Some(t)
         }

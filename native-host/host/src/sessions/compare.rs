@@ -13,7 +13,8 @@ use shared::protocol::{
 
 use super::kept::{kept_file, Keeper};
 use super::{Job, RunError};
-use recap::compare::{compare, CompareObserver, CompareOptions, Side};
+use recap::compare::{compare, CompareObserver, CompareOptions};
+use recap::device::DeviceSpec;
 use shared::report::parting;
 
 /// The two sides of a comparison, as the host names them (`interp`, `jit`, `cuda:0`, ...).
@@ -80,7 +81,11 @@ pub fn run(
     sides: &CompareSides,
     emit: &mut dyn FnMut(SessionMessage),
 ) -> Result<Option<CheckReport>, RunError> {
-    let side = |s: &str| s.parse::<Side>().map_err(RunError::Failed);
+    let side = |s: &str| {
+        s.parse::<DeviceSpec>()
+            .map(|d| d.engine_or(shared::ptx::Engine::Jit))
+            .map_err(|e| RunError::Failed(e.to_string()))
+    };
     let (a, b) = (side(&sides.a)?, side(&sides.b)?);
     let options =
         CompareOptions { budget: job.budget, limits: job.limits, all: sides.all, cancel: Some(job.cancel.clone()) };

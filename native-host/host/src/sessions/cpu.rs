@@ -3,8 +3,9 @@
 
 use std::sync::atomic::Ordering;
 
+use recap::device::{DeviceError, DeviceReplay, DeviceSpec, OpenOptions};
 use shared::protocol::{CheckReport, SessionMessage};
-use shared::replay::{CpuReplay, ReplayError, ReplayOptions};
+use shared::replay::{ReplayError, ReplayOptions};
 
 use super::{Backend, Job, RunError};
 
@@ -44,14 +45,14 @@ impl Backend for CpuBackend {
         }
         let archive = job.archive;
         let cancelled = || job.cancel.load(Ordering::Relaxed);
-        let failed = |e: ReplayError| {
-            if cancelled() || matches!(e, ReplayError::Cancelled { .. }) {
+        let failed = |e: DeviceError| {
+            if cancelled() || matches!(e, DeviceError::Cpu(ReplayError::Cancelled { .. })) {
                 RunError::Cancelled
             } else {
                 RunError::Failed(e.to_string())
             }
         };
-        let options = ReplayOptions {
+        let cpu = ReplayOptions {
             cancel: Some(job.cancel.clone()),
             threads: 0,
             instruction_budget: job.budget,
@@ -59,7 +60,8 @@ impl Backend for CpuBackend {
             jit_dump: recap::jit_dump::from_env(),
             ..Default::default()
         };
-        let mut replay = CpuReplay::new(archive, options).map_err(failed)?;
+        let options = OpenOptions { cpu, ..Default::default() };
+        let mut replay = DeviceReplay::open(archive, DeviceSpec::Cpu(None), options).map_err(failed)?;
         job.run_replay(&mut replay, emit, failed)
     }
 }

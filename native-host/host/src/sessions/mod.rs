@@ -12,8 +12,8 @@
 
 mod compare;
 mod cpu;
-mod cuda;
 mod kept;
+mod process;
 pub mod queue;
 pub mod worker;
 
@@ -29,11 +29,12 @@ use shared::protocol::{
 use shared::replay::ReplayLimits;
 use tokio::sync::{watch, Notify};
 
+use crate::secrets::random_id;
 use crate::store::{now_rfc3339, SessionRecord, Store, StoreError};
 
 pub use compare::CompareSides;
 pub use cpu::CpuBackend;
-pub use cuda::{backends as cuda_backends, run_worker, WorkerBackend, WorkerDevice, WorkerJob, WorkerLine};
+pub use process::{backends as cuda_backends, run_worker, WorkerBackend, WorkerDevice, WorkerJob, WorkerLine};
 pub use kept::{kept_file, KEEP_BYTES};
 
 /// What a backend is asked to do.
@@ -199,13 +200,6 @@ pub enum SessionError {
     Forbidden,
     #[error("{0}")]
     Store(#[from] StoreError),
-}
-
-/// 128 random bits as 32 hex digits.
-pub fn random_id() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the operating system's random source is available");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub(crate) fn now_us() -> u64 {
@@ -526,7 +520,7 @@ impl Sessions {
 
     /// The sides of a comparison request, as the host names them, checked against its devices.
     fn compare_sides(&self, req: &shared::protocol::CreateSession) -> Result<(String, String), SessionError> {
-        use recap::compare::Side;
+        use recap::device::DeviceSpec;
         let Some(with) = &req.compare_with else {
             return Err(SessionError::BadRequest(
                 "a compare session names its second device in compare_with (cpu, interp, jit, jit-scalar, cuda or cuda:N)".into(),
@@ -534,8 +528,11 @@ impl Sessions {
         };
         let mut named = Vec::new();
         for given in [&req.device, with] {
-            let side: Side = given.parse().map_err(SessionError::BadRequest)?;
-            if let Side::Cuda(n) = side {
+            let side = given
+                .parse::<DeviceSpec>()
+                .map_err(|e| SessionError::BadRequest(e.to_string()))?
+                .engine_or(shared::ptx::Engine::Jit);
+            if let DeviceSpec::Cuda(n) = side {
                 let id = if given == "cuda" { self.known_device("cuda") } else { Some(format!("cuda:{n}")) };
                 match id.filter(|id| self.known_device(id).is_some()) {
                     Some(id) => named.push(id),

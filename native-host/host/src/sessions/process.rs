@@ -369,12 +369,8 @@ fn replay_here(
     drop(timing);
     emit(SessionMessage::OpTimings { iteration: 0, ops });
 
-    let options = match job.cuda_mode.unwrap_or("graph") {
-        "stream" => ReplayOptions { mode: Mode::Stream, ..Default::default() },
-        "graph-pdl" => ReplayOptions { pdl: recap::cuda::Pdl::On, ..Default::default() },
-        "graph-plain" => ReplayOptions { pdl: recap::cuda::Pdl::Off, ..Default::default() },
-        _ => ReplayOptions::default(),
-    };
+    // The host checked the name against `shared::protocol::CUDA_MODES` when it took the session.
+    let options = job.cuda_mode.and_then(recap::device::cuda_mode).unwrap_or_default();
     let mut replay = CudaReplay::load(device, archive, options).map_err(failed)?;
     for warning in replay.warnings() {
         tracing::warn!("{warning}");

@@ -161,7 +161,7 @@ impl Queue {
     /// Connects to `url` (`nats://HOST:PORT`) and makes sure the streams exist. Reconnects by
     /// itself when the server goes away and comes back.
     pub async fn connect(url: &str) -> Result<Queue, StoreError> {
-        let name = crate::store::redact(url);
+        let name = crate::secrets::redact(url);
         let client = async_nats::ConnectOptions::new()
             .name("recap")
             .connection_timeout(TIMEOUT)

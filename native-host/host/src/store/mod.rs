@@ -18,9 +18,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::secrets::redact;
+
 pub use blobs::FsBlobStore;
 pub use postgres::PgIndex;
-pub use s3::{redact, S3BlobStore};
+pub use s3::S3BlobStore;
 pub use shared::protocol::{ArchiveInfo, Event, SessionInfo, SessionState};
 pub use sqlite::SqliteIndex;
 

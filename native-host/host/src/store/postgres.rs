@@ -41,7 +41,7 @@ impl PgIndex {
     /// Connects to `url` (a libpq-style `postgres://` URL) and brings its schema up to date.
     /// Blocking: call it from a blocking thread of the runtime `handle` belongs to.
     pub fn open(url: &str, handle: Handle) -> Result<PgIndex, StoreError> {
-        let name = super::redact(url);
+        let name = crate::secrets::redact(url);
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| StoreError::Config(format!("--index {name}: {e}")))?;
         config.connect_timeout(CONNECT_TIMEOUT);

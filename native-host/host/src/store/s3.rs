@@ -23,6 +23,7 @@ use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use tokio::runtime::Handle;
 
 use super::{io_err, BlobStore, BlobStream, Download, StoreError};
+use crate::secrets::{random_id, redact};
 
 /// Parts of a multipart upload (S3 takes 5 MiB at least, but for the last).
 const PART: usize = 8 << 20;
@@ -207,27 +208,6 @@ fn is_unreachable(e: &object_store::Error) -> bool {
     false
 }
 
-/// A URL without its credentials (the query's keys and a password), for messages and logs.
-pub fn redact(url: &str) -> String {
-    let Ok(mut parsed) = url::Url::parse(url) else { return url.to_string() };
-    if parsed.password().is_some() {
-        let _ = parsed.set_password(Some("***"));
-    }
-    let pairs: Vec<(String, String)> = parsed
-        .query_pairs()
-        .map(|(k, v)| {
-            let secret = k.contains("secret") || k.contains("token") || k.contains("password");
-            (k.into_owned(), if secret { "***".to_string() } else { v.into_owned() })
-        })
-        .collect();
-    if pairs.is_empty() {
-        parsed.set_query(None);
-    } else {
-        parsed.query_pairs_mut().clear().extend_pairs(pairs);
-    }
-    parsed.to_string()
-}
-
 fn is_hash(name: &str) -> bool {
     name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
@@ -283,7 +263,7 @@ impl BlobStore for S3BlobStore {
     }
 
     fn stream(&self) -> Result<Option<Box<dyn BlobStream>>, StoreError> {
-        let staging = self.key(&format!("uploads/{}", crate::sessions::random_id()));
+        let staging = self.key(&format!("uploads/{}", random_id()));
         let upload = self
             .block_on(self.store.put_multipart(&staging))
             .map_err(|e| self.error("starting a multipart upload", e))?;
