@@ -34,8 +34,8 @@ use crate::store::{now_rfc3339, SessionRecord, Store, StoreError};
 
 pub use compare::CompareSides;
 pub use cpu::CpuBackend;
-pub use process::{backends as cuda_backends, run_worker, WorkerBackend, WorkerDevice, WorkerJob, WorkerLine};
 pub use kept::{kept_file, KEEP_BYTES};
+pub use process::{backends as cuda_backends, run_worker, WorkerBackend, WorkerDevice, WorkerJob, WorkerLine};
 
 /// What a backend is asked to do.
 pub struct Job<'a> {
