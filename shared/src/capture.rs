@@ -1,8 +1,16 @@
 //! What `recap capture` and its interposer (the `libcuda.so.1` it puts in front of the driver)
-//! agree on: the range to record, the environment that carries the request, and the capture
-//! report that comes back (printed by the command, kept in the archive's `capture.report`).
+//! agree on: the capture request (the range to record, where the archive and the report go) and
+//! the environment that carries it, and the capture report that comes back (printed by the
+//! command, kept in the archive's `capture.report`).
+//!
+//! The request crosses a process boundary as environment variables ([`env`]): the command writes
+//! them with [`Request::write_env`] and the interposer reads them once with [`Request::from_env`],
+//! so the names and their meanings live here and nowhere else.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +38,106 @@ pub mod env {
     pub const REAL_NVRTC: &str = "RECAP_REAL_LIBNVRTC";
 }
 
+/// The archive a request without [`env::OUT`] writes, in the program's working folder.
+pub const DEFAULT_OUTPUT: &str = "capture.recap";
+
+/// What one capture is asked to do: everything the interposer takes from `recap capture` (through
+/// the environment) or from the program's own control calls (the Python package's in-process
+/// `recap.capture`, which builds the same value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// Which part of the program is recorded.
+    pub range: Range,
+    /// The archive to write.
+    pub output: PathBuf,
+    /// Where the report goes as JSON, if anywhere.
+    pub report: Option<PathBuf>,
+    /// The command line, kept in the archive's metadata.
+    pub command: Option<String>,
+    /// Record what launches of kernels without PTX write (`--record-effects`).
+    pub record_effects: bool,
+    /// Replays place regions at their captured addresses (`--place-regions`).
+    pub place_regions: bool,
+    /// The real driver to forward to.
+    pub driver: Option<PathBuf>,
+    /// The interposer's own path, present when the audit library (`LD_AUDIT`) sends a `dlopen` of
+    /// the driver by absolute path to the interposer too.
+    pub interposer: Option<PathBuf>,
+    /// The NVRTC the program opens, where the audit library linked it for the interposer.
+    pub real_nvrtc: Option<PathBuf>,
+}
+
+impl Request {
+    /// A request for `range` into `output`, everything else left out.
+    pub fn new(range: Range, output: PathBuf) -> Request {
+        Request {
+            range,
+            output,
+            report: None,
+            command: None,
+            record_effects: false,
+            place_regions: false,
+            driver: None,
+            interposer: None,
+            real_nvrtc: None,
+        }
+    }
+
+    /// Writes the request into `cmd`'s environment, one variable of [`env`] per field. Fields left
+    /// out (`None`, `false`) set nothing, so the program sees whatever its parent had there.
+    pub fn write_env(&self, cmd: &mut Command) {
+        cmd.env(env::RANGE, self.range.to_string()).env(env::OUT, &self.output);
+        let paths = [
+            (env::REPORT, &self.report),
+            (env::REAL_DRIVER, &self.driver),
+            (env::INTERPOSER, &self.interposer),
+            (env::REAL_NVRTC, &self.real_nvrtc),
+        ];
+        for (name, path) in paths {
+            if let Some(path) = path {
+                cmd.env(name, path);
+            }
+        }
+        if let Some(command) = &self.command {
+            cmd.env(env::COMMAND, command);
+        }
+        for (name, on) in [(env::EFFECTS, self.record_effects), (env::PLACE, self.place_regions)] {
+            if on {
+                cmd.env(name, "1");
+            }
+        }
+    }
+
+    /// Reads a request from an environment (`var` looks a variable up: `std::env::var_os` in the
+    /// interposer). A missing range is `profiler` and a missing output [`DEFAULT_OUTPUT`]. A range
+    /// that does not parse comes back as the error beside the request, which has
+    /// [`Range::Profiler`] in its place: the interposer runs inside someone else's program and
+    /// says so rather than fail it.
+    pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> (Request, Option<RangeError>) {
+        let text = |name| var(name).and_then(|v| v.into_string().ok());
+        let flag = |name| var(name).is_some_and(|v| v == "1");
+        let (range, bad) = match text(env::RANGE) {
+            None => (Range::Profiler, None),
+            Some(text) => match Range::parse(&text) {
+                Ok(range) => (range, None),
+                Err(e) => (Range::Profiler, Some(e)),
+            },
+        };
+        let request = Request {
+            range,
+            output: var(env::OUT).map_or_else(|| PathBuf::from(DEFAULT_OUTPUT), PathBuf::from),
+            report: var(env::REPORT).map(PathBuf::from),
+            command: text(env::COMMAND),
+            record_effects: flag(env::EFFECTS),
+            place_regions: flag(env::PLACE),
+            driver: var(env::REAL_DRIVER).map(PathBuf::from),
+            interposer: var(env::INTERPOSER).map(PathBuf::from),
+            real_nvrtc: var(env::REAL_NVRTC).map(PathBuf::from),
+        };
+        (request, bad)
+    }
+}
+
 /// Which part of the program is recorded (`recap capture --range`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Range {
@@ -42,6 +150,9 @@ pub enum Range {
     /// Between the push and pop (or start and end) of the first NVTX range with this message, as
     /// Nsight's `--capture-range=nvtx`.
     Nvtx { message: String, domain: NvtxDomain },
+    /// Opened and closed by the program's own calls to the interposer's control API (the Python
+    /// package's `with recap.capture(...)`); printed `in-process`, which `--range` does not take.
+    InProcess,
 }
 
 /// Which NVTX domain an `nvtx:` range is looked for in (Nsight's `NAME@DOMAIN`).
@@ -55,9 +166,29 @@ pub enum NvtxDomain {
     Any,
 }
 
+/// Why a range's text is not a range ([`Range::parse`]); each names the text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RangeError {
+    #[error("range {text:?} is not one of profiler, launches:SKIP:COUNT, all, nvtx:NAME[@DOMAIN]")]
+    Unknown { text: String },
+    #[error("range {text:?}: the domain after @ is empty")]
+    EmptyDomain { text: String },
+    #[error("range {text:?}: want nvtx:NAME or nvtx:NAME@DOMAIN")]
+    NoMessage { text: String },
+    #[error("range {text:?}: want launches:SKIP:COUNT")]
+    NoCount { text: String },
+    /// `field` is `SKIP` or `COUNT`.
+    #[error("range {text:?}: {field} {value:?} is not a number")]
+    NotANumber { text: String, field: &'static str, value: String },
+    #[error("range {text:?}: COUNT must be at least 1")]
+    ZeroCount { text: String },
+}
+
 impl Range {
-    /// Parses `profiler`, `launches:SKIP:COUNT`, `all` or `nvtx:NAME[@DOMAIN]`.
-    pub fn parse(text: &str) -> Result<Range, String> {
+    /// Parses `profiler`, `launches:SKIP:COUNT`, `all` or `nvtx:NAME[@DOMAIN]`: the one reading
+    /// of a range's text, for the command line and the interposer alike.
+    pub fn parse(text: &str) -> Result<Range, RangeError> {
+        let owned = || text.to_string();
         match text {
             "profiler" => Ok(Range::Profiler),
             "all" => Ok(Range::All),
@@ -67,26 +198,28 @@ impl Range {
                     let (message, domain) = match rest.rsplit_once('@') {
                         Some((m, "*")) => (m, NvtxDomain::Any),
                         Some((m, d)) if !d.is_empty() => (m, NvtxDomain::Named(d.to_string())),
-                        Some(_) => return Err(format!("range {text:?}: the domain after @ is empty")),
+                        Some(_) => return Err(RangeError::EmptyDomain { text: owned() }),
                         None => (rest, NvtxDomain::Default),
                     };
                     if message.is_empty() {
-                        return Err(format!("range {text:?}: want nvtx:NAME or nvtx:NAME@DOMAIN"));
+                        return Err(RangeError::NoMessage { text: owned() });
                     }
                     return Ok(Range::Nvtx { message: message.to_string(), domain });
                 }
                 let Some(rest) = text.strip_prefix("launches:") else {
-                    return Err(format!(
-                        "range {text:?} is not one of profiler, launches:SKIP:COUNT, all, nvtx:NAME[@DOMAIN]"
-                    ));
+                    return Err(RangeError::Unknown { text: owned() });
                 };
-                let (skip, count) =
-                    rest.split_once(':').ok_or_else(|| format!("range {text:?}: want launches:SKIP:COUNT"))?;
-                let skip = skip.parse().map_err(|_| format!("range {text:?}: SKIP {skip:?} is not a number"))?;
-                let count: u64 =
-                    count.parse().map_err(|_| format!("range {text:?}: COUNT {count:?} is not a number"))?;
+                let (skip, count) = rest.split_once(':').ok_or_else(|| RangeError::NoCount { text: owned() })?;
+                let number = |field, value: &str| {
+                    value.parse::<u64>().map_err(|_| RangeError::NotANumber {
+                        text: owned(),
+                        field,
+                        value: value.into(),
+                    })
+                };
+                let (skip, count) = (number("SKIP", skip)?, number("COUNT", count)?);
                 if count == 0 {
-                    return Err(format!("range {text:?}: COUNT must be at least 1"));
+                    return Err(RangeError::ZeroCount { text: owned() });
                 }
                 Ok(Range::Launches { skip, count })
             }
@@ -99,6 +232,7 @@ impl std::fmt::Display for Range {
         match self {
             Range::Profiler => f.write_str("profiler"),
             Range::All => f.write_str("all"),
+            Range::InProcess => f.write_str("in-process"),
             Range::Launches { skip, count } => write!(f, "launches:{skip}:{count}"),
             Range::Nvtx { message, domain: NvtxDomain::Default } => write!(f, "nvtx:{message}"),
             Range::Nvtx { message, domain: NvtxDomain::Named(d) } => write!(f, "nvtx:{message}@{d}"),
@@ -241,6 +375,71 @@ mod tests {
         for bad in ["nvtx:", "nvtx:@d", "nvtx:step@", "nvtx"] {
             assert!(Range::parse(bad).is_err(), "{bad}");
         }
-        assert!(Range::parse("nvtx-ish").unwrap_err().contains("nvtx:NAME[@DOMAIN]"));
+        assert!(Range::parse("nvtx-ish").unwrap_err().to_string().contains("nvtx:NAME[@DOMAIN]"));
+    }
+
+    #[test]
+    fn bad_ranges_say_what_and_where() {
+        for (text, message) in [
+            ("nvtx-ish", r#"range "nvtx-ish" is not one of profiler, launches:SKIP:COUNT, all, nvtx:NAME[@DOMAIN]"#),
+            ("nvtx:step@", r#"range "nvtx:step@": the domain after @ is empty"#),
+            ("nvtx:@d", r#"range "nvtx:@d": want nvtx:NAME or nvtx:NAME@DOMAIN"#),
+            ("launches:3", r#"range "launches:3": want launches:SKIP:COUNT"#),
+            ("launches:x:1", r#"range "launches:x:1": SKIP "x" is not a number"#),
+            ("launches:1:-2", r#"range "launches:1:-2": COUNT "-2" is not a number"#),
+            ("launches:3:0", r#"range "launches:3:0": COUNT must be at least 1"#),
+            // What the control API's range prints is no `--range` value.
+            (
+                "in-process",
+                r#"range "in-process" is not one of profiler, launches:SKIP:COUNT, all, nvtx:NAME[@DOMAIN]"#,
+            ),
+        ] {
+            assert_eq!(Range::parse(text).unwrap_err().to_string(), message);
+        }
+        assert_eq!(Range::parse("launches:3:2"), Ok(Range::Launches { skip: 3, count: 2 }));
+    }
+
+    /// The variables a command's environment holds, as `std::env::var_os` would read them in the
+    /// program it runs (the parent's own environment left out).
+    fn env_of(cmd: &Command) -> impl Fn(&str) -> Option<OsString> {
+        let vars: BTreeMap<String, Option<OsString>> =
+            cmd.get_envs().map(|(k, v)| (k.to_string_lossy().into_owned(), v.map(OsString::from))).collect();
+        move |name| vars.get(name).cloned().flatten()
+    }
+
+    #[test]
+    fn a_request_written_into_a_command_reads_back_the_same() {
+        let full = Request {
+            range: Range::Nvtx { message: "train step".into(), domain: NvtxDomain::Named("trainer".into()) },
+            output: PathBuf::from("/tmp/out dir/step.recap"),
+            report: Some(PathBuf::from("/tmp/shim/report.json")),
+            command: Some("python train.py --steps 3".into()),
+            record_effects: true,
+            place_regions: true,
+            driver: Some(PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1")),
+            interposer: Some(PathBuf::from("/opt/recap/librecap_intercept.so")),
+            real_nvrtc: Some(PathBuf::from("/tmp/shim/real-nvrtc.so")),
+        };
+        let bare = Request::new(Range::Launches { skip: 10, count: 5 }, PathBuf::from("capture.recap"));
+        for request in [full, bare] {
+            let mut cmd = Command::new("true");
+            request.write_env(&mut cmd);
+            assert_eq!(Request::from_env(env_of(&cmd)), (request.clone(), None));
+        }
+    }
+
+    #[test]
+    fn an_empty_environment_asks_for_the_profiler_range_and_a_bad_range_says_why() {
+        let (request, bad) = Request::from_env(|_| None);
+        assert_eq!((request, bad), (Request::new(Range::Profiler, PathBuf::from(DEFAULT_OUTPUT)), None));
+
+        let (request, bad) = Request::from_env(|name| {
+            (name == env::RANGE || name == env::EFFECTS)
+                .then(|| OsString::from(if name == env::RANGE { "launches:1" } else { "yes" }))
+        });
+        assert_eq!(request.range, Range::Profiler);
+        // Only `1` turns a switch on.
+        assert!(!request.record_effects);
+        assert_eq!(bad, Some(RangeError::NoCount { text: "launches:1".into() }));
     }
 }

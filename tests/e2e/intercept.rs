@@ -88,6 +88,9 @@ fn capture_records_a_program_linked_against_libcuda_and_replays_it_exactly() {
     let listing = inspect(&archive);
     assert!(listing.contains("types: f32 ×1000") && listing.contains("types: i32 ×1000"), "typed layouts:\n{listing}");
     assert!(listing.contains("capture.range: profiler") && listing.contains("producer: recap capture"), "{listing}");
+    // The command line the request carried.
+    let command = format!("capture.command: {}", program.exe.display());
+    assert!(listing.contains(&command), "{command}:\n{listing}");
     assert!(listing.contains("launch scale_add") && listing.contains("&alloc"), "pointers are relocations:\n{listing}");
     for engine in ["interp", "jit", "jit-scalar"] {
         let out = replay_check(&archive, engine);
@@ -172,6 +175,39 @@ fn capture_ranges_by_launch_count_and_the_whole_program() {
     assert!(report["ops"]["download (checked, not replayed)"].as_u64().unwrap() >= 1, "{report:#}");
     let out = replay_check(&all, "jit");
     assert!(out.contains("regions pass") && !out.contains("FAIL"), "{out}");
+}
+
+/// The interposer in front of a program without `recap capture`, its request written by hand: a
+/// range it cannot read is said once on stderr, in the words of `recap capture --range`, and the
+/// program's profiler range is recorded instead, to the archive and report the request names.
+#[test]
+fn the_interposer_reads_its_request_from_the_environment_and_records_the_profiler_range_for_a_bad_one() {
+    let program = Program::build("driver_api", &["-lcuda"]);
+    let dir = tempfile::tempdir().unwrap();
+    let shim = dir.path().join("shim");
+    std::fs::create_dir(&shim).unwrap();
+    for alias in ["libcuda.so.1", "libcuda.so"] {
+        std::os::unix::fs::symlink(cdylib("recap-intercept", "recap_intercept"), shim.join(alias)).unwrap();
+    }
+    let (archive, report) = (dir.path().join("by-hand.recap"), dir.path().join("report.json"));
+    let o = Command::new(&program.exe)
+        .env("LD_LIBRARY_PATH", &shim)
+        .env("RECAP_REAL_LIBCUDA", cdylib("recap-cpudriver", "recap_cpudriver"))
+        .env("RECAP_CAPTURE_RANGE", "launches:two:3")
+        .env("RECAP_CAPTURE_OUT", &archive)
+        .env("RECAP_CAPTURE_REPORT", &report)
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert!(o.status.success(), "{}\n{}\n{stderr}", o.status, text(&o.stdout));
+    let said = "recap capture: range \"launches:two:3\": SKIP \"two\" is not a number; recording between \
+                cuProfilerStart and cuProfilerStop\n";
+    assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
+    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!((report["range"].as_str(), report["ended_at"].as_str()), (Some("profiler"), Some("cuProfilerStop")));
+    assert_eq!(report["archive"].as_str(), Some(archive.to_str().unwrap()), "{report:#}");
+    assert_eq!(report["ops"]["launch"], 4, "{report:#}");
+    assert!(replay_check(&archive, "interp").contains("regions pass"));
 }
 
 #[test]

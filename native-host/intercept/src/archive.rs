@@ -9,11 +9,15 @@
 //! cannot be certain it saw every pointer (placement.rs), the archive asks for that, and a region
 //! that holds pointers keeps its expected state; otherwise it has none (a replay's addresses
 //! differ), which the report says.
+//!
+//! The writer reads nothing of the process around it: the request (in the recording), the
+//! bindings and the code images come in as arguments, and what it learns goes into the report the
+//! caller hands it.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::PathBuf;
+use std::path::Path;
 
 use shared::archive::{
     ArchiveWriter, Condition, CopyOp, DType, LaunchDecl, MemsetOp, ModuleId, OpId, ParamDecl, ParamKind, RegionDecl,
@@ -21,20 +25,13 @@ use shared::archive::{
 };
 
 use crate::control::Bind;
-use crate::record::{region_name, OpRec, Recording, State};
-use shared::capture::KernelReport;
+use crate::images::ModuleImage;
+use crate::record::module_vars::Vars;
+use crate::record::{region_name, OpRec, Recording};
+use shared::capture::{KernelReport, Report};
 use shared::launch_attrs::LaunchAttrUse;
 use shared::placement::{self, Address, Placement};
 use shared::tensor_map::TensorMapUse;
-
-/// The archive's path: the controlled range's (`control.rs`), else `RECAP_CAPTURE_OUT`, else
-/// `capture.recap`.
-fn out_path() -> PathBuf {
-    if let Some((out, _)) = crate::control::current() {
-        return out;
-    }
-    std::env::var_os(shared::capture::env::OUT).map_or_else(|| PathBuf::from("capture.recap"), PathBuf::from)
-}
 
 /// What a binding of the controlled range makes of the region of its allocation.
 struct Bound<'b> {
@@ -46,20 +43,20 @@ struct Bound<'b> {
 
 /// The region each binding names: the allocation that starts at its pointer. A pointer inside an
 /// allocation (a memory pool's block) or memory the range never touched is reported instead.
-fn bound_regions<'b>(st: &mut State, rec: &Recording, binds: &'b [Bind]) -> HashMap<usize, Bound<'b>> {
+fn bound_regions<'b>(report: &mut Report, rec: &Recording, binds: &'b [Bind]) -> HashMap<usize, Bound<'b>> {
     let mut out = HashMap::new();
     for bind in binds {
         // The newest region at that address: an allocation freed in the range may have had it before
         // (a framework's temporaries), and a binding names memory live when the range ends.
         let exact = rec.regions.iter().rposition(|r| r.alloc.base == bind.ptr && bind.bytes <= r.alloc.size);
         match exact {
-            Some(r) if out.contains_key(&r) => st.report.incomplete(format!(
+            Some(r) if out.contains_key(&r) => report.incomplete(format!(
                 "binding {}: its memory is already bound under another name",
                 bind.name
             )),
             Some(r) => drop(out.insert(r, Bound { bind, size: bind.bytes })),
             None => match rec.regions.iter().rfind(|r| r.alloc.base < bind.ptr && bind.ptr < r.alloc.base + r.alloc.size) {
-                Some(r) => st.report.incomplete(format!(
+                Some(r) => report.incomplete(format!(
                     "binding {}: it lies {} bytes into {} ({} bytes), a memory pool's block, so it is not bound; \
                      disable the pool for the capture (PYTORCH_NO_CUDA_MEMORY_CACHING=1, cupy.cuda.set_allocator(None))",
                     bind.name,
@@ -67,7 +64,7 @@ fn bound_regions<'b>(st: &mut State, rec: &Recording, binds: &'b [Bind]) -> Hash
                     region_name(&r.alloc),
                     r.alloc.size
                 )),
-                None => st.report.incomplete(format!(
+                None => report.incomplete(format!(
                     "binding {}: the captured work never touched its memory, so it is not bound",
                     bind.name
                 )),
@@ -80,7 +77,7 @@ fn bound_regions<'b>(st: &mut State, rec: &Recording, binds: &'b [Bind]) -> Hash
 /// The element types the program's arrays declared as the range ended (`declared.rs`), kept as
 /// the archive's metadata, with a note of what they typed.
 fn declare_types<W: std::io::Write + std::io::Seek>(
-    st: &mut State,
+    report: &mut Report,
     rec: &Recording,
     bound: &HashMap<usize, Bound<'_>>,
     regions: &[RegionId],
@@ -91,7 +88,7 @@ fn declare_types<W: std::io::Write + std::io::Seek>(
     let (mut declared, _, dropped) = crate::declared::for_regions(rec, &sizes);
     crate::declared::clear();
     if dropped > 0 {
-        st.report.note(format!("the program held more live arrays than recap keeps types of: {dropped} were left out"));
+        report.note(format!("the program held more live arrays than recap keeps types of: {dropped} were left out"));
     }
     if declared.is_empty() {
         return;
@@ -101,7 +98,7 @@ fn declare_types<W: std::io::Write + std::io::Seek>(
         *by_source.entry(d.from.as_str()).or_default() += 1;
     }
     let sources: Vec<String> = by_source.iter().map(|(from, n)| format!("{from} ×{n}")).collect();
-    st.report.note(format!(
+    report.note(format!(
         "{} stretches ({} bytes) typed by the program's arrays as the range ended: {}",
         declared.len(),
         declared.iter().map(|d| d.len).sum::<u64>(),
@@ -116,39 +113,62 @@ fn declare_types<W: std::io::Write + std::io::Seek>(
     );
 }
 
-/// Writes the archive (through a temporary file, renamed into place when complete) and the
-/// report (`RECAP_CAPTURE_REPORT`, JSON).
-pub fn write(st: &mut State, rec: &Recording) {
-    // Cubins NVRTC made get their program's PTX now, after the range (nvrtc.rs).
-    crate::nvrtc::complete(&mut st.modules, &mut st.report);
-    st.report.sm = rec.sm;
-    st.report.regions = rec.regions.len() as u64;
-    st.report.upload_bytes = rec.uploads.iter().map(|u| u.bytes.len() as u64).sum();
-    let out = out_path();
+/// Writes the archive of `rec` (through a temporary file, renamed into place when complete) where
+/// its request says, with `binds` as its bindings, and the report where the request asks (JSON).
+/// Cubins NVRTC made get their program's PTX in `modules` now; everything the writing finds out
+/// goes into `report`.
+pub fn write(rec: &Recording, binds: &[Bind], modules: &mut [ModuleImage], vars: &Vars, report: &mut Report) {
+    let request = &rec.request;
+    // After the range, so that NVRTC's compiles cost the program's range nothing (nvrtc.rs).
+    crate::nvrtc::complete(modules, report);
+    report.sm = rec.sm;
+    report.regions = rec.regions.len() as u64;
+    report.upload_bytes = rec.uploads.iter().map(|u| u.bytes.len() as u64).sum();
+    let out = &request.output;
     if rec.ops.iter().all(|op| matches!(op, OpRec::Refused)) {
-        st.report.error = Some("the range recorded no work".into());
+        report.error = Some("the range recorded no work".into());
     } else {
         let tmp = out.with_extension("recap.partial");
-        match build(st, rec, &tmp).and_then(|()| std::fs::rename(&tmp, &out).map_err(|e| e.to_string())) {
-            Ok(()) => st.report.archive = Some(out.display().to_string()),
+        let written = build(rec, binds, modules, vars, report, &tmp)
+            .and_then(|()| std::fs::rename(&tmp, out).map_err(BuildError::from));
+        match written {
+            Ok(()) => report.archive = Some(out.display().to_string()),
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
-                st.report.error = Some(format!("writing {}: {e}", out.display()));
+                report.error = Some(format!("writing {}: {e}", out.display()));
             }
         }
     }
-    if let Some(path) = std::env::var_os(shared::capture::env::REPORT) {
-        let json = serde_json::to_string_pretty(&st.report).expect("the report serialises");
-        if let Err(e) = std::fs::write(&path, json) {
-            eprintln!("recap capture: writing the report {}: {e}", PathBuf::from(path).display());
+    if let Some(path) = &request.report {
+        let json = serde_json::to_string_pretty(report).expect("the report serialises");
+        if let Err(e) = std::fs::write(path, json) {
+            eprintln!("recap capture: writing the report {}: {e}", path.display());
         }
     }
 }
 
-fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> {
-    let file = File::create(path).map_err(|e| e.to_string())?;
-    let mut w = ArchiveWriter::new(BufWriter::new(file)).map_err(|e| e.to_string())?;
-    let err = |e: shared::archive::WriteError| e.to_string();
+/// Why an archive could not be written; the report keeps the message after the archive's path.
+#[derive(Debug, thiserror::Error)]
+enum BuildError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Archive(#[from] shared::archive::WriteError),
+    #[error("a launch of a kernel with no launches recorded")]
+    UnrecordedKernel,
+    #[error("an upload that was not written")]
+    UnwrittenUpload,
+}
+
+fn build(
+    rec: &Recording,
+    binds: &[Bind],
+    modules: &[ModuleImage],
+    vars: &Vars,
+    report: &mut Report,
+    path: &Path,
+) -> Result<(), BuildError> {
+    let mut w = ArchiveWriter::new(BufWriter::new(File::create(path)?))?;
 
     // Which parameters ever held a pointer: those are declared pointers.
     let mut pointer_words: HashMap<usize, Vec<u64>> = HashMap::new();
@@ -158,6 +178,7 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         }
     }
 
+    let images = modules;
     let mut modules: HashMap<usize, ModuleId> = HashMap::new();
     let mut kernels = Vec::new();
     let mut reports = Vec::new();
@@ -167,7 +188,7 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
             kernels.push(None);
             continue;
         }
-        let image = &st.modules[kernel.module];
+        let image = &images[kernel.module];
         let parsed = image.parsed();
         // The machine code kept: the cubin for the capture GPU's architecture (a bare cubin, sm 0,
         // is for the GPU it was loaded on), at most one.
@@ -182,9 +203,9 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
             Some(&m) => m,
             None => {
                 let ptx = conditional.as_deref().unwrap_or(ptx);
-                let m = w.add_module(&format!("module{}", kernel.module), ptx).map_err(err)?;
+                let m = w.add_module(&format!("module{}", kernel.module), ptx)?;
                 if let Some(cubin) = cubin {
-                    w.add_cubin(m, rec.sm, cubin).map_err(err)?;
+                    w.add_cubin(m, rec.sm, cubin)?;
                 }
                 modules.insert(kernel.module, m);
                 m
@@ -207,7 +228,7 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
                 },
             })
             .collect();
-        kernels.push(Some(w.add_kernel(module, &kernel.name, params).map_err(err)?));
+        kernels.push(Some(w.add_kernel(module, &kernel.name, params)?));
         reports.push(KernelReport {
             name: kernel.name.clone(),
             module: image.via.clone(),
@@ -218,24 +239,22 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
             layout_from: kernel.layout.from.to_string(),
         });
     }
-    st.report.kernels = reports;
+    report.kernels = reports;
 
     // Regions at their captured addresses on replay, where the capture cannot be certain it saw
     // every pointer (placement.rs); a region holding pointers is then checked too.
-    let forced = std::env::var_os(shared::capture::env::PLACE).is_some_and(|v| v == "1");
-    let placed = crate::placement::decide(rec, forced);
+    let placed = crate::placement::decide(rec, rec.request.place_regions);
     if placed.is_some() {
         for (a, b) in crate::placement::overlaps(rec) {
-            st.report.incomplete(format!(
+            report.incomplete(format!(
                 "{a} and {b} had overlapping addresses (memory freed and allocated again in the range), \
                  so a replay cannot place both at their captured addresses"
             ));
         }
     }
-    st.report.placement = placed.clone();
+    report.placement = placed.clone();
 
-    let binds = crate::control::current().map(|(_, b)| b).unwrap_or_default();
-    let bound = bound_regions(st, rec, &binds);
+    let bound = bound_regions(report, rec, binds);
     let mut regions = Vec::new();
     for (index, r) in rec.regions.iter().enumerate() {
         let (decl, size) = match bound.get(&index) {
@@ -246,11 +265,11 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
             }
             None => (RegionDecl::new(region_name(&r.alloc), r.alloc.size, DType::Bytes), r.alloc.size as usize),
         };
-        let id = w.add_region(decl).map_err(err)?;
-        w.set_initial_bytes(id, &r.initial[..size]).map_err(err)?;
+        let id = w.add_region(decl)?;
+        w.set_initial_bytes(id, &r.initial[..size])?;
         match (&r.expected, placed.is_some() || !rec.pointer_holders.contains(&index)) {
-            (Some(expected), true) => w.set_expected_bytes(id, &expected[..size], Tolerance::Exact).map_err(err)?,
-            (Some(_), false) => st.report.note(format!(
+            (Some(expected), true) => w.set_expected_bytes(id, &expected[..size], Tolerance::Exact)?,
+            (Some(_), false) => report.note(format!(
                 "{} holds pointers, so its final contents are not checked (a replay's addresses differ)",
                 region_name(&r.alloc)
             )),
@@ -258,8 +277,8 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         }
         regions.push(id);
     }
-    declare_types(st, rec, &bound, &regions, &mut w);
-    crate::record::module_vars::write(st, rec, &regions, &modules, &mut w).map_err(err)?;
+    declare_types(report, rec, &bound, &regions, &mut w);
+    crate::record::module_vars::write(vars, rec, &regions, &modules, &mut w)?;
     // Uploads only of ops the driver did.
     let used: HashSet<usize> = rec
         .ops
@@ -276,19 +295,19 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
             continue;
         }
         let size = upload.bytes.len() as u64;
-        let id = w.add_region(RegionDecl::new(format!("upload{i}"), size, DType::Bytes)).map_err(err)?;
-        w.set_initial_bytes(id, &upload.bytes).map_err(err)?;
+        let id = w.add_region(RegionDecl::new(format!("upload{i}"), size, DType::Bytes))?;
+        w.set_initial_bytes(id, &upload.bytes)?;
         uploads.push(Some(id));
     }
     for (r, rr) in rec.regions.iter().enumerate() {
         for &(offset, target, target_offset) in &rr.relocs {
-            w.add_region_reloc(regions[r], Reloc { offset, target: regions[target], target_offset }).map_err(err)?;
+            w.add_region_reloc(regions[r], Reloc { offset, target: regions[target], target_offset })?;
         }
     }
     for (u, upload) in rec.uploads.iter().enumerate() {
         let Some(id) = uploads[u] else { continue };
         for &(offset, target, target_offset) in &upload.relocs {
-            w.add_region_reloc(id, Reloc { offset, target: regions[target], target_offset }).map_err(err)?;
+            w.add_region_reloc(id, Reloc { offset, target: regions[target], target_offset })?;
         }
     }
     // Launch attributes the op cannot hold, by op index (launch_attrs.rs), and the launches'
@@ -304,17 +323,15 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
                     .iter()
                     .map(|&(offset, target, target_offset)| Reloc { offset, target: regions[target], target_offset })
                     .collect();
-                let kernel = kernels[*kernel].ok_or("a launch of a kernel with no launches recorded")?;
-                let id = w
-                    .launch(LaunchDecl {
-                        kernel,
-                        grid: *grid,
-                        block: *block,
-                        shared_bytes: *shared,
-                        params: params.clone(),
-                        relocs,
-                    })
-                    .map_err(err)?;
+                let kernel = kernels[*kernel].ok_or(BuildError::UnrecordedKernel)?;
+                let id = w.launch(LaunchDecl {
+                    kernel,
+                    grid: *grid,
+                    block: *block,
+                    shared_bytes: *shared,
+                    params: params.clone(),
+                    relocs,
+                })?;
                 if !attrs.is_empty() {
                     attributes.push(LaunchAttrUse { op: id, attributes: attrs.clone() });
                 }
@@ -328,49 +345,40 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
                 Some(id)
             }
             OpRec::While { region } => {
-                Some(w.begin_while(Condition { region: regions[*region], offset: 0, max_iterations: 0 }).map_err(err)?)
+                Some(w.begin_while(Condition { region: regions[*region], offset: 0, max_iterations: 0 })?)
             }
             OpRec::If { region } => {
-                Some(w.begin_if(Condition { region: regions[*region], offset: 0, max_iterations: 0 }).map_err(err)?)
+                Some(w.begin_if(Condition { region: regions[*region], offset: 0, max_iterations: 0 })?)
             }
             OpRec::EndBody => {
-                w.end_body().map_err(err)?;
+                w.end_body()?;
                 None
             }
             OpRec::Refused => None,
             OpRec::Upload { upload, dst, dst_offset } => {
                 let len = rec.uploads[*upload].bytes.len() as u64;
-                Some(
-                    w.copy(CopyOp {
-                        src: uploads[*upload].ok_or("an upload that was not written")?,
-                        src_offset: 0,
-                        dst: regions[*dst],
-                        dst_offset: *dst_offset,
-                        len,
-                    })
-                    .map_err(err)?,
-                )
-            }
-            OpRec::Copy { src, src_offset, dst, dst_offset, len } => Some(
-                w.copy(CopyOp {
-                    src: regions[*src],
-                    src_offset: *src_offset,
+                Some(w.copy(CopyOp {
+                    src: uploads[*upload].ok_or(BuildError::UnwrittenUpload)?,
+                    src_offset: 0,
                     dst: regions[*dst],
                     dst_offset: *dst_offset,
-                    len: *len,
-                })
-                .map_err(err)?,
-            ),
-            OpRec::Memset { dst, offset, len, width, pattern } => Some(
-                w.memset(MemsetOp {
-                    region: regions[*dst],
-                    offset: *offset,
-                    len: *len,
-                    width: *width,
-                    pattern: *pattern,
-                })
-                .map_err(err)?,
-            ),
+                    len,
+                })?)
+            }
+            OpRec::Copy { src, src_offset, dst, dst_offset, len } => Some(w.copy(CopyOp {
+                src: regions[*src],
+                src_offset: *src_offset,
+                dst: regions[*dst],
+                dst_offset: *dst_offset,
+                len: *len,
+            })?),
+            OpRec::Memset { dst, offset, len, width, pattern } => Some(w.memset(MemsetOp {
+                region: regions[*dst],
+                offset: *offset,
+                len: *len,
+                width: *width,
+                pattern: *pattern,
+            })?),
         };
         op_ids.push(id);
     }
@@ -380,15 +388,15 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         let Some(op) = op_ids.get(e.op).copied().flatten() else { continue };
         let writes: Vec<(RegionId, u64, &[u8])> =
             e.writes.iter().map(|(r, offset, bytes)| (regions[*r], *offset, bytes.as_slice())).collect();
-        w.add_effects(op, e.inputs, &writes).map_err(err)?;
+        w.add_effects(op, e.inputs, &writes)?;
     }
     for (index, b) in &bound {
-        w.add_binding(&b.bind.name, regions[*index], b.bind.direction).map_err(err)?;
+        w.add_binding(&b.bind.name, regions[*index], b.bind.direction)?;
     }
     w.set_meta("producer", "recap capture");
-    w.set_meta("capture.range", &st.report.range);
-    if let Ok(command) = std::env::var(shared::capture::env::COMMAND) {
-        w.set_meta("capture.command", &command);
+    w.set_meta("capture.range", &report.range);
+    if let Some(command) = &rec.request.command {
+        w.set_meta("capture.command", command);
     }
     let addresses: Vec<Address> = rec
         .regions
@@ -409,7 +417,7 @@ fn build(st: &mut State, rec: &Recording, path: &PathBuf) -> Result<(), String> 
         let json = serde_json::to_string(&attributes).expect("launch attributes serialise");
         w.set_meta(shared::launch_attrs::META_KEY, &json);
     }
-    w.set_meta("capture.report", &serde_json::to_string(&st.report).expect("the report serialises"));
-    w.finish().map_err(err)?;
+    w.set_meta("capture.report", &serde_json::to_string(report).expect("the report serialises"));
+    w.finish()?;
     Ok(())
 }

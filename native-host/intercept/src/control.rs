@@ -1,7 +1,8 @@
 //! The in-process control API: a program that loaded this library itself (the Python package's
 //! `with recap.capture(path, inputs=..., outputs=...)`) opens and closes ranges by call instead of
 //! through `recap capture`'s environment, names device memory as the archive's bindings, and gets
-//! the report back as JSON. Several ranges, one after another, each write their own archive.
+//! the report back as JSON. Each range opened by call is a capture request of its own
+//! (`shared::capture::Request`, range `in-process`), the process's request with its path. Several ranges, one after another, each write their own archive.
 //!
 //! The exported functions are C ABI, called through `ctypes`; each returns 0 on success and -1
 //! on failure, with the reason from `recap_control_error` (the calling thread's last error). No
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use shared::archive::{DType, Direction};
+use shared::capture::{Range, Request};
 
 use crate::record::state;
 
@@ -33,15 +35,15 @@ pub struct Bind {
     pub shape: Vec<u64>,
 }
 
-/// What the open range was asked for.
+/// The bindings of the controlled range.
 #[derive(Default)]
 struct Control {
-    /// Set while a controlled range is open: where its archive goes.
-    out: Option<PathBuf>,
+    /// Whether a controlled range is open (from its begin to its end call).
+    open: bool,
     binds: Vec<Bind>,
 }
 
-static CONTROL: Mutex<Control> = Mutex::new(Control { out: None, binds: Vec::new() });
+static CONTROL: Mutex<Control> = Mutex::new(Control { open: false, binds: Vec::new() });
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -51,11 +53,14 @@ fn control() -> std::sync::MutexGuard<'static, Control> {
     CONTROL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The archive path and bindings of the controlled range being written, if one is (read by
-/// `archive.rs` while it writes).
-pub fn current() -> Option<(PathBuf, Vec<Bind>)> {
+/// The bindings of the controlled range open now (none when none is), for its archive.
+pub fn open_binds() -> Vec<Bind> {
     let c = control();
-    c.out.clone().map(|out| (out, c.binds.clone()))
+    if c.open {
+        c.binds.clone()
+    } else {
+        Vec::new()
+    }
 }
 
 /// Runs `f`, turning an error or a panic into the thread's last error and -1.
@@ -100,16 +105,17 @@ pub unsafe extern "C" fn recap_control_begin(path: *const c_char) -> c_int {
     guard(|| {
         // SAFETY: forwarded from the caller.
         let path = PathBuf::from(unsafe { text(path, "path") }?);
+        let request = Request { range: Range::InProcess, output: path, ..crate::request::get().clone() };
         let mut st = state();
         {
             let mut c = control();
-            if c.out.is_some() {
+            if c.open {
                 return Err("a capture is already open in this process: end it first".into());
             }
-            c.out = Some(path);
+            c.open = true;
             c.binds.clear();
         }
-        st.begin_controlled().inspect_err(|_| control().out = None)
+        st.begin_controlled(request).inspect_err(|_| control().open = false)
     })
 }
 
@@ -147,7 +153,7 @@ pub unsafe extern "C" fn recap_control_bind(
             unsafe { std::slice::from_raw_parts(shape, ndim) }.to_vec()
         };
         let mut c = control();
-        if c.out.is_none() {
+        if !c.open {
             return Err(format!("binding {name}: no capture is open"));
         }
         match c.binds.iter_mut().find(|b| b.name == name) {
@@ -177,7 +183,7 @@ pub unsafe extern "C" fn recap_control_end(report: *mut *const c_char) -> c_int 
         crate::declared::gather();
         let mut st = state();
         let ended = st.finish_controlled("the end of the capture block");
-        control().out = None;
+        control().open = false;
         ended?;
         let json = serde_json::to_string(&st.report).map_err(|e| e.to_string())?;
         let json = CString::new(json).map_err(|e| e.to_string())?;

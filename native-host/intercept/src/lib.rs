@@ -26,6 +26,7 @@
 //! through `cuGetProcAddress` happens before an injection library can subscribe.
 //!
 //! # Environment
+//! The capture request (`shared::capture::Request`), read once ([`request`]):
 //! - `RECAP_REAL_LIBCUDA`: the real driver's path (required);
 //! - `RECAP_CAPTURE_RANGE`: `profiler` (default), `launches:SKIP:COUNT`, `all` or
 //!   `nvtx:NAME[@DOMAIN]` (with `NVTX_INJECTION64_PATH` naming this library: [`nvtx`]);
@@ -34,7 +35,10 @@
 //! - `RECAP_CAPTURE_COMMAND`: the command line, kept in the archive's metadata;
 //! - `RECAP_CAPTURE_EFFECTS`: `1` records what launches of kernels without PTX write
 //!   (`record/effects.rs`);
-//! - `RECAP_INTERPOSER`: set when `LD_AUDIT` sends loads by path here too (`native-host/audit`).
+//! - `RECAP_CAPTURE_PLACE`: `1` makes replays place regions at their captured addresses
+//!   (`placement.rs`);
+//! - `RECAP_INTERPOSER`: set when `LD_AUDIT` sends loads by path here too (`native-host/audit`);
+//! - `RECAP_REAL_LIBNVRTC`: the NVRTC the audit library linked for [`nvrtc`].
 //!
 //! A program that loads this library itself (the Python package's `recap.capture`, in process)
 //! drives the range through the exported control API instead ([`control`]).
@@ -60,6 +64,7 @@ mod ptx_sources;
 mod readable;
 pub mod real;
 pub mod record;
+pub mod request;
 mod tensor_maps;
 
 pub mod sys;

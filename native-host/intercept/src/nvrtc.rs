@@ -24,9 +24,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-/// The environment variable naming the real NVRTC (a link the audit library makes).
-pub const REAL_NVRTC_ENV: &str = shared::capture::env::REAL_NVRTC;
-
 type NvrtcResult = c_int;
 const NVRTC_SUCCESS: NvrtcResult = 0;
 /// `NVRTC_ERROR_INTERNAL_ERROR`: what a call answers when the real NVRTC cannot be loaded.
@@ -77,15 +74,16 @@ fn book() -> std::sync::MutexGuard<'static, Book> {
 fn real_handle() -> usize {
     static HANDLE: OnceLock<usize> = OnceLock::new();
     *HANDLE.get_or_init(|| {
-        let Some(path) = std::env::var_os(REAL_NVRTC_ENV) else {
-            eprintln!("recap capture: NVRTC was asked for, but {REAL_NVRTC_ENV} is not set");
+        let Some(path) = &crate::request::get().real_nvrtc else {
+            let var = shared::capture::env::REAL_NVRTC;
+            eprintln!("recap capture: NVRTC was asked for, but {var} is not set");
             return 0;
         };
-        let Ok(c) = CString::new(path.as_encoded_bytes()) else { return 0 };
+        let Ok(c) = CString::new(path.as_os_str().as_encoded_bytes()) else { return 0 };
         // SAFETY: a NUL-terminated path; the handle is kept for the life of the process.
         let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_DEEPBIND) };
         if handle.is_null() {
-            eprintln!("recap capture: cannot load NVRTC from {}", std::path::Path::new(&path).display());
+            eprintln!("recap capture: cannot load NVRTC from {}", path.display());
         }
         handle as usize
     })

@@ -131,17 +131,11 @@ fn names() -> std::sync::MutexGuard<'static, Names> {
 }
 
 /// The NVTX request of the range, if the range is an NVTX one.
-fn wanted() -> Option<&'static (String, NvtxDomain)> {
-    static WANTED: std::sync::OnceLock<Option<(String, NvtxDomain)>> = std::sync::OnceLock::new();
-    WANTED
-        .get_or_init(|| {
-            let range = std::env::var(shared::capture::env::RANGE).ok()?;
-            match Range::parse(&range).ok()? {
-                Range::Nvtx { message, domain } => Some((message, domain)),
-                _ => None,
-            }
-        })
-        .as_ref()
+fn wanted() -> Option<(&'static String, &'static NvtxDomain)> {
+    match &crate::request::get().range {
+        Range::Nvtx { message, domain } => Some((message, domain)),
+        _ => None,
+    }
 }
 
 /// Whether a range of `message` in domain `domain` (a handle) is the one asked for.

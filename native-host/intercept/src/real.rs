@@ -28,9 +28,6 @@ mod trampolines {
     include!(concat!(env!("OUT_DIR"), "/trampolines.rs"));
 }
 
-/// The environment variable naming the real driver.
-pub const REAL_DRIVER_ENV: &str = shared::capture::env::REAL_DRIVER;
-
 struct Driver {
     handle: usize,
 }
@@ -76,12 +73,12 @@ pub fn load() {
 }
 
 fn open_real() -> Option<Driver> {
-    let Some(path) = std::env::var_os(REAL_DRIVER_ENV) else {
-        eprintln!("recap capture: {REAL_DRIVER_ENV} is not set, so there is no CUDA driver to forward to");
+    let Some(path) = &crate::request::get().driver else {
+        let var = shared::capture::env::REAL_DRIVER;
+        eprintln!("recap capture: {var} is not set, so there is no CUDA driver to forward to");
         return None;
     };
-    let path = std::path::PathBuf::from(path);
-    let handle = open_driver(&path)?;
+    let handle = open_driver(path)?;
     if dlsym(handle, "cuInit").is_some_and(|f| Some(f) == own_symbol("cuInit")) {
         // The program asked for the driver by this very path and the audit library (`LD_AUDIT`)
         // answered with this library, so the dynamic linker now knows that spelling as ours.

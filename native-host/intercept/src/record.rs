@@ -30,7 +30,7 @@ use crate::launch_attrs::LaunchAttrs;
 use crate::real;
 use crate::sys::*;
 use crate::tensor_maps::TensorMaps;
-use shared::capture::{Range, Report};
+use shared::capture::{Range, Report, Request};
 
 mod effects;
 mod layout;
@@ -196,6 +196,8 @@ pub enum OpRec {
 
 /// The range's recording.
 pub struct Recording {
+    /// What the range was asked for: the process's request, or the control API's.
+    pub request: Request,
     pub regions: Vec<RegionRec>,
     region_of: HashMap<u64, usize>,
     pub uploads: Vec<Upload>,
@@ -233,7 +235,6 @@ pub const GRAPH_MEMORY: &str = "cuGraphAddMemAllocNode";
 pub const CONDITION: &str = "cuGraphConditionalHandleCreate";
 
 pub struct State {
-    pub range: Range,
     allocs: BTreeMap<u64, Alloc>,
     next_alloc: u64,
     pub modules: Vec<ModuleImage>,
@@ -261,14 +262,9 @@ pub struct State {
 }
 
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| {
-    let range = std::env::var(shared::capture::env::RANGE).unwrap_or_else(|_| "profiler".into());
-    let range = Range::parse(&range).unwrap_or_else(|e| {
-        eprintln!("recap capture: {e}; recording between cuProfilerStart and cuProfilerStop");
-        Range::Profiler
-    });
+    let request = crate::request::get();
     Mutex::new(State {
-        report: Report { audit: std::env::var_os(shared::capture::env::INTERPOSER).is_some(), ..Report::new(&range) },
-        range,
+        report: Report { audit: request.interposer.is_some(), ..Report::new(&request.range) },
         allocs: BTreeMap::new(),
         next_alloc: 0,
         modules: Vec::new(),
@@ -293,27 +289,26 @@ pub fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The range the process's request asks for (the control API opens its own besides).
+fn range() -> &'static Range {
+    &crate::request::get().range
+}
+
 /// Whether work on a plain (not capturing) stream must be looked at: inside the range, or while
 /// a capture might need it. With `--range all` the range opens at the first work the program
 /// issues.
 pub fn busy() -> bool {
     match PHASE.load(Ordering::Relaxed) {
         RECORDING => true,
-        ARMED if range_is_all() => {
+        ARMED if *range() == Range::All => {
             let mut st = state();
             if PHASE.load(Ordering::Relaxed) == ARMED {
-                st.begin();
+                st.begin_requested();
             }
             true
         }
         _ => CAPTURING.load(Ordering::Relaxed) > 0,
     }
-}
-
-/// Whether the range is `all`, read once from the environment without taking the lock.
-fn range_is_all() -> bool {
-    static ALL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ALL.get_or_init(|| std::env::var(shared::capture::env::RANGE).is_ok_and(|r| r == "all"))
 }
 
 /// Called by every launch hook before anything else: counts launches for `launches:SKIP:COUNT`
@@ -323,10 +318,9 @@ pub fn count_launch() {
     if PHASE.load(Ordering::Relaxed) != ARMED {
         return;
     }
-    let mut st = state();
-    if let Range::Launches { skip, .. } = st.range {
+    if let Range::Launches { skip, .. } = *range() {
         if n == skip {
-            st.begin();
+            state().begin_requested();
         }
     }
 }
@@ -339,7 +333,7 @@ pub fn after_launch() {
     }
     let mut st = state();
     st.effects_after();
-    if let Range::Launches { skip, count } = st.range {
+    if let Range::Launches { skip, count } = *range() {
         if LAUNCHES.load(Ordering::Relaxed) >= skip + count {
             st.finish("its last launch");
         }
@@ -349,9 +343,9 @@ pub fn after_launch() {
 /// The program's own range markers.
 pub fn profiler_start() {
     let mut st = state();
-    if st.range == Range::Profiler {
+    if *range() == Range::Profiler {
         match PHASE.load(Ordering::Relaxed) {
-            ARMED => st.begin(),
+            ARMED => st.begin_requested(),
             DONE => st.report.note("cuProfilerStart after the recorded range: only the first range is recorded"),
             _ => {}
         }
@@ -365,7 +359,7 @@ pub fn marker_opens() -> bool {
     if PHASE.load(Ordering::Relaxed) != ARMED {
         return false;
     }
-    st.begin();
+    st.begin_requested();
     true
 }
 
@@ -388,7 +382,7 @@ pub fn profiler_stop() {
         crate::declared::gather();
     }
     let mut st = state();
-    if st.range == Range::Profiler && PHASE.load(Ordering::Relaxed) == RECORDING {
+    if *range() == Range::Profiler && PHASE.load(Ordering::Relaxed) == RECORDING {
         st.finish("cuProfilerStop");
     }
 }
@@ -432,10 +426,16 @@ pub fn try_state() -> Option<MutexGuard<'static, State>> {
 }
 
 impl State {
-    fn begin(&mut self) {
+    /// Opens the range the process's request asks for.
+    fn begin_requested(&mut self) {
+        self.begin(crate::request::get().clone());
+    }
+
+    fn begin(&mut self, request: Request) {
         let (ctx, sm) = current_device();
         self.module_vars_range_begins();
         self.recording = Some(Recording {
+            request,
             regions: Vec::new(),
             region_of: HashMap::new(),
             uploads: Vec::new(),
@@ -454,14 +454,15 @@ impl State {
         PHASE.store(RECORDING, Ordering::Relaxed);
     }
 
-    /// Opens a range now, on request of the in-process control API (`control.rs`), whatever the
-    /// range setting says; a fresh report goes with it. Refused while a range is open.
-    pub fn begin_controlled(&mut self) -> Result<(), String> {
+    /// Opens a range now for `request`, on request of the in-process control API (`control.rs`),
+    /// whatever the process's range says; a fresh report goes with it. Refused while a range is
+    /// open.
+    pub fn begin_controlled(&mut self, request: Request) -> Result<(), String> {
         if PHASE.load(Ordering::Relaxed) == RECORDING {
             return Err("a capture is already recording in this process".into());
         }
-        self.report = Report { range: "in-process".into(), ..Report::default() };
-        self.begin();
+        self.report = Report::new(&request.range);
+        self.begin(request);
         Ok(())
     }
 
@@ -515,7 +516,8 @@ impl State {
                 self.report.passed_through.insert(name.to_string(), n - before);
             }
         }
-        crate::archive::write(self, &rec);
+        let binds = crate::control::open_binds();
+        crate::archive::write(&rec, &binds, &mut self.modules, &self.vars, &mut self.report);
     }
 
     // ---- always-kept bookkeeping ----
@@ -901,7 +903,8 @@ impl State {
         self.report.count("launch");
         crate::launch_attrs::report(&attrs, &mut self.report);
         let machine_code_only = self.modules[module].parsed().is_some_and(|p| p.ptx.is_none());
-        if machine_code_only && effects::wanted() {
+        let effects_wanted = self.recording.as_ref().is_some_and(|r| r.request.record_effects);
+        if machine_code_only && effects_wanted {
             self.effects_before(op, targets.into_iter(), &f.name);
         }
     }

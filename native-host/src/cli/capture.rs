@@ -3,16 +3,16 @@
 //!
 //! This command only sets the stage: it finds the interposer (`librecap_intercept.so`, beside this
 //! binary) and the real driver, puts the interposer first on `LD_LIBRARY_PATH` as `libcuda.so.1`
-//! and `libcuda.so` (a fresh folder of two symlinks), tells it what to record through the
-//! environment (`shared::capture::env`), runs the program, and prints the report the interposer
-//! left. The recording itself happens inside the program (`native-host/intercept`).
+//! and `libcuda.so` (a fresh folder of two symlinks), tells it what to record (a
+//! `shared::capture::Request`, written into the program's environment), runs the program, and
+//! prints the report the interposer left. The recording itself happens inside the program (`native-host/intercept`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context};
-use shared::capture::{env, Range, Report, TypesReport};
+use shared::capture::{Range, Report, Request, TypesReport};
 use shared::replay::ReplayOptions;
 
 use super::inspect::human;
@@ -85,7 +85,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let range = Range::parse(&args.range).map_err(anyhow::Error::msg)?;
+    let range = Range::parse(&args.range)?;
     let interposer = interposer()?;
     let driver = match &args.driver {
         Some(d) => d.canonicalize().with_context(|| format!("--driver {}", d.display()))?,
@@ -112,6 +112,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut cmd = Command::new(&args.command[0]);
     // Named to the dynamic linker by its own path, so that every way in finds the one file.
     let interposer_file = interposer.canonicalize().unwrap_or_else(|_| interposer.clone());
+    let mut request = Request {
+        report: Some(report_path.clone()),
+        command: Some(command_line),
+        record_effects: args.record_effects,
+        place_regions: args.place_regions,
+        driver: Some(driver.clone()),
+        ..Request::new(range.clone(), output.clone())
+    };
     match audit_library(&interposer) {
         Some(audit) => {
             // Driver loads by absolute path bypass LD_LIBRARY_PATH; the audit library sends
@@ -121,9 +129,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 list.push(":");
                 list.push(old);
             }
-            cmd.env("LD_AUDIT", list).env(env::INTERPOSER, &interposer_file);
+            cmd.env("LD_AUDIT", list);
+            request.interposer = Some(interposer_file.clone());
             // NVRTC is sent to the interposer too, the file the program opened linked here.
-            cmd.env(env::REAL_NVRTC, shim.path().join("real-nvrtc.so"));
+            request.real_nvrtc = Some(shim.path().join("real-nvrtc.so"));
         }
         None => eprintln!(
             "recap capture: {AUDIT_LIB} is not beside {}: a program that opens the driver by its absolute path \
@@ -141,9 +150,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         cmd.env(NVTX_INJECTION, &interposer_file);
     }
-    if args.record_effects {
-        cmd.env(env::EFFECTS, "1");
-    }
     if !args.no_array_types {
         // Python imports the first `sitecustomize` on its path at start-up; recap's asks for the
         // arrays' types as the range ends, then imports the one it hides (`sitecustomize.py`).
@@ -152,9 +158,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .and_then(|()| std::fs::write(folder.join("sitecustomize.py"), SITECUSTOMIZE))
             .with_context(|| format!("writing {}", folder.display()))?;
         cmd.env("PYTHONPATH", super::prepend(&folder, "PYTHONPATH"));
-    }
-    if args.place_regions {
-        cmd.env(env::PLACE, "1");
     }
     if !args.keep_aslr {
         // This process's persona passes to the program it runs. Some sandboxes (a container's
@@ -166,14 +169,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    request.write_env(&mut cmd);
     let status = cmd
         .args(&args.command[1..])
         .env("LD_LIBRARY_PATH", search)
-        .env(env::REAL_DRIVER, &driver)
-        .env(env::RANGE, range.to_string())
-        .env(env::OUT, &output)
-        .env(env::REPORT, &report_path)
-        .env(env::COMMAND, &command_line)
         .status()
         .with_context(|| format!("running {}", args.command[0].to_string_lossy()))?;
 
@@ -184,7 +183,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                                 record with --range all or --range launches:SKIP:COUNT instead"
                 .to_string(),
             Range::Launches { skip, .. } => format!("it made no more than {skip} kernel launches through the driver"),
-            Range::All => "it issued no work through the CUDA driver".to_string(),
+            // `--range` never gives `in-process` (the control API's).
+            Range::All | Range::InProcess => "it issued no work through the CUDA driver".to_string(),
             Range::Nvtx { .. } => format!(
                 "it never opened the NVTX range {range} (NVTX v3 calls such as nvtxRangePushA, \
                  torch.cuda.nvtx.range_push, nvtx.annotate; NAME alone is the default domain, NAME@* any)"

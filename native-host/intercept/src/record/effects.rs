@@ -15,12 +15,6 @@ use super::{read_device, region_name, State};
 use crate::real;
 use crate::sys::CUDA_SUCCESS;
 
-/// Whether `recap capture --record-effects` asked for effects.
-pub fn wanted() -> bool {
-    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WANTED.get_or_init(|| std::env::var_os(shared::capture::env::EFFECTS).is_some_and(|v| v == "1"))
-}
-
 /// What one launch wrote: `(region, offset, bytes)`, with the hash of its inputs.
 pub struct LaunchEffects {
     /// Its index in the recording's ops (the archive's op id).

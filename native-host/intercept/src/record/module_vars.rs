@@ -104,14 +104,14 @@ fn lookup(handles: &[usize], name: &str) -> Option<(u64, u64)> {
 /// (`modules`: a module's index to its archive id); a variable of a module no recorded kernel
 /// came from is a plain region.
 pub fn write<W: std::io::Write + std::io::Seek>(
-    st: &State,
+    vars: &Vars,
     rec: &Recording,
     regions: &[RegionId],
     modules: &HashMap<usize, ModuleId>,
     w: &mut ArchiveWriter<W>,
 ) -> Result<(), WriteError> {
     for (r, region) in rec.regions.iter().enumerate() {
-        let Some((module, name)) = st.vars.of_alloc.get(&region.alloc.id) else { continue };
+        let Some((module, name)) = vars.of_alloc.get(&region.alloc.id) else { continue };
         if let Some(&m) = modules.get(module) {
             w.add_module_var(regions[r], m, name)?;
         }
