@@ -38,6 +38,8 @@
 //! - `checks.rs`: the inline checks of memory accesses;
 //! - `warp_run.rs`: a boundary's run of `ldmatrix`es and float `mma`s, warp by warp over a dense
 //!   copy of its registers;
+//! - `fma.rs`: the machine code warp matrix arithmetic runs as (FMA, AVX2 and F16C where the CPU
+//!   has them), picked in one place;
 //! - `runtime.rs`: the context, the helpers generated code calls, and the loop that runs a block;
 //! - `error.rs`: why a kernel has no native code ([`error::JitError`]).
 
@@ -46,6 +48,7 @@ mod checks;
 mod compile;
 mod emit;
 mod error;
+mod fma;
 mod lanes;
 mod runtime;
 mod support;

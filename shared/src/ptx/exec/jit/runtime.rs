@@ -16,6 +16,7 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
 use super::compile::{Compiled, JitKernel};
+use super::fma::{with_fma, FmaBody};
 use super::warp_run::{RunScratch, WarpRun};
 use crate::ptx::exec::worker::{Res, Stop, ThreadAccess, Worker};
 use crate::ptx::ir::*;
@@ -123,25 +124,29 @@ pub(super) struct Boundary {
 
 /// A float `mma` of shape m16n8kK ([`is_float16x8`]) for every warp with a live thread, straight
 /// on the spill area (`spill[l * nregs + r]`): `ptx::matrix`'s own arithmetic, which the
-/// interpreter runs too, compiled here with FMA instructions where the CPU has them (the
-/// interpreter's build calls the C library's `fmaf`, which rounds the same). Lanes past the end of
-/// the block read as zero; threads that exited are read, not written (`Worker::warp_in_spill`).
+/// interpreter runs too, compiled here with FMA instructions where the CPU has them
+/// ([`with_fma`]). Lanes past the end of the block read as zero; threads that exited are read,
+/// not written (`Worker::warp_in_spill`).
 fn mma_in_spill(op: &Mma, consts: &[(R, u64)], spill: &mut [u64], nregs: usize, state: &[u32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has the features the function is compiled for.
-        unsafe { mma_in_spill_fma(op, consts, spill, nregs, state) };
-        return;
-    }
-    mma_in_spill_body(op, consts, spill, nregs, state)
+    with_fma(MmaInSpill { op, consts, spill, nregs, state })
 }
 
-/// # Safety
-/// The CPU must have FMA and AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma,avx2")]
-unsafe fn mma_in_spill_fma(op: &Mma, consts: &[(R, u64)], spill: &mut [u64], nregs: usize, state: &[u32]) {
-    mma_in_spill_body(op, consts, spill, nregs, state)
+/// [`mma_in_spill`]'s operands, as [`with_fma`] runs it.
+struct MmaInSpill<'s> {
+    op: &'s Mma,
+    consts: &'s [(R, u64)],
+    spill: &'s mut [u64],
+    nregs: usize,
+    state: &'s [u32],
+}
+
+impl FmaBody for MmaInSpill<'_> {
+    type Out = ();
+    /// `F16C` does not matter here: the body converts no f16 rows of its own.
+    #[inline(always)]
+    fn run<const F16C: bool>(self) {
+        mma_in_spill_body(self.op, self.consts, self.spill, self.nregs, self.state)
+    }
 }
 
 #[inline(always)]

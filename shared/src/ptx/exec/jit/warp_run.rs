@@ -45,6 +45,7 @@
 //! instructions, a block this path declines). Because a kept tile is changed in place, a run checks every row address of
 //! every warp's `ldmatrix`es before it runs any warp, so that declining never leaves half a run done.
 
+use super::fma::{with_fma, FmaBody};
 use super::runtime::EXITED;
 use crate::ptx::exec::worker::Worker;
 use crate::ptx::flow::uses_defs;
@@ -554,37 +555,14 @@ impl WarpRun {
 
     /// The steps for one warp over its slots (`warp[slot * 32 + lane]`), its rows' offsets
     /// (checked by [`WarpRun::check_rows`]) and its tiles, compiled with FMA instructions and
-    /// F16C conversions where the CPU has them (the interpreter's build calls the C library's
-    /// `fmaf`, which rounds the same; see `matrix::widen_f16` for the conversions). One check a
-    /// warp for every step: a CPU without all three runs the portable code, with the same bits.
+    /// F16C conversions where the CPU has them ([`with_fma`]; see `matrix::widen_f16` for the
+    /// conversions). One check a warp for every step: a CPU without all three runs the portable
+    /// code, with the same bits.
     fn run_warp<const MW: usize>(&self, w: &Worker<'_, MW>, warp: &mut [u64], rows: &[u32], tiles: WarpTiles<'_>) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("fma")
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("f16c")
-        {
-            // SAFETY: the CPU has the features the function is compiled for.
-            unsafe { self.run_warp_x86(w, warp, rows, tiles) };
-            return;
-        }
-        self.run_warp_body::<MW, false>(w, warp, rows, tiles)
+        with_fma(WarpSteps { run: self, w, warp, rows, tiles })
     }
 
-    /// # Safety
-    /// The CPU must have FMA, AVX2 and F16C.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "fma,avx2,f16c")]
-    unsafe fn run_warp_x86<const MW: usize>(
-        &self,
-        w: &Worker<'_, MW>,
-        warp: &mut [u64],
-        rows: &[u32],
-        tiles: WarpTiles<'_>,
-    ) {
-        self.run_warp_body::<MW, true>(w, warp, rows, tiles)
-    }
-
-    /// `F16C`: the CPU has F16C, AVX2 and FMA, and the caller is compiled for them.
+    /// `F16C` as in [`FmaBody::run`].
     #[inline(always)]
     fn run_warp_body<const MW: usize, const F16C: bool>(
         &self,
@@ -655,6 +633,23 @@ impl WarpRun {
                 }
             }
         }
+    }
+}
+
+/// One warp's pass over a run's steps, as [`with_fma`] runs it.
+struct WarpSteps<'s, 'w, const MW: usize> {
+    run: &'s WarpRun,
+    w: &'s Worker<'w, MW>,
+    warp: &'s mut [u64],
+    rows: &'s [u32],
+    tiles: WarpTiles<'s>,
+}
+
+impl<const MW: usize> FmaBody for WarpSteps<'_, '_, MW> {
+    type Out = ();
+    #[inline(always)]
+    fn run<const F16C: bool>(self) {
+        self.run.run_warp_body::<MW, F16C>(self.w, self.warp, self.rows, self.tiles)
     }
 }
 
@@ -732,7 +727,7 @@ fn mma_f16_body<const F16C: bool>(
 }
 
 /// A float `mma` on a warp's slots, with the features of the code it is inlined into (see
-/// [`WarpRun::run_warp`]).
+/// [`with_fma`]).
 #[inline(always)]
 fn mma(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
     let mut out = [0u64; 32 * 4];
