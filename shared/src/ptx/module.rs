@@ -167,7 +167,7 @@ impl Module {
     /// construct that needs the interpreter).
     pub fn jit_support(&self, entry: &str) -> Result<(), String> {
         let e = self.entry(entry).ok_or_else(|| format!("no kernel named `{entry}`"))?;
-        exec::jit_support(self, e)
+        exec::jit_support(self, e).map_err(|e| e.to_string())
     }
 
     /// Whether kernel `entry` also has native code that runs groups of consecutive threads in
@@ -175,7 +175,7 @@ impl Module {
     /// into whole groups), and if not, why not.
     pub fn lanes_support(&self, entry: &str) -> Result<(), String> {
         let e = self.entry(entry).ok_or_else(|| format!("no kernel named `{entry}`"))?;
-        exec::lanes_support(self, e)
+        exec::lanes_support(self, e).map_err(|e| e.to_string())
     }
 
     /// Reads a module-scope `.global`/`.const` variable by name.

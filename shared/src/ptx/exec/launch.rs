@@ -22,7 +22,25 @@ pub(crate) type JitCache = jit::Cache;
 #[derive(Default)]
 pub(crate) struct JitCache;
 
-pub(crate) fn jit_support(module: &Module, e: &Entry) -> Result<(), String> {
+/// Why a kernel has no native code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoNativeCode {
+    /// The build has no code generator (the wasm viewer, or a build without the `jit` feature).
+    #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
+    #[error("this build has no code generator")]
+    NoCodeGenerator,
+    /// The kernel needs what native code lacks, or the code generator failed on it.
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    #[error(transparent)]
+    Refused(#[from] jit::JitError),
+    /// The code generator declined the kernel without naming a construct.
+    #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+    #[error("the code generator rejected it")]
+    Rejected,
+}
+
+/// Whether kernel `e` of `module` runs as native code under [`Engine::Jit`], and if not, why not.
+pub(crate) fn jit_support(module: &Module, e: &Entry) -> Result<(), NoNativeCode> {
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     {
         native_kernel(module, e).map(|_| ())
@@ -30,37 +48,35 @@ pub(crate) fn jit_support(module: &Module, e: &Entry) -> Result<(), String> {
     #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
     {
         let _ = (module, e);
-        Err(NO_CODE_GENERATOR.to_string())
+        Err(NoNativeCode::NoCodeGenerator)
     }
 }
 
 /// Whether kernel `e` of `module` has native code that runs groups of threads in vector lanes
 /// under [`Engine::Jit`], and if not, why not.
-pub(crate) fn lanes_support(module: &Module, e: &Entry) -> Result<(), String> {
+pub(crate) fn lanes_support(module: &Module, e: &Entry) -> Result<(), NoNativeCode> {
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     {
         let (f, k) = native_kernel(module, e)?;
-        k.lanes(f).map_err(|e| e.to_string())
+        Ok(k.lanes(f)?)
     }
     #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
     {
         let _ = (module, e);
-        Err(NO_CODE_GENERATOR.to_string())
+        Err(NoNativeCode::NoCodeGenerator)
     }
 }
 
-#[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
-pub(super) const NO_CODE_GENERATOR: &str = "this build has no code generator";
-
 /// Kernel `e`'s native code and the function it is compiled from, or why it has no native code.
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
-pub(super) fn native_kernel<'m>(module: &'m Module, e: &Entry) -> Result<(&'m Function, Arc<jit::JitKernel>), String> {
+pub(super) fn native_kernel<'m>(
+    module: &'m Module,
+    e: &Entry,
+) -> Result<(&'m Function, Arc<jit::JitKernel>), NoNativeCode> {
     let f = &module.funcs[e.func as usize];
     match module.jit.kernel(e.func, f, e.params_size, None) {
         Some(k) => Ok((f, k)),
-        None => {
-            Err(jit::unsupported(f).map_or_else(|| "the code generator rejected it".to_string(), |why| why.to_string()))
-        }
+        None => Err(jit::unsupported(f).map_or(NoNativeCode::Rejected, NoNativeCode::Refused)),
     }
 }
 
@@ -511,4 +527,25 @@ pub(super) fn shuffled(n: u64, seed: u64) -> Vec<u64> {
         order.swap(i, j);
     }
     order
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ptx::Module;
+
+    /// Why a kernel has no native code reaches `Module::jit_support` and `lanes_support` as the
+    /// construct and its line.
+    #[test]
+    fn a_kernel_without_native_code_names_the_construct_and_its_line() {
+        let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n    .reg .pred %p<2>;\n    \
+                   .reg .b32 %r<3>;\n    mov.u32 %r1, %tid.x;\n    setp.lt.u32 %p1, %r1, 7;\n    \
+                   vote.sync.ballot.b32 %r2, %p1, -1;\n    ret;\n}\n";
+        let m = Module::parse(ptx).unwrap();
+        #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
+        let why = "`vote` at line 10";
+        #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
+        let why = "this build has no code generator";
+        assert_eq!(m.jit_support("k"), Err(why.to_string()));
+        assert_eq!(m.lanes_support("k"), Err(why.to_string()));
+    }
 }

@@ -56,5 +56,6 @@ mod translate;
 mod warp_run;
 
 pub(crate) use compile::{Cache, JitKernel};
+pub(crate) use error::JitError;
 pub(crate) use runtime::Scratch;
 pub(crate) use support::unsupported;
