@@ -2,7 +2,7 @@
 //! the layers below the replay (placed regions, module variables) can name it without importing
 //! the replay that uses them.
 
-use shared::archive::{FormatError, OpId};
+use shared::archive::{FormatError, MetadataError, OpId};
 
 use crate::driver::{DriverError, OpenError};
 
@@ -15,6 +15,9 @@ pub enum CudaError {
     Driver(#[from] DriverError),
     #[error("archive: {0}")]
     Format(#[from] FormatError),
+    /// Archive metadata the replay cannot follow (placement, launch attributes, tensor maps).
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
     #[error("module {module} did not load: {error}{}", if log.is_empty() { String::new() } else { format!("\nJIT log:\n{log}") })]
     Jit { module: String, error: DriverError, log: String },
     #[error("kernel {kernel} of module {module}: {error}")]

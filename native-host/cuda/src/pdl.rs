@@ -23,6 +23,27 @@ pub enum Rewritten {
     OwnWaits,
 }
 
+/// Why a module's PTX was not rewritten (its kernels then keep plain edges): what could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PdlError {
+    #[error(transparent)]
+    NotUtf8(#[from] std::str::Utf8Error),
+    #[error("the PTX has no .entry")]
+    NoEntry,
+    #[error("the .entry at byte {0} has no body")]
+    NoBody(usize),
+    #[error("the PTX has no .version")]
+    NoVersion,
+    #[error(".version {0} is not MAJOR.MINOR")]
+    Version(String),
+    #[error("the PTX has no .target")]
+    NoTarget,
+    #[error(".target {0} names no sm_ architecture")]
+    NoArchitecture(String),
+    #[error(".target sm_{0}")]
+    Architecture(String),
+}
+
 /// The lowest PTX ISA version with `griddepcontrol`.
 const MIN_VERSION: (u32, u32) = (7, 8);
 /// The lowest target with `griddepcontrol`.
@@ -30,7 +51,7 @@ const MIN_SM: u32 = 90;
 
 /// `ptx` with `griddepcontrol.wait;` as the first instruction of every `.entry`, its `.version`
 /// and `.target` raised where they are too low for it. An error names what could not be parsed.
-pub fn with_entry_waits(ptx: &str) -> Result<Rewritten, String> {
+pub fn with_entry_waits(ptx: &str) -> Result<Rewritten, PdlError> {
     if ptx.contains("griddepcontrol") {
         return Ok(Rewritten::OwnWaits);
     }
@@ -38,8 +59,7 @@ pub fn with_entry_waits(ptx: &str) -> Result<Rewritten, String> {
     let mut rest = ptx;
     let mut entries = 0;
     while let Some(at) = find_entry(rest) {
-        let body = body_start(&rest[at..])
-            .ok_or_else(|| format!("the .entry at byte {} has no body", ptx.len() - rest.len() + at))?;
+        let body = body_start(&rest[at..]).ok_or(PdlError::NoBody(ptx.len() - rest.len() + at))?;
         let insert = first_statement(&rest[at + body..]);
         let split = at + body + insert;
         out.push_str(&rest[..split]);
@@ -49,7 +69,7 @@ pub fn with_entry_waits(ptx: &str) -> Result<Rewritten, String> {
     }
     out.push_str(rest);
     if entries == 0 {
-        return Err("the PTX has no .entry".into());
+        return Err(PdlError::NoEntry);
     }
     Ok(Rewritten::Waits(raise_target(&raise_version(&out)?)?))
 }
@@ -105,30 +125,32 @@ fn first_statement(body: &str) -> usize {
     offset
 }
 
-fn raise_version(ptx: &str) -> Result<String, String> {
+fn raise_version(ptx: &str) -> Result<String, PdlError> {
     let Some(line) = ptx.lines().find(|l| l.trim_start().starts_with(".version")) else {
-        return Err("the PTX has no .version".into());
+        return Err(PdlError::NoVersion);
     };
     let declared = line.trim().trim_start_matches(".version").trim();
     let (major, minor) = declared
         .split_once('.')
         .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
-        .ok_or_else(|| format!(".version {declared} is not MAJOR.MINOR"))?;
+        .ok_or_else(|| PdlError::Version(declared.to_string()))?;
     if (major, minor) >= MIN_VERSION {
         return Ok(ptx.to_string());
     }
     Ok(ptx.replacen(line, &format!(".version {}.{}", MIN_VERSION.0, MIN_VERSION.1), 1))
 }
 
-fn raise_target(ptx: &str) -> Result<String, String> {
+fn raise_target(ptx: &str) -> Result<String, PdlError> {
     let Some(line) = ptx.lines().find(|l| l.trim_start().starts_with(".target")) else {
-        return Err("the PTX has no .target".into());
+        return Err(PdlError::NoTarget);
     };
     let targets = line.trim().trim_start_matches(".target").trim();
     let sm = targets.split(',').map(str::trim).find_map(|t| t.strip_prefix("sm_"));
-    let Some(sm) = sm else { return Err(format!(".target {targets} names no sm_ architecture")) };
-    let number: u32 =
-        sm.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().map_err(|_| format!(".target sm_{sm}"))?;
+    let Some(sm) = sm else { return Err(PdlError::NoArchitecture(targets.to_string())) };
+    let number: u32 = sm
+        .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+        .parse()
+        .map_err(|_| PdlError::Architecture(sm.to_string()))?;
     if number >= MIN_SM {
         return Ok(ptx.to_string());
     }
@@ -166,7 +188,7 @@ mod tests {
         assert!(text.starts_with(".version 8.5\n.target sm_90a\n"), "{text}");
         let own = TWO.replace("\tret;\n}\n.visible", "\tgriddepcontrol.launch_dependents;\n\tret;\n}\n.visible");
         assert_eq!(with_entry_waits(&own).unwrap(), Rewritten::OwnWaits);
-        assert!(with_entry_waits(".version 7.8\n.target sm_90\n").unwrap_err().contains("no .entry"));
+        assert!(with_entry_waits(".version 7.8\n.target sm_90\n").unwrap_err().to_string().contains("no .entry"));
         // A commented-out entry is not one.
         assert!(with_entry_waits(".version 7.8\n.target sm_90\n// .entry x()\n").is_err());
     }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
 use std::sync::OnceLock;
 
-use shared::archive::Archive;
+use shared::archive::{Archive, MetadataError};
 use shared::tensor_map::{Layout, TensorMapUse, META_KEY, SIZE};
 
 use crate::driver::{check, DriverError};
@@ -69,16 +69,14 @@ fn entry(name: &'static CStr) -> Result<usize, DriverError> {
 
 /// The archive's tensor map parameters, by launch op: `(parameter offset, use)`. An archive
 /// without the metadata has none; metadata that does not read is an error.
-pub(crate) fn uses(archive: &Archive) -> Result<HashMap<u32, Vec<TensorMapUse>>, String> {
+pub(crate) fn uses(archive: &Archive) -> Result<HashMap<u32, Vec<TensorMapUse>>, MetadataError> {
     let Some(json) = archive.meta_value(META_KEY) else { return Ok(HashMap::new()) };
-    let list: Vec<TensorMapUse> = serde_json::from_str(json).map_err(|e| format!("{META_KEY}: {e}"))?;
+    let list: Vec<TensorMapUse> = serde_json::from_str(json).map_err(|e| MetadataError::invalid(META_KEY, e))?;
     let mut by_op: HashMap<u32, Vec<TensorMapUse>> = HashMap::new();
     for u in list {
         if !u.encode.is_consistent() {
-            return Err(format!(
-                "{META_KEY}: op {}: the encode arguments do not agree with rank {}",
-                u.op, u.encode.rank
-            ));
+            let reason = format!("op {}: the encode arguments do not agree with rank {}", u.op, u.encode.rank);
+            return Err(MetadataError::invalid(META_KEY, reason));
         }
         by_op.entry(u.op).or_default().push(u);
     }
@@ -140,4 +138,32 @@ pub(crate) fn encode(u: &TensorMapUse, addr: u64) -> Result<[u8; SIZE], DriverEr
     };
     check(r, name.to_str().unwrap_or("cuTensorMapEncode"))?;
     Ok(map.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::archive::{ArchiveWriter, DType, MemsetOp, RegionDecl};
+
+    fn archive_with(tensor_maps: Option<&str>) -> Vec<u8> {
+        let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new())).unwrap();
+        let x = w.add_region(RegionDecl::new("x", 16, DType::F32)).unwrap();
+        w.memset(MemsetOp { region: x, offset: 0, len: 16, width: 4, pattern: 0 }).unwrap();
+        if let Some(json) = tensor_maps {
+            w.set_meta(META_KEY, json);
+        }
+        w.finish().unwrap().into_inner()
+    }
+
+    #[test]
+    fn tensor_map_metadata_that_does_not_read_is_refused_under_its_key() {
+        let without = archive_with(None);
+        assert!(uses(&Archive::open(&without).unwrap()).unwrap().is_empty());
+        for bad in ["not json", "[{\"op\": 0}]"] {
+            let bytes = archive_with(Some(bad));
+            let e = uses(&Archive::open(&bytes).unwrap()).unwrap_err();
+            assert!(matches!(e, MetadataError::Invalid { key: META_KEY, .. }), "{e}");
+            assert!(e.to_string().starts_with("archive metadata capture.tensor_maps: "), "{e}");
+        }
+    }
 }

@@ -210,7 +210,7 @@ impl CudaReplay {
                     let ptx = m.ptx.decode()?;
                     let (mut ptx, waits) = match self
                         .pdl
-                        .then(|| std::str::from_utf8(&ptx).map_err(|e| e.to_string()).and_then(pdl::with_entry_waits))
+                        .then(|| std::str::from_utf8(&ptx).map_err(pdl::PdlError::from).and_then(pdl::with_entry_waits))
                     {
                         None => (ptx, false),
                         Some(Ok(pdl::Rewritten::Waits(text))) => (text.into_bytes(), true),
@@ -332,8 +332,7 @@ impl CudaReplay {
         let clock = std::time::Instant::now();
         // Regions, each on its device's GPU: first those placed at their captured addresses (before
         // any allocation of this replay could take their range), then the others.
-        let placed = shared::placement::placed_regions(archive, self.options.placement)
-            .map_err(|e| CudaError::Invalid(e.to_string()))?;
+        let placed = shared::placement::placed_regions(archive, self.options.placement)?;
         let mut at: Vec<Option<u64>> = vec![None; archive.region_count()];
         for slot in 0..self.slots.len() {
             let wanted: Vec<Wanted> = placed
@@ -391,8 +390,8 @@ impl CudaReplay {
         self.load_times.regions = clock.elapsed();
 
         // Steps.
-        let map_uses = crate::tensor_maps::uses(archive).map_err(CudaError::Invalid)?;
-        let launch_attrs = shared::launch_attrs::of_archive(archive).map_err(|e| CudaError::Invalid(e.to_string()))?;
+        let map_uses = crate::tensor_maps::uses(archive)?;
+        let launch_attrs = shared::launch_attrs::of_archive(archive)?;
         let mut next_counter = 0u64;
         for id in 0..archive.op_count() as u32 {
             self.labels.push(archive.op_label(id));
