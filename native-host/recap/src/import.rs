@@ -17,7 +17,7 @@ use serde::Deserialize;
 use shared::archive::{
     ArchiveWriter, DType, Direction, KernelId, LaunchDecl, RegionDecl, RegionId, Reloc, Tolerance, WriteError,
 };
-use shared::ptx::signature::{entry_params, EntryParam};
+use shared::ptx::signature::{entry_params, EntryParam, SignatureError};
 
 /// Buffer files up to this size are read whole (see `write_case`).
 const IN_MEMORY_LIMIT: u64 = 64 << 20;
@@ -46,14 +46,19 @@ impl fmt::Display for PtxArch {
     }
 }
 
+/// A `--ptx` value that names no PTX target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown PTX architecture {0:?} (expected a target such as sm_80, sm_90a or sm_100)")]
+pub struct UnknownPtxArch(pub String);
+
 impl FromStr for PtxArch {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownPtxArch;
+    fn from_str(s: &str) -> Result<Self, UnknownPtxArch> {
         let digits = s.strip_prefix("sm_").unwrap_or(s);
         let number = digits.trim_end_matches(|c: char| c.is_ascii_lowercase());
         let suffix = &digits[number.len()..];
         if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) || suffix.len() > 1 {
-            return Err(format!("unknown PTX architecture {s:?} (expected a target such as sm_80, sm_90a or sm_100)"));
+            return Err(UnknownPtxArch(s.to_string()));
         }
         Ok(PtxArch(format!("sm_{digits}")))
     }
@@ -71,7 +76,7 @@ pub enum ImportError {
     #[error("{path}: {field}: {reason}")]
     Case { path: PathBuf, field: String, reason: String },
     #[error("{path}: {reason}")]
-    Ptx { path: PathBuf, reason: String },
+    Ptx { path: PathBuf, reason: SignatureError },
     #[error("writing {path}: {error}")]
     Write { path: PathBuf, error: WriteError },
 }
@@ -164,20 +169,45 @@ struct ToleranceSpec {
     mismatch_frac: Option<f64>,
 }
 
+/// What is wrong with one value of a case file; [`ImportError::Case`] names the file and the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CaseValueError {
+    #[error("{0} is not an integer")]
+    NotInteger(serde_json::Number),
+    #[error("{value} does not fit in {ty}")]
+    DoesNotFit { value: i128, ty: String },
+    #[error("{0} is not a number")]
+    NotNumber(serde_json::Number),
+    #[error("unsupported scalar type {0:?}")]
+    UnsupportedScalar(String),
+    #[error("hex string has an odd length {0}")]
+    OddHexLength(usize),
+    #[error("hex string is not ASCII")]
+    HexNotAscii,
+    #[error("bad hex digits at character {0}")]
+    BadHexDigits(usize),
+    #[error("mismatch_frac {0} is not between 0 and 1")]
+    MismatchFraction(f64),
+    #[error("rtol {rtol} / atol {atol} must be finite and non-negative")]
+    CloseBounds { rtol: f64, atol: f64 },
+    #[error("expected {{\"exact\": true}}, {{\"rtol\", \"atol\"}} or {{\"mismatch_frac\"}}")]
+    ToleranceShape,
+}
+
 /// Little-endian bytes of a `scalar` parameter.
-fn scalar_bytes(ty: &str, value: &serde_json::Number) -> Result<Vec<u8>, String> {
-    let int = |lo: i128, hi: i128| -> Result<i128, String> {
+fn scalar_bytes(ty: &str, value: &serde_json::Number) -> Result<Vec<u8>, CaseValueError> {
+    let int = |lo: i128, hi: i128| -> Result<i128, CaseValueError> {
         let v = value
             .as_i64()
             .map(i128::from)
             .or_else(|| value.as_u64().map(i128::from))
-            .ok_or_else(|| format!("{value} is not an integer"))?;
+            .ok_or_else(|| CaseValueError::NotInteger(value.clone()))?;
         if v < lo || v > hi {
-            return Err(format!("{v} does not fit in {ty}"));
+            return Err(CaseValueError::DoesNotFit { value: v, ty: ty.to_string() });
         }
         Ok(v)
     };
-    let float = || value.as_f64().ok_or_else(|| format!("{value} is not a number"));
+    let float = || value.as_f64().ok_or_else(|| CaseValueError::NotNumber(value.clone()));
     Ok(match ty {
         "i8" => (int(i8::MIN as i128, i8::MAX as i128)? as i8).to_le_bytes().to_vec(),
         "u8" => (int(0, u8::MAX as i128)? as u8).to_le_bytes().to_vec(),
@@ -189,38 +219,38 @@ fn scalar_bytes(ty: &str, value: &serde_json::Number) -> Result<Vec<u8>, String>
         "u64" => (int(0, u64::MAX as i128)? as u64).to_le_bytes().to_vec(),
         "f32" => (float()? as f32).to_le_bytes().to_vec(),
         "f64" => float()?.to_le_bytes().to_vec(),
-        other => return Err(format!("unsupported scalar type {other:?}")),
+        other => return Err(CaseValueError::UnsupportedScalar(other.to_string())),
     })
 }
 
-fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
+fn decode_hex(hex: &str) -> Result<Vec<u8>, CaseValueError> {
     let hex = hex.trim();
     if !hex.len().is_multiple_of(2) {
-        return Err(format!("hex string has an odd length {}", hex.len()));
+        return Err(CaseValueError::OddHexLength(hex.len()));
     }
     (0..hex.len())
         .step_by(2)
         .map(|i| {
-            u8::from_str_radix(hex.get(i..i + 2).ok_or("hex string is not ASCII")?, 16)
-                .map_err(|_| format!("bad hex digits at character {i}"))
+            u8::from_str_radix(hex.get(i..i + 2).ok_or(CaseValueError::HexNotAscii)?, 16)
+                .map_err(|_| CaseValueError::BadHexDigits(i))
         })
         .collect()
 }
 
-fn tolerance_of(spec: Option<&ToleranceSpec>) -> Result<Tolerance, String> {
+fn tolerance_of(spec: Option<&ToleranceSpec>) -> Result<Tolerance, CaseValueError> {
     let Some(t) = spec else { return Ok(Tolerance::Exact) };
     match (t.exact, t.rtol, t.atol, t.mismatch_frac) {
         (_, None, None, Some(f)) if (0.0..=1.0).contains(&f) => Ok(Tolerance::MismatchFraction { max_fraction: f }),
-        (_, None, None, Some(f)) => Err(format!("mismatch_frac {f} is not between 0 and 1")),
+        (_, None, None, Some(f)) => Err(CaseValueError::MismatchFraction(f)),
         (_, r, a, None) if r.is_some() || a.is_some() => {
             let (rtol, atol) = (r.unwrap_or(0.0), a.unwrap_or(0.0));
             if !(rtol.is_finite() && atol.is_finite() && rtol >= 0.0 && atol >= 0.0) {
-                return Err(format!("rtol {rtol} / atol {atol} must be finite and non-negative"));
+                return Err(CaseValueError::CloseBounds { rtol, atol });
             }
             Ok(Tolerance::Close { rtol, atol })
         }
         (Some(true), None, None, None) => Ok(Tolerance::Exact),
-        _ => Err("expected {\"exact\": true}, {\"rtol\", \"atol\"} or {\"mismatch_frac\"}".into()),
+        _ => Err(CaseValueError::ToleranceShape),
     }
 }
 
@@ -280,7 +310,7 @@ fn write_case<W: Write + Seek>(
     };
     let ptx_path = dir.join(ptx_file);
     let ptx_text = std::fs::read_to_string(&ptx_path).map_err(io_err(&ptx_path))?;
-    let tolerance = tolerance_of(case.tolerance.as_ref()).or_else(|e| im.field("tolerance", e))?;
+    let tolerance = tolerance_of(case.tolerance.as_ref()).or_else(|e| im.field("tolerance", e.to_string()))?;
 
     let mut w = ArchiveWriter::new(out).map_err(werr)?;
     let module = w.add_module(&case.name, &ptx_text).map_err(werr)?;
@@ -404,7 +434,8 @@ fn write_case<W: Write + Seek>(
                     relocs.push(Reloc { offset: p.offset as u64, target, target_offset: 0 });
                 }
                 ParamSpec::Scalar { r#type, value } => {
-                    let v = scalar_bytes(r#type, value).or_else(|e| im.field(format!("{field}.value"), e))?;
+                    let v =
+                        scalar_bytes(r#type, value).or_else(|e| im.field(format!("{field}.value"), e.to_string()))?;
                     if v.len() != p.size as usize {
                         return im.field(
                             format!("{field}.type"),
@@ -414,7 +445,7 @@ fn write_case<W: Write + Seek>(
                     bytes[slot].copy_from_slice(&v);
                 }
                 ParamSpec::Bytes { hex, pointers } => {
-                    let mut v = decode_hex(hex).or_else(|e| im.field(format!("{field}.hex"), e))?;
+                    let mut v = decode_hex(hex).or_else(|e| im.field(format!("{field}.hex"), e.to_string()))?;
                     if v.len() != p.size as usize {
                         return im.field(
                             format!("{field}.hex"),
@@ -480,8 +511,11 @@ mod tests {
         let n = |s: &str| serde_json::from_str::<serde_json::Number>(s).unwrap();
         assert_eq!(scalar_bytes("i32", &n("-3")).unwrap(), (-3i32).to_le_bytes());
         assert_eq!(scalar_bytes("f32", &n("2.5")).unwrap(), 2.5f32.to_le_bytes());
-        assert!(scalar_bytes("u32", &n("-1")).unwrap_err().contains("does not fit"));
+        let too_small = scalar_bytes("u32", &n("-1")).unwrap_err();
+        assert_eq!(too_small, CaseValueError::DoesNotFit { value: -1, ty: "u32".into() });
+        assert_eq!(too_small.to_string(), "-1 does not fit in u32");
         assert_eq!(decode_hex("00ff10").unwrap(), [0, 255, 16]);
-        assert!(decode_hex("0g").is_err());
+        assert_eq!(decode_hex("0g").unwrap_err(), CaseValueError::BadHexDigits(0));
+        assert_eq!(decode_hex("abc").unwrap_err().to_string(), "hex string has an odd length 3");
     }
 }

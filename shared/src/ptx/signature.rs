@@ -7,6 +7,44 @@
 
 use crate::archive::{ParamDecl, ParamKind};
 
+/// Why the parameter list of an `.entry` could not be read, naming the entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    #[error("the PTX has no .entry named {entry}")]
+    NoEntry { entry: String },
+    #[error(".entry {entry}: parameter list is not closed")]
+    Unclosed { entry: String },
+    #[error(".entry {entry}: parameter `{decl}`: {reason}")]
+    Param { entry: String, decl: String, reason: ParamError },
+}
+
+/// What is wrong with one `.param` declaration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamError {
+    #[error("does not start with .param")]
+    NotParam,
+    #[error("`.align` without a value")]
+    AlignWithoutValue,
+    #[error("bad alignment {0:?}")]
+    BadAlign(String),
+    #[error("alignment {0} is not a power of two")]
+    AlignNotPowerOfTwo(u32),
+    #[error("unknown type {0}")]
+    UnknownType(String),
+    #[error("unexpected {0:?} after the name")]
+    AfterName(String),
+    #[error("no parameter name")]
+    NoName,
+    #[error("no type")]
+    NoType,
+    #[error("unclosed array size")]
+    UnclosedArray,
+    #[error("bad array size {0:?}")]
+    BadArraySize(String),
+    #[error("parameter size overflows")]
+    SizeOverflows,
+}
+
 /// One `.param` of a PTX `.entry`, as declared.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EntryParam {
@@ -38,12 +76,16 @@ impl EntryParam {
 /// Parses the parameter list of `.entry NAME(...)` in `ptx` and lays the parameters out as the CUDA
 /// driver does: each at the next multiple of its alignment (`.align N` before the type, or the type's
 /// own size), arrays as `element size × count`.
-pub fn entry_params(ptx: &str, entry: &str) -> Result<Vec<EntryParam>, String> {
+pub fn entry_params(ptx: &str, entry: &str) -> Result<Vec<EntryParam>, SignatureError> {
     let list = entry_param_list(ptx, entry)?;
     let mut params = Vec::new();
     let mut end = 0u32;
     for decl in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-        let p = parse_param(decl, end).map_err(|e| format!(".entry {entry}: parameter `{decl}`: {e}"))?;
+        let p = parse_param(decl, end).map_err(|reason| SignatureError::Param {
+            entry: entry.to_string(),
+            decl: decl.to_string(),
+            reason,
+        })?;
         end = p.offset + p.size;
         params.push(p);
     }
@@ -51,7 +93,7 @@ pub fn entry_params(ptx: &str, entry: &str) -> Result<Vec<EntryParam>, String> {
 }
 
 /// The text between the parentheses of `.entry NAME(...)`, comments removed.
-fn entry_param_list(ptx: &str, entry: &str) -> Result<String, String> {
+fn entry_param_list(ptx: &str, entry: &str) -> Result<String, SignatureError> {
     let text: String = ptx.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
     let mut search = 0;
     while let Some(found) = text[search..].find(".entry") {
@@ -63,20 +105,20 @@ fn entry_param_list(ptx: &str, entry: &str) -> Result<String, String> {
         if let Some(list) = name_rest.strip_prefix('(') {
             return match list.find(')') {
                 Some(close) => Ok(list[..close].to_string()),
-                None => Err(format!(".entry {entry}: parameter list is not closed")),
+                None => Err(SignatureError::Unclosed { entry: entry.to_string() }),
             };
         }
         if name_rest.starts_with('{') || name_rest.starts_with('.') {
             return Ok(String::new()); // an entry without parameters
         }
     }
-    Err(format!("the PTX has no .entry named {entry}"))
+    Err(SignatureError::NoEntry { entry: entry.to_string() })
 }
 
-fn parse_param(decl: &str, prev_end: u32) -> Result<EntryParam, String> {
+fn parse_param(decl: &str, prev_end: u32) -> Result<EntryParam, ParamError> {
     let mut tokens = decl.split_whitespace().peekable();
     if tokens.next() != Some(".param") {
-        return Err("does not start with .param".into());
+        return Err(ParamError::NotParam);
     }
     let mut align: Option<u32> = None;
     let mut elem: Option<(u32, &str)> = None;
@@ -85,12 +127,12 @@ fn parse_param(decl: &str, prev_end: u32) -> Result<EntryParam, String> {
     while let Some(tok) = tokens.next() {
         match tok {
             ".align" => {
-                let n = tokens.next().ok_or("`.align` without a value")?;
-                let n: u32 = n.parse().map_err(|_| format!("bad alignment {n:?}"))?;
+                let n = tokens.next().ok_or(ParamError::AlignWithoutValue)?;
+                let n: u32 = n.parse().map_err(|_| ParamError::BadAlign(n.to_string()))?;
                 // After `.ptr`, `.align` describes the pointee, not the parameter.
                 if !ptr_annotated {
                     if !n.is_power_of_two() {
-                        return Err(format!("alignment {n} is not a power of two"));
+                        return Err(ParamError::AlignNotPowerOfTwo(n));
                     }
                     align = Some(n);
                 }
@@ -98,7 +140,7 @@ fn parse_param(decl: &str, prev_end: u32) -> Result<EntryParam, String> {
             ".ptr" => ptr_annotated = true,
             ".global" | ".shared" | ".const" | ".local" => {}
             t if t.starts_with('.') => {
-                elem = Some((type_size(t).ok_or_else(|| format!("unknown type {t}"))?, &t[1..]));
+                elem = Some((type_size(t).ok_or_else(|| ParamError::UnknownType(t.to_string()))?, &t[1..]));
             }
             t => {
                 name = Some(t.to_string());
@@ -107,20 +149,20 @@ fn parse_param(decl: &str, prev_end: u32) -> Result<EntryParam, String> {
         }
     }
     if let Some(extra) = tokens.next() {
-        return Err(format!("unexpected {extra:?} after the name"));
+        return Err(ParamError::AfterName(extra.to_string()));
     }
-    let name = name.ok_or("no parameter name")?;
-    let (elem, ty) = elem.ok_or("no type")?;
+    let name = name.ok_or(ParamError::NoName)?;
+    let (elem, ty) = elem.ok_or(ParamError::NoType)?;
     let (name, count) = match name.split_once('[') {
         Some((base, rest)) => {
-            let n = rest.strip_suffix(']').ok_or("unclosed array size")?;
-            let n: u32 = n.trim().parse().map_err(|_| format!("bad array size {n:?}"))?;
+            let n = rest.strip_suffix(']').ok_or(ParamError::UnclosedArray)?;
+            let n: u32 = n.trim().parse().map_err(|_| ParamError::BadArraySize(n.to_string()))?;
             (base.to_string(), n)
         }
         None => (name, 1),
     };
     let align = align.unwrap_or(elem);
-    let size = elem.checked_mul(count).ok_or("parameter size overflows")?;
+    let size = elem.checked_mul(count).ok_or(ParamError::SizeOverflows)?;
     let offset = prev_end.div_ceil(align) * align;
     Ok(EntryParam { name, offset, size, align, ptr_annotated, ty: ty.to_string(), count })
 }
@@ -320,8 +362,18 @@ mod tests {
         let ptx = ".entry kk(.param .u64 a)\n{}\n.entry k(.param .u16 b, .param .u64 c)\n{}";
         let p = entry_params(ptx, "k").unwrap();
         assert_eq!(p.iter().map(|p| (p.offset, p.size)).collect::<Vec<_>>(), [(0, 2), (8, 8)]);
-        assert!(entry_params(ptx, "nope").unwrap_err().contains("no .entry named nope"));
-        assert!(entry_params(".entry e(.param .u99 x)", "e").unwrap_err().contains("unknown type .u99"));
+        assert_eq!(entry_params(ptx, "nope").unwrap_err(), SignatureError::NoEntry { entry: "nope".into() });
+        assert!(entry_params(ptx, "nope").unwrap_err().to_string().contains("no .entry named nope"));
+        let bad = entry_params(".entry e(.param .u99 x)", "e").unwrap_err();
+        assert_eq!(
+            bad,
+            SignatureError::Param {
+                entry: "e".into(),
+                decl: ".param .u99 x".into(),
+                reason: ParamError::UnknownType(".u99".into())
+            }
+        );
+        assert_eq!(bad.to_string(), ".entry e: parameter `.param .u99 x`: unknown type .u99");
     }
 
     #[test]

@@ -36,6 +36,7 @@ use shared::archive::{
     Tolerance, WriteError,
 };
 use shared::npy;
+use shared::ptx::signature::SignatureError;
 use shared::replay::ReplayLimits;
 use shared::wrp::{self, Capture, CaptureDevice, Launch, OpKind, Param, PointerTarget, WrpError, WrpOp};
 
@@ -285,7 +286,7 @@ impl Importer<'_, '_> {
                 )));
             };
             let size = sizes.get(&warp_region).copied().unwrap_or(0);
-            let (header, data) = read_npy(file, size).map_err(fail)?;
+            let (header, data) = read_npy(file, size).map_err(|e| fail(e.to_string()))?;
             let dtype = npy::dtype_of(&header.descr)
                 .ok_or_else(|| fail(format!("{}: dtype {} is not one a region holds", file.display(), header.descr)))?;
             if header.fortran_order && header.shape.iter().filter(|&&d| d > 1).count() > 1 {
@@ -407,7 +408,7 @@ impl Importer<'_, '_> {
                 return Err(fail(format!("the capture names its PTX {file:?}, which is not a plain file name")));
             }
             let path = self.modules_dir.join(file);
-            let text = read_ptx(&path).map_err(fail)?;
+            let text = read_ptx(&path).map_err(|e| fail(e.to_string()))?;
             check_entries(&text, entries).map_err(|e| fail(format!("{}: {e}", path.display())))?;
             let kernels = self.kernels_of_module.get(module.hash.as_str()).map_or(&[][..], Vec::as_slice);
             let smem = kernels.iter().flat_map(|k| {
@@ -444,10 +445,10 @@ impl Importer<'_, '_> {
         candidates.sort_by_key(|(arch, p)| (*arch != wanted, std::cmp::Reverse(*arch), p.clone()));
         let mut refused = Vec::new();
         for (_, path) in &candidates {
-            let text = read_ptx(path).map_err(fail)?;
+            let text = read_ptx(path).map_err(|e| fail(e.to_string()))?;
             match check_entries(&text, entries) {
                 Ok(()) => {
-                    let smem = read_meta(&path.with_extension("")).map_err(fail)?;
+                    let smem = read_meta(&path.with_extension("")).map_err(|e| fail(e.to_string()))?;
                     let source =
                         format!("AOT PTX {} (--ptx-from)", path.file_name().unwrap_or_default().to_string_lossy());
                     return Ok((ModulePtx { text, smem }, source));
@@ -725,7 +726,7 @@ impl Importer<'_, '_> {
         let module = *module;
         let name = self.module_of.get(module_hash).map_or_else(|| short(module_hash), |m| m.name.clone());
         let layout = shared::ptx::signature::entry_params(&ptx.text, entry)
-            .map_err(|reason| WrpImportError::Ptx { module: name, reason })?;
+            .map_err(|e| WrpImportError::Ptx { module: name, reason: e.to_string() })?;
         // Warp's arguments are values; the pointers inside them are relocations.
         let decls = layout.iter().map(|p| p.decl(false)).collect();
         let result = self.w.add_kernel(module, entry, decls);
@@ -767,32 +768,52 @@ fn collect_entries<'c>(
     }
 }
 
+/// Why an `--expected` file could not be read; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum NpyFileError {
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error("{path}: {error}")]
+    Header { path: PathBuf, error: npy::NpyError },
+    #[error("{path}: not a .npy file: shape {shape:?} of {descr} needs {needs} bytes of data but the file has {has}")]
+    Truncated { path: PathBuf, shape: Vec<u64>, descr: String, needs: u64, has: u64 },
+    #[error("{path} holds {holds} bytes but the region has {region}")]
+    WrongSize { path: PathBuf, holds: u64, region: u64 },
+    #[error("{path}: {bytes} bytes do not fit in memory")]
+    TooLarge { path: PathBuf, bytes: u64 },
+    #[error("{path} changed while it was read")]
+    Changed { path: PathBuf },
+}
+
 /// An `--expected` file's header and data: the header read and checked first, then exactly the
 /// `region_size` bytes it must describe.
-fn read_npy(file: &Path, region_size: u64) -> Result<(npy::NpyHeader, Vec<u8>), String> {
-    let shown = file.display();
-    let mut f = std::fs::File::open(file).map_err(|e| format!("{shown}: {e}"))?;
-    let file_len = f.metadata().map_err(|e| format!("{shown}: {e}"))?.len();
+fn read_npy(file: &Path, region_size: u64) -> Result<(npy::NpyHeader, Vec<u8>), NpyFileError> {
+    let path = || file.to_path_buf();
+    let io = |error| NpyFileError::Io { path: path(), error };
+    let mut f = std::fs::File::open(file).map_err(io)?;
+    let file_len = f.metadata().map_err(io)?.len();
     let mut prefix = Vec::new();
-    (&mut f).take(npy::HEADER_PREFIX as u64).read_to_end(&mut prefix).map_err(|e| format!("{shown}: {e}"))?;
-    let (header, start, data_len) = npy::parse_header(&prefix).map_err(|e| format!("{shown}: {e}"))?;
+    (&mut f).take(npy::HEADER_PREFIX as u64).read_to_end(&mut prefix).map_err(io)?;
+    let (header, start, data_len) =
+        npy::parse_header(&prefix).map_err(|error| NpyFileError::Header { path: path(), error })?;
     if file_len.checked_sub(start as u64) != Some(data_len) {
-        return Err(format!(
-            "{shown}: not a .npy file: shape {:?} of {} needs {data_len} bytes of data but the file has {}",
-            header.shape,
-            header.descr,
-            file_len.saturating_sub(start as u64)
-        ));
+        return Err(NpyFileError::Truncated {
+            path: path(),
+            shape: header.shape.clone(),
+            descr: header.descr.clone(),
+            needs: data_len,
+            has: file_len.saturating_sub(start as u64),
+        });
     }
     if data_len != region_size {
-        return Err(format!("{shown} holds {data_len} bytes but the region has {region_size}"));
+        return Err(NpyFileError::WrongSize { path: path(), holds: data_len, region: region_size });
     }
     let mut data = prefix.split_off(start.min(prefix.len()));
     let rest = data_len - data.len() as u64;
-    data.try_reserve_exact(rest as usize).map_err(|_| format!("{shown}: {data_len} bytes do not fit in memory"))?;
-    (&mut f).take(rest).read_to_end(&mut data).map_err(|e| format!("{shown}: {e}"))?;
+    data.try_reserve_exact(rest as usize).map_err(|_| NpyFileError::TooLarge { path: path(), bytes: data_len })?;
+    (&mut f).take(rest).read_to_end(&mut data).map_err(io)?;
     if data.len() as u64 != data_len {
-        return Err(format!("{shown} changed while it was read"));
+        return Err(NpyFileError::Changed { path: path() });
     }
     Ok((header, data))
 }
@@ -802,15 +823,26 @@ fn short(hash: &str) -> String {
     hash.chars().take(12).collect()
 }
 
+/// Why a module's PTX file or its `.meta` file could not be read; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PtxFileError {
+    #[error("reading {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
+    #[error("{path} is not text")]
+    NotText { path: PathBuf },
+    #[error("{path}: {error}")]
+    Meta { path: PathBuf, error: serde_json::Error },
+}
+
 /// A PTX file as text (NVRTC ends it with a NUL byte, which is dropped).
-fn read_ptx(path: &Path) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+fn read_ptx(path: &Path) -> Result<String, PtxFileError> {
+    let bytes = std::fs::read(path).map_err(|error| PtxFileError::Read { path: path.to_path_buf(), error })?;
     let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-    String::from_utf8(bytes[..end].to_vec()).map_err(|_| format!("{} is not text", path.display()))
+    String::from_utf8(bytes[..end].to_vec()).map_err(|_| PtxFileError::NotText { path: path.to_path_buf() })
 }
 
 /// Whether `ptx` defines every entry in `entries`.
-fn check_entries(ptx: &str, entries: &[String]) -> Result<(), String> {
+fn check_entries(ptx: &str, entries: &[String]) -> Result<(), SignatureError> {
     for entry in entries {
         shared::ptx::signature::entry_params(ptx, entry)?;
     }
@@ -819,11 +851,12 @@ fn check_entries(ptx: &str, entries: &[String]) -> Result<(), String> {
 
 /// Dynamic shared memory per entry from the `.meta` file `wp.compile_aot_module` writes beside its
 /// PTX (`<stem>.meta`, JSON `{"<entry>_smem_bytes": n}`); none when there is no such file.
-fn read_meta(ptx_stem: &Path) -> Result<HashMap<String, u32>, String> {
+fn read_meta(ptx_stem: &Path) -> Result<HashMap<String, u32>, PtxFileError> {
     // `wp_m_hash.sm90.ptx` -> stem `wp_m_hash.sm90` -> `wp_m_hash.meta`.
     let meta = ptx_stem.with_extension("meta");
     let Ok(text) = std::fs::read_to_string(&meta) else { return Ok(HashMap::new()) };
-    let map: HashMap<String, u64> = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", meta.display()))?;
+    let map: HashMap<String, u64> =
+        serde_json::from_str(&text).map_err(|error| PtxFileError::Meta { path: meta.clone(), error })?;
     Ok(map
         .into_iter()
         .filter_map(|(k, v)| Some((k.strip_suffix("_smem_bytes")?.to_string(), u32::try_from(v).ok()?)))
