@@ -712,6 +712,12 @@ impl<'a> CpuReplay<'a> {
         &self.memory
     }
 
+    /// Where `region` lives in this replay's memory: `None` for scratch that is not allocated now,
+    /// or a region the archive does not have.
+    pub fn region_address(&self, region: RegionId) -> Option<u64> {
+        self.regions.get(region as usize)?.base
+    }
+
     fn region_index(&self, region: RegionId) -> Result<&RegionState, ReplayError> {
         self.regions.get(region as usize).ok_or_else(|| ReplayError::Region {
             region: region.to_string(),

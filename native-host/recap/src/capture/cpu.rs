@@ -2,7 +2,6 @@
 
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use shared::archive::{ParamDecl, ParamKind};
 use shared::ptx::{self, ExecOptions, LaunchDims, Memory};
 
 use super::{CaptureError, Result};
@@ -11,31 +10,13 @@ fn mem_err(e: ptx::MemError) -> CaptureError {
     CaptureError::Cpu(e.to_string())
 }
 
-/// Every kernel's parameter layout as the module's PTX declares it. Both devices take layouts
-/// from here, so a launch is packed the same way whichever device records it.
-pub(crate) fn kernel_layouts(name: &str, text: &str) -> Result<Vec<(String, Vec<ParamDecl>)>> {
-    Ok(parse(name, text)?
-        .entries()
-        .iter()
-        .map(|e| {
-            let params = e
-                .params()
-                .iter()
-                .map(|p| ParamDecl {
-                    name: p.name.clone(),
-                    offset: p.offset,
-                    size: p.size,
-                    align: p.align,
-                    kind: if p.pointer { ParamKind::Pointer } else { ParamKind::Value },
-                })
-                .collect();
-            (e.name().to_owned(), params)
-        })
-        .collect())
-}
+/// A module as the CPU device holds it: lowered for the executor, or the reason the executor
+/// refuses it. A refused module still records (its kernels' layouts come from their `.entry`
+/// declarations, `layouts::kernel_layouts`); the refusal is the error of running it.
+pub(crate) type CpuModule = std::result::Result<Arc<ptx::Module>, ptx::PtxError>;
 
-fn parse(name: &str, text: &str) -> Result<ptx::Module> {
-    ptx::Module::parse(text).map_err(|e| CaptureError::Ptx { module: name.to_owned(), message: e.to_string() })
+pub(crate) fn refused(name: &str, e: &ptx::PtxError) -> CaptureError {
+    CaptureError::Ptx { module: name.to_owned(), message: e.to_string() }
 }
 
 pub(crate) struct CpuBackend {
@@ -85,8 +66,15 @@ impl CpuBackend {
         self.memory().fill(addr, len, &bytes[..width as usize]).map_err(mem_err)
     }
 
-    pub fn load_module(&self, name: &str, text: &str) -> Result<Arc<ptx::Module>> {
-        parse(name, text).map(Arc::new)
+    /// Lowers `text` for the executor. A module the executor refuses loads only when its kernels
+    /// can be recorded (`has_kernels`: its `.entry` declarations read); otherwise the refusal is
+    /// the error of loading it.
+    pub fn load_module(&self, name: &str, text: &str, has_kernels: bool) -> Result<CpuModule> {
+        match ptx::Module::parse(text) {
+            Ok(m) => Ok(Ok(Arc::new(m))),
+            Err(e) if has_kernels => Ok(Err(e)),
+            Err(e) => Err(refused(name, &e)),
+        }
     }
 
     pub fn launch(

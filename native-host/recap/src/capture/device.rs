@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use shared::archive::{Condition, CopyOp, DType, MemsetOp, ParamDecl};
+use shared::ptx::signature;
 
 use super::args::{pack, Arg, PointerField};
 use super::graph::Graph;
@@ -55,7 +56,7 @@ pub(crate) enum Backend {
 
 /// A loaded module as the backend holds it.
 pub(crate) enum ModuleHandle {
-    Cpu(Arc<shared::ptx::Module>),
+    Cpu(cpu::CpuModule),
     Cuda(cuda::CudaModule),
 }
 
@@ -96,15 +97,20 @@ impl Backend {
             Backend::Cuda(b) => b.fill(addr, len, width, pattern),
         }
     }
-    pub fn load_module(&self, name: &str, ptx: &str) -> Result<ModuleHandle> {
+    /// `has_kernels`: the module's `.entry` declarations read, so it records even where this
+    /// device cannot run it.
+    pub fn load_module(&self, name: &str, ptx: &str, has_kernels: bool) -> Result<ModuleHandle> {
         match self {
-            Backend::Cpu(b) => b.load_module(name, ptx).map(ModuleHandle::Cpu),
+            Backend::Cpu(b) => b.load_module(name, ptx, has_kernels).map(ModuleHandle::Cpu),
             Backend::Cuda(b) => b.load_module(name, ptx).map(ModuleHandle::Cuda),
         }
     }
     pub fn launch(&self, kernel: &Kernel, grid: [u32; 3], block: [u32; 3], shared: u32, params: &[u8]) -> Result<()> {
         match (self, &kernel.module.handle) {
-            (Backend::Cpu(b), ModuleHandle::Cpu(m)) => b.launch(m, &kernel.entry, grid, block, shared, params),
+            (Backend::Cpu(b), ModuleHandle::Cpu(m)) => {
+                let m = m.as_ref().map_err(|e| cpu::refused(&kernel.module.name, e))?;
+                b.launch(m, &kernel.entry, grid, block, shared, params)
+            }
             (Backend::Cuda(b), ModuleHandle::Cuda(m)) => {
                 b.launch(m, &kernel.entry, &kernel.params, grid, block, shared, params)
             }
@@ -226,8 +232,8 @@ impl Device {
 
     /// Loads a module from PTX text.
     pub fn load_ptx(&self, name: &str, ptx: &str) -> Result<Module> {
-        let layouts = cpu::kernel_layouts(name, ptx)?;
-        let handle = self.inner.backend.load_module(name, ptx)?;
+        let layouts = kernel_layouts(name, ptx)?;
+        let handle = self.inner.backend.load_module(name, ptx, !layouts.is_empty())?;
         Ok(Module(Arc::new(ModuleInner {
             id: self.inner.next_id(),
             device: self.inner.clone(),
@@ -892,6 +898,24 @@ impl<T: Element> Buffer<T> {
 }
 
 // ---- modules and kernels ----
+
+/// Every kernel's parameter layout, read from the module's `.entry` declarations alone
+/// (`shared::ptx::signature`), on every device: a launch is packed the same way whichever device
+/// records it, and a module the CPU executor refuses (TMA copies, say) still gets its layouts and
+/// records; running it is where a device that cannot refuses it.
+fn kernel_layouts(name: &str, ptx: &str) -> Result<Vec<(String, Vec<ParamDecl>)>> {
+    let mut layouts: Vec<(String, Vec<ParamDecl>)> = Vec::new();
+    for entry in signature::entry_names(ptx) {
+        // A prototype and its definition name one kernel.
+        if layouts.iter().any(|(n, _)| *n == entry) {
+            continue;
+        }
+        let params = signature::entry_params(ptx, &entry)
+            .map_err(|e| CaptureError::Ptx { module: name.to_owned(), message: e.to_string() })?;
+        layouts.push((entry, params.iter().map(|p| p.decl(p.ptr_annotated)).collect()));
+    }
+    Ok(layouts)
+}
 
 pub(crate) struct ModuleInner {
     pub id: u64,

@@ -1,4 +1,5 @@
-//! Graphs: replay in place, save as an archive, load an archive on any device, bindings by name.
+//! Graphs: replay in place (through the archive replay engine, `replay.rs`), save as an archive,
+//! load an archive on any device, bindings by name.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -6,12 +7,11 @@ use std::io::{BufWriter, Cursor};
 use std::path::Path;
 use std::sync::Mutex;
 
-use shared::archive::{
-    Archive, ArchiveWriter, Condition, DType, Direction, Op, RegionDecl, RegionId, Reloc, Tolerance,
-};
+use shared::archive::{Archive, ArchiveWriter, DType, Direction, Op, RegionDecl, RegionId, Reloc, Tolerance};
 
-use super::device::{Backend, Device, Element, Kernel, RawBuffer};
+use super::device::{Device, Element, Kernel, RawBuffer};
 use super::record::{GOp, GraphData, GraphRegion};
+use super::replay::Engine;
 use super::{usage, CaptureError, Result};
 
 /// A named input or output of a graph.
@@ -32,15 +32,9 @@ pub struct Graph {
     devices: Vec<Device>,
     data: GraphData,
     bindings: Vec<BindingInfo>,
-    /// On CUDA: the graph the archive replay engine built from this recording, made at the first launch.
-    cuda: Mutex<Option<CudaGraph>>,
-}
-
-/// A CUDA graph of the recording and, per archive region, the live buffer it stands for.
-struct CudaGraph {
-    replay: crate::cuda::CudaReplay,
-    buffers: Vec<Option<RawBuffer>>,
-    region_of: HashMap<u64, RegionId>,
+    /// The archive replay of its devices' kind (`replay.rs`), built from this recording at the
+    /// first launch.
+    engine: Mutex<Option<Engine>>,
 }
 
 impl std::fmt::Debug for Graph {
@@ -60,11 +54,11 @@ fn archive_error(path: &Path, message: impl std::fmt::Display) -> CaptureError {
 
 impl Graph {
     pub(crate) fn from_data(device: Device, data: GraphData, bindings: Vec<BindingInfo>) -> Graph {
-        Graph { devices: vec![device.clone()], device, data, bindings, cuda: Mutex::new(None) }
+        Graph { devices: vec![device.clone()], device, data, bindings, engine: Mutex::new(None) }
     }
 
     pub(crate) fn from_devices(devices: Vec<Device>, data: GraphData) -> Graph {
-        Graph { device: devices[0].clone(), devices, data, bindings: Vec::new(), cuda: Mutex::new(None) }
+        Graph { device: devices[0].clone(), devices, data, bindings: Vec::new(), engine: Mutex::new(None) }
     }
 
     /// The device (the first, for a graph of several).
@@ -83,7 +77,7 @@ impl Graph {
     }
 
     /// The device whose memory holds `region`.
-    fn region_device(&self, region: RegionId) -> &Device {
+    pub(super) fn region_device(&self, region: RegionId) -> &Device {
         let d = self.data.regions.get(region as usize).map_or(0, |r| r.decl.device as usize);
         &self.devices[d.min(self.devices.len() - 1)]
     }
@@ -99,151 +93,19 @@ impl Graph {
 
     /// Replays the recorded work on the graph's device, over its buffers, and waits for it.
     ///
-    /// On the CPU the ops run in order on the PTX executor. On CUDA they run as one CUDA graph
-    /// (kernel, memcpy and memset nodes, conditional nodes for while/if, edges only where data
-    /// flows) built by the archive replay engine at the first launch; the graph owns its regions, so
-    /// the live buffers are copied in before and out after each launch, device to device.
+    /// The recording runs as an archive on the archive replay engine of its devices' kind, built
+    /// at the first launch: on CUDA one CUDA graph (kernel, memcpy and memset nodes, conditional
+    /// nodes for while/if, edges only where data flows); on the CPU `shared::replay`, so while,
+    /// if and scratch mean what they mean in every CPU replay (a while still true at its limit is
+    /// an error, `ReplayError::LoopLimit`). The engine owns its regions, so the live buffers are
+    /// copied in before and out after each launch; a failed launch leaves them as they were.
     pub fn launch(&self) -> Result<()> {
-        if let Backend::Cuda(cuda) = self.device.backend() {
-            return self.launch_cuda(cuda);
-        }
-        let mut addrs: Vec<u64> =
-            self.data.regions.iter().map(|r| r.buffer.as_ref().map_or(0, RawBuffer::addr)).collect();
-        let outcome = (|| {
-            for (i, op) in self.data.ops.iter().enumerate() {
-                self.run(std::slice::from_ref(op), &mut addrs, self.device_of_op(i))?;
-            }
-            Ok(())
-        })();
-        // Scratch left allocated by a failed replay is released here.
-        for (i, (r, a)) in self.data.regions.iter().zip(&addrs).enumerate() {
-            if r.buffer.is_none() && *a != 0 {
-                let _ = self.region_device(i as RegionId).backend().free(*a);
-            }
-        }
-        outcome?;
-        self.devices.iter().try_for_each(|d| d.backend().synchronize())
-    }
-
-    fn launch_cuda(&self, cuda: &super::cuda::CudaBackend) -> Result<()> {
-        let ordinal = cuda.device().ordinal;
-        let cuda_err = |e: crate::cuda::CudaError| CaptureError::Cuda { ordinal, message: e.to_string() };
-        let mut slot = self.cuda.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            let (out, buffers) = self.write_archive(Cursor::new(Vec::new()), &[], &[], &[])?;
-            let bytes = out.into_inner();
-            let archive =
-                Archive::open(&bytes).map_err(|e| CaptureError::Usage(format!("the recorded archive: {e}")))?;
-            let gpus = self
-                .devices
-                .iter()
-                .map(|d| match d.backend() {
-                    Backend::Cuda(c) => Ok(c.device().clone()),
-                    Backend::Cpu(_) => usage("a graph of several devices runs on GPUs only or on the CPU only"),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let replay = crate::cuda::CudaReplay::load_on(&gpus, &archive, Default::default()).map_err(cuda_err)?;
-            let region_of =
-                buffers.iter().enumerate().filter_map(|(i, b)| Some((b.as_ref()?.id(), i as RegionId))).collect();
-            *slot = Some(CudaGraph { replay, buffers, region_of });
-        }
-        let Some(g) = slot.as_mut() else { return usage("the CUDA graph was not built") };
-        let region_addr = |g: &CudaGraph, r: RegionId| {
-            g.replay.region_address(r).ok_or_else(|| CaptureError::Usage(format!("the CUDA graph has no region {r}")))
+        let mut slot = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+        let engine = match slot.as_mut() {
+            Some(e) => e,
+            None => slot.insert(Engine::build(self)?),
         };
-        // Pointer fields hold the graph's own addresses inside the graph and the live ones outside.
-        // Each buffer moves on its own GPU, where the graph placed its region.
-        for (i, b) in g.buffers.iter().enumerate() {
-            let Some(b) = b else { continue };
-            let backend = self.region_device(i as RegionId).backend();
-            let dst = region_addr(g, i as RegionId)?;
-            backend.copy(b.addr(), dst, b.byte_len())?;
-            for f in b.pointer_fields() {
-                let target = region_addr(g, g.region_of[&f.target.id()])? + f.target_offset;
-                backend.write(dst + f.offset, &target.to_le_bytes())?;
-            }
-        }
-        self.devices.iter().try_for_each(|d| d.backend().synchronize())?;
-        g.replay.replay().map_err(cuda_err)?;
-        for (i, b) in g.buffers.iter().enumerate() {
-            let Some(b) = b else { continue };
-            let backend = self.region_device(i as RegionId).backend();
-            backend.copy(region_addr(g, i as RegionId)?, b.addr(), b.byte_len())?;
-            for f in b.pointer_fields() {
-                backend.write(b.addr() + f.offset, &(f.target.addr() + f.target_offset).to_le_bytes())?;
-            }
-        }
-        self.devices.iter().try_for_each(|d| d.backend().synchronize())
-    }
-
-    fn addr(&self, addrs: &[u64], region: RegionId) -> Result<u64> {
-        match addrs.get(region as usize) {
-            Some(&a) if a != 0 => Ok(a),
-            Some(_) => usage(format!(
-                "scratch region {} is used outside its alloc/free",
-                self.data.regions[region as usize].decl.name
-            )),
-            None => usage(format!("op names region {region}, which the graph does not have")),
-        }
-    }
-
-    /// Runs `ops` on device `device` (a copy between devices goes through the host).
-    fn run(&self, ops: &[GOp], addrs: &mut Vec<u64>, device: usize) -> Result<()> {
-        let backend = self.devices[device].backend();
-        for op in ops {
-            match op {
-                GOp::Launch { kernel, grid, block, shared, params, relocs } => {
-                    let mut params = params.clone();
-                    for r in relocs {
-                        let at = r.offset as usize;
-                        let a = self.addr(addrs, r.target)? + r.target_offset;
-                        params[at..at + 8].copy_from_slice(&a.to_le_bytes());
-                    }
-                    backend.launch(&self.data.kernels[*kernel], *grid, *block, *shared, &params)?;
-                }
-                GOp::Copy(c) => {
-                    let (s, d) = (self.addr(addrs, c.src)?, self.addr(addrs, c.dst)?);
-                    let (from, to) = (self.region_device(c.src), self.region_device(c.dst));
-                    if from.same(to) {
-                        from.backend().copy(s + c.src_offset, d + c.dst_offset, c.len)?;
-                    } else {
-                        let mut bytes = vec![0u8; c.len as usize];
-                        from.backend().read(s + c.src_offset, &mut bytes)?;
-                        to.backend().write(d + c.dst_offset, &bytes)?;
-                    }
-                }
-                GOp::Memset(m) => backend.fill(self.addr(addrs, m.region)? + m.offset, m.len, m.width, m.pattern)?,
-                GOp::Alloc(r) => {
-                    let decl = &self.data.regions[*r as usize].decl;
-                    if addrs[*r as usize] == 0 {
-                        addrs[*r as usize] = backend.alloc(decl.size, decl.align)?;
-                    }
-                }
-                GOp::Free(r) => {
-                    let a = std::mem::take(&mut addrs[*r as usize]);
-                    if a != 0 {
-                        backend.free(a)?;
-                    }
-                }
-                GOp::While { cond, body } => {
-                    let mut i = 0u32;
-                    while (cond.max_iterations == 0 || i < cond.max_iterations) && self.test(addrs, cond)? {
-                        self.run(body, addrs, device)?;
-                        i += 1;
-                    }
-                }
-                GOp::If { cond, body } => {
-                    if self.test(addrs, cond)? {
-                        self.run(body, addrs, device)?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn test(&self, addrs: &[u64], cond: &Condition) -> Result<bool> {
-        Ok(self.region_device(cond.region).backend().read_u32(self.addr(addrs, cond.region)? + cond.offset)? != 0)
+        engine.run(self)
     }
 
     // ---- bindings ----
@@ -376,7 +238,7 @@ impl Graph {
         Ok(self.write_archive(Cursor::new(Vec::new()), inputs, outputs, &[])?.0.into_inner())
     }
 
-    fn write_archive<W: std::io::Write + std::io::Seek>(
+    pub(super) fn write_archive<W: std::io::Write + std::io::Seek>(
         &self,
         out: W,
         inputs: &[(&str, &RawBuffer)],

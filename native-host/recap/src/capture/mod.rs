@@ -55,7 +55,11 @@
 //!   before launching when the inputs should be the ones the capture started from.
 //! - While and if test a `u32` word on the device before each iteration; `max_iterations` 0 means
 //!   unbounded. Eagerly (outside a capture) the host reads the word back; in a graph the test stays
-//!   on the device where the backend supports it.
+//!   on the device where the backend supports it, and on the CPU a while whose word is still set
+//!   after `max_iterations` passes fails the launch (`ReplayError::LoopLimit`), as in every CPU
+//!   replay of an archive.
+//! - Kernel layouts come from the `.entry` declarations alone, so a module the CPU executor refuses
+//!   (TMA copies, say) still loads and records on the CPU; launching it there is the error.
 
 mod args;
 mod cpu;
@@ -63,6 +67,9 @@ mod cuda;
 mod device;
 mod graph;
 mod record;
+mod replay;
+#[cfg(test)]
+mod tests;
 
 pub use args::{Arg, StructArg};
 pub use device::{capture_devices, Buffer, Device, Dim3, Element, Kernel, Module, RawBuffer};
@@ -85,12 +92,21 @@ pub enum CaptureError {
     Launch { kernel: String, message: String },
     #[error("CPU device: {0}")]
     Cpu(String),
+    /// A graph's replay on the CPU (`shared::replay`), boxed: the error is large.
+    #[error("replay on the CPU: {0}")]
+    Replay(Box<shared::replay::ReplayError>),
     #[error("{0}")]
     Usage(String),
     #[error("binding {name}: {message}")]
     Binding { name: String, message: String },
     #[error("archive {path}: {message}")]
     Archive { path: String, message: String },
+}
+
+impl From<shared::replay::ReplayError> for CaptureError {
+    fn from(e: shared::replay::ReplayError) -> Self {
+        CaptureError::Replay(Box::new(e))
+    }
 }
 
 pub type Result<T, E = CaptureError> = std::result::Result<T, E>;
