@@ -93,15 +93,19 @@ pub unsafe extern "C" fn la_objopen(map: *mut libc::c_void, _lmid: libc::c_long,
         return 0;
     }
     // `struct link_map` begins with `l_addr`, then `l_name`.
-    let name = *(map as *const *const c_char).add(1);
+    // SAFETY: `map` is the live `link_map` the dynamic linker passes; its second word is `l_name`.
+    let name = unsafe { *(map as *const *const c_char).add(1) };
     if name.is_null() {
         return 0;
     }
-    let Ok(file) = std::fs::canonicalize(String::from_utf8_lossy(CStr::from_ptr(name).to_bytes()).as_ref()) else {
+    // SAFETY: `l_name` is a NUL-terminated string owned by the dynamic linker for the object's life.
+    let name = unsafe { CStr::from_ptr(name) };
+    let Ok(file) = std::fs::canonicalize(String::from_utf8_lossy(name.to_bytes()).as_ref()) else {
         return 0;
     };
     if file == paths.interposer_file || paths.real_file.as_ref() == Some(&file) {
-        *cookie = EXEMPT;
+        // SAFETY: checked non-NULL; the dynamic linker's cookie for this object, ours to set.
+        unsafe { *cookie = EXEMPT };
     }
     0
 }
@@ -135,11 +139,14 @@ fn link_nvrtc(file: &Path) -> bool {
 /// cookie (or NULL).
 #[no_mangle]
 pub unsafe extern "C" fn la_objsearch(name: *const c_char, cookie: *mut usize, flag: c_uint) -> *const c_char {
-    if name.is_null() || (!cookie.is_null() && *cookie == EXEMPT) {
+    // SAFETY: a non-NULL cookie is the searching object's, which the dynamic linker keeps alive.
+    if name.is_null() || (!cookie.is_null() && unsafe { *cookie } == EXEMPT) {
         return name;
     }
     let Some(paths) = paths() else { return name };
-    let asked = PathBuf::from(String::from_utf8_lossy(CStr::from_ptr(name).to_bytes()).into_owned());
+    // SAFETY: checked non-NULL; the dynamic linker passes a NUL-terminated name.
+    let name_text = unsafe { CStr::from_ptr(name) };
+    let asked = PathBuf::from(String::from_utf8_lossy(name_text.to_bytes()).into_owned());
     if is_nvrtc(&asked) && asked.components().count() > 1 && asked.is_file() && link_nvrtc(&asked) {
         return paths.interposer.as_ptr();
     }
