@@ -70,7 +70,21 @@ pub enum FatbinError {
     #[error("byte {offset}: {reason}")]
     Malformed { offset: usize, reason: String },
     #[error("entry at byte {offset}: {reason}")]
-    Decompress { offset: usize, reason: String },
+    Decompress { offset: usize, reason: DecompressError },
+}
+
+/// Why one entry's compressed payload did not give the bytes its header declares.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecompressError {
+    #[error("uncompressed size {size} is above the limit of {MAX_ENTRY_BYTES}")]
+    TooLarge { size: u64 },
+    /// The decoder's own message (its error types are neither `Clone` nor comparable).
+    #[error("zstd: {0}")]
+    Zstd(String),
+    #[error("lz4: {0}")]
+    Lz4(String),
+    #[error("{codec} payload decompresses to {got} bytes, the header says {declared}")]
+    WrongSize { codec: &'static str, got: usize, declared: usize },
 }
 
 fn malformed(offset: usize, reason: impl Into<String>) -> FatbinError {
@@ -172,10 +186,7 @@ fn parse_entry(bytes: &[u8], at: usize, end: usize) -> Result<(Option<FatbinEntr
             return Err(malformed(at + 16, format!("compressed size {compressed} exceeds the stored {stored} bytes")));
         }
         if raw_size > MAX_ENTRY_BYTES {
-            return Err(FatbinError::Decompress {
-                offset: at,
-                reason: format!("uncompressed size {raw_size} is above the limit of {MAX_ENTRY_BYTES}"),
-            });
+            return Err(FatbinError::Decompress { offset: at, reason: DecompressError::TooLarge { size: raw_size } });
         }
         decompress(&stored_bytes[..compressed], flags, raw_size as usize)
             .map_err(|reason| FatbinError::Decompress { offset: at, reason })?
@@ -185,21 +196,22 @@ fn parse_entry(bytes: &[u8], at: usize, end: usize) -> Result<(Option<FatbinEntr
     Ok((Some(FatbinEntry { kind, sm, payload }), next))
 }
 
-fn decompress(data: &[u8], flags: u64, raw_size: usize) -> Result<Vec<u8>, String> {
+fn decompress(data: &[u8], flags: u64, raw_size: usize) -> Result<Vec<u8>, DecompressError> {
     if flags & FLAG_ZSTD != 0 {
-        let mut decoder = ruzstd::decoding::StreamingDecoder::new(data).map_err(|e| format!("zstd: {e}"))?;
+        let zstd = |e: &dyn std::fmt::Display| DecompressError::Zstd(e.to_string());
+        let mut decoder = ruzstd::decoding::StreamingDecoder::new(data).map_err(|e| zstd(&e))?;
         let mut out = Vec::with_capacity(raw_size.min(1 << 24));
         // One byte past the declared size tells a lying header from an honest one.
-        (&mut decoder).take(raw_size as u64 + 1).read_to_end(&mut out).map_err(|e| format!("zstd: {e}"))?;
+        (&mut decoder).take(raw_size as u64 + 1).read_to_end(&mut out).map_err(|e| zstd(&e))?;
         if out.len() != raw_size {
-            return Err(format!("zstd payload decompresses to {} bytes, the header says {raw_size}", out.len()));
+            return Err(DecompressError::WrongSize { codec: "zstd", got: out.len(), declared: raw_size });
         }
         Ok(out)
     } else {
         let mut out = vec![0u8; raw_size];
-        let n = lz4_flex::block::decompress_into(data, &mut out).map_err(|e| format!("lz4: {e}"))?;
+        let n = lz4_flex::block::decompress_into(data, &mut out).map_err(|e| DecompressError::Lz4(e.to_string()))?;
         if n != raw_size {
-            return Err(format!("lz4 payload decompresses to {n} bytes, the header says {raw_size}"));
+            return Err(DecompressError::WrongSize { codec: "lz4", got: n, declared: raw_size });
         }
         Ok(out)
     }
@@ -407,7 +419,10 @@ mod tests {
         let lz = lz4_flex::block::compress(ptx);
         // The header claims more than the payload decompresses to.
         let bytes = container(&[entry(1, 80, FLAG_LZ4, 999, &lz, true)]);
-        let err = parse(&bytes).unwrap_err().to_string();
+        let err = parse(&bytes).unwrap_err();
+        let lie = DecompressError::WrongSize { codec: "lz4", got: ptx.len(), declared: 999 };
+        assert_eq!(err, FatbinError::Decompress { offset: 16, reason: lie });
+        let err = err.to_string();
         assert!(err.contains("entry at byte 16") && err.contains("999"), "{err}");
         // A container that claims more bytes than there are.
         let mut short = container(&[entry(1, 80, 0, 0, ptx, false)]);
@@ -415,6 +430,10 @@ mod tests {
         assert!(parse(&short).unwrap_err().to_string().contains("runs past the end"));
         // A decompression bomb is refused before anything is allocated.
         let bomb = container(&[entry(1, 80, FLAG_ZSTD, MAX_ENTRY_BYTES + 1, &[0; 8], true)]);
+        assert_eq!(
+            parse(&bomb).unwrap_err(),
+            FatbinError::Decompress { offset: 16, reason: DecompressError::TooLarge { size: MAX_ENTRY_BYTES + 1 } }
+        );
         assert!(parse(&bomb).unwrap_err().to_string().contains("above the limit"));
         assert!(parse(b"\x50\xed\x55\xba").is_err());
     }
