@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
 
 use super::layout::{SectionKind, *};
-use super::reader::{Archive, FormatError};
+use super::reader::{u32_at, u64_at, Archive, FormatError};
 
 /// Bytes read from the source at a time.
 const CHUNK: usize = 1 << 20;
@@ -40,13 +40,6 @@ fn io_error(what: &str, offset: u64, e: io::Error) -> FormatError {
 fn read_at<R: Read + Seek>(src: &mut R, offset: u64, out: &mut [u8]) -> Result<(), FormatError> {
     src.seek(SeekFrom::Start(offset)).map_err(|e| io_error("seeking", offset, e))?;
     src.read_exact(out).map_err(|e| io_error(&format!("reading {} bytes", out.len()), offset, e))
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
 }
 
 /// Checks an archive as [`Archive::open`] followed by [`Archive::validate`] would, reading `src`

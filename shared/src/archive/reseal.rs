@@ -6,10 +6,7 @@
 //! the mutated bytes first lets the mutation meet those rules instead.
 
 use super::layout::{self, entry, header, CHECKSUM_LEN, HEADER_LEN, SECTION_ENTRY_LEN};
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
-}
+use super::reader::u64_at;
 
 /// Recomputes every section's checksum and then the header checksum, exactly as `docs/FORMAT.md`
 /// defines them, and changes no other byte. For tools and fuzzing: it makes damaged or edited bytes

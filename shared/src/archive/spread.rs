@@ -11,7 +11,7 @@
 
 use super::layout::{SectionKind, SPREAD_LEN};
 use super::model::RegionId;
-use super::reader::{err, Archive, FormatError};
+use super::reader::{err, u64_at, Archive, FormatError};
 
 /// One stretch's recorded spread.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -26,10 +26,6 @@ pub struct RecordedSpread {
     pub abs: f64,
     /// Elements where some run differed.
     pub elements: u64,
-}
-
-fn u64_at(r: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(r[at..at + 8].try_into().unwrap())
 }
 
 fn record(r: &[u8]) -> RecordedSpread {

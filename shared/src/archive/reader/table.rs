@@ -1,5 +1,6 @@
 //! Fixed-size little-endian records of one table section ([`Table`]), read in place, and the
-//! integer reads every part of the reader uses on bytes whose bounds are already checked.
+//! little-endian integer reads the whole archive module uses (the reader, the bounded validator,
+//! resealing, the spread section) on bytes whose bounds its caller has checked.
 
 use super::error::{err, FormatError};
 use crate::archive::layout::{SectionKind, TABLE_HEADER_LEN};
