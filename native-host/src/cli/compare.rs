@@ -36,7 +36,7 @@ impl std::str::FromStr for Sides {
 #[derive(clap::Args)]
 pub struct Args {
     pub file: PathBuf,
-    /// The two sides, A,B: cpu (native code), interp, jit, jit-scalar, cuda or cuda:N
+    /// The two sides, A,B: cpu (native code), interp, jit, jit-scalar (or cpu:ENGINE), cuda or cuda:N
     #[arg(long, default_value = "interp,jit")]
     pub devices: Sides,
     /// Go on past the first op that differs and report every one
