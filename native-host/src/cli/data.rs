@@ -21,13 +21,13 @@ pub struct InputArg {
 }
 
 impl std::str::FromStr for InputArg {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
         match s.split_once('=') {
             Some((name, file)) if !name.is_empty() && !file.is_empty() => {
                 Ok(InputArg { name: name.to_string(), file: PathBuf::from(file) })
             }
-            _ => Err(format!("expected NAME=FILE, got {s:?}")),
+            _ => bail!("expected NAME=FILE, got {s:?}"),
         }
     }
 }

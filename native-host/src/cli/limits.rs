@@ -2,6 +2,7 @@
 //! replay allocate and launch (see `shared::replay::ReplayLimits`). Sizes take binary suffixes
 //! (`512MiB`, `4G`), so the limits read the way people think of them.
 
+use anyhow::{anyhow, bail, Result};
 use shared::replay::ReplayLimits;
 
 const DEFAULTS: ReplayLimits = ReplayLimits::DEFAULT;
@@ -35,20 +36,20 @@ impl LimitArgs {
 }
 
 /// `123`, `64K`, `512MiB`, `4g`, `1TB`: a byte count with an optional binary suffix.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
+pub fn parse_bytes(text: &str) -> Result<u64> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, suffix) = t.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is not a byte count (e.g. 4096, 64MiB, 4G)"))?;
+    let n: u64 = digits.parse().map_err(|_| anyhow!("{text:?} is not a byte count (e.g. 4096, 64MiB, 4G)"))?;
     let shift = match suffix.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
         "t" | "tb" | "tib" => 40,
-        other => return Err(format!("unknown size suffix {other:?} in {text:?}: use K, M, G or T")),
+        other => bail!("unknown size suffix {other:?} in {text:?}: use K, M, G or T"),
     };
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} does not fit in 64 bits"))
+    n.checked_mul(1 << shift).ok_or_else(|| anyhow!("{text:?} does not fit in 64 bits"))
 }
 
 #[cfg(test)]
@@ -57,13 +58,13 @@ mod tests {
 
     #[test]
     fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert_eq!(parse_bytes("64K"), Ok(64 << 10));
-        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_bytes("4g"), Ok(4 << 30));
-        assert!(parse_bytes("4 parsecs").unwrap_err().contains("suffix"));
-        assert!(parse_bytes("lots").unwrap_err().contains("byte count"));
-        assert!(parse_bytes("99999999999T").unwrap_err().contains("64 bits"));
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_bytes("64K").unwrap(), 64 << 10);
+        assert_eq!(parse_bytes("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_bytes("4g").unwrap(), 4 << 30);
+        assert!(parse_bytes("4 parsecs").unwrap_err().to_string().contains("suffix"));
+        assert!(parse_bytes("lots").unwrap_err().to_string().contains("byte count"));
+        assert!(parse_bytes("99999999999T").unwrap_err().to_string().contains("64 bits"));
     }
 
     #[test]
