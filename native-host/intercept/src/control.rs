@@ -63,16 +63,47 @@ pub fn open_binds() -> Vec<Bind> {
     }
 }
 
+/// Why a control call failed: the text [`recap_control_error`] hands back.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// `what` names the argument.
+    #[error("{what} is NULL")]
+    Null { what: &'static str },
+    #[error("{what} is not UTF-8")]
+    NotUtf8 { what: &'static str },
+    #[error("a capture is already open in this process: end it first")]
+    AlreadyOpen,
+    #[error("a capture is already recording in this process")]
+    AlreadyRecording,
+    #[error("no capture is recording in this process")]
+    NotRecording,
+    #[error("binding {name}: no capture is open")]
+    NoneOpen { name: String },
+    #[error("binding {name}: direction {direction} is not 0 (in), 1 (out) or 2 (both)")]
+    Direction { name: String, direction: c_int },
+    #[error("binding {name} is named twice")]
+    NamedTwice { name: String },
+    #[error("{name:?} is not an element type")]
+    ElemType { name: String },
+    #[error(transparent)]
+    Report(#[from] serde_json::Error),
+    #[error(transparent)]
+    Nul(#[from] std::ffi::NulError),
+    /// A panic inside the call, with its message.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
 /// Runs `f`, turning an error or a panic into the thread's last error and -1.
-pub(crate) fn guard(f: impl FnOnce() -> Result<(), String>) -> c_int {
+pub(crate) fn guard(f: impl FnOnce() -> Result<(), ControlError>) -> c_int {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
         let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
-        Err(format!("internal error: {}", what.unwrap_or_else(|| "unknown panic".into())))
+        Err(ControlError::Internal(what.unwrap_or_else(|| "unknown panic".into())))
     });
     match outcome {
         Ok(()) => 0,
-        Err(message) => {
-            let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
+        Err(e) => {
+            let c = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
             LAST_ERROR.with(|e| *e.borrow_mut() = c);
             -1
         }
@@ -81,13 +112,13 @@ pub(crate) fn guard(f: impl FnOnce() -> Result<(), String>) -> c_int {
 
 /// # Safety
 /// `s` is NULL or a NUL-terminated string.
-pub(crate) unsafe fn text(s: *const c_char, what: &str) -> Result<String, String> {
+pub(crate) unsafe fn text(s: *const c_char, what: &'static str) -> Result<String, ControlError> {
     if s.is_null() {
-        return Err(format!("{what} is NULL"));
+        return Err(ControlError::Null { what });
     }
     // SAFETY: the caller passes a NUL-terminated string.
     let s = unsafe { CStr::from_ptr(s) };
-    s.to_str().map(str::to_string).map_err(|_| format!("{what} is not UTF-8"))
+    s.to_str().map(str::to_string).map_err(|_| ControlError::NotUtf8 { what })
 }
 
 /// The reason the calling thread's last control call failed ("" if none did).
@@ -110,7 +141,7 @@ pub unsafe extern "C" fn recap_control_begin(path: *const c_char) -> c_int {
         {
             let mut c = control();
             if c.open {
-                return Err("a capture is already open in this process: end it first".into());
+                return Err(ControlError::AlreadyOpen);
             }
             c.open = true;
             c.binds.clear();
@@ -143,7 +174,7 @@ pub unsafe extern "C" fn recap_control_bind(
             0 => Direction::In,
             1 => Direction::Out,
             2 => Direction::InOut,
-            d => return Err(format!("binding {name}: direction {d} is not 0 (in), 1 (out) or 2 (both)")),
+            direction => return Err(ControlError::Direction { name, direction }),
         };
         let dtype = shared::npy::dtype_of(&descr).unwrap_or(DType::Bytes);
         let shape = if ndim == 0 || shape.is_null() {
@@ -154,11 +185,11 @@ pub unsafe extern "C" fn recap_control_bind(
         };
         let mut c = control();
         if !c.open {
-            return Err(format!("binding {name}: no capture is open"));
+            return Err(ControlError::NoneOpen { name });
         }
         match c.binds.iter_mut().find(|b| b.name == name) {
             Some(b) if b.ptr == ptr && b.bytes == bytes && b.direction != direction => b.direction = Direction::InOut,
-            Some(_) => return Err(format!("binding {name} is named twice")),
+            Some(_) => return Err(ControlError::NamedTwice { name }),
             None => c.binds.push(Bind { name, ptr, bytes, direction, dtype, shape }),
         }
         Ok(())
@@ -177,7 +208,7 @@ pub unsafe extern "C" fn recap_control_end(report: *mut *const c_char) -> c_int 
     }
     guard(|| {
         if report.is_null() {
-            return Err("report is NULL".into());
+            return Err(ControlError::Null { what: "report" });
         }
         // The program's arrays, before the recorder's lock (`declared.rs` says why).
         crate::declared::gather();
@@ -185,8 +216,7 @@ pub unsafe extern "C" fn recap_control_end(report: *mut *const c_char) -> c_int 
         let ended = st.finish_controlled("the end of the capture block");
         control().open = false;
         ended?;
-        let json = serde_json::to_string(&st.report).map_err(|e| e.to_string())?;
-        let json = CString::new(json).map_err(|e| e.to_string())?;
+        let json = CString::new(serde_json::to_string(&st.report)?)?;
         REPORT.with(|r| {
             *r.borrow_mut() = json;
             // SAFETY: checked non-NULL; the caller passes writable memory.
@@ -194,4 +224,36 @@ pub unsafe extern "C" fn recap_control_end(report: *mut *const c_char) -> c_int 
         });
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The calling thread's last error, as the Python package reads it.
+    fn last_error() -> String {
+        // SAFETY: the thread's own NUL-terminated message, alive until its next failing call.
+        unsafe { CStr::from_ptr(recap_control_error()) }.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_refused_call_answers_minus_one_and_says_why() {
+        let (name, dtype) = (c"x", c"<f4");
+        let bind = |direction| {
+            // SAFETY: NUL-terminated strings and no shape.
+            unsafe { recap_control_bind(name.as_ptr(), 0x1000, 4, direction, dtype.as_ptr(), std::ptr::null(), 0) }
+        };
+        assert_eq!(bind(7), -1);
+        assert_eq!(last_error(), "binding x: direction 7 is not 0 (in), 1 (out) or 2 (both)");
+        assert_eq!(bind(0), -1);
+        assert_eq!(last_error(), "binding x: no capture is open");
+        // SAFETY: NULL is what each refuses.
+        assert_eq!(unsafe { recap_control_begin(std::ptr::null()) }, -1);
+        assert_eq!(last_error(), "path is NULL");
+        // SAFETY: as above.
+        assert_eq!(unsafe { recap_control_end(std::ptr::null_mut()) }, -1);
+        assert_eq!(last_error(), "report is NULL");
+        assert_eq!(guard(|| panic!("a recorder bug")), -1);
+        assert_eq!(last_error(), "internal error: a recorder bug");
+    }
 }

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use shared::archive::declared::{elem_type_named, resolve, DeclaredType};
 use shared::archive::{ElemType, RegionId};
 
-use crate::control::{guard, text};
+use crate::control::{guard, text, ControlError};
 use crate::record::Recording;
 
 /// Declarations kept per range, at most: a program with more live arrays gets the first ones
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn recap_declare(ptr: u64, bytes: u64, ty: *const c_char, 
     guard(|| {
         // SAFETY: forwarded from the caller.
         let (name, from) = unsafe { (text(ty, "element type")?, text(from, "what declared it")?) };
-        let ty = elem_type_named(&name).ok_or_else(|| format!("{name:?} is not an element type"))?;
+        let ty = elem_type_named(&name).ok_or(ControlError::ElemType { name })?;
         let mut d = declared();
         if d.list.len() >= MAX_DECLARATIONS {
             d.dropped += 1;

@@ -24,6 +24,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+use crate::control::ControlError;
 use crate::graphs::{Graph, GraphBook};
 use crate::images::ModuleImage;
 use crate::launch_attrs::LaunchAttrs;
@@ -457,9 +458,9 @@ impl State {
     /// Opens a range now for `request`, on request of the in-process control API (`control.rs`),
     /// whatever the process's range says; a fresh report goes with it. Refused while a range is
     /// open.
-    pub fn begin_controlled(&mut self, request: Request) -> Result<(), String> {
+    pub fn begin_controlled(&mut self, request: Request) -> Result<(), ControlError> {
         if PHASE.load(Ordering::Relaxed) == RECORDING {
-            return Err("a capture is already recording in this process".into());
+            return Err(ControlError::AlreadyRecording);
         }
         self.report = Report::new(&request.range);
         self.begin(request);
@@ -467,9 +468,9 @@ impl State {
     }
 
     /// Ends the range opened by [`State::begin_controlled`] and writes its archive.
-    pub fn finish_controlled(&mut self, at: &str) -> Result<(), String> {
+    pub fn finish_controlled(&mut self, at: &str) -> Result<(), ControlError> {
         if PHASE.load(Ordering::Relaxed) != RECORDING {
-            return Err("no capture is recording in this process".into());
+            return Err(ControlError::NotRecording);
         }
         self.finish(at);
         Ok(())
