@@ -52,11 +52,3 @@ pub use cudarc::driver::sys;
 pub use driver::{driver, Device, DriverError, DriverInfo, OpenError};
 pub use eager::{EagerModule, LaunchError};
 pub use replay::{locate_fault, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions};
-
-/// Parses `cuda` or `cuda:N` into a device ordinal.
-pub fn parse_device(spec: &str) -> Option<usize> {
-    match spec.strip_prefix("cuda")? {
-        "" => Some(0),
-        rest => rest.strip_prefix(':')?.parse().ok(),
-    }
-}
