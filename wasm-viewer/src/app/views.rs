@@ -215,7 +215,7 @@ pub fn render_regions() {
             shape_text(&r),
             r.align,
             esc(&tolerance_text(&r)),
-            types_text(&a, r.id),
+            types_text(a, r.id),
             region_plots(&r, host_id.as_deref())
         ))
     });
