@@ -9,7 +9,9 @@
 use crate::archive::{Archive, DType, Direction, RegionId, Tolerance};
 use crate::check::{effective_dtype, element, RegionCheck as Judged, Verdict};
 use crate::compare::{difference, Divergence};
-use crate::protocol::{CheckReport, Mismatch, Parting, RegionCheckReport, RegionPreview, RegionSummary, SessionMessage};
+use crate::protocol::{
+    CheckReport, Mismatch, Parting, RegionCheckReport, RegionPreview, RegionSummary, SessionMessage,
+};
 
 /// Most regions summarised per replay.
 pub const MAX_SUMMARIES: usize = 64;

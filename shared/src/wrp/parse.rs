@@ -1,8 +1,8 @@
 //! The reader: header, section table, then the metadata, memory and operations sections.
 
 use super::{
-    opcode_name, Capture, CaptureDevice, Kernel, Launch, WrpModule, OpKind, Param, Pointer, PointerTarget, Region,
-    WrpError, WrpOp, FORMAT_VERSION, MAX_NESTING,
+    opcode_name, Capture, CaptureDevice, Kernel, Launch, OpKind, Param, Pointer, PointerTarget, Region, WrpError,
+    WrpModule, WrpOp, FORMAT_VERSION, MAX_NESTING,
 };
 
 const MAGIC: &[u8; 4] = b"WRP1";
