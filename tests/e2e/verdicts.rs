@@ -154,10 +154,15 @@ fn nothing_to_check_is_not_a_pass_and_zero_iterations_are_refused() {
     }
 }
 
-/// `recap capture --json EXTRA -o ARCHIVE -- float_order` through the CPU driver, its blocks in
-/// the shuffled orders of `order` (`RECAP_CPU_BLOCK_ORDER`); the program must pass its own check.
-fn capture_float_order(archive: &Path, extra: &[&str], order: &str) -> serde_json::Value {
-    let program = crate::cpudriver::Program::build("float_order", &["-lcuda", "-lm"]);
+/// `recap capture --json EXTRA -o ARCHIVE -- COMMAND` through the CPU driver, with `env` set; the
+/// program, run in the archive's folder, must print `ok_line`. Gives the capture's report.
+fn capture_on_cpu_driver(
+    archive: &Path,
+    extra: &[&str],
+    command: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+    ok_line: &str,
+) -> serde_json::Value {
     let o = Command::new(recap_bin())
         .args(["capture", "--json"])
         .args(extra)
@@ -166,15 +171,24 @@ fn capture_float_order(archive: &Path, extra: &[&str], order: &str) -> serde_jso
         .arg("--driver")
         .arg(recap_tests::cdylib("recap-cpudriver", "recap_cpudriver"))
         .arg("--")
-        .arg(&program.exe)
+        .args(command)
         .env("RECAP_INTERCEPT_LIB", recap_tests::cdylib("recap-intercept", "recap_intercept"))
-        .env("RECAP_CPU_BLOCK_ORDER", order)
-        .current_dir(program.dir())
+        .envs(env.iter().copied())
+        .current_dir(archive.parent().unwrap())
         .output()
         .unwrap();
     let said = text(&o);
-    assert!(o.status.success() && said.contains("float_order: ok "), "{said}");
+    assert!(o.status.success() && said.contains(ok_line), "{said}");
     serde_json::from_str(&said[said.find('{').unwrap()..]).unwrap()
+}
+
+/// `recap capture --json EXTRA -o ARCHIVE -- float_order` through the CPU driver, its blocks in
+/// the shuffled orders of `order` (`RECAP_CPU_BLOCK_ORDER`); the program must pass its own check.
+fn capture_float_order(archive: &Path, extra: &[&str], order: &str) -> serde_json::Value {
+    let program = crate::cpudriver::Program::build("float_order", &["-lcuda", "-lm"]);
+    let env = [("RECAP_CPU_BLOCK_ORDER", order.as_ref())];
+    let exe = program.exe.canonicalize().unwrap();
+    capture_on_cpu_driver(archive, extra, &[exe.as_os_str()], &env, "float_order: ok ")
 }
 
 /// A program with a float-atomic histogram and a lock-ordered sum (`float_order.c`), captured
@@ -354,23 +368,9 @@ fn a_python_programs_arrays_type_the_bytes_no_ptx_wrote() {
     std::fs::write(own.join("sitecustomize.py"), "import os\nos.environ['RECAP_TEST_CHAINED'] = 'chained'\n").unwrap();
     let program = recap_tests::repo_root().join("tests/capture/programs/array_types.py");
     let capture = |archive: &Path, extra: &[&str]| {
-        let o = Command::new(recap_bin())
-            .args(["capture", "--json"])
-            .args(extra)
-            .arg("-o")
-            .arg(archive)
-            .arg("--driver")
-            .arg(recap_tests::cdylib("recap-cpudriver", "recap_cpudriver"))
-            .args(["--", "python3"])
-            .arg(&program)
-            .env("RECAP_INTERCEPT_LIB", recap_tests::cdylib("recap-intercept", "recap_intercept"))
-            .env("PYTHONPATH", &own)
-            .output()
-            .unwrap();
-        let said = text(&o);
-        assert!(o.status.success() && said.contains("array_types: ok chained"), "{said}");
-        let report: serde_json::Value = serde_json::from_str(&said[said.find('{').unwrap()..]).unwrap();
-        report["notes"].to_string()
+        let command = ["python3".as_ref(), program.as_os_str()];
+        let env = [("PYTHONPATH", own.as_os_str())];
+        capture_on_cpu_driver(archive, extra, &command, &env, "array_types: ok chained")["notes"].to_string()
     };
     let archive = dir.path().join("arrays.recap");
     let notes = capture(&archive, &[]);
