@@ -51,6 +51,31 @@ async fn click_at(b: &Browser, x: f64, y: f64) -> Result<()> {
     Ok(())
 }
 
+/// Clicks the middle of a timeline span in view and gives its op with what the detail line then
+/// says. The page may still be drawing the last of the replay's results, which replaces the spans
+/// under the pointer: a click that met a span being replaced is made again on a fresh one (at most
+/// five times), and the last detail is what is judged.
+async fn click_a_span(b: &Browser) -> Result<(String, String)> {
+    let mut last = (String::new(), String::new());
+    for _ in 0..5 {
+        let (op, x, y) = reachable_span(b, "#tl-svg .span").await?;
+        click_at(b, x, y).await?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let detail = b.text("#tl-detail").await?;
+            if detail.starts_with(&format!("op {op} ")) {
+                return Ok((op, detail));
+            }
+            if std::time::Instant::now() > deadline {
+                last = (op, detail);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(last)
+}
+
 /// `[left, top, width, height]` of the element `css` (scrolled into view first), in viewport pixels.
 pub(crate) async fn rect_of(b: &Browser, css: &str) -> Result<[f64; 4]> {
     let r = b
@@ -141,9 +166,7 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
     let (p0, p1) = timeline_window(&b).await?;
     assert!(p0 > z0 && ((p1 - p0) - (z1 - z0)).abs() < 1e-6 * (z1 - z0).max(1e-9), "panned: {z0}..{z1} -> {p0}..{p1}");
     // A click on a span in view says which op it is.
-    let (op, x, y) = reachable_span(&b, "#tl-svg .span").await?;
-    click_at(&b, x, y).await?;
-    let detail = b.text("#tl-detail").await?;
+    let (op, detail) = click_a_span(&b).await?;
     assert!(detail.starts_with(&format!("op {op} ")), "{detail}");
     b.screenshot("browser-timeline-zoomed").await?;
     // Fitted again, every span is in view; one of the critical path says so. (Zoomed in at the
