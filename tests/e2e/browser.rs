@@ -847,3 +847,12 @@ pub(crate) async fn start_cpu_replay(b: &Browser, iterations: u32) -> Result<()>
     click(b, "#r-start").await?;
     wait_attr_eq(b, "#r-state", "data-state", "finished", Duration::from_secs(120)).await
 }
+
+/// A host seeded with the example archives, serving the viewer.
+pub(crate) fn seeded_host(dir: &std::path::Path) -> Result<Server> {
+    let seed = dir.join("seed");
+    let o = std::process::Command::new(recap_tests::recap_bin()).arg("examples").arg(&seed).output()?;
+    anyhow::ensure!(o.status.success(), "recap examples: {}", String::from_utf8_lossy(&o.stderr));
+    let web = recap_tests::repo_root().join("web");
+    Ok(Server::start(&dir.join("data"), &["--web", &web.to_string_lossy(), "--seed", &seed.to_string_lossy()]))
+}

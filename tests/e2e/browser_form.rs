@@ -8,18 +8,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use recap_tests::browser::{self, Browser};
-use recap_tests::server::Server;
 
-use super::browser::{archives, click, select_value, start_cpu_replay, wait_attr_eq};
-
-/// A host seeded with the example archives, serving the viewer.
-fn seeded_host(dir: &std::path::Path) -> Result<Server> {
-    let seed = dir.join("seed");
-    let o = std::process::Command::new(recap_tests::recap_bin()).arg("examples").arg(&seed).output()?;
-    anyhow::ensure!(o.status.success(), "recap examples: {}", String::from_utf8_lossy(&o.stderr));
-    let web = recap_tests::repo_root().join("web");
-    Ok(Server::start(&dir.join("data"), &["--web", &web.to_string_lossy(), "--seed", &seed.to_string_lossy()]))
-}
+use super::browser::{archives, click, seeded_host, select_value, start_cpu_replay, wait_attr_eq};
 
 async fn id_of(url: &str, name: &str) -> Result<String> {
     let stored = archives(url).await?;

@@ -9,7 +9,7 @@ use anyhow::Result;
 use recap_tests::browser::{self, Browser};
 use recap_tests::server::Server;
 
-use super::browser::{archives, click};
+use super::browser::{archives, click, seeded_host};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lists_are_links_a_duplicate_says_where_and_delete_asks() -> Result<()> {
@@ -17,12 +17,7 @@ async fn the_lists_are_links_a_duplicate_says_where_and_delete_asks() -> Result<
         return Ok(());
     }
     let dir = tempfile::tempdir()?;
-    let seed = dir.path().join("seed");
-    let o = std::process::Command::new(recap_tests::recap_bin()).arg("examples").arg(&seed).output()?;
-    anyhow::ensure!(o.status.success(), "recap examples: {}", String::from_utf8_lossy(&o.stderr));
-    let web = recap_tests::repo_root().join("web");
-    let host =
-        Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy(), "--seed", &seed.to_string_lossy()]);
+    let host = seeded_host(dir.path())?;
     let stored = archives(&host.url).await?;
     let b = Browser::start().await?;
     b.client.set_window_size(1600, 900).await?;
@@ -65,7 +60,7 @@ async fn the_lists_are_links_a_duplicate_says_where_and_delete_asks() -> Result<
 
     // The same bytes uploaded under another name: the page says under which name they are stored.
     let copy = dir.path().join("my-copy.recap");
-    std::fs::copy(seed.join("dag-8-chains.recap"), &copy)?;
+    std::fs::copy(dir.path().join("seed/dag-8-chains.recap"), &copy)?;
     b.choose_file("#upload-input", &copy).await?;
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let status = loop {

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use recap_tests::browser::{self, Browser};
-use recap_tests::server::Server;
 
-use crate::browser::{archives, click, press, select_value, start_cpu_replay, wait_attr_eq, write_archive};
+use crate::browser::{
+    archives, click, press, seeded_host, select_value, start_cpu_replay, wait_attr_eq, write_archive,
+};
 
 /// The window of the timeline on screen: `(t0, t1)` in ms.
 async fn timeline_window(b: &Browser) -> Result<(f64, f64)> {
@@ -115,12 +116,7 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
         return Ok(());
     }
     let dir = tempfile::tempdir()?;
-    let seed = dir.path().join("seed");
-    let o = std::process::Command::new(recap_tests::recap_bin()).arg("examples").arg(&seed).output()?;
-    anyhow::ensure!(o.status.success(), "recap examples: {}", String::from_utf8_lossy(&o.stderr));
-    let web = recap_tests::repo_root().join("web");
-    let host =
-        Server::start(&dir.path().join("data"), &["--web", &web.to_string_lossy(), "--seed", &seed.to_string_lossy()]);
+    let host = seeded_host(dir.path())?;
     let stored = archives(&host.url).await?;
     let id_of = |name: &str| stored.iter().find(|a| a.name == name).map(|a| a.id.clone()).expect("seeded");
     let (dag, heat) = (id_of("dag-8-chains.recap"), id_of("heat-step.recap"));
