@@ -19,16 +19,19 @@ async fn timeline_window(b: &Browser) -> Result<(f64, f64)> {
     Ok((t0, t1))
 }
 
-/// The op of the first timeline span matching `css` whose middle the pointer can reach (a span cut
-/// by the edge of the view lies under the view's frame there).
+/// The op of the first timeline span matching `css` with a whole pixel near its middle that the
+/// pointer can reach, and that pixel. WebDriver's pointer moves by whole pixels, so a span zoomed
+/// or drawn narrower than the distance from its middle to the next pixel is passed over (a click
+/// there lands beside it); a span cut by the edge of the view lies under the view's frame there.
 async fn reachable_span(b: &Browser, css: &str) -> Result<(String, f64, f64)> {
     let found = b
         .client
         .execute(
             "const w = document.getElementById('tl-wrap').getBoundingClientRect(); \
              for (const e of document.querySelectorAll(arguments[0])) { const r = e.getBoundingClientRect(); \
-               const x = r.left + r.width / 2, y = r.top + r.height / 2; \
-               if (x > w.left && x < w.right && y > w.top && y < w.bottom && document.elementFromPoint(x, y)?.closest('.span') === e) \
+               const mid = (lo, hi) => { const a = Math.ceil(lo), b = Math.floor(hi); return a <= b ? Math.floor((a + b) / 2) : null; }; \
+               const x = mid(r.left, r.right), y = mid(r.top, r.bottom); \
+               if (x !== null && y !== null && x > w.left && x < w.right && y > w.top && y < w.bottom && document.elementFromPoint(x, y)?.closest('.span') === e) \
                  return [e.dataset.op, x, y]; } \
              return null;",
             vec![css.into()],
@@ -52,29 +55,19 @@ async fn click_at(b: &Browser, x: f64, y: f64) -> Result<()> {
     Ok(())
 }
 
-/// Clicks the middle of a timeline span in view and gives its op with what the detail line then
-/// says. The page may still be drawing the last of the replay's results, which replaces the spans
-/// under the pointer: a click that met a span being replaced is made again on a fresh one (at most
-/// five times), and the last detail is what is judged.
+/// Clicks a timeline span in view and gives its op with what the detail line then says (once it
+/// names that op, or after two seconds).
 async fn click_a_span(b: &Browser) -> Result<(String, String)> {
-    let mut last = (String::new(), String::new());
-    for _ in 0..5 {
-        let (op, x, y) = reachable_span(b, "#tl-svg .span").await?;
-        click_at(b, x, y).await?;
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        loop {
-            let detail = b.text("#tl-detail").await?;
-            if detail.starts_with(&format!("op {op} ")) {
-                return Ok((op, detail));
-            }
-            if std::time::Instant::now() > deadline {
-                last = (op, detail);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    let (op, x, y) = reachable_span(b, "#tl-svg .span").await?;
+    click_at(b, x, y).await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let detail = b.text("#tl-detail").await?;
+        if detail.starts_with(&format!("op {op} ")) || std::time::Instant::now() > deadline {
+            return Ok((op, detail));
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(last)
 }
 
 /// `[left, top, width, height]` of the element `css` (scrolled into view first), in viewport pixels.
