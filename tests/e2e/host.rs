@@ -892,3 +892,36 @@ async fn an_installed_binary_serves_the_whole_viewer_from_an_empty_folder() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compare_of_an_engine_with_itself_is_refused_naming_both_sides() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let client = reqwest::Client::new();
+    let (_, a) = upload(&client, &server.url, "one.recap", archive(4096, 21)).await;
+    let id = a["id"].as_str().unwrap();
+    // `cpu` runs native code, so `cpu` and `cpu:jit` (and `jit`) are one engine.
+    for (device, with) in [("cpu", "cpu:jit"), ("jit", "cpu"), ("interp", "cpu:interp")] {
+        let body = serde_json::json!({"archive": id, "kind": "compare", "device": device, "compare_with": with});
+        let res = client.post(format!("{}/api/sessions", server.url)).json(&body).send().await.unwrap();
+        let status = res.status().as_u16();
+        let err: Value = res.json().await.unwrap();
+        let msg = err["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(status, 400, "{device} vs {with}: {err}");
+        assert!(
+            msg.contains(&format!("{device:?}")) && msg.contains(&format!("{with:?}")) && msg.contains("same engine"),
+            "names both sides: {msg}"
+        );
+    }
+    let (_, sessions) = get_json(&client, &format!("{}/api/sessions", server.url)).await;
+    assert_eq!(sessions.as_array().unwrap().len(), 0, "nothing queued: {sessions}");
+    // Two engines still compare.
+    let created = new_session(
+        &client,
+        &server.url,
+        serde_json::json!({"archive": id, "kind": "compare", "device": "interp", "compare_with": "cpu"}),
+    )
+    .await;
+    let stream = collect_stream(&server.ws(&format!("/api/sessions/{}/ws", created["id"].as_str().unwrap()))).await;
+    assert_eq!(stream.last().unwrap()["type"], "finished", "{stream:?}");
+}

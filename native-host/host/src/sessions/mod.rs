@@ -76,7 +76,7 @@ impl Job<'_> {
         use shared::replay::SessionError;
         let inputs = self.inputs();
         let mut keeper = kept::Keeper::new(self.keep_dir);
-        let mut keep = |region, bytes: &[u8]| keeper.keep(&kept_file(region, None), bytes).map_err(|e| e.to_string());
+        let mut keep = |region, bytes: &[u8]| keeper.keep(&kept_file(region, None), bytes).map_err(shared::replay::KeepError::new);
         let clock = recap::clock::MonotonicClock::new();
         let cancelled = || self.cancel.load(Ordering::Relaxed);
         let run = shared::replay::run_session;
@@ -544,6 +544,15 @@ impl Sessions {
         }
         if named.iter().all(|n| n.starts_with("cuda")) {
             return Err(SessionError::BadRequest(recap::compare::CompareError::TwoGpus.to_string()));
+        }
+        // One engine against itself can only agree, so such a session would report an agreement that
+        // says nothing; against another archive the same engine is a fair comparison of the two.
+        if req.compare_against.is_none() && named[0] == named[1] {
+            return Err(SessionError::BadRequest(format!(
+                "device {:?} and compare_with {:?} are the same engine ({}): a compare needs two different \
+                 engines, e.g. interp and jit",
+                req.device, with, named[0]
+            )));
         }
         let b = named.pop().expect("two sides");
         Ok((named.pop().expect("two sides"), b))
