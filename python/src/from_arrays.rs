@@ -337,7 +337,7 @@ impl Builder {
     /// `expected`, the graph runs once here first and the outputs' results become the expected
     /// state a checked replay is judged by (`rtol`/`atol`: a float tolerance; exact otherwise).
     #[pyo3(signature = (path, inputs, outputs, expected = true, rtol = None, atol = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[expect(clippy::too_many_arguments, reason = "the Python method's own keyword arguments")]
     fn save(
         &self,
         py: Python<'_>,

@@ -23,6 +23,8 @@
 
 use std::io::Read;
 
+use crate::le::{u16_at, u32_at, u64_at};
+
 /// The magic of a fat binary container.
 pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
 /// The magic of the wrapper the CUDA runtime registers (`__fatBinC_Wrapper_t`): magic, version,
@@ -89,18 +91,6 @@ pub enum DecompressError {
 
 fn malformed(offset: usize, reason: impl Into<String>) -> FatbinError {
     FatbinError::Malformed { offset, reason: reason.into() }
-}
-
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 /// The length of the container that starts `header` (at least its first 16 bytes), or `None` when

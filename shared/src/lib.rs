@@ -31,6 +31,7 @@ pub mod cuda_graph;
 pub mod effects;
 pub mod fatbin;
 pub mod launch_attrs;
+mod le;
 pub mod npy;
 pub mod placement;
 pub mod plan;

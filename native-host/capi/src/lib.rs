@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use recap::{Device, Graph};
+use recap::{CaptureError, Device, Graph};
 
 /// A device: the CPU or one CUDA GPU.
 pub struct RecapDevice {
@@ -35,17 +35,35 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
+/// Why a call failed; its message is what `recap_last_error` then says.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error("{0} is NULL")]
+    Null(&'static str),
+    #[error("{0} is not UTF-8")]
+    NotUtf8(&'static str),
+    #[error(transparent)]
+    Recap(#[from] CaptureError),
+    #[error("binding index {index} is out of range; the graph has {count} bindings")]
+    BindingIndex { index: usize, count: usize },
+    /// `names` lists the graph's bindings, comma-separated.
+    #[error("binding {name}: no such binding; the graph has {names}")]
+    NoBinding { name: String, names: String },
+    #[error("binding {name}: is {size} bytes; the output buffer is {len}")]
+    BufferSize { name: String, size: usize, len: usize },
+}
+
 fn set_error(message: String) {
     let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|e| *e.borrow_mut() = c);
 }
 
 /// Runs `f`, turning an error or a panic into the thread's last error.
-fn guard<T>(fallback: T, f: impl FnOnce() -> Result<T, String>) -> T {
+fn guard<T>(fallback: T, f: impl FnOnce() -> Result<T, CallError>) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => v,
-        Ok(Err(message)) => {
-            set_error(message);
+        Ok(Err(error)) => {
+            set_error(error.to_string());
             fallback
         }
         Err(panic) => {
@@ -60,25 +78,25 @@ fn guard<T>(fallback: T, f: impl FnOnce() -> Result<T, String>) -> T {
     }
 }
 
-fn status(f: impl FnOnce() -> Result<(), String>) -> RecapStatus {
+fn status(f: impl FnOnce() -> Result<(), CallError>) -> RecapStatus {
     guard(RecapStatus::Error, || f().map(|()| RecapStatus::Ok))
 }
 
 /// # Safety
 /// `s` is NULL or a NUL-terminated string.
-unsafe fn text<'a>(s: *const c_char, what: &str) -> Result<&'a str, String> {
+unsafe fn text<'a>(s: *const c_char, what: &'static str) -> Result<&'a str, CallError> {
     if s.is_null() {
-        return Err(format!("{what} is NULL"));
+        return Err(CallError::Null(what));
     }
     // SAFETY: the caller passes a NUL-terminated string.
-    unsafe { CStr::from_ptr(s) }.to_str().map_err(|_| format!("{what} is not UTF-8"))
+    unsafe { CStr::from_ptr(s) }.to_str().map_err(|_| CallError::NotUtf8(what))
 }
 
 /// # Safety
 /// `p` is NULL or a handle this library returned and that was not freed.
-unsafe fn handle<'a, T>(p: *const T, what: &str) -> Result<&'a T, String> {
+unsafe fn handle<'a, T>(p: *const T, what: &'static str) -> Result<&'a T, CallError> {
     // SAFETY: the caller passes a live handle or NULL.
-    unsafe { p.as_ref() }.ok_or_else(|| format!("{what} is NULL"))
+    unsafe { p.as_ref() }.ok_or(CallError::Null(what))
 }
 
 /// The reason for the last failed call on this thread, or "" if none failed. The string stays
@@ -97,7 +115,7 @@ pub unsafe extern "C" fn recap_device_open(spec: *const c_char) -> *mut RecapDev
     guard(std::ptr::null_mut(), || {
         // SAFETY: forwarded from the caller.
         let spec = unsafe { text(spec, "device spec") }?;
-        let device = Device::from_spec(spec).map_err(|e| e.to_string())?;
+        let device = Device::from_spec(spec)?;
         Ok(Box::into_raw(Box::new(RecapDevice { device })))
     })
 }
@@ -123,7 +141,7 @@ pub unsafe extern "C" fn recap_graph_load(path: *const c_char, device: *const Re
     guard(std::ptr::null_mut(), || {
         // SAFETY: forwarded from the caller.
         let (path, device) = unsafe { (text(path, "path")?, handle(device, "device")?) };
-        let graph = Graph::load(path, &device.device).map_err(|e| e.to_string())?;
+        let graph = Graph::load(path, &device.device)?;
         let names = graph.bindings().iter().map(|b| CString::new(b.name.as_str()).unwrap_or_default()).collect();
         Ok(Box::into_raw(Box::new(RecapGraph { graph, names })))
     })
@@ -150,7 +168,7 @@ pub unsafe extern "C" fn recap_graph_launch(graph: *mut RecapGraph) -> RecapStat
     status(|| {
         // SAFETY: forwarded from the caller.
         let g = unsafe { handle(graph, "graph") }?;
-        g.graph.launch().map_err(|e| e.to_string())
+        Ok(g.graph.launch()?)
     })
 }
 
@@ -173,10 +191,7 @@ pub unsafe extern "C" fn recap_graph_binding_name(graph: *const RecapGraph, inde
     guard(std::ptr::null(), || {
         // SAFETY: forwarded from the caller.
         let g = unsafe { handle(graph, "graph") }?;
-        g.names
-            .get(index)
-            .map(|n| n.as_ptr())
-            .ok_or_else(|| format!("binding index {index} is out of range; the graph has {} bindings", g.names.len()))
+        g.names.get(index).map(|n| n.as_ptr()).ok_or(CallError::BindingIndex { index, count: g.names.len() })
     })
 }
 
@@ -195,10 +210,10 @@ pub unsafe extern "C" fn recap_graph_binding_size(
         let (g, name) = unsafe { (handle(graph, "graph")?, text(name, "binding name")?) };
         let b = g.graph.bindings().iter().find(|b| b.name == name).ok_or_else(|| {
             let names: Vec<&str> = g.graph.bindings().iter().map(|b| b.name.as_str()).collect();
-            format!("binding {name}: no such binding; the graph has {}", names.join(", "))
+            CallError::NoBinding { name: name.to_string(), names: names.join(", ") }
         })?;
         if bytes.is_null() {
-            return Err("bytes is NULL".into());
+            return Err(CallError::Null("bytes"));
         }
         // SAFETY: checked non-NULL; the caller passes writable memory.
         unsafe { *bytes = b.bytes as usize };
@@ -221,11 +236,11 @@ pub unsafe extern "C" fn recap_graph_set(
         // SAFETY: forwarded from the caller.
         let (g, name) = unsafe { (handle(graph, "graph")?, text(name, "binding name")?) };
         if data.is_null() && len > 0 {
-            return Err("data is NULL".into());
+            return Err(CallError::Null("data"));
         }
         // SAFETY: the caller passes `len` readable bytes.
         let bytes = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(data as *const u8, len) } };
-        g.graph.set_param(name, bytes).map_err(|e| e.to_string())
+        Ok(g.graph.set_param(name, bytes)?)
     })
 }
 
@@ -243,12 +258,12 @@ pub unsafe extern "C" fn recap_graph_get(
     status(|| {
         // SAFETY: forwarded from the caller.
         let (g, name) = unsafe { (handle(graph, "graph")?, text(name, "binding name")?) };
-        let bytes = g.graph.get_param(name).map_err(|e| e.to_string())?;
+        let bytes = g.graph.get_param(name)?;
         if bytes.len() != len {
-            return Err(format!("binding {name}: is {} bytes; the output buffer is {len}", bytes.len()));
+            return Err(CallError::BufferSize { name: name.to_string(), size: bytes.len(), len });
         }
         if out.is_null() && len > 0 {
-            return Err("out is NULL".into());
+            return Err(CallError::Null("out"));
         }
         if len > 0 {
             // SAFETY: the caller passes `len` writable bytes, distinct from `bytes`.

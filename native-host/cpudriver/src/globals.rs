@@ -6,7 +6,7 @@
 
 use std::ffi::c_char;
 
-use shared::ptx::{Memory, Module, PtxError};
+use shared::ptx::{Memory, Module, PlaceRefusal, PtxError};
 
 use crate::driver::driver;
 use crate::ffi::{c_str, CUdeviceptr, Handle, Out};
@@ -17,8 +17,9 @@ use crate::result::{guard, CUresult};
 pub(crate) fn parse(text: &str, memory: &mut Memory) -> Result<Module, PtxError> {
     let mut placed = Vec::new();
     let parsed = Module::parse_placing(text, &mut |v| {
-        let base =
-            memory.add_region(v.size.max(1), v.align.max(1)).map_err(|e| format!("variable `{}`: {e}", v.name))?;
+        let base = memory
+            .add_region(v.size.max(1), v.align.max(1))
+            .map_err(|source| PlaceRefusal::NoMemory { variable: v.name.to_string(), source })?;
         placed.push(base);
         Ok(Some(base))
     });

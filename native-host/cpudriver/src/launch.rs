@@ -76,7 +76,6 @@ fn fault(e: &ExecError) -> CUresult {
 ///
 /// # Safety
 /// As [`pack`].
-#[allow(clippy::too_many_arguments)]
 unsafe fn launch(
     f: Handle,
     grid: [c_uint; 3],

@@ -61,8 +61,10 @@ fn input_ptx(kind: c_int, bytes: &[u8], name: &str) -> Result<String> {
             String::from_utf8(bytes[..end].to_vec())
                 .map_err(|_| fail(CUresult::INVALID_IMAGE, "PTX that is not UTF-8".into()))
         }
-        INPUT_FATBINARY => machine::fatbin_ptx(bytes).map_err(|e| fail(CUresult::NO_BINARY_FOR_GPU, e)),
-        INPUT_CUBIN => machine::elf_ptx(bytes).map(str::to_string).map_err(|e| fail(CUresult::NO_BINARY_FOR_GPU, e)),
+        INPUT_FATBINARY => machine::fatbin_ptx(bytes).map_err(|e| fail(CUresult::NO_BINARY_FOR_GPU, e.to_string())),
+        INPUT_CUBIN => {
+            machine::elf_ptx(bytes).map(str::to_string).map_err(|e| fail(CUresult::NO_BINARY_FOR_GPU, e.to_string()))
+        }
         // Objects, libraries, NVVM IR and LTO-IR need a GPU toolchain's linker.
         other => Err(fail(
             CUresult::NOT_SUPPORTED,

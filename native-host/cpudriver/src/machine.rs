@@ -17,36 +17,74 @@ use shared::fatbin::{self, EntryKind};
 pub const EM_RECAP_CPU: u16 = 0x4352;
 const ELF_HEADER: usize = 64;
 
+/// Why an image holds no PTX the CPU driver can run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MachineCodeError {
+    #[error("not an ELF image")]
+    NotElf,
+    /// A GPU cubin: machine code for `machine`, naming its kernels where the bytes do.
+    #[error(
+        "a cubin for e_machine {machine} (GPU machine code{}) and no PTX: the CPU driver runs PTX, or its own \
+         machine code (e_machine {EM_RECAP_CPU:#x}); build with PTX (nvcc -gencode arch=compute_XX,code=compute_XX)",
+        kernel_list(kernels)
+    )]
+    GpuCubin { machine: u16, kernels: Vec<String> },
+    #[error("the machine code's PTX is not UTF-8")]
+    PtxNotUtf8,
+    #[error("a fat binary that does not parse: {0}")]
+    Fatbin(#[source] fatbin::FatbinError),
+    #[error("a fat binary without PTX or cubin entries")]
+    NoEntries,
+    /// A fat binary without PTX whose last cubin entry is not CPU machine code.
+    #[error("a fat binary without PTX whose cubin is {0}")]
+    CubinOnly(#[source] Box<MachineCodeError>),
+}
+
+impl MachineCodeError {
+    /// Whether the image holds GPU machine code only, bare or as a fat binary's cubin: a binary
+    /// built for a GPU, which the driver reports as `CUDA_ERROR_NO_BINARY_FOR_GPU`.
+    pub fn is_gpu_code(&self) -> bool {
+        match self {
+            MachineCodeError::GpuCubin { .. } => true,
+            MachineCodeError::CubinOnly(cubin) => cubin.is_gpu_code(),
+            _ => false,
+        }
+    }
+}
+
+fn kernel_list(kernels: &[String]) -> String {
+    if kernels.is_empty() {
+        String::new()
+    } else {
+        format!(" (kernels {})", kernels.join(", "))
+    }
+}
+
 /// The PTX inside CPU machine code (an ELF image), or why it is not that.
-pub fn elf_ptx(elf: &[u8]) -> Result<&str, String> {
+pub fn elf_ptx(elf: &[u8]) -> Result<&str, MachineCodeError> {
     if elf.len() < ELF_HEADER || &elf[..4] != b"\x7fELF" {
-        return Err("not an ELF image".into());
+        return Err(MachineCodeError::NotElf);
     }
     let machine = u16::from_le_bytes([elf[18], elf[19]]);
     if machine != EM_RECAP_CPU {
-        let kernels = kernel_names(elf);
-        let kernels = if kernels.is_empty() { String::new() } else { format!(" (kernels {})", kernels.join(", ")) };
-        return Err(format!(
-            "a cubin for e_machine {machine} (GPU machine code{kernels}) and no PTX: the CPU driver runs PTX, or its own \
-             machine code (e_machine {EM_RECAP_CPU:#x}); build with PTX (nvcc -gencode arch=compute_XX,code=compute_XX)"
-        ));
+        return Err(MachineCodeError::GpuCubin { machine, kernels: kernel_names(elf) });
     }
     let text = &elf[ELF_HEADER..];
     let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
-    std::str::from_utf8(&text[..end]).map_err(|_| "the machine code's PTX is not UTF-8".to_string())
+    std::str::from_utf8(&text[..end]).map_err(|_| MachineCodeError::PtxNotUtf8)
 }
 
 /// The PTX a fat binary's entries give the CPU driver.
-pub fn fatbin_ptx(bytes: &[u8]) -> Result<String, String> {
-    let entries = fatbin::parse(bytes).map_err(|e| format!("a fat binary that does not parse: {e}"))?;
+pub fn fatbin_ptx(bytes: &[u8]) -> Result<String, MachineCodeError> {
+    let entries = fatbin::parse(bytes).map_err(MachineCodeError::Fatbin)?;
     if let Some(ptx) = entries.iter().filter(|e| e.kind == EntryKind::Ptx).min_by_key(|e| e.sm).and_then(|e| e.ptx()) {
         return Ok(ptx.to_string());
     }
-    let mut why = "a fat binary without PTX or cubin entries".to_string();
+    let mut why = MachineCodeError::NoEntries;
     for e in entries.iter().filter(|e| e.kind == EntryKind::Cubin) {
         match elf_ptx(&e.payload) {
             Ok(ptx) => return Ok(ptx.to_string()),
-            Err(e) => why = format!("a fat binary without PTX whose cubin is {e}"),
+            Err(e) => why = MachineCodeError::CubinOnly(Box::new(e)),
         }
     }
     Err(why)
@@ -87,4 +125,25 @@ pub fn wrap(ptx: &str) -> Vec<u8> {
     elf.extend_from_slice(ptx.as_bytes());
     elf.push(0);
     elf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GPU machine code is told apart by variant, bare or as a fat binary's only cubin; CPU
+    /// machine code gives its PTX back.
+    #[test]
+    fn gpu_machine_code_is_its_own_refusal() {
+        assert_eq!(elf_ptx(&wrap(".version 8.0")), Ok(".version 8.0"));
+        let mut gpu = wrap("");
+        gpu[18..20].copy_from_slice(&190u16.to_le_bytes());
+        let e = elf_ptx(&gpu).unwrap_err();
+        assert_eq!(e, MachineCodeError::GpuCubin { machine: 190, kernels: Vec::new() });
+        assert!(e.to_string().starts_with("a cubin for e_machine 190 (GPU machine code) and no PTX"), "{e}");
+        assert!(e.is_gpu_code());
+        assert!(MachineCodeError::CubinOnly(Box::new(e)).is_gpu_code());
+        assert_eq!(elf_ptx(b"not an image"), Err(MachineCodeError::NotElf));
+        assert!(!MachineCodeError::CubinOnly(Box::new(MachineCodeError::NotElf)).is_gpu_code());
+    }
 }

@@ -91,7 +91,7 @@ unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Res
                 if let Some(ptx) = crate::nvrtc::ptx_for_cubin(whole) {
                     return globals::parse(&ptx, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()));
                 }
-                let why = machine::elf_ptx(whole).err().unwrap_or_default();
+                let why = machine::elf_ptx(whole).err().map(|e| e.to_string()).unwrap_or_default();
                 return Err(fail(CUresult::NO_BINARY_FOR_GPU, why));
             }
             // SAFETY: CPU machine code is the header and NUL-terminated PTX after it.
@@ -107,7 +107,7 @@ unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Res
             // SAFETY: the container is as long as its header says.
             let bytes = unsafe { host(image, len as usize) }?;
             match machine::fatbin_ptx(bytes) {
-                Err(e) if e.contains("e_machine") => return Err(fail(CUresult::NO_BINARY_FOR_GPU, e)),
+                Err(e) if e.is_gpu_code() => return Err(fail(CUresult::NO_BINARY_FOR_GPU, e.to_string())),
                 ptx => Some(ptx),
             }
         }
@@ -117,7 +117,7 @@ unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Res
         _ => None,
     };
     if let Some(ptx) = binary {
-        let ptx = ptx.map_err(|e| fail(CUresult::INVALID_IMAGE, e))?;
+        let ptx = ptx.map_err(|e| fail(CUresult::INVALID_IMAGE, e.to_string()))?;
         let module = globals::parse(&ptx, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()))?;
         return check_target(&module).map(|()| module).map_err(|(status, why)| fail(status, why));
     }

@@ -51,4 +51,6 @@ mod tensor_maps;
 pub use cudarc::driver::sys;
 pub use driver::{driver, Device, DriverError, DriverInfo, OpenError};
 pub use eager::{EagerModule, LaunchError};
-pub use replay::{locate_fault, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions};
+pub use replay::{
+    locate_fault, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions, UnknownMode,
+};

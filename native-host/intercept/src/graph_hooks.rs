@@ -39,7 +39,10 @@ unsafe fn handles(p: *const Handle, n: usize) -> Vec<usize> {
 
 /// Adds a node: `node` made from the parameters before the call, filed after it succeeds under the
 /// handle the driver wrote to `out`; `after` runs on success too (to read what the driver wrote).
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the arguments every cuGraphAdd*Node call shares, with the node and what runs after it"
+)]
 unsafe fn add(
     call: Call,
     out: *mut Handle,

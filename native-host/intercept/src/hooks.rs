@@ -112,7 +112,10 @@ fn is_device(addr: u64) -> bool {
     state().resolve(addr).is_some()
 }
 
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the driver's own launch arguments, shared by cuLaunchKernel and its variants"
+)]
 unsafe fn launch(
     call: Call,
     func: Handle,
@@ -313,7 +316,10 @@ hook! {
     [cuGraphInstantiateWithParams, cuGraphInstantiateWithParams_ptsz](exec: *mut Handle, graph: Handle, params: *mut c_void) =>
         |call: Call, exec: *mut Handle, graph: Handle, _| then(call, || state().graph_instantiated(*exec as usize, graph as usize));
     [cuGraphLaunch, cuGraphLaunch_ptsz](exec: Handle, stream: Handle) =>
-        |call: Call, exec: Handle, stream: Handle| work(call, stream, || Some(Work::Graph { exec: exec as usize }));
+        |call: Call, exec: Handle, stream: Handle| match record::launch_graph_by_nodes(exec as usize, stream as usize) {
+            Some(r) => r,
+            None => work(call, stream, || Some(Work::Graph { exec: exec as usize })),
+        };
 }
 
 unsafe fn upload_async(call: Call, dst: CUdeviceptr, src: *const c_void, len: usize, stream: Handle) -> CUresult {

@@ -13,13 +13,45 @@
 //! its cache (Triton's and inductor's cache folders: `ptx_sources.rs`).
 
 use std::ffi::c_void;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use shared::fatbin::{self, EntryKind, ImageKind};
 use shared::ptx::signature;
 
 use crate::record::Layout;
 use crate::sys::{CU_JIT_INPUT_FATBINARY, CU_JIT_INPUT_PTX};
+
+/// Why an image's kernels have no PTX or no code at all: the image cannot be read, or is not one
+/// the driver takes.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("the image does not lie in readable memory")]
+    Unreadable,
+    #[error("the image is neither PTX, a cubin nor a fat binary")]
+    UnknownKind,
+    #[error("PTX text with no NUL before its memory ends")]
+    PtxUnterminated,
+    #[error("PTX is not UTF-8: {0}")]
+    PtxNotUtf8(#[source] std::str::Utf8Error),
+    #[error("a cubin: {0}")]
+    Cubin(#[source] fatbin::ElfError),
+    #[error("a fat binary wrapper cut short by the end of its memory")]
+    WrapperCut,
+    #[error("a fat binary wrapper without a fat binary")]
+    WrapperEmpty,
+    #[error("a fat binary with a malformed header")]
+    FatbinHeader,
+    #[error("a fat binary of {len} bytes runs past the {readable} readable bytes at its address")]
+    FatbinPastEnd { len: u64, readable: usize },
+    #[error("fat binary: {0}")]
+    Fatbin(#[source] fatbin::FatbinError),
+    /// The file could not be read (shared, as a parse error is kept with the image and cloned).
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: Arc<std::io::Error> },
+    #[error("{}: not PTX, a cubin or a fat binary", path.display())]
+    FileKind { path: PathBuf },
+}
 
 /// Where an image's bytes are.
 pub enum ImageSource {
@@ -57,7 +89,7 @@ pub struct ModuleImage {
     pub kind: ImageKind,
     source: ImageSource,
     link_inputs: Vec<(u32, Vec<u8>)>,
-    parsed: Option<Result<Parsed, String>>,
+    parsed: Option<Result<Parsed, ImageError>>,
 }
 
 impl ModuleImage {
@@ -66,29 +98,29 @@ impl ModuleImage {
     ///
     /// # Safety
     /// `image` is the pointer a program handed the driver, which accepted it.
-    pub unsafe fn from_pointer(image: *const c_void, via: &str) -> Result<ModuleImage, String> {
+    pub unsafe fn from_pointer(image: *const c_void, via: &str) -> Result<ModuleImage, ImageError> {
         let readable = crate::readable::readable_from(image as usize);
         if readable < 4 {
-            return Err("the image does not lie in readable memory".into());
+            return Err(ImageError::Unreadable);
         }
         // SAFETY: the process's mappings make these bytes readable.
         let bytes = std::slice::from_raw_parts(image as *const u8, readable);
-        let kind = fatbin::image_kind(bytes).ok_or("the image is neither PTX, a cubin nor a fat binary")?;
+        let kind = fatbin::image_kind(bytes).ok_or(ImageError::UnknownKind)?;
         let source = match kind {
             ImageKind::Ptx => {
-                let end = bytes.iter().position(|&b| b == 0).ok_or("PTX text with no NUL before its memory ends")?;
+                let end = bytes.iter().position(|&b| b == 0).ok_or(ImageError::PtxUnterminated)?;
                 ImageSource::Owned(bytes[..end].to_vec())
             }
             ImageKind::Cubin => {
-                let len = fatbin::elf_len(bytes).map_err(|e| format!("a cubin: {e}"))?;
+                let len = fatbin::elf_len(bytes).map_err(ImageError::Cubin)?;
                 ImageSource::Owned(bytes[..len as usize].to_vec())
             }
             ImageKind::Fatbin => fatbin_source(image, bytes)?,
             ImageKind::Wrapper => {
-                let inner = bytes.get(8..16).ok_or("a fat binary wrapper cut short by the end of its memory")?;
+                let inner = bytes.get(8..16).ok_or(ImageError::WrapperCut)?;
                 let inner = u64::from_le_bytes(inner.try_into().expect("8 bytes")) as *const c_void;
                 if inner.is_null() {
-                    return Err("a fat binary wrapper without a fat binary".into());
+                    return Err(ImageError::WrapperEmpty);
                 }
                 return ModuleImage::from_pointer(inner, via).map(|mut m| {
                     m.kind = ImageKind::Fatbin;
@@ -100,10 +132,10 @@ impl ModuleImage {
     }
 
     /// A module from a file (`cuModuleLoad`, `cuLibraryLoadFromFile`).
-    pub fn from_file(path: &Path, via: &str) -> Result<ModuleImage, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let kind = fatbin::image_kind(&bytes)
-            .ok_or_else(|| format!("{}: not PTX, a cubin or a fat binary", path.display()))?;
+    pub fn from_file(path: &Path, via: &str) -> Result<ModuleImage, ImageError> {
+        let bytes =
+            std::fs::read(path).map_err(|e| ImageError::Read { path: path.to_path_buf(), source: Arc::new(e) })?;
+        let kind = fatbin::image_kind(&bytes).ok_or_else(|| ImageError::FileKind { path: path.to_path_buf() })?;
         Ok(ModuleImage {
             via: format!("{via} {}", path.display()),
             kind,
@@ -125,7 +157,7 @@ impl ModuleImage {
     }
 
     /// Parses the image once; the error says why its kernels have no PTX or no code at all.
-    pub fn prepare(&mut self) -> Result<&Parsed, String> {
+    pub fn prepare(&mut self) -> Result<&Parsed, ImageError> {
         if self.parsed.is_none() {
             self.parsed = Some(self.parse());
         }
@@ -144,11 +176,11 @@ impl ModuleImage {
         }
     }
 
-    fn parse(&self) -> Result<Parsed, String> {
+    fn parse(&self) -> Result<Parsed, ImageError> {
         let bytes = self.source.bytes();
         match self.kind {
             ImageKind::Ptx => {
-                let text = std::str::from_utf8(bytes).map_err(|e| format!("PTX is not UTF-8: {e}"))?;
+                let text = std::str::from_utf8(bytes).map_err(ImageError::PtxNotUtf8)?;
                 Ok(Parsed { ptx: Some(text.to_string()), ptx_from: "loaded as PTX".into(), cubins: Vec::new() })
             }
             ImageKind::Cubin => {
@@ -164,7 +196,7 @@ impl ModuleImage {
                 Ok(Parsed { ptx, ptx_from, cubins: vec![(0, bytes.to_vec())] })
             }
             ImageKind::Fatbin | ImageKind::Wrapper => {
-                let entries = fatbin::parse(bytes).map_err(|e| format!("fat binary: {e}"))?;
+                let entries = fatbin::parse(bytes).map_err(ImageError::Fatbin)?;
                 let ptx = entries
                     .iter()
                     .filter(|e| e.kind == EntryKind::Ptx)
@@ -228,10 +260,10 @@ impl ModuleImage {
 ///
 /// # Safety
 /// `bytes` are the readable bytes at `image`.
-unsafe fn fatbin_source(image: *const c_void, bytes: &[u8]) -> Result<ImageSource, String> {
-    let len = fatbin::container_len(bytes).ok_or("a fat binary with a malformed header")?;
+unsafe fn fatbin_source(image: *const c_void, bytes: &[u8]) -> Result<ImageSource, ImageError> {
+    let len = fatbin::container_len(bytes).ok_or(ImageError::FatbinHeader)?;
     if len > bytes.len() as u64 {
-        return Err(format!("a fat binary of {len} bytes runs past the {} readable bytes at its address", bytes.len()));
+        return Err(ImageError::FatbinPastEnd { len, readable: bytes.len() });
     }
     let len = len as usize;
     let mut info: libc::Dl_info = std::mem::zeroed();

@@ -43,7 +43,7 @@ struct Source {
 struct Compiled {
     source: Arc<Source>,
     cubin: Vec<u8>,
-    ptx: OnceLock<Result<Recompiled, String>>,
+    ptx: OnceLock<Result<Recompiled, RecompileError>>,
     /// The same PTX NUL-terminated, for [`recap_nvrtc_ptx`].
     ptx_c: OnceLock<Option<CString>>,
 }
@@ -313,6 +313,23 @@ pub unsafe extern "C" fn nvrtcDestroyProgram(prog: *mut *mut c_void) -> NvrtcRes
     real!(c"nvrtcDestroyProgram")(prog as usize, 0, 0, 0, 0, 0) as NvrtcResult
 }
 
+/// Why an NVRTC program did not compile again for its PTX.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecompileError {
+    #[error("its options name no architecture")]
+    NoArchitecture,
+    /// An option with a NUL byte inside once its architecture was made virtual.
+    #[error("{0}")]
+    Option(#[source] std::ffi::NulError),
+    /// An NVRTC call that failed, with NVRTC's result.
+    #[error("{call} failed with NVRTC error {result}")]
+    Call { call: &'static str, result: NvrtcResult },
+    #[error("compiling for {arch} failed (NVRTC error {result}): {log}")]
+    Compile { arch: String, result: NvrtcResult, log: String },
+    #[error("NVRTC's PTX is not UTF-8")]
+    PtxNotUtf8,
+}
+
 /// What a parsed cubin NVRTC made says until the archive is written.
 pub const PENDING: &str = "NVRTC, compiled again for PTX when the archive is written";
 
@@ -361,7 +378,7 @@ fn find(cubin: &[u8]) -> Option<Arc<Compiled>> {
 
 /// The PTX of the NVRTC program that made `cubin`, compiled again for the virtual architecture
 /// (once per program); `None` when NVRTC did not make it.
-pub fn ptx_for_cubin(cubin: &[u8]) -> Option<Result<Recompiled, String>> {
+pub fn ptx_for_cubin(cubin: &[u8]) -> Option<Result<Recompiled, RecompileError>> {
     let compiled = find(cubin)?;
     Some(compiled.ptx.get_or_init(|| recompile(&compiled.source)).clone())
 }
@@ -387,7 +404,7 @@ pub unsafe extern "C" fn recap_nvrtc_ptx(cubin: *const u8, len: usize) -> *const
 
 /// The options with every real architecture (`sm_XX`) made virtual (`compute_XX`), and the
 /// architecture; an error when the program named none.
-fn virtual_options(options: &[CString]) -> Result<(Vec<CString>, String), String> {
+fn virtual_options(options: &[CString]) -> Result<(Vec<CString>, String), RecompileError> {
     let mut out = Vec::with_capacity(options.len());
     let mut arch = None;
     let mut next_is_arch = false;
@@ -408,14 +425,14 @@ fn virtual_options(options: &[CString]) -> Result<(Vec<CString>, String), String
             None => value,
         };
         arch = Some(value.clone());
-        out.push(CString::new(format!("{prefix}{value}")).map_err(|e| e.to_string())?);
+        out.push(CString::new(format!("{prefix}{value}")).map_err(RecompileError::Option)?);
     }
-    let arch = arch.ok_or("its options name no architecture")?;
+    let arch = arch.ok_or(RecompileError::NoArchitecture)?;
     Ok((out, arch))
 }
 
 /// Compiles `source` again for its virtual architecture with the real NVRTC.
-fn recompile(source: &Source) -> Result<Recompiled, String> {
+fn recompile(source: &Source) -> Result<Recompiled, RecompileError> {
     let start = Instant::now();
     let (options, arch) = virtual_options(&source.options)?;
     let name = CString::new(source.name.as_str()).unwrap_or_default();
@@ -423,11 +440,11 @@ fn recompile(source: &Source) -> Result<Recompiled, String> {
     let includes: Vec<*const c_char> = source.headers.iter().map(|(_, n)| n.as_ptr()).collect();
     let options_p: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
     let mut prog: *mut c_void = std::ptr::null_mut();
-    let status = |what: &str, r: usize| -> Result<(), String> {
+    let status = |call: &'static str, r: usize| -> Result<(), RecompileError> {
         if r as NvrtcResult == NVRTC_SUCCESS {
             Ok(())
         } else {
-            Err(format!("{what} failed with NVRTC error {}", r as NvrtcResult))
+            Err(RecompileError::Call { call, result: r as NvrtcResult })
         }
     };
     // SAFETY: NVRTC's own calls, with the arguments its API takes, all of them live here.
@@ -452,7 +469,7 @@ fn recompile(source: &Source) -> Result<Recompiled, String> {
             }
             let r = real!(c"nvrtcCompileProgram")(prog as usize, options_p.len(), options_p.as_ptr() as usize, 0, 0, 0);
             if r as NvrtcResult != NVRTC_SUCCESS {
-                return Err(format!("compiling for {arch} failed (NVRTC error {}): {}", r as NvrtcResult, log(prog)));
+                return Err(RecompileError::Compile { arch: arch.clone(), result: r as NvrtcResult, log: log(prog) });
             }
             let mut size = 0usize;
             status(
@@ -462,7 +479,7 @@ fn recompile(source: &Source) -> Result<Recompiled, String> {
             let mut ptx = vec![0u8; size.max(1)];
             status("nvrtcGetPTX", real!(c"nvrtcGetPTX")(prog as usize, ptx.as_mut_ptr() as usize, 0, 0, 0, 0))?;
             let end = ptx.iter().position(|&b| b == 0).unwrap_or(ptx.len());
-            String::from_utf8(ptx[..end].to_vec()).map_err(|_| "NVRTC's PTX is not UTF-8".to_string())
+            String::from_utf8(ptx[..end].to_vec()).map_err(|_| RecompileError::PtxNotUtf8)
         })();
         real!(c"nvrtcDestroyProgram")(&mut prog as *mut *mut c_void as usize, 0, 0, 0, 0, 0);
         let ptx = result?;
@@ -505,6 +522,8 @@ mod tests {
         assert_eq!((o, arch), (opts(&["--gpu-architecture", "compute_90a", "-lineinfo"]), "compute_90a".to_string()));
         let (o, _) = virtual_options(&opts(&["--gpu-architecture=sm_80"])).unwrap();
         assert_eq!(o, opts(&["--gpu-architecture=compute_80"]));
-        assert!(virtual_options(&opts(&["-std=c++17"])).unwrap_err().contains("no architecture"));
+        let e = virtual_options(&opts(&["-std=c++17"])).unwrap_err();
+        assert_eq!(e, RecompileError::NoArchitecture);
+        assert_eq!(e.to_string(), "its options name no architecture");
     }
 }

@@ -11,7 +11,7 @@
 // the cold path.
 #![allow(clippy::result_large_err)]
 
-use shared::archive::{Archive, Op, OpId};
+use shared::archive::{Archive, Op, OpId, RegionId};
 use shared::compare::{Comparison, Divergence, Judged, Outcome};
 use shared::plan::Plan;
 use shared::ptx::Engine;
@@ -182,22 +182,24 @@ pub fn compare(
 /// Whether `b` can be replayed beside `a` op by op: the same ops (kind and kernel name, in order)
 /// over regions of the same sizes and types, in order (names may differ: a capture numbers the
 /// buffers nobody named).
-pub fn same_shape(a: &Archive, b: &Archive) -> Result<(), String> {
+pub fn same_shape(a: &Archive, b: &Archive) -> Result<(), ShapeError> {
     if a.op_count() != b.op_count() || a.region_count() != b.region_count() {
-        return Err(format!(
-            "{} ops and {} regions against {} ops and {} regions",
-            b.op_count(),
-            b.region_count(),
-            a.op_count(),
-            a.region_count()
-        ));
+        return Err(ShapeError::Counts {
+            ops: b.op_count(),
+            regions: b.region_count(),
+            a_ops: a.op_count(),
+            a_regions: a.region_count(),
+        });
     }
     for (ra, rb) in a.regions().zip(b.regions()) {
         if (ra.size, ra.dtype) != (rb.size, rb.dtype) {
-            return Err(format!(
-                "region {} is {:?} of {} bytes here and {:?} of {} bytes there",
-                ra.id, rb.name, rb.size, ra.name, ra.size
-            ));
+            return Err(ShapeError::Region {
+                region: ra.id,
+                name: rb.name.to_string(),
+                size: rb.size,
+                a_name: ra.name.to_string(),
+                a_size: ra.size,
+            });
         }
     }
     for id in 0..a.op_count() as OpId {
@@ -207,8 +209,20 @@ pub fn same_shape(a: &Archive, b: &Archive) -> Result<(), String> {
             _ => oa.kind_name() == ob.kind_name(),
         };
         if !same {
-            return Err(format!("op {id} is {} here and {} there", b.op_label(id), a.op_label(id)));
+            return Err(ShapeError::Op { op: id, label: b.op_label(id), a_label: a.op_label(id) });
         }
     }
     Ok(())
+}
+
+/// How archive `b` differs in shape from `a` ([`same_shape`]): said from `b`'s side ("here"),
+/// against `a` ("there").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShapeError {
+    #[error("{ops} ops and {regions} regions against {a_ops} ops and {a_regions} regions")]
+    Counts { ops: usize, regions: usize, a_ops: usize, a_regions: usize },
+    #[error("region {region} is {name:?} of {size} bytes here and {a_name:?} of {a_size} bytes there")]
+    Region { region: RegionId, name: String, size: u64, a_name: String, a_size: u64 },
+    #[error("op {op} is {label} here and {a_label} there")]
+    Op { op: OpId, label: String, a_label: String },
 }

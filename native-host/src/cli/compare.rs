@@ -67,7 +67,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (Some(m), Some(f)) => {
             let other = Archive::open(m).with_context(|| format!("reading {}", f.display()))?;
             same_shape(&archive, &other)
-                .map_err(anyhow::Error::msg)
                 .with_context(|| format!("{} cannot be held beside {}", f.display(), args.file.display()))?;
             other
         }

@@ -69,17 +69,17 @@ pub struct Args {
 }
 
 /// `sm_90`, `sm_90a`, `compute_80` or `90` as 90.
-fn parse_arch(v: &str) -> Result<u32, String> {
+fn parse_arch(v: &str) -> anyhow::Result<u32> {
     let digits = v.trim_start_matches("sm_").trim_start_matches("compute_");
     let digits = digits.strip_suffix(['a', 'f']).unwrap_or(digits);
     match digits.parse::<u32>() {
         Ok(arch) if (50..=130).contains(&arch) => Ok(arch),
-        _ => Err(format!("`{v}` is not an architecture from sm_50 to sm_130 (such as sm_90)")),
+        _ => anyhow::bail!("`{v}` is not an architecture from sm_50 to sm_130 (such as sm_90)"),
     }
 }
 
 /// `4096`, `64K`, `512M`, `16G`, `1T` (powers of 1024) as bytes.
-fn parse_size(v: &str) -> Result<u64, String> {
+fn parse_size(v: &str) -> anyhow::Result<u64> {
     let (digits, shift) = match v.trim().char_indices().last() {
         Some((i, 'K' | 'k')) => (&v[..i], 10),
         Some((i, 'M' | 'm')) => (&v[..i], 20),
@@ -93,7 +93,7 @@ fn parse_size(v: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(1u64 << shift))
         .filter(|&n| n > 0)
-        .ok_or_else(|| format!("`{v}` is not a size such as 4096, 512M or 16G"))
+        .ok_or_else(|| anyhow::anyhow!("`{v}` is not a size such as 4096, 512M or 16G"))
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -188,13 +188,18 @@ mod tests {
 
     #[test]
     fn sizes_and_architectures_parse_and_bad_ones_are_refused() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("512M"), Ok(512 << 20));
-        assert_eq!(parse_size("16G"), Ok(16 << 30));
+        assert_eq!(parse_size("4096").ok(), Some(4096));
+        assert_eq!(parse_size("512M").ok(), Some(512 << 20));
+        assert_eq!(parse_size("16G").ok(), Some(16 << 30));
         assert!(parse_size("0").is_err() && parse_size("G").is_err() && parse_size("99999999999T").is_err());
-        assert_eq!(parse_arch("sm_90"), Ok(90));
-        assert_eq!(parse_arch("sm_90a"), Ok(90));
-        assert_eq!(parse_arch("75"), Ok(75));
+        assert_eq!(parse_size("9X").unwrap_err().to_string(), "`9X` is not a size such as 4096, 512M or 16G");
+        assert_eq!(parse_arch("sm_90").ok(), Some(90));
+        assert_eq!(parse_arch("sm_90a").ok(), Some(90));
+        assert_eq!(parse_arch("75").ok(), Some(75));
         assert!(parse_arch("sm_9").is_err() && parse_arch("gfx90a").is_err());
+        assert_eq!(
+            parse_arch("gfx90a").unwrap_err().to_string(),
+            "`gfx90a` is not an architecture from sm_50 to sm_130 (such as sm_90)"
+        );
     }
 }

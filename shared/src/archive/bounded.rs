@@ -20,7 +20,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
 
 use super::layout::{SectionKind, *};
-use super::reader::{u32_at, u64_at, Archive, FormatError};
+use super::reader::{Archive, FormatError};
+use crate::le::{u32_at, u64_at};
 
 /// Bytes read from the source at a time.
 const CHUNK: usize = 1 << 20;

@@ -10,9 +10,10 @@
 
 use std::collections::HashSet;
 
-use super::{err, u32_at, Archive, FormatError};
+use super::{err, Archive, FormatError};
 use crate::archive::layout::MODULE_VAR_LEN;
 use crate::archive::model::{DeviceId, ModuleId, RegionId};
+use crate::le::u32_at;
 
 /// A region that is a module's variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +27,10 @@ pub struct ModuleVar<'a> {
 /// What one record must be, given what the archive says of its region and module: `(field offset
 /// in the record, reason)` when it is not. `seen` holds the regions and the `(module, name,
 /// device)` variables of the records before it.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the record's fields and what the archive around it says, which writer and reader each hold differently"
+)]
 pub(crate) fn rule(
     region: RegionId,
     region_count: usize,

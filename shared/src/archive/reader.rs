@@ -28,8 +28,8 @@ pub use module_vars::ModuleVar;
 pub(super) use self::error::err;
 pub use self::error::{FormatError, MetadataError, UnknownName};
 use self::table::Table;
-pub(super) use self::table::{u32_at, u64_at};
 pub use self::views::{Binding, Blob, Children, Effects, KernelView, LaunchView, ModuleView, Op, RegionView};
+use crate::le::{u32_at, u64_at};
 
 /// A validated archive over borrowed bytes.
 #[derive(Clone, Debug)]

@@ -6,7 +6,7 @@
 //! the mutated bytes first lets the mutation meet those rules instead.
 
 use super::layout::{self, entry, header, CHECKSUM_LEN, HEADER_LEN, SECTION_ENTRY_LEN};
-use super::reader::u64_at;
+use crate::le::u64_at;
 
 /// Recomputes every section's checksum and then the header checksum, exactly as `docs/FORMAT.md`
 /// defines them, and changes no other byte. For tools and fuzzing: it makes damaged or edited bytes

@@ -11,7 +11,8 @@
 
 use super::layout::{SectionKind, SPREAD_LEN};
 use super::model::RegionId;
-use super::reader::{err, u64_at, Archive, FormatError};
+use super::reader::{err, Archive, FormatError};
+use crate::le::u64_at;
 
 /// One stretch's recorded spread.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

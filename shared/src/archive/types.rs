@@ -6,6 +6,7 @@
 use super::layout::{self, entry, header, SectionKind, CHECKSUM_LEN, HEADER_LEN, SECTION_ENTRY_LEN, TYPES_LEN};
 use super::model::{ElemType, RegionId, Stretch};
 use super::reader::{Archive, FormatError};
+use crate::le::{u32_at, u64_at};
 
 /// A layout's stretches are non-empty, whole elements of their type, and add up to the region's
 /// `size`. On failure: the index of the stretch at fault (the count when the total falls short)
@@ -50,8 +51,7 @@ pub(crate) fn encode(layouts: &[(RegionId, Vec<Stretch>)]) -> Vec<u8> {
 
 /// One record's fields: `(region, type code, length)`.
 pub(crate) fn record(r: &[u8]) -> (RegionId, u32, u64) {
-    let u32_at = |at: usize| u32::from_le_bytes(r[at..at + 4].try_into().unwrap());
-    (u32_at(0), u32_at(4), u64::from_le_bytes(r[8..16].try_into().unwrap()))
+    (u32_at(r, 0), u32_at(r, 4), u64_at(r, 8))
 }
 
 /// Why [`with_typed_layouts`] refused.
@@ -94,12 +94,11 @@ pub fn with_typed_layouts(bytes: &[u8], layouts: &[(RegionId, Vec<Stretch>)]) ->
 /// and checksums are recomputed; every other byte stays where it was (a replaced section's bytes
 /// stay, unreferenced). For optional sections an archive gains after it was written.
 pub(crate) fn replace_section(bytes: &[u8], kind: SectionKind, section: Option<&[u8]>) -> Vec<u8> {
-    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
-    let table_offset = u64_at(header::TABLE_OFFSET) as usize;
-    let count = u32::from_le_bytes(bytes[header::SECTION_COUNT..header::SECTION_COUNT + 4].try_into().unwrap());
+    let table_offset = u64_at(bytes, header::TABLE_OFFSET) as usize;
+    let count = u32_at(bytes, header::SECTION_COUNT);
     let mut entries: Vec<&[u8]> = bytes[table_offset..table_offset + count as usize * SECTION_ENTRY_LEN]
         .chunks_exact(SECTION_ENTRY_LEN)
-        .filter(|e| u32::from_le_bytes(e[entry::KIND..entry::KIND + 4].try_into().unwrap()) != kind as u32)
+        .filter(|e| u32_at(e, entry::KIND) != kind as u32)
         .collect();
     let mut out = bytes.to_vec();
     let mut new_entry = Vec::with_capacity(SECTION_ENTRY_LEN);

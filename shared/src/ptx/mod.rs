@@ -42,4 +42,6 @@ pub use error::PtxError;
 pub use exec::{launch, Engine, ExecError, ExecOptions, JitDump, LaunchDims, LaunchPlan, LaunchStats};
 pub use lower::{MAX_LOCAL_BYTES, MAX_SHARED_BYTES};
 pub use memory::{MemError, Memory, PlaceError};
-pub use module::{Entry, Module, ParamInfo, Place, PlacedVariable, VariableDecl};
+pub use module::{
+    Entry, Module, NativeCodeRefusal, NoNativeCode, ParamInfo, Place, PlaceRefusal, PlacedVariable, VariableDecl,
+};

@@ -75,8 +75,36 @@ pub struct PlacedVariable {
 }
 
 /// Where a variable goes: `Ok(Some(address))` in the caller's memory, `Ok(None)` in the module,
-/// `Err(reason)` refuses the module.
-pub type Place<'p> = dyn FnMut(&VariableDecl) -> Result<Option<u64>, String> + 'p;
+/// `Err(why)` refuses the module.
+pub type Place<'p> = dyn FnMut(&VariableDecl) -> Result<Option<u64>, PlaceRefusal> + 'p;
+
+/// Why the caller of [`Module::parse_placing`] cannot place a variable; the module is refused at
+/// the variable's line with this reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceRefusal {
+    /// The caller's region for the variable is smaller than the variable.
+    #[error("variable `{variable}` is {size} bytes, but region {region} holds {holds}")]
+    RegionTooSmall { variable: String, size: u64, region: String, holds: u64 },
+    /// The caller's memory has no room for the variable.
+    #[error("variable `{variable}`: {source}")]
+    NoMemory { variable: String, source: memory::MemError },
+}
+
+/// Why a kernel has no native code ([`Module::jit_support`], [`Module::lanes_support`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoNativeCode {
+    /// The module has no kernel of that name.
+    #[error("no kernel named `{0}`")]
+    NoKernel(String),
+    /// The first construct that needs the interpreter, or why the code generator made no code.
+    #[error(transparent)]
+    Refused(NativeCodeRefusal),
+}
+
+/// What keeps a kernel from native code: its message names the construct and its line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(transparent)]
+pub struct NativeCodeRefusal(exec::NoNativeCode);
 
 /// A parsed, lowered PTX module, ready to launch.
 ///
@@ -165,17 +193,17 @@ impl Module {
     /// Whether kernel `entry` runs as native code under
     /// [`Engine::Jit`](super::exec::Engine::Jit), and if not, why not (`Err` names the first
     /// construct that needs the interpreter).
-    pub fn jit_support(&self, entry: &str) -> Result<(), String> {
-        let e = self.entry(entry).ok_or_else(|| format!("no kernel named `{entry}`"))?;
-        exec::jit_support(self, e).map_err(|e| e.to_string())
+    pub fn jit_support(&self, entry: &str) -> Result<(), NoNativeCode> {
+        let e = self.entry(entry).ok_or_else(|| NoNativeCode::NoKernel(entry.to_string()))?;
+        exec::jit_support(self, e).map_err(|e| NoNativeCode::Refused(NativeCodeRefusal(e)))
     }
 
     /// Whether kernel `entry` also has native code that runs groups of consecutive threads in
     /// vector lanes (used by [`Engine::Jit`](super::exec::Engine::Jit) when a block's rows split
     /// into whole groups), and if not, why not.
-    pub fn lanes_support(&self, entry: &str) -> Result<(), String> {
-        let e = self.entry(entry).ok_or_else(|| format!("no kernel named `{entry}`"))?;
-        exec::lanes_support(self, e).map_err(|e| e.to_string())
+    pub fn lanes_support(&self, entry: &str) -> Result<(), NoNativeCode> {
+        let e = self.entry(entry).ok_or_else(|| NoNativeCode::NoKernel(entry.to_string()))?;
+        exec::lanes_support(self, e).map_err(|e| NoNativeCode::Refused(NativeCodeRefusal(e)))
     }
 
     /// Reads a module-scope `.global`/`.const` variable by name.

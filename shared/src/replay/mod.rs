@@ -35,7 +35,7 @@ pub use limits::{LimitError, ReplayLimits};
 /// Whole contents of some regions, each beside its id: a replay's final state, or initial bytes.
 pub type RegionContents = Vec<(RegionId, Vec<u8>)>;
 pub use session::{
-    check_state, run_session, CheckRequest, Clock, Iteration, OpTimer, Ran, Replayer, Session, SessionError,
+    check_state, run_session, CheckRequest, Clock, Iteration, KeepError, OpTimer, Ran, Replayer, Session, SessionError,
 };
 
 /// Limits and resources of a replay.

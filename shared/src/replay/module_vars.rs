@@ -52,15 +52,20 @@ pub(super) fn parse(
         let Some(&region) = vars.get(v.name) else { return Ok(None) };
         let r = &mut regions[region as usize];
         if r.size < v.size {
-            return Err(format!("variable `{}` is {} bytes, but region {} holds {}", v.name, v.size, r.name, r.size));
+            return Err(ptx::PlaceRefusal::RegionTooSmall {
+                variable: v.name.to_string(),
+                size: v.size,
+                region: r.name.clone(),
+                holds: r.size,
+            });
         }
         let base = match r.base {
             Some(base) => base,
             None => match memory.add_region(r.size, v.align.max(r.align as u64)) {
                 Ok(base) => base,
                 Err(error) => {
-                    refused = Some(ReplayError::Upload { region: r.name.clone(), error });
-                    return Err(format!("variable `{}`: no memory for region {}", v.name, r.name));
+                    refused = Some(ReplayError::Upload { region: r.name.clone(), error: error.clone() });
+                    return Err(ptx::PlaceRefusal::NoMemory { variable: v.name.to_string(), source: error });
                 }
             },
         };

@@ -148,18 +148,30 @@ pub struct Iteration {
     pub ops: Vec<OpTiming>,
 }
 
-/// Keeps a region's final contents (for download); an error message when it cannot.
-pub type KeepRegion<'k> = dyn FnMut(RegionId, &[u8]) -> Result<(), String> + 'k;
+/// Keeps a region's final contents (for download); the keeper's error when it cannot.
+pub type KeepRegion<'k> = dyn FnMut(RegionId, &[u8]) -> Result<(), KeepError> + 'k;
+
+/// Why a keeper ([`KeepRegion`]) could not keep a region: its own error, whatever its type (a file
+/// the host could not write, for one), kept as the source.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct KeepError(Box<dyn std::error::Error + Send + Sync>);
+
+impl KeepError {
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> KeepError {
+        KeepError(error.into())
+    }
+}
 
 /// Why a session stopped early.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum SessionError<E> {
     Cancelled,
     Replay(E),
     /// A region's final contents could not be kept.
     Keep {
         region: RegionId,
-        error: String,
+        error: KeepError,
     },
 }
 
@@ -299,7 +311,7 @@ impl<'s, 'a> Session<'s, 'a> {
 
 /// Runs a whole session: every iteration (stopping between two when `cancelled` says so), then
 /// the summaries and the check.
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments, reason = "a whole session's inputs, each from a different place in the caller")]
 pub fn run_session<R: Replayer + ?Sized>(
     replayer: &mut R,
     archive: &Archive<'_>,

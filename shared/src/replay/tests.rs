@@ -720,3 +720,20 @@ fn a_pointer_the_capture_did_not_see_is_named_where_it_faults() {
         other => panic!("not named as an unseen pointer: {other}"),
     }
 }
+
+#[test]
+fn a_keeper_that_fails_stops_the_session_with_its_own_error() {
+    let mut w = writer();
+    let output = region(&mut w, "output", &[1, 2]);
+    w.add_binding("y", output, Direction::Out).unwrap();
+    let bytes = finish(w);
+    let archive = Archive::open(&bytes).unwrap();
+    let mut replay = CpuReplay::new(&archive, ReplayOptions::default()).unwrap();
+    let session = Session::new(&archive, 0, &[]);
+    let mut keep = |_, _: &[u8]| Err(KeepError::new(std::io::Error::other("disk full")));
+    let err = session.finish(&mut replay, false, &mut |_| {}, &mut keep).unwrap_err();
+    assert_eq!(err.to_string(), format!("keeping region {output}: disk full"));
+    let SessionError::Keep { region, error } = err else { panic!("not a keeping error") };
+    assert_eq!(region, output);
+    assert_eq!(error.to_string(), "disk full");
+}

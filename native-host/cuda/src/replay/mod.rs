@@ -36,7 +36,7 @@ use shared::replay::{IterationStats, Ran, ReplayObserver};
 
 pub use self::bindings::SET_PARAMS_LIMIT;
 pub use self::fault::{locate_fault, probe_ops};
-pub use self::options::{Mode, Pdl, ReplayOptions};
+pub use self::options::{Mode, Pdl, ReplayOptions, UnknownMode};
 pub use crate::error::CudaError;
 
 use self::graph::GraphState;

@@ -12,15 +12,20 @@ pub enum Mode {
 }
 
 impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownMode;
+    fn from_str(s: &str) -> Result<Self, UnknownMode> {
         match s {
             "graph" => Ok(Mode::Graph),
             "stream" => Ok(Mode::Stream),
-            _ => Err(format!("unknown mode {s}: use graph or stream")),
+            _ => Err(UnknownMode(s.to_string())),
         }
     }
 }
+
+/// A submission mode name that is neither `graph` nor `stream`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode {0}: use graph or stream")]
+pub struct UnknownMode(pub String);
 
 /// Whether kernels follow kernels through programmatic edges ([`ReplayOptions::pdl`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,4 +79,18 @@ pub struct ReplayOptions {
     /// Regions at their captured addresses or fresh ones; `None` follows the archive
     /// (`shared::placement`, placed.rs).
     pub placement: Option<shared::placement::Placement>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Mode, UnknownMode};
+
+    #[test]
+    fn modes_parse_by_name_and_others_are_refused_by_name() {
+        assert_eq!("graph".parse(), Ok(Mode::Graph));
+        assert_eq!("stream".parse(), Ok(Mode::Stream));
+        let e = "graphs".parse::<Mode>().unwrap_err();
+        assert_eq!(e, UnknownMode("graphs".into()));
+        assert_eq!(e.to_string(), "unknown mode graphs: use graph or stream");
+    }
 }

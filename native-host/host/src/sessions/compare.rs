@@ -109,7 +109,7 @@ pub fn run(
         Some(map) => {
             let other =
                 Archive::open(map).map_err(|e| RunError::Failed(format!("reading the archive side b replays: {e}")))?;
-            recap::compare::same_shape(job.archive, &other).map_err(RunError::Failed)?;
+            recap::compare::same_shape(job.archive, &other).map_err(|e| RunError::Failed(e.to_string()))?;
             other
         }
         None => job.archive.clone(),

@@ -4,10 +4,10 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use shared::ptx::{self, ExecOptions, LaunchDims, Memory};
 
-use super::{CaptureError, Result};
+use super::{CaptureError, LaunchFailure, PtxFailure, Result};
 
 fn mem_err(e: ptx::MemError) -> CaptureError {
-    CaptureError::Cpu(e.to_string())
+    CaptureError::Cpu(e)
 }
 
 /// A module as the CPU device holds it: lowered for the executor, or the reason the executor
@@ -16,7 +16,7 @@ fn mem_err(e: ptx::MemError) -> CaptureError {
 pub(crate) type CpuModule = std::result::Result<Arc<ptx::Module>, ptx::PtxError>;
 
 pub(crate) fn refused(name: &str, e: &ptx::PtxError) -> CaptureError {
-    CaptureError::Ptx { module: name.to_owned(), message: e.to_string() }
+    CaptureError::Ptx { module: name.to_owned(), source: Box::new(PtxFailure::Parse(e.clone())) }
 }
 
 pub(crate) struct CpuBackend {
@@ -89,6 +89,6 @@ impl CpuBackend {
         let dims = LaunchDims { grid, block, dynamic_shared: shared };
         ptx::launch(module, entry, &dims, params, &self.memory(), &self.options)
             .map(|_| ())
-            .map_err(|e| CaptureError::Launch { kernel: entry.to_owned(), message: e.to_string() })
+            .map_err(|e| CaptureError::Launch { kernel: entry.to_owned(), source: Box::new(LaunchFailure::Cpu(e)) })
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use recap_cuda::{DriverError, EagerModule, LaunchError};
 use shared::archive::ParamDecl;
 
-use super::{CaptureError, Result};
+use super::{CaptureError, CudaFailure, LaunchFailure, PtxFailure, Result};
 
 pub(crate) struct CudaBackend {
     /// The GPU and its primary context, shared with the archive replay engine in `crate::cuda`.
@@ -24,7 +24,7 @@ impl CudaBackend {
         use crate::cuda::OpenError;
         let device = crate::cuda::Device::open(ordinal).map_err(|e| match e {
             OpenError::NoDriver => CaptureError::NoCudaDriver,
-            other => CaptureError::Cuda { ordinal, message: other.to_string() },
+            other => CaptureError::Cuda { ordinal, source: Box::new(CudaFailure::Open(other)) },
         })?;
         Ok(CudaBackend { device })
     }
@@ -35,7 +35,10 @@ impl CudaBackend {
 
     fn err(&self, what: &str) -> impl Fn(DriverError) -> CaptureError + '_ {
         let what = what.to_owned();
-        move |e| CaptureError::Cuda { ordinal: self.device.ordinal, message: format!("{what}: {e}") }
+        move |source| CaptureError::Cuda {
+            ordinal: self.device.ordinal,
+            source: Box::new(CudaFailure::Driver { what: what.clone(), source }),
+        }
     }
 
     pub fn describe(&self) -> String {
@@ -74,15 +77,15 @@ impl CudaBackend {
 
     pub fn load_module(&self, name: &str, ptx: &str) -> Result<CudaModule> {
         if ptx.contains('\0') {
-            return Err(CaptureError::Ptx { module: name.to_owned(), message: "PTX text contains a NUL byte".into() });
+            return Err(CaptureError::Ptx { module: name.to_owned(), source: Box::new(PtxFailure::Nul) });
         }
-        self.device.load_ptx(ptx).map_err(|(e, log)| CaptureError::Ptx {
+        self.device.load_ptx(ptx).map_err(|(source, log)| CaptureError::Ptx {
             module: name.to_owned(),
-            message: format!("the CUDA JIT refused it ({e}): {log}"),
+            source: Box::new(PtxFailure::Jit { source, log }),
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(clippy::too_many_arguments, reason = "a kernel launch's own arguments, as cuLaunchKernel takes them")]
     pub fn launch(
         &self,
         module: &CudaModule,
@@ -94,9 +97,10 @@ impl CudaBackend {
         params: &[u8],
     ) -> Result<()> {
         let layout: Vec<(&str, u32, u32)> = layout.iter().map(|p| (p.name.as_str(), p.offset, p.size)).collect();
-        module
-            .launch(entry, &layout, grid, block, shared, params)
-            .map_err(|e: LaunchError| CaptureError::Launch { kernel: entry.to_owned(), message: e.to_string() })
+        module.launch(entry, &layout, grid, block, shared, params).map_err(|e: LaunchError| CaptureError::Launch {
+            kernel: entry.to_owned(),
+            source: Box::new(LaunchFailure::Cuda(e)),
+        })
     }
 
     pub fn synchronize(&self) -> Result<()> {

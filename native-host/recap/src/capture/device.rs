@@ -10,7 +10,8 @@ use shared::ptx::signature;
 use super::args::{pack, Arg, PointerField};
 use super::graph::Graph;
 use super::record::{GOp, Recording};
-use super::{cpu, cuda, usage, CaptureError, Result};
+use super::{cpu, cuda, usage, CaptureError, PtxFailure, Result};
+use crate::device::DeviceSpec;
 
 /// A plain element type a [`Buffer`] can hold.
 pub trait Element: bytemuck::Pod + Send + Sync {
@@ -182,15 +183,14 @@ impl Device {
         Ok(Device::with_backend(Backend::Cuda(cuda::CudaBackend::new(ordinal)?)))
     }
 
-    /// `cpu`, `cuda` (GPU 0) or `cuda:N`.
+    /// `cpu`, `cuda` (GPU 0) or `cuda:N`, parsed as every interface parses a device
+    /// ([`DeviceSpec`]). A CPU engine spelling (`cpu:interp`) is refused: the CPU device runs its
+    /// own engine.
     pub fn from_spec(spec: &str) -> Result<Device> {
-        match spec {
-            "cpu" => Ok(Device::cpu()),
-            "cuda" | "gpu" => Device::cuda(0),
-            _ => match spec.strip_prefix("cuda:").map(str::parse::<usize>) {
-                Some(Ok(n)) => Device::cuda(n),
-                _ => usage(format!("unknown device {spec:?}; expected cpu, cuda or cuda:N")),
-            },
+        match spec.parse::<DeviceSpec>()? {
+            DeviceSpec::Cpu(None) => Ok(Device::cpu()),
+            DeviceSpec::Cuda(n) => Device::cuda(n as usize),
+            engine @ DeviceSpec::Cpu(Some(_)) => Err(CaptureError::CpuEngine(engine)),
         }
     }
 
@@ -911,7 +911,7 @@ fn kernel_layouts(name: &str, ptx: &str) -> Result<Vec<(String, Vec<ParamDecl>)>
             continue;
         }
         let params = signature::entry_params(ptx, &entry)
-            .map_err(|e| CaptureError::Ptx { module: name.to_owned(), message: e.to_string() })?;
+            .map_err(|e| CaptureError::Ptx { module: name.to_owned(), source: Box::new(PtxFailure::Signature(e)) })?;
         layouts.push((entry, params.iter().map(|p| p.decl(p.ptr_annotated)).collect()));
     }
     Ok(layouts)
@@ -950,7 +950,7 @@ impl Module {
             Some((_, params)) => Ok(Kernel { module: self.0.clone(), entry: entry.to_owned(), params: params.clone() }),
             None => Err(CaptureError::Ptx {
                 module: self.0.name.clone(),
-                message: format!("no entry named {entry}; it has {}", self.entries().join(", ")),
+                source: Box::new(PtxFailure::NoEntry { entry: entry.to_owned(), entries: self.entries().join(", ") }),
             }),
         }
     }

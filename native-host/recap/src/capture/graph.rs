@@ -223,9 +223,9 @@ impl Graph {
         let outcome = self
             .write_archive(BufWriter::new(file), inputs, outputs, expected)
             .map(|(w, _)| w)
-            .and_then(|w| w.into_inner().map_err(|e| CaptureError::Usage(e.to_string())))
-            .and_then(|f| f.sync_all().map_err(|e| CaptureError::Usage(e.to_string())))
-            .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| CaptureError::Usage(e.to_string())));
+            .and_then(|w| w.into_inner().map_err(|e| CaptureError::Io(e.into_error())))
+            .and_then(|f| f.sync_all().map_err(CaptureError::Io))
+            .and_then(|()| std::fs::rename(&tmp, path).map_err(CaptureError::Io));
         if let Err(e) = outcome {
             let _ = std::fs::remove_file(&tmp);
             return Err(archive_error(path, e));
@@ -245,7 +245,7 @@ impl Graph {
         outputs: &[(&str, &RawBuffer)],
         expected: &[(RawBuffer, Vec<u8>, Tolerance)],
     ) -> Result<(W, Vec<Option<RawBuffer>>)> {
-        let werr = |e: shared::archive::WriteError| CaptureError::Usage(format!("writing the archive: {e}"));
+        let werr = CaptureError::Write;
         let mut w = ArchiveWriter::new(out).map_err(werr)?;
         w.set_meta("producer", "recap capture API");
         w.set_meta("device", &self.devices.iter().map(Device::name).collect::<Vec<_>>().join(", "));
@@ -358,7 +358,7 @@ impl Graph {
 
     /// Instantiates an open archive on `device`.
     pub fn from_archive(archive: &Archive<'_>, device: &Device) -> Result<Graph> {
-        let ferr = |e: shared::archive::FormatError| CaptureError::Usage(e.to_string());
+        let ferr = CaptureError::Format;
         let mut modules = Vec::with_capacity(archive.module_count());
         for m in archive.modules() {
             modules.push(device.load_ptx(m.name, &m.ptx_text().map_err(ferr)?)?);

@@ -65,6 +65,7 @@ mod args;
 mod cpu;
 mod cuda;
 mod device;
+mod error;
 mod graph;
 mod record;
 mod replay;
@@ -73,41 +74,8 @@ mod tests;
 
 pub use args::{Arg, StructArg};
 pub use device::{capture_devices, Buffer, Device, Dim3, Element, Kernel, Module, RawBuffer};
+pub use error::{CaptureError, CudaFailure, LaunchFailure, PtxFailure};
 pub use graph::{BindingInfo, Graph};
-
-/// Why a capture API call failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CaptureError {
-    #[error("no CUDA driver library (libcuda) on this machine; use the CPU device instead")]
-    NoCudaDriver,
-    #[error("CUDA device {ordinal}: {message}")]
-    Cuda { ordinal: usize, message: String },
-    #[error("NVRTC is not installed (no libnvrtc on the library path); load PTX text instead")]
-    NoNvrtc,
-    #[error("compiling CUDA C module {module} with NVRTC failed: {log}")]
-    Nvrtc { module: String, log: String },
-    #[error("PTX module {module}: {message}")]
-    Ptx { module: String, message: String },
-    #[error("kernel {kernel}: {message}")]
-    Launch { kernel: String, message: String },
-    #[error("CPU device: {0}")]
-    Cpu(String),
-    /// A graph's replay on the CPU (`shared::replay`), boxed: the error is large.
-    #[error("replay on the CPU: {0}")]
-    Replay(Box<shared::replay::ReplayError>),
-    #[error("{0}")]
-    Usage(String),
-    #[error("binding {name}: {message}")]
-    Binding { name: String, message: String },
-    #[error("archive {path}: {message}")]
-    Archive { path: String, message: String },
-}
-
-impl From<shared::replay::ReplayError> for CaptureError {
-    fn from(e: shared::replay::ReplayError) -> Self {
-        CaptureError::Replay(Box::new(e))
-    }
-}
 
 pub type Result<T, E = CaptureError> = std::result::Result<T, E>;
 

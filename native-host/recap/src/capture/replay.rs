@@ -17,7 +17,7 @@ use shared::replay::{CpuReplay, NoObserver, ReplayError, ReplayLimits, ReplayOpt
 
 use super::device::{Backend, RawBuffer};
 use super::graph::Graph;
-use super::{usage, CaptureError, Result};
+use super::{usage, CaptureError, CudaFailure, Result};
 
 self_cell::self_cell!(
     /// A CPU replay and the archive bytes it reads.
@@ -68,11 +68,10 @@ impl Engine {
             .collect::<Option<Vec<_>>>();
         let kind = match cuda {
             Some(gpus) => {
-                let archive =
-                    Archive::open(&bytes).map_err(|e| CaptureError::Usage(format!("the recorded archive: {e}")))?;
+                let archive = Archive::open(&bytes)?;
                 let ordinal = gpus[0].ordinal;
                 let replay = crate::cuda::CudaReplay::load_on(&gpus, &archive, Default::default())
-                    .map_err(|e| CaptureError::Cuda { ordinal, message: e.to_string() })?;
+                    .map_err(|e| CaptureError::Cuda { ordinal, source: Box::new(CudaFailure::Replay(e)) })?;
                 Kind::Cuda(Box::new(replay), ordinal)
             }
             None if graph.devices().iter().any(|d| d.is_cuda()) => {
@@ -100,7 +99,8 @@ impl Engine {
         graph.devices().iter().try_for_each(|d| d.backend().synchronize())?;
         match &mut self.kind {
             Kind::Cuda(r, ordinal) => {
-                r.replay().map_err(|e| CaptureError::Cuda { ordinal: *ordinal, message: e.to_string() })?;
+                r.replay()
+                    .map_err(|e| CaptureError::Cuda { ordinal: *ordinal, source: Box::new(CudaFailure::Replay(e)) })?;
             }
             Kind::Cpu(r) => r.with_dependent_mut(|_, r| {
                 r.run_iteration(&mut NoObserver).map(drop).map_err(|e| {

@@ -114,3 +114,26 @@ fn a_while_still_true_at_its_limit_fails_the_cpu_launch_as_loop_limit_and_leaves
     graph.launch().unwrap();
     assert_eq!((cond.read().unwrap()[0], count.read().unwrap()[0]), (0, 2));
 }
+
+#[test]
+fn device_spellings_parse_as_every_interface_parses_them() {
+    assert_eq!(Device::from_spec("cpu").unwrap().name(), "cpu");
+    let e = Device::from_spec("tpu").unwrap_err();
+    assert!(matches!(&e, CaptureError::DeviceSpec(crate::device::DeviceSpecError::Unknown(s)) if s == "tpu"), "{e}");
+    let e = Device::from_spec("cpu:interp").unwrap_err();
+    assert!(matches!(e, CaptureError::CpuEngine(crate::device::DeviceSpec::Cpu(Some(_)))), "{e}");
+    assert_eq!(e.to_string(), "device interp: the capture API's CPU device chooses its engine itself; use cpu");
+}
+
+#[test]
+fn errors_keep_the_error_they_wrap_as_their_source() {
+    let dev = Device::cpu();
+    let module = dev.load_ptx("tma", TMA_PTX).unwrap();
+    let e = module.kernel("nope").unwrap_err();
+    assert!(std::error::Error::source(&e).is_some(), "{e}");
+    let CaptureError::Ptx { source, .. } = &e else { panic!("{e}") };
+    assert!(matches!(&**source, crate::PtxFailure::NoEntry { entry, .. } if entry == "nope"), "{e}");
+    assert!(e.to_string().starts_with("PTX module tma: no entry named nope; it has "), "{e}");
+    let e = dev.backend().read(0x10, &mut [0u8; 4]).unwrap_err();
+    assert!(matches!(e, CaptureError::Cpu(shared::ptx::MemError::OutOfBounds { .. })), "{e}");
+}

@@ -5,12 +5,13 @@
 use std::collections::HashSet;
 
 use super::error::{err, FormatError};
-use super::table::{u32_at, u64_at, Table};
+use super::table::Table;
 use super::views::{Blob, Op};
 use super::Archive;
 use crate::archive::layout::{self, *};
 use crate::archive::model::*;
 use crate::archive::rules;
+use crate::le::{u32_at, u64_at};
 
 impl<'a> Archive<'a> {
     pub(super) fn check_string(&self, t: &Table, i: usize, field: usize, optional: bool) -> Result<u32, FormatError> {

@@ -6,10 +6,11 @@
 use std::collections::HashSet;
 
 use super::error::{err, FormatError};
-use super::table::{u16_at, u32_at, u64_at, Table};
+use super::table::Table;
 use super::views::Blob;
 use super::Archive;
 use crate::archive::layout::{self, *};
+use crate::le::{u16_at, u32_at, u64_at};
 
 impl<'a> Archive<'a> {
     /// Checks the structure of `bytes` and returns a reader over it. Never panics.

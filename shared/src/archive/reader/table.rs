@@ -1,19 +1,8 @@
-//! Fixed-size little-endian records of one table section ([`Table`]), read in place, and the
-//! little-endian integer reads the whole archive module uses (the reader, the bounded validator,
-//! resealing, the spread section) on bytes whose bounds its caller has checked.
+//! Fixed-size little-endian records of one table section ([`Table`]), read in place.
 
 use super::error::{err, FormatError};
 use crate::archive::layout::{SectionKind, TABLE_HEADER_LEN};
-
-pub(super) fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-pub(in crate::archive) fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
-}
-pub(in crate::archive) fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
-}
+use crate::le::u32_at;
 
 /// Fixed-size records of one table section.
 #[derive(Clone, Copy, Debug)]

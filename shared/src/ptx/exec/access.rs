@@ -176,7 +176,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(clippy::too_many_arguments, reason = "an atomic's fields and its lane, plain values on the per-lane path")]
     pub(super) fn atomic(
         &mut self,
         space: Space,
@@ -231,7 +231,10 @@ impl<'a, const MW: usize> Worker<'a, MW> {
     }
 
     /// Scalar loads from global or shared memory: the common case, without the generic dispatch.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the instruction's fields and where it runs (register and lane bases, active lanes, line), on the interpreter's hot path"
+    )]
     #[inline]
     pub(super) fn ld1(
         &mut self,
@@ -309,7 +312,10 @@ impl<'a, const MW: usize> Worker<'a, MW> {
     }
 
     /// Scalar stores to global or shared memory.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the instruction's fields and where it runs (register and lane bases, active lanes, line), on the interpreter's hot path"
+    )]
     #[inline]
     pub(super) fn st1(
         &mut self,

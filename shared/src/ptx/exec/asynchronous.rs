@@ -15,7 +15,6 @@ use crate::ptx::memory::Fault;
 impl<const MW: usize> Worker<'_, MW> {
     /// Reads the barrier at `a` (in `space`) for lane `l`, applies `op` with operand `b`, writes
     /// it back: gives what the instruction returns.
-    #[allow(clippy::too_many_arguments)]
     fn mbar_one(&mut self, op: MbarOp, space: Space, a: u64, b: u64, l: usize, line: u32) -> Res<u64> {
         let fail = |fault: Fault, space: Space, write: bool| Stop::Mem {
             lane: l,
@@ -41,7 +40,10 @@ impl<const MW: usize> Worker<'_, MW> {
         Ok(out)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the instruction's fields and where it runs (register and lane bases, active lanes, line)"
+    )]
     pub(super) fn mbar(
         &mut self,
         op: MbarOp,
@@ -77,7 +79,10 @@ impl<const MW: usize> Worker<'_, MW> {
 
     /// One lane's `cp.async.bulk` of `size` bytes (a multiple of 16, both addresses 16-byte
     /// aligned), done at once; into shared memory it then completes `size` bytes on its barrier.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the instruction's fields and where one lane runs it (register and lane bases, lane, line)"
+    )]
     pub(super) fn cp_bulk(
         &mut self,
         to_shared: bool,

@@ -507,7 +507,6 @@ impl<'a, const MW: usize> Worker<'a, MW> {
     }
 
     #[inline]
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn exec(&mut self, inst: &Inst, rb: usize, lb: usize, em: Mask<MW>, full: bool, line: u32) -> Res<()> {
         let n = self.n;
         let nw = self.nwords;

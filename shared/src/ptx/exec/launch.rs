@@ -545,7 +545,8 @@ mod tests {
         let why = "`vote` at line 10";
         #[cfg(not(all(feature = "jit", not(target_arch = "wasm32"))))]
         let why = "this build has no code generator";
-        assert_eq!(m.jit_support("k"), Err(why.to_string()));
-        assert_eq!(m.lanes_support("k"), Err(why.to_string()));
+        assert_eq!(m.jit_support("k").unwrap_err().to_string(), why);
+        assert_eq!(m.lanes_support("k").unwrap_err().to_string(), why);
+        assert_eq!(m.jit_support("j").unwrap_err(), crate::ptx::NoNativeCode::NoKernel("j".into()));
     }
 }

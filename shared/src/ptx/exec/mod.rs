@@ -23,5 +23,5 @@ mod warpgroup;
 mod worker;
 
 pub use dump::JitDump;
-pub(crate) use launch::{jit_support, lanes_support, JitCache};
+pub(crate) use launch::{jit_support, lanes_support, JitCache, NoNativeCode};
 pub use launch::{launch, Engine, ExecError, ExecOptions, LaunchDims, LaunchPlan, LaunchStats};

@@ -150,7 +150,10 @@ impl<const MW: usize> Worker<'_, MW> {
 
     /// The address of row `row` (0..32: matrix `row / 8`, its row `row % 8`) of warp `w`, checked
     /// for the 16-byte alignment rows need: (lane, address).
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the instruction's operand, the warp's row and where the block's lanes are: plain values, called per row"
+    )]
     fn row_addr(
         &self,
         addr: &Addr,
@@ -185,7 +188,10 @@ impl<const MW: usize> Worker<'_, MW> {
         (sp == Space::Shared && end <= self.b.shared.len() as u64).then(|| &self.b.shared[off as usize..end as usize])
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the instruction's fields and where it runs (register and lane bases, active lanes, line)"
+    )]
     pub(super) fn ldmatrix(
         &mut self,
         n: u8,
@@ -239,7 +245,10 @@ impl<const MW: usize> Worker<'_, MW> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the instruction's fields and where it runs (register and lane bases, active lanes, line)"
+    )]
     pub(super) fn stmatrix(
         &mut self,
         n: u8,
@@ -290,7 +299,10 @@ impl<const MW: usize> Worker<'_, MW> {
     /// `cp.async` of one lane, done at once: the first `src_size` bytes (at most `size`) from
     /// global memory, the rest zeros, to shared memory. Both addresses must be aligned to `size`
     /// (the source only when something is read).
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the instruction's fields and where one lane runs it (register and lane bases, lane, line)"
+    )]
     pub(super) fn cp_async(
         &mut self,
         size: u8,

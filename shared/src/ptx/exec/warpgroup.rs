@@ -24,7 +24,10 @@ impl<const MW: usize> Worker<'_, MW> {
     }
 
     /// The `count` x K elements (raw bits) of the shared-memory operand `desc` names, row by row.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the descriptor and the shape of one operand, each from a different instruction field"
+    )]
     fn wgmma_operand(
         &self,
         desc: u64,

@@ -52,7 +52,7 @@ pub(crate) fn lower_module(text: &str, place: &mut crate::ptx::module::Place<'_>
                     constant: v.space == ".const",
                     initialised: v.init.is_some(),
                 };
-                if let Some(addr) = place(&decl).map_err(|e| PtxError::new(v.line, e))? {
+                if let Some(addr) = place(&decl).map_err(|e| PtxError::new(v.line, e.to_string()))? {
                     globals.insert(v.name.clone(), Sym::Var(addr));
                     placed.push((PlacedVariable { name: v.name.clone(), addr, size, init: Vec::new() }, v));
                     continue;

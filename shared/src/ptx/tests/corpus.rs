@@ -282,5 +282,5 @@ fn tiled_and_elementwise_kernels_run_in_lanes() {
         assert_eq!(lanes(case), Ok(()), "{case}");
     }
     let why = lanes("warp_shuffle_sum").unwrap_err();
-    assert!(why.starts_with("a shuffle (line "), "{why}");
+    assert!(why.to_string().starts_with("a shuffle (line "), "{why}");
 }

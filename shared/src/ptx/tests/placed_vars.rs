@@ -4,6 +4,7 @@
 //! kernels see.
 
 use super::*;
+use crate::ptx::{MemError, PlaceRefusal, VariableDecl};
 
 const PTX: &str = "
 .version 8.0
@@ -54,7 +55,9 @@ fn load(mem: &mut Memory) -> (Module, Vec<PlacedVariable>) {
         if v.name == "kept" {
             return Ok(None);
         }
-        mem.add_region(v.size, v.align).map(Some).map_err(|e| e.to_string())
+        mem.add_region(v.size, v.align)
+            .map(Some)
+            .map_err(|source| PlaceRefusal::NoMemory { variable: v.name.to_string(), source })
     })
     .unwrap();
     assert_eq!(
@@ -103,8 +106,13 @@ fn placed_variables_live_in_the_callers_memory_on_every_engine() {
 
 #[test]
 fn a_refused_placement_refuses_the_module_at_the_variables_line() {
-    let e = Module::parse_placing(PTX, &mut |v| if v.name == "launches" { Err("no room".into()) } else { Ok(None) })
-        .unwrap_err();
+    let mut place = |v: &VariableDecl| match v.name {
+        "launches" => {
+            Err(PlaceRefusal::NoMemory { variable: v.name.into(), source: MemError::AllocFailed { size: v.size } })
+        }
+        _ => Ok(None),
+    };
+    let e = Module::parse_placing(PTX, &mut place).unwrap_err();
     assert_eq!(e.line, 6, "{e}");
-    assert!(e.to_string().contains("no room"), "{e}");
+    assert!(e.to_string().contains("variable `launches`: cannot allocate a region of 4 bytes"), "{e}");
 }

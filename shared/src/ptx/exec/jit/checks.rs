@@ -249,7 +249,10 @@ impl Tx<'_, '_> {
     }
 
     /// Loads `size` bytes as `out`: zero-extended to I64, or as a float of the same size.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a load's fields, its computed address and the result type the translator wants"
+    )]
     pub(super) fn load(
         &mut self,
         pc: usize,
