@@ -66,3 +66,42 @@ fn launches_without_ptx_replay_on_the_cpu_from_their_recorded_effects() {
         "{stderr}"
     );
 }
+
+/// The same work as one CUDA graph launched twice: with `--record-effects` each launch runs node
+/// by node, so the machine-code kernel's writes are read around each of its two launches, and the
+/// CPU replay goes past both; without it the graph is forwarded whole and the CPU names the kernel.
+#[test]
+fn launches_without_ptx_inside_a_graph_launch_replay_on_the_cpu_from_their_recorded_effects() {
+    let program = Program::build("machine_code", &["-lcuda"]);
+    let dir = tempfile::tempdir().unwrap();
+
+    let plain = tmp_archive(&dir, "plain.recap");
+    let o = capture(
+        &program,
+        &["--json", "--record-effects", "--range", "profiler", "-o", plain.to_str().unwrap()],
+        &["graph"],
+    );
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "{}\n{stdout}\n{}", o.status, text(&o.stderr));
+    assert!(stdout.contains("machine_code: ok 191764600"), "{stdout}");
+    let report: Value = serde_json::from_str(&stdout[stdout.find('{').unwrap()..]).unwrap();
+    assert_eq!(report["recorded_effects"], 2, "one per graph launch: {report:#}");
+    assert_eq!(report["ops"]["graph launch (run node by node for recorded effects)"], 2, "{report:#}");
+    assert_eq!(report["ops"]["launch"], 6, "{report:#}");
+    assert!(report["incomplete"].as_array().is_none_or(|a| a.is_empty()), "{report:#}");
+    for engine in ["interp", "jit"] {
+        let out = replay_check(&plain, engine);
+        assert!(out.contains("3 of 3 regions pass"), "{engine}:\n{out}");
+        assert!(out.contains("2 from recorded effects"), "{engine}:\n{out}");
+    }
+
+    // Without effects asked for, the graph launch is forwarded as a graph and recorded expanded.
+    let whole = tmp_archive(&dir, "whole.recap");
+    let report = crate::intercept::capture_ok_with(&program, &whole, "profiler", &["graph"]);
+    assert_eq!(report["ops"]["graph launch (expanded)"], 2, "{report:#}");
+    assert_eq!(report["recorded_effects"], 0, "{report:#}");
+    let o = Command::new(recap_bin()).args(["replay", "--check"]).arg(&whole).output().unwrap();
+    let stderr = text(&o.stderr);
+    assert!(!o.status.success());
+    assert!(stderr.contains("the CPU cannot run square_acc"), "{stderr}");
+}

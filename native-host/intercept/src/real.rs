@@ -196,7 +196,8 @@ pub fn ours_for(real: usize) -> Option<usize> {
 macro_rules! real_calls {
     ($( $(#[$doc:meta])* fn $fn_name:ident = $sym:literal ( $($arg:ident : $ty:ty),* ); )*) => {$(
         $(#[$doc])*
-        #[allow(clippy::missing_safety_doc)]
+        // The driver's own signatures, `cuLaunchKernel`'s eleven arguments included.
+        #[allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
         pub unsafe fn $fn_name($($arg: $ty),*) -> CUresult {
             static SLOT: Slot = Slot::new($sym);
             let f: unsafe extern "C" fn($($ty),*) -> CUresult = std::mem::transmute(SLOT.get());
@@ -213,6 +214,15 @@ real_calls! {
     fn ctx_get_device = "cuCtxGetDevice"(device: *mut CUdevice);
     fn device_get_attribute = "cuDeviceGetAttribute"(value: *mut i32, attribute: i32, device: CUdevice);
     fn memcpy_dtoh = "cuMemcpyDtoH_v2"(dst: *mut c_void, src: CUdeviceptr, len: usize);
+    fn memcpy_htod = "cuMemcpyHtoD_v2"(dst: CUdeviceptr, src: *const c_void, len: usize);
+    fn memcpy_dtod_async = "cuMemcpyDtoDAsync_v2"(dst: CUdeviceptr, src: CUdeviceptr, len: usize, stream: Handle);
+    fn memset_d8_async = "cuMemsetD8Async"(dst: CUdeviceptr, value: u8, count: usize, stream: Handle);
+    fn memset_d16_async = "cuMemsetD16Async"(dst: CUdeviceptr, value: u16, count: usize, stream: Handle);
+    fn memset_d32_async = "cuMemsetD32Async"(dst: CUdeviceptr, value: u32, count: usize, stream: Handle);
+    fn launch_kernel = "cuLaunchKernel"(
+        f: Handle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
+        shared: u32, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void
+    );
     fn func_get_param_info = "cuFuncGetParamInfo"(f: Handle, index: usize, offset: *mut usize, size: *mut usize);
     fn kernel_get_param_info = "cuKernelGetParamInfo"(k: Handle, index: usize, offset: *mut usize, size: *mut usize);
     fn func_get_name = "cuFuncGetName"(name: *mut *const c_char, f: Handle);

@@ -34,11 +34,13 @@ use crate::tensor_maps::TensorMaps;
 use shared::capture::{Range, Report, Request};
 
 mod effects;
+mod graph_by_nodes;
 mod layout;
 pub(crate) mod module_vars;
 mod settle;
 
 pub use effects::LaunchEffects;
+pub use graph_by_nodes::launch_graph_by_nodes;
 pub use layout::Layout;
 use layout::{pack, param_info_layout};
 pub use settle::Staged;
@@ -836,7 +838,8 @@ impl State {
                 for why in missing {
                     self.report.incomplete(format!("a CUDA graph launched in the range holds {why}"));
                 }
-                // Launches inside a graph launch get no recorded effects (see `effects_before`).
+                // Launches inside a graph launched whole get no recorded effects (see
+                // `effects_before`; `graph_by_nodes.rs` issues a graph node by node where it can).
                 self.expanding_graph = true;
                 for w in work {
                     self.issue(w);

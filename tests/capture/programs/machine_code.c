@@ -4,7 +4,10 @@
  * PTX it runs), which image readers, recap's capture included, see as a cubin without PTX.
  *
  * Between cuProfilerStart and cuProfilerStop: a PTX kernel fills x, the machine-code kernel adds
- * x*x into y, a PTX kernel adds 5 to y. It checks y on the host and prints `machine_code: ok <sum>`. */
+ * x*x into y, a PTX kernel adds 5 to y. It checks y on the host and prints `machine_code: ok <sum>`.
+ * Run as `machine_code graph`, the same work is one CUDA graph (a memset node setting y to 7, then
+ * the three kernel nodes in a chain, then a device-to-device memcpy node copying y into z), launched
+ * twice in the range; it checks y and z. */
 #define PROGRAM "machine_code"
 #include "common.h"
 
@@ -117,7 +120,20 @@ static unsigned char *machine_code_fatbin(void) {
 
 enum { N = 400, BLOCK = 128 };
 
-int main(void) {
+static CUDA_KERNEL_NODE_PARAMS kernel_node(CUfunction f, unsigned grid, void **params) {
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.func = f;
+    p.gridDimX = grid;
+    p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = BLOCK;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = params;
+    return p;
+}
+
+int main(int argc, char **argv) {
+    int as_graph = argc > 1 && strcmp(argv[1], "graph") == 0;
     CUcontext ctx;
     CUmodule ptx_module = open_module(&ctx, PTX), machine_module;
     unsigned char *fatbin = machine_code_fatbin();
@@ -125,31 +141,67 @@ int main(void) {
     free(fatbin); /* the driver and recap have what they need by now */
     CUfunction affine = get_kernel(ptx_module, "affine_u32"), square_acc = get_kernel(machine_module, "square_acc");
 
-    CUdeviceptr x, y;
+    CUdeviceptr x, y, z;
     CHECK(cuMemAlloc(&x, N * sizeof(unsigned)));
     CHECK(cuMemAlloc(&y, N * sizeof(unsigned)));
+    CHECK(cuMemAlloc(&z, N * sizeof(unsigned)));
     CHECK(cuMemsetD32(x, 0, N));
     CHECK(cuMemsetD32(y, 7, N));
+    CHECK(cuMemsetD32(z, 0, N));
 
-    CHECK(cuProfilerStart());
     unsigned grid = (N + BLOCK - 1) / BLOCK, a = 3, b = 1, zero = 0, five = 5;
     int n = N;
     void *fill[] = {&x, &a, &b, &n};
-    CHECK(cuLaunchKernel(affine, grid, 1, 1, BLOCK, 1, 1, 0, NULL, fill, NULL)); /* x = 3i + 1 */
     void *square[] = {&y, &x, &n};
-    CHECK(cuLaunchKernel(square_acc, grid, 1, 1, BLOCK, 1, 1, 0, NULL, square, NULL)); /* y += x*x */
     void *add[] = {&y, &zero, &five, &n};
-    CHECK(cuLaunchKernel(affine, grid, 1, 1, BLOCK, 1, 1, 0, NULL, add, NULL)); /* y += 5 */
-    CHECK(cuCtxSynchronize());
-    CHECK(cuProfilerStop());
+    if (!as_graph) {
+        CHECK(cuProfilerStart());
+        CHECK(cuLaunchKernel(affine, grid, 1, 1, BLOCK, 1, 1, 0, NULL, fill, NULL));       /* x = 3i + 1 */
+        CHECK(cuLaunchKernel(square_acc, grid, 1, 1, BLOCK, 1, 1, 0, NULL, square, NULL)); /* y += x*x */
+        CHECK(cuLaunchKernel(affine, grid, 1, 1, BLOCK, 1, 1, 0, NULL, add, NULL));        /* y += 5 */
+        CHECK(cuCtxSynchronize());
+        CHECK(cuProfilerStop());
+    } else {
+        /* x starts at 0 and the fill adds 3i + 1, so a second launch must reset x as well: the
+         * memset nodes set x to 0 and y to 7 first. */
+        CUgraph graph;
+        CUgraphExec exec;
+        CUgraphNode reset_x, reset_y, k_fill, k_square, k_add, copy;
+        CHECK(cuGraphCreate(&graph, 0));
+        CUDA_MEMSET_NODE_PARAMS mx = {x, 0, 0u, 4, N, 1}, my = {y, 0, 7u, 4, N, 1};
+        CHECK(cuGraphAddMemsetNode(&reset_x, graph, NULL, 0, &mx, ctx));
+        CHECK(cuGraphAddMemsetNode(&reset_y, graph, NULL, 0, &my, ctx));
+        CUDA_KERNEL_NODE_PARAMS p = kernel_node(affine, grid, fill);
+        CHECK(cuGraphAddKernelNode_v2(&k_fill, graph, &reset_x, 1, &p));
+        CUgraphNode before_square[] = {k_fill, reset_y};
+        p = kernel_node(square_acc, grid, square);
+        CHECK(cuGraphAddKernelNode_v2(&k_square, graph, before_square, 2, &p));
+        p = kernel_node(affine, grid, add);
+        CHECK(cuGraphAddKernelNode_v2(&k_add, graph, &k_square, 1, &p));
+        CUDA_MEMCPY3D c;
+        memset(&c, 0, sizeof c);
+        c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        c.srcDevice = y;
+        c.dstDevice = z;
+        c.WidthInBytes = N * sizeof(unsigned);
+        c.Height = c.Depth = 1;
+        CHECK(cuGraphAddMemcpyNode(&copy, graph, &k_add, 1, &c, ctx));
+        CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+        CHECK(cuProfilerStart());
+        CHECK(cuGraphLaunch(exec, NULL));
+        CHECK(cuGraphLaunch(exec, NULL));
+        CHECK(cuCtxSynchronize());
+        CHECK(cuProfilerStop());
+    }
 
-    static unsigned host[N];
+    static unsigned host[N], copied[N];
     CHECK(cuMemcpyDtoH(host, y, sizeof host));
+    CHECK(cuMemcpyDtoH(copied, z, sizeof copied));
     unsigned long long sum = 0;
     for (int i = 0; i < N; i++) {
         unsigned xi = 3u * (unsigned)i + 1u, want = xi * xi + 7u + 5u;
-        if (host[i] != want) {
-            fprintf(stderr, "machine_code: y[%d] is %u, want %u\n", i, host[i], want);
+        if (host[i] != want || copied[i] != (as_graph ? want : 0u)) {
+            fprintf(stderr, "machine_code: y[%d] is %u and z[%d] is %u, want %u\n", i, host[i], i, copied[i], want);
             return 1;
         }
         sum += host[i];

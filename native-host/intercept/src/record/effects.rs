@@ -7,7 +7,8 @@
 //! regions are read back; each one's changed span is the launch's write there. This is two full
 //! reads of the reachable regions per launch, which is why it is asked for and not the default.
 //! Launches inside a CUDA graph launch run as one unit with their graph, so they cannot be read
-//! around one by one; they are reported as incomplete.
+//! around one by one: such a graph is issued node by node instead where it can be
+//! (`graph_by_nodes.rs`); where it cannot, they are reported as incomplete.
 
 use shared::effects::{changed_span, reachable, InputsHasher, INPUTS_HASH_LEN};
 
