@@ -1,12 +1,13 @@
 //! CUDA graphs built node by node: kernel, memcpy, memset, empty, event, child graph and conditional nodes,
 //! their dependencies, instantiation, the executable graph's kernel node updates, and launches.
 //!
-//! A graph is a list of nodes with the indices they depend on. Instantiating it fixes the nodes'
-//! work in [`shared::cuda_graph::run_order`] (every node after its dependencies, ties in the order
-//! the nodes were added), the same order recap's interposer records; a launch runs that list at
-//! once, in call order, like every other piece of work here. Kernel parameters are packed when a
-//! node is made or changed (the real driver copies the values then); host memory a memcpy node
-//! names is read and written when the graph runs, as on a GPU.
+//! A graph is [`shared::cuda_graph::Graph`], the model recap's interposer records graphs in too: a
+//! list of nodes with the indices they depend on. Instantiating it fixes the nodes' work with
+//! [`shared::cuda_graph::expand`] (every node after its dependencies, ties in the order the nodes
+//! were added, conditional bodies nested), the same order the interposer records; a launch runs
+//! that list at once, in call order, like every other piece of work here. Kernel parameters are
+//! packed when a node is made or changed (the real driver copies the values then); host memory a
+//! memcpy node names is read and written when the graph runs, as on a GPU.
 //!
 //! Conditional nodes (IF and WHILE with one body): a handle is the address of a 4-byte condition,
 //! which the kernel's `cudaGraphSetConditional` stores to (module.rs) and the node tests before its
@@ -15,7 +16,10 @@
 
 use std::ffi::{c_uint, c_void};
 
-use shared::cuda_graph::{self, memory_type, CopyRun, FillRun, KernelNode, Memcpy3D, MemsetNode, NodeParams};
+use shared::cuda_graph::{
+    self, memory_type, Conditional as Kind, CopyRun, ExpandError, FillRun, KernelNode, Memcpy3D, MemsetNode,
+    NodeParams, OrderError, Part, Run,
+};
 use shared::ptx::LaunchDims;
 
 use crate::driver::{driver, ready, Driver};
@@ -35,20 +39,15 @@ pub(crate) enum Work {
     Fill(Vec<FillRun>),
     /// Orders only: empty and event nodes.
     Nothing,
-    /// A child graph's nodes, in their run order.
-    Child(Vec<Work>),
-    /// A conditional node as added: its body graph is filled afterwards.
+    /// A child graph's nodes, fixed for a run when the node was added.
+    Child(Vec<Run<Work>>),
+    /// A conditional node as added: its body graph is filled afterwards, and fixed for a run at
+    /// instantiation (`Run::Conditional`), which runs it while (or if) the u32 at the handle is
+    /// non-zero.
     Conditional {
-        repeat: bool,
+        kind: Kind,
         handle: u64,
         body: Handle,
-    },
-    /// A conditional node at instantiation: its body's work, run while (or if) the u32 at the
-    /// handle is non-zero.
-    Loop {
-        repeat: bool,
-        handle: u64,
-        body: Vec<Work>,
     },
 }
 
@@ -65,19 +64,8 @@ pub(crate) struct Condition {
 /// never clears would otherwise hang the program.
 const MAX_ITERATIONS: u64 = 1 << 24;
 
-/// How deep child graphs and conditional bodies may nest.
-const MAX_DEPTH: usize = 64;
-
-#[derive(Clone)]
-pub(crate) struct Node {
-    work: Work,
-    deps: Vec<usize>,
-}
-
-#[derive(Clone, Default)]
-pub(crate) struct Graph {
-    nodes: Vec<Node>,
-}
+/// A graph: what each node does, in the shared model of nodes and their dependencies.
+pub(crate) type Graph = cuda_graph::Graph<Work>;
 
 /// A node handle: its graph and index.
 pub(crate) struct NodeRef {
@@ -87,30 +75,41 @@ pub(crate) struct NodeRef {
 
 /// An executable graph: its nodes' work in run order, with the node each came from.
 pub(crate) struct Exec {
-    steps: Vec<(usize, Work)>,
+    steps: Vec<(usize, Vec<Run<Work>>)>,
     graph: Handle,
 }
 
-/// `graph`'s nodes' work in run order, conditional bodies as they are now; a cycle is
-/// `CUDA_ERROR_INVALID_VALUE`.
-fn ordered(d: &Driver, graph: &Graph, depth: usize) -> Result<Vec<(usize, Work)>> {
-    if depth > MAX_DEPTH {
-        return Err(CUresult::NOT_SUPPORTED);
+/// What node work `w` is to a run: a conditional node's body graph as it is now.
+fn part<'g>(d: &'g Driver, w: &'g Work) -> Result<Part<'g, Work, Work>> {
+    Ok(match w {
+        Work::Conditional { kind, handle, body } => {
+            Part::Conditional { kind: *kind, handle: *handle, body: d.graphs.get(*body)? }
+        }
+        Work::Nothing => Part::Nothing,
+        w => Part::Work(w.clone()),
+    })
+}
+
+/// A graph that cannot be fixed for a run: a cycle is `CUDA_ERROR_INVALID_VALUE`, nesting past
+/// the limit `CUDA_ERROR_NOT_SUPPORTED`.
+fn expand_error(e: ExpandError<CUresult>) -> CUresult {
+    match e {
+        ExpandError::Order(OrderError::Cycle) => CUresult::INVALID_VALUE,
+        ExpandError::Order(OrderError::TooDeep) => CUresult::NOT_SUPPORTED,
+        ExpandError::Node(e) => e,
     }
-    let deps: Vec<Vec<usize>> = graph.nodes.iter().map(|n| n.deps.clone()).collect();
-    let order = cuda_graph::run_order(&deps).ok_or(CUresult::INVALID_VALUE)?;
+}
+
+/// `graph`'s nodes' work in run order, each beside its node, conditional bodies as they are now.
+fn ordered(d: &Driver, graph: &Graph) -> Result<Vec<(usize, Vec<Run<Work>>)>> {
+    let order = graph.order().map_err(|e| expand_error(e.into()))?;
     order
         .into_iter()
         .map(|i| {
-            let work = match &graph.nodes[i].work {
-                Work::Conditional { repeat, handle, body } => Work::Loop {
-                    repeat: *repeat,
-                    handle: *handle,
-                    body: ordered(d, d.graphs.get(*body)?, depth + 1)?.into_iter().map(|(_, w)| w).collect(),
-                },
-                w => w.clone(),
-            };
-            Ok((i, work))
+            let mut runs = Vec::new();
+            let node = graph.node(i).ok_or(CUresult::INVALID_VALUE)?;
+            cuda_graph::expand_node(node, 0, &mut |w| part(d, w), &mut runs).map_err(expand_error)?;
+            Ok((i, runs))
         })
         .collect()
 }
@@ -153,21 +152,17 @@ fn generic_work(d: &mut Driver, p: &NodeParams) -> Result<Work> {
 
 /// A child graph node runs a copy of the graph as it is now.
 fn child_work(d: &Driver, graph: Handle) -> Result<Work> {
-    Ok(Work::Child(ordered(d, d.graphs.get(graph)?, 1)?.into_iter().map(|(_, w)| w).collect()))
+    cuda_graph::expand(d.graphs.get(graph)?, 1, &mut |w| part(d, w)).map(Work::Child).map_err(expand_error)
 }
 
 /// A conditional node: IF or WHILE with one body graph, which the driver makes here.
 fn conditional_work(d: &mut Driver, handle: u64, kind: u32, size: u32) -> Result<Work> {
-    let repeat = match (kind, size) {
-        (cuda_graph::conditional_type::WHILE, 1) => true,
-        (cuda_graph::conditional_type::IF, 1) => false,
-        _ => return Err(CUresult::NOT_SUPPORTED),
-    };
+    let kind = Kind::of(kind, size).ok_or(CUresult::NOT_SUPPORTED)?;
     if !d.conditions.contains_key(&handle) {
         return Err(CUresult::INVALID_VALUE);
     }
     let body = d.graphs.insert(Graph::default());
-    Ok(Work::Conditional { repeat, handle, body })
+    Ok(Work::Conditional { kind, handle, body })
 }
 
 /// Adds a node made by `make` (under the lock) to `graph` after `deps`.
@@ -193,9 +188,7 @@ unsafe fn add(
             indices.push(node.index);
         }
         let work = make(&mut d)?;
-        let g = d.graphs.get_mut(graph)?;
-        g.nodes.push(Node { work, deps: indices });
-        let index = g.nodes.len() - 1;
+        let index = d.graphs.get_mut(graph)?.add(work, indices);
         out.set(d.graph_nodes.insert(NodeRef { graph, index }))
     })
 }
@@ -206,7 +199,7 @@ fn set(node: Handle, make: impl FnOnce(&Driver) -> Result<Work>) -> CUresult {
         let mut d = ready(None)?;
         let (graph, index) = d.graph_nodes.get(node).map(|n| (n.graph, n.index))?;
         let work = make(&d)?;
-        d.graphs.get_mut(graph)?.nodes[index].work = work;
+        *d.graphs.get_mut(graph)?.node_mut(index).ok_or(CUresult::INVALID_VALUE)? = work;
         Ok(())
     })
 }
@@ -222,30 +215,30 @@ fn set_exec(exec: Handle, node: Handle, make: impl FnOnce(&Driver) -> Result<Wor
             return Err(CUresult::INVALID_VALUE);
         }
         let step = e.steps.iter_mut().find(|(i, _)| *i == index).ok_or(CUresult::INVALID_VALUE)?;
-        step.1 = work;
+        step.1 = vec![Run::Work(work)];
         Ok(())
     })
 }
 
-fn run_all(d: &mut Driver, steps: &[Work]) -> Result<()> {
-    for w in steps {
-        match w {
-            Work::Launch { f, dims, params } => run(d, *f, *dims, params)?,
-            Work::Copy(runs) => runs.iter().try_for_each(|r| copy(d, r))?,
-            Work::Fill(runs) => runs.iter().try_for_each(|r| {
+fn run_all(d: &mut Driver, steps: &[Run<Work>]) -> Result<()> {
+    for step in steps {
+        match step {
+            Run::Work(Work::Launch { f, dims, params }) => run(d, *f, *dims, params)?,
+            Run::Work(Work::Copy(runs)) => runs.iter().try_for_each(|r| copy(d, r))?,
+            Run::Work(Work::Fill(runs)) => runs.iter().try_for_each(|r| {
                 let pattern = r.pattern.to_le_bytes();
                 d.memory
                     .fill(r.dst, r.count * u64::from(r.width), &pattern[..r.width as usize])
                     .map_err(|_| CUresult::INVALID_VALUE)
             })?,
-            Work::Nothing | Work::Conditional { .. } => {}
-            Work::Child(inner) => run_all(d, inner)?,
-            Work::Loop { repeat, handle, body } => {
+            Run::Work(Work::Nothing | Work::Conditional { .. }) => {}
+            Run::Work(Work::Child(inner)) => run_all(d, inner)?,
+            Run::Conditional { kind, handle, body } => {
                 let mut passes = 0u64;
                 while d.memory.read_u32(*handle).map_err(|_| CUresult::ILLEGAL_ADDRESS)? != 0 {
                     run_all(d, body)?;
                     passes += 1;
-                    if !repeat {
+                    if *kind == Kind::If {
                         break;
                     }
                     if passes >= MAX_ITERATIONS {
@@ -480,10 +473,7 @@ pub unsafe extern "C" fn cuGraphAddDependencies(
                 return Err(CUresult::INVALID_VALUE);
             }
             let (fi, ti) = (f.index, t.index);
-            let node = &mut d.graphs.get_mut(graph)?.nodes[ti];
-            if !node.deps.contains(&fi) {
-                node.deps.push(fi);
-            }
+            d.graphs.get_mut(graph)?.add_edge(fi, ti);
         }
         Ok(())
     })
@@ -504,7 +494,7 @@ fn instantiate(exec: &Out<Handle>, graph: Handle) -> CUresult {
     guard(|| {
         let mut d = ready(None)?;
         exec.check()?;
-        let steps = ordered(&d, d.graphs.get(graph)?, 0)?;
+        let steps = ordered(&d, d.graphs.get(graph)?)?;
         exec.set(d.execs.insert(Exec { steps, graph }))
     })
 }
@@ -548,7 +538,7 @@ fn launch(exec: Handle, stream: Handle) -> CUresult {
     guard(|| {
         let mut d = ready(Some(stream))?;
         let e = d.execs.get(exec)?;
-        let steps: Vec<Work> = e.steps.iter().map(|(_, w)| w.clone()).collect();
+        let steps: Vec<Run<Work>> = e.steps.iter().flat_map(|(_, w)| w.iter().cloned()).collect();
         let graph = e.graph;
         let defaults: Vec<(u64, u32)> =
             d.conditions.iter().filter(|(_, c)| c.graph == graph && c.assign).map(|(h, c)| (*h, c.default)).collect();

@@ -11,10 +11,12 @@
 //! them then, and the program's pointers are only valid during the call); host memory a memcpy
 //! node reads is read when the graph is launched, as the GPU reads it when the graph runs.
 //!
-//! Instantiating a graph fixes its work: each node, in [`shared::cuda_graph::run_order`] (every
-//! node after its dependencies), expanded into its work, a child graph into its own nodes in their
-//! order. A launch inside the range issues that work in that order: one valid serial order of the
-//! graph, from which the archive's plan recovers the concurrency by the data each op touches, as
+//! A graph's nodes and dependencies are kept in [`shared::cuda_graph::Graph`], the model the CPU
+//! driver runs graphs in too. Instantiating a graph fixes its work with
+//! [`shared::cuda_graph::expand_node`]: each node, in run order (every node after its
+//! dependencies), expanded into its work, a child graph into its own nodes in their order. A
+//! launch inside the range issues that work in that order: one valid serial order of the graph,
+//! from which the archive's plan recovers the concurrency by the data each op touches, as
 //! for streams. The edges themselves are not stored: the archive orders ops by their data.
 //!
 //! A conditional IF or WHILE node becomes an if or while op on the region standing for its
@@ -26,14 +28,12 @@
 
 use std::collections::HashMap;
 
-use shared::cuda_graph::{self, memory_type, CopyRun, KernelNode, Memcpy3D, MemsetNode, NodeParams};
+use shared::cuda_graph::{
+    self, memory_type, Conditional as Kind, CopyRun, KernelNode, Memcpy3D, MemsetNode, NodeParams, Part, Run,
+};
 
 use crate::launch_attrs::LaunchAttrs;
 use crate::record::{HostData, State, Work};
-
-/// How deep child graphs and conditional bodies may nest before the model stops following them
-/// (the archive's own limit on nested bodies).
-const MAX_DEPTH: usize = 64;
 
 /// What one node does.
 #[derive(Clone, Debug)]
@@ -46,7 +46,7 @@ pub enum Node {
     Child(Graph),
     /// A conditional node (IF or WHILE with one body): its condition handle and body graph, which
     /// the driver made with the node and the program fills afterwards.
-    Conditional { handle: u64, kind: u32, bodies: Vec<usize> },
+    Conditional { handle: u64, kind: Kind, bodies: Vec<usize> },
     /// Why this node's work cannot be recorded.
     Missing(String),
 }
@@ -62,24 +62,25 @@ pub struct Condition {
     pub alloc: crate::record::Alloc,
 }
 
+/// A node as the graph keeps it: what it does, and what recap knows of it.
 #[derive(Clone, Debug)]
 struct NodeRec {
     /// The driver's handle, 0 where recap never saw it (nodes of a captured or cloned graph).
     handle: usize,
     node: Node,
-    /// Indices of the nodes this one depends on.
-    deps: Vec<usize>,
-    /// Destroyed with `cuGraphDestroyNode`: kept so indices stay valid, runs nothing.
-    gone: bool,
     /// What makes this node's place in the graph uncertain.
     doubts: Vec<String>,
 }
 
-/// One graph's nodes in the order they were added.
-#[derive(Clone, Debug, Default)]
-pub struct Graph {
-    nodes: Vec<NodeRec>,
+impl NodeRec {
+    fn new(handle: usize, node: Node) -> NodeRec {
+        NodeRec { handle, node, doubts: Vec::new() }
+    }
 }
+
+/// One graph's nodes in the order they were added, with their dependencies.
+#[derive(Clone, Debug, Default)]
+pub struct Graph(cuda_graph::Graph<NodeRec>);
 
 /// One top-level node of an executable graph, fixed at instantiation.
 #[derive(Clone, Debug)]
@@ -114,54 +115,64 @@ impl Graph {
         let mut g = Graph::default();
         for (i, w) in work.into_iter().enumerate() {
             let deps = if i == 0 { Vec::new() } else { vec![i - 1] };
-            g.nodes.push(NodeRec { handle: 0, node: Node::Work(vec![w]), deps, gone: false, doubts: Vec::new() });
+            g.0.add(NodeRec::new(0, Node::Work(vec![w])), deps);
         }
         g
     }
+}
 
-    fn order(&self) -> Option<Vec<usize>> {
-        let deps: Vec<Vec<usize>> = self.nodes.iter().map(|n| n.deps.clone()).collect();
-        cuda_graph::run_order(&deps)
+/// Work fixed for a run as the archive's work: a conditional body becomes a control op.
+fn flatten(runs: Vec<Run<Vec<Work>>>, out: &mut Vec<Work>) {
+    for r in runs {
+        match r {
+            Run::Work(w) => out.extend(w),
+            Run::Conditional { kind, handle, body } => {
+                let mut inner = Vec::new();
+                flatten(body, &mut inner);
+                out.push(Work::Control { kind: kind.node_type(), handle, body: inner });
+            }
+        }
     }
 }
 
 impl GraphBook {
-    /// The work of `node` and what of it is missing; a conditional node's bodies as they are now.
-    fn expand(&self, node: &Node, depth: usize, work: &mut Vec<Work>, missing: &mut Vec<String>) {
-        if depth >= MAX_DEPTH {
-            missing.push(format!("child graphs or conditional bodies nested deeper than {MAX_DEPTH}"));
-            return;
-        }
-        match node {
-            Node::Work(w) => work.extend(w.iter().cloned()),
-            Node::Order => {}
-            Node::Missing(why) => missing.push(why.clone()),
-            Node::Child(g) => self.expand_graph(g, depth + 1, work, missing),
-            Node::Conditional { handle, kind, bodies } => {
-                let Some(body) = bodies.first().and_then(|b| self.graphs.get(b)) else {
-                    missing.push("a conditional node whose body graph recap did not see".into());
-                    return;
-                };
-                let mut inner = Vec::new();
-                self.expand_graph(body, depth + 1, &mut inner, missing);
-                work.push(Work::Control { kind: *kind, handle: *handle, body: inner });
-            }
-        }
-    }
-
-    fn expand_graph(&self, g: &Graph, depth: usize, work: &mut Vec<Work>, missing: &mut Vec<String>) {
-        match g.order() {
-            Some(order) => {
-                for i in order {
-                    let n = &g.nodes[i];
-                    if !n.gone {
-                        missing.extend(n.doubts.iter().cloned());
-                        self.expand(&n.node, depth, work, missing);
+    /// The work of `node` and what of it is missing (its doubts and those of the nodes inside
+    /// it among them); a conditional node's bodies as they are now.
+    fn expand(&self, node: &NodeRec) -> (Vec<Work>, Vec<String>) {
+        let mut missing = Vec::new();
+        let mut runs = Vec::new();
+        let expanded = cuda_graph::expand_node(
+            node,
+            0,
+            &mut |n| {
+                missing.extend(n.doubts.iter().cloned());
+                Ok::<_, std::convert::Infallible>(match &n.node {
+                    Node::Work(w) => Part::Work(w.clone()),
+                    Node::Order => Part::Nothing,
+                    Node::Missing(why) => {
+                        missing.push(why.clone());
+                        Part::Nothing
                     }
-                }
-            }
-            None => missing.push("a graph whose dependencies form a cycle".into()),
+                    Node::Child(g) => Part::Inline(&g.0),
+                    Node::Conditional { handle, kind, bodies } => {
+                        match bodies.first().and_then(|b| self.graphs.get(b)) {
+                            Some(body) => Part::Conditional { kind: *kind, handle: *handle, body: &body.0 },
+                            None => {
+                                missing.push("a conditional node whose body graph recap did not see".into());
+                                Part::Nothing
+                            }
+                        }
+                    }
+                })
+            },
+            &mut runs,
+        );
+        if let Err(e) = expanded {
+            missing.push(e.to_string());
         }
+        let mut work = Vec::new();
+        flatten(runs, &mut work);
+        (work, missing)
     }
 
     pub fn add_graph(&mut self, graph: usize, g: Graph) {
@@ -171,7 +182,7 @@ impl GraphBook {
     }
 
     fn forget_nodes(&mut self, graph: usize, g: &Graph) {
-        for n in &g.nodes {
+        for n in g.0.nodes() {
             if n.handle != 0 && self.node_at.get(&n.handle).is_some_and(|&(owner, _)| owner == graph) {
                 self.node_at.remove(&n.handle);
             }
@@ -202,16 +213,15 @@ impl GraphBook {
                 _ => doubts.push("a graph node depends on a node recap did not see: its order may differ".to_string()),
             }
         }
-        let g = self.graphs.entry(graph).or_default();
-        g.nodes.push(NodeRec { handle, node, deps: indices, gone: false, doubts });
+        let index = self.graphs.entry(graph).or_default().0.add(NodeRec { handle, node, doubts }, indices);
         if handle != 0 {
-            self.node_at.insert(handle, (graph, g.nodes.len() - 1));
+            self.node_at.insert(handle, (graph, index));
         }
     }
 
     fn node_mut(&mut self, handle: usize) -> Option<&mut NodeRec> {
         let &(graph, index) = self.node_at.get(&handle)?;
-        self.graphs.get_mut(&graph).and_then(|g| g.nodes.get_mut(index))
+        self.graphs.get_mut(&graph).and_then(|g| g.0.node_mut(index))
     }
 
     /// A node's parameters changed (`cuGraph*NodeSetParams`); `false` when recap never saw it.
@@ -241,10 +251,7 @@ impl GraphBook {
     pub fn destroy_node(&mut self, handle: usize) {
         let Some((graph, index)) = self.node_at.remove(&handle) else { return };
         if let Some(g) = self.graphs.get_mut(&graph) {
-            g.nodes[index].gone = true;
-            for n in &mut g.nodes {
-                n.deps.retain(|&d| d != index);
-            }
+            g.0.destroy(index);
         }
     }
 
@@ -260,13 +267,11 @@ impl GraphBook {
                 all_known = false;
                 continue;
             }
-            let Some(node) = self.graphs.get_mut(&graph).map(|g| &mut g.nodes[ti]) else { continue };
+            let Some(g) = self.graphs.get_mut(&graph) else { continue };
             if add {
-                if !node.deps.contains(&fi) {
-                    node.deps.push(fi);
-                }
+                g.0.add_edge(fi, ti);
             } else {
-                node.deps.retain(|&d| d != fi);
+                g.0.remove_edge(fi, ti);
             }
         }
         all_known
@@ -276,7 +281,7 @@ impl GraphBook {
     /// through `cuGraphNodeFindInClone`.
     pub fn clone_graph(&mut self, clone: usize, original: usize) {
         let mut g = self.graphs.get(&original).cloned().unwrap_or_default();
-        for n in &mut g.nodes {
+        for n in g.0.nodes_mut() {
             n.handle = 0;
         }
         self.add_graph(clone, g);
@@ -284,7 +289,7 @@ impl GraphBook {
 
     pub fn found_in_clone(&mut self, clone_node: usize, original_node: usize, clone: usize) {
         let Some(&(_, index)) = self.node_at.get(&original_node) else { return };
-        if let Some(n) = self.graphs.get_mut(&clone).and_then(|g| g.nodes.get_mut(index)) {
+        if let Some(n) = self.graphs.get_mut(&clone).and_then(|g| g.0.node_mut(index)) {
             n.handle = clone_node;
             self.node_at.insert(clone_node, (clone, index));
         }
@@ -297,35 +302,26 @@ impl GraphBook {
             deps.iter().filter_map(|h| self.node_at.get(h).filter(|(g, _)| *g == graph).map(|&(_, i)| i)).collect();
         let g = self.graphs.entry(graph).or_default();
         for w in work {
-            g.nodes.push(NodeRec {
-                handle: 0,
-                node: Node::Work(vec![w]),
-                deps: after,
-                gone: false,
-                doubts: Vec::new(),
-            });
-            after = vec![g.nodes.len() - 1];
+            after = vec![g.0.add(NodeRec::new(0, Node::Work(vec![w])), after)];
         }
     }
 
     /// Fixes `graph`'s work into `exec`.
     pub fn instantiate(&mut self, exec: usize, graph: usize) {
         let mut e = match self.graphs.get(&graph) {
-            Some(g) => match g.order() {
-                Some(order) => Exec {
+            Some(g) => match g.0.order() {
+                Ok(order) => Exec {
                     items: order
                         .into_iter()
-                        .filter(|&i| !g.nodes[i].gone)
-                        .map(|i| {
-                            let n = &g.nodes[i];
-                            let (mut work, mut missing) = (Vec::new(), n.doubts.clone());
-                            self.expand(&n.node, 0, &mut work, &mut missing);
+                        .filter_map(|i| g.0.node(i))
+                        .map(|n| {
+                            let (work, missing) = self.expand(n);
                             ExecItem { node: n.handle, work, missing, enabled: true }
                         })
                         .collect(),
                     missing: Vec::new(),
                 },
-                None => Exec { items: Vec::new(), missing: vec!["a graph whose dependencies form a cycle".into()] },
+                Err(e) => Exec { items: Vec::new(), missing: vec![e.to_string()] },
             },
             None => Exec {
                 items: Vec::new(),
@@ -364,8 +360,7 @@ impl GraphBook {
 
     /// A node of `exec` changed (`cuGraphExec*SetParams`).
     pub fn set_exec_node(&mut self, exec: usize, node: usize, new: Node) {
-        let (mut work, mut missing) = (Vec::new(), Vec::new());
-        self.expand(&new, 0, &mut work, &mut missing);
+        let (work, missing) = self.expand(&NodeRec::new(0, new));
         let Some(e) = self.execs.get_mut(&exec) else { return };
         match e.items.iter_mut().find(|i| i.node == node && node != 0) {
             Some(item) => {
@@ -475,16 +470,13 @@ impl State {
             | NodeParams::EventRecord { .. }
             | NodeParams::MemAlloc { .. }
             | NodeParams::MemFree { .. } => Node::Order,
-            NodeParams::Conditional { handle, kind, size }
-                if *size == 1
-                    && matches!(*kind, cuda_graph::conditional_type::IF | cuda_graph::conditional_type::WHILE) =>
-            {
-                Node::Conditional { handle: *handle, kind: *kind, bodies: Vec::new() }
-            }
-            NodeParams::Conditional { kind, size, .. } => Node::Missing(format!(
-                "a conditional node ({} with {size} bodies): only IF and WHILE with one body become if and while ops",
-                conditional_name(*kind)
-            )),
+            NodeParams::Conditional { handle, kind, size } => match Kind::of(*kind, *size) {
+                Some(kind) => Node::Conditional { handle: *handle, kind, bodies: Vec::new() },
+                None => Node::Missing(format!(
+                    "a conditional node ({} with {size} bodies): only IF and WHILE with one body become if and while ops",
+                    conditional_name(*kind)
+                )),
+            },
             NodeParams::Other(t) => unreplayed(*t),
         }
     }

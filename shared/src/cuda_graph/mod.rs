@@ -1,6 +1,7 @@
 //! CUDA graphs as the driver API describes them to a program that builds one node by node: the
 //! parameter structures of `cuGraphAdd*Node` and `cuGraphAddNode` read from their C layout (cuda.h,
-//! x86-64), and the one order in which a graph's nodes run when work is issued one op at a time.
+//! x86-64), and (`order.rs`) the one model of the order in which a graph's nodes run when work is
+//! issued one op at a time.
 //!
 //! Two sides use this: recap's interposer, which records what a program puts into its graphs, and
 //! the CPU stand-in for the driver, which runs such graphs; both must agree on what a node does
@@ -9,6 +10,9 @@
 //! A structure is read from the bytes the program handed the driver (`from_bytes` takes exactly the
 //! structure's size); pointers inside it stay plain numbers, for the caller to follow on the
 //! driver API's terms. Nothing here dereferences anything.
+
+mod order;
+pub use order::{expand, expand_node, run_order, Conditional, ExpandError, Graph, OrderError, Part, Run, MAX_DEPTH};
 
 /// `CUgraphNodeType`.
 pub mod node_type {
@@ -413,51 +417,9 @@ pub fn define_set_conditional(ptx: &str) -> Option<String> {
     None
 }
 
-/// The order in which a graph's nodes run when issued one at a time: every node after its
-/// dependencies, and among nodes that are ready, the one added first (so a graph built as a chain
-/// runs in the order it was built, and two runs of one graph issue the same order). `deps[i]` lists
-/// the nodes node `i` depends on. `None` when the dependencies form a cycle (the driver refuses to
-/// instantiate such a graph).
-pub fn run_order(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
-    let n = deps.len();
-    let mut waiting: Vec<usize> = vec![0; n];
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, ds) in deps.iter().enumerate() {
-        for &d in ds {
-            if d >= n {
-                return None;
-            }
-            waiting[i] += 1;
-            dependents[d].push(i);
-        }
-    }
-    let mut ready: std::collections::BTreeSet<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
-    let mut order = Vec::with_capacity(n);
-    while let Some(i) = ready.pop_first() {
-        order.push(i);
-        for &j in &dependents[i] {
-            waiting[j] -= 1;
-            if waiting[j] == 0 {
-                ready.insert(j);
-            }
-        }
-    }
-    (order.len() == n).then_some(order)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn run_order_follows_dependencies_then_creation_order() {
-        // 0 -> 2, 1 -> 2, 3 depends on nothing but was added last; 2 before 3 would be wrong only
-        // if 3 depended on it, so ties go to the node added first.
-        assert_eq!(run_order(&[vec![], vec![], vec![0, 1], vec![]]), Some(vec![0, 1, 2, 3]));
-        assert_eq!(run_order(&[vec![1], vec![]]), Some(vec![1, 0]));
-        assert_eq!(run_order(&[vec![1], vec![0]]), None);
-        assert_eq!(run_order(&[vec![5]]), None);
-    }
 
     #[test]
     fn a_pitched_copy_is_one_run_per_row_and_a_dense_one_is_one_run() {
