@@ -149,6 +149,11 @@ print(sum(1 for r in rs if r["type"] == "kernel" and r["module"] in bare))' "$d/
     if [ -s "$d/effects.recap" ]; then
       timed "$CPU_LIMIT" "$RECAP" replay --check --quiet --threads 4 "$d/effects.recap" > "$d/cpu_effects.log" 2>&1
       echo "$(verdict $? "$d/cpu_effects.log")" > "$d/cpu_effects.verdict"
+      # Recording effects changes how the program ran (graphs issued node by node, synchronised
+      # launches), never what it computed: that archive must pass on CUDA as the plain one does.
+      timed "$GPU_LIMIT" "$RECAP" replay "${cuda[@]}" --mode graph --check --quiet "$d/effects.recap" \
+        > "$d/cuda_effects.log" 2>&1
+      echo "$(verdict $? "$d/cuda_effects.log")" > "$d/cuda_effects.verdict"
     else
       echo "CAPTURE" > "$d/cpu_effects.verdict"
     fi
@@ -207,7 +212,7 @@ row.update(ops=header.get("ops"), kernels=len(kernels) if header else None,
 for f in ("plain.recap", "effects.recap"):
     p = os.path.join(d, f)
     row[f.split(".")[0] + "_bytes"] = os.path.getsize(p) if os.path.exists(p) else None
-for v in ("graph", "stream", "cpu", "cpu_effects"):
+for v in ("graph", "stream", "cpu", "cpu_effects", "cuda_effects"):
     row[v] = read(v + ".verdict") or None
 errors = {}
 if stage != "done":
@@ -215,7 +220,7 @@ if stage != "done":
 else:
     if not row["program_ok"]:
         errors["program"] = first_error("capture.log") or "no ok line from the program"
-    for v in ("graph", "stream", "cpu", "cpu_effects"):
+    for v in ("graph", "stream", "cpu", "cpu_effects", "cuda_effects"):
         if row[v] and row[v] != "PASS":
             errors[v] = first_error(v + ".log") or (read(v + ".log").splitlines() or [""])[-1][:300]
     if row["cpu_effects"] == "CAPTURE":
@@ -224,7 +229,7 @@ row["errors"] = errors
 row["compare"] = " / ".join(read("compare.log").splitlines()[:3])[:400] or None
 json.dump(row, open(os.path.join(d, "result.json"), "w"))
 print(f"{name}: {stage} in {seconds}s graph={row['graph']} stream={row['stream']} cpu={row['cpu']} "
-      f"cpu_effects={row['cpu_effects']} {next(iter(errors.values()), '')[:160]}", flush=True)
+      f"cpu_effects={row['cpu_effects']} cuda_effects={row['cuda_effects']} {next(iter(errors.values()), '')[:160]}", flush=True)
 PY
 }
 
@@ -257,7 +262,7 @@ with open(os.path.join(out, "results.jsonl"), "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")
 cols = ["program", "stage", "program_ok", "ops", "kernels", "kernels_ptx", "kernels_no_ptx", "plain_bytes",
-        "effects_bytes", "graph", "stream", "cpu", "cpu_effects", "seconds"]
+        "effects_bytes", "graph", "stream", "cpu", "cpu_effects", "cuda_effects", "seconds"]
 with open(os.path.join(out, "results.tsv"), "w") as f:
     f.write("\t".join(cols + ["first_error"]) + "\n")
     for r in rows:

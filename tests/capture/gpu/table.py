@@ -24,22 +24,22 @@ def main(path):
             r = json.loads(line)
             rows[r["program"]] = r
     print("| program | ops | kernels: PTX / machine code only | archive (with effects) | CUDA graph | CUDA stream "
-          "| CPU | CPU with effects | first problem |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| CPU | CPU with effects | CUDA graph with effects | first problem |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in sorted(rows):
         r = rows[name]
         if r.get("stage") != "done":
-            print(f"| `{name}` | — | — | — | {r.get('stage')} | | | | {r.get('errors', {})} |")
+            print(f"| `{name}` | — | — | — | {r.get('stage')} | | | | | {r.get('errors', {})} |")
             continue
         archive = size(r.get("plain_bytes")) or "—"
         if r.get("effects_bytes"):
             archive += f" ({size(r['effects_bytes'])})"
         errors = r.get("errors") or {}
         # The CPU's own error matters only where the archive with effects did not pass either.
-        keys = ["graph", "stream", "program"] + ([] if r.get("cpu_effects") == "PASS" else ["cpu_effects", "cpu"])
+        keys = ["graph", "stream", "program", "cuda_effects"] + ([] if r.get("cpu_effects") == "PASS" else ["cpu_effects", "cpu"])
         first = next((errors[k] for k in keys if k in errors), "")
         first = first.replace("|", "\\|")[:170]
-        cells = [r.get(k) or "—" for k in ("graph", "stream", "cpu", "cpu_effects")]
+        cells = [r.get(k) or "—" for k in ("graph", "stream", "cpu", "cpu_effects", "cuda_effects")]
         print(f"| `{name}` | {r['ops']} | {r['kernels_ptx']} / {r['kernels_no_ptx']} | {archive} | "
               + " | ".join(cells) + f" | {first} |")
 
