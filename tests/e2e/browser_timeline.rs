@@ -414,3 +414,50 @@ async fn a_large_graph_folds_bodies_and_chains_and_has_a_minimap() -> Result<()>
 async fn mini_drawn(b: &Browser) -> Result<u64> {
     Ok(attrs(b, "#minimap-canvas", "data-drawn").await?[0].parse()?)
 }
+
+/// The Timeline tab, by URL, key and click: before any replay it says so and offers to start one;
+/// that replay's timeline then fills it, and a fresh page's tab shows this archive's latest replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeline_tab_shows_the_latest_replay_or_offers_one() -> Result<()> {
+    if !browser::available("the_timeline_tab_shows_the_latest_replay_or_offers_one") {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let host = seeded_host(dir.path())?;
+    let stored = archives(&host.url).await?;
+    let heat = stored.iter().find(|a| a.name == "heat-step.recap").map(|a| a.id.clone()).expect("seeded");
+
+    // By URL: no replay has run, and the tab says so with a button that starts one.
+    let b = Browser::start().await?;
+    b.open(&format!("{}/archives/{heat}#timeline", host.url)).await?;
+    wait_attr_eq(&b, "[data-tab='timeline']", "aria-selected", "true", Duration::from_secs(5)).await?;
+    b.wait_for("#tl-tab-note [data-replay='timeline-start']", Duration::from_secs(10)).await?;
+    assert!(b.text("#tl-tab-note").await?.contains("No replay has run on this archive yet"));
+    assert!(b.client.find_all(fantoccini::Locator::Css("#tl-svg")).await?.is_empty(), "no timeline of nothing");
+    click(&b, "#tl-tab-note [data-replay='timeline-start']").await?;
+    wait_attr_eq(&b, "#tl-tab-note [data-state]", "data-state", "finished", Duration::from_secs(120)).await?;
+    b.wait_for("#tl-svg .span", Duration::from_secs(5)).await?;
+    assert!(b.client.current_url().await?.fragment() == Some("timeline"), "the tab stays on screen");
+    let session = b.client.current_url().await?.path().trim_start_matches("/sessions/").to_string();
+    b.screenshot("browser-timeline-tab").await?;
+    b.close().await?;
+
+    // A fresh page, by key from the Ops tab: this archive's latest replay, without starting another.
+    let b = Browser::start().await?;
+    b.open(&format!("{}/archives/{heat}", host.url)).await?;
+    b.wait_for("[data-tab='ops'][aria-selected='true']", Duration::from_secs(10)).await?;
+    press(&b, "body", '7').await?;
+    wait_attr_eq(&b, "[data-tab='timeline']", "aria-selected", "true", Duration::from_secs(5)).await?;
+    wait_attr_eq(&b, "#tl-tab-note [data-state]", "data-state", "finished", Duration::from_secs(10)).await?;
+    assert!(b.text("#tl-tab-note").await?.contains(&session), "names the latest session {session}");
+    b.wait_for("#tl-svg .span", Duration::from_secs(5)).await?;
+    // By click: away and back, the timeline is still there.
+    click(&b, "[data-tab='ops']").await?;
+    click(&b, "[data-tab='timeline']").await?;
+    b.wait_for("#tl-svg .span", Duration::from_secs(5)).await?;
+    let sessions: Vec<shared::protocol::SessionInfo> =
+        reqwest::get(format!("{}/api/sessions?archive={heat}", host.url)).await?.json().await?;
+    assert_eq!(sessions.len(), 1, "opening the tab started nothing: {sessions:?}");
+    b.close().await?;
+    Ok(())
+}

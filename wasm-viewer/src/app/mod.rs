@@ -69,10 +69,12 @@ pub enum Tab {
     Bindings,
     Graph,
     Replay,
+    Timeline,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 6] = [Tab::Ops, Tab::Kernels, Tab::Regions, Tab::Bindings, Tab::Graph, Tab::Replay];
+    pub const ALL: [Tab; 7] =
+        [Tab::Ops, Tab::Kernels, Tab::Regions, Tab::Bindings, Tab::Graph, Tab::Replay, Tab::Timeline];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -82,6 +84,7 @@ impl Tab {
             Tab::Bindings => "bindings",
             Tab::Graph => "graph",
             Tab::Replay => "replay",
+            Tab::Timeline => "timeline",
         }
     }
 
@@ -93,6 +96,7 @@ impl Tab {
             Tab::Bindings => "Bindings",
             Tab::Graph => "Graph",
             Tab::Replay => "Replay",
+            Tab::Timeline => "Timeline",
         }
     }
 
@@ -669,6 +673,7 @@ pub fn show_tab(tab: Tab) {
         Tab::Bindings => views::render_bindings(),
         Tab::Graph => graph_view::render(),
         Tab::Replay => replay::render(),
+        Tab::Timeline => replay::render_timeline_tab(),
     }
 }
 

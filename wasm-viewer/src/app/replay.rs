@@ -1,7 +1,8 @@
 //! The Replay tab and the session page: start a replay on one of the host's devices or in this
 //! browser, and watch its timings, output regions and verdicts arrive. A host session streams its
 //! event log over a WebSocket (history first, then live), so a shared link shows the same thing
-//! to everyone; a browser replay produces the same messages locally and feeds the same view.
+//! to everyone; a browser replay produces the same messages locally and feeds the same view. The
+//! Timeline tab shows that view's timeline, or this archive's latest replay on the host.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -363,6 +364,10 @@ fn schedule_redraw() {
 }
 
 fn redraw() {
+    if by_id("tl-tab-note").is_some() {
+        redraw_timeline_tab();
+        return;
+    }
     if by_id("r-state").is_none() {
         return;
     }
@@ -703,7 +708,7 @@ async fn start_host(
             let path = api::url(&format!("/sessions/{}", created.id));
             let _ = window()
                 .history()
-                .and_then(|h| h.push_state_with_url(&JsValue::NULL, "", Some(&format!("{path}#replay"))));
+                .and_then(|h| h.push_state_with_url(&JsValue::NULL, "", Some(&format!("{path}{}", tab_hash()))));
             attach(created.id, Some(created.control), kind);
         }
         Err(e) => {
@@ -849,6 +854,18 @@ fn start_clicked() {
         _ => None,
     });
     let Some(archive) = archive else { return };
+    begin_host(archive, device, iterations, check, determinism, compare_with);
+}
+
+/// Leaves the replay on screen for a new host session, then asks the host for it.
+fn begin_host(
+    archive: String,
+    device: String,
+    iterations: u32,
+    check: bool,
+    determinism: Option<u32>,
+    compare_with: Option<String>,
+) {
     with_state(|s| {
         if let Some(ws) = s.ws.take() {
             let _ = ws.close();
@@ -860,6 +877,11 @@ fn start_clicked() {
     });
     redraw();
     wasm_bindgen_futures::spawn_local(start_host(archive, device, iterations, check, determinism, compare_with));
+}
+
+/// The address's fragment for the tab on screen, so a replay started from a tab stays on it.
+fn tab_hash() -> String {
+    window().location().hash().ok().filter(|h| h.len() > 1).unwrap_or_else(|| "#replay".to_string())
 }
 
 fn cancel_clicked() {
@@ -923,8 +945,8 @@ fn start_browser(iterations: u32, check: bool) {
     // A replay here is not the host session that may be on screen: the address goes back to the
     // archive's own page (a local archive has none and stays where it is).
     let path = with_app(|app| match app.open.as_ref().map(|o| &o.source) {
-        Some(Source::Host { info }) => format!("{}#replay", api::url(&format!("/archives/{}", info.id))),
-        _ => "#replay".to_string(),
+        Some(Source::Host { info }) => format!("{}{}", api::url(&format!("/archives/{}", info.id)), tab_hash()),
+        _ => tab_hash(),
     });
     let _ = window().history().and_then(|h| h.replace_state_with_url(&JsValue::NULL, "", Some(&path)));
     redraw();
@@ -974,6 +996,7 @@ pub fn wire() {
                 Some("start") => start_clicked(),
                 Some("cancel") => cancel_clicked(),
                 Some("share") => share_clicked(),
+                Some("timeline-start") => timeline_start_clicked(),
                 Some("first-divergence") => {
                     show_divergence(with_state(|s| s.view.compare.as_ref().and_then(|c| c.first_divergence())))
                 }
@@ -1001,4 +1024,89 @@ pub fn wire() {
             start_clicked();
         }
     });
+}
+
+/// The Timeline tab: the timeline of the replay on screen, else of this archive's latest replay on
+/// the host (its log is streamed like a shared link's), else a plain note that no replay has run,
+/// with a button that starts one.
+pub fn render_timeline_tab() {
+    reset_if_other_archive();
+    set_html(
+        "main-view",
+        r#"<div class="timeline-tab"><div class="toolbar"><span class="state" id="tl-tab-note" role="status"></span></div><section class="wide"><h4>Timeline of the ops, latest iteration</h4><div id="r-timeline"></div></section></div>"#,
+    );
+    let host_archive = with_app(|app| match app.open.as_ref().map(|o| &o.source) {
+        Some(Source::Host { info }) => Some(info.id.clone()),
+        _ => None,
+    });
+    let idle = with_state(|s| s.runner == Runner::None);
+    match host_archive {
+        Some(archive) if idle => {
+            set_html("tl-tab-note", r#"<span class="muted">Looking for this archive's latest replay…</span>"#);
+            wasm_bindgen_futures::spawn_local(attach_latest_replay(archive));
+        }
+        _ => redraw_timeline_tab(),
+    }
+}
+
+/// Streams the newest replay session of `archive` the host knows (comparisons have no timeline),
+/// or says that there is none.
+async fn attach_latest_replay(archive: String) {
+    let found = api::get_json::<Vec<SessionInfo>>(&format!("/api/sessions?archive={archive}")).await;
+    // The tab may have been left, or a replay started, while the host answered.
+    if by_id("tl-tab-note").is_none() || with_state(|s| s.runner != Runner::None) {
+        return;
+    }
+    match found {
+        Ok(list) => match list.into_iter().find(|s| s.kind == SessionKind::Replay) {
+            Some(latest) => attach(latest.id, None, SessionKind::Replay),
+            None => redraw_timeline_tab(),
+        },
+        Err(e) => set_html("tl-tab-note", &format!("cannot list this archive's sessions: {}", esc(&e))),
+    }
+}
+
+fn redraw_timeline_tab() {
+    let (runner, state, error, timings) =
+        with_state(|s| (s.runner.clone(), s.view.state, s.view.error.clone(), s.view.op_timings.clone()));
+    let state_name = |st: Option<SessionState>| {
+        st.and_then(|st| serde_json::to_value(st).ok()).and_then(|v| v.as_str().map(str::to_string))
+    };
+    let note = match (&runner, &error) {
+        (_, Some(e)) => format!(r#"<span class="error">{}</span>"#, esc(e)),
+        (Runner::None, None) => {
+            let local = with_app(|app| !matches!(app.open.as_ref().map(|o| &o.source), Some(Source::Host { .. })));
+            format!(
+                r#"No replay has run on this archive yet. <button class="primary" data-replay="timeline-start">Replay 10 iterations {} ▶</button>"#,
+                if local { "in this browser" } else { "on the host's CPU" }
+            )
+        }
+        (Runner::Browser, None) => {
+            let st = state_name(state).unwrap_or_else(|| "starting".into());
+            format!(r#"Replay in this browser: <span data-state="{st}">{st}</span>"#)
+        }
+        (Runner::Host { id, .. }, None) if id.is_empty() => "Asking the host for a replay…".to_string(),
+        (Runner::Host { id, .. }, None) => {
+            let st = state_name(state).unwrap_or_else(|| "connecting".into());
+            format!(r#"Session <a href="{}">{}</a>: <span data-state="{st}">{st}</span>"#, esc(&share_url(id)), esc(id))
+        }
+    };
+    set_html("tl-tab-note", &note);
+    if runner != Runner::None {
+        super::timeline_view::show(&timings, super::graph_view::top_level_edges());
+    }
+}
+
+/// Starts a replay from the Timeline tab: 10 iterations, checked where the archive holds an
+/// expected state, on the host's CPU (or in this browser for an archive opened locally).
+fn timeline_start_clicked() {
+    let check = archive_has_expected();
+    let archive = with_app(|app| match app.open.as_ref().map(|o| &o.source) {
+        Some(Source::Host { info }) => Some(info.id.clone()),
+        _ => None,
+    });
+    match archive {
+        Some(archive) => begin_host(archive, "cpu".to_string(), 10, check, None, None),
+        None => start_browser(10, check),
+    }
 }

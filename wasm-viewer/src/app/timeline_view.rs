@@ -1,4 +1,4 @@
-//! The Replay tab's timeline: the latest iteration's op timings as spans on a time axis
+//! The timeline of the Replay and Timeline tabs: the latest iteration's op timings as spans on a time axis
 //! ([`crate::timeline`]), zoomed with the wheel around the cursor, panned by dragging, fitted with
 //! the button or `0`; the critical path through the plan's DAG outlined; a click on a span says
 //! what it is.
