@@ -230,6 +230,25 @@ impl<'a> DeviceReplay<'a> {
             }
         }
     }
+
+    /// Loads `archive` on GPUs already open (the capture API's devices, whose memory its buffers
+    /// live in), as [`DeviceReplay::open`] does on the GPUs it opens. The replay keeps nothing of
+    /// `archive`.
+    pub fn load_on(
+        archive: &Archive<'_>,
+        gpus: &[std::sync::Arc<crate::cuda::Device>],
+        options: crate::cuda::ReplayOptions,
+    ) -> Result<Self, DeviceError> {
+        Ok(DeviceReplay::Cuda(Box::new(CudaReplay::load_on(gpus, archive, options)?)))
+    }
+
+    /// The engine's address of `region`, where the replay has mapped it.
+    pub fn region_address(&self, region: RegionId) -> Option<u64> {
+        match self {
+            DeviceReplay::Cpu(r) => r.region_address(region),
+            DeviceReplay::Cuda(r) => r.region_address(region),
+        }
+    }
 }
 
 impl Replayer for DeviceReplay<'_> {
