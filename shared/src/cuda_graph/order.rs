@@ -257,7 +257,8 @@ mod tests {
         assert_eq!(run_order(&[vec![5]]), None);
     }
 
-    /// A node of the test graphs: work by number, a child graph, or a WHILE over a body.
+    /// A node of the test graphs: work by number (0 orders only), a child graph, or a WHILE over a
+    /// body.
     enum T {
         W(u32),
         Child(Graph<T>),
@@ -273,10 +274,39 @@ mod tests {
         })
     }
 
+    fn run(g: &Graph<T>) -> Vec<Run<u32>> {
+        expand(g, 0, &mut parts).unwrap()
+    }
+
+    fn works(ns: &[u32]) -> Vec<Run<u32>> {
+        ns.iter().map(|&n| Run::Work(n)).collect()
+    }
+
     #[test]
-    fn a_graph_runs_children_in_place_and_bodies_nested_and_destroyed_nodes_not_at_all() {
-        let mut body = Graph::default();
-        body.add(T::W(5), vec![]);
+    fn ready_nodes_run_in_the_order_they_were_added_and_every_run_is_the_same() {
+        // A diamond added out of order: 3 waits for 1 and 2, 1 and 2 for 4; 5 depends on
+        // nothing. Among ready nodes the one added first goes first.
+        let mut g = Graph::default();
+        let n5 = g.add(T::W(5), vec![]);
+        let n4 = g.add(T::W(4), vec![]);
+        let n2 = g.add(T::W(2), vec![n4]);
+        let n1 = g.add(T::W(1), vec![n4, n4]);
+        let n3 = g.add(T::W(3), vec![n1, n2]);
+        assert_eq!((n5, n3), (0, 4));
+        assert_eq!(g.order().unwrap(), [0, 1, 2, 3, 4]);
+        assert_eq!(run(&g), works(&[5, 4, 2, 1, 3]));
+        // An edge added afterwards holds 5 until 3 has run.
+        assert!(g.add_edge(n3, n5));
+        assert_eq!(run(&g), works(&[4, 2, 1, 3, 5]));
+        // An edge to or from a node the graph does not have changes nothing.
+        assert!(!g.add_edge(n3, 99) && !g.add_edge(99, n3));
+        assert_eq!(run(&g), works(&[4, 2, 1, 3, 5]));
+        g.remove_edge(n3, n5);
+        assert_eq!(run(&g), works(&[5, 4, 2, 1, 3]));
+    }
+
+    #[test]
+    fn a_child_graph_runs_in_its_nodes_place_in_its_own_order() {
         let mut child = Graph::default();
         let c2 = child.add(T::W(3), vec![]);
         let c1 = child.add(T::W(2), vec![]);
@@ -285,35 +315,117 @@ mod tests {
         let last = g.add(T::W(9), vec![]);
         let first = g.add(T::W(1), vec![]);
         let kid = g.add(T::Child(child), vec![first]);
-        let gone = g.add(T::W(8), vec![kid]);
         g.add(T::W(0), vec![]);
-        g.add(T::Loop(body), vec![gone]);
         assert!(g.add_edge(kid, last));
-        assert!(!g.add_edge(kid, 99));
-        g.destroy(gone);
-        let run = expand(&g, 0, &mut parts).unwrap();
-        let w = Run::Work;
-        let body = vec![w(5)];
-        assert_eq!(run, [w(1), w(2), w(3), w(9), Run::Conditional { kind: Conditional::While, handle: 7, body }]);
+        assert_eq!(run(&g), works(&[1, 2, 3, 9]));
     }
 
     #[test]
-    fn a_cycle_and_nesting_past_the_limit_are_refused() {
+    fn a_conditional_body_is_nested_under_its_condition_in_its_own_order() {
+        let mut inner = Graph::default();
+        inner.add(T::W(7), vec![]);
+        let mut body = Graph::default();
+        let b6 = body.add(T::W(6), vec![]);
+        let b5 = body.add(T::W(5), vec![]);
+        body.add(T::Loop(inner), vec![b6]);
+        assert!(body.add_edge(b5, b6));
+        let mut g = Graph::default();
+        let before = g.add(T::W(1), vec![]);
+        g.add(T::Loop(body), vec![before]);
+        let nested = Run::Conditional { kind: Conditional::While, handle: 7, body: works(&[7]) };
+        let outer =
+            Run::Conditional { kind: Conditional::While, handle: 7, body: vec![Run::Work(5), Run::Work(6), nested] };
+        assert_eq!(run(&g), [Run::Work(1), outer]);
+    }
+
+    #[test]
+    fn a_destroyed_node_runs_nothing_and_orders_nothing() {
+        // 1 was added first but waits for the middle node, which waits for 3.
+        let mut g = Graph::default();
+        let n1 = g.add(T::W(1), vec![]);
+        let middle = g.add(T::W(2), vec![]);
+        let n3 = g.add(T::W(3), vec![]);
+        assert!(g.add_edge(middle, n1) && g.add_edge(n3, middle));
+        assert_eq!(run(&g), works(&[3, 2, 1]));
+        g.destroy(middle);
+        assert_eq!(g.order().unwrap(), [0, 2]);
+        assert_eq!(run(&g), works(&[1, 3]));
+        assert_eq!(g.len(), 3, "indices of the other nodes stay valid");
+        g.destroy(99);
+        assert_eq!(run(&g), works(&[1, 3]));
+    }
+
+    #[test]
+    fn a_cycle_is_refused_with_its_reason_and_an_edge_removed_breaks_it() {
         let mut g = Graph::default();
         let a = g.add(T::W(1), vec![]);
         let b = g.add(T::W(2), vec![a]);
         g.add_edge(b, a);
+        assert_eq!(g.order(), Err(OrderError::Cycle));
         assert_eq!(expand(&g, 0, &mut parts), Err(ExpandError::Order(OrderError::Cycle)));
+        assert_eq!(OrderError::Cycle.to_string(), "a graph whose dependencies form a cycle");
+        // A cycle inside a child graph refuses the graph holding it.
+        let mut outer = Graph::default();
+        outer.add(T::W(3), vec![]);
+        outer.add(T::Child(g), vec![]);
+        assert_eq!(expand(&outer, 0, &mut parts), Err(ExpandError::Order(OrderError::Cycle)));
+        let T::Child(g) = outer.node_mut(1).unwrap() else { unreachable!("node 1 is the child") };
         g.remove_edge(b, a);
-        assert_eq!(expand(&g, 0, &mut parts).unwrap(), [Run::Work(1), Run::Work(2)]);
+        assert_eq!(run(&outer), works(&[3, 1, 2]));
+    }
 
+    /// A graph of one node `W(1)` under `levels` child graphs (`wrap` makes each level).
+    fn nested(levels: usize, wrap: fn(Graph<T>) -> T) -> Graph<T> {
         let mut deep = Graph::default();
         deep.add(T::W(1), vec![]);
-        for _ in 0..MAX_DEPTH {
+        for _ in 0..levels {
             let mut outer = Graph::default();
-            outer.add(T::Child(deep), vec![]);
+            outer.add(wrap(deep), vec![]);
             deep = outer;
         }
-        assert_eq!(expand(&deep, 0, &mut parts), Err(ExpandError::Order(OrderError::TooDeep)));
+        deep
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused_and_up_to_it_runs() {
+        // The innermost node of `MAX_DEPTH - 1` levels sits at depth MAX_DEPTH - 1: the last that runs.
+        assert_eq!(run(&nested(MAX_DEPTH - 1, T::Child)), works(&[1]));
+        for wrap in [T::Child as fn(Graph<T>) -> T, T::Loop] {
+            let refused = expand(&nested(MAX_DEPTH, wrap), 0, &mut parts);
+            assert_eq!(refused, Err(ExpandError::Order(OrderError::TooDeep)));
+        }
+        assert_eq!(
+            OrderError::TooDeep.to_string(),
+            format!("child graphs or conditional bodies nested deeper than {MAX_DEPTH}")
+        );
+    }
+
+    #[test]
+    fn a_sides_own_error_about_a_node_stops_the_run_and_is_its_message() {
+        let mut g = Graph::default();
+        g.add(T::W(1), vec![]);
+        g.add(T::W(13), vec![]);
+        fn refuse_13(t: &T) -> Result<Part<'_, T, u32>, &'static str> {
+            match t {
+                T::W(13) => Err("node 13 is refused"),
+                t => Ok(parts(t).unwrap_or(Part::Nothing)),
+            }
+        }
+        let err = expand(&g, 0, &mut refuse_13).unwrap_err();
+        assert_eq!(err, ExpandError::Node("node 13 is refused"));
+        assert_eq!(err.to_string(), "node 13 is refused");
+    }
+
+    #[test]
+    fn only_if_and_while_with_one_body_are_conditionals_recap_runs() {
+        use crate::cuda_graph::conditional_type::{IF, SWITCH, WHILE};
+        assert_eq!(Conditional::of(IF, 1), Some(Conditional::If));
+        assert_eq!(Conditional::of(WHILE, 1), Some(Conditional::While));
+        assert_eq!(Conditional::of(WHILE, 2), None);
+        assert_eq!(Conditional::of(SWITCH, 1), None);
+        assert_eq!(Conditional::of(IF, 0), None);
+        for kind in [Conditional::If, Conditional::While] {
+            assert_eq!(Conditional::of(kind.node_type(), 1), Some(kind));
+        }
     }
 }
