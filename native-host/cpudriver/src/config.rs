@@ -3,6 +3,9 @@
 //! a value that does not parse is reported on stderr and the default kept, since a driver has no
 //! other way to refuse its environment.
 //!
+//! - `RECAP_CPU_DEVICES`: how many devices the driver reports (default 1, at most 64). They share
+//!   the one host memory and the worker threads; each allocation belongs to the device whose
+//!   context made it.
 //! - `RECAP_CPU_ARCH`: the compute capability as `sm_XY` or `XY` (default 90). The device
 //!   attributes report it, and PTX whose `.target` needs a newer one does not load.
 //! - `RECAP_CPU_MEMORY`: device memory in bytes (default 16 GiB): what `cuDeviceTotalMem` and
@@ -18,6 +21,7 @@ use std::sync::LazyLock;
 
 use crate::result::report;
 
+pub(crate) const DEVICES: &str = "RECAP_CPU_DEVICES";
 pub(crate) const ARCH: &str = "RECAP_CPU_ARCH";
 pub(crate) const MEMORY: &str = "RECAP_CPU_MEMORY";
 pub(crate) const SMS: &str = "RECAP_CPU_SMS";
@@ -63,6 +67,8 @@ impl BlockOrder {
 }
 
 pub(crate) struct Config {
+    /// Devices reported, ordinals 0 to `devices - 1`.
+    pub devices: u32,
     /// Compute capability, major * 10 + minor.
     pub arch: u32,
     pub memory: u64,
@@ -74,6 +80,7 @@ pub(crate) fn config() -> &'static Config {
     static CONFIG: LazyLock<Config> = LazyLock::new(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Config {
+            devices: read(DEVICES, 1, |v| v.parse().ok().filter(|n| (1..=MAX_DEVICES).contains(n))),
             arch: read(ARCH, 90, |v| parse_arch(v).filter(|a| (50..=130).contains(a))),
             memory: read(MEMORY, 16 << 30, |v| v.parse().ok().filter(|&m| m > 0)),
             sms: read(SMS, cores, |v| v.parse().ok().filter(|&n| (1..=4096).contains(&n))),
@@ -82,6 +89,9 @@ pub(crate) fn config() -> &'static Config {
     });
     &CONFIG
 }
+
+/// The most devices `RECAP_CPU_DEVICES` may ask for.
+pub(crate) const MAX_DEVICES: u32 = 64;
 
 /// `sm_90`, `sm_90a`, `compute_90` or `90` as 90.
 pub(crate) fn parse_arch(v: &str) -> Option<u32> {

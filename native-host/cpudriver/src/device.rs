@@ -1,4 +1,5 @@
-//! Initialisation, the one device and its contexts.
+//! Initialisation, the devices (`RECAP_CPU_DEVICES` of them, alike) and their contexts: a primary
+//! context per device, created contexts on any device, and the per-thread context stack.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
@@ -38,7 +39,7 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
     let count = unsafe { Out::new(count) };
     guard(|| {
         initialized()?;
-        count.set(1)
+        count.set(config().devices as c_int)
     })
 }
 
@@ -79,9 +80,10 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -
     })
 }
 
-/// `CUdevice_attribute` values: those of a compute capability 9.0 device whose limits are the CPU
-/// engine's; 0 for attributes the engine has no notion of, `None` past the enum's end.
-fn attribute(attr: c_int) -> Option<c_int> {
+/// `CUdevice_attribute` values of device `dev`: those of a compute capability 9.0 device whose
+/// limits are the CPU engine's, alike on every device but for its PCI bus (its ordinal); 0 for
+/// attributes the engine has no notion of, `None` past the enum's end.
+fn attribute(attr: c_int, dev: CUdevice) -> Option<c_int> {
     let value = match attr {
         // MAX_THREADS_PER_BLOCK, MAX_BLOCK_DIM_X, _Y, _Z
         1..=3 => 1024,
@@ -100,6 +102,8 @@ fn attribute(attr: c_int) -> Option<c_int> {
         14 => 512,
         // MULTIPROCESSOR_COUNT: blocks run on all cores
         16 => config().sms as c_int,
+        // PCI_BUS_ID: one bus per device, as `cuDeviceGetPCIBusId` says
+        33 => dev,
         // MAX_THREADS_PER_MULTIPROCESSOR, UNIFIED_ADDRESSING
         39 => 2048,
         41 => 1,
@@ -122,7 +126,7 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(value: *mut c_int, attr: c_int, de
     guard(|| {
         initialized()?;
         device(dev)?;
-        value.set(attribute(attr).ok_or(CUresult::INVALID_VALUE)?)
+        value.set(attribute(attr, dev).ok_or(CUresult::INVALID_VALUE)?)
     })
 }
 
@@ -133,11 +137,11 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut Handle, dev: CUdevic
         let mut d = driver()?;
         device(dev)?;
         ctx.check()?;
-        let h = match d.primary {
-            Some(h) => h,
+        let h = match d.primary.get(&dev) {
+            Some(&h) => h,
             None => {
-                let h = d.contexts.insert(Context { primary: true, retained: 0, fault: None });
-                d.primary = Some(h);
+                let h = d.contexts.insert(Context::new(dev, true));
+                d.primary.insert(dev, h);
                 h
             }
         };
@@ -150,7 +154,7 @@ fn primary(dev: CUdevice, f: impl FnOnce(&mut Context) -> crate::result::Result<
     guard(|| {
         let mut d = driver()?;
         device(dev)?;
-        let h = d.primary.ok_or(CUresult::INVALID_CONTEXT)?;
+        let h = *d.primary.get(&dev).ok_or(CUresult::INVALID_CONTEXT)?;
         f(d.context(h)?)
     })
 }
@@ -188,7 +192,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(dev: CUdevice, flags: *mut c
     guard(|| {
         let d = driver()?;
         device(dev)?;
-        let retained = d.primary.and_then(|h| d.contexts.get(h).ok()).is_some_and(|c| c.retained > 0);
+        let retained = d.primary.get(&dev).and_then(|&h| d.contexts.get(h).ok()).is_some_and(|c| c.retained > 0);
         flags.set(0)?;
         active.set(retained as c_int)
     })
@@ -199,7 +203,7 @@ fn create(ctx: &Out<Handle>, dev: CUdevice) -> CUresult {
         let mut d = driver()?;
         device(dev)?;
         ctx.check()?;
-        let h = d.contexts.insert(Context { primary: false, retained: 0, fault: None });
+        let h = d.contexts.insert(Context::new(dev, false));
         driver::push_current(h);
         ctx.set(h)
     })
@@ -258,6 +262,9 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: Handle) -> CUresult {
             return Err(CUresult::INVALID_CONTEXT);
         }
         d.contexts.remove(ctx)?;
+        for (_, c) in d.contexts.iter_mut() {
+            c.peers.remove(&(ctx as usize));
+        }
         if driver::current_handle() == ctx {
             driver::pop_current();
         }
@@ -313,8 +320,8 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
     let dev = unsafe { Out::new(dev) };
     guard(|| {
         let d = driver()?;
-        d.contexts.get(driver::current_handle()).map_err(|_| CUresult::INVALID_CONTEXT)?;
-        dev.set(0)
+        let ctx = d.contexts.get(driver::current_handle()).map_err(|_| CUresult::INVALID_CONTEXT)?;
+        dev.set(ctx.device)
     })
 }
 

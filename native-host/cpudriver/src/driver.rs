@@ -1,9 +1,11 @@
-//! The driver's state: one device, its memory (one `shared::ptx::Memory`), and the tables every
-//! handle is looked up in. One mutex guards it all; work runs synchronously under it, in call order.
+//! The driver's state: its devices' one memory (one `shared::ptx::Memory`: a CPU has one memory,
+//! so every device's allocations are regions of it, each owned by the device whose context made
+//! it), and the tables every handle is looked up in. One mutex guards it all; work runs
+//! synchronously under it, in call order.
 
 use std::alloc::Layout;
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
@@ -11,7 +13,7 @@ use std::time::Instant;
 
 use shared::ptx::{ExecOptions, Memory};
 
-use crate::ffi::{CUdeviceptr, Handle};
+use crate::ffi::{CUdevice, CUdeviceptr, Handle};
 use crate::result::{CUresult, Result};
 
 /// Objects behind opaque handles. A handle is the address of a small box owned by the table, so
@@ -43,18 +45,40 @@ impl<T> Handles<T> {
         self.objects.get_mut(&(h as usize)).map(|o| &mut o.1).ok_or(CUresult::INVALID_HANDLE)
     }
 
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (Handle, &mut T)> {
+        self.objects.iter_mut().map(|(&k, o)| (k as Handle, &mut o.1))
+    }
+
     pub(crate) fn remove(&mut self, h: Handle) -> Result<T> {
         self.objects.remove(&(h as usize)).map(|o| o.1).ok_or(CUresult::INVALID_HANDLE)
     }
 }
 
 pub(crate) struct Context {
+    /// The device the context was made on.
+    pub device: CUdevice,
     /// Whether this is the device's primary context (retained, never destroyed by `cuCtxDestroy`).
     pub primary: bool,
+    /// Contexts whose memory this one was given access to (`cuCtxEnablePeerAccess`).
+    pub peers: HashSet<usize>,
     /// Retains of the primary context not yet released.
     pub retained: u32,
     /// A kernel fault keeps the context's status, as the real driver's sticky errors do.
     pub fault: Option<CUresult>,
+}
+
+impl Context {
+    pub(crate) fn new(device: CUdevice, primary: bool) -> Context {
+        Context { device, primary, peers: HashSet::new(), retained: 0, fault: None }
+    }
+}
+
+/// A device allocation: its size, and the context (and that context's device) that made it.
+#[derive(Clone, Copy)]
+pub(crate) struct Allocation {
+    pub size: u64,
+    pub ctx: Handle,
+    pub device: CUdevice,
 }
 
 pub(crate) struct Module {
@@ -78,8 +102,8 @@ pub(crate) struct Event {
 pub(crate) struct Driver {
     pub initialized: bool,
     pub memory: Memory,
-    /// Device allocations, base to size: which addresses are device addresses.
-    pub allocations: BTreeMap<CUdeviceptr, u64>,
+    /// Device allocations by base: which addresses are device addresses, and whose.
+    pub allocations: BTreeMap<CUdeviceptr, Allocation>,
     /// The sum of `allocations`' sizes.
     pub allocated: u64,
     /// `cuMemAllocHost` allocations, address to layout, so `cuMemFreeHost` frees only those.
@@ -87,11 +111,12 @@ pub(crate) struct Driver {
     /// `cuMemHostRegister`ed host memory, address to size.
     pub registered: HashMap<usize, usize>,
     pub contexts: Handles<Context>,
-    pub primary: Option<Handle>,
+    /// Each device's primary context, once retained.
+    pub primary: HashMap<CUdevice, Handle>,
     pub modules: Handles<Module>,
     pub functions: Handles<Function>,
-    /// Streams are bookkeeping: work runs when it is issued.
-    pub streams: Handles<()>,
+    /// Streams are bookkeeping (work runs when it is issued): each keeps the context it was made in.
+    pub streams: Handles<Handle>,
     pub events: Handles<Event>,
     /// Graphs built node by node, their nodes, and executable graphs (`graph.rs`).
     pub graphs: Handles<crate::graph::Graph>,
@@ -118,7 +143,7 @@ static DRIVER: LazyLock<Mutex<Driver>> = LazyLock::new(|| {
         host_allocations: HashMap::new(),
         registered: HashMap::new(),
         contexts: Handles::default(),
-        primary: None,
+        primary: HashMap::new(),
         modules: Handles::default(),
         functions: Handles::default(),
         streams: Handles::default(),
@@ -229,9 +254,9 @@ pub(crate) fn pop_current() -> Handle {
     top as Handle
 }
 
-/// The device ordinal a call names: there is one device, 0.
-pub(crate) fn device(dev: i32) -> Result<()> {
-    if dev != 0 {
+/// The device ordinal a call names: one of the `RECAP_CPU_DEVICES` devices, 0 to N - 1.
+pub(crate) fn device(dev: CUdevice) -> Result<()> {
+    if !u32::try_from(dev).is_ok_and(|d| d < crate::config::config().devices) {
         return Err(CUresult::INVALID_DEVICE);
     }
     Ok(())
@@ -250,24 +275,33 @@ impl Driver {
 
     /// A stream handle: null, `CU_STREAM_LEGACY` (1), `CU_STREAM_PER_THREAD` (2) or one created here.
     pub(crate) fn stream(&self, s: Handle) -> Result<()> {
-        if (s as usize) <= 2 {
-            return Ok(());
-        }
-        self.streams.get(s).map(|_| ())
+        self.stream_context(s).map(drop)
     }
 
-    /// The allocation holding device address `addr`, as (base, size).
-    pub(crate) fn allocation(&self, addr: CUdeviceptr) -> Option<(CUdeviceptr, u64)> {
-        let (&base, &size) = self.allocations.range(..=addr).next_back()?;
-        (addr - base < size).then_some((base, size))
+    /// The context a stream belongs to: the one it was made in, or for the default streams the
+    /// calling thread's current one.
+    pub(crate) fn stream_context(&self, s: Handle) -> Result<Handle> {
+        if (s as usize) <= 2 {
+            return self.current();
+        }
+        self.streams.get(s).copied()
+    }
+
+    /// The allocation holding device address `addr`, with its base.
+    pub(crate) fn allocation(&self, addr: CUdeviceptr) -> Option<(CUdeviceptr, Allocation)> {
+        let (&base, &a) = self.allocations.range(..=addr).next_back()?;
+        (addr - base < a.size).then_some((base, a))
     }
 
     pub(crate) fn is_device(&self, addr: CUdeviceptr) -> bool {
         self.allocation(addr).is_some()
     }
 
-    /// Allocations are host memory, up to the device memory the configuration gives (`config.rs`).
+    /// Allocations are host memory, up to the device memory the configuration gives (`config.rs`),
+    /// owned by the calling thread's current context and its device.
     pub(crate) fn alloc(&mut self, size: usize) -> Result<CUdeviceptr> {
+        let ctx = self.current()?;
+        let device = self.context(ctx)?.device;
         if size == 0 {
             return Err(CUresult::INVALID_VALUE);
         }
@@ -278,7 +312,7 @@ impl Driver {
             crate::result::report(format_args!("cannot allocate {size} bytes of device memory: {e}"));
             CUresult::OUT_OF_MEMORY
         })?;
-        self.allocations.insert(base, size as u64);
+        self.allocations.insert(base, Allocation { size: size as u64, ctx, device });
         self.allocated += size as u64;
         Ok(base)
     }
@@ -287,7 +321,7 @@ impl Driver {
         if base == 0 {
             return Ok(());
         }
-        let size = self.allocations.remove(&base).ok_or(CUresult::INVALID_VALUE)?;
+        let size = self.allocations.remove(&base).ok_or(CUresult::INVALID_VALUE)?.size;
         self.allocated -= size;
         self.memory.remove_region(base).map_err(|_| CUresult::INVALID_VALUE)
     }

@@ -6,11 +6,14 @@
 //!
 //! What it implements, with the C ABI of cuda.h (a program linked with `-lcuda` or resolving entry
 //! points with `cuGetProcAddress` finds the same functions):
-//! - initialisation, the driver version (13.0), one device (`cuDeviceGet*`, the compute capability
-//!   `RECAP_CPU_ARCH` gives, 9.0 by default, the CPU engine's limits as its attributes), primary and created contexts with a per-thread
-//!   context stack (`device.rs`);
+//! - initialisation, the driver version (13.0), `RECAP_CPU_DEVICES` devices, one by default
+//!   (`cuDeviceGet*`, the compute capability `RECAP_CPU_ARCH` gives, 9.0 by default, the CPU
+//!   engine's limits as its attributes), primary and created contexts on each with a per-thread
+//!   context stack (`device.rs`), peer access between devices (`queries.rs`);
 //! - modules and libraries from PTX text, their kernels, parameter layouts and names (`module.rs`);
-//! - device memory, copies in every direction, fills, page-locked host memory (`memory.rs`);
+//! - device memory (every device's in the one host memory, each allocation owned by its maker's
+//!   device), copies in every direction and between devices, fills, page-locked host memory
+//!   (`memory.rs`);
 //! - launches, from `kernelParams` or an `extra` buffer (`launch.rs`);
 //! - the linker, one PTX input per link (`link.rs`); occupancy, identifiers, cache and limit
 //!   settings, host callbacks on streams (`queries.rs`);
@@ -26,7 +29,8 @@
 //! - A kernel fault is returned by the launch itself (the real driver returns it from a later
 //!   call), printed on stderr prefixed `recap-cpudriver:`, and stays the context's sticky error.
 //! - Memory, modules, streams and events belong to the driver, not to a context: destroying or
-//!   resetting a context frees none of them (a reset clears the sticky error).
+//!   resetting a context frees none of them (a reset clears the sticky error). A kernel reaches
+//!   every device's allocations, whether or not peer access was enabled.
 //! - Only PTX runs: PTX text, a fat binary's PTX entry, or the driver's own machine code (an ELF
 //!   image wrapping PTX, `machine.rs`, which image readers take for a cubin without PTX); GPU
 //!   cubins are `CUDA_ERROR_NO_BINARY_FOR_GPU`, naming their kernels. Module-scope
@@ -81,6 +85,8 @@ mod link;
 mod machine;
 mod memory;
 mod module;
+#[cfg(test)]
+mod multi_device_tests;
 mod nvrtc;
 mod procs;
 mod queries;

@@ -1,6 +1,9 @@
 //! Device memory: allocations (regions of the one `shared::ptx::Memory`, whose base address is the
 //! `CUdeviceptr`), copies, fills, and page-locked host memory (plain host memory here). Every
 //! device access is checked: an address outside every allocation is `CUDA_ERROR_INVALID_VALUE`.
+//! Each allocation belongs to the device whose context made it: a copy between devices
+//! (`cuMemcpyPeer*`) checks that each side is on its context's device, and the pointer
+//! attributes answer with the allocation's own context and device.
 //! Async calls run at once, like everything else here; their stream is only checked.
 
 use std::alloc::Layout;
@@ -45,6 +48,31 @@ unsafe fn dtoh(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: Option<Hand
 
 fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Option<Handle>) -> CUresult {
     guard(|| ready(stream)?.memory.copy(dst, src, n as u64).map_err(bad_address))
+}
+
+/// `cuMemcpyPeer`: `n` bytes from `src`, device memory of `src_ctx`'s device, to `dst`, of
+/// `dst_ctx`'s. An address of another device is `CUDA_ERROR_INVALID_VALUE`.
+fn peer(
+    dst: CUdeviceptr,
+    dst_ctx: Handle,
+    src: CUdeviceptr,
+    src_ctx: Handle,
+    n: usize,
+    stream: Option<Handle>,
+) -> CUresult {
+    guard(|| {
+        let mut d = ready(stream)?;
+        let on = |d: &mut Driver, addr: CUdeviceptr, ctx: Handle| -> Result<()> {
+            let device = d.context(ctx)?.device;
+            match d.allocation(addr) {
+                Some((_, a)) if a.device == device => Ok(()),
+                _ => Err(CUresult::INVALID_VALUE),
+            }
+        };
+        on(&mut d, dst, dst_ctx)?;
+        on(&mut d, src, src_ctx)?;
+        d.memory.copy(dst, src, n as u64).map_err(bad_address)
+    })
 }
 
 /// `cuMemcpy`: each side is device memory when it falls in an allocation, host memory otherwise.
@@ -175,13 +203,13 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     })
 }
 
-/// `CUpointer_attribute`: context (1), memory type (2), device pointer (3), device ordinal (9),
-/// range start (11) and size (12) of device allocations; the memory type of `cuMemAllocHost` memory.
+/// `CUpointer_attribute`: context (1) and device ordinal (9) of the allocation's maker, memory
+/// type (2), device pointer (3), range start (11) and size (12) of device allocations; the memory type of `cuMemAllocHost` memory.
 #[no_mangle]
 pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attr: c_int, ptr: CUdeviceptr) -> CUresult {
     guard(|| {
         let d = ready(None)?;
-        let Some((base, size)) = d.allocation(ptr) else {
+        let Some((base, a)) = d.allocation(ptr) else {
             if attr == 2
                 && (d.host_allocations.contains_key(&(ptr as usize)) || d.registered.contains_key(&(ptr as usize)))
             {
@@ -190,12 +218,12 @@ pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attr: c_int, p
             return Err(CUresult::INVALID_VALUE);
         };
         match attr {
-            1 => unsafe { Out::new(data as *mut Handle) }.set(crate::driver::current_handle()),
+            1 => unsafe { Out::new(data as *mut Handle) }.set(a.ctx),
             2 => unsafe { Out::new(data as *mut c_uint) }.set(2),
             3 => unsafe { Out::new(data as *mut CUdeviceptr) }.set(ptr),
-            9 => unsafe { Out::new(data as *mut c_int) }.set(0),
+            9 => unsafe { Out::new(data as *mut c_int) }.set(a.device),
             11 => unsafe { Out::new(data as *mut CUdeviceptr) }.set(base),
-            12 => unsafe { Out::new(data as *mut usize) }.set(size as usize),
+            12 => unsafe { Out::new(data as *mut usize) }.set(a.size as usize),
             _ => Err(CUresult::INVALID_VALUE),
         }
     })
@@ -213,6 +241,10 @@ exports! {
     cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, s: Handle) | cuMemcpyDtoHAsync_v2_ptsz => dtoh(dst, src, n, Some(s));
     cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: Handle) | cuMemcpyDtoDAsync_v2_ptsz => dtod(dst, src, n, Some(s));
     cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: Handle) | cuMemcpyAsync_ptsz => unified(dst, src, n, Some(s));
+    cuMemcpyPeer(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize) | cuMemcpyPeer_ptds =>
+        peer(dst, dst_ctx, src, src_ctx, n, None);
+    cuMemcpyPeerAsync(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize, s: Handle) | cuMemcpyPeerAsync_ptsz =>
+        peer(dst, dst_ctx, src, src_ctx, n, Some(s));
     cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: usize) | cuMemsetD8_v2_ptds => memset(dst, &[v], n, None);
     cuMemsetD16_v2(dst: CUdeviceptr, v: u16, n: usize) | cuMemsetD16_v2_ptds => memset(dst, &v.to_le_bytes(), n, None);
     cuMemsetD32_v2(dst: CUdeviceptr, v: u32, n: usize) | cuMemsetD32_v2_ptds => memset(dst, &v.to_le_bytes(), n, None);

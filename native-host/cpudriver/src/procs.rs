@@ -143,6 +143,9 @@ static PROCS: LazyLock<Vec<Proc>> = LazyLock::new(|| {
         "cuOccupancyAvailableDynamicSMemPerBlock": 11000 => cuOccupancyAvailableDynamicSMemPerBlock;
         "cuDeviceCanAccessPeer": 4000 => cuDeviceCanAccessPeer;
         "cuCtxEnablePeerAccess": 4000 => cuCtxEnablePeerAccess;
+        "cuCtxDisablePeerAccess": 4000 => cuCtxDisablePeerAccess;
+        "cuMemcpyPeer": 4000 => cuMemcpyPeer; per thread 7000 => cuMemcpyPeer_ptds;
+        "cuMemcpyPeerAsync": 4000 => cuMemcpyPeerAsync; per thread 7000 => cuMemcpyPeerAsync_ptsz;
         "cuDeviceComputeCapability": 2000 => cuDeviceComputeCapability;
         "cuDeviceGetUuid": 9020 => cuDeviceGetUuid, 11040 => cuDeviceGetUuid_v2;
         "cuDeviceGetPCIBusId": 4010 => cuDeviceGetPCIBusId;

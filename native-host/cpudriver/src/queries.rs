@@ -1,6 +1,6 @@
 //! What frameworks ask before and around their work, answered for the one CPU device: occupancy
 //! (from the device's limits: 2048 threads and 32 blocks per multiprocessor, the engine's shared
-//! memory), peer access (there is no peer), identifiers, cache and limit settings (accepted: the
+//! memory), peer access (between any two distinct devices, which share the host's memory), identifiers, cache and limit settings (accepted: the
 //! CPU has nothing to configure), host callbacks on streams (run at once, as the stream's earlier
 //! work has finished), and the address range of an allocation.
 
@@ -128,7 +128,7 @@ pub unsafe extern "C" fn cuOccupancyAvailableDynamicSMemPerBlock(
     })
 }
 
-/// There is one device: no peer to access.
+/// Every device reaches every other one (they are one memory); a device is not its own peer.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceCanAccessPeer(can: *mut c_int, dev: CUdevice, peer: CUdevice) -> CUresult {
     let can = unsafe { Out::new(can) };
@@ -136,15 +136,45 @@ pub unsafe extern "C" fn cuDeviceCanAccessPeer(can: *mut c_int, dev: CUdevice, p
         initialized()?;
         device(dev)?;
         device(peer)?;
-        can.set(0)
+        can.set((dev != peer) as c_int)
     })
 }
 
+/// Bookkeeping only (kernels reach every allocation here), with the real driver's answers to
+/// misuse: flags are 0, a context of the same device is `CUDA_ERROR_INVALID_DEVICE` (as
+/// `cuDeviceCanAccessPeer` says it cannot be reached), a second enable
+/// `CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`.
 #[no_mangle]
-pub unsafe extern "C" fn cuCtxEnablePeerAccess(_peer: Handle, _flags: c_uint) -> CUresult {
+pub unsafe extern "C" fn cuCtxEnablePeerAccess(peer: Handle, flags: c_uint) -> CUresult {
     guard(|| {
-        drop(ready(None)?);
-        Err(CUresult::PEER_ACCESS_UNSUPPORTED)
+        let mut d = ready(None)?;
+        let current = d.current()?;
+        if flags != 0 {
+            return Err(CUresult::INVALID_VALUE);
+        }
+        let peer_device = d.context(peer)?.device;
+        let ctx = d.context(current)?;
+        if ctx.device == peer_device {
+            return Err(CUresult::INVALID_DEVICE);
+        }
+        if !ctx.peers.insert(peer as usize) {
+            return Err(CUresult::PEER_ACCESS_ALREADY_ENABLED);
+        }
+        Ok(())
+    })
+}
+
+/// `CUDA_ERROR_PEER_ACCESS_NOT_ENABLED` where access to `peer` was never enabled (or was disabled).
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxDisablePeerAccess(peer: Handle) -> CUresult {
+    guard(|| {
+        let mut d = ready(None)?;
+        let current = d.current()?;
+        d.context(peer)?;
+        if !d.context(current)?.peers.remove(&(peer as usize)) {
+            return Err(CUresult::PEER_ACCESS_NOT_ENABLED);
+        }
+        Ok(())
     })
 }
 
@@ -160,14 +190,16 @@ pub unsafe extern "C" fn cuDeviceComputeCapability(major: *mut c_int, minor: *mu
     })
 }
 
-/// A fixed UUID: the device is the same one in every process.
+/// A fixed UUID per device, the same in every process: `recap-cpu-dev` and the ordinal in three digits.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: CUdevice) -> CUresult {
     let uuid = unsafe { Out::new(uuid) };
     guard(|| {
         initialized()?;
         device(dev)?;
-        uuid.set(*b"recap-cpu-device")
+        let mut id = *b"recap-cpu-dev000";
+        id[13..].copy_from_slice(format!("{dev:03}").as_bytes());
+        uuid.set(id)
     })
 }
 
@@ -181,12 +213,13 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, de
     guard(|| {
         initialized()?;
         device(dev)?;
-        const ID: &[u8] = b"0000:00:00.0\0";
+        // The bus is the ordinal, as the PCI_BUS_ID attribute says.
+        let id = format!("0000:{dev:02x}:00.0\0");
         let len = usize::try_from(len).map_err(|_| CUresult::INVALID_VALUE)?;
-        if len < ID.len() {
+        if len < id.len() {
             return Err(CUresult::INVALID_VALUE);
         }
-        unsafe { host_mut(bus_id as *mut c_void, ID.len()) }?.copy_from_slice(ID);
+        unsafe { host_mut(bus_id as *mut c_void, id.len()) }?.copy_from_slice(id.as_bytes());
         Ok(())
     })
 }
@@ -318,7 +351,8 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
     let (base, size) = unsafe { (Out::new(base), Out::new(size)) };
     guard(|| {
         let d = ready(None)?;
-        let (b, s) = d.allocation(ptr).ok_or(CUresult::NOT_FOUND)?;
+        let (b, a) = d.allocation(ptr).ok_or(CUresult::NOT_FOUND)?;
+        let s = a.size;
         base.set_if_asked(b);
         size.set_if_asked(s as usize);
         Ok(())
@@ -401,13 +435,13 @@ pub unsafe extern "C" fn cuCtxGetId(ctx: Handle, id: *mut u64) -> CUresult {
     })
 }
 
-/// Streams belong to the driver here: a stream's context is the calling thread's.
+/// The context a stream was made in; the default streams' is the calling thread's current one.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamGetCtx(stream: Handle, ctx: *mut Handle) -> CUresult {
     let ctx = unsafe { Out::new(ctx) };
     guard(|| {
         let d = ready(Some(stream))?;
-        ctx.set(d.current()?)
+        ctx.set(d.stream_context(stream)?)
     })
 }
 

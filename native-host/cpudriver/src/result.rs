@@ -48,6 +48,8 @@ codes! {
     LAUNCH_OUT_OF_RESOURCES = 701, c"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", c"too many resources requested for launch";
     LAUNCH_TIMEOUT = 702, c"CUDA_ERROR_LAUNCH_TIMEOUT", c"the launch timed out and was terminated";
     LAUNCH_FAILED = 719, c"CUDA_ERROR_LAUNCH_FAILED", c"unspecified launch failure";
+    PEER_ACCESS_ALREADY_ENABLED = 704, c"CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", c"peer access is already enabled";
+    PEER_ACCESS_NOT_ENABLED = 705, c"CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", c"peer access has not been enabled";
     HOST_MEMORY_NOT_REGISTERED = 713, c"CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", c"pointer does not correspond to a registered memory region";
     NOT_SUPPORTED = 801, c"CUDA_ERROR_NOT_SUPPORTED", c"operation not supported";
     UNKNOWN = 999, c"CUDA_ERROR_UNKNOWN", c"unknown error";

@@ -1,4 +1,4 @@
-//! Streams and events, which are bookkeeping here: work runs to completion when it is issued, so
+//! Streams and events, which are bookkeeping here (a stream keeps the context it was made in): work runs to completion when it is issued, so
 //! every stream is idle and every recorded event complete. Events keep the host time they were
 //! recorded at, for `cuEventElapsedTime`. The profiler calls succeed and do nothing.
 
@@ -18,7 +18,8 @@ fn create_stream(stream: &Out<Handle>) -> CUresult {
     guard(|| {
         let mut d = ready(None)?;
         stream.check()?;
-        stream.set(d.streams.insert(()))
+        let ctx = d.current()?;
+        stream.set(d.streams.insert(ctx))
     })
 }
 
@@ -34,7 +35,7 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(stream: *mut Handle, _flags:
 
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamDestroy_v2(stream: Handle) -> CUresult {
-    guard(|| driver()?.streams.remove(stream))
+    guard(|| driver()?.streams.remove(stream).map(drop))
 }
 
 /// Waits for nothing (the stream's work is done); reports the context's sticky fault.
