@@ -11,6 +11,8 @@
 //! structure's size); pointers inside it stay plain numbers, for the caller to follow on the
 //! driver API's terms. Nothing here dereferences anything.
 
+use crate::le::{u32_at, u64_at};
+
 mod order;
 pub use order::{expand, expand_node, run_order, Conditional, ExpandError, Graph, OrderError, Part, Run, MAX_DEPTH};
 
@@ -51,14 +53,6 @@ pub mod node_type {
             _ => "unknown",
         }
     }
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 fn dims_at(b: &[u8], at: usize) -> [u32; 3] {
@@ -131,6 +125,40 @@ pub struct CopyRun {
     pub len: u64,
 }
 
+/// Why a memcpy node's copy cannot be issued as contiguous runs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CopyError {
+    #[error("a copy to or from a CUDA array")]
+    Array,
+    #[error("a copy with memory type {0}")]
+    MemoryType(u32),
+    #[error("a copy whose offsets overflow")]
+    OffsetOverflow,
+    #[error("a copy of too many rows")]
+    RowCountOverflow,
+    #[error("a copy of too many bytes")]
+    ByteCountOverflow,
+    /// More rows than recap issues one at a time (2^20).
+    #[error("a copy of {0} rows")]
+    TooManyRows(u64),
+}
+
+/// Why a memset node's fill cannot be issued as contiguous runs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FillError {
+    #[error("a memset of {0}-byte elements")]
+    ElementSize(u32),
+    #[error("a memset of too many bytes")]
+    ByteCountOverflow,
+    #[error("a memset of too many elements")]
+    ElementCountOverflow,
+    /// More rows than recap issues one at a time (2^20).
+    #[error("a memset of {0} rows")]
+    TooManyRows(u64),
+    #[error("a memset whose rows overflow")]
+    RowOverflow,
+}
+
 /// `CUDA_MEMCPY3D` (200 bytes): what a memcpy node copies.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Memcpy3D {
@@ -170,12 +198,12 @@ impl Side {
     }
 
     /// The address of row `y`, slice `z` of this side.
-    fn row(&self, y: u64, z: u64) -> Result<CopyEnd, String> {
+    fn row(&self, y: u64, z: u64) -> Result<CopyEnd, CopyError> {
         let base = match self.memory {
             memory_type::HOST => self.host,
             memory_type::DEVICE | memory_type::UNIFIED => self.device,
-            memory_type::ARRAY => return Err("a copy to or from a CUDA array".into()),
-            other => return Err(format!("a copy with memory type {other}")),
+            memory_type::ARRAY => return Err(CopyError::Array),
+            other => return Err(CopyError::MemoryType(other)),
         };
         let pitch = self.pitch;
         let offset = (self.z + z)
@@ -183,7 +211,7 @@ impl Side {
             .and_then(|s| s.checked_mul(pitch))
             .and_then(|s| (self.y + y).checked_mul(pitch).and_then(|r| s.checked_add(r)))
             .and_then(|o| o.checked_add(self.x))
-            .ok_or("a copy whose offsets overflow")?;
+            .ok_or(CopyError::OffsetOverflow)?;
         Ok(CopyEnd { memory: self.memory, addr: base.wrapping_add(offset) })
     }
 }
@@ -202,9 +230,9 @@ impl Memcpy3D {
     }
 
     /// The copy as contiguous runs, rows in order; one run when both sides are contiguous.
-    pub fn runs(&self) -> Result<Vec<CopyRun>, String> {
+    pub fn runs(&self) -> Result<Vec<CopyRun>, CopyError> {
         let (height, depth) = (self.height.max(1), self.depth.max(1));
-        let rows = height.checked_mul(depth).ok_or("a copy of too many rows")?;
+        let rows = height.checked_mul(depth).ok_or(CopyError::RowCountOverflow)?;
         if self.width == 0 {
             return Ok(Vec::new());
         }
@@ -215,11 +243,11 @@ impl Memcpy3D {
                 && (rows == 1 || (s.pitch == self.width && (depth == 1 || s.height == height)))
         };
         if dense(&self.src) && dense(&self.dst) {
-            let len = self.width.checked_mul(rows).ok_or("a copy of too many bytes")?;
+            let len = self.width.checked_mul(rows).ok_or(CopyError::ByteCountOverflow)?;
             return Ok(vec![CopyRun { src: self.src.row(0, 0)?, dst: self.dst.row(0, 0)?, len }]);
         }
         if rows > 1 << 20 {
-            return Err(format!("a copy of {rows} rows"));
+            return Err(CopyError::TooManyRows(rows));
         }
         let mut runs = Vec::with_capacity(rows as usize);
         for z in 0..depth {
@@ -270,27 +298,25 @@ impl MemsetNode {
     }
 
     /// The fill as contiguous runs, one per row (one in all when the rows touch).
-    pub fn runs(&self) -> Result<Vec<FillRun>, String> {
+    pub fn runs(&self) -> Result<Vec<FillRun>, FillError> {
         let width = self.element_size;
         if !matches!(width, 1 | 2 | 4) {
-            return Err(format!("a memset of {width}-byte elements"));
+            return Err(FillError::ElementSize(width));
         }
         let pattern = u64::from(self.value) & (u64::MAX >> (64 - 8 * width));
         let height = self.height.max(1);
-        let row_bytes = self.width.checked_mul(u64::from(width)).ok_or("a memset of too many bytes")?;
+        let row_bytes = self.width.checked_mul(u64::from(width)).ok_or(FillError::ByteCountOverflow)?;
         if height == 1 || self.pitch == row_bytes {
-            let count = self.width.checked_mul(height).ok_or("a memset of too many elements")?;
+            let count = self.width.checked_mul(height).ok_or(FillError::ElementCountOverflow)?;
             return Ok(vec![FillRun { dst: self.dst, width, pattern, count }]);
         }
         if height > 1 << 20 {
-            return Err(format!("a memset of {height} rows"));
+            return Err(FillError::TooManyRows(height));
         }
         (0..height)
             .map(|y| {
-                let dst = y
-                    .checked_mul(self.pitch)
-                    .and_then(|o| self.dst.checked_add(o))
-                    .ok_or("a memset whose rows overflow")?;
+                let dst =
+                    y.checked_mul(self.pitch).and_then(|o| self.dst.checked_add(o)).ok_or(FillError::RowOverflow)?;
                 Ok(FillRun { dst, width, pattern, count: self.width })
             })
             .collect()
@@ -470,6 +496,27 @@ mod tests {
     fn a_memset_masks_its_value_to_the_element_width() {
         let m = MemsetNode { dst: 0x100, pitch: 0, value: 0x1234_5678, element_size: 2, width: 10, height: 1 };
         assert_eq!(m.runs().unwrap(), vec![FillRun { dst: 0x100, width: 2, pattern: 0x5678, count: 10 }]);
-        assert!(MemsetNode { element_size: 3, ..m }.runs().is_err());
+        let odd = MemsetNode { element_size: 3, ..m }.runs().unwrap_err();
+        assert_eq!((odd.to_string(), odd), ("a memset of 3-byte elements".into(), FillError::ElementSize(3)));
+        let rows = MemsetNode { pitch: 64, height: (1 << 20) + 1, ..m }.runs().unwrap_err();
+        assert_eq!(rows.to_string(), "a memset of 1048577 rows");
+        let wraps = MemsetNode { dst: u64::MAX - 8, pitch: 64, height: 2, ..m }.runs().unwrap_err();
+        assert_eq!(wraps.to_string(), "a memset whose rows overflow");
+    }
+
+    #[test]
+    fn a_copy_it_cannot_issue_is_refused_by_reason() {
+        let mut b = vec![0u8; Memcpy3D::SIZE];
+        b[32..36].copy_from_slice(&memory_type::ARRAY.to_le_bytes());
+        b[120..124].copy_from_slice(&memory_type::DEVICE.to_le_bytes());
+        b[176..184].copy_from_slice(&16u64.to_le_bytes());
+        let array = Memcpy3D::from_bytes(&b).runs().unwrap_err();
+        assert_eq!((array.to_string(), array), ("a copy to or from a CUDA array".into(), CopyError::Array));
+        b[32..36].copy_from_slice(&9u32.to_le_bytes());
+        assert_eq!(Memcpy3D::from_bytes(&b).runs().unwrap_err().to_string(), "a copy with memory type 9");
+        b[32..36].copy_from_slice(&memory_type::DEVICE.to_le_bytes());
+        b[184..192].copy_from_slice(&u64::MAX.to_le_bytes());
+        b[192..200].copy_from_slice(&2u64.to_le_bytes());
+        assert_eq!(Memcpy3D::from_bytes(&b).runs().unwrap_err(), CopyError::RowCountOverflow);
     }
 }
