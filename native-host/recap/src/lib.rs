@@ -19,6 +19,6 @@ pub mod types;
 pub use recap_cuda as cuda;
 
 pub use capture::{
-    capture_devices, Arg, BindingInfo, Buffer, CaptureError, CudaFailure, Device, Dim3, Element, Graph, Kernel,
-    LaunchFailure, Module, PtxFailure, RawBuffer, StructArg,
+    capture_devices, ArchiveFailure, Arg, BindingInfo, Buffer, CaptureError, CudaFailure, Device, Dim3, Element, Graph,
+    Kernel, LaunchFailure, Module, PtxFailure, RawBuffer, StructArg,
 };

@@ -48,8 +48,24 @@ pub enum CaptureError {
     Format(#[from] FormatError),
     #[error("binding {name}: {message}")]
     Binding { name: String, message: String },
-    #[error("archive {path}: {message}")]
-    Archive { path: String, message: String },
+    /// An archive file that could not be written or loaded.
+    #[error("archive {path}: {source}")]
+    Archive { path: String, source: Box<ArchiveFailure> },
+}
+
+/// Why an archive file could not be written or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveFailure {
+    #[error("cannot create: {0}")]
+    Create(#[source] std::io::Error),
+    #[error("cannot open: {0}")]
+    Open(#[source] std::io::Error),
+    /// Its bytes are not a valid archive.
+    #[error(transparent)]
+    Format(FormatError),
+    /// Writing it, or loading what it holds on the device.
+    #[error(transparent)]
+    Capture(CaptureError),
 }
 
 impl From<shared::replay::ReplayError> for CaptureError {

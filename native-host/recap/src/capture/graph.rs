@@ -12,7 +12,7 @@ use shared::archive::{Archive, ArchiveWriter, DType, Direction, Op, RegionDecl, 
 use super::device::{Device, Element, Kernel, RawBuffer};
 use super::record::{GOp, GraphData, GraphRegion};
 use super::replay::Engine;
-use super::{usage, CaptureError, Result};
+use super::{usage, ArchiveFailure, CaptureError, Result};
 
 /// A named input or output of a graph.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,8 +48,8 @@ impl std::fmt::Debug for Graph {
     }
 }
 
-fn archive_error(path: &Path, message: impl std::fmt::Display) -> CaptureError {
-    CaptureError::Archive { path: path.display().to_string(), message: message.to_string() }
+fn archive_error(path: &Path, failure: ArchiveFailure) -> CaptureError {
+    CaptureError::Archive { path: path.display().to_string(), source: Box::new(failure) }
 }
 
 impl Graph {
@@ -219,7 +219,7 @@ impl Graph {
         expected: &[(RawBuffer, Vec<u8>, Tolerance)],
     ) -> Result<()> {
         let tmp = path.with_extension("recap.partial");
-        let file = File::create(&tmp).map_err(|e| archive_error(path, format!("cannot create: {e}")))?;
+        let file = File::create(&tmp).map_err(|e| archive_error(path, ArchiveFailure::Create(e)))?;
         let outcome = self
             .write_archive(BufWriter::new(file), inputs, outputs, expected)
             .map(|(w, _)| w)
@@ -228,7 +228,7 @@ impl Graph {
             .and_then(|()| std::fs::rename(&tmp, path).map_err(CaptureError::Io));
         if let Err(e) = outcome {
             let _ = std::fs::remove_file(&tmp);
-            return Err(archive_error(path, e));
+            return Err(archive_error(path, ArchiveFailure::Capture(e)));
         }
         Ok(())
     }
@@ -346,13 +346,12 @@ impl Graph {
     /// Loads an archive onto `device`: allocates and fills its regions, loads its modules.
     pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Graph> {
         let path = path.as_ref();
-        let map =
-            crate::mapped::MappedFile::open(path).map_err(|e| archive_error(path, format!("cannot open: {e}")))?;
-        let archive = Archive::open(&map).map_err(|e| archive_error(path, e))?;
-        archive.validate().map_err(|e| archive_error(path, e))?;
+        let map = crate::mapped::MappedFile::open(path).map_err(|e| archive_error(path, ArchiveFailure::Open(e)))?;
+        let archive = Archive::open(&map).map_err(|e| archive_error(path, ArchiveFailure::Format(e)))?;
+        archive.validate().map_err(|e| archive_error(path, ArchiveFailure::Format(e)))?;
         Graph::from_archive(&archive, device).map_err(|e| match e {
             CaptureError::Archive { .. } => e,
-            other => archive_error(path, other),
+            other => archive_error(path, ArchiveFailure::Capture(other)),
         })
     }
 

@@ -74,7 +74,7 @@ mod tests;
 
 pub use args::{Arg, StructArg};
 pub use device::{capture_devices, Buffer, Device, Dim3, Element, Kernel, Module, RawBuffer};
-pub use error::{CaptureError, CudaFailure, LaunchFailure, PtxFailure};
+pub use error::{ArchiveFailure, CaptureError, CudaFailure, LaunchFailure, PtxFailure};
 pub use graph::{BindingInfo, Graph};
 
 pub type Result<T, E = CaptureError> = std::result::Result<T, E>;

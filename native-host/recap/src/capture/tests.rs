@@ -137,3 +137,13 @@ fn errors_keep_the_error_they_wrap_as_their_source() {
     let e = dev.backend().read(0x10, &mut [0u8; 4]).unwrap_err();
     assert!(matches!(e, CaptureError::Cpu(shared::ptx::MemError::OutOfBounds { .. })), "{e}");
 }
+
+#[test]
+fn an_archive_that_cannot_be_opened_keeps_the_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = crate::Graph::load(dir.path().join("missing.recap"), &Device::cpu()).unwrap_err();
+    let CaptureError::Archive { source, .. } = &e else { panic!("{e}") };
+    let crate::ArchiveFailure::Open(io) = &**source else { panic!("{e}") };
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound, "{e}");
+    assert!(e.to_string().contains("missing.recap: cannot open: "), "{e}");
+}
