@@ -461,3 +461,49 @@ async fn the_timeline_tab_shows_the_latest_replay_or_offers_one() -> Result<()> 
     b.close().await?;
     Ok(())
 }
+
+/// The first view of a large graph is readable: its labels are drawn (not hidden for a small
+/// scale), every node's text lies inside its box, and a label cut with an ellipsis is whole in
+/// the node's tooltip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_view_of_a_large_graph_fits_its_labels_in_their_boxes() -> Result<()> {
+    if !browser::available("the_first_view_of_a_large_graph_fits_its_labels_in_their_boxes") {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let host = seeded_host(dir.path())?;
+    let stored = archives(&host.url).await?;
+    let b = Browser::start().await?;
+    for name in ["dag-8-chains.recap", "heat-step.recap"] {
+        let id = stored.iter().find(|a| a.name == name).map(|a| a.id.clone()).expect("seeded");
+        b.open(&format!("{}/archives/{id}#graph", host.url)).await?;
+        b.wait_for("#graph-root .node text", Duration::from_secs(10)).await?;
+        let far = b.client.find_all(fantoccini::Locator::Css("svg.graph.lod-far")).await?;
+        assert!(far.is_empty(), "{name}: the first view draws its labels");
+        let measured = b
+            .client
+            .execute(
+                "const out = []; \
+                 for (const n of document.querySelectorAll('#graph-root .node')) { \
+                   const box = [...n.querySelectorAll(':scope > rect')].filter(r => !r.classList.contains('stack')).pop(); \
+                   if (!box) continue; const b = box.getBBox(); \
+                   for (const t of n.querySelectorAll(':scope > text')) { const r = t.getBBox(); \
+                     const tip = n.querySelector(':scope > title')?.textContent ?? ''; \
+                     const whole = !t.textContent.endsWith('…') || tip.includes(t.textContent.slice(0, -1)); \
+                     out.push([t.textContent, r.x >= b.x - 0.5 && r.x + r.width <= b.x + b.width + 0.5, r.width, whole, tip]); } } \
+                 return out;",
+                vec![],
+            )
+            .await?;
+        let labels: Vec<(String, bool, f64, bool, String)> = serde_json::from_value(measured)?;
+        assert!(labels.len() >= 2, "{name}: labels measured: {labels:?}");
+        let over: Vec<_> = labels.iter().filter(|l| !l.1).collect();
+        assert!(over.is_empty(), "{name}: labels past their boxes: {over:?}");
+        assert!(labels.iter().all(|l| l.2 > 0.0), "{name}: every label is drawn: {labels:?}");
+        let cut: Vec<_> = labels.iter().filter(|l| !l.3).collect();
+        assert!(cut.is_empty(), "{name}: cut labels whole in their tooltips: {cut:?}");
+        b.screenshot(&format!("browser-graph-first-view-{}", name.trim_end_matches(".recap"))).await?;
+    }
+    b.close().await?;
+    Ok(())
+}

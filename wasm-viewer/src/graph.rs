@@ -474,9 +474,11 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                 let labels: Vec<NodeLabel> = ops.iter().map(|&op| label(op)).collect();
                 let kind = if labels.iter().all(|l| l.kind == labels[0].kind) { labels[0].kind } else { "chain" };
                 let (first, last) = (ops[0], ops[ops.len() - 1]);
+                // The box shows what fits of the names; its tooltip all of them.
+                let names = summarise(labels.iter().map(|l| l.name.clone()));
                 let _ = write!(
                     s,
-                    r#"<g class="node fold k-{kind}" data-fold="{id}" data-open="0" data-first="{first}" data-last="{last}" data-count="{count}"><title>a chain of {count} ops, each waiting for the one before: click to draw them</title><rect class="stack" x="{x2:.1}" y="{y2:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect class="stack" x="{x1:.1}" y="{y1:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{tx:.1}" y="{sy:.1}" class="s">{sub}</text></g>"#,
+                    r#"<g class="node fold k-{kind}" data-fold="{id}" data-open="0" data-first="{first}" data-last="{last}" data-count="{count}"><title>ops {first}–{last}, a chain of {count} each waiting for the one before: {names}; click to draw them</title><rect class="stack" x="{x2:.1}" y="{y2:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect class="stack" x="{x1:.1}" y="{y1:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{tx:.1}" y="{sy:.1}" class="s">{sub}</text></g>"#,
                     title = esc(&fit(&format!("{first}–{last} · {} ops", ops.len()), n.w - 20.0, TITLE_CHAR_W)),
                     id = FoldKey::Chain(first).id(),
                     count = ops.len(),
@@ -489,14 +491,15 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                     tx = x + 7.0,
                     ty = y + 14.0,
                     sy = y + 27.0,
-                    sub = esc(&fit(&summarise(labels.into_iter().map(|l| l.name)), n.w - 20.0, SUB_CHAR_W)),
+                    sub = esc(&fit(&names, n.w - 20.0, SUB_CHAR_W)),
+                    names = esc(&names),
                 );
             }
             (_, Some(Folded::Body(inside))) => {
                 let lab = label(n.op);
                 let _ = write!(
                     s,
-                    r#"<g class="node body collapsed k-{kind}{sel}" data-node="{op}" data-fold="{id}" data-open="0" data-count="{count}"><title>click to draw the {count} ops inside</title><rect class="stack" x="{x1:.1}" y="{y1:.1}" width="{w:.1}" height="{h:.1}" rx="4"/><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="4"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{tx:.1}" y="{sy:.1}" class="s">{count} ops inside ▸</text></g>"#,
+                    r#"<g class="node body collapsed k-{kind}{sel}" data-node="{op}" data-fold="{id}" data-open="0" data-count="{count}"><title>{full}: click to draw the {count} ops inside</title><rect class="stack" x="{x1:.1}" y="{y1:.1}" width="{w:.1}" height="{h:.1}" rx="4"/><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="4"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{tx:.1}" y="{sy:.1}" class="s">{count} ops inside ▸</text></g>"#,
                     kind = lab.kind,
                     op = n.op,
                     id = FoldKey::Body(n.op).id(),
@@ -509,13 +512,14 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                     ty = y + 14.0,
                     sy = y + 27.0,
                     title = esc(&fit(&lab.title, n.w - 20.0, TITLE_CHAR_W)),
+                    full = esc(&lab.title),
                 );
             }
             (Some(body), None) => {
                 let lab = label(n.op);
                 let _ = write!(
                     s,
-                    r#"<g class="node body k-{kind}{sel}" data-node="{op}"><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="4"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{sx:.1}" y="{ty:.1}" class="s" text-anchor="end">{sub}</text>"#,
+                    r#"<g class="node body k-{kind}{sel}" data-node="{op}"><title>{full}</title><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="4"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{sx:.1}" y="{ty:.1}" class="s" text-anchor="end">{sub}</text>"#,
                     kind = lab.kind,
                     op = n.op,
                     w = n.w,
@@ -526,6 +530,7 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                     // The title first, then as much of the second line as fits before the toggle.
                     title = esc(&fit(&lab.title, n.w - 34.0, TITLE_CHAR_W)),
                     sub = esc(&fit(&lab.sub, n.w - 42.0 - lab.title.chars().count() as f64 * TITLE_CHAR_W, SUB_CHAR_W)),
+                    full = esc(&full_label(&lab)),
                 );
                 fold_toggle(s, FoldKey::Body(n.op), x + n.w - 19.0, y + 5.0, "the body");
                 let inner_x = x + (n.w - body.w) / 2.0;
@@ -546,7 +551,7 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                 let lab = label(n.op);
                 let _ = write!(
                     s,
-                    r#"<g class="node k-{kind}{sel}" data-node="{op}"><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{tx:.1}" y="{sy:.1}" class="s">{sub}</text></g>"#,
+                    r#"<g class="node k-{kind}{sel}" data-node="{op}"><title>{full}</title><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{tx:.1}" y="{sy:.1}" class="s">{sub}</text></g>"#,
                     kind = lab.kind,
                     op = n.op,
                     w = n.w,
@@ -556,6 +561,7 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                     sy = y + 27.0,
                     title = esc(&fit(&lab.title, n.w - 14.0, TITLE_CHAR_W)),
                     sub = esc(&fit(&lab.sub, n.w - 14.0, SUB_CHAR_W)),
+                    full = esc(&full_label(&lab)),
                 );
                 if n.chain > 0 {
                     let what = format!("the chain of {} ops from here", n.chain);
@@ -635,6 +641,15 @@ pub fn reveal(dags: &[DagInput], folds: &mut Folds, op: u32) -> bool {
 /// with a margin: what decides how much of a label fits in a node.
 const TITLE_CHAR_W: f64 = 7.0;
 const SUB_CHAR_W: f64 = 6.2;
+
+/// A node's whole label, for its tooltip: the box shows what fits of it.
+fn full_label(l: &NodeLabel) -> String {
+    if l.sub.is_empty() {
+        l.title.clone()
+    } else {
+        format!("{} · {}", l.title, l.sub)
+    }
+}
 
 /// `s` cut to what fits in `width` pixels of text at `char_w` each, with an ellipsis when cut.
 fn fit(s: &str, width: f64, char_w: f64) -> String {
