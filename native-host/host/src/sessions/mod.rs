@@ -76,7 +76,8 @@ impl Job<'_> {
         use shared::replay::SessionError;
         let inputs = self.inputs();
         let mut keeper = kept::Keeper::new(self.keep_dir);
-        let mut keep = |region, bytes: &[u8]| keeper.keep(&kept_file(region, None), bytes).map_err(shared::replay::KeepError::new);
+        let mut keep =
+            |region, bytes: &[u8]| keeper.keep(&kept_file(region, None), bytes).map_err(shared::replay::KeepError::new);
         let clock = recap::clock::MonotonicClock::new();
         let cancelled = || self.cancel.load(Ordering::Relaxed);
         let run = shared::replay::run_session;
