@@ -22,6 +22,7 @@ mod host;
 mod hostile_input;
 mod intercept;
 mod intercept_audit;
+mod intercept_devices;
 mod intercept_edges;
 mod intercept_effects;
 mod intercept_graphs;

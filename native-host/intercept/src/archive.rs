@@ -10,24 +10,31 @@
 //! that holds pointers keeps its expected state; otherwise it has none (a replay's addresses
 //! differ), which the report says.
 //!
+//! A range that ran on several GPUs gets one archive device per GPU (`cuda:N`, with that GPU's
+//! architecture), each region on the device of its allocation and each op on the device it was
+//! issued to; where the device changes from one op to the next, a signal on the device left and a
+//! wait on the device entered keep issue order between them (`record/devices.rs`). A range on one
+//! GPU declares no devices, and its archive is what it always was.
+//!
 //! The writer reads nothing of the process around it: the request (in the recording), the
 //! bindings and the code images come in as arguments, and what it learns goes into the report the
 //! caller hands it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
 use shared::archive::{
-    ArchiveWriter, Condition, CopyOp, DType, LaunchDecl, MemsetOp, ModuleId, OpId, ParamDecl, ParamKind, RegionDecl,
-    RegionId, Reloc, Tolerance,
+    ArchiveWriter, Condition, CopyOp, DType, DeviceDecl, DeviceId, EventId, LaunchDecl, MemsetOp, ModuleId, OpId,
+    ParamDecl, ParamKind, RegionDecl, RegionId, Reloc, Tolerance,
 };
 
 use crate::control::Bind;
 use crate::images::ModuleImage;
 use crate::record::module_vars::Vars;
 use crate::record::{region_name, OpRec, Recording};
+use crate::sys::CUdevice;
 use shared::capture::{KernelReport, Report};
 use shared::launch_attrs::LaunchAttrUse;
 use shared::placement::{self, Address, Placement};
@@ -160,6 +167,39 @@ enum BuildError {
     UnwrittenUpload,
 }
 
+/// The archive device of each GPU the range used, in ordinal order, declared in `w`: none when it
+/// used one GPU (everything is then on the archive's one implicit device).
+fn declare_devices<W: std::io::Write + std::io::Seek>(
+    rec: &Recording,
+    report: &mut Report,
+    w: &mut ArchiveWriter<W>,
+) -> Result<BTreeMap<CUdevice, DeviceId>, BuildError> {
+    let mut used: BTreeSet<CUdevice> = rec.regions.iter().map(|r| r.alloc.device).collect();
+    for (i, op) in rec.ops.iter().enumerate() {
+        if !matches!(op, OpRec::Refused | OpRec::EndBody) {
+            used.insert(rec.devices.of_op(i));
+        }
+    }
+    let mut placed = BTreeMap::new();
+    if used.len() <= 1 {
+        return Ok(placed);
+    }
+    let mut names = Vec::new();
+    for &ordinal in &used {
+        let sm = rec.devices.sms.get(&ordinal).copied().unwrap_or(0);
+        let name = format!("cuda:{ordinal}");
+        placed.insert(ordinal, w.add_device(&DeviceDecl { name: name.clone(), sm })?);
+        names.push(format!("{name} (sm_{sm})"));
+    }
+    report.note(format!(
+        "the range ran on {} GPUs ({}): one archive device each, their order kept by a signal and a wait at \
+         every change of device",
+        used.len(),
+        names.join(", ")
+    ));
+    Ok(placed)
+}
+
 fn build(
     rec: &Recording,
     binds: &[Bind],
@@ -254,6 +294,8 @@ fn build(
     }
     report.placement = placed.clone();
 
+    let devices = declare_devices(rec, report, &mut w)?;
+    let on = |ordinal: CUdevice| devices.get(&ordinal).copied().unwrap_or(0);
     let bound = bound_regions(report, rec, binds);
     let mut regions = Vec::new();
     for (index, r) in rec.regions.iter().enumerate() {
@@ -265,7 +307,7 @@ fn build(
             }
             None => (RegionDecl::new(region_name(&r.alloc), r.alloc.size, DType::Bytes), r.alloc.size as usize),
         };
-        let id = w.add_region(decl)?;
+        let id = w.add_region(decl.on(on(r.alloc.device)))?;
         w.set_initial_bytes(id, &r.initial[..size])?;
         match (&r.expected, placed.is_some() || !rec.pointer_holders.contains(&index)) {
             (Some(expected), true) => w.set_expected_bytes(id, &expected[..size], Tolerance::Exact)?,
@@ -279,23 +321,23 @@ fn build(
     }
     declare_types(report, rec, &bound, &regions, &mut w);
     crate::record::module_vars::write(vars, rec, &regions, &modules, &mut w)?;
-    // Uploads only of ops the driver did.
-    let used: HashSet<usize> = rec
+    // Uploads only of ops the driver did, each on the device of the region it fills.
+    let used: HashMap<usize, CUdevice> = rec
         .ops
         .iter()
         .filter_map(|op| match op {
-            OpRec::Upload { upload, .. } => Some(*upload),
+            OpRec::Upload { upload, dst, .. } => Some((*upload, rec.regions[*dst].alloc.device)),
             _ => None,
         })
         .collect();
     let mut uploads = Vec::new();
     for (i, upload) in rec.uploads.iter().enumerate() {
-        if !used.contains(&i) {
+        let Some(&device) = used.get(&i) else {
             uploads.push(None);
             continue;
-        }
+        };
         let size = upload.bytes.len() as u64;
-        let id = w.add_region(RegionDecl::new(format!("upload{i}"), size, DType::Bytes))?;
+        let id = w.add_region(RegionDecl::new(format!("upload{i}"), size, DType::Bytes).on(on(device)))?;
         w.set_initial_bytes(id, &upload.bytes)?;
         uploads.push(Some(id));
     }
@@ -316,7 +358,24 @@ fn build(
     let mut tensor_maps = Vec::new();
     // Each recorded op's id in the archive (none for refused work and the end of a body).
     let mut op_ids: Vec<Option<OpId>> = Vec::with_capacity(rec.ops.len());
-    for op in &rec.ops {
+    // The archive device ops go to now, and the events of its changes.
+    let (mut current, mut events): (Option<DeviceId>, EventId) = (None, 0);
+    for (i, op) in rec.ops.iter().enumerate() {
+        if !devices.is_empty() && !matches!(op, OpRec::Refused | OpRec::EndBody) {
+            let device = on(rec.devices.of_op(i));
+            if current != Some(device) {
+                // Everything issued so far, on the device left, comes before what follows.
+                if current.is_some() {
+                    w.signal(events)?;
+                }
+                w.set_device(device)?;
+                if current.is_some() {
+                    w.wait(events)?;
+                    events += 1;
+                }
+                current = Some(device);
+            }
+        }
         let id = match op {
             OpRec::Launch { kernel, grid, block, shared, params, relocs, attrs, tensor_maps: maps } => {
                 let relocs = relocs

@@ -190,7 +190,11 @@ hook! {
     [cuProfilerStart]() => |call: Call| { record::profiler_start(); call() };
     [cuProfilerStop]() => |call: Call| { record::profiler_stop(); call() };
 
-    [cuCtxDestroy_v2](ctx: Handle) => |call: Call, _| { record::context_ending("cuCtxDestroy"); call() };
+    [cuCtxDestroy_v2](ctx: Handle) => |call: Call, ctx: Handle| {
+        record::context_ending("cuCtxDestroy");
+        state().ctx_devices.forget(ctx as usize);
+        call()
+    };
     [cuDevicePrimaryCtxRelease_v2](device: CUdevice) => |call: Call, _| { record::context_ending("cuDevicePrimaryCtxRelease"); call() };
     [cuDevicePrimaryCtxReset_v2](device: CUdevice) => |call: Call, _| { record::context_ending("cuDevicePrimaryCtxReset"); call() };
 

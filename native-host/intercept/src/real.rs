@@ -212,6 +212,7 @@ real_calls! {
     fn ctx_push_current = "cuCtxPushCurrent_v2"(ctx: Handle);
     fn ctx_pop_current = "cuCtxPopCurrent_v2"(ctx: *mut Handle);
     fn ctx_get_device = "cuCtxGetDevice"(device: *mut CUdevice);
+    fn stream_get_ctx = "cuStreamGetCtx"(stream: Handle, ctx: *mut Handle);
     fn device_get_attribute = "cuDeviceGetAttribute"(value: *mut i32, attribute: i32, device: CUdevice);
     fn memcpy_dtoh = "cuMemcpyDtoH_v2"(dst: *mut c_void, src: CUdeviceptr, len: usize);
     fn memcpy_htod = "cuMemcpyHtoD_v2"(dst: CUdeviceptr, src: *const c_void, len: usize);

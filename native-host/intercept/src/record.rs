@@ -33,6 +33,7 @@ use crate::sys::*;
 use crate::tensor_maps::TensorMaps;
 use shared::capture::{Range, Report, Request};
 
+pub(crate) mod devices;
 mod effects;
 mod graph_by_nodes;
 mod layout;
@@ -118,6 +119,8 @@ pub struct Alloc {
     pub base: u64,
     pub size: u64,
     pub kind: &'static str,
+    /// The device of the context current when it was made.
+    pub device: CUdevice,
 }
 
 /// A kernel handle (`CUfunction` or `CUkernel`): its module and name.
@@ -215,6 +218,8 @@ pub struct Recording {
     forwarded_before: HashMap<&'static str, u64>,
     pub sm: u32,
     ctx: usize,
+    /// The device of each op, and the contexts the range used (`devices.rs`).
+    pub devices: devices::Devices,
 }
 
 #[derive(Default)]
@@ -253,6 +258,8 @@ pub struct State {
     /// Tensor maps the program encoded (tensor_maps.rs).
     pub tensor_maps: TensorMaps,
     pub recording: Option<Recording>,
+    /// The devices of the contexts seen (`devices.rs`).
+    pub ctx_devices: devices::ContextDevices,
     /// Module variables seen (`module_vars.rs`).
     vars: module_vars::Vars,
     /// A launch without PTX on its way through the driver (`--record-effects`).
@@ -280,6 +287,7 @@ static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| {
         graphs: GraphBook::default(),
         tensor_maps: TensorMaps::default(),
         recording: None,
+        ctx_devices: devices::ContextDevices::default(),
         vars: module_vars::Vars::default(),
         pending_effects: None,
         expanding_graph: false,
@@ -451,6 +459,7 @@ impl State {
             forwarded_before: real::forward_counts(),
             sm,
             ctx,
+            devices: devices::Devices::default(),
         });
         // Now, after the CUDA runtime registered its own teardown (`ending.rs` says why).
         crate::ending::arm();
@@ -487,8 +496,7 @@ impl State {
             // SAFETY: the context the range ran in; popped below.
             unsafe { real::ctx_push_current(rec.ctx as Handle) };
         }
-        // SAFETY: no arguments.
-        let sync = unsafe { real::ctx_synchronize() };
+        let sync = rec.devices.synchronize();
         if sync != CUDA_SUCCESS {
             self.report.incomplete(format!("synchronising at the end of the range failed (CUresult {sync})"));
         }
@@ -519,6 +527,7 @@ impl State {
                 self.report.passed_through.insert(name.to_string(), n - before);
             }
         }
+        rec.devices.learn_sms(rec.regions.iter().map(|r| r.alloc.device));
         let binds = crate::control::open_binds();
         crate::archive::write(&rec, &binds, &mut self.modules, &self.vars, &mut self.report);
     }
@@ -531,7 +540,8 @@ impl State {
         }
         let id = self.next_alloc;
         self.next_alloc += 1;
-        self.allocs.insert(base, Alloc { id, base, size, kind });
+        let device = self.ctx_devices.current();
+        self.allocs.insert(base, Alloc { id, base, size, kind, device });
     }
 
     /// An allocation goes away: inside the range its contents are read first (they are the
@@ -540,8 +550,7 @@ impl State {
         let Some(alloc) = self.allocs.remove(&base) else { return };
         let Some(rec) = self.recording.as_mut() else { return };
         let Some(&r) = rec.region_of.get(&alloc.id) else { return };
-        // SAFETY: no arguments.
-        unsafe { real::ctx_synchronize() };
+        rec.devices.synchronize();
         match read_device(alloc.base, alloc.size) {
             Ok(bytes) => rec.regions[r].expected = Some(bytes),
             Err(e) => self
@@ -915,7 +924,8 @@ impl State {
 
     /// A conditional handle was made: its condition is a 4-byte allocation of its own.
     pub fn condition_created(&mut self, handle: u64, graph: usize, default: u32, flags: u32) {
-        let alloc = Alloc { id: self.next_alloc, base: handle, size: 4, kind: CONDITION };
+        let device = self.ctx_devices.current();
+        let alloc = Alloc { id: self.next_alloc, base: handle, size: 4, kind: CONDITION, device };
         self.next_alloc += 1;
         let assign = flags & shared::cuda_graph::COND_ASSIGN_DEFAULT != 0;
         self.graphs.conditions.insert(handle, crate::graphs::Condition { graph, default, assign, alloc });
@@ -1003,8 +1013,8 @@ impl State {
         if let Some(&r) = rec.region_of.get(&alloc.id) {
             return r;
         }
-        // SAFETY: no arguments; the snapshot must see every op issued before this one.
-        unsafe { real::ctx_synchronize() };
+        // The snapshot must see every op issued before this one, on every device.
+        rec.devices.synchronize();
         let read = if alloc.kind == CONDITION { Err(CUDA_SUCCESS) } else { read_device(alloc.base, alloc.size) };
         let initial = match read {
             // A condition's value before the graph sets it.

@@ -1,4 +1,4 @@
-//! `recap run --cpu [--arch sm_90] [--memory 16G] [--sms N] [--capture -o X.recap] -- CMD [ARGS]`:
+//! `recap run --cpu [--devices N] [--arch sm_90] [--memory 16G] [--sms N] [--capture -o X.recap] -- CMD [ARGS]`:
 //! runs an unmodified CUDA program with recap's CPU driver (`native-host/cpudriver`,
 //! `librecap_cpudriver.so`) standing in for `libcuda.so.1`, on a machine with or without a GPU.
 //!
@@ -32,6 +32,7 @@ use super::capture;
 const DRIVER_LIB: &str = "librecap_cpudriver.so";
 
 /// The environment `cpudriver/src/config.rs` reads.
+const DEVICES_ENV: &str = "RECAP_CPU_DEVICES";
 const ARCH_ENV: &str = "RECAP_CPU_ARCH";
 const MEMORY_ENV: &str = "RECAP_CPU_MEMORY";
 const SMS_ENV: &str = "RECAP_CPU_SMS";
@@ -40,11 +41,16 @@ const SMS_ENV: &str = "RECAP_CPU_SMS";
 #[derive(Clone, Debug, clap::Args)]
 #[command(after_help = "Examples:\n  recap run --cpu -- python -m pytest tests/gpu\n  \
                         recap run --cpu --arch sm_80 --memory 4G -- ./my_cuda_app\n  \
+                        recap run --cpu --devices 2 -- ./multi_gpu_app\n  \
                         recap run --cpu --capture -o step.recap -- python train.py")]
 pub struct Args {
     /// Run on the CPU driver (the only way `recap run` runs a program today)
     #[arg(long, required = true)]
     pub cpu: bool,
+    /// Devices the driver reports (1 to 64), alike, sharing the host's memory: for programs that
+    /// use several GPUs (contexts on each, peer copies)
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub devices: u32,
     /// The device's architecture, which its compute capability reports and which PTX `.target`s
     /// it loads follow
     #[arg(long, default_value = "sm_90", value_parser = parse_arch)]
@@ -98,7 +104,11 @@ fn parse_size(v: &str) -> anyhow::Result<u64> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let driver = cpu_driver()?;
-    let config: [(&str, String); 2] = [(ARCH_ENV, args.arch.to_string()), (MEMORY_ENV, args.memory.to_string())];
+    let config: [(&str, String); 3] = [
+        (DEVICES_ENV, args.devices.to_string()),
+        (ARCH_ENV, args.arch.to_string()),
+        (MEMORY_ENV, args.memory.to_string()),
+    ];
     let sms = args.sms.filter(|&n| n > 0).map(|n| (SMS_ENV, n.to_string()));
     if args.capture {
         // The capture runs the program with this process's environment, the device's included.

@@ -78,6 +78,11 @@ impl State {
         let Some(start) = self.recording.as_ref().map(|r| r.ops.len()) else {
             return Staged { what, place: Place::Nowhere };
         };
+        // The device it runs on: a change of device is a switch in the recording (`devices.rs`).
+        let (ctx, device) = self.ctx_devices.of_stream(stream);
+        if let Some(rec) = self.recording.as_mut() {
+            rec.devices.issue_on(start, ctx, device);
+        }
         // This call's counts and reads, apart from everyone else's.
         let counts = std::mem::take(&mut self.report.ops);
         self.issue(work);
