@@ -45,6 +45,14 @@ pub struct ArchiveInfo {
     pub regions: u64,
     /// RFC 3339, UTC, seconds (`2026-11-22T02:15:00Z`).
     pub uploaded_at: String,
+    /// The other names the same bytes were uploaded under after `name`, oldest first: a duplicate
+    /// upload stores no second copy, so the name it came with is kept here.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// In the answer to an upload of bytes already stored under another name: the name that upload
+    /// added to `aliases` (absent when the name was already known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias_added: Option<String>,
     /// What the host did with the upload beyond storing it (an NVIDIA Warp capture converted);
     /// only in the answer to the upload.
     #[serde(default, skip_serializing_if = "Option::is_none")]

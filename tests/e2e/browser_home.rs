@@ -58,7 +58,8 @@ async fn the_lists_are_links_a_duplicate_says_where_and_delete_asks() -> Result<
         .await?;
     assert_eq!(cut, serde_json::json!([]), "cut labels");
 
-    // The same bytes uploaded under another name: the page says under which name they are stored.
+    // The same bytes uploaded under another name: the page says under which name they are stored,
+    // and the list shows the new name with the archive.
     let copy = dir.path().join("my-copy.recap");
     std::fs::copy(dir.path().join("seed/dag-8-chains.recap"), &copy)?;
     b.choose_file("#upload-input", &copy).await?;
@@ -71,12 +72,17 @@ async fn the_lists_are_links_a_duplicate_says_where_and_delete_asks() -> Result<
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(
-        status.contains("already stored as dag-8-chains.recap") && status.contains("my-copy.recap was not kept"),
+        status.contains("already stored as dag-8-chains.recap")
+            && status.contains("my-copy.recap is kept as another name of it"),
         "{status}"
     );
 
     // Delete asks in the row, in full, and waits for the answer however long it takes.
     b.open(&host.url).await?;
+    let joined = stored.iter().find(|a| a.name == "dag-8-chains.recap").expect("seeded").id.clone();
+    let aliases = format!("[data-archive-aliases='{joined}']");
+    b.wait_for(&aliases, Duration::from_secs(10)).await?;
+    assert_eq!(b.text(&aliases).await?, "also my-copy.recap");
     let victim = stored.iter().find(|a| a.name == "pipeline-300.recap").expect("seeded").id.clone();
     b.wait_for(&format!("[data-archive-delete='{victim}']"), Duration::from_secs(10)).await?;
     click(&b, &format!("[data-archive-delete='{victim}']")).await?;
@@ -180,7 +186,7 @@ async fn uploads_by_curl_are_named_by_query_or_header_and_a_duplicate_says_where
     assert_eq!(info["name"], "from-header.recap");
     assert_eq!(
         info["note"],
-        "already stored as from-header.recap: the same bytes were uploaded before; the name again.recap was not kept"
+        "already stored as from-header.recap: the same bytes were uploaded before; again.recap is kept as another name of it"
     );
     Ok(())
 }

@@ -308,6 +308,74 @@ async fn archives_and_sessions_survive_a_restart() {
     assert_eq!(collect_stream(&server.ws(&format!("/api/sessions/{id}/ws"))).await, stream);
 }
 
+/// The same bytes uploaded under other names: one archive, each new name kept as its alias (the
+/// answer says which archive the upload joined and that its name was added), listed across a
+/// restart, and gone with the archive. `args` picks the index (`--index postgres://...` or none).
+async fn duplicate_uploads_become_aliases(data: &Path, args: &[&str]) {
+    let server = Server::start(data, args);
+    let client = reqwest::Client::new();
+    let bytes = archive(40_000, 11);
+    let (status, first) = upload(&client, &server.url, "first.recap", bytes.clone()).await;
+    assert_eq!(status, 201, "{first}");
+    assert_eq!(first["aliases"], serde_json::json!([]));
+    let (status, joined) = upload(&client, &server.url, "mine.recap", bytes.clone()).await;
+    assert_eq!(status, 200, "{joined}");
+    assert_eq!((&joined["id"], &joined["name"]), (&first["id"], &first["name"]), "it joins the stored archive");
+    assert_eq!(joined["alias_added"], "mine.recap");
+    assert_eq!(joined["aliases"], serde_json::json!(["mine.recap"]));
+    assert_eq!(
+        joined["note"],
+        "already stored as first.recap: the same bytes were uploaded before; mine.recap is kept as another name of it"
+    );
+    // A name it already has adds nothing, and says so.
+    let (_, again) = upload(&client, &server.url, "mine.recap", bytes.clone()).await;
+    assert!(again.get("alias_added").is_none(), "{again}");
+    assert_eq!(again["note"], "already stored as first.recap: the same bytes were uploaded before, also as mine.recap");
+    let (_, same) = upload(&client, &server.url, "first.recap", bytes.clone()).await;
+    assert_eq!(same["note"], "already stored as first.recap: the same bytes were uploaded before");
+    upload(&client, &server.url, "theirs.recap", bytes.clone()).await;
+    let (status, other) = upload(&client, &server.url, "other.recap", archive(1_000, 12)).await;
+    assert_eq!(status, 201, "{other}");
+    assert!(server.stop(), "the host exits cleanly on SIGTERM");
+
+    let server = Server::start(data, args);
+    let (_, list) = get_json(&client, &format!("{}/api/archives", server.url)).await;
+    let names: Vec<(&str, &Value)> =
+        list.as_array().unwrap().iter().map(|a| (a["name"].as_str().unwrap(), &a["aliases"])).collect();
+    let kept = serde_json::json!(["mine.recap", "theirs.recap"]);
+    assert_eq!(names, vec![("other.recap", &serde_json::json!([])), ("first.recap", &kept)], "{list}");
+    let id = first["id"].as_str().unwrap();
+    let (_, one) = get_json(&client, &format!("{}/api/archives/{id}", server.url)).await;
+    assert_eq!(one["aliases"], kept);
+
+    let del = client.delete(format!("{}/api/archives/{id}", server.url)).send().await.unwrap();
+    assert_eq!(del.status().as_u16(), 204);
+    let (status, back) = upload(&client, &server.url, "mine.recap", bytes).await;
+    assert_eq!(status, 201, "{back}");
+    assert_eq!((&back["name"], &back["aliases"]), (&serde_json::json!("mine.recap"), &serde_json::json!([])));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_uploads_become_aliases_in_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    duplicate_uploads_become_aliases(&dir.path().join("data"), &[]).await;
+}
+
+/// The same on a real PostgreSQL index; skipped, saying why, where PostgreSQL is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_uploads_become_aliases_in_postgres() {
+    let tools = match recap_tests::cluster::tools() {
+        Ok(tools) => tools,
+        Err(missing) => {
+            eprintln!("SKIPPED duplicate_uploads_become_aliases_in_postgres: it needs {missing}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = recap_tests::services::postgres(&tools, &dir.path().join("postgres")).expect("postgres starts");
+    duplicate_uploads_become_aliases(&dir.path().join("data"), &["--index", &pg.url]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_an_upload_leaves_no_partial_archive_and_loses_no_finished_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -273,9 +273,21 @@ pub(crate) async fn load_archive_list() {
         Ok(list) => {
             let mut h = String::new();
             for a in list {
+                // The other names the same bytes were uploaded under, after the one it is stored as.
+                let aliases = match a.aliases.is_empty() {
+                    true => String::new(),
+                    false => {
+                        let all = a.aliases.join(", ");
+                        format!(
+                            r#" <span class="aliases muted" title="also uploaded as {t}" data-archive-aliases="{id}">also {t}</span>"#,
+                            t = esc(&all),
+                            id = esc(&a.id)
+                        )
+                    }
+                };
                 let _ = write!(
                     h,
-                    r#"<div class="row" data-href="/archives/{id}" data-archive-id="{id}"><span class="mono"><a class="name" href="{href}" data-link>{}</a></span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span class="mono muted">{}</span><span class="actions"><a class="btn" download href="{raw}" title="download the archive" data-archive-download="{id}">Download</a><button data-archive-delete="{id}" title="delete the archive from this host (its sessions keep their results)">Delete</button></span></div>"#,
+                    r#"<div class="row" data-href="/archives/{id}" data-archive-id="{id}"><span class="mono"><a class="name" href="{href}" data-link>{}</a>{aliases}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span class="mono muted">{}</span><span class="actions"><a class="btn" download href="{raw}" title="download the archive" data-archive-download="{id}">Download</a><button data-archive-delete="{id}" title="delete the archive from this host (its sessions keep their results)">Delete</button></span></div>"#,
                     esc(&a.name),
                     bytes_human(a.size),
                     a.ops,

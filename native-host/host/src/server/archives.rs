@@ -159,13 +159,15 @@ pub async fn upload(
     let mut ingested = tokio::task::spawn_blocking(move || store.finish(incoming, &name)).await??;
     let status = if ingested.created { StatusCode::CREATED } else { StatusCode::OK };
     if !ingested.created {
-        // The same bytes are stored once, under the name they came with first: say so, rather than
-        // answer with another name than the one just given.
+        // The same bytes are stored once, under the name they came with first; another name joins
+        // that archive as an alias. Say so, rather than answer with another name than the one given.
         let stored = &ingested.archive.name;
         ingested.archive.note = Some(if *stored == given {
             format!("already stored as {stored}: the same bytes were uploaded before")
+        } else if ingested.archive.alias_added.is_some() {
+            format!("already stored as {stored}: the same bytes were uploaded before; {given} is kept as another name of it")
         } else {
-            format!("already stored as {stored}: the same bytes were uploaded before; the name {given} was not kept")
+            format!("already stored as {stored}: the same bytes were uploaded before, also as {given}")
         });
     }
     if ingested.created {

@@ -151,7 +151,11 @@ pub trait Index: Send + Sync + 'static {
     fn archive(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError>;
     /// Newest first.
     fn archives(&self) -> Result<Vec<ArchiveInfo>, StoreError>;
+    /// Removes an archive and its aliases.
     fn remove_archive(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError>;
+    /// Keeps `name` as another name of archive `id` (after those it has); `false` when it was
+    /// already one of its names or the archive is not there.
+    fn add_alias(&self, id: &str, name: &str) -> Result<bool, StoreError>;
 
     /// Adds a new session with the bytes of its bindings (kept until it ends).
     fn put_session(&self, session: &SessionRecord, bindings: &[(String, Vec<u8>)]) -> Result<(), StoreError>;
@@ -495,8 +499,11 @@ impl Store {
         let written_ms = started.elapsed().as_millis() as u64;
         let hash = hasher.finalize().to_hex().to_string();
         let id = archive_id(&hash);
-        if let Some(existing) = self.index.archive(&id)? {
-            return Ok(Ingested { archive: existing, created: false });
+        {
+            let _guard = self.commit_lock.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(archive) = self.join(&id, name)? {
+                return Ok(Ingested { archive, created: false });
+            }
         }
         // The disk flushes while the archive is validated.
         let syncing = temp.as_file().try_clone().map_err(io_err("opening the upload's temporary file again"))?;
@@ -524,15 +531,27 @@ impl Store {
             kernels,
             regions,
             uploaded_at: now_rfc3339(),
+            aliases: Vec::new(),
+            alias_added: None,
             note: None,
         };
         let _guard = self.commit_lock.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(existing) = self.index.archive(&archive.id)? {
+        if let Some(existing) = self.join(&archive.id, name)? {
             return Ok(Ingested { archive: existing, created: false });
         }
         self.blobs.commit(temp, &hash, stream)?;
         self.index.put_archive(&archive)?;
         Ok(Ingested { archive, created: true })
+    }
+
+    /// Where archive `id` is stored already, an upload of the same bytes joins it: its name is
+    /// kept as an alias (unless already one of its names) and the archive is answered, with
+    /// `alias_added` saying so. `None` when there is no such archive. The caller holds the commit
+    /// lock, so that a delete on this host cannot come between.
+    fn join(&self, id: &str, name: &str) -> Result<Option<ArchiveInfo>, StoreError> {
+        let added = self.index.add_alias(id, name)?;
+        let archive = self.index.archive(id)?;
+        Ok(archive.map(|a| ArchiveInfo { alias_added: added.then(|| name.to_string()), ..a }))
     }
 
     /// Imports one archive file (for `--seed`, and converted uploads), deduplicated like an upload;

@@ -22,6 +22,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_init.sql", include_str!("../../migrations/postgres/0001_init.sql")),
     ("0002_session_archive_name.sql", include_str!("../../migrations/postgres/0002_session_archive_name.sql")),
     ("0003_session_determinism.sql", include_str!("../../migrations/postgres/0003_session_determinism.sql")),
+    ("0004_archive_aliases.sql", include_str!("../../migrations/postgres/0004_archive_aliases.sql")),
 ];
 
 /// Connections kept open to the database.
@@ -131,6 +132,36 @@ impl PgIndex {
     }
 }
 
+impl PgIndex {
+    /// `archives` with the other names each was uploaded under, in the order they came.
+    async fn with_aliases(
+        &self,
+        client: &deadpool_postgres::Object,
+        mut archives: Vec<ArchiveInfo>,
+    ) -> Result<Vec<ArchiveInfo>, StoreError> {
+        if archives.is_empty() {
+            return Ok(archives);
+        }
+        // One archive's aliases alone when one is asked for; every alias for a listing.
+        let only = (archives.len() == 1).then(|| archives[0].id.clone());
+        let rows = client
+            .query(
+                "SELECT archive, name FROM archive_aliases WHERE $1::TEXT IS NULL OR archive = $1 ORDER BY n",
+                &[&only],
+            )
+            .await
+            .map_err(|e| self.db(e))?;
+        let mut by_id: std::collections::HashMap<String, Vec<String>> = Default::default();
+        for row in &rows {
+            by_id.entry(row.get(0)).or_default().push(row.get(1));
+        }
+        for a in &mut archives {
+            a.aliases = by_id.remove(&a.id).unwrap_or_default();
+        }
+        Ok(archives)
+    }
+}
+
 /// A pool error's cause, without the pool's own wording around it.
 fn pool_error(e: &deadpool_postgres::PoolError) -> String {
     match e {
@@ -154,6 +185,8 @@ fn archive_row(r: &Row) -> ArchiveInfo {
         kernels: r.get::<_, i64>(5) as u64,
         regions: r.get::<_, i64>(6) as u64,
         uploaded_at: r.get(7),
+        aliases: Vec::new(),
+        alias_added: None,
         note: None,
     }
 }
@@ -233,7 +266,8 @@ impl Index for PgIndex {
                 .query_opt(&format!("SELECT {ARCHIVE_COLUMNS} FROM archives WHERE id = $1"), &[&id])
                 .await
                 .map_err(|e| self.db(e))?;
-            Ok(row.as_ref().map(archive_row))
+            let found = row.as_ref().map(archive_row).into_iter().collect();
+            Ok(self.with_aliases(&client, found).await?.pop())
         })
     }
 
@@ -244,18 +278,45 @@ impl Index for PgIndex {
                 .query(&format!("SELECT {ARCHIVE_COLUMNS} FROM archives ORDER BY n DESC"), &[])
                 .await
                 .map_err(|e| self.db(e))?;
-            Ok(rows.iter().map(archive_row).collect())
+            self.with_aliases(&client, rows.iter().map(archive_row).collect()).await
+        })
+    }
+
+    fn add_alias(&self, id: &str, name: &str) -> Result<bool, StoreError> {
+        self.block_on(async {
+            let client = self.client().await?;
+            // The foreign key refuses an alias of an archive deleted meanwhile by another replica;
+            // the condition leaves out one deleted before.
+            let n = client
+                .execute(
+                    "INSERT INTO archive_aliases (archive, name) SELECT $1::TEXT, $2::TEXT \
+                     WHERE EXISTS (SELECT 1 FROM archives WHERE id = $1 AND name <> $2) ON CONFLICT DO NOTHING",
+                    &[&id, &name],
+                )
+                .await
+                .map_err(|e| self.db(e))?;
+            Ok(n == 1)
         })
     }
 
     fn remove_archive(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError> {
         self.block_on(async {
-            let client = self.client().await?;
-            let row = client
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(|e| self.db(e))?;
+            let aliases: Vec<String> = tx
+                .query("SELECT name FROM archive_aliases WHERE archive = $1 ORDER BY n", &[&id])
+                .await
+                .map_err(|e| self.db(e))?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            // Its aliases go with it (ON DELETE CASCADE).
+            let row = tx
                 .query_opt(&format!("DELETE FROM archives WHERE id = $1 RETURNING {ARCHIVE_COLUMNS}"), &[&id])
                 .await
                 .map_err(|e| self.db(e))?;
-            Ok(row.as_ref().map(archive_row))
+            tx.commit().await.map_err(|e| self.db(e))?;
+            Ok(row.as_ref().map(|r| ArchiveInfo { aliases, ..archive_row(r) }))
         })
     }
 

@@ -64,6 +64,13 @@ const MIGRATIONS: &[&str] = &[
     // Whole replays a session makes and judges together, so that one read back says how it was
     // checked.
     "ALTER TABLE sessions ADD COLUMN determinism INTEGER;",
+    // The other names an archive's bytes were uploaded under (a duplicate upload keeps its name
+    // here), in the order they came; removed with their archive.
+    "CREATE TABLE archive_aliases (
+        archive TEXT NOT NULL,
+        name TEXT NOT NULL,
+        UNIQUE (archive, name)
+    );",
 ];
 
 /// The index of one machine.
@@ -115,8 +122,31 @@ fn archive_row(r: &Row<'_>) -> rusqlite::Result<ArchiveInfo> {
         kernels: r.get::<_, i64>(5)? as u64,
         regions: r.get::<_, i64>(6)? as u64,
         uploaded_at: r.get(7)?,
+        aliases: Vec::new(),
+        alias_added: None,
         note: None,
     })
+}
+
+/// `archives` with the other names each was uploaded under, in the order they came.
+fn with_aliases(conn: &Connection, mut archives: Vec<ArchiveInfo>) -> Result<Vec<ArchiveInfo>, StoreError> {
+    if archives.is_empty() {
+        return Ok(archives);
+    }
+    // One archive's aliases alone when one is asked for; every alias for a listing.
+    let only = (archives.len() == 1).then(|| archives[0].id.clone());
+    let mut stmt = conn
+        .prepare_cached("SELECT archive, name FROM archive_aliases WHERE ?1 IS NULL OR archive = ?1 ORDER BY rowid")?;
+    let rows = stmt.query_map([only], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+    let mut by_id: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for row in rows {
+        let (archive, name) = row?;
+        by_id.entry(archive).or_default().push(name);
+    }
+    for a in &mut archives {
+        a.aliases = by_id.remove(&a.id).unwrap_or_default();
+    }
+    Ok(archives)
 }
 
 const SESSION_COLUMNS: &str =
@@ -178,27 +208,42 @@ impl Index for SqliteIndex {
     }
 
     fn archive(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError> {
-        Ok(self
-            .conn()
+        let conn = self.conn();
+        let found = conn
             .query_row(&format!("SELECT {ARCHIVE_COLUMNS} FROM archives WHERE id = ?1"), [id], archive_row)
-            .optional()?)
+            .optional()?;
+        Ok(with_aliases(&conn, found.into_iter().collect())?.pop())
     }
 
     fn archives(&self) -> Result<Vec<ArchiveInfo>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!("SELECT {ARCHIVE_COLUMNS} FROM archives ORDER BY rowid DESC"))?;
         let rows = stmt.query_map([], archive_row)?.collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
+        with_aliases(&conn, rows)
+    }
+
+    fn add_alias(&self, id: &str, name: &str) -> Result<bool, StoreError> {
+        // One statement on the one connection: the archive cannot go between the check and the insert.
+        let n = self.conn().execute(
+            "INSERT OR IGNORE INTO archive_aliases (archive, name) SELECT ?1, ?2 \
+             WHERE EXISTS (SELECT 1 FROM archives WHERE id = ?1 AND name <> ?2)",
+            params![id, name],
+        )?;
+        Ok(n == 1)
     }
 
     fn remove_archive(&self, id: &str) -> Result<Option<ArchiveInfo>, StoreError> {
-        let conn = self.conn();
-        let found = conn
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let found = tx
             .query_row(&format!("SELECT {ARCHIVE_COLUMNS} FROM archives WHERE id = ?1"), [id], archive_row)
             .optional()?;
+        let found = with_aliases(&tx, found.into_iter().collect())?.pop();
         if found.is_some() {
-            conn.execute("DELETE FROM archives WHERE id = ?1", [id])?;
+            tx.execute("DELETE FROM archives WHERE id = ?1", [id])?;
+            tx.execute("DELETE FROM archive_aliases WHERE archive = ?1", [id])?;
         }
+        tx.commit()?;
         Ok(found)
     }
 
@@ -337,6 +382,8 @@ mod tests {
             kernels: 0,
             regions: 1,
             uploaded_at: "2026-01-01T00:00:00Z".into(),
+            aliases: Vec::new(),
+            alias_added: None,
             note: None,
         };
         assert!(index.put_archive(&a).unwrap());
@@ -346,5 +393,46 @@ mod tests {
         assert_eq!(index.archives().unwrap(), vec![a]);
         let version: usize = index.conn().pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
         assert_eq!(version, MIGRATIONS.len());
+    }
+
+    #[test]
+    fn aliases_are_kept_in_order_across_a_reopen_and_go_with_their_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.sqlite");
+        let index = SqliteIndex::open(&path).unwrap();
+        let archive = |c: char, name: &str| ArchiveInfo {
+            id: c.to_string().repeat(32),
+            name: name.into(),
+            size: 1,
+            hash: c.to_string().repeat(64),
+            ops: 1,
+            kernels: 0,
+            regions: 1,
+            uploaded_at: "2026-01-01T00:00:00Z".into(),
+            aliases: Vec::new(),
+            alias_added: None,
+            note: None,
+        };
+        let (a, b) = (archive('a', "first"), archive('b', "other"));
+        assert!(index.put_archive(&a).unwrap() && index.put_archive(&b).unwrap());
+        assert!(index.add_alias(&a.id, "second").unwrap());
+        assert!(index.add_alias(&a.id, "third").unwrap());
+        assert!(!index.add_alias(&a.id, "second").unwrap(), "a known alias is not added twice");
+        assert!(!index.add_alias(&a.id, "first").unwrap(), "the archive's own name is no alias");
+        assert!(!index.add_alias(&"c".repeat(32), "x").unwrap(), "no alias without its archive");
+        drop(index);
+
+        let index = SqliteIndex::open(&path).unwrap();
+        let aliases = |index: &SqliteIndex| -> Vec<(String, Vec<String>)> {
+            index.archives().unwrap().into_iter().map(|a| (a.name, a.aliases)).collect()
+        };
+        assert_eq!(
+            aliases(&index),
+            vec![("other".to_string(), vec![]), ("first".to_string(), vec!["second".to_string(), "third".to_string()])]
+        );
+        assert_eq!(index.archive(&a.id).unwrap().unwrap().aliases, ["second", "third"]);
+        assert_eq!(index.remove_archive(&a.id).unwrap().unwrap().aliases, ["second", "third"]);
+        assert!(index.put_archive(&a).unwrap());
+        assert_eq!(index.archive(&a.id).unwrap().unwrap().aliases, Vec::<String>::new(), "removed with the archive");
     }
 }
