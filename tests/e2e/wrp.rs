@@ -1,7 +1,9 @@
 //! NVIDIA Warp captures: the `.wrp` fixtures in `tests/wrp/` (made by Warp 1.19 itself, see
-//! `tests/wrp/generate.py`) read the same as an independent reader reads them, import into
-//! archives that pass their check against Warp's own replay on every CPU engine (and on CUDA where
-//! a GPU is), and what cannot be imported says what and where in one line.
+//! `tests/wrp/generate.py`, and by every older release with APIC capture, in
+//! `tests/wrp/warp-<release>/`, see `tests/wrp/generate_versions.py`) read the same as an
+//! independent reader reads them, import into archives that pass their check against Warp's own
+//! replay on every CPU engine (and on CUDA where a GPU is), and what cannot be imported says what
+//! and where in one line.
 
 use std::path::{Path, PathBuf};
 
@@ -19,11 +21,19 @@ fn fixtures() -> PathBuf {
     repo_root().join("tests/wrp")
 }
 
+/// Every Warp release before 1.19 that saves captures, each with its fixtures in
+/// `tests/wrp/warp-<release>/` (written by `tests/wrp/generate_versions.py` with that release).
+const OLDER_RELEASES: [&str; 6] = ["1.13.0", "1.14.0", "1.15.0", "1.16.0", "1.17.0", "1.18.0"];
+
 /// `--expected NAME=FILE` for every `.out.npy` of a fixture (Warp's replay of the saved file).
 fn expected_args(fixture: &str) -> Vec<String> {
+    expected_args_in(&fixtures(), fixture)
+}
+
+fn expected_args_in(folder: &Path, fixture: &str) -> Vec<String> {
     let base = fixture.trim_end_matches("_cuda_sm90");
     let mut args = Vec::new();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures()).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(folder).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     for f in files {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
@@ -77,6 +87,108 @@ fn every_fixture_imports_and_passes_its_check_on_every_engine() {
     let control = dir.path().join("control_flow.recap").display().to_string();
     let said = ok(&["inspect", &control]);
     assert!(said.contains("wrp_else"), "{said}");
+}
+
+/// The fixtures a release wrote (its manifest's), and what it could not write, with why.
+fn release_fixtures(release: &str) -> (PathBuf, Vec<String>, Value) {
+    let folder = fixtures().join(format!("warp-{release}"));
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["warp_version"], release);
+    let names: Vec<String> = manifest["fixtures"].as_object().unwrap().keys().cloned().collect();
+    (folder, names, manifest["not_written"].clone())
+}
+
+#[test]
+fn every_releases_fixtures_import_and_pass_their_check_on_every_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    for release in OLDER_RELEASES {
+        let (folder, names, _) = release_fixtures(release);
+        // Every release writes at least the one-launch and the particle captures.
+        assert!(names.iter().any(|n| n == "saxpy_1k") && names.iter().any(|n| n == "particles"), "{release}");
+        for fixture in &names {
+            let out = dir.path().join(format!("{release}-{fixture}.recap"));
+            let wrp = folder.join(format!("{fixture}.wrp"));
+            let mut args = vec!["import-wrp".to_string(), wrp.display().to_string()];
+            args.extend(["-o".to_string(), out.display().to_string()]);
+            args.extend(["--ptx-from".to_string(), folder.join("ptx").display().to_string()]);
+            args.extend(expected_args_in(&folder, fixture));
+            let said = ok(&args);
+            assert!(said.contains("NVIDIA Warp ") && said.contains(release), "{release} {fixture}: {said}");
+            let a = out.display().to_string();
+            for engine in ["interp", "jit", "jit-scalar"] {
+                let said = ok(&["replay", &a, "--device", "cpu", "--engine", engine, "--check"]);
+                assert!(said.contains("regions pass"), "{release} {fixture} on {engine}: {said}");
+            }
+        }
+    }
+}
+
+/// A launch's arguments with the bytes its pointers cover zeroed (what the file has there is
+/// stale), and where those pointers lead.
+fn arguments(l: &wrp::Launch) -> Vec<(Vec<u8>, Vec<String>)> {
+    l.params
+        .iter()
+        .map(|p| {
+            let mut bytes = p.value.to_vec();
+            for q in &p.pointers {
+                bytes[q.at as usize..q.at as usize + 8].fill(0);
+            }
+            (bytes, p.pointers.iter().map(|q| format!("{} {:?}", q.at, q.target)).collect())
+        })
+        .collect()
+}
+
+#[test]
+fn every_format_reads_into_the_same_model() {
+    // The same saxpy, saved by every release, reads as the same launch: format 3's argument
+    // records become the bytes and pointers the later formats store.
+    let bytes = std::fs::read(fixtures().join("saxpy_1k.wrp")).unwrap();
+    let latest = wrp::parse(&bytes).unwrap();
+    let OpKind::Launch(want) = &latest.ops[0].kind else { panic!("{:?}", latest.ops[0]) };
+    let mut versions = Vec::new();
+    for release in OLDER_RELEASES {
+        let bytes = std::fs::read(fixtures().join(format!("warp-{release}/saxpy_1k.wrp"))).unwrap();
+        let c = wrp::parse(&bytes).unwrap_or_else(|e| panic!("{release}: {e}"));
+        versions.push(u32::from_le_bytes(bytes[4..8].try_into().unwrap()));
+        assert!(c.producer.contains(release), "{release}: {}", c.producer);
+        assert_eq!((c.device, c.ops.len(), c.regions.len()), (CaptureDevice::Cpu, 1, 2), "{release}");
+        let OpKind::Launch(l) = &c.ops[0].kind else { panic!("{release}: {:?}", c.ops[0]) };
+        assert_eq!((l.kernel_key.as_str(), l.dim, l.ndim, l.shape), ("saxpy", 1024, 1, [1024, 0, 0, 0]), "{release}");
+        assert_eq!(arguments(l), arguments(want), "{release}");
+    }
+    // Each release writes the format recap has it under, and no two releases share one but 1.16 and 1.17.
+    let known: Vec<u32> = wrp::FORMATS.iter().map(|f| f.version).collect();
+    assert_eq!(versions, [3, 10, 14, 15, 15, 16]);
+    assert!(versions.iter().all(|v| known.contains(v)));
+}
+
+#[test]
+fn a_format_no_release_writes_is_refused_in_one_line_naming_those_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.recap").display().to_string();
+    let mut bytes = std::fs::read(fixtures().join("warp-1.18.0/particles.wrp")).unwrap();
+    for version in [17u32, 2, 19, 0x0100_0010] {
+        bytes[4..8].copy_from_slice(&version.to_le_bytes());
+        let path = dir.path().join(format!("v{version}.wrp"));
+        std::fs::write(&path, &bytes).unwrap();
+        let err = one_line_error(&["import-wrp", &path.display().to_string(), "-o", &out]);
+        assert!(
+            err.contains(&format!("APIC format version {version},"))
+                && err.contains("3 (Warp 1.13)")
+                && err.contains("15 (Warp 1.16 or 1.17)")
+                && err.contains("18 (Warp 1.19)")
+                && err.contains(&format!("v{version}.wrp")),
+            "{err}"
+        );
+    }
+    // A known version on a file of another: the metadata disagrees, and says so.
+    bytes[4..8].copy_from_slice(&18u32.to_le_bytes());
+    let path = dir.path().join("v18.wrp");
+    std::fs::write(&path, &bytes).unwrap();
+    let err = one_line_error(&["import-wrp", &path.display().to_string(), "-o", &out]);
+    assert!(err.contains("the metadata says version 16, the header 18"), "{err}");
+    assert!(!Path::new(&out).exists(), "nothing written");
 }
 
 /// The op tree as (name, kernel key or "") pairs, depth first.

@@ -4,6 +4,14 @@
 Requires ``pip install warp-lang==1.19.0`` (CPU capture + NVRTC PTX generation work without a GPU).
 Run from anywhere:  python3 tests/wrp/generate.py
 
+``generate.py --out DIR`` run with an older release's Python writes that release's captures into DIR
+(saxpy_1k, multi_ops, plain_ops, particles, control_flow; sm_90 PTX only; no golden JSON, as
+wrp_dump.py reads format 18 only). generate_versions.py does so for every release from 1.13.0, each in
+its own virtual environment. What a release cannot write is listed under "not_written" in DIR's
+manifest.json, and where Warp's own replay of a saved file differs from the numpy reference (Warp 1.13
+does not record fill_), "warp_replay_differs_from_numpy" says which outputs: the .out.npy files are
+always Warp's replay of the saved file.
+
 For every fixture NAME it writes, next to this script:
   NAME.wrp + NAME_modules/      Warp's own capture_save() output (device "cpu", target_arch 0,
                                 modules are host ELF .o files made by Warp's LLVM backend)
@@ -35,10 +43,18 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 import wrp_dump  # noqa: E402
 
-PTX_ARCHS = [75, 90]
+# Where this run writes (``--out DIR``): the Warp 1.19 fixtures live in tests/wrp/ itself, every older
+# release's in tests/wrp/warp-<version>/ (generate_versions.py runs this script once per release).
+OUT = HERE
+if sys.argv[1:2] == ["--out"]:
+    OUT = os.path.abspath(sys.argv[2])
+    del sys.argv[1:3]
+    os.makedirs(OUT, exist_ok=True)
+# The 1.19 fixtures carry sm_75 and sm_90 PTX; older releases' only sm_90, which keeps them small.
+PTX_ARCHS = [75, 90] if OUT == HERE else [90]
 DEV = "cpu"
 # Fixtures that are ALSO written as a synthetic CUDA-flavoured .wrp (see save_as_cuda_ptx()).
-SYNTHETIC_CUDA = ["saxpy_1k", "multi_ops", "particles", "control_flow"]
+SYNTHETIC_CUDA = ["saxpy_1k", "multi_ops", "particles", "control_flow"] if OUT == HERE else []
 SYNTHETIC_ARCH = 90
 
 wp.config.quiet = True
@@ -87,6 +103,25 @@ def struct_kernel(p: Params, pts: wp.array(dtype=wp.vec3), out: wp.array(dtype=w
 def add_kernel(a: wp.array(dtype=float), b: wp.array(dtype=float), c: wp.array(dtype=float)):
     i = wp.tid()
     c[i] = a[i] + b[i]
+
+
+@wp.struct
+class Small:
+    scale: float
+    offset: wp.vec3
+    count: int
+
+
+@wp.kernel(module="wrp_plain")
+def small_struct_kernel(p: Small, pts: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    out[i] = pts[i] * (p.scale * float(i % p.count)) + p.offset
+
+
+@wp.kernel(module="wrp_plain")
+def plain_grid2d(m: wp.array2d(dtype=float), bias: float):
+    i, j = wp.tid()
+    m[i, j] = m[i, j] + float(i) * 10.0 + float(j) + bias
 
 
 @wp.kernel(module="wrp_particles")
@@ -153,6 +188,10 @@ def sq_loss(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
 
 
 FIXTURES = {}
+# What this script writes with Warp 1.19 into tests/wrp/ itself.
+LATEST_RELEASE = ["saxpy_1k", "multi_ops", "particles", "control_flow", "library_ops", "backward"]
+# What generate_versions.py writes with each release before 1.19 (Warp's library routines are not imported).
+OLDER_RELEASES = ["saxpy_1k", "multi_ops", "plain_ops", "particles", "control_flow"]
 
 
 def fixture(fn):
@@ -239,6 +278,51 @@ def multi_ops():
         modules=["wrp_multi_a", "wrp_multi_b"],
         notes="two modules; 1-D and 2-D launches, struct-by-value param with nested array, full/partial copies, "
               "memset, memtile (4/12-byte values)",
+    )
+
+
+@fixture
+def plain_ops():
+    n = 32
+    rng = np.random.default_rng(3)
+    a = wp.array(rng.standard_normal(n).astype(np.float32), dtype=float, device=DEV)
+    b = wp.zeros(n, dtype=float, device=DEV)
+    c = wp.array(np.full(2 * n, -1.0, dtype=np.float32), dtype=float, device=DEV)
+    m = wp.array(rng.standard_normal((4, 8)).astype(np.float32), dtype=float, device=DEV)
+    pts = wp.array(rng.standard_normal((16, 3)).astype(np.float32), dtype=wp.vec3, device=DEV)
+    vout = wp.zeros(16, dtype=wp.vec3, device=DEV)
+    ints = wp.array(np.arange(8, dtype=np.int32), dtype=wp.int32, device=DEV)
+    p = Small()
+    p.scale = 2.0
+    p.offset = wp.vec3(1.0, 2.0, 3.0)
+    p.count = 3
+    init = {k: v.numpy().copy() for k, v in dict(a=a, m=m, pts=pts).items()}
+    wp.load_module(wp.get_module("wrp_plain"), device=DEV)
+    with wp.ScopedCapture(device=DEV, apic=True) as cap:
+        wp.copy(b, a)  # full copy
+        wp.copy(c, a, dest_offset=n, src_offset=4, count=8)  # partial copy with offsets
+        a.zero_()  # memset 0
+        b.fill_(1.5)  # a 4-byte fill
+        vout.fill_(wp.vec3(9.0, 8.0, 7.0))  # a 12-byte fill
+        ints.fill_(7)
+        wp.launch(plain_grid2d, dim=(4, 8), inputs=[m, 0.25], device=DEV)  # 2-D launch
+        wp.launch(small_struct_kernel, dim=12, inputs=[p, pts, vout], device=DEV)  # struct by value, partial dim
+    rc = np.full(2 * n, -1.0, dtype=np.float32)
+    rc[n : n + 8] = init["a"][4:12]
+    ii, jj = np.meshgrid(np.arange(4), np.arange(8), indexing="ij")
+    rm = init["m"] + ii.astype(np.float32) * 10.0 + jj.astype(np.float32) + np.float32(0.25)
+    rv = np.tile(np.array([9.0, 8.0, 7.0], dtype=np.float32), (16, 1))
+    for i in range(12):
+        rv[i] = init["pts"][i] * (np.float32(2.0) * np.float32(i % 3)) + np.array([1, 2, 3], dtype=np.float32)
+    return dict(
+        graph=cap.graph,
+        inputs={"a": a, "m": m, "pts": pts},
+        outputs={"b": b, "c": c, "m_out": m, "vout": vout, "ints": ints},
+        reference={"a": np.zeros(n, np.float32), "b": np.full(n, 1.5, np.float32), "c": rc, "m": rm, "m_out": rm,
+                   "pts": init["pts"], "vout": rv, "ints": np.full(8, 7, dtype=np.int32)},
+        modules=["wrp_plain"],
+        notes="full/partial copies, memset, fills of 4 and 12 bytes, a 2-D launch, a struct of scalars by value",
+        tolerance=1e-5,
     )
 
 
@@ -407,7 +491,7 @@ def run_fixture(name, fn, manifest):
     # Snapshot "in" contents now: capture_save() snapshots current host memory, and nothing has run yet
     # (CPU capture records without executing).
     before = {k: a.numpy().copy() for k, a in named.items()}
-    base = os.path.join(HERE, name)
+    base = os.path.join(OUT, name)
     shutil.rmtree(base + "_modules", ignore_errors=True)
     wp.capture_save(g, base, inputs=inputs, outputs=outputs)
 
@@ -426,11 +510,17 @@ def run_fixture(name, fn, manifest):
 
     tol = spec.get("tolerance", 1e-6)
     checks = []
+    differs = {}
     for k in named:
         if not np.array_equal(live[k], loaded[k]):
             raise AssertionError(f"{name}:{k}: live replay and loaded-file replay differ")
         ref = spec["reference"].get(k)
         if ref is not None:
+            if OUT != HERE and not np.allclose(loaded[k].reshape(ref.shape), ref, rtol=tol, atol=tol):
+                # An older release that does not capture something (Warp 1.13 and fill_) replays
+                # without it: its own replay is what the expected states are, and the manifest says so.
+                differs[k] = "Warp's replay of the saved file differs from the numpy reference"
+                continue
             np.testing.assert_allclose(loaded[k].reshape(ref.shape), ref, rtol=tol, atol=tol, err_msg=f"{name}:{k}")
             checks.append(k)
     if name == "library_ops":  # sorted keys/values live in the first n slots of the 2n scratch buffers
@@ -449,11 +539,6 @@ def run_fixture(name, fn, manifest):
         params[k] = {"dtype": str(before[k].dtype), "shape": list(before[k].shape),
                      "warp_dtype": wp._src.types.type_repr(a.dtype), "role": "input" if k in inputs else "output"}
 
-    dump = wrp_dump.parse_wrp(base + ".wrp")
-    with open(base + ".expected.json", "w") as f:
-        json.dump(dump, f, indent=1)
-    files.append(name + ".expected.json")
-
     def count_ops(ops, acc):
         for o in ops:
             acc[o["op"]] = acc.get(o["op"], 0) + 1
@@ -461,7 +546,7 @@ def run_fixture(name, fn, manifest):
             count_ops(o.get("branch_b", []), acc)
         return acc
 
-    manifest["fixtures"][name] = {
+    entry = {
         "notes": spec["notes"],
         "files": files,
         "params": params,
@@ -469,10 +554,25 @@ def run_fixture(name, fn, manifest):
         "checked_against_numpy": checks,
         "tolerance": tol,
         "warp_modules": spec["modules"],
-        "top_level_ops": dump["operation_count"],
-        "op_histogram_including_nested": count_ops(dump["operations"], {}),
     }
+    if differs:
+        entry["warp_replay_differs_from_numpy"] = differs
+    # The independent reader (wrp_dump.py) reads format 18, what Warp 1.19 writes.
+    if wrp_version(base + ".wrp") == 18:
+        dump = wrp_dump.parse_wrp(base + ".wrp")
+        with open(base + ".expected.json", "w") as f:
+            json.dump(dump, f, indent=1)
+        files.append(name + ".expected.json")
+        entry["top_level_ops"] = dump["operation_count"]
+        entry["op_histogram_including_nested"] = count_ops(dump["operations"], {})
+    manifest["fixtures"][name] = entry
     return spec["modules"]
+
+
+def wrp_version(path):
+    """The APIC format version in a .wrp's header (the word after the magic)."""
+    with open(path, "rb") as f:
+        return int.from_bytes(f.read(8)[4:8], "little")
 
 
 def save_as_cuda_ptx(name, fn, manifest):
@@ -493,11 +593,11 @@ def save_as_cuda_ptx(name, fn, manifest):
     g = spec["graph"]
     cap, state = g._apic_capture, g.apic_state
     out_name = f"{name}_cuda_sm{SYNTHETIC_ARCH}"
-    base = os.path.join(HERE, out_name)
+    base = os.path.join(OUT, out_name)
     mod_dir = base + "_modules"
     shutil.rmtree(mod_dir, ignore_errors=True)
     os.makedirs(mod_dir)
-    ptx_dir = os.path.join(HERE, "ptx")
+    ptx_dir = os.path.join(OUT, "ptx")
     smem = {}
     for module_hash, info in cap.collected_modules.items():
         mod = wp.get_module(info["module_name"])
@@ -540,14 +640,21 @@ def save_as_cuda_ptx(name, fn, manifest):
 
 
 def build_ptx(module_names, manifest):
-    ptx_dir = os.path.join(HERE, "ptx")
+    ptx_dir = os.path.join(OUT, "ptx")
     os.makedirs(ptx_dir, exist_ok=True)
     info = {}
     for mod_name in module_names:
         mod = wp.get_module(mod_name)
+        before = set(os.listdir(ptx_dir))
         paths = wp.compile_aot_module(mod, arch=PTX_ARCHS, module_dir=ptx_dir, use_ptx=True)
         cuda_hash = mod.get_module_hash(mod.options["block_dim"]).hex()
+        if paths is None:  # Warp 1.13 and 1.14 return nothing: the new files are the module's
+            paths = sorted(f for f in set(os.listdir(ptx_dir)) - before if f.endswith(".ptx"))
         ptx_files = [os.path.basename(str(p)) for p in paths]
+        if OUT != HERE:  # the generated CUDA source is not read by the tests; it doubles a folder's size
+            for f in os.listdir(ptx_dir):
+                if f.endswith(".cu"):
+                    os.remove(os.path.join(ptx_dir, f))
         entries = {}
         for kernel in mod.kernels.values():
             mangled = kernel.get_mangled_name()
@@ -565,32 +672,77 @@ def build_ptx(module_names, manifest):
             "cuda_module_hash": cuda_hash,
             "cuda_block_dim": mod.options["block_dim"],
             "files": [f"ptx/{p}" for p in ptx_files],
-            "source": f"ptx/{os.path.basename(str(paths[0])).split('.')[0]}.cu",
+            "source": f"ptx/{os.path.basename(str(paths[0])).split('.')[0]}.cu" if OUT == HERE else None,
             "kernels": entries,
         }
     manifest["ptx"] = info
 
 
 def main():
+    if sys.argv[1:2] == ["--one"]:
+        # One fixture for an older release (see below); the parent gathers the manifest.
+        name = sys.argv[2]
+        manifest = {"fixtures": {}}
+        try:
+            modules = run_fixture(name, FIXTURES[name], manifest)
+        except Exception as e:  # noqa: BLE001 (what the release refused, in one line for the manifest)
+            print(f"{type(e).__name__}: {' '.join(str(e).split())[:300]}", file=sys.stderr)
+            sys.exit(1)
+        with open(os.path.join(OUT, f".{name}.json"), "w") as f:
+            json.dump({"entry": manifest["fixtures"][name], "modules": modules}, f)
+        return
     # start clean (only files this script makes)
-    for f in os.listdir(HERE):
-        p = os.path.join(HERE, f)
+    for f in os.listdir(OUT):
+        p = os.path.join(OUT, f)
         if f.endswith((".wrp", ".npy", ".expected.json")) or f.endswith("_modules") or f in ("ptx", "manifest.json"):
             shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
 
     manifest = {
         "warp_version": wp.__version__,
-        "apic_format_version": 18,
+        "apic_format_version": None,
         "device": "cpu",
         "ptx_archs": [f"sm_{a}" for a in PTX_ARCHS],
         "fixtures": {},
     }
     mods = []
-    only = sys.argv[1:]
+    only = sys.argv[1:] or (LATEST_RELEASE if OUT == HERE else OLDER_RELEASES)
+    manifest["not_written"] = {}
     for name, fn in FIXTURES.items():
-        if only and name not in only:
+        if name not in only:
             continue
-        mods += run_fixture(name, fn, manifest)
+        if OUT != HERE:
+            # An older release may refuse what a fixture uses, or crash on it: each fixture is written
+            # by a process of its own, what went wrong is kept in the manifest, and the fixture is left
+            # out for that release.
+            import subprocess
+
+            said = os.path.join(OUT, f".{name}.json")
+            try:
+                done = subprocess.run([sys.executable, __file__, "--out", OUT, "--one", name], capture_output=True,
+                                      text=True, timeout=120)
+            except subprocess.TimeoutExpired:
+                # Warp 1.13 has no IF/WHILE records: its CPU capture_while runs the body without end.
+                done = subprocess.CompletedProcess([], 1, "", "Warp did not finish the capture in 120 s")
+            if done.returncode != 0 or not os.path.exists(said):
+                lines = [x for x in done.stderr.splitlines() if x.strip() and "CUDA warning" not in x]
+                why = lines[-1] if lines else f"Warp's process ended with status {done.returncode}"
+                if done.returncode < 0:
+                    why = f"Warp's process was killed by signal {-done.returncode}"
+                manifest["not_written"][name] = why
+                for f in os.listdir(OUT):
+                    if f.startswith(name + ".") or f == name + "_modules":
+                        p = os.path.join(OUT, f)
+                        shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+                print(f"not written {name}: {why}")
+                continue
+            with open(said) as f:
+                got = json.load(f)
+            os.remove(said)
+            manifest["fixtures"][name] = got["entry"]
+            mods += got["modules"]
+        else:
+            mods += run_fixture(name, fn, manifest)
+        manifest["apic_format_version"] = wrp_version(os.path.join(OUT, name + ".wrp"))
         print(f"ok {name}")
     # Map each fixture module's CPU hash (in the .wrp) to the CUDA variant hash (in ptx/ file names).
     build_ptx(mods, manifest)
@@ -599,8 +751,8 @@ def main():
         if name in manifest["fixtures"]:
             save_as_cuda_ptx(name, FIXTURES[name], manifest)
             print(f"ok {name} (synthetic CUDA sm{SYNTHETIC_ARCH})")
-    for name in manifest["fixtures"]:
-        d = json.load(open(os.path.join(HERE, name + ".expected.json")))
+    for name in manifest["fixtures"] if OUT == HERE else []:
+        d = json.load(open(os.path.join(OUT, name + ".expected.json")))
         manifest["fixtures"][name]["wrp_modules"] = [
             {"module_name": m["module_name"], "cpu_module_hash": m["module_hash"], "binary_filename": m["binary_filename"],
              "ptx": manifest["ptx"].get(m["module_name"], {}).get("files", [])}
@@ -612,16 +764,16 @@ def main():
             mod = next(m for m in d["metadata"]["modules"] if m["module_hash"] == k["module_hash"])
             entry = k["forward_name"].replace("_cpu_forward", "_cuda_kernel_forward")
             for p in manifest["ptx"][mod["module_name"]]["files"]:
-                with open(os.path.join(HERE, p), "rb") as f:
+                with open(os.path.join(OUT, p), "rb") as f:
                     if (".entry " + entry + "(").encode() not in f.read():
                         raise AssertionError(f"{p} lacks {entry}")
             entries[k["kernel_key"]] = {"forward_name": k["forward_name"], "ptx_forward_entry": entry,
                                         "ptx_backward_entry": entry.replace("_forward", "_backward")}
         manifest["fixtures"][name]["ptx_entries"] = entries
-    with open(os.path.join(HERE, "manifest.json"), "w") as f:
+    with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     total = 0
-    for root, _dirs, files in os.walk(HERE):
+    for root, _dirs, files in os.walk(OUT):
         for f in files:
             total += os.path.getsize(os.path.join(root, f))
     print(f"total size of tests/wrp: {total} bytes")

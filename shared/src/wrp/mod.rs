@@ -1,5 +1,6 @@
-//! NVIDIA Warp's graph captures (`wp.capture_save`: a `.wrp` file, format "APIC" version 18, written
-//! by Warp 1.19), read into plain data.
+//! NVIDIA Warp's graph captures (`wp.capture_save`: a `.wrp` file, format "APIC", in every version a
+//! Warp release has written: 3 from Warp 1.13 to 18 from Warp 1.19, see `formats.rs`), read into
+//! plain data.
 //!
 //! The key idea: a `.wrp` is a list of memory regions with their contents and a stream of ops over
 //! (region, byte offset) pairs, which is what a recap archive is too; what it does not hold is the
@@ -11,11 +12,15 @@
 //! little-endian and every record is packed. Nothing here trusts a count or a size from the file:
 //! a record is read only when the bytes are there, and nesting of IF/WHILE bodies is bounded.
 
+mod formats;
+mod launch;
 mod parse;
 
+pub use formats::{Format, UnknownFormat, FORMATS};
 pub use parse::parse;
 
-/// The format version this reader knows (Warp 1.19 writes and reads exactly this one).
+/// The newest format version this reader knows (Warp 1.19 writes and reads exactly this one);
+/// [`FORMATS`] lists every one it reads.
 pub const FORMAT_VERSION: u32 = 18;
 
 /// IF/WHILE bodies nest at most this deep: a recap archive's bound (Warp's own is 1024), so a capture
@@ -44,7 +49,8 @@ pub enum CaptureDevice {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Capture<'a> {
     pub device: CaptureDevice,
-    /// The Warp version that wrote it (`1.19.0`).
+    /// The Warp version that wrote it (`1.19.0`); before format 18, which does not say, the
+    /// releases that write its format (`1.16.0 or 1.17.0`).
     pub producer: String,
     pub modules: Vec<WrpModule>,
     pub kernels: Vec<Kernel>,
@@ -56,6 +62,20 @@ pub struct Capture<'a> {
     pub handle_locations: u32,
     pub regions: Vec<Region<'a>>,
     pub ops: Vec<WrpOp<'a>>,
+    /// How the kernels of the release that wrote it take their launch bounds.
+    pub bounds: BoundsLayout,
+}
+
+/// The layout of Warp's `launch_bounds_t`, every kernel's first argument, which changed with the
+/// release (and so with the format: a capture's PTX comes from the same release).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoundsLayout {
+    /// Warp 1.13 (format 3): the shape as four `i32`s, `ndim` as an `i32`, then the thread count
+    /// as a `u64` at byte 24: 32 bytes whatever the launch's dimensions.
+    Fixed,
+    /// Warp 1.14 on: `launch_bounds_t<ndim>`: `ndim` extents as 32-bit words, then the thread
+    /// count and the coordinate multiplier as `u64`s at 8-byte alignment.
+    PerRank,
 }
 
 /// A compiled Warp module.
@@ -191,7 +211,8 @@ pub struct Launch<'a> {
 /// One kernel argument: its bytes as the kernel takes them, with the pointers inside them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param<'a> {
-    pub value: &'a [u8],
+    /// Borrowed from the file, except format 3's arrays, whose `array_t` the reader builds.
+    pub value: std::borrow::Cow<'a, [u8]>,
     /// The C alignment of the argument's type.
     pub align: u32,
     pub pointers: Vec<Pointer>,

@@ -1,8 +1,10 @@
-//! The reader: header, section table, then the metadata, memory and operations sections.
+//! The reader: header, section table, then the metadata, memory and operations sections, in
+//! whichever format version the file says (`formats.rs` has what differs).
 
+use super::formats::{Format, LaunchLayout};
+use super::launch::launch;
 use super::{
-    opcode_name, Capture, CaptureDevice, Kernel, Launch, OpKind, Param, Pointer, PointerTarget, Region, WrpError,
-    WrpModule, WrpOp, FORMAT_VERSION, MAX_NESTING,
+    opcode_name, BoundsLayout, Capture, CaptureDevice, Kernel, OpKind, Region, WrpError, WrpModule, WrpOp, MAX_NESTING,
 };
 
 const MAGIC: &[u8; 4] = b"WRP1";
@@ -11,12 +13,13 @@ const SECTION_ENTRY_BYTES: usize = 32;
 const MAX_SECTIONS: u32 = 64;
 
 /// Bytes of a packed record, header included.
-const LAUNCH_RECORD: usize = 80;
 const COND_RECORD: usize = 40;
+/// Format 3's launch record before its strings (the later layouts say theirs in [`LaunchLayout`]).
+const ARGUMENT_RECORDS_LAUNCH: usize = 72;
 
 /// A cursor over part of the file that knows where that part starts, so every error names a byte
 /// offset in the file.
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
     /// Offset of `bytes[0]` in the file.
@@ -24,23 +27,23 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], base: u64) -> Self {
+    pub(super) fn new(bytes: &'a [u8], base: u64) -> Self {
         Reader { bytes, pos: 0, base }
     }
 
-    fn at(&self) -> u64 {
+    pub(super) fn at(&self) -> u64 {
         self.base + self.pos as u64
     }
 
-    fn error<T>(&self, what: impl Into<String>) -> Result<T, WrpError> {
+    pub(super) fn error<T>(&self, what: impl Into<String>) -> Result<T, WrpError> {
         Err(WrpError { offset: self.at(), what: what.into() })
     }
 
-    fn remaining(&self) -> usize {
+    pub(super) fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
     }
 
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], WrpError> {
+    pub(super) fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], WrpError> {
         if n > self.remaining() {
             return self.error(format!("{what} needs {n} bytes but only {} are left", self.remaining()));
         }
@@ -53,23 +56,23 @@ impl<'a> Reader<'a> {
         Ok(self.take(N, what)?.try_into().expect("N bytes"))
     }
 
-    fn u8(&mut self, what: &str) -> Result<u8, WrpError> {
+    pub(super) fn u8(&mut self, what: &str) -> Result<u8, WrpError> {
         Ok(self.array::<1>(what)?[0])
     }
-    fn u16(&mut self, what: &str) -> Result<u16, WrpError> {
+    pub(super) fn u16(&mut self, what: &str) -> Result<u16, WrpError> {
         Ok(u16::from_le_bytes(self.array(what)?))
     }
-    fn u32(&mut self, what: &str) -> Result<u32, WrpError> {
+    pub(super) fn u32(&mut self, what: &str) -> Result<u32, WrpError> {
         Ok(u32::from_le_bytes(self.array(what)?))
     }
-    fn i32(&mut self, what: &str) -> Result<i32, WrpError> {
+    pub(super) fn i32(&mut self, what: &str) -> Result<i32, WrpError> {
         Ok(i32::from_le_bytes(self.array(what)?))
     }
-    fn u64(&mut self, what: &str) -> Result<u64, WrpError> {
+    pub(super) fn u64(&mut self, what: &str) -> Result<u64, WrpError> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
 
-    fn utf8(&self, bytes: &[u8], what: &str) -> Result<String, WrpError> {
+    pub(super) fn utf8(&self, bytes: &[u8], what: &str) -> Result<String, WrpError> {
         match std::str::from_utf8(bytes) {
             Ok(s) => Ok(s.to_string()),
             Err(_) => self.error(format!("{what} is not UTF-8")),
@@ -83,7 +86,7 @@ impl<'a> Reader<'a> {
         self.utf8(bytes, what)
     }
 
-    fn skip(&mut self, n: usize, what: &str) -> Result<(), WrpError> {
+    pub(super) fn skip(&mut self, n: usize, what: &str) -> Result<(), WrpError> {
         self.take(n, what).map(|_| ())
     }
 }
@@ -105,15 +108,7 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
         return r.error(format!("the file header needs {HEADER_BYTES} bytes but the file has {}", bytes.len()));
     }
     let version = r.u32("the format version")?;
-    if version != FORMAT_VERSION {
-        return Err(WrpError {
-            offset: 4,
-            what: format!(
-                "APIC format version {version}: this reader knows version {FORMAT_VERSION} (Warp 1.19); \
-                 save the capture again with Warp 1.19"
-            ),
-        });
-    }
+    let format = Format::of(version).map_err(|e| WrpError { offset: 4, what: e.to_string() })?;
     let _flags = r.u32("the header flags")?;
     let sections = r.u32("the section count")?;
     if sections == 0 || sections > MAX_SECTIONS {
@@ -162,7 +157,7 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
         if uncompressed != size {
             return Err(WrpError {
                 offset: entry,
-                what: format!("the {name} section is compressed, which format {FORMAT_VERSION} never is"),
+                what: format!("the {name} section is compressed, which format {version} never is"),
             });
         }
         if offset.checked_add(size).is_none_or(|end| end > bytes.len() as u64) {
@@ -195,7 +190,7 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
     if meta_version != version {
         return meta.error(format!("the metadata says version {meta_version}, the header {version}"));
     }
-    let producer = meta.string("the producer version")?;
+    let producer = if format.rich_metadata() { meta.string("the producer version")? } else { format.producer() };
     let meta_arch = meta.u32("the metadata's target architecture")?;
     if meta_arch != target_arch {
         return meta.error(format!("the metadata says target architecture {meta_arch}, the header {target_arch}"));
@@ -211,12 +206,15 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
         let name = meta.string("a module's name")?;
         let binary_filename = meta.string("a module's file name")?;
         let arch = meta.u32("a module's target architecture")?;
-        let _digest = meta.string("a module's digest")?;
-        let source_filename = meta.string("a module's source file name")?;
-        let _source_digest = meta.string("a module's source digest")?;
-        let _kind = meta.u8("a module's binary kind")?;
-        let _fallback = meta.u8("a module's fallback reason")?;
-        meta.skip(16, "a module's compile recipe")?;
+        let mut source_filename = String::new();
+        if format.rich_metadata() {
+            let _digest = meta.string("a module's digest")?;
+            source_filename = meta.string("a module's source file name")?;
+            let _source_digest = meta.string("a module's source digest")?;
+            let _kind = meta.u8("a module's binary kind")?;
+            let _fallback = meta.u8("a module's fallback reason")?;
+            meta.skip(16, "a module's compile recipe")?;
+        }
         modules.push(WrpModule { hash, name, binary_filename, target_arch: arch, source_filename });
     }
     let mut kernels = Vec::new();
@@ -241,7 +239,7 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
         meta.skip(32, "a mesh record")?;
     }
     for _ in 0..handle_locations {
-        meta.skip(28, "a handle location record")?;
+        meta.skip(if format.rich_metadata() { 28 } else { 20 }, "a handle location record")?;
     }
     if meta.remaining() != 0 {
         return meta.error(format!("{} bytes after the metadata's last record", meta.remaining()));
@@ -281,9 +279,11 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
 
     // Operations.
     let op_count = operations.u32("the op count")?;
-    let ops = ops(&mut operations, op_count, 0)?;
+    let ops = ops(&mut operations, op_count, 0, format)?;
 
-    Ok(Capture { device, producer, modules, kernels, bindings, meshes, handle_locations, regions, ops })
+    let bounds =
+        if format.launch() == LaunchLayout::ArgumentRecords { BoundsLayout::Fixed } else { BoundsLayout::PerRank };
+    Ok(Capture { device, producer, modules, kernels, bindings, meshes, handle_locations, regions, ops, bounds })
 }
 
 /// The error of bodies nested past [`MAX_NESTING`].
@@ -292,7 +292,7 @@ fn too_deep() -> String {
 }
 
 /// `count` ops from `r`, which must hold exactly them.
-fn ops<'a>(r: &mut Reader<'a>, count: u32, depth: usize) -> Result<Vec<WrpOp<'a>>, WrpError> {
+fn ops<'a>(r: &mut Reader<'a>, count: u32, depth: usize, format: Format) -> Result<Vec<WrpOp<'a>>, WrpError> {
     if depth > MAX_NESTING {
         return r.error(too_deep());
     }
@@ -309,7 +309,7 @@ fn ops<'a>(r: &mut Reader<'a>, count: u32, depth: usize) -> Result<Vec<WrpOp<'a>
         }
         let body = r.take(total - 8, &format!("op {index} ({})", opcode_name(opcode)))?;
         let mut rec = Reader::new(body, start + 8);
-        let kind = op(&mut rec, opcode, depth).map_err(|e| match depth > 0 && e.what == too_deep() {
+        let kind = op(&mut rec, opcode, depth, format).map_err(|e| match depth > 0 && e.what == too_deep() {
             // Only the outermost op names itself: one prefix per level would make the message
             // as long as the nesting is deep.
             true => e,
@@ -323,10 +323,16 @@ fn ops<'a>(r: &mut Reader<'a>, count: u32, depth: usize) -> Result<Vec<WrpOp<'a>
     Ok(out)
 }
 
-/// The fixed size of an op's record (header included), by type.
-fn fixed_size(opcode: u32) -> Option<usize> {
+/// The fixed size of an op's record (header included), by type, in `format`.
+fn fixed_size(opcode: u32, format: Format) -> Option<usize> {
+    if !format.has_op(opcode) {
+        return None;
+    }
     Some(match opcode {
-        1 => LAUNCH_RECORD,
+        1 => match format.launch() {
+            LaunchLayout::ArgumentRecords => ARGUMENT_RECORDS_LAUNCH,
+            LaunchLayout::Blobs { fixed } => fixed,
+        },
         2 => 32,
         4 => 40,
         5 => 32,
@@ -345,8 +351,11 @@ fn fixed_size(opcode: u32) -> Option<usize> {
 }
 
 /// One op's record after its 8-byte header.
-fn op<'a>(r: &mut Reader<'a>, opcode: u32, depth: usize) -> Result<OpKind<'a>, WrpError> {
-    let Some(fixed) = fixed_size(opcode) else {
+fn op<'a>(r: &mut Reader<'a>, opcode: u32, depth: usize, format: Format) -> Result<OpKind<'a>, WrpError> {
+    let Some(fixed) = fixed_size(opcode, format) else {
+        if opcode_name(opcode) != "unknown" && opcode != 3 {
+            return r.error(format!("op type {opcode}, which format {} does not have", format.version));
+        }
         return r.error(format!("unknown op type {opcode}"));
     };
     if r.remaining() + 8 < fixed {
@@ -359,7 +368,7 @@ fn op<'a>(r: &mut Reader<'a>, opcode: u32, depth: usize) -> Result<OpKind<'a>, W
         Ok(())
     };
     Ok(match opcode {
-        1 => OpKind::Launch(launch(r)?),
+        1 => OpKind::Launch(launch(r, format)?),
         2 => {
             let dst = r.i32("the destination")?;
             r.skip(4, "padding")?;
@@ -406,10 +415,10 @@ fn op<'a>(r: &mut Reader<'a>, opcode: u32, depth: usize) -> Result<OpKind<'a>, W
             }
             let a_at = r.at();
             let mut a = Reader::new(r.take(a_size, "the first branch")?, a_at);
-            let a_ops = ops(&mut a, a_count, depth + 1)?;
+            let a_ops = ops(&mut a, a_count, depth + 1, format)?;
             let b_at = r.at();
             let mut b = Reader::new(r.take(b_size, "the second branch")?, b_at);
-            let b_ops = ops(&mut b, b_count, depth + 1)?;
+            let b_ops = ops(&mut b, b_count, depth + 1, format)?;
             exact(r)?;
             if opcode == 8 {
                 if !b_ops.is_empty() {
@@ -434,123 +443,6 @@ fn op<'a>(r: &mut Reader<'a>, opcode: u32, depth: usize) -> Result<OpKind<'a>, W
         }
         // Library routines: their record sizes are checked above; their fields are not needed.
         _ => OpKind::Library { opcode },
-    })
-}
-
-fn launch<'a>(r: &mut Reader<'a>) -> Result<Launch<'a>, WrpError> {
-    let mut shape = [0u32; 4];
-    for s in &mut shape {
-        *s = r.u32("the launch shape")?;
-    }
-    let ndim = r.i32("the launch's dimensions")?;
-    if !(1..=4).contains(&ndim) {
-        return r.error(format!("a launch of {ndim} dimensions (1 to 4)"));
-    }
-    let size = r.u64("the launch size")?;
-    let dim = r.u64("the launch's thread count")?;
-    let max_blocks = r.i32("max_blocks")?.max(0) as u32;
-    let block_dim = r.i32("block_dim")?.max(0) as u32;
-    let smem_bytes = r.i32("the shared memory size")?.max(0) as u32;
-    let grid_stride = r.i32("grid_stride")? != 0;
-    let forward = r.u8("is_forward")? != 0;
-    let _cluster = r.u8("cluster_dim")?;
-    r.skip(2, "padding")?;
-    let key_len = r.u16("the kernel key's length")? as usize;
-    let hash_len = r.u16("the module hash's length")? as usize;
-    let param_count = r.u16("the parameter count")? as usize;
-    r.skip(2, "padding")?;
-    let pointer_count = r.u32("the pointer count")? as usize;
-    let value_bytes = r.u32("the argument bytes' size")? as usize;
-    let key = r.take(key_len, "the kernel key")?;
-    let kernel_key = r.utf8(key, "the kernel key")?;
-    let hash = r.take(hash_len, "the module hash")?;
-    let module_hash = r.utf8(hash, "the module hash")?;
-    let binding_count = if forward { param_count } else { param_count * 2 };
-    let mut records = Vec::new();
-    for _ in 0..binding_count {
-        let at = r.at();
-        let index = r.u16("a parameter's index")?;
-        let pointers = r.u16("a parameter's pointer count")? as usize;
-        let offset = r.u32("a parameter's offset")? as usize;
-        let size = r.u32("a parameter's size")? as usize;
-        let align = r.u32("a parameter's alignment")?;
-        records.push((at, index, pointers, offset, size, align));
-    }
-    let mut pointer_records = Vec::new();
-    for _ in 0..pointer_count {
-        let at = r.at();
-        let value_offset = r.u32("a pointer's place")?;
-        let region = r.i32("a pointer's region")?;
-        let region_offset = r.u64("a pointer's offset")?;
-        let kind = r.u8("a pointer's kind")?;
-        r.skip(7, "padding")?;
-        pointer_records.push((at, value_offset, region, region_offset, kind));
-    }
-    let values_at = r.at();
-    let values = r.take(value_bytes, "the argument bytes")?;
-    if r.remaining() != 0 {
-        return r.error(format!("{} bytes after the launch record", r.remaining()));
-    }
-    if records.iter().map(|rec| rec.2).sum::<usize>() != pointer_count {
-        return r
-            .error(format!("the parameters claim a different number of pointers than the {pointer_count} recorded"));
-    }
-    let mut next_pointer = pointer_records.into_iter();
-    let mut params = Vec::new();
-    for (i, (at, index, pointers, offset, size, align)) in records.into_iter().enumerate() {
-        if index as usize != i + 1 {
-            return Err(WrpError {
-                offset: at,
-                what: format!("parameter {i} says it is parameter {}", index as i64 - 1),
-            });
-        }
-        let Some(value) = offset.checked_add(size).and_then(|end| values.get(offset..end)) else {
-            return Err(WrpError {
-                offset: at,
-                what: format!(
-                    "parameter {i}'s {size} bytes at {offset} lie outside the {} argument bytes (at byte {values_at})",
-                    values.len()
-                ),
-            });
-        };
-        let mut list = Vec::new();
-        for (at, value_offset, region, region_offset, kind) in next_pointer.by_ref().take(pointers) {
-            if value_offset as usize + 8 > size {
-                return Err(WrpError {
-                    offset: at,
-                    what: format!("parameter {i}: a pointer at {value_offset} of its {size} bytes"),
-                });
-            }
-            let target = match kind {
-                1 => PointerTarget::Data { region, offset: region_offset },
-                2 => PointerTarget::Handle,
-                3 => PointerTarget::Null,
-                other => {
-                    return Err(WrpError {
-                        offset: at + 16,
-                        what: format!("parameter {i}: pointer kind {other} (1 to 3)"),
-                    })
-                }
-            };
-            list.push(Pointer { at: value_offset, target });
-        }
-        params.push(Param { value, align, pointers: list });
-    }
-    let adjoints = if forward { Vec::new() } else { params.split_off(param_count) };
-    Ok(Launch {
-        shape,
-        ndim: ndim as u32,
-        size,
-        dim,
-        max_blocks,
-        block_dim,
-        smem_bytes,
-        grid_stride,
-        forward,
-        kernel_key,
-        module_hash,
-        params,
-        adjoints,
     })
 }
 
@@ -708,6 +600,42 @@ mod tests {
         twice[4 + 2 * 24..][..4].copy_from_slice(&1u32.to_le_bytes());
         let e = parse(&file(&bare_meta(), &twice, &0u32.to_le_bytes())).unwrap_err();
         assert!(e.what.contains("region 1 is declared twice"), "{e}");
+    }
+
+    /// `bytes` (a format 18 capture without modules) as format `version` writes it: the version in
+    /// the header and the metadata, and before 18 no producer string.
+    fn as_format(bytes: &[u8], version: u32) -> Vec<u8> {
+        let meta_at = HEADER_BYTES + 3 * SECTION_ENTRY_BYTES;
+        let meta_len = u64::from_le_bytes(bytes[64 + 16..64 + 24].try_into().unwrap()) as usize;
+        let mut meta = bytes[meta_at..meta_at + meta_len].to_vec();
+        meta[..4].copy_from_slice(&version.to_le_bytes());
+        if version < 18 {
+            meta.drain(4..4 + 4 + 6);
+        }
+        let memory_len = u64::from_le_bytes(bytes[96 + 16..96 + 24].try_into().unwrap()) as usize;
+        let memory = &bytes[meta_at + meta_len..meta_at + meta_len + memory_len];
+        let mut out = file(&meta, memory, &bytes[meta_at + meta_len + memory_len..]);
+        out[4..8].copy_from_slice(&version.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn each_format_reads_its_own_metadata_and_refuses_ops_it_does_not_have() {
+        let bytes = tiny();
+        for (version, producer) in [(14, "1.15.0"), (15, "1.16.0 or 1.17.0"), (16, "1.18.0")] {
+            let file = as_format(&bytes, version);
+            let c = parse(&file).unwrap_or_else(|e| panic!("{version}: {e}"));
+            assert_eq!((c.producer.as_str(), c.bindings.len(), c.ops.len()), (producer, 1, 1), "{version}");
+        }
+        // Format 10 has WHILE but no fills; format 3 has neither.
+        let e = parse(&as_format(&bytes, 10)).unwrap_err();
+        assert_eq!(e.what, "op 0 (WHILE): op 1 (MEMTILE): op type 10, which format 10 does not have");
+        let e = parse(&as_format(&bytes, 3)).unwrap_err();
+        assert_eq!(e.what, "op 0 (WHILE): op type 8, which format 3 does not have");
+        // Format 18's metadata read as format 16's is refused, not misread.
+        let mut wrong = bytes.clone();
+        wrong[4..8].copy_from_slice(&16u32.to_le_bytes());
+        assert!(parse(&wrong).unwrap_err().what.contains("the metadata says version 18, the header 16"));
     }
 
     #[test]

@@ -38,7 +38,7 @@ use shared::archive::{
 use shared::npy;
 use shared::ptx::signature::SignatureError;
 use shared::replay::ReplayLimits;
-use shared::wrp::{self, Capture, CaptureDevice, Launch, OpKind, Param, PointerTarget, WrpError, WrpOp};
+use shared::wrp::{self, BoundsLayout, Capture, CaptureDevice, Launch, OpKind, Param, PointerTarget, WrpError, WrpOp};
 
 /// Threads per block when the capture names none (Warp's GPU default).
 const DEFAULT_BLOCK: u32 = 256;
@@ -641,7 +641,7 @@ impl Importer<'_, '_> {
             ));
         }
         let mut params = vec![0u8; layout.last().map_or(0, |p| (p.offset + p.size) as usize)];
-        let bounds = launch_bounds(l);
+        let bounds = launch_bounds(l, self.capture.bounds);
         if layout[0].size as usize != bounds.len() {
             return self.unsupported(format!(
                 ".entry {entry} takes {} bytes of launch bounds; a launch of {} dimensions has {}",
@@ -663,7 +663,7 @@ impl Importer<'_, '_> {
                 ));
             }
             let at = slot.offset as usize;
-            params[at..at + arg.value.len()].copy_from_slice(arg.value);
+            params[at..at + arg.value.len()].copy_from_slice(&arg.value);
             for p in &arg.pointers {
                 let word = at + p.at as usize;
                 // The capture's bytes there are the address the pointer had then: meaningless here.
@@ -863,10 +863,21 @@ fn read_meta(ptx_stem: &Path) -> Result<HashMap<String, u32>, PtxFileError> {
         .collect())
 }
 
-/// Warp's `launch_bounds_t<ndim>` for a launch: the shape (`ndim` u32s), then the thread count and
-/// the coordinate multiplier as u64s, each at 8-byte alignment.
-fn launch_bounds(l: &Launch<'_>) -> Vec<u8> {
+/// Warp's `launch_bounds_t` for a launch, as the capture's release lays it out: from Warp 1.14
+/// `launch_bounds_t<ndim>` (the shape as `ndim` u32s, then the thread count and the coordinate
+/// multiplier as u64s, each at 8-byte alignment); in Warp 1.13 four shape words, `ndim`, and the
+/// thread count at byte 24.
+fn launch_bounds(l: &Launch<'_>, layout: BoundsLayout) -> Vec<u8> {
     let ndim = l.ndim as usize;
+    if layout == BoundsLayout::Fixed {
+        let mut out = vec![0u8; 32];
+        for (i, s) in l.shape[..ndim].iter().enumerate() {
+            out[4 * i..4 * i + 4].copy_from_slice(&s.to_le_bytes());
+        }
+        out[16..20].copy_from_slice(&l.ndim.to_le_bytes());
+        out[24..32].copy_from_slice(&l.size.to_le_bytes());
+        return out;
+    }
     let size_at = (4 * ndim).div_ceil(8) * 8;
     let mut out = vec![0u8; size_at + 16];
     for (i, s) in l.shape[..ndim].iter().enumerate() {
