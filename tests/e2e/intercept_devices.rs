@@ -15,6 +15,11 @@ use crate::intercept::{replay_check, tmp_archive};
 
 /// `recap capture --json --range profiler` of `program` on the CPU driver with two devices.
 fn capture_on_two(program: &Program, out: &Path) -> Output {
+    capture_on_two_with(program, out, &[])
+}
+
+/// [`capture_on_two`] of the program run with `program_args`.
+fn capture_on_two_with(program: &Program, out: &Path, program_args: &[&str]) -> Output {
     Command::new(recap_bin())
         .args(["capture", "--json", "--range", "profiler", "-o"])
         .arg(out)
@@ -22,6 +27,7 @@ fn capture_on_two(program: &Program, out: &Path) -> Output {
         .arg(cdylib("recap-cpudriver", "recap_cpudriver"))
         .arg("--")
         .arg(&program.exe)
+        .args(program_args)
         .env("RECAP_INTERCEPT_LIB", cdylib("recap-intercept", "recap_intercept"))
         .env("RECAP_CPU_DEVICES", "2")
         .current_dir(program.dir())
@@ -155,4 +161,27 @@ fn a_one_device_program_on_a_two_device_driver_still_gets_a_one_device_archive()
     assert!(of_type(&lines, "device").is_empty());
     assert!(of_type(&lines, "op").iter().all(|o| o.get("device").is_none() && o["kind"] != "signal"));
     replay_check(&archive, "interp");
+}
+
+/// A kernel on device 1 given a pointer into device 0's memory (peer access) is work an archive's
+/// devices cannot express: the capture says so and writes the range as one device, which replays
+/// and checks, instead of writing nothing.
+#[test]
+fn a_kernel_reading_a_peers_memory_keeps_the_range_as_one_device_and_says_why() {
+    let program = Program::build("two_devices", &["-lcuda"]);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = tmp_archive(&dir, "peer.recap");
+    let report = report_of(&capture_on_two_with(&program, &archive, &["peer"]));
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("the range ran on 2 GPUs, but op ")
+            && notes.contains("is given a pointer into")
+            && notes.contains("written as a one-device archive"),
+        "{report:#}"
+    );
+    let lines = inspect_json(&archive);
+    assert!(lines[0].get("devices").is_none(), "{}", lines[0]);
+    assert!(of_type(&lines, "op").iter().all(|o| o["kind"] != "signal" && o["kind"] != "wait"));
+    let out = replay_check(&archive, "interp");
+    assert!(out.contains("regions pass"), "{out}");
 }

@@ -184,6 +184,14 @@ fn declare_devices<W: std::io::Write + std::io::Seek>(
     if used.len() <= 1 {
         return Ok(placed);
     }
+    if let Some(why) = reach_across_devices(rec) {
+        report.note(format!(
+            "the range ran on {} GPUs, but {why}, which an archive's devices cannot express (peer access): \
+             written as a one-device archive, which replays on one GPU or the CPU",
+            used.len()
+        ));
+        return Ok(placed);
+    }
     let mut names = Vec::new();
     for &ordinal in &used {
         let sm = rec.devices.sms.get(&ordinal).copied().unwrap_or(0);
@@ -198,6 +206,48 @@ fn declare_devices<W: std::io::Write + std::io::Seek>(
         names.join(", ")
     ));
     Ok(placed)
+}
+
+/// The first piece of work of `rec` that reaches the memory of a GPU other than its own (a kernel
+/// given a pointer into a peer's memory, a memset or a loop condition there, a pointer stored in
+/// one GPU's memory to another's), said as a phrase; `None` when each piece stays on its GPU.
+/// Copies between GPUs are not counted: the archive keeps them as copies.
+fn reach_across_devices(rec: &Recording) -> Option<String> {
+    let device_of = |region: usize| rec.regions[region].alloc.device;
+    let name = |region: usize| region_name(&rec.regions[region].alloc);
+    for (i, op) in rec.ops.iter().enumerate() {
+        let on = rec.devices.of_op(i);
+        let reached = match op {
+            OpRec::Launch { kernel, relocs, .. } => relocs.iter().find(|r| device_of(r.1) != on).map(|r| {
+                format!(
+                    "op {i} (kernel {}) on GPU {on} is given a pointer into {}",
+                    rec.kernels[*kernel].name,
+                    name(r.1)
+                )
+            }),
+            OpRec::Upload { upload, dst, .. } => {
+                rec.uploads[*upload].relocs.iter().find(|r| device_of(r.1) != device_of(*dst)).map(|r| {
+                    format!("op {i} (a copy from the host) stores in {} a pointer into {}", name(*dst), name(r.1))
+                })
+            }
+            OpRec::Memset { dst, .. } if device_of(*dst) != on => {
+                Some(format!("op {i} (a memset on GPU {on}) fills {}", name(*dst)))
+            }
+            OpRec::While { region } | OpRec::If { region } if device_of(*region) != on => {
+                Some(format!("op {i} (a loop or branch on GPU {on}) reads its condition in {}", name(*region)))
+            }
+            _ => None,
+        };
+        if reached.is_some() {
+            return reached;
+        }
+    }
+    rec.regions.iter().enumerate().find_map(|(i, r)| {
+        r.relocs
+            .iter()
+            .find(|reloc| device_of(reloc.1) != r.alloc.device)
+            .map(|reloc| format!("{} holds a pointer into {} of another GPU", name(i), name(reloc.1)))
+    })
 }
 
 fn build(

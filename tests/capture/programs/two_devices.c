@@ -5,6 +5,9 @@
  * between cuProfilerStart and cuProfilerStop. It checks every value against its own computation
  * on the host and prints `two_devices: ok <checksum>`.
  *
+ * Run as `two_devices peer`, device 1's last kernel reads device 0's result through peer access
+ * instead of the copy (the copy still runs, unread).
+ *
  * On recap's CPU driver it needs RECAP_CPU_DEVICES=2. */
 #define PROGRAM "two_devices"
 #include "common.h"
@@ -75,8 +78,8 @@ static void scale_add(struct side *s, CUdeviceptr y, CUdeviceptr x, float a) {
     CHECK(cuLaunchKernel(s->scale_add, GRID, 1, 1, BLOCK, 1, 1, 0, s->stream, params, NULL));
 }
 
-int main(void) {
-    int count = 0, can = 0;
+int main(int argc, char **argv) {
+    int count = 0, can = 0, peer = argc > 1 && strcmp(argv[1], "peer") == 0;
     CHECK(cuInit(0));
     CHECK(cuDeviceGetCount(&count));
     if (count < 2) {
@@ -85,6 +88,10 @@ int main(void) {
     }
     CHECK(cuDeviceCanAccessPeer(&can, 1, 0));
     struct side d0 = open_side(0), d1 = open_side(1);
+    if (peer && !can) {
+        fprintf(stderr, PROGRAM ": device 1 cannot access device 0's memory\n");
+        return 1;
+    }
     if (can) {
         /* Device 1 may then read device 0's memory; the copy below does not need it. */
         CHECK(cuCtxEnablePeerAccess(d0.ctx, 0));
@@ -128,7 +135,7 @@ int main(void) {
     CHECK(cuEventRecord(done0, d0.stream));
     /* Device 1 waits for device 0, then reads the copy: y1 = 0.5 * x1 + 3. */
     CHECK(cuStreamWaitEvent(d1.stream, done0, 0));
-    scale_add(&d1, y1, x1, 0.5f);
+    scale_add(&d1, y1, peer ? y0 : x1, 0.5f);
     CHECK(cuStreamSynchronize(d1.stream));
     CHECK(cuProfilerStop());
 
