@@ -45,6 +45,10 @@ pub struct NodeLabel {
 
 pub const NODE_W: f64 = 176.0;
 pub const NODE_H: f64 = 34.0;
+/// A folded chain's box: wider and one line taller than an op's, for its count and the names of
+/// its first and last kernels.
+const CHAIN_W: f64 = 264.0;
+const CHAIN_H: f64 = 47.0;
 const GAP_X: f64 = 18.0;
 const GAP_Y: f64 = 30.0;
 const PAD: f64 = 12.0;
@@ -310,9 +314,10 @@ fn layout_dag(by_owner: &ByOwner, owner: Option<u32>, depth: usize, folds: &Fold
             }
         })
         .collect();
-    let size = |i: usize| match &bodies[i] {
-        Some(b) => ((b.w + 2.0 * PAD).max(NODE_W), b.h + HEADER + 2.0 * PAD),
-        None => (NODE_W, NODE_H),
+    let size = |i: usize| match (&bodies[i], &folded[i]) {
+        (Some(b), _) => ((b.w + 2.0 * PAD).max(NODE_W), b.h + HEADER + 2.0 * PAD),
+        (None, Some(Folded::Chain(_))) => (CHAIN_W, CHAIN_H),
+        (None, _) => (NODE_W, NODE_H),
     };
     // Lanes: one per device that has ops here, in device order.
     let item_device = |k: usize| device_of(items[k].first);
@@ -415,7 +420,10 @@ pub fn to_svg(l: &Layout, label: &dyn Fn(u32) -> NodeLabel, selected: Option<u32
     s
 }
 
-/// `name ×count` for each name in order of first appearance, the first few only.
+/// `name ×count` for each name in order of first appearance, up to [`SUMMARY_NAMES`] of them: a
+/// folded chain's tooltip, which names what the box has no room for.
+const SUMMARY_NAMES: usize = 16;
+
 fn summarise(names: impl Iterator<Item = String>) -> String {
     let mut counted: Vec<(String, usize)> = Vec::new();
     for name in names {
@@ -425,9 +433,9 @@ fn summarise(names: impl Iterator<Item = String>) -> String {
         }
     }
     let mut parts: Vec<String> =
-        counted.iter().take(2).map(|(n, c)| if *c > 1 { format!("{n} ×{c}") } else { n.clone() }).collect();
-    if counted.len() > 2 {
-        parts.push(format!("+{} more", counted.len() - 2));
+        counted.iter().take(SUMMARY_NAMES).map(|(n, c)| if *c > 1 { format!("{n} ×{c}") } else { n.clone() }).collect();
+    if counted.len() > SUMMARY_NAMES {
+        parts.push(format!("+{} more", counted.len() - SUMMARY_NAMES));
     }
     parts.join(", ")
 }
@@ -474,11 +482,13 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                 let labels: Vec<NodeLabel> = ops.iter().map(|&op| label(op)).collect();
                 let kind = if labels.iter().all(|l| l.kind == labels[0].kind) { labels[0].kind } else { "chain" };
                 let (first, last) = (ops[0], ops[ops.len() - 1]);
-                // The box shows what fits of the names; its tooltip all of them.
+                // The box names the chain's ends, each on its own line so that neither is cut
+                // away by the other; its tooltip names every kernel it holds.
                 let names = summarise(labels.iter().map(|l| l.name.clone()));
+                let ends = |word: &str, l: &NodeLabel| esc(&fit(&format!("{word} {}", l.name), n.w - 20.0, SUB_CHAR_W));
                 let _ = write!(
                     s,
-                    r#"<g class="node fold k-{kind}" data-fold="{id}" data-open="0" data-first="{first}" data-last="{last}" data-count="{count}"><title>ops {first}–{last}, a chain of {count} each waiting for the one before: {names}; click to draw them</title><rect class="stack" x="{x2:.1}" y="{y2:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect class="stack" x="{x1:.1}" y="{y1:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{tx:.1}" y="{sy:.1}" class="s">{sub}</text></g>"#,
+                    r#"<g class="node fold k-{kind}" data-fold="{id}" data-open="0" data-first="{first}" data-last="{last}" data-count="{count}"><title>ops {first}–{last}, a chain of {count} each waiting for the one before: {names}; click to draw them</title><rect class="stack" x="{x2:.1}" y="{y2:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect class="stack" x="{x1:.1}" y="{y1:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" rx="3"/><text x="{tx:.1}" y="{ty:.1}" class="t">{title}</text><text x="{tx:.1}" y="{sy:.1}" data-end="first" class="s">{from}</text><text x="{tx:.1}" y="{ly:.1}" data-end="last" class="s">{to}</text></g>"#,
                     title = esc(&fit(&format!("{first}–{last} · {} ops", ops.len()), n.w - 20.0, TITLE_CHAR_W)),
                     id = FoldKey::Chain(first).id(),
                     count = ops.len(),
@@ -491,7 +501,9 @@ fn draw(l: &Layout, ox: f64, oy: f64, label: &dyn Fn(u32) -> NodeLabel, selected
                     tx = x + 7.0,
                     ty = y + 14.0,
                     sy = y + 27.0,
-                    sub = esc(&fit(&names, n.w - 20.0, SUB_CHAR_W)),
+                    ly = y + 40.0,
+                    from = ends("from", &labels[0]),
+                    to = ends("to", &labels[labels.len() - 1]),
                     names = esc(&names),
                 );
             }
@@ -785,6 +797,33 @@ mod tests {
         }];
         let l = layout_folded(&short, None, &Folds { mode: FoldMode::Folded, ..Folds::default() });
         assert_eq!(l.nodes.len(), CHAIN_FOLD);
+    }
+
+    #[test]
+    fn a_folded_chain_names_its_count_and_its_first_and_last_kernels_in_a_box_sized_for_them() {
+        let dags = vec![DagInput {
+            owner: None,
+            nodes: (0..100).collect(),
+            edges: (0..99).map(|i| (i, i + 1)).collect(),
+            devices: vec![],
+        }];
+        let l = layout_folded(&dags, None, &Folds::default());
+        assert_eq!(l.nodes.len(), 1);
+        assert_eq!((l.nodes[0].w, l.nodes[0].h), (CHAIN_W, CHAIN_H));
+        let name = |op: u32| match op {
+            0 => "heat_step_boundary_conditions".to_string(),
+            99 => "swap_buffers".to_string(),
+            _ => "heat_step".to_string(),
+        };
+        let svg = to_svg(
+            &l,
+            &|op| NodeLabel { kind: "launch", title: format!("{op} {}", name(op)), sub: String::new(), name: name(op) },
+            None,
+        );
+        assert!(svg.contains(">0–99 · 100 ops</text>"), "{svg}");
+        assert!(svg.contains(r#"data-end="first" class="s">from heat_step_boundary_conditions</text>"#), "{svg}");
+        assert!(svg.contains(r#"data-end="last" class="s">to swap_buffers</text>"#), "{svg}");
+        assert!(svg.contains("heat_step_boundary_conditions, heat_step ×98, swap_buffers;"), "the tooltip: {svg}");
     }
 
     #[test]
