@@ -124,6 +124,16 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// What a comparison whose two sides agree says: which sides, over how many ops and region
+/// comparisons, each counted in words that agree with its number.
+pub fn agreement(a: &str, b: &str, ops: u64, regions: u64) -> String {
+    let ops = if ops == 1 { "its one op".to_string() } else { format!("all {ops} ops") };
+    format!(
+        "AGREE: {a} and {b} wrote the same values in {ops} ({})",
+        count(regions, "region comparison", "region comparisons")
+    )
+}
+
 /// Human-readable byte count (binary units, as GPU engineers read buffer sizes).
 pub fn bytes_human(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -561,6 +571,18 @@ mod tests {
         bytes[0] = b'X';
         let e = LoadedArchive::load(bytes).err().unwrap();
         assert_eq!((e.section, e.offset), ("header", 0));
+    }
+
+    #[test]
+    fn an_agreement_counts_in_words_that_agree_with_its_numbers() {
+        assert_eq!(
+            agreement("jit", "interp", 1, 1),
+            "AGREE: jit and interp wrote the same values in its one op (1 region comparison)"
+        );
+        assert_eq!(
+            agreement("jit", "cuda:0", 12, 30),
+            "AGREE: jit and cuda:0 wrote the same values in all 12 ops (30 region comparisons)"
+        );
     }
 
     #[test]

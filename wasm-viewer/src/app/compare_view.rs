@@ -24,11 +24,8 @@ pub fn html(c: &CompareView, archive: Option<&Archive>, selected: Option<u32>, d
         Some(v) if v.agree => {
             let _ = write!(
                 h,
-                r#"<div class="verdict pass" id="cmp-verdict">AGREE: {} and {} wrote the same values in all {} ops ({} region comparisons)</div>"#,
-                esc(&v.a),
-                esc(&v.b),
-                v.ops,
-                v.regions
+                r#"<div class="verdict pass" id="cmp-verdict">{}</div>"#,
+                esc(&crate::model::agreement(&v.a, &v.b, v.ops, v.regions))
             );
         }
         Some(v) => {
