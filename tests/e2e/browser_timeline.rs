@@ -233,6 +233,10 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
     mouse_to(&b, l + w / 2.0, t + h / 2.0).await?;
     b.wait_for("#tip:not([hidden])", Duration::from_secs(1)).await?;
     b.screenshot("browser-heatmap-hover").await?;
+    // Another tab by key, the pointer still where the heatmap was: its tooltip goes with it.
+    b.client.execute("document.activeElement?.blur()", vec![]).await?;
+    b.client.active_element().await?.send_keys("1").await?;
+    b.wait_for("#tip[hidden]", Duration::from_secs(2)).await?;
 
     // The host's sessions, newest first, filtered by archive.
     b.open(&host.url).await?;
@@ -245,6 +249,16 @@ async fn timeline_heatmap_hover_and_the_sessions_list() -> Result<()> {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].attr("data-session-id").await?.as_deref(), Some(session.as_str()));
     assert_eq!(b.text("#session-count").await?, "1 of 2 sessions");
+    // Every verdict whole in its column ("not checked" was cut to "not check…").
+    let cut = b
+        .client
+        .execute(
+            "return [...document.querySelectorAll('#session-list .row > span:nth-child(2)')] \
+             .filter(s => s.scrollWidth > s.clientWidth + 1).map(s => s.textContent)",
+            vec![],
+        )
+        .await?;
+    assert_eq!(cut, serde_json::json!([]), "cut verdicts");
     select_value(&b, "#session-archive", "").await?;
     b.screenshot("browser-sessions").await?;
 
@@ -502,6 +516,37 @@ async fn the_first_view_of_a_large_graph_fits_its_labels_in_their_boxes() -> Res
         assert!(labels.iter().all(|l| l.2 > 0.0), "{name}: every label is drawn: {labels:?}");
         let cut: Vec<_> = labels.iter().filter(|l| !l.3).collect();
         assert!(cut.is_empty(), "{name}: cut labels whole in their tooltips: {cut:?}");
+        let empty: Vec<_> = labels.iter().filter(|l| l.0.trim_end_matches('…').trim().chars().count() < 2).collect();
+        assert!(empty.is_empty(), "{name}: labels cut to nothing: {empty:?}");
+        // A folded chain says how many ops it holds and names the ops at its two ends (a kernel's
+        // name, or the op's kind), each named in its tooltip too.
+        let folds = b
+            .client
+            .execute(
+                "return [...document.querySelectorAll('#graph-root .node.fold')].map(n => [n.dataset.count,                  n.querySelector('text.t').textContent, n.querySelector('text[data-end=first]')?.textContent ?? '',                  n.querySelector('text[data-end=last]')?.textContent ?? '', n.querySelector(':scope > title').textContent])",
+                vec![],
+            )
+            .await?;
+        let folds: Vec<(String, String, String, String, String)> = serde_json::from_value(folds)?;
+        if name == "heat-step.recap" {
+            assert!(!folds.is_empty(), "{name}: its long chain opens folded");
+        }
+        if name == "dag-8-chains.recap" {
+            // The header counts the kernels ops launch, and apart those its modules only define.
+            let stats = b
+                .client
+                .execute("return [...document.querySelectorAll('.stat')].map(s => s.textContent)", vec![])
+                .await?;
+            let stats: Vec<String> = serde_json::from_value(stats)?;
+            assert!(stats.iter().any(|s| s == "1 kernel launched (5 unused)"), "{name}: {stats:?}");
+        }
+        for (count, title, from, to, tip) in &folds {
+            assert!(title.ends_with(&format!(" · {count} ops")), "{name}: {title} says its count {count}");
+            for (end, word) in [(from, "from "), (to, "to ")] {
+                let kernel = end.strip_prefix(word).unwrap_or_default().trim_end_matches('…');
+                assert!(kernel.chars().count() >= 3 && tip.contains(kernel), "{name}: {end:?} names an op of {tip}");
+            }
+        }
         b.screenshot(&format!("browser-graph-first-view-{}", name.trim_end_matches(".recap"))).await?;
     }
     b.close().await?;
