@@ -20,14 +20,12 @@ use super::limits::LimitArgs;
 pub struct Sides(pub DeviceSpec, pub DeviceSpec);
 
 impl std::str::FromStr for Sides {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let side = |s: &str| {
-            s.trim().parse::<DeviceSpec>().map(|d| d.engine_or(shared::ptx::Engine::Jit)).map_err(|e| e.to_string())
-        };
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        let side = |s: &str| s.trim().parse::<DeviceSpec>().map(|d| d.engine_or(shared::ptx::Engine::Jit));
         match s.split_once(',') {
             Some((a, b)) => Ok(Sides(side(a)?, side(b)?)),
-            None => Err(format!("expected two devices as A,B (e.g. cpu,cuda), got {s:?}")),
+            None => anyhow::bail!("expected two devices as A,B (e.g. cpu,cuda), got {s:?}"),
         }
     }
 }
@@ -143,7 +141,7 @@ mod tests {
         assert_eq!((s.0.to_string(), s.1.to_string()), ("jit".to_string(), "cuda:1".to_string()));
         let s: Sides = "interp, jit-scalar".parse().unwrap();
         assert_eq!((s.0, s.1), (DeviceSpec::Cpu(Some(Engine::Interpreter)), DeviceSpec::Cpu(Some(Engine::JitScalar))));
-        assert!("cpu".parse::<Sides>().unwrap_err().contains("A,B"));
-        assert!("cpu,tpu".parse::<Sides>().unwrap_err().contains("tpu"));
+        assert!("cpu".parse::<Sides>().unwrap_err().to_string().contains("A,B"));
+        assert!("cpu,tpu".parse::<Sides>().unwrap_err().to_string().contains("tpu"));
     }
 }

@@ -120,15 +120,15 @@ pub struct NamedValue<T> {
 }
 
 impl<T: std::str::FromStr + PartialOrd + Default> std::str::FromStr for NamedValue<T> {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
         let (name, value) = match s.rsplit_once('=') {
             Some((n, v)) if !n.is_empty() => (Some(n.to_string()), v),
             _ => (None, s),
         };
         match value.trim().parse::<T>() {
             Ok(v) if v >= T::default() => Ok(NamedValue { name, value: v }),
-            _ => Err(format!("{value:?} is not a non-negative number (expected N or NAME=N)")),
+            _ => anyhow::bail!("{value:?} is not a non-negative number (expected N or NAME=N)"),
         }
     }
 }

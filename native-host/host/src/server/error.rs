@@ -56,7 +56,9 @@ impl From<StoreError> for ApiError {
 impl From<SessionError> for ApiError {
     fn from(e: SessionError) -> Self {
         match e {
-            SessionError::UnknownArchive(_) | SessionError::UnknownSession(_) => ApiError::not_found(e.to_string()),
+            SessionError::UnknownArchive(_) | SessionError::UnknownSession(_) | SessionError::ArchiveDeleted(_) => {
+                ApiError::not_found(e.to_string())
+            }
             SessionError::UnknownDevice(_) => ApiError::new(StatusCode::BAD_REQUEST, "unknown_device", e.to_string()),
             SessionError::BadRequest(_) => ApiError::bad_request(e.to_string()),
             SessionError::Forbidden => ApiError::new(StatusCode::FORBIDDEN, "forbidden", e.to_string()),

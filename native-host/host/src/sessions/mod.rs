@@ -193,6 +193,8 @@ pub enum SessionError {
     UnknownArchive(String),
     #[error("no session with id {0}")]
     UnknownSession(String),
+    #[error("archive {0} was deleted before the session ran")]
+    ArchiveDeleted(String),
     #[error("unknown device {0:?}; GET /api/devices lists this host's devices")]
     UnknownDevice(String),
     #[error("{0}")]
@@ -958,7 +960,7 @@ impl Sessions {
                 };
                 run_session(backend.as_ref(), &run, &mut |m| live.push(m))
             }
-            Err(error) => RunEnd::Failed(error),
+            Err(error) => RunEnd::Failed(error.to_string()),
         };
         let message = match end {
             RunEnd::Finished { check, total_ms } => SessionMessage::Finished { check, total_ms },
@@ -974,15 +976,13 @@ impl Sessions {
 
     /// The local files of a session's archive (and of the one it is compared against), found
     /// through the index.
-    fn archive_files(&self, info: &SessionInfo) -> Result<(std::path::PathBuf, Option<std::path::PathBuf>), String> {
-        let file = |id: &str| -> Result<std::path::PathBuf, String> {
-            let archive = self
-                .store
-                .index
-                .archive(id)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("archive {id} was deleted before the session ran"))?;
-            self.store.blobs.local_path(&archive.hash).map_err(|e| e.to_string())
+    fn archive_files(
+        &self,
+        info: &SessionInfo,
+    ) -> Result<(std::path::PathBuf, Option<std::path::PathBuf>), SessionError> {
+        let file = |id: &str| -> Result<std::path::PathBuf, SessionError> {
+            let archive = self.store.index.archive(id)?.ok_or_else(|| SessionError::ArchiveDeleted(id.to_string()))?;
+            Ok(self.store.blobs.local_path(&archive.hash)?)
         };
         let archive = file(&info.archive)?;
         let against = info.compare_against.as_deref().map(file).transpose()?;

@@ -294,7 +294,7 @@ async fn run_job(
             };
             let bindings = match decode(&job.bindings) {
                 Ok(b) => b,
-                Err(e) => return RunEnd::Failed(e),
+                Err(e) => return RunEnd::Failed(e.to_string()),
             };
             let limits: SessionLimits = (&job.limits).into();
             let keep_dir = data.join("sessions").join(&job.session.id);
@@ -371,7 +371,15 @@ fn share_kept(blobs: &dyn BlobStore, session: &str, dir: &std::path::Path) {
     }
 }
 
-fn decode(bindings: &[(String, String)]) -> Result<Vec<(String, Vec<u8>)>, String> {
+/// A job's binding whose contents are not base64.
+#[derive(Debug, thiserror::Error)]
+#[error("binding {name:?} is not valid base64: {source}")]
+struct BadBinding {
+    name: String,
+    source: base64::DecodeError,
+}
+
+fn decode(bindings: &[(String, String)]) -> Result<Vec<(String, Vec<u8>)>, BadBinding> {
     use base64::Engine as _;
     bindings
         .iter()
@@ -379,7 +387,7 @@ fn decode(bindings: &[(String, String)]) -> Result<Vec<(String, Vec<u8>)>, Strin
             base64::engine::general_purpose::STANDARD
                 .decode(text)
                 .map(|bytes| (name.clone(), bytes))
-                .map_err(|e| format!("binding {name:?} is not valid base64: {e}"))
+                .map_err(|source| BadBinding { name: name.clone(), source })
         })
         .collect()
 }
