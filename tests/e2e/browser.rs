@@ -119,7 +119,7 @@ async fn local_archive_shows_its_ops_and_a_bad_file_says_why() -> Result<()> {
         .client
         .execute("return [...document.querySelectorAll('#tabs [data-tab]')].map(t => t.textContent)", vec![])
         .await?;
-    assert_eq!(tabs, serde_json::json!(["Ops", "Kernels", "Regions", "Bindings", "Graph", "Replay"]));
+    assert_eq!(tabs, serde_json::json!(["Ops", "Kernels", "Regions", "Bindings", "Graph", "Replay", "Timeline"]));
     let title = b.client.find(fantoccini::Locator::Css("#tabs [data-tab='kernels']")).await?.attr("title").await?;
     assert_eq!(title.as_deref(), Some("Kernels: press 2 to open"));
     b.screenshot("browser-op-list").await?;
