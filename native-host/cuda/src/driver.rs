@@ -230,11 +230,23 @@ pub struct Device {
     pub name: String,
     /// Compute capability as `major * 10 + minor` (90 for sm_90).
     pub sm: u32,
+    /// How much the GPU holds at once: what decides whether a grid is one wave.
+    pub residency: Residency,
     pub driver: &'static DriverInfo,
     dev: sys::CUdevice,
     ctx: Mutex<Handle<Ctx>>,
     generation: AtomicU64,
     recoveries: Mutex<Vec<String>>,
+}
+
+/// What one GPU's multiprocessors hold at once, from its attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Residency {
+    pub multiprocessors: u32,
+    /// Resident blocks per multiprocessor, at most.
+    pub blocks: u32,
+    /// Resident threads per multiprocessor, at most.
+    pub threads: u32,
 }
 
 impl Device {
@@ -264,11 +276,17 @@ impl Device {
         };
         let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let residency = Residency {
+            multiprocessors: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            blocks: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)? as u32,
+            threads: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)? as u32,
+        };
         let ctx = fresh_context(dev)?;
         let d = Arc::new(Device {
             ordinal,
             name,
             sm: (major * 10 + minor) as u32,
+            residency,
             driver,
             dev,
             ctx: Mutex::new(Handle(ctx)),

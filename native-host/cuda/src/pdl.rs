@@ -8,16 +8,28 @@
 //! replays, so it can put that wait first in every entry, before any instruction at all, and then
 //! join kernel nodes with programmatic edges wherever the plan put an ordinary one.
 //!
-//! The wait is a no-op for a grid with no prerequisite grid, so the rewritten PTX runs the same
-//! anywhere. `griddepcontrol` needs PTX ISA 7.8 and an sm_90 target: both are raised where lower
-//! (the code is JIT-compiled for the GPU at hand, which is sm_90 or newer when this is used). PTX
-//! that already says `griddepcontrol` manages its own dependencies and is kept as it is.
+//! Without more, a dependent is scheduled once every block of its predecessor has exited (or
+//! triggered). An entry may also fire `griddepcontrol.launch_dependents` at its top, as the
+//! hand-written anchor `pdl_chain.cu` does (the trigger, then the wait): the dependent is then
+//! scheduled as soon as every block of the predecessor has started, and its blocks sit at their
+//! own wait until the predecessor's writes are visible, so results do not change. That pays where
+//! the predecessor's whole grid is resident at once (one wave, [`one_wave`]): past one wave the
+//! dependent's waiting blocks take room the predecessor's later blocks need, so those entries get
+//! the wait alone. Which entries trigger is the caller's choice (`replay/trigger.rs` decides it
+//! from the occupancy of each launch).
+//!
+//! Both instructions are no-ops for a grid with no programmatic dependent or prerequisite, so the
+//! rewritten PTX runs the same anywhere. `griddepcontrol` needs PTX ISA 7.8 and an sm_90 target:
+//! both are raised where lower (the code is JIT-compiled for the GPU at hand, which is sm_90 or
+//! newer when this is used). PTX that already says `griddepcontrol` manages its own dependencies
+//! and is kept as it is.
 
 /// What the rewrite did to a module.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Rewritten {
-    /// Every entry now waits first: the new text.
-    Waits(String),
+    /// Every entry now waits first, and `triggers` of them trigger their dependents before that:
+    /// the new text.
+    Waits { text: String, triggers: usize },
     /// The module already uses `griddepcontrol`; its text is kept, and its entries are taken to
     /// wait where they need to.
     OwnWaits,
@@ -49,20 +61,26 @@ const MIN_VERSION: (u32, u32) = (7, 8);
 /// The lowest target with `griddepcontrol`.
 const MIN_SM: u32 = 90;
 
-/// `ptx` with `griddepcontrol.wait;` as the first instruction of every `.entry`, its `.version`
-/// and `.target` raised where they are too low for it. An error names what could not be parsed.
-pub fn with_entry_waits(ptx: &str) -> Result<Rewritten, PdlError> {
+/// `ptx` with `griddepcontrol.wait;` as the first instruction of every `.entry`, preceded by
+/// `griddepcontrol.launch_dependents;` in the entries whose name `trigger` accepts, its
+/// `.version` and `.target` raised where they are too low for it. An error names what could not
+/// be parsed.
+pub fn with_entry_waits(ptx: &str, trigger: &dyn Fn(&str) -> bool) -> Result<Rewritten, PdlError> {
     if ptx.contains("griddepcontrol") {
         return Ok(Rewritten::OwnWaits);
     }
     let mut out = String::with_capacity(ptx.len() + 256);
     let mut rest = ptx;
-    let mut entries = 0;
+    let (mut entries, mut triggers) = (0, 0);
     while let Some(at) = find_entry(rest) {
         let body = body_start(&rest[at..]).ok_or(PdlError::NoBody(ptx.len() - rest.len() + at))?;
         let insert = first_statement(&rest[at + body..]);
         let split = at + body + insert;
         out.push_str(&rest[..split]);
+        if trigger(entry_name(&rest[at + ".entry".len()..])) {
+            out.push_str("\tgriddepcontrol.launch_dependents;\n");
+            triggers += 1;
+        }
         out.push_str("\tgriddepcontrol.wait;\n");
         rest = &rest[split..];
         entries += 1;
@@ -71,7 +89,21 @@ pub fn with_entry_waits(ptx: &str) -> Result<Rewritten, PdlError> {
     if entries == 0 {
         return Err(PdlError::NoEntry);
     }
-    Ok(Rewritten::Waits(raise_target(&raise_version(&out)?)?))
+    Ok(Rewritten::Waits { text: raise_target(&raise_version(&out)?)?, triggers })
+}
+
+/// Whether a grid of `blocks` blocks is resident all at once on a GPU of `multiprocessors` that
+/// each hold `per_multiprocessor` of its blocks (what the occupancy API gives for the kernel, its
+/// block size and its dynamic shared memory): one wave, where an early trigger pays.
+pub fn one_wave(blocks: u64, multiprocessors: u32, per_multiprocessor: u32) -> bool {
+    blocks <= u64::from(multiprocessors) * u64::from(per_multiprocessor)
+}
+
+/// The name of the entry whose declaration follows `.entry` at the start of `text`.
+fn entry_name(text: &str) -> &str {
+    let text = text.trim_start();
+    let end = text.find(|c: char| c == '(' || c == '{' || c == ';' || c.is_whitespace()).unwrap_or(text.len());
+    &text[..end]
 }
 
 /// Byte offset of the next `.entry` directive (not inside a comment).
@@ -167,9 +199,72 @@ mod tests {
         \tld.param.u64 %rd1, [a_param_0];\n\tret;\n}\n\
         .visible .entry b()\n{\n$L__BB0:\n\tret;\n}\n";
 
+    const NONE: &dyn Fn(&str) -> bool = &|_| false;
+    const ALL: &dyn Fn(&str) -> bool = &|_| true;
+
+    fn waits(ptx: &str, trigger: &dyn Fn(&str) -> bool) -> (String, usize) {
+        match with_entry_waits(ptx, trigger).unwrap() {
+            Rewritten::Waits { text, triggers } => (text, triggers),
+            Rewritten::OwnWaits => panic!("rewritten as its own waits: {ptx}"),
+        }
+    }
+
+    const ONE: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+        .visible .entry inc(.param .u64 x)\n{\n\t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [x];\n\tret;\n}\n";
+
+    #[test]
+    fn a_one_wave_entry_triggers_its_dependents_then_waits() {
+        let (text, triggers) = waits(ONE, ALL);
+        assert_eq!(triggers, 1);
+        assert_eq!(
+            text,
+            ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+             .visible .entry inc(.param .u64 x)\n{\n\t.reg .b64 %rd<2>;\n\
+             \tgriddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;\n\
+             \tld.param.u64 %rd1, [x];\n\tret;\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_multi_wave_entry_only_waits() {
+        let (text, triggers) = waits(ONE, NONE);
+        assert_eq!(triggers, 0);
+        assert_eq!(
+            text,
+            ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+             .visible .entry inc(.param .u64 x)\n{\n\t.reg .b64 %rd<2>;\n\
+             \tgriddepcontrol.wait;\n\
+             \tld.param.u64 %rd1, [x];\n\tret;\n}\n"
+        );
+    }
+
+    #[test]
+    fn of_several_entries_only_those_named_trigger() {
+        let seen = std::cell::RefCell::new(Vec::new());
+        let only_b = |name: &str| {
+            seen.borrow_mut().push(name.to_string());
+            name == "b"
+        };
+        let (text, triggers) = waits(TWO, &only_b);
+        assert_eq!(seen.into_inner(), ["a", "b"], "every entry is asked about by its name, in order");
+        assert_eq!(triggers, 1);
+        assert_eq!(
+            text,
+            ".version 7.8\n.target sm_90\n.address_size 64\n\n\
+             // .globl a\n.visible .entry a(\n\t.param .u64 a_param_0\n)\n.maxntid 128, 1, 1\n{\n\t.reg .b32 %r<3>;\n\t.reg .b64 %rd<2>;\n\n\
+             \tgriddepcontrol.wait;\n\
+             \tld.param.u64 %rd1, [a_param_0];\n\tret;\n}\n\
+             .visible .entry b()\n{\n\tgriddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;\n$L__BB0:\n\tret;\n}\n"
+        );
+        // Both, the trigger before the wait in each.
+        let (text, triggers) = waits(TWO, ALL);
+        assert_eq!(triggers, 2);
+        assert_eq!(text.matches("\tgriddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;\n").count(), 2);
+    }
+
     #[test]
     fn every_entry_waits_before_its_first_instruction() {
-        let Rewritten::Waits(text) = with_entry_waits(TWO).unwrap() else { panic!() };
+        let (text, _) = waits(TWO, NONE);
         assert_eq!(text.matches("griddepcontrol.wait;").count(), 2);
         // After the declarations of `a`, before its first instruction.
         let a = text.find(".entry a(").unwrap();
@@ -184,21 +279,50 @@ mod tests {
     #[test]
     fn newer_versions_and_targets_stay_and_own_waits_are_kept() {
         let ptx = TWO.replace(".version 7.0", ".version 8.5").replace("sm_75", "sm_90a");
-        let Rewritten::Waits(text) = with_entry_waits(&ptx).unwrap() else { panic!() };
+        let (text, _) = waits(&ptx, ALL);
         assert!(text.starts_with(".version 8.5\n.target sm_90a\n"), "{text}");
+        // A module that already says griddepcontrol is kept whole, whatever the caller asks.
         let own = TWO.replace("\tret;\n}\n.visible", "\tgriddepcontrol.launch_dependents;\n\tret;\n}\n.visible");
-        assert_eq!(with_entry_waits(&own).unwrap(), Rewritten::OwnWaits);
-        assert!(with_entry_waits(".version 7.8\n.target sm_90\n").unwrap_err().to_string().contains("no .entry"));
+        assert_eq!(with_entry_waits(&own, ALL).unwrap(), Rewritten::OwnWaits);
+        let own_wait = ONE.replace("\tret;", "\tgriddepcontrol.wait;\n\tret;");
+        assert_eq!(with_entry_waits(&own_wait, ALL).unwrap(), Rewritten::OwnWaits);
+        assert!(with_entry_waits(".version 7.8\n.target sm_90\n", ALL).unwrap_err().to_string().contains("no .entry"));
         // A commented-out entry is not one.
-        assert!(with_entry_waits(".version 7.8\n.target sm_90\n// .entry x()\n").is_err());
+        assert!(with_entry_waits(".version 7.8\n.target sm_90\n// .entry x()\n", ALL).is_err());
+    }
+
+    #[test]
+    fn entry_names_end_at_their_parameters_or_body() {
+        assert_eq!(entry_name(" inc(.param .u64 x)"), "inc");
+        assert_eq!(entry_name("\t_Z3incPfi (\n"), "_Z3incPfi");
+        assert_eq!(entry_name(" b\n{"), "b");
+        assert_eq!(entry_name(" c{"), "c");
+        assert_eq!(entry_name(""), "");
+    }
+
+    #[test]
+    fn one_wave_is_every_block_resident_at_once() {
+        // An H100/H200: 132 multiprocessors.
+        assert!(one_wave(1, 132, 1));
+        assert!(one_wave(132, 132, 1));
+        assert!(!one_wave(133, 132, 1));
+        // 256-thread blocks, 8 to a multiprocessor: 1,056 blocks are exactly one wave, 1,057 are not.
+        assert!(one_wave(1056, 132, 8));
+        assert!(!one_wave(1057, 132, 8));
+        // A kernel the multiprocessor cannot hold a block of is never one wave.
+        assert!(!one_wave(1, 132, 0));
+        // No overflow at the extremes.
+        assert!(one_wave(u64::from(u32::MAX) * 2, u32::MAX, 2));
+        assert!(!one_wave(u64::MAX, u32::MAX, u32::MAX));
     }
 
     #[test]
     fn recaps_own_kernels_rewrite() {
         for ptx in [crate::kernels::FILL_MODULE, crate::kernels::CONDITION_MODULE] {
             let entries = ptx.matches(".entry").count();
-            let Rewritten::Waits(text) = with_entry_waits(ptx).unwrap() else { panic!() };
+            let (text, triggers) = waits(ptx, ALL);
             assert_eq!(text.matches("griddepcontrol.wait;").count(), entries);
+            assert_eq!((triggers, text.matches("griddepcontrol.launch_dependents;").count()), (entries, entries));
         }
     }
 }

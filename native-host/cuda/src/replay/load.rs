@@ -13,6 +13,7 @@ use shared::plan::{Plan, Span};
 
 use super::graph::GraphState;
 use super::step::{lower_memset, patch, patch_maps, Control, KernelStep, RegionAlloc, Step};
+use super::trigger::Triggers;
 use super::{CudaError, CudaReplay, LoadTimes, Mode, Pdl, ReplayOptions, Slot};
 use crate::driver::{call, Code, Device, Func};
 use crate::kernels;
@@ -112,6 +113,8 @@ impl CudaReplay {
             programmatic_edges: 0,
             pdl: options.pdl != Pdl::Off,
             dependent_edges: 0,
+            triggered_kernels: 0,
+            reloaded_modules: 0,
             host_limit_hits: HashMap::new(),
             launches: archive.ops().filter(|op| matches!(op, Op::Launch(_))).count() as u64,
         };
@@ -160,6 +163,34 @@ impl CudaReplay {
         Some((code, lowered))
     }
 
+    /// Loads one module's image (a cubin or NUL-terminated PTX) as a library (or a module where
+    /// asked or where a library cannot be made), with an older PTX version where this driver's JIT
+    /// is older than the PTX. Gives the code and the image it was loaded from.
+    pub(super) fn load_code(
+        &mut self,
+        module: &str,
+        image: Vec<u8>,
+        library: bool,
+    ) -> Result<(Code, Vec<u8>), CudaError> {
+        let (code, image) = match Code::load(&image, library) {
+            Ok(code) => (code, image),
+            Err((error, log)) => {
+                let jit = CudaError::Jit { module: module.to_owned(), error, log };
+                match self.load_with_older_ptx_version(module, &image, library, &jit) {
+                    Some(loaded) => loaded,
+                    None => return Err(jit),
+                }
+            }
+        };
+        if self.slots.len() > 1 && matches!(code, Code::Module(_)) {
+            code.unload();
+            return Err(CudaError::Invalid(format!(
+                "module {module} loads only as a module of one context, not as a library: it cannot be replayed on several GPUs"
+            )));
+        }
+        Ok((code, image))
+    }
+
     fn load_inner(&mut self, archive: &Archive) -> Result<(), CudaError> {
         let has_control = archive.ops().any(|op| matches!(op, Op::While { .. } | Op::If { .. }));
         let driver = self.slots[0].device.driver;
@@ -198,50 +229,48 @@ impl CudaReplay {
         archive.verify_blobs()?;
         let clock = std::time::Instant::now();
         // Modules: a cubin built for exactly this GPU if the archive has one, else its PTX (with
-        // a wait at every entry for programmatic dependent launch).
+        // a wait at every entry for programmatic dependent launch, and the early trigger in the
+        // entries of one-wave kernels, trigger.rs).
         let mut module_waits = Vec::new();
         let library = !self.options.module_functions;
         let mut functions: HashMap<KernelId, Func> = HashMap::new();
         let mut images = Vec::new();
-        for m in archive.modules() {
-            let (image, waits) = match m.cubins.iter().find(|(sm, _)| Some(*sm) == shared_sm) {
-                Some((_, cubin)) => (cubin.decode()?, false),
+        let mut triggers = if self.pdl && !self.options.pdl_wait_only {
+            self.plan_triggers(archive)?
+        } else {
+            Triggers::none(archive)
+        };
+        let mut triggered = Vec::new();
+        for (index, m) in archive.modules().enumerate() {
+            let (image, waits, triggering) = match m.cubins.iter().find(|(sm, _)| Some(*sm) == shared_sm) {
+                Some((_, cubin)) => (cubin.decode()?, false, 0),
                 None => {
                     let ptx = m.ptx.decode()?;
-                    let (mut ptx, waits) = match self
-                        .pdl
-                        .then(|| std::str::from_utf8(&ptx).map_err(pdl::PdlError::from).and_then(pdl::with_entry_waits))
-                    {
-                        None => (ptx, false),
-                        Some(Ok(pdl::Rewritten::Waits(text))) => (text.into_bytes(), true),
-                        Some(Ok(pdl::Rewritten::OwnWaits)) => (ptx, true),
+                    let entries = triggers.entries(archive, index as u32);
+                    let rewritten = self.pdl.then(|| {
+                        std::str::from_utf8(&ptx)
+                            .map_err(pdl::PdlError::from)
+                            .and_then(|text| pdl::with_entry_waits(text, &|name| entries.contains(name)))
+                    });
+                    let (mut ptx, waits, triggering) = match rewritten {
+                        None => (ptx, false, 0),
+                        Some(Ok(pdl::Rewritten::Waits { text, triggers })) => (text.into_bytes(), true, triggers),
+                        Some(Ok(pdl::Rewritten::OwnWaits)) => (ptx, true, 0),
                         Some(Err(why)) => {
                             self.warnings.push(format!("module {}: plain edges into its kernels ({why})", m.name));
-                            (ptx, false)
+                            (ptx, false, 0)
                         }
                     };
                     ptx.push(0);
-                    (ptx, waits)
+                    (ptx, waits, triggering)
                 }
             };
             module_waits.push(waits);
-            let (code, image) = match Code::load(&image, library) {
-                Ok(code) => (code, image),
-                Err((error, log)) => {
-                    let jit = CudaError::Jit { module: m.name.to_owned(), error, log };
-                    match self.load_with_older_ptx_version(m.name, &image, library, &jit) {
-                        Some(loaded) => loaded,
-                        None => return Err(jit),
-                    }
-                }
-            };
-            if multi && matches!(code, Code::Module(_)) {
-                code.unload();
-                return Err(CudaError::Invalid(format!(
-                    "module {} loads only as a module of one context, not as a library: it cannot be replayed on several GPUs",
-                    m.name
-                )));
+            if triggering == 0 {
+                triggers.without_module(archive, index as u32);
             }
+            triggered.push(triggering);
+            let (code, image) = self.load_code(m.name, image, library)?;
             self.modules.push(code);
             images.push(image);
         }
@@ -316,6 +345,9 @@ impl CudaReplay {
             }
             functions_on.push(here);
         }
+        self.reloaded_modules =
+            self.confirm_triggers(archive, &mut triggers, &mut functions_on, &mut triggered, library)?;
+        self.triggered_kernels = triggered.iter().sum();
         for i in 0..self.slots.len() {
             for j in 0..self.slots.len() {
                 let on = !self.options.without_peer_access;
@@ -493,6 +525,7 @@ impl CudaReplay {
                 self.programmatic_edges = 0;
                 self.pdl = false;
                 self.dependent_edges = 0;
+                self.triggered_kernels = 0;
                 (graph, kernel_nodes, node_count, edge_count) = self.build_graph()?;
                 r = call!(cuGraphInstantiateWithFlags(&mut exec, graph, 0));
             }

@@ -13,8 +13,8 @@
 //! This file holds the replay's state and its facts; the work is in its children: `load`
 //! (modules, regions, steps, the instantiated graph, and dropping them), `step` (one op resolved
 //! for this replay), `graph` (graph mode's build), `stream` (running a replay, stream mode's
-//! submission), `bindings` (regions and launch parameters from outside) and `fault` (faults and
-//! the op that caused one).
+//! submission), `bindings` (regions and launch parameters from outside), `fault` (faults and
+//! the op that caused one) and `trigger` (which kernels trigger their dependents early).
 
 mod bindings;
 mod fault;
@@ -23,6 +23,7 @@ mod load;
 mod options;
 mod step;
 mod stream;
+mod trigger;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::c_void;
@@ -108,6 +109,10 @@ pub struct CudaReplay {
     /// ([`ReplayOptions::pdl`]), and how many such edges the graph has.
     pdl: bool,
     dependent_edges: usize,
+    /// Kernels whose entry triggers their dependents early (one wave, trigger.rs), and the
+    /// modules loaded a second time to take the trigger out of a kernel past one wave.
+    triggered_kernels: usize,
+    reloaded_modules: usize,
     /// Times a host-driven loop (stream mode) was stopped by its limit, by op.
     host_limit_hits: HashMap<OpId, u64>,
     /// Launch ops of the archive (counted once, for iteration statistics).
@@ -220,6 +225,19 @@ impl CudaReplay {
     /// Programmatic edges between the archive's own kernels ([`ReplayOptions::pdl`]).
     pub fn dependent_edges(&self) -> usize {
         self.dependent_edges
+    }
+
+    /// The archive's kernels that fire `griddepcontrol.launch_dependents` at entry, so that their
+    /// dependents are scheduled once all of their blocks have started (each launch of them one
+    /// wave on its GPU; [`ReplayOptions::pdl_wait_only`] turns it off).
+    pub fn triggered_kernels(&self) -> usize {
+        self.triggered_kernels
+    }
+
+    /// Modules loaded twice because the occupancy API put a kernel given the trigger past one
+    /// wave (the load's cost of the trigger: one more JIT of each).
+    pub fn reloaded_modules(&self) -> usize {
+        self.reloaded_modules
     }
 
     /// Every WHILE loop whose `max_iterations` stopped it with its condition still set, in any

@@ -73,6 +73,11 @@ pub struct ReplayOptions {
     /// of its predecessor has begun) instead of at its completion trigger (the default, what
     /// programmatic stream serialization does; for comparison).
     pub pdl_from_launch: bool,
+    /// With `pdl`: every kernel waits at entry, but none triggers its dependents early (for
+    /// comparison). By default the kernels whose every launch is one wave on its GPU also fire
+    /// `griddepcontrol.launch_dependents` first (see [`crate::pdl`]), so that a dependent is
+    /// scheduled once all of their blocks have started rather than once all have exited.
+    pub pdl_wait_only: bool,
     /// Several GPUs: turn peer access between them off, so that copies between them go through
     /// the driver's staging as on GPUs without a direct link (for comparison and tests).
     pub without_peer_access: bool,
