@@ -5,7 +5,10 @@
 //! write, and keeps the bytes it changed (the archive's `effects` section, docs/FORMAT.md). Those
 //! bytes are what the kernel computed from what it read, so they are right for a replay only when
 //! it reads the same: each launch's record carries a hash of its inputs, and the replay recomputes
-//! it at that op and applies the bytes only when the two agree.
+//! it at that op. Where the two differ because the caller wrote inputs of its own, the replay
+//! stops; where the caller wrote none, the difference can only come from ops the replay ran
+//! itself (rounding, atomics' order), and the bytes are applied and the launch counted as such
+//! (`shared::replay::IterationStats::stale_effects`).
 //!
 //! Both sides must hash the same thing, and a replay's memory differs from the capture's in one
 //! way: the pointers regions hold are the replay's addresses. So the inputs are defined in terms

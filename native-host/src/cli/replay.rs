@@ -597,10 +597,17 @@ fn iteration_line(i: u32, elapsed: Duration, stats: &IterationStats) -> String {
     // Which engine ran the launches: what a GPU engineer checks first when a replay is slow.
     let engines = if stats.launches > 0 {
         let interpreted = stats.launches - stats.native_launches - stats.recorded_effects;
-        let recorded = if stats.recorded_effects > 0 {
-            format!(", {} from recorded effects (machine code only; inputs checked)", stats.recorded_effects)
-        } else {
-            String::new()
+        let recorded = match (stats.recorded_effects, stats.first_stale_effects) {
+            (0, _) => String::new(),
+            (n, None) => format!(", {n} from recorded effects (machine code only; inputs checked)"),
+            // Inputs that differ only after ops the CPU ran (the caller wrote none): the GPU's
+            // writes stand in, and the line says where the difference entered.
+            (n, Some((op, after))) => format!(
+                ", {n} from recorded effects (machine code only), {} of them over inputs that differ from the \
+                 captured ones, first op {op}{}",
+                stats.stale_effects,
+                after.map(|w| format!(" after op {w} ran on the CPU")).unwrap_or_default()
+            ),
         };
         format!(
             " ({} native code, {} of them in SIMD lanes, {interpreted} interpreted{recorded})",

@@ -174,6 +174,15 @@ pub struct IterationStats {
     /// Launches of kernels without PTX whose recorded effects were applied (not counted above).
     #[serde(default)]
     pub recorded_effects: u64,
+    /// Of those, launches whose inputs differed from the captured ones while the caller had
+    /// written no input: earlier ops the CPU ran wrote other bytes than the GPU did (rounding,
+    /// float atomics' order), so the writes applied are what the GPU computed from its own inputs.
+    #[serde(default)]
+    pub stale_effects: u64,
+    /// The first such launch, and the last op before it that ran on the CPU and reaches the same
+    /// regions (where the difference most likely comes from).
+    #[serde(default)]
+    pub first_stale_effects: Option<(OpId, Option<OpId>)>,
 }
 
 /// An op decoded once, with everything it needs at hand.
@@ -311,6 +320,10 @@ pub struct CpuReplay<'a> {
     /// it was not), and the ops passed over with the reason.
     refused_modules: Vec<String>,
     skipped: Vec<(OpId, String)>,
+    /// Whether the caller wrote a region since the initial state was restored: then a launch's
+    /// inputs that differ from the captured ones are the caller's, and its recorded effects must
+    /// not stand in for it.
+    inputs_written: bool,
 }
 
 const UPLOAD_CHUNK: usize = 1 << 16;
@@ -397,6 +410,7 @@ impl<'a> CpuReplay<'a> {
             param_scratch: Vec::new(),
             refused_modules: Vec::new(),
             skipped,
+            inputs_written: false,
         };
         replay.place_regions()?;
         replay.load_modules()?;
@@ -608,8 +622,14 @@ impl<'a> CpuReplay<'a> {
         Ok(self.recorded.len() - 1)
     }
 
-    /// Applies launch `index`'s recorded effects if its inputs are the captured ones.
-    fn apply_effects(&mut self, pc: usize, index: usize) -> Result<(), ReplayError> {
+    /// Applies launch `index`'s recorded effects; whether its inputs were the captured ones.
+    ///
+    /// Inputs that differ stop the replay when the caller wrote inputs of its own (the recorded
+    /// writes belong to other inputs). Otherwise every byte the replay started from is the
+    /// capture's, and only ops the CPU ran since can have made the difference: a result rounded
+    /// otherwise than the GPU's, float atomics summed in another order. The writes are applied
+    /// then, as the GPU's results from its own inputs, and the iteration's stats say so.
+    fn apply_effects(&mut self, pc: usize, index: usize) -> Result<bool, ReplayError> {
         let mem_err = |error| ReplayError::Memory { op: pc as OpId, kind: "launch", error };
         let mut hasher = crate::effects::InputsHasher::default();
         let mut contents = Vec::new();
@@ -622,7 +642,8 @@ impl<'a> CpuReplay<'a> {
         }
         let got = hasher.finish();
         let l = &self.recorded[index];
-        if got != l.inputs {
+        let same = got == l.inputs;
+        if !same && self.inputs_written {
             return Err(ReplayError::EffectsInputs {
                 op: pc as OpId,
                 kernel: l.kernel.clone(),
@@ -634,13 +655,27 @@ impl<'a> CpuReplay<'a> {
             let base = self.mapped(pc, *region)?;
             self.memory.write(base + offset, bytes).map_err(mem_err)?;
         }
-        Ok(())
+        Ok(same)
+    }
+
+    /// The last op before `pc` that the CPU ran from PTX and that reaches a region recorded
+    /// launch `index` reaches (a region it may have written).
+    fn last_cpu_launch_reaching(&self, pc: usize, index: usize) -> Option<OpId> {
+        let reach: Vec<RegionId> = self.recorded[index].reach.iter().map(|(r, _)| *r).collect();
+        let pairs: Vec<(RegionId, RegionId)> = self.region_relocs.iter().map(|(owner, r)| (*owner, r.target)).collect();
+        (0..pc).rev().find_map(|op| {
+            let Step::Launch(_) = self.steps[op] else { return None };
+            let Op::Launch(l) = self.archive.op(op as OpId) else { return None };
+            let reached = crate::effects::reachable(self.archive.relocs(l.relocs.clone()).map(|r| r.target), &pairs);
+            reached.iter().any(|r| reach.contains(r)).then_some(op as OpId)
+        })
     }
 
     /// Restores the state the archive starts from: writes every persistent region's initial
     /// contents (zeros where it has none), frees any scratch still allocated, and patches the
     /// region-held pointers.
     pub fn restore_initial(&mut self) -> Result<(), ReplayError> {
+        self.inputs_written = false;
         let mut buf = vec![0u8; UPLOAD_CHUNK];
         for id in 0..self.regions.len() {
             let r = &self.regions[id];
@@ -727,6 +762,7 @@ impl<'a> CpuReplay<'a> {
 
     /// Replaces a region's contents (a binding's new input). The length must be the region's size.
     pub fn write_region(&mut self, region: RegionId, bytes: &[u8]) -> Result<(), ReplayError> {
+        self.inputs_written = true;
         let r = self.region_index(region)?;
         if bytes.len() as u64 != r.size {
             return Err(ReplayError::Region {
@@ -931,7 +967,12 @@ impl<'a> CpuReplay<'a> {
             Step::Effects(i) => {
                 stats.launches += 1;
                 stats.recorded_effects += 1;
-                self.apply_effects(pc, i)?;
+                if !self.apply_effects(pc, i)? {
+                    stats.stale_effects += 1;
+                    if stats.first_stale_effects.is_none() {
+                        stats.first_stale_effects = Some((pc as OpId, self.last_cpu_launch_reaching(pc, i)));
+                    }
+                }
             }
             Step::Copy { src, src_offset, dst, dst_offset, len } => {
                 let from = self.mapped(pc, src)? + src_offset;
