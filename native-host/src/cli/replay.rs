@@ -502,7 +502,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if !iteration.ops.is_empty() {
                 emit(serde_json::json!({"type": "op_timings", "iteration": i + 1, "ops": iteration.ops}));
             }
-        } else if !args.quiet && (i == 0 || !terse) {
+        } else if (!args.quiet || stats.stale_effects > 0) && (i == 0 || !terse) {
+            // Even quiet, a replay whose recorded effects stood in over other inputs says so: it
+            // changes what its verdict proves.
             let line = match backend.iteration_detail(&stats) {
                 Some(detail) => format!("iteration {}: {} ({detail})", i + 1, fmt_duration(elapsed)),
                 None => iteration_line(i, elapsed, &stats),

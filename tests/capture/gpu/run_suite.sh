@@ -177,7 +177,7 @@ print(sum(1 for r in rs if r["type"] == "kernel" and r["module"] in bare))' "$d/
 # The program's results line, as JSON, into its folder (assembled into the tables at the end).
 record() {
   python3 - "$@" <<'PY'
-import json, os, sys
+import json, os, re, sys
 d, name, stage, note, seconds = sys.argv[1:6]
 def read(f):
     p = os.path.join(d, f)
@@ -214,6 +214,10 @@ for f in ("plain.recap", "effects.recap"):
     row[f.split(".")[0] + "_bytes"] = os.path.getsize(p) if os.path.exists(p) else None
 for v in ("graph", "stream", "cpu", "cpu_effects", "cuda_effects"):
     row[v] = read(v + ".verdict") or None
+# Recorded effects applied over inputs that differ (the CPU's own results of earlier ops differ).
+m = re.search(r"(\d+) of them over inputs that differ from the captured ones, first op (\d+)(?: after op (\d+))?",
+              read("cpu_effects.log"))
+row["stale_effects"] = {"launches": int(m[1]), "first": int(m[2]), "after": m[3] and int(m[3])} if m else None
 errors = {}
 if stage != "done":
     errors["capture" if stage == "capture" else stage] = note

@@ -40,6 +40,11 @@ def main(path):
         first = next((errors[k] for k in keys if k in errors), "")
         first = first.replace("|", "\\|")[:170]
         cells = [r.get(k) or "—" for k in ("graph", "stream", "cpu", "cpu_effects", "cuda_effects")]
+        stale = r.get("stale_effects")
+        if stale and cells[3] in ("PASS", "FAIL"):
+            # Recorded effects applied over inputs the CPU's own earlier results changed.
+            cells[3] += f" ({stale['launches']} over other inputs, from op {stale['first']})"
+
         print(f"| `{name}` | {r['ops']} | {r['kernels_ptx']} / {r['kernels_no_ptx']} | {archive} | "
               + " | ".join(cells) + f" | {first} |")
 
