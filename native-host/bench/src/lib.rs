@@ -19,6 +19,7 @@ use recap_cuda::driver::{Code, Func};
 use recap_cuda::{call, sys};
 use recap_cuda::{CudaError, CudaReplay, Device, Mode, Pdl, ReplayOptions};
 
+pub mod pdl;
 pub mod sample_kernels;
 use sample_kernels::SampleKernels;
 
@@ -40,14 +41,15 @@ impl Builder {
         self.w.add_region(RegionDecl::new(name, bytes, DType::F32)).expect("region")
     }
 
-    fn inc(&mut self, x: RegionId) {
+    /// `x[i] += 1` over `blocks` blocks of 256 threads.
+    fn inc(&mut self, x: RegionId, blocks: u32) {
         let mut params = vec![0u8; 12];
-        params[8..12].copy_from_slice(&ELEMS.to_le_bytes());
+        params[8..12].copy_from_slice(&(ELEMS * blocks).to_le_bytes());
         let relocs = vec![Reloc { offset: 0, target: x, target_offset: 0 }];
         self.w
             .launch(LaunchDecl {
                 kernel: self.k.inc,
-                grid: [1, 1, 1],
+                grid: [blocks, 1, 1],
                 block: [ELEMS, 1, 1],
                 shared_bytes: 0,
                 params,
@@ -307,10 +309,15 @@ pub fn halo_archive(nx: u32, ny: u32, steps: usize, devices: u32, expected: bool
 
 /// `n` launches of the 256-thread `x[i] += 1` kernel on one buffer: a chain by data hazards.
 pub fn chain_archive(n: usize) -> Vec<u8> {
+    wide_chain_archive(n, 1)
+}
+
+/// [`chain_archive`] with `blocks` blocks per launch, over a buffer of `blocks` x 256 floats.
+pub fn wide_chain_archive(n: usize, blocks: u32) -> Vec<u8> {
     let mut b = Builder::new();
-    let x = b.region("x", ELEMS as u64 * 4);
+    let x = b.region("x", ELEMS as u64 * 4 * u64::from(blocks));
     for _ in 0..n {
-        b.inc(x);
+        b.inc(x, blocks);
     }
     b.finish()
 }
@@ -323,7 +330,7 @@ pub fn chains_archive(chains: usize, len: usize, spin_ns: u64) -> Vec<u8> {
     for &x in &xs {
         for _ in 0..len {
             if spin_ns == 0 {
-                b.inc(x)
+                b.inc(x, 1)
             } else {
                 b.spin(x, spin_ns)
             }
@@ -585,8 +592,9 @@ pub enum Section {
     Update,
     /// The 1000-node chain and the WHILE loop after a kernel ran on a second stream.
     SecondStream,
-    /// Programmatic dependent launch against plain graph edges: tiny-kernel chains, chains of 1,
-    /// 5 and 20 us kernels, eight independent chains.
+    /// Programmatic dependent launch against plain graph edges, with and without the early
+    /// trigger: chains of one-block kernels, of 132, 1,056 and two waves of blocks, of 1, 5 and
+    /// 20 us kernels, eight independent chains, the heat step ([`pdl`]).
     Pdl,
     /// A two-device halo exchange (heat diffusion on 8192 x 8192 cells) on one GPU and on two.
     Devices,
@@ -799,41 +807,7 @@ pub fn run(
     // Programmatic dependent launch: the same graphs with each dependent kernel scheduled while
     // its predecessor runs (and waiting for it on the GPU), against plain edges.
     if wanted(Section::Pdl) {
-        let pdl = ReplayOptions { pdl: Pdl::On, ..graph };
-        let from_launch = ReplayOptions { pdl_from_launch: true, ..pdl };
-        let pair = |archive: &Archive,
-                    n: usize,
-                    label: &str,
-                    put: &mut dyn FnMut(String, f64, &'static str)|
-         -> Result<(), CudaError> {
-            let mut plain = CudaReplay::load(device, archive, graph)?;
-            let plain_t = time_per_node(&mut plain, n, reps)?;
-            drop(plain);
-            let mut dependent = CudaReplay::load(device, archive, pdl)?;
-            let edges = dependent.dependent_edges();
-            let pdl_t = time_per_node(&mut dependent, n, reps)?;
-            drop(dependent);
-            let mut early = CudaReplay::load(device, archive, from_launch)?;
-            let early_t = time_per_node(&mut early, n, reps)?;
-            put(format!("{label}: graph per node"), plain_t, "us");
-            put(format!("{label}: graph-pdl per node ({edges} programmatic edges)"), pdl_t, "us");
-            put(format!("{label}: graph-pdl, edges from the launch, per node"), early_t, "us");
-            put(format!("{label}: graph-pdl / graph"), pdl_t / plain_t, "x");
-            Ok(())
-        };
-        for n in [100usize, 1000] {
-            let bytes = chain_archive(n);
-            pair(&Archive::open(&bytes)?, n, &format!("pdl chain {n}, tiny kernels"), &mut put)?;
-        }
-        for spin_ns in [1_000u64, 5_000, 20_000] {
-            let bytes = chains_archive(1, 100, spin_ns);
-            pair(&Archive::open(&bytes)?, 100, &format!("pdl chain 100, {} us kernels", spin_ns / 1000), &mut put)?;
-        }
-        let bytes = chains_archive(8, 100, 0);
-        pair(&Archive::open(&bytes)?, 800, "pdl 8 chains x 100, tiny kernels", &mut put)?;
-        // A real multi-kernel graph: per op of 25 heat steps (100 ops, 75 of them kernels).
-        let bytes = heat_archive(25);
-        pair(&Archive::open(&bytes)?, 100, "pdl heat step x 25 (per op)", &mut put)?;
+        pdl::section(device, reps, &mut put)?;
     }
 
     // Several GPUs: the same two-device archive with both devices on this GPU, then on two.
