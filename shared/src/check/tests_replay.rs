@@ -98,6 +98,27 @@ const MIXED: &str = r#"
 }
 "#;
 
+/// One thread publishes a scan tile's descriptor as CUB's decoupled look-back does: a status
+/// word and the tile's `float` sum in one `st.relaxed.gpu.v2.u32`, the sum moved to `.b32` first.
+const TILE_STATE: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry tile_state(.param .u64 pout)
+{
+    .reg .b32 %r<3>;
+    .reg .f32 %f<2>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [pout];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.f32 %f1, 0f463E5A70;
+    mov.b32 %r2, %f1;
+    mov.u32 %r1, 101;
+    st.relaxed.gpu.global.v2.u32 [%rd1], {%r1, %r2};
+    ret;
+}
+"#;
+
 struct Case {
     ptx: String,
     kernel: &'static str,
@@ -228,6 +249,24 @@ fn a_mixed_dtype_block_gets_a_stretch_per_type() {
     let s: Vec<_> = v.regions[0].stretches.iter().map(|s| (s.ty, s.typed_by, s.outcome)).collect();
     assert_eq!(s[3], (ElemType::Untyped, TypeSource::None, Outcome::Exact));
     assert_eq!(v.state, CheckState::Exact);
+}
+
+#[test]
+fn a_vector_store_types_each_element_by_its_own_register() {
+    let case = Case {
+        ptx: TILE_STATE.to_string(),
+        kernel: "tile_state",
+        regions: vec![("tiles", vec![0; 8])],
+        grid: 1,
+        block: 1,
+    };
+    let a_bytes = captured(&case);
+    let a = Archive::open(&a_bytes).unwrap();
+    assert_eq!(
+        a.typed_layout(0).unwrap(),
+        [Stretch { len: 4, ty: ElemType::I32 }, Stretch { len: 4, ty: ElemType::F32 }],
+        "the status is an integer, the tile's sum a float"
+    );
 }
 
 #[test]

@@ -853,14 +853,16 @@ pub(crate) struct Function {
     /// Per instruction: every path from here ends the thread without passing a barrier. Lanes
     /// parked at such a point do not hold up a barrier of their block (they will exit first).
     pub exit_bound: Vec<bool>,
-    /// `(line, typemap code)` of every `st` by line, for [`Function::store_type`].
-    pub store_types: Vec<(u32, u8)>,
+    /// `((line, source register), typemap code)` of every element of every `st`, sorted, for
+    /// [`Function::store_type`].
+    pub store_types: Vec<((u32, R), u8)>,
 }
 
 impl Function {
-    /// The `super::typemap` code of the `st` at `line` (untyped where there is none).
-    pub fn store_type(&self, line: u32) -> u8 {
-        match self.store_types.binary_search_by_key(&line, |s| s.0) {
+    /// The `super::typemap` code of the element of the `st` at `line` whose value is register
+    /// `src` (untyped where there is none).
+    pub fn store_type(&self, line: u32, src: R) -> u8 {
+        match self.store_types.binary_search_by_key(&(line, src), |s| s.0) {
             Ok(i) => self.store_types[i].1,
             Err(_) => super::typemap::UNTYPED,
         }

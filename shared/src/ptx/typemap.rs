@@ -204,28 +204,29 @@ impl Provenance {
         }
     }
 
-    /// The code of an `st` of type `ty` whose value is `src`: a float store where `ty` says only
-    /// bits or an unsigned width and every register stored last held floats whose size divides
-    /// the store's width.
-    pub(crate) fn store_code(&self, ty: Ty, src: &super::parse::Operand) -> u8 {
+    /// The codes of an `st` of type `ty` whose value is `src`, one per element (a vector's
+    /// elements in order): a float code where `ty` says only bits or an unsigned width and the
+    /// element's register last held a float whose size divides the element's width. Each element
+    /// on its own, since one vector store may pack an integer beside a float's bits: CUB's scan
+    /// tile state is `st.relaxed.gpu.v2.u32 {status, value}`, its value a `float` moved to `.b32`.
+    pub(crate) fn store_codes(&self, ty: Ty, src: &super::parse::Operand) -> Vec<u8> {
         use super::parse::Operand;
         let plain = of_store(ty);
-        if !matches!(ty, Ty::B16 | Ty::B32 | Ty::B64 | Ty::U16 | Ty::U32 | Ty::U64) {
-            return plain;
-        }
-        let regs: Vec<&String> = match src {
-            Operand::Name(n) => vec![n],
-            Operand::Vec(v) => v.iter().filter_map(|x| if let Operand::Name(n) = x { Some(n) } else { None }).collect(),
-            _ => Vec::new(),
+        let elements: Vec<&Operand> = match src {
+            Operand::Vec(v) => v.iter().collect(),
+            x => vec![x],
         };
-        let kinds: Vec<Option<F>> = regs.iter().map(|r| self.floats.get(*r).copied()).collect();
-        match kinds.first() {
-            Some(&Some(f))
-                if kinds.iter().all(|k| *k == Some(f)) && (ty.bytes() as usize).is_multiple_of(float_bytes(f)) =>
-            {
-                of_atomic(Some(f), 0)
-            }
-            _ => plain,
-        }
+        elements
+            .into_iter()
+            .map(|x| match x {
+                Operand::Name(r) if matches!(ty, Ty::B16 | Ty::B32 | Ty::B64 | Ty::U16 | Ty::U32 | Ty::U64) => {
+                    match self.floats.get(r) {
+                        Some(&f) if (ty.bytes() as usize).is_multiple_of(float_bytes(f)) => of_atomic(Some(f), 0),
+                        _ => plain,
+                    }
+                }
+                _ => plain,
+            })
+            .collect()
     }
 }

@@ -127,10 +127,11 @@ impl<'a, const MW: usize> Worker<'a, MW> {
         }
     }
 
-    /// The `typemap` code of the `st` at `line` of the function running now.
-    pub(super) fn store_code(&self, line: u32) -> u8 {
+    /// The `typemap` code of the element with value register `src` of the `st` at `line` of the
+    /// function running now.
+    pub(super) fn store_code(&self, line: u32, src: R) -> u8 {
         let f = self.b.frames.last().map_or(self.ctx.entry, |f| f.func);
-        self.ctx.module.funcs[f as usize].store_type(line)
+        self.ctx.module.funcs[f as usize].store_type(line, src)
     }
 
     /// Notes the type of a store that succeeded, where it went to global memory.
@@ -311,7 +312,8 @@ impl<'a, const MW: usize> Worker<'a, MW> {
         })
     }
 
-    /// Scalar stores to global or shared memory.
+    /// Scalar stores to global or shared memory; `code` is the store's `typemap` code, used where
+    /// types are recorded.
     #[expect(
         clippy::too_many_arguments,
         reason = "the instruction's fields and where it runs (register and lane bases, active lanes, line), on the interpreter's hot path"
@@ -322,6 +324,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
         space: Space,
         size: u8,
         src: usize,
+        code: u8,
         addr: &Addr,
         rb: usize,
         lb: usize,
@@ -331,7 +334,6 @@ impl<'a, const MW: usize> Worker<'a, MW> {
         let n = self.n;
         let ctx = self.ctx;
         let sz = size as u64;
-        let code = if ctx.types { self.store_code(line) } else { typemap::UNTYPED };
         let (base, fixed) = lane_base(addr, rb, lb, n);
         let off = addr.off as u64;
         let regs = &self.b.regs;

@@ -642,7 +642,8 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                 self.ld1(space, size, sext, dmask, ro(d[0]), &addr, rb, lb, em, line)?;
             }
             Inst::St { space, size, n: 1, a: srcs, addr } if matches!(space, Space::Global | Space::Shared) => {
-                self.st1(space, size, ro(srcs[0]), &addr, rb, lb, em, line)?;
+                let code = if self.ctx.types { self.store_code(line, srcs[0]) } else { typemap::UNTYPED };
+                self.st1(space, size, ro(srcs[0]), code, &addr, rb, lb, em, line)?;
             }
             Inst::Ld { space, size, sext, dmask, n: cnt, d, addr } => {
                 let sbits = size as u32 * 8;
@@ -670,7 +671,6 @@ impl<'a, const MW: usize> Worker<'a, MW> {
             }
             Inst::St { space, size, n: cnt, a: srcs, addr } => {
                 let vm = mask_bits(size as u32 * 8);
-                let code = if self.ctx.types { self.store_code(line) } else { typemap::UNTYPED };
                 em.try_each(nw, |l| {
                     let a = self.address(&addr, rb, lb, l);
                     if let Some(whole) = misaligned_vector(space, cnt, size, a) {
@@ -689,6 +689,7 @@ impl<'a, const MW: usize> Worker<'a, MW> {
                             line,
                         })?;
                         if self.ctx.types {
+                            let code = self.store_code(line, s);
                             self.note_global(
                                 space,
                                 ea,

@@ -37,8 +37,9 @@ pub(super) struct FnLower<'m> {
     pub(super) cc: Option<R>,
     /// The low halves of the 128-bit registers (each a pair: the high half is the next register).
     pub(super) wide: HashSet<R>,
-    /// `(line, typemap code)` of each `st`: what a store says about the bytes it writes.
-    pub(super) store_types: Vec<(u32, u8)>,
+    /// `((line, source register), typemap code)` of each element of each `st`: what a store says
+    /// about the bytes it writes.
+    pub(super) store_types: Vec<((u32, R), u8)>,
     /// The float type each register last held, for `store_types`.
     pub(super) provenance: crate::ptx::typemap::Provenance,
 }

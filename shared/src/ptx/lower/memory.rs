@@ -228,10 +228,11 @@ impl FnLower<'_> {
         if space == Space::KParam {
             return self.err("stores to kernel parameters are not allowed");
         }
-        self.store_types.push((self.line, self.provenance.store_code(ty, &ops[1])));
+        let codes = self.provenance.store_codes(ty, &ops[1]);
         if ty == Ty::B128 {
             // One 16-byte access from the register pair, as `ld` above.
             let [lo, hi] = self.wide_pair(&ops[1], o.full)?;
+            self.store_types.extend([lo, hi].map(|r| ((self.line, r), codes[0])));
             self.push(Inst::St { space, size: 8, n: 2, a: [lo, hi, 0, 0], addr });
             return Ok(());
         }
@@ -248,6 +249,7 @@ impl FnLower<'_> {
             let mut a = [0; 4];
             for (k, x) in srcs.iter().enumerate() {
                 a[k] = self.src(x, ty)?;
+                self.store_types.push(((self.line, a[k]), codes[half * 4 + k]));
             }
             let addr = Addr { off: addr.off + (half * 4 * size as usize) as i64, ..addr };
             self.push(Inst::St { space, size, n: srcs.len() as u8, a, addr });
