@@ -34,6 +34,10 @@ pub enum MemError {
     NotARegion { base: u64 },
     #[error("alignment {align} is not a power of two or exceeds {max}")]
     BadAlign { align: u64, max: u64 },
+    #[error("host memory at {addr:#x} is not aligned to 4 bytes")]
+    HostMisaligned { addr: u64 },
+    #[error("{addr:#x} is not the start of a window without a region")]
+    WindowInUse { addr: u64 },
 }
 
 /// Why regions cannot be placed at their addresses; `index` is the region's position in the list
@@ -80,10 +84,55 @@ pub(crate) struct Region {
     /// The window offset of the storage's first byte (0 but for a placed slot that could not get
     /// storage from the window's start).
     origin: u64,
-    words: Box<[AtomicU32]>,
+    words: Words,
     /// Per byte, the element type of the last store that wrote it (`super::typemap`), kept only
     /// while [`Memory::record_types`] is on: a check's type inference, never a plain replay.
     types: Option<Box<[AtomicU8]>>,
+}
+
+/// A region's storage: words it owns, or host memory lent to it ([`Memory::add_host_region`]).
+/// One pointer and length either way, so that an access costs no more than a slice's.
+struct Words {
+    ptr: std::ptr::NonNull<AtomicU32>,
+    len: usize,
+    /// Whether `ptr` and `len` are a `Box<[AtomicU32]>` to free; lent memory stays the lender's.
+    owned: bool,
+}
+
+impl Words {
+    fn owned(words: Box<[AtomicU32]>) -> Words {
+        let len = words.len();
+        // A box's pointer is never null.
+        let ptr = std::ptr::NonNull::from(Box::leak(words)).cast();
+        Words { ptr, len, owned: true }
+    }
+}
+
+impl Drop for Words {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: `ptr` and `len` came from `Box::leak` in `owned`, and are freed once.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) });
+        }
+    }
+}
+
+// SAFETY: owned words are a box of atomics; lent words are plain memory that
+// `add_host_region`'s caller keeps valid for every thread while the region exists. Both are only
+// reached through atomics.
+unsafe impl Send for Words {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Words {}
+
+impl std::ops::Deref for Words {
+    type Target = [AtomicU32];
+
+    #[inline]
+    fn deref(&self) -> &[AtomicU32] {
+        // SAFETY: `len` valid, aligned words at `ptr`: a box's, or the lender's by
+        // `add_host_region`'s contract.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
 }
 
 /// `n` zeroed words, from the allocator's zeroed allocation (untouched pages of a large one cost
@@ -124,7 +173,7 @@ impl Region {
             return Err(MemError::TooLarge { size, max });
         }
         let words = zeroed_words(size.div_ceil(4) as usize).ok_or(MemError::AllocFailed { size })?;
-        Ok(Region { size, readonly, origin: 0, words, types: None })
+        Ok(Region { size, readonly, origin: 0, words: Words::owned(words), types: None })
     }
 
     pub(crate) fn size(&self) -> u64 {
@@ -276,14 +325,64 @@ impl Memory {
             return Err(MemError::BadAlign { align, max: max_align });
         }
         let region = Region::new(size, false)?;
-        let slot = if (self.slots.len() as u64) < MAX_REGION_SLOTS {
-            self.slots.push(None);
-            self.slots.len() - 1
-        } else {
-            // Fresh addresses first (a stale pointer then faults); reuse freed ones when none are left.
-            self.free.pop().ok_or(MemError::TooManyRegions { max: MAX_REGION_SLOTS })?
-        };
+        let slot = self.fresh_slot()?;
         self.slots[slot] = Some(region);
+        self.start_types(slot);
+        Ok(((slot as u64) + 1) << REGION_SHIFT)
+    }
+
+    /// A slot for a new region: fresh addresses first (a stale pointer then faults), freed ones
+    /// when none are left.
+    fn fresh_slot(&mut self) -> Result<usize, MemError> {
+        if (self.slots.len() as u64) < MAX_REGION_SLOTS {
+            self.slots.push(None);
+            return Ok(self.slots.len() - 1);
+        }
+        self.free.pop().ok_or(MemError::TooManyRegions { max: MAX_REGION_SLOTS })
+    }
+
+    /// Adds a region of `size` bytes whose storage is host memory lent by the caller, so that
+    /// kernels and copies read and write those very bytes and the host sees every store at once,
+    /// and the region's kernels see the host's: a CUDA driver's host memory mapped into the device
+    /// and its managed memory, on a machine with one memory. The region takes the window starting
+    /// at `at` (which must have no region), so that its device address can be the host address
+    /// itself, or a fresh window. Returns its base address; [`Memory::remove_region`] ends the
+    /// loan.
+    ///
+    /// # Safety
+    /// `host` is valid for reads and writes of `size` rounded up to 4 bytes, from any thread,
+    /// until the region is removed, and nothing but the lender and this memory reach it meanwhile.
+    pub unsafe fn add_host_region(
+        &mut self,
+        host: std::ptr::NonNull<u8>,
+        size: u64,
+        at: Option<u64>,
+    ) -> Result<u64, MemError> {
+        let max = (1u64 << REGION_SHIFT) - 8;
+        if size > max {
+            return Err(MemError::TooLarge { size, max });
+        }
+        if !(host.as_ptr() as usize).is_multiple_of(4) {
+            return Err(MemError::HostMisaligned { addr: host.as_ptr() as u64 });
+        }
+        let slot = match at {
+            None => self.fresh_slot()?,
+            Some(addr) => {
+                let window = addr >> REGION_SHIFT;
+                let taken = self.slots.get((window as usize).wrapping_sub(1)).is_some_and(Option::is_some);
+                if addr & ((1 << REGION_SHIFT) - 1) != 0 || window == 0 || window > MAX_REGION_SLOTS || taken {
+                    return Err(MemError::WindowInUse { addr });
+                }
+                let slot = (window - 1) as usize;
+                if self.slots.len() <= slot {
+                    self.slots.resize_with(slot + 1, || None);
+                }
+                self.free.retain(|&f| f != slot);
+                slot
+            }
+        };
+        let words = Words { ptr: host.cast(), len: size.div_ceil(4) as usize, owned: false };
+        self.slots[slot] = Some(Region { size, readonly: false, origin: 0, words, types: None });
         self.start_types(slot);
         Ok(((slot as u64) + 1) << REGION_SHIFT)
     }
@@ -368,7 +467,8 @@ impl Memory {
                 self.slots.resize_with(slot + 1, || None);
             }
             self.free.retain(|&f| f != slot);
-            self.slots[slot] = Some(Region { size: hi - origin, readonly: false, origin, words, types: None });
+            self.slots[slot] =
+                Some(Region { size: hi - origin, readonly: false, origin, words: Words::owned(words), types: None });
             self.start_types(slot);
             for &i in members {
                 self.placed.insert(regions[i].0, regions[i].1);

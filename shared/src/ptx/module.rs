@@ -48,6 +48,14 @@ impl Entry {
     }
 }
 
+impl Module {
+    /// Bytes of local memory a thread of kernel `entry` uses: its frame (`.local` variables and
+    /// `.param` slots) and the deepest chain of calls from it, as lowering laid them out.
+    pub fn local_bytes(&self, entry: &Entry) -> u64 {
+        self.funcs.get(entry.func as usize).map_or(0, |f| f.stack_size)
+    }
+}
+
 /// A module-scope `.global` or `.const` variable as its module declares it, offered to the caller
 /// of [`Module::parse_placing`] to place in memory of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

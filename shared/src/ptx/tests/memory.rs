@@ -254,3 +254,71 @@ fn kernels_follow_pointers_between_placed_regions_on_every_engine() {
     let want: Vec<u8> = (0..16u32).flat_map(|k| if k < 8 { 7 - k } else { 0 }.to_le_bytes()).collect();
     assert!(results.iter().all(|r| *r == want), "{results:?}");
 }
+
+/// A region lent host memory is those bytes: a kernel's stores (on every engine) land in the
+/// host's buffer, the host's writes are what kernels and copies read, and removing the region
+/// leaves the buffer to its owner. A window already holding a region is refused.
+#[test]
+fn a_host_region_shares_its_bytes_with_the_host() {
+    let ptx = "
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry add_one(.param .u64 p)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    ld.global.u32 %r2, [%rd3];
+    add.s32 %r2, %r2, 1;
+    st.global.u32 [%rd3], %r2;
+    ret;
+}
+";
+    let m = Module::parse(ptx).unwrap();
+    for engine in [Engine::Interpreter, Engine::Jit, Engine::JitScalar] {
+        let mut host: Vec<u32> = (0..8).map(|i| i * 10).collect();
+        let mut mem = Memory::new();
+        let other = mem.add_region(64, 16).unwrap();
+        let ptr = std::ptr::NonNull::new(host.as_mut_ptr() as *mut u8).unwrap();
+        // SAFETY: `host` outlives the region (removed below) and is not touched meanwhile but
+        // through `mem`, or read back after each call.
+        let base = unsafe { mem.add_host_region(ptr, 32, None) }.unwrap();
+        assert_ne!(base, other);
+        let dims = LaunchDims { grid: [1, 1, 1], block: [8, 1, 1], dynamic_shared: 0 };
+        let opts = ExecOptions { engine, ..ExecOptions::default() };
+        launch(&m, "add_one", &dims, &base.to_le_bytes(), &mem, &opts).unwrap();
+        assert_eq!(host, (0..8).map(|i| i * 10 + 1).collect::<Vec<_>>(), "{engine:?}: the kernel's stores");
+        host[3] = 1000;
+        assert_eq!(mem.read_u32(base + 12).unwrap(), 1000, "the host's write, read as device memory");
+        mem.copy(other, base, 32).unwrap();
+        mem.fill(base, 8, &[0xFF]).unwrap();
+        assert_eq!(&host[..3], &[u32::MAX, u32::MAX, 21]);
+        assert!(mem.read(base + 32, &mut [0; 1]).is_err(), "past the lent bytes");
+        mem.remove_region(base).unwrap();
+        assert!(mem.read(base, &mut [0; 1]).is_err(), "the loan is over");
+        assert_eq!(host[2], 21);
+        assert_eq!(mem.read_u32(other + 12).unwrap(), 1000);
+    }
+    let mut mem = Memory::new();
+    let taken = mem.add_region(8, 8).unwrap();
+    let mut word = [0u32; 2];
+    let ptr = std::ptr::NonNull::new(word.as_mut_ptr() as *mut u8).unwrap();
+    // SAFETY: `word` outlives `mem`'s use of it (the region is removed before it goes).
+    unsafe {
+        assert_eq!(mem.add_host_region(ptr, 8, Some(taken)), Err(MemError::WindowInUse { addr: taken }));
+        assert_eq!(mem.add_host_region(ptr, 8, Some(taken + 4)), Err(MemError::WindowInUse { addr: taken + 4 }));
+        let unaligned = std::ptr::NonNull::new((word.as_mut_ptr() as *mut u8).add(1)).unwrap();
+        assert!(matches!(mem.add_host_region(unaligned, 4, None), Err(MemError::HostMisaligned { .. })));
+        let at = 100u64 << 36;
+        assert_eq!(mem.add_host_region(ptr, 8, Some(at)), Ok(at), "a window of its own choosing");
+        mem.write(at + 4, &7u32.to_le_bytes()).unwrap();
+        assert_eq!(word[1], 7);
+        let fresh = mem.add_region(8, 8).unwrap();
+        assert!(fresh > at, "fresh regions go past it");
+        mem.remove_region(at).unwrap();
+    }
+}
