@@ -104,12 +104,17 @@ fn attribute(attr: c_int, dev: CUdevice) -> Option<c_int> {
         16 => config().sms as c_int,
         // PCI_BUS_ID: one bus per device, as `cuDeviceGetPCIBusId` says
         33 => dev,
+        // CAN_MAP_HOST_MEMORY (mapped.rs)
+        19 => 1,
         // MAX_THREADS_PER_MULTIPROCESSOR, UNIFIED_ADDRESSING
         39 => 2048,
         41 => 1,
         // COMPUTE_CAPABILITY_MAJOR, _MINOR
         75 => (config().arch / 10) as c_int,
         76 => (config().arch % 10) as c_int,
+        // MANAGED_MEMORY, CONCURRENT_MANAGED_ACCESS: one memory, which host and kernels reach at
+        // once (mapped.rs)
+        83 | 89 => 1,
         // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, _PER_BLOCK_OPTIN: the engine's limit
         81 | 97 => MAX_SHARED_BYTES as c_int,
         // MAX_BLOCKS_PER_MULTIPROCESSOR, MEMORY_POOLS_SUPPORTED

@@ -73,16 +73,34 @@ impl Context {
     }
 }
 
-/// A device allocation: its size, and the context (and that context's device) that made it.
+/// A device allocation: its size, the context (and that context's device) that made it, and
+/// what kind of memory it is.
 #[derive(Clone, Copy)]
 pub(crate) struct Allocation {
     pub size: u64,
     pub ctx: Handle,
     pub device: CUdevice,
+    pub kind: Kind,
+}
+
+/// What a device address range is (`mapped.rs` has the two kinds of host memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `cuMemAlloc`: memory of the driver's own, reached only through device addresses.
+    Device,
+    /// `cuMemAllocManaged`: host memory at an address that is its device address too.
+    Managed,
+    /// The device address of page-locked host memory mapped into the device; `host` is the
+    /// address the host reaches its first byte at.
+    Mapped { host: usize },
 }
 
 pub(crate) struct Module {
     pub ptx: shared::ptx::Module,
+    /// Bytes of its `.const` variables.
+    pub const_bytes: u64,
+    /// Its kernels' launch bounds, where they declare any (`ptx_text.rs`).
+    pub bounds: HashMap<String, crate::ptx_text::Bounds>,
     /// Handles of the kernels asked for so far, by name: the same kernel gives the same handle.
     pub functions: HashMap<String, Handle>,
 }
@@ -110,6 +128,8 @@ pub(crate) struct Driver {
     pub host_allocations: HashMap<usize, Layout>,
     /// `cuMemHostRegister`ed host memory, address to size.
     pub registered: HashMap<usize, usize>,
+    /// Host memory mapped into the device (`mapped.rs`), by host address.
+    pub host_maps: BTreeMap<usize, crate::mapped::HostMap>,
     pub contexts: Handles<Context>,
     /// Each device's primary context, once retained.
     pub primary: HashMap<CUdevice, Handle>,
@@ -124,6 +144,11 @@ pub(crate) struct Driver {
     pub execs: Handles<crate::graph::Exec>,
     /// Links in progress (`link.rs`).
     pub links: Handles<crate::link::Link>,
+    /// Memory pools (`pools.rs`), each device's default one, and each device's current one where
+    /// `cuDeviceSetMemPool` changed it.
+    pub pools: Handles<crate::pools::Pool>,
+    pub default_pools: HashMap<CUdevice, Handle>,
+    pub current_pools: HashMap<CUdevice, Handle>,
     /// Conditional handles (condition addresses) and the body graph arrays of conditional nodes.
     pub conditions: HashMap<CUdeviceptr, crate::graph::Condition>,
     pub body_arrays: Vec<Box<[Handle]>>,
@@ -142,6 +167,7 @@ static DRIVER: LazyLock<Mutex<Driver>> = LazyLock::new(|| {
         allocated: 0,
         host_allocations: HashMap::new(),
         registered: HashMap::new(),
+        host_maps: BTreeMap::new(),
         contexts: Handles::default(),
         primary: HashMap::new(),
         modules: Handles::default(),
@@ -152,6 +178,9 @@ static DRIVER: LazyLock<Mutex<Driver>> = LazyLock::new(|| {
         graph_nodes: Handles::default(),
         execs: Handles::default(),
         links: Handles::default(),
+        pools: Handles::default(),
+        default_pools: HashMap::new(),
+        current_pools: HashMap::new(),
         conditions: HashMap::new(),
         body_arrays: Vec::new(),
         exec: ExecOptions { threads: crate::config::config().sms, ..ExecOptions::default() },
@@ -312,18 +341,28 @@ impl Driver {
             crate::result::report(format_args!("cannot allocate {size} bytes of device memory: {e}"));
             CUresult::OUT_OF_MEMORY
         })?;
-        self.allocations.insert(base, Allocation { size: size as u64, ctx, device });
+        self.allocations.insert(base, Allocation { size: size as u64, ctx, device, kind: Kind::Device });
         self.allocated += size as u64;
         Ok(base)
     }
 
+    /// `cuMemFree` of device or managed memory; the device address of mapped host memory is the
+    /// host memory's to free (`cuMemFreeHost`, `cuMemHostUnregister`), as on a GPU.
     pub(crate) fn free(&mut self, base: CUdeviceptr) -> Result<()> {
         if base == 0 {
             return Ok(());
         }
-        let size = self.allocations.remove(&base).ok_or(CUresult::INVALID_VALUE)?.size;
-        self.allocated -= size;
-        self.memory.remove_region(base).map_err(|_| CUresult::INVALID_VALUE)
+        let a = *self.allocations.get(&base).ok_or(CUresult::INVALID_VALUE)?;
+        if matches!(a.kind, Kind::Mapped { .. }) {
+            return Err(CUresult::INVALID_VALUE);
+        }
+        self.allocations.remove(&base);
+        self.allocated -= a.size;
+        self.memory.remove_region(base).map_err(|_| CUresult::INVALID_VALUE)?;
+        if a.kind == Kind::Managed {
+            crate::mapped::unmap_managed(base, a.size);
+        }
+        Ok(())
     }
 
     /// A context's handle, for calls that name one (null is refused).
@@ -333,8 +372,14 @@ impl Driver {
 
     /// A function handle's module and entry.
     pub(crate) fn function(&self, f: Handle) -> Result<(&Function, &shared::ptx::Module)> {
+        let (func, module) = self.function_module(f)?;
+        Ok((func, &module.ptx))
+    }
+
+    /// A function handle's module, with what the driver read from its text.
+    pub(crate) fn function_module(&self, f: Handle) -> Result<(&Function, &Module)> {
         let func = self.functions.get(f)?;
         let module = self.modules.get(func.module)?;
-        Ok((func, &module.ptx))
+        Ok((func, module))
     }
 }

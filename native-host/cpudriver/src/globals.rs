@@ -4,23 +4,39 @@
 //! copies, memsets and kernels of other modules can use, as on NVIDIA's driver. Initialisers are
 //! written when the module loads; the regions go when it is unloaded.
 
+use std::collections::HashMap;
 use std::ffi::c_char;
 
 use shared::ptx::{Memory, Module, PlaceRefusal, PtxError};
 
 use crate::driver::driver;
 use crate::ffi::{c_str, CUdeviceptr, Handle, Out};
+use crate::ptx_text::Bounds;
 use crate::result::{guard, CUresult};
+
+/// A module parsed from PTX, with what the driver reads from its text besides
+/// (`CU_FUNC_ATTRIBUTE_*`, launch checks).
+pub(crate) struct Loaded {
+    pub ptx: Module,
+    /// Bytes of the module's `.const` variables.
+    pub const_bytes: u64,
+    /// Each kernel's launch bounds, where it declares any.
+    pub bounds: HashMap<String, Bounds>,
+}
 
 /// Parses PTX with its variables placed in `memory` and initialised there. On failure the
 /// regions placed so far are removed again.
-pub(crate) fn parse(text: &str, memory: &mut Memory) -> Result<Module, PtxError> {
+pub(crate) fn parse(text: &str, memory: &mut Memory) -> Result<Loaded, PtxError> {
     let mut placed = Vec::new();
+    let mut const_bytes = 0u64;
     let parsed = Module::parse_placing(text, &mut |v| {
         let base = memory
             .add_region(v.size.max(1), v.align.max(1))
             .map_err(|source| PlaceRefusal::NoMemory { variable: v.name.to_string(), source })?;
         placed.push(base);
+        if v.constant {
+            const_bytes += v.size;
+        }
         Ok(Some(base))
     });
     match parsed {
@@ -29,7 +45,7 @@ pub(crate) fn parse(text: &str, memory: &mut Memory) -> Result<Module, PtxError>
                 // The region was made for the variable, at least as large as its initialiser.
                 let _ = memory.write(v.addr, &v.init);
             }
-            Ok(m)
+            Ok(Loaded { ptx: m, const_bytes, bounds: crate::ptx_text::bounds(text) })
         }
         Err(e) => {
             for base in placed {

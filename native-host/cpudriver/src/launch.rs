@@ -111,8 +111,18 @@ pub(crate) unsafe fn pack_for(
 /// Runs kernel `f` over `dims` with its packed parameters, in the current context.
 pub(crate) fn run(d: &mut Driver, f: Handle, dims: LaunchDims, params: &[u8]) -> Result<()> {
     let ctx = d.current()?;
-    let (func, ptx) = d.function(f)?;
+    let (func, module) = d.function_module(f)?;
+    let ptx = &module.ptx;
     let entry = &ptx.entries()[func.entry];
+    // A block past the kernel's declared bounds does not launch, as on a GPU.
+    if module.bounds.get(entry.name()).is_some_and(|b| !b.admits(dims.block)) {
+        report(format_args!(
+            "kernel {}: a block of {:?} threads is past its .maxntid/.reqntid",
+            entry.name(),
+            dims.block
+        ));
+        return Err(CUresult::INVALID_VALUE);
+    }
     let plan = LaunchPlan::new(ptx, entry.name(), &dims).map_err(|e| {
         report(&e);
         CUresult::INVALID_VALUE

@@ -13,9 +13,11 @@
 //! - modules and libraries from PTX text, their kernels, parameter layouts and names (`module.rs`);
 //! - device memory (every device's in the one host memory, each allocation owned by its maker's
 //!   device), copies in every direction and between devices, fills, page-locked host memory
-//!   (`memory.rs`);
+//!   (`memory.rs`); managed memory and host memory mapped into the device, the host's own bytes
+//!   at device addresses (`mapped.rs`); stream-ordered memory pools, as bookkeeping (`pools.rs`);
 //! - launches, from `kernelParams` or an `extra` buffer (`launch.rs`);
-//! - the linker, one PTX input per link (`link.rs`); occupancy, identifiers, cache and limit
+//! - the linker, of one PTX input or several linked on their text (`link.rs`, `ptx_text.rs`);
+//!   occupancy, identifiers, cache and limit
 //!   settings, host callbacks on streams (`queries.rs`);
 //! - streams and events, the profiler switches (`stream.rs`);
 //! - graphs built node by node: kernel, memcpy, memset, empty, event and child graph nodes, their
@@ -74,6 +76,7 @@ macro_rules! exports {
     };
 }
 
+mod compiled;
 mod config;
 mod device;
 mod driver;
@@ -83,12 +86,14 @@ mod graph;
 mod launch;
 mod link;
 mod machine;
+mod mapped;
 mod memory;
 mod module;
 #[cfg(test)]
 mod multi_device_tests;
-mod nvrtc;
+mod pools;
 mod procs;
+mod ptx_text;
 mod queries;
 mod result;
 mod stream;

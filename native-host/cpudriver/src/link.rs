@@ -1,17 +1,18 @@
 //! The driver's linker (`cuLinkCreate`, `cuLinkAddData`, `cuLinkAddFile`, `cuLinkComplete`,
-//! `cuLinkDestroy`), which numba and cuda-python's `Linker` use where nvJitLink is absent. Linking
-//! here is choosing the one PTX input: the inputs are PTX text, fat binaries or the CPU driver's
-//! machine code (whose PTX is taken), and the result is CPU machine code wrapping that PTX
-//! (`machine::wrap`), which `cuModuleLoadData` and `cuLibraryLoadData` load as a GPU driver loads a
-//! linked cubin. The PTX is parsed at `cuLinkComplete`, so a program's PTX errors surface there, as
-//! `ptxas` errors do on a GPU. Several PTX inputs would need a PTX linker (resolving `.extern`
-//! functions across modules), which the engine does not have: that is `CUDA_ERROR_NOT_SUPPORTED`.
+//! `cuLinkDestroy`), which numba and cuda-python's `Linker` use where nvJitLink is absent. The
+//! inputs are PTX text, fat binaries or the CPU driver's machine code (whose PTX is taken); several
+//! are linked into one PTX module on their text (`ptx_text::link`: `.extern` functions and
+//! variables bound to the input that defines them), and the result is CPU machine code wrapping
+//! that PTX (`machine::wrap`), which `cuModuleLoadData` and `cuLibraryLoadData` load as a GPU
+//! driver loads a linked cubin. The PTX is parsed at `cuLinkComplete`, so a program's PTX errors
+//! (and names left undefined) surface there, as `ptxas` and `nvlink` errors do on a GPU.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use crate::driver::driver;
 use crate::ffi::{c_str, host, Handle, Out};
 use crate::machine;
+use crate::module::JitOptions;
 use crate::result::{guard, report, CUresult, Result};
 
 /// `CUjitInputType`.
@@ -24,15 +25,17 @@ pub(crate) struct Link {
     inputs: Vec<(String, String)>,
     /// The linked image, kept until `cuLinkDestroy`, as the driver's own is.
     output: Option<Vec<u8>>,
+    /// `CU_JIT_MAX_REGISTERS`, which the linked code keeps as its kernels' `.maxnreg`.
+    max_registers: Option<u32>,
 }
 
 // SAFETY (every `unsafe` below): the pointers are the caller's, valid as the driver API requires.
 
 #[no_mangle]
 pub unsafe extern "C" fn cuLinkCreate_v2(
-    _num_options: c_uint,
-    _options: *const c_int,
-    _values: *const *mut c_void,
+    num_options: c_uint,
+    options: *const c_int,
+    values: *const *mut c_void,
     state: *mut Handle,
 ) -> CUresult {
     let state = unsafe { Out::new(state) };
@@ -40,7 +43,8 @@ pub unsafe extern "C" fn cuLinkCreate_v2(
         let mut d = driver()?;
         d.current()?;
         state.check()?;
-        state.set(d.links.insert(Link { inputs: Vec::new(), output: None }))
+        let max_registers = unsafe { JitOptions::from_options(num_options, options, values) }.max_registers;
+        state.set(d.links.insert(Link { inputs: Vec::new(), output: None, max_registers }))
     })
 }
 
@@ -158,26 +162,23 @@ pub unsafe extern "C" fn cuLinkComplete(state: Handle, image: *mut *mut c_void, 
         let mut d = driver()?;
         let link = d.links.get_mut(state)?;
         let ptx = match link.inputs.as_slice() {
-            [(_, ptx)] => ptx,
+            [(_, ptx)] => ptx.clone(),
             [] => {
                 report("cuLinkComplete: nothing was added to the link");
                 return Err(CUresult::INVALID_VALUE);
             }
-            several => {
-                let names: Vec<&str> = several.iter().map(|(n, _)| n.as_str()).collect();
-                report(format_args!(
-                    "cuLinkComplete: {} PTX inputs ({}): the CPU driver runs one PTX module per link",
-                    names.len(),
-                    names.join(", ")
-                ));
-                return Err(CUresult::NOT_SUPPORTED);
-            }
+            several => crate::ptx_text::link(&several.iter().map(|(_, ptx)| ptx.as_str()).collect::<Vec<_>>()),
         };
-        if let Err(e) = shared::ptx::Module::parse(ptx) {
-            report(format_args!("cuLinkComplete: {e}"));
+        let ptx = match link.max_registers {
+            Some(max) => crate::ptx_text::limit_registers(&ptx, max),
+            None => ptx,
+        };
+        if let Err(e) = shared::ptx::Module::parse(&ptx) {
+            let names: Vec<&str> = link.inputs.iter().map(|(n, _)| n.as_str()).collect();
+            report(format_args!("cuLinkComplete ({}): {e}", names.join(", ")));
             return Err(CUresult::INVALID_PTX);
         }
-        let output = link.output.insert(machine::wrap(ptx));
+        let output = link.output.insert(machine::wrap(&ptx));
         image.set(output.as_mut_ptr() as *mut c_void)?;
         size.set(output.len())
     })
@@ -187,3 +188,7 @@ pub unsafe extern "C" fn cuLinkComplete(state: Handle, image: *mut *mut c_void, 
 pub unsafe extern "C" fn cuLinkDestroy(state: Handle) -> CUresult {
     guard(|| driver()?.links.remove(state).map(drop))
 }
+
+#[cfg(test)]
+#[path = "link_tests.rs"]
+mod tests;

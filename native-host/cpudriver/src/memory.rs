@@ -1,5 +1,6 @@
 //! Device memory: allocations (regions of the one `shared::ptx::Memory`, whose base address is the
-//! `CUdeviceptr`), copies, fills, and page-locked host memory (plain host memory here). Every
+//! `CUdeviceptr`), copies, fills, and page-locked host memory (plain host memory here; mapped into
+//! the device and managed memory are `mapped.rs`). Every
 //! device access is checked: an address outside every allocation is `CUDA_ERROR_INVALID_VALUE`.
 //! Each allocation belongs to the device whose context made it: a copy between devices
 //! (`cuMemcpyPeer*`) checks that each side is on its context's device, and the pointer
@@ -10,7 +11,7 @@ use std::alloc::Layout;
 use std::ffi::{c_int, c_uint, c_void};
 
 use crate::config::config;
-use crate::driver::{driver, ready, Driver};
+use crate::driver::{driver, ready, Driver, Kind};
 use crate::ffi::{host, host_copy, host_mut, CUdeviceptr, Handle, Out};
 use crate::result::{guard, CUresult, Result};
 
@@ -19,12 +20,12 @@ fn bad_address(_: shared::ptx::MemError) -> CUresult {
 }
 
 /// A host address the caller passed as host memory must not be a device address: reading it as
-/// host memory would fault the process instead of failing the call.
+/// host memory would fault the process instead of failing the call. Managed memory is both.
 fn host_address(d: &Driver, p: *const c_void) -> Result<()> {
-    if d.is_device(p as CUdeviceptr) {
-        return Err(CUresult::INVALID_VALUE);
+    match d.allocation(p as CUdeviceptr) {
+        Some((_, a)) if a.kind != Kind::Managed => Err(CUresult::INVALID_VALUE),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 // SAFETY (every `unsafe` below): host pointers and lengths are the caller's, valid as the driver
@@ -142,7 +143,11 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, size: usize) -> 
         if size == 0 {
             return Err(CUresult::INVALID_VALUE);
         }
-        let layout = Layout::from_size_align(size, 64).map_err(|_| CUresult::OUT_OF_MEMORY)?;
+        // Whole words, so that memory mapped into the device (`mapped.rs`) is words of its own.
+        let layout = size
+            .checked_next_multiple_of(4)
+            .and_then(|n| Layout::from_size_align(n, 64).ok())
+            .ok_or(CUresult::OUT_OF_MEMORY)?;
         // SAFETY: the layout's size is not zero.
         let mem = unsafe { std::alloc::alloc(layout) };
         if mem.is_null() {
@@ -153,49 +158,12 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, size: usize) -> 
     })
 }
 
-/// `cuMemHostAlloc`: page-locked memory is plain host memory here; memory mapped into the device
-/// (`CU_MEMHOSTALLOC_DEVICEMAP`) cannot be, as kernels reach only the driver's own regions.
-#[no_mangle]
-pub unsafe extern "C" fn cuMemHostAlloc(p: *mut *mut c_void, size: usize, flags: c_uint) -> CUresult {
-    if flags & HOST_DEVICEMAP != 0 {
-        return crate::result::not_supported("cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP");
-    }
-    unsafe { cuMemAllocHost_v2(p, size) }
-}
-
-/// `CU_MEMHOSTALLOC_DEVICEMAP` and `CU_MEMHOSTREGISTER_DEVICEMAP`.
-const HOST_DEVICEMAP: c_uint = 2;
-
-/// Registering host memory changes nothing here (copies read and write any host memory); memory
-/// mapped into the device is not supported, as for `cuMemHostAlloc`.
-#[no_mangle]
-pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: c_uint) -> CUresult {
-    if flags & HOST_DEVICEMAP != 0 {
-        return crate::result::not_supported("cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP");
-    }
-    guard(|| {
-        let mut d = ready(None)?;
-        if p.is_null() || size == 0 || d.registered.contains_key(&(p as usize)) {
-            return Err(CUresult::INVALID_VALUE);
-        }
-        d.registered.insert(p as usize, size);
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
-    guard(|| {
-        let mut d = ready(None)?;
-        d.registered.remove(&(p as usize)).map(drop).ok_or(CUresult::HOST_MEMORY_NOT_REGISTERED)
-    })
-}
-
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     guard(|| {
         let mut d = driver()?;
         let layout = d.host_allocations.remove(&(p as usize)).ok_or(CUresult::INVALID_VALUE)?;
+        crate::mapped::unmap_host(&mut d, p);
         // SAFETY: `p` came from `cuMemAllocHost_v2` with this layout, and is freed once (it has
         // just left the table).
         unsafe { std::alloc::dealloc(p as *mut u8, layout) };
@@ -204,7 +172,9 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
 }
 
 /// `CUpointer_attribute`: context (1) and device ordinal (9) of the allocation's maker, memory
-/// type (2), device pointer (3), range start (11) and size (12) of device allocations; the memory type of `cuMemAllocHost` memory.
+/// type (2: host for mapped host memory, device otherwise), device (3) and host (4) pointers,
+/// whether it is managed (8), range start (11) and size (12) of device allocations; the memory
+/// type of `cuMemAllocHost` memory.
 #[no_mangle]
 pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attr: c_int, ptr: CUdeviceptr) -> CUresult {
     guard(|| {
@@ -217,10 +187,20 @@ pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attr: c_int, p
             }
             return Err(CUresult::INVALID_VALUE);
         };
+        let host = match a.kind {
+            Kind::Device => None,
+            Kind::Managed => Some(ptr as usize),
+            Kind::Mapped { host } => Some(host + (ptr - base) as usize),
+        };
         match attr {
             1 => unsafe { Out::new(data as *mut Handle) }.set(a.ctx),
-            2 => unsafe { Out::new(data as *mut c_uint) }.set(2),
+            2 => {
+                unsafe { Out::new(data as *mut c_uint) }.set(if matches!(a.kind, Kind::Mapped { .. }) { 1 } else { 2 })
+            }
             3 => unsafe { Out::new(data as *mut CUdeviceptr) }.set(ptr),
+            4 => unsafe { Out::new(data as *mut *mut c_void) }.set(host.ok_or(CUresult::INVALID_VALUE)? as *mut c_void),
+            // A C `bool`, one byte.
+            8 => unsafe { Out::new(data as *mut u8) }.set(u8::from(a.kind == Kind::Managed)),
             9 => unsafe { Out::new(data as *mut c_int) }.set(a.device),
             11 => unsafe { Out::new(data as *mut CUdeviceptr) }.set(base),
             12 => unsafe { Out::new(data as *mut usize) }.set(a.size as usize),

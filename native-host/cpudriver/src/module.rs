@@ -8,7 +8,7 @@ use shared::ptx::{Memory, MAX_SHARED_BYTES};
 
 use crate::driver::{driver, Driver, Function, Module};
 use crate::ffi::{c_str, element, host, host_mut, Handle, Out};
-use crate::globals;
+use crate::globals::{self, Loaded};
 use crate::machine;
 use crate::result::{guard, report, CUresult, Result};
 use shared::fatbin::ImageKind;
@@ -16,25 +16,31 @@ use shared::fatbin::ImageKind;
 /// `CU_JIT_ERROR_LOG_BUFFER` and `CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES`: where a failed load's
 /// reason goes, besides stderr.
 const JIT_ERROR_LOG_BUFFER: c_int = 5;
+/// `CU_JIT_MAX_REGISTERS`: the most registers per thread the code may use.
+const JIT_MAX_REGISTERS: c_int = 0;
 const JIT_ERROR_LOG_BUFFER_SIZE: c_int = 6;
 
-/// Where the caller asked for the error log of a load (`cuModuleLoadDataEx`, `cuLibraryLoadData`).
-struct ErrorLog {
+/// The JIT options of a load (`cuModuleLoadDataEx`, `cuLibraryLoadData`) the driver heeds: where
+/// the caller asked for the error log, and `CU_JIT_MAX_REGISTERS`.
+pub(crate) struct JitOptions {
     buffer: *mut c_void,
     size: usize,
+    pub max_registers: Option<u32>,
 }
 
-impl ErrorLog {
+impl JitOptions {
     /// # Safety
     /// `options` and `values` hold `n` elements each, as the JIT option arrays of the driver API.
-    unsafe fn from_options(n: c_uint, options: *const c_int, values: *const *mut c_void) -> ErrorLog {
-        let mut log = ErrorLog { buffer: std::ptr::null_mut(), size: 0 };
+    pub(crate) unsafe fn from_options(n: c_uint, options: *const c_int, values: *const *mut c_void) -> JitOptions {
+        let mut log = JitOptions { buffer: std::ptr::null_mut(), size: 0, max_registers: None };
         for i in 0..n as usize {
             // SAFETY: `i < n`, by the contract.
             let (Ok(option), Ok(value)) = (unsafe { element(options, i) }, unsafe { element(values, i) }) else {
                 break;
             };
             match option {
+                // The count is passed as the pointer's value.
+                JIT_MAX_REGISTERS => log.max_registers = u32::try_from(value as usize).ok(),
                 JIT_ERROR_LOG_BUFFER => log.buffer = value,
                 // The size is passed as the pointer's value.
                 JIT_ERROR_LOG_BUFFER_SIZE => log.size = value as usize,
@@ -61,7 +67,7 @@ impl ErrorLog {
 ///
 /// # Safety
 /// `image` is a module image as the driver API takes it: NUL-terminated when it is text.
-unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Result<shared::ptx::Module> {
+unsafe fn load(image: *const c_void, log: &JitOptions, memory: &mut Memory) -> Result<Loaded> {
     if image.is_null() {
         return Err(CUresult::INVALID_VALUE);
     }
@@ -87,8 +93,8 @@ unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Res
                 // A GPU cubin: read it whole (its sections end the image) to name its kernels.
                 let len = shared::fatbin::elf_header_len(header).filter(|&n| n <= 1 << 28).unwrap_or(64) as usize;
                 let whole = unsafe { host(image, len.max(64)) }?;
-                // One that NVRTC made runs as its program's PTX, which the interposer kept (nvrtc.rs).
-                if let Some(ptx) = crate::nvrtc::ptx_for_cubin(whole) {
+                // One the process compiled (NVRTC, ptxas) runs as its PTX, which the interposer kept.
+                if let Some(ptx) = crate::compiled::ptx_for_cubin(whole) {
                     return globals::parse(&ptx, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()));
                 }
                 let why = machine::elf_ptx(whole).err().map(|e| e.to_string()).unwrap_or_default();
@@ -119,7 +125,7 @@ unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Res
     if let Some(ptx) = binary {
         let ptx = ptx.map_err(|e| fail(CUresult::INVALID_IMAGE, e.to_string()))?;
         let module = globals::parse(&ptx, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()))?;
-        return check_target(&module).map(|()| module).map_err(|(status, why)| fail(status, why));
+        return check_target(&module.ptx).map(|()| module).map_err(|(status, why)| fail(status, why));
     }
     // SAFETY: text, so NUL-terminated by the contract.
     let text = unsafe { CStr::from_ptr(image as *const c_char) }
@@ -133,7 +139,7 @@ unsafe fn load(image: *const c_void, log: &ErrorLog, memory: &mut Memory) -> Res
     let defined = shared::cuda_graph::define_set_conditional(text);
     let text = defined.as_deref().unwrap_or(text);
     let module = globals::parse(text, memory).map_err(|e| fail(CUresult::INVALID_PTX, e.to_string()))?;
-    check_target(&module).map(|()| module).map_err(|(status, why)| fail(status, why))
+    check_target(&module.ptx).map(|()| module).map_err(|(status, why)| fail(status, why))
 }
 
 /// The newest PTX ISA the driver loads: every 9.x, which CUDA 13's toolkits (13.0 to 13.5 and
@@ -167,8 +173,15 @@ fn check_target(module: &shared::ptx::Module) -> std::result::Result<(), (CUresu
     Ok(())
 }
 
-fn insert(d: &mut Driver, ptx: shared::ptx::Module) -> Handle {
-    d.modules.insert(Module { ptx, functions: HashMap::new() })
+/// Adds a loaded module, its kernels bounded by the load's `CU_JIT_MAX_REGISTERS`.
+fn insert(d: &mut Driver, loaded: Loaded, jit: &JitOptions) -> Handle {
+    let Loaded { ptx, const_bytes, mut bounds } = loaded;
+    if let Some(max) = jit.max_registers {
+        for b in bounds.values_mut() {
+            b.max_registers = Some(b.max_registers.map_or(max, |own| own.min(max)));
+        }
+    }
+    d.modules.insert(Module { ptx, const_bytes, bounds, functions: HashMap::new() })
 }
 
 #[no_mangle]
@@ -192,9 +205,9 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(
         let mut d = driver()?;
         d.current()?;
         module.check()?;
-        let log = unsafe { ErrorLog::from_options(num_options, options, values) };
+        let log = unsafe { JitOptions::from_options(num_options, options, values) };
         let ptx = unsafe { load(image, &log, &mut d.memory) }?;
-        module.set(insert(&mut d, ptx))
+        module.set(insert(&mut d, ptx, &log))
     })
 }
 
@@ -252,9 +265,9 @@ pub unsafe extern "C" fn cuLibraryLoadData(
     guard(|| {
         let mut d = driver()?;
         library.check()?;
-        let log = unsafe { ErrorLog::from_options(num_jit_options, jit_options, jit_values) };
+        let log = unsafe { JitOptions::from_options(num_jit_options, jit_options, jit_values) };
         let ptx = unsafe { load(code, &log, &mut d.memory) }?;
-        library.set(insert(&mut d, ptx))
+        library.set(insert(&mut d, ptx, &log))
     })
 }
 
@@ -308,22 +321,38 @@ pub unsafe extern "C" fn cuFuncGetName(name: *mut *const c_char, func: Handle) -
     })
 }
 
-/// `CUfunction_attribute` values, from what the PTX declares where it says, else the limits.
+/// A GPU's most registers per thread.
+const MAX_REGISTERS: u32 = 255;
+
+/// `CUfunction_attribute` values, from what the PTX declares where it says: the launch bound
+/// (`.maxntid`, `.reqntid`, else the device's 1024), static shared memory, the module's `.const`
+/// bytes, local memory per thread (its frame and deepest call chain), the registers its body
+/// declares (`.reg`, in 32-bit units: PTX's virtual registers, which a GPU's allocator packs
+/// into fewer) within `.maxnreg` and `CU_JIT_MAX_REGISTERS`, the PTX ISA;
+/// the binary version is the device's architecture. Attributes of a GPU's caches and clusters
+/// are 0.
 #[no_mangle]
 pub unsafe extern "C" fn cuFuncGetAttribute(value: *mut c_int, attr: c_int, func: Handle) -> CUresult {
     let value = unsafe { Out::new(value) };
     guard(|| {
         let d = driver()?;
-        let (f, ptx) = d.function(func)?;
-        let static_shared = ptx.entries()[f.entry].static_shared_bytes() as c_int;
+        let (f, module) = d.function_module(func)?;
+        let ptx = &module.ptx;
+        let entry = &ptx.entries()[f.entry];
+        let bounds = module.bounds.get(entry.name()).copied().unwrap_or_default();
+        let static_shared = entry.static_shared_bytes() as c_int;
+        let clamp = |n: u64| c_int::try_from(n).unwrap_or(c_int::MAX);
         value.set(match attr {
-            0 => 1024,                                      // MAX_THREADS_PER_BLOCK
-            1 => static_shared,                             // SHARED_SIZE_BYTES
-            4 => 32,                                        // NUM_REGS
+            0 => bounds.thread_limit().map_or(1024, |n| n.min(1024) as c_int), // MAX_THREADS_PER_BLOCK
+            1 => static_shared,                                                // SHARED_SIZE_BYTES
+            2 => clamp(module.const_bytes),                                    // CONST_SIZE_BYTES
+            3 => clamp(ptx.local_bytes(entry)),                                // LOCAL_SIZE_BYTES
+            // NUM_REGS: the registers its PTX declares, within `.maxnreg` and a GPU's limit.
+            4 => bounds.registers.clamp(1, MAX_REGISTERS).min(bounds.max_registers.unwrap_or(MAX_REGISTERS)) as c_int,
             5 => ptx_version(ptx.version()),                // PTX_VERSION
-            6 => 90,                                        // BINARY_VERSION
+            6 => crate::config::config().arch as c_int,     // BINARY_VERSION
             8 => MAX_SHARED_BYTES as c_int - static_shared, // MAX_DYNAMIC_SHARED_SIZE_BYTES
-            2 | 3 | 7 | 9..=20 => 0,
+            7 | 9..=20 => 0,
             _ => return Err(CUresult::INVALID_VALUE),
         })
     })
@@ -340,3 +369,7 @@ fn ptx_version(v: Option<&str>) -> c_int {
 pub unsafe extern "C" fn cuFuncSetAttribute(func: Handle, _attr: c_int, _value: c_int) -> CUresult {
     guard(|| driver()?.function(func).map(|_| ()))
 }
+
+#[cfg(test)]
+#[path = "module_tests.rs"]
+mod tests;

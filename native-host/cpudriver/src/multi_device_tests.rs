@@ -1,7 +1,8 @@
 //! Tests of several devices in one driver: contexts on each, allocations owned by their maker's
 //! device, peer access and peer copies, streams that keep their context. The driver reads its
 //! configuration once per process, so every test here runs with `RECAP_CPU_DEVICES=2`, set
-//! before the first call reads it.
+//! before the first call reads it (`two_devices`, which every test of this crate that calls the
+//! driver starts with).
 
 use std::ffi::{c_int, c_void};
 use std::sync::Once;
@@ -13,7 +14,7 @@ use crate::queries::*;
 use crate::result::CUresult;
 use crate::stream::*;
 
-fn two_devices() {
+pub(crate) fn two_devices() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // SAFETY: set once, before any test of this crate reads the environment.
