@@ -1,14 +1,17 @@
 //! Where `recap capture` finds the PTX of a module the program loaded as a bare cubin: the
 //! compiler caches the process put it in (`tests/capture/programs/triton_cache.c` writes its
 //! kernel's cubin and PTX into a Triton-style or inductor-style cache folder, names the folder in
-//! the environment only then, and loads the cubin's bytes), and NVRTC
+//! the environment only then, and loads the cubin's bytes), NVRTC
 //! (`tests/capture/programs/nvrtc_cubin.c` compiles its kernel to a cubin with the real NVRTC,
-//! from PyPI's `nvidia-cuda-nvrtc`, which runs without a GPU).
+//! from PyPI's `nvidia-cuda-nvrtc`, which runs without a GPU), a `ptxas` child
+//! (`ptxas_cubin.c` runs the real `ptxas` from PyPI's `nvidia-cuda-nvcc` on a temporary file, as
+//! XLA does) and the driver's linker (`linked_copy.c` loads a copy of what `cuLinkComplete`
+//! handed out, as numba does).
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use recap_tests::{cdylib, repo_root};
+use recap_tests::{cdylib, recap_bin, repo_root};
 
 use crate::cpudriver::Program;
 use crate::intercept::{capture_ok_with, replay_check, tmp_archive};
@@ -51,36 +54,50 @@ fn a_stale_cubin_of_the_same_name_elsewhere_in_the_cache_is_not_taken() {
     assert!(from.ends_with("triton/0/5AH6XZKQ3JY2BFOM/scale_index.ptx"), "{report:#}");
 }
 
-/// NVRTC from PyPI (`nvidia-cuda-nvrtc`) in a virtual environment under `target/nvrtc-venv`,
-/// made when missing; `None` (after saying why) where it cannot be installed.
-fn nvrtc_library() -> Option<PathBuf> {
-    let venv = repo_root().join("target/nvrtc-venv");
+/// A file of one of NVIDIA's CUDA wheels from PyPI (`package`, which puts its files under the
+/// `nvidia` namespace package), installed when missing into a virtual environment under
+/// `target/cuda-wheels-venv`: the first file matching `pattern`, a glob relative to `nvidia/`.
+/// `None` (after saying why) where it cannot be installed.
+fn cuda_wheel_file(package: &str, pattern: &str) -> Option<PathBuf> {
+    let venv = repo_root().join("target/cuda-wheels-venv");
     let python = venv.join("bin/python");
     let find = || -> Option<PathBuf> {
         let o = Command::new(&python)
-            .args(["-c", "import glob, os, nvidia; print('\\n'.join(p for d in nvidia.__path__ for p in glob.glob(os.path.join(d, '*', 'lib', 'libnvrtc.so.*')) if 'builtins' not in p))"])
+            .args(["-c", "import glob, os, sys, nvidia; print('\\n'.join(p for d in nvidia.__path__ for p in sorted(glob.glob(os.path.join(d, sys.argv[1])))))"])
+            .arg(pattern)
             .output()
             .ok()?;
         String::from_utf8_lossy(&o.stdout).lines().map(PathBuf::from).find(|p| p.is_file())
     };
-    if let Some(lib) = find() {
-        return Some(lib);
+    if let Some(file) = find() {
+        return Some(file);
     }
-    let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().is_ok_and(|s| s.success());
+    let made = python.is_file()
+        || Command::new("python3").arg("-m").arg("venv").arg(&venv).status().is_ok_and(|s| s.success());
     let installed = made
         && Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "nvidia-cuda-nvrtc"])
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", package])
             .status()
             .is_ok_and(|s| s.success());
-    let lib = if installed { find() } else { None };
-    if lib.is_none() {
+    let file = if installed { find() } else { None };
+    if file.is_none() {
         eprintln!(
-            "skipped: NVRTC (pip's nvidia-cuda-nvrtc) could not be installed into {} (is PyPI reachable?); \
-             the NVRTC capture did not run",
+            "skipped: {pattern} from pip's {package} could not be installed into {} (is PyPI reachable?); \
+             the capture that needs it did not run",
             venv.display()
         );
     }
-    lib
+    file
+}
+
+/// NVRTC from PyPI (`nvidia-cuda-nvrtc`).
+fn nvrtc_library() -> Option<PathBuf> {
+    cuda_wheel_file("nvidia-cuda-nvrtc", "*/lib/libnvrtc.so.*")
+}
+
+/// The `ptxas` binary from PyPI (`nvidia-cuda-nvcc`), which runs without a GPU.
+fn ptxas_binary() -> Option<PathBuf> {
+    cuda_wheel_file("nvidia-cuda-nvcc", "*/bin/ptxas")
 }
 
 #[test]
@@ -108,5 +125,70 @@ fn a_cubin_nvrtc_made_gets_the_ptx_of_its_program_compiled_again_and_replays() {
     for engine in ["interp", "jit"] {
         let out = replay_check(&archive, engine);
         assert!(out.contains("1 of 1 regions pass"), "{engine}:\n{out}");
+    }
+}
+
+#[test]
+fn a_cubin_a_ptxas_child_wrote_gets_the_ptx_it_read_and_replays() {
+    let Some(ptxas) = ptxas_binary() else { return };
+    cdylib("recap-audit", "recap_audit");
+    let program = Program::build("ptxas_cubin", &["-lcuda"]);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = tmp_archive(&dir, "ptxas.recap");
+    let report = capture_ok_with(&program, &archive, "profiler", &[ptxas.to_str().unwrap()]);
+    let kernel = &report["kernels"][0];
+    assert_eq!(kernel["name"], "scale_index", "{report:#}");
+    assert_eq!(kernel["ptx"], true, "{report:#}");
+    // The program's temporary file, which it deleted once ptxas had run.
+    let from = kernel["ptx_from"].as_str().unwrap();
+    assert!(from.starts_with("ptxas (/tmp/ptxas_cubin-") && from.ends_with(')'), "{report:#}");
+    assert_eq!(kernel["layout_from"], "PTX .entry", "{report:#}");
+    for engine in ["interp", "jit"] {
+        let out = replay_check(&archive, engine);
+        assert!(out.contains("1 of 1 regions pass"), "{engine}:\n{out}");
+    }
+    // `recap inspect --json` shows it: the capture report is kept in the archive.
+    let o = Command::new(recap_bin()).args(["inspect", "--json"]).arg(&archive).output().unwrap();
+    let listing = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && listing.contains(from), "inspect --json names the PTX's source:\n{listing}");
+}
+
+#[test]
+fn ptxas_runs_that_leave_no_ptx_to_keep_are_noted_and_change_nothing_for_the_program() {
+    let Some(ptxas) = ptxas_binary() else { return };
+    cdylib("recap-audit", "recap_audit");
+    let program = Program::build("ptxas_cubin", &["-lcuda"]);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = tmp_archive(&dir, "ptxas.recap");
+    // The program checks that ptxas still fails on broken PTX and writes nothing.
+    let report = capture_ok_with(&program, &archive, "profiler", &[ptxas.to_str().unwrap(), "refusals"]);
+    let notes: Vec<&str> = report["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("ptxas /tmp/ptxas_cubin-")
+            && n.contains("no output file /tmp/ptxas_cubin-")
+            && n.ends_with("at its exit (it failed, or wrote elsewhere); nothing kept")),
+        "{report:#}"
+    );
+    // The compile the program went on to run is unaffected.
+    assert_eq!(report["kernels"][0]["ptx"], true, "{report:#}");
+    assert!(report["kernels"][0]["ptx_from"].as_str().unwrap().starts_with("ptxas ("), "{report:#}");
+}
+
+#[test]
+fn a_copy_of_a_linked_cubin_gets_the_links_ptx_input_and_replays() {
+    let program = Program::build("linked_copy", &["-lcuda"]);
+    for mode in ["copy", "in-place"] {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = tmp_archive(&dir, "linked.recap");
+        let args: &[&str] = if mode == "copy" { &[] } else { &["in-place"] };
+        let report = capture_ok_with(&program, &archive, "profiler", args);
+        let kernel = &report["kernels"][0];
+        assert_eq!(kernel["name"], "scale_index", "{mode}: {report:#}");
+        assert_eq!(kernel["ptx"], true, "{mode}: {report:#}");
+        assert_eq!(kernel["ptx_from"], "the link's PTX input", "{mode}: {report:#}");
+        for engine in ["interp", "jit"] {
+            let out = replay_check(&archive, engine);
+            assert!(out.contains("1 of 1 regions pass"), "{mode}, {engine}:\n{out}");
+        }
     }
 }

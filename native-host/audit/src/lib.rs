@@ -13,19 +13,26 @@
 //! Why a library of its own rather than the interposer: an audit library is loaded into a
 //! namespace of its own before the program, and the interposer's start-up opens the real driver,
 //! which would then be loaded a second time, there. This one has no start-up work and depends on
-//! libc alone.
+//! libc (and a hash) alone.
 //!
 //! NVRTC (`libnvrtc*.so.*`, which CuPy opens by absolute path) is sent to the interposer the same
 //! way, once the linker's search has found the file: that file is linked at `RECAP_REAL_LIBNVRTC`
 //! for the interposer to forward to (its `nvrtc.rs`).
 //!
+//! `LD_AUDIT` passes to the program's children, so this library is also loaded into every `ptxas`
+//! the program runs (XLA and Triton compile PTX that way): there it keeps the input PTX by the
+//! hash of the cubin `ptxas` wrote, for the interposer to find when the cubin is loaded
+//! (`ptxas.rs`).
+//!
 //! Environment (set by `recap capture`): `RECAP_INTERPOSER`, the interposer's path (nothing is
 //! redirected without it); `RECAP_REAL_LIBCUDA`, the real driver's path; `RECAP_REAL_LIBNVRTC`,
-//! where to link the NVRTC the program opens.
+//! where to link the NVRTC the program opens; `RECAP_PTXAS_DIR`, where `ptxas` runs keep their PTX.
 
 use std::ffi::{c_char, c_uint, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+mod ptxas;
 
 /// `la_objsearch`'s flag for the name as the program gave it.
 const LA_SER_ORIG: c_uint = 0x01;

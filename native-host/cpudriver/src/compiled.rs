@@ -1,8 +1,9 @@
-//! GPU cubins that NVRTC made in this process, under `recap capture`: this driver cannot run their
-//! machine code, but the interposer in front of it keeps every NVRTC program the process compiled
-//! and hands back the PTX of the one that made a cubin (its `recap_nvrtc_ptx`), which runs here in
-//! the cubin's place, as a GPU would run the cubin. Without the interposer (or for a cubin NVRTC
-//! did not make) a GPU cubin is refused as before.
+//! GPU cubins the process compiled itself, under `recap capture`: this driver cannot run their
+//! machine code, but the interposer in front of it knows where each such cubin's PTX is (the
+//! NVRTC program that made it, compiled again; the input of the `ptxas` run that wrote it) and
+//! hands it back (its `recap_cubin_ptx`), which runs here in the cubin's place, as a GPU would run
+//! the cubin. Without the interposer (or for a cubin the process did not compile) a GPU cubin is
+//! refused as before.
 
 use std::ffi::{c_char, c_void, CStr};
 
@@ -14,13 +15,13 @@ extern "C" {
 /// `libcuda.so.1`.
 const RTLD_DEFAULT: *mut c_void = std::ptr::null_mut();
 
-/// The PTX of the NVRTC program that made `cubin`, from the interposer, when there is one.
+/// The PTX `cubin` was compiled from in this process, from the interposer, when there is one.
 pub fn ptx_for_cubin(cubin: &[u8]) -> Option<String> {
     // SAFETY: dlsym with a NUL-terminated name; the symbol, when there, is the interposer's
-    // `recap_nvrtc_ptx`, which reads `len` bytes at `cubin` and returns NULL or NUL-terminated
+    // `recap_cubin_ptx`, which reads `len` bytes at `cubin` and returns NULL or NUL-terminated
     // text it keeps for the life of the process.
     unsafe {
-        let f = dlsym(RTLD_DEFAULT, c"recap_nvrtc_ptx".as_ptr());
+        let f = dlsym(RTLD_DEFAULT, c"recap_cubin_ptx".as_ptr());
         if f.is_null() {
             return None;
         }

@@ -230,7 +230,7 @@ hook! {
             }
         });
     [cuLinkComplete](link: Handle, cubin: *mut *mut c_void, size: *mut usize) =>
-        |call: Call, link: Handle, cubin: *mut *mut c_void, size: *mut usize| then(call, || state().link_complete(link as usize, *cubin as usize, *size));
+        |call: Call, link: Handle, cubin: *mut *mut c_void, size: *mut usize| then(call, || state().link_complete(link as usize, host_bytes(*cubin, *size)));
     [cuLinkDestroy](link: Handle) => |call: Call, link: Handle| { state().link_destroy(link as usize); call() };
 
     // Memory.

@@ -8,11 +8,13 @@
 //! their kernels; anything else is copied at once, since the program may free it after the call.
 //!
 //! PTX is taken wherever it exists: the image itself, a fat binary's PTX entry (the lowest
-//! architecture, the most portable), the PTX inputs of a link, or — for a bare cubin, as Triton
-//! loads them — the `.ptx` file its producer keeps beside a byte-identical copy of the cubin in
-//! its cache (Triton's and inductor's cache folders: `ptx_sources.rs`).
+//! architecture, the most portable), the PTX inputs of a link (the driver's linker handed out the
+//! very bytes loaded: [`LinkOutputs`]), or — for a bare cubin, as Triton loads them — the `.ptx`
+//! file its producer keeps beside a byte-identical copy of the cubin in its cache (Triton's and
+//! inductor's cache folders: `ptx_sources.rs`), the NVRTC program that made it (`nvrtc.rs`), or
+//! the input of the `ptxas` run that wrote it (`ptxas.rs`).
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,6 +23,9 @@ use shared::ptx::signature;
 
 use crate::record::Layout;
 use crate::sys::{CU_JIT_INPUT_FATBINARY, CU_JIT_INPUT_PTX};
+
+/// What a bare cubin's kernels say when none of the places a cubin's PTX is looked for had it.
+pub const NO_PTX: &str = "none: a cubin, and no PTX found beside it, from NVRTC or from ptxas";
 
 /// Why an image's kernels have no PTX or no code at all: the image cannot be read, or is not one
 /// the driver takes.
@@ -190,7 +195,17 @@ impl ModuleImage {
                         Some((text, path)) => (Some(text), format!("{}", path.display())),
                         // Compiled again for its PTX when the archive is written (nvrtc.rs).
                         None if crate::nvrtc::made(bytes) => (None, crate::nvrtc::PENDING.into()),
-                        None => (None, "none: a cubin, and no PTX found beside it or from NVRTC".into()),
+                        None => match crate::ptxas::kept(bytes) {
+                            Some(kept) => {
+                                let from = crate::ptxas::ptx_from(&kept);
+                                let text = match kept {
+                                    crate::ptxas::Kept::Ptx { text, .. } => Some(text),
+                                    crate::ptxas::Kept::Refused(_) => None,
+                                };
+                                (text, from)
+                            }
+                            None => (None, NO_PTX.into()),
+                        },
                     },
                 };
                 Ok(Parsed { ptx, ptx_from, cubins: vec![(0, bytes.to_vec())] })
@@ -217,12 +232,13 @@ impl ModuleImage {
     }
 
     /// The PTX a linked cubin was made from, when the link had exactly one PTX input (a PTX
-    /// entry of a fat binary input counts).
+    /// entry of a fat binary input counts); what else the link joined is named beside it.
     fn linked_ptx(&self) -> Option<(Option<String>, String)> {
         if self.link_inputs.is_empty() {
             return None;
         }
         let mut texts = Vec::new();
+        let mut others = Vec::new();
         for (kind, bytes) in &self.link_inputs {
             match *kind {
                 CU_JIT_INPUT_PTX => {
@@ -230,17 +246,27 @@ impl ModuleImage {
                     texts.push(String::from_utf8_lossy(&bytes[..end]).into_owned());
                 }
                 CU_JIT_INPUT_FATBINARY => {
-                    if let Ok(entries) = fatbin::parse(bytes) {
-                        texts.extend(entries.iter().filter_map(|e| e.ptx().map(str::to_string)).take(1));
+                    let ptx = fatbin::parse(bytes).ok().and_then(|entries| {
+                        entries
+                            .iter()
+                            .filter(|e| e.kind == EntryKind::Ptx)
+                            .min_by_key(|e| e.sm)
+                            .and_then(|e| e.ptx().map(str::to_string))
+                    });
+                    match ptx {
+                        Some(text) => texts.push(text),
+                        None => others.push(input_kind(*kind)),
                     }
                 }
-                _ => {}
+                other => others.push(input_kind(other)),
             }
         }
+        let beside =
+            if others.is_empty() { String::new() } else { format!(" (also linked, not kept: {})", others.join(", ")) };
         Some(match texts.len() {
-            1 => (texts.pop(), "the link's PTX input".into()),
-            0 => (None, "none: the link had no PTX input".into()),
-            n => (None, format!("none: the link joined {n} PTX inputs, which one module cannot hold")),
+            1 => (texts.pop(), format!("the link's PTX input{beside}")),
+            0 => (None, format!("none: the link had no PTX input{beside}")),
+            n => (None, format!("none: the link joined {n} PTX inputs, which one module cannot hold{beside}")),
         })
     }
 
@@ -253,6 +279,74 @@ impl ModuleImage {
             from: "PTX .entry",
         })
     }
+}
+
+/// A link's inputs: `(CUjitInputType, bytes)`.
+pub type LinkInputs = Vec<(u32, Vec<u8>)>;
+
+/// A link input's kind (`CUjitInputType`), for the report.
+fn input_kind(kind: u32) -> String {
+    match kind {
+        0 => "a cubin".into(),
+        1 => "PTX".into(),
+        2 => "a fat binary without PTX".into(),
+        3 => "an object".into(),
+        4 => "a library".into(),
+        5 => "NVVM IR".into(),
+        other => format!("an input of type {other}"),
+    }
+}
+
+/// Every cubin the driver's linker handed out (`cuLinkComplete`), with the inputs it was linked
+/// from. The driver's copy lives only until `cuLinkDestroy`: numba (through cuda.core) copies it,
+/// destroys the link and loads the copy. So a loaded image is the link's output when the memory it
+/// starts at holds the very bytes the linker handed out, wherever they are.
+#[derive(Default)]
+pub struct LinkOutputs(Vec<(Vec<u8>, LinkInputs)>);
+
+impl LinkOutputs {
+    pub fn add(&mut self, cubin: Vec<u8>, inputs: LinkInputs) {
+        if !cubin.is_empty() && !self.0.iter().any(|(made, _)| *made == cubin) {
+            self.0.push((cubin, inputs));
+        }
+    }
+
+    /// The image at `image` as the output of the link that made its bytes, when one did.
+    ///
+    /// # Safety
+    /// `image` is a code image the driver just accepted.
+    pub unsafe fn image_at(&self, image: *const c_void, via: &str) -> Option<ModuleImage> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let readable = crate::readable::readable_from(image as usize);
+        let (made, inputs) = self.0.iter().find(|(made, _)| {
+            // SAFETY: the process's mappings make `readable` bytes at `image` readable.
+            made.len() <= readable && unsafe { std::slice::from_raw_parts(image as *const u8, made.len()) } == &made[..]
+        })?;
+        Some(ModuleImage::linked(via, made.clone(), inputs.clone()))
+    }
+}
+
+/// The PTX this process made for the cubin at `cubin` (`len` bytes) with NVRTC (its program
+/// compiled again now) or a `ptxas` child, NUL-terminated and kept for the life of the process;
+/// NULL when neither made it. For recap's CPU driver, which cannot run a GPU cubin and loads its
+/// PTX in its place.
+///
+/// # Safety
+/// `cubin` points to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn recap_cubin_ptx(cubin: *const u8, len: usize) -> *const c_char {
+    if cubin.is_null() {
+        return std::ptr::null();
+    }
+    // SAFETY: the caller's contract.
+    let bytes = unsafe { std::slice::from_raw_parts(cubin, len) };
+    let ptx = crate::nvrtc::ptx_c(bytes);
+    if !ptx.is_null() {
+        return ptx;
+    }
+    crate::ptxas::ptx_c(bytes)
 }
 
 /// A fat binary at `image`, whose readable memory is `bytes`: referenced where it lies inside a
@@ -271,4 +365,47 @@ unsafe fn fatbin_source(image: *const c_void, bytes: &[u8]) -> Result<ImageSourc
         return Ok(ImageSource::Static { ptr: image as usize, len });
     }
     Ok(ImageSource::Owned(bytes[..len].to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PTX: &[u8] = b".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n\0";
+
+    #[test]
+    fn a_links_one_ptx_input_is_kept_and_what_else_it_joined_is_named() {
+        let cubin = b"\x7fELF a linked cubin".to_vec();
+        let mut one = ModuleImage::linked("cuModuleLoadData", cubin.clone(), vec![(CU_JIT_INPUT_PTX, PTX.to_vec())]);
+        let parsed = one.prepare().unwrap();
+        assert_eq!(
+            (parsed.ptx.as_deref().map(str::len), parsed.ptx_from.as_str()),
+            (Some(PTX.len() - 1), "the link's PTX input")
+        );
+        let with_library = vec![(CU_JIT_INPUT_PTX, PTX.to_vec()), (4, b"!<arch>\n".to_vec())];
+        let mut two = ModuleImage::linked("cuModuleLoadData", cubin.clone(), with_library);
+        assert_eq!(two.prepare().unwrap().ptx_from, "the link's PTX input (also linked, not kept: a library)");
+        let both = vec![(CU_JIT_INPUT_PTX, PTX.to_vec()), (CU_JIT_INPUT_PTX, PTX.to_vec())];
+        let mut three = ModuleImage::linked("cuModuleLoadData", cubin, both);
+        let parsed = three.prepare().unwrap();
+        assert_eq!(parsed.ptx, None);
+        assert_eq!(parsed.ptx_from, "none: the link joined 2 PTX inputs, which one module cannot hold");
+    }
+
+    #[test]
+    fn a_loaded_image_is_a_links_output_only_when_it_holds_all_the_bytes_the_linker_handed_out() {
+        let mut outputs = LinkOutputs::default();
+        let made = b"\x7fELF the linker's output, then more of it".to_vec();
+        outputs.add(made.clone(), vec![(CU_JIT_INPUT_PTX, PTX.to_vec())]);
+        // A copy elsewhere is the same image.
+        let copy = made.clone();
+        // SAFETY: `copy` is live and readable for its length.
+        let found = unsafe { outputs.image_at(copy.as_ptr() as *const c_void, "cuModuleLoadData") }.unwrap();
+        assert_eq!(found.via, "cuModuleLoadData (linked)");
+        // Its first bytes alone are not: the copy of another link's output that starts the same.
+        let mut other = made[..20].to_vec();
+        other.extend_from_slice(&[b'x'; 40]);
+        // SAFETY: as above.
+        assert!(unsafe { outputs.image_at(other.as_ptr() as *const c_void, "cuModuleLoadData") }.is_none());
+    }
 }

@@ -67,6 +67,7 @@ pub mod nvrtc;
 pub mod nvtx;
 mod placement;
 mod ptx_sources;
+mod ptxas;
 mod readable;
 pub mod real;
 pub mod record;

@@ -44,7 +44,7 @@ struct Compiled {
     source: Arc<Source>,
     cubin: Vec<u8>,
     ptx: OnceLock<Result<Recompiled, RecompileError>>,
-    /// The same PTX NUL-terminated, for [`recap_nvrtc_ptx`].
+    /// The same PTX NUL-terminated, for [`ptx_c`].
     ptx_c: OnceLock<Option<CString>>,
 }
 
@@ -349,7 +349,7 @@ pub fn complete(modules: &mut [crate::images::ModuleImage], report: &mut shared:
                 image.set_ptx(Some(r.ptx), r.from);
             }
             Some(Err(e)) => image.set_ptx(None, format!("none: its NVRTC program did not compile again: {e}")),
-            None => image.set_ptx(None, "none: a cubin, and no PTX found beside it or from NVRTC".into()),
+            None => image.set_ptx(None, crate::images::NO_PTX.into()),
         }
     }
     if count > 0 {
@@ -383,18 +383,11 @@ pub fn ptx_for_cubin(cubin: &[u8]) -> Option<Result<Recompiled, RecompileError>>
     Some(compiled.ptx.get_or_init(|| recompile(&compiled.source)).clone())
 }
 
-/// The PTX of the NVRTC program that made the cubin at `cubin` (`len` bytes), compiled again now,
-/// NUL-terminated and kept for the life of the process; NULL when NVRTC did not make it or it does
-/// not compile. For recap's CPU driver, which cannot run a cubin and loads its PTX in its place.
-///
-/// # Safety
-/// `cubin` points to `len` readable bytes.
-#[no_mangle]
-pub unsafe extern "C" fn recap_nvrtc_ptx(cubin: *const u8, len: usize) -> *const c_char {
-    if cubin.is_null() {
-        return std::ptr::null();
-    }
-    let Some(compiled) = find(std::slice::from_raw_parts(cubin, len)) else { return std::ptr::null() };
+/// The PTX of the NVRTC program that made `cubin`, compiled again now, NUL-terminated and kept for
+/// the life of the process; NULL when NVRTC did not make it or it does not compile. For recap's CPU
+/// driver (`images::recap_cubin_ptx`).
+pub fn ptx_c(cubin: &[u8]) -> *const c_char {
+    let Some(compiled) = find(cubin) else { return std::ptr::null() };
     let text = compiled.ptx_c.get_or_init(|| {
         let r = compiled.ptx.get_or_init(|| recompile(&compiled.source));
         r.as_ref().ok().and_then(|r| CString::new(r.ptx.clone()).ok())

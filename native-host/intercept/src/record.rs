@@ -26,7 +26,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::control::ControlError;
 use crate::graphs::{Graph, GraphBook};
-use crate::images::ModuleImage;
+use crate::images::{LinkInputs, LinkOutputs, ModuleImage};
 use crate::launch_attrs::LaunchAttrs;
 use crate::real;
 use crate::sys::*;
@@ -139,9 +139,6 @@ pub struct RegionRec {
     pub relocs: Vec<(u64, usize, u64)>,
 }
 
-/// A link's inputs: `(CUjitInputType, bytes)`.
-type LinkInputs = Vec<(u32, Vec<u8>)>;
-
 /// Host data a copy uploaded, and the device pointers found in it.
 pub struct Upload {
     pub bytes: Vec<u8>,
@@ -250,8 +247,8 @@ pub struct State {
     funcs: HashMap<usize, Func>,
     layouts: HashMap<usize, Option<Layout>>,
     links: HashMap<usize, LinkInputs>,
-    /// A cubin `cuLinkComplete` handed out: its size and the link's inputs.
-    linked: HashMap<usize, (usize, LinkInputs)>,
+    /// Every cubin `cuLinkComplete` handed out, with the link's inputs.
+    linked: LinkOutputs,
     captures: CaptureBook,
     /// Graphs (captured or built node by node) and executable graphs (graphs.rs).
     pub graphs: GraphBook,
@@ -282,7 +279,7 @@ static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| {
         funcs: HashMap::new(),
         layouts: HashMap::new(),
         links: HashMap::new(),
-        linked: HashMap::new(),
+        linked: LinkOutputs::default(),
         captures: CaptureBook::default(),
         graphs: GraphBook::default(),
         tensor_maps: TensorMaps::default(),
@@ -576,10 +573,8 @@ impl State {
     /// # Safety
     /// `image` is a code image the driver just accepted.
     pub unsafe fn add_module_from(&mut self, handle: usize, image: *const c_void, via: &str) {
-        if let Some((size, inputs)) = self.linked.get(&(image as usize)) {
-            // SAFETY: the driver gave this cubin and its size from cuLinkComplete.
-            let bytes = unsafe { std::slice::from_raw_parts(image as *const u8, *size) }.to_vec();
-            let module = ModuleImage::linked(via, bytes, inputs.clone());
+        // SAFETY: the driver accepted this image.
+        if let Some(module) = unsafe { self.linked.image_at(image, via) } {
             self.add_module(handle, module);
             return;
         }
@@ -618,9 +613,9 @@ impl State {
         }
     }
 
-    pub fn link_complete(&mut self, state: usize, cubin: usize, size: usize) {
+    pub fn link_complete(&mut self, state: usize, cubin: Vec<u8>) {
         if let Some(inputs) = self.links.get(&state) {
-            self.linked.insert(cubin, (size, inputs.clone()));
+            self.linked.add(cubin, inputs.clone());
         }
     }
 

@@ -133,6 +133,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             request.interposer = Some(interposer_file.clone());
             // NVRTC is sent to the interposer too, the file the program opened linked here.
             request.real_nvrtc = Some(shim.path().join("real-nvrtc.so"));
+            // Every child inherits LD_AUDIT: a `ptxas` the program runs keeps its input PTX here.
+            let ptxas_dir = shim.path().join("ptxas");
+            std::fs::create_dir(&ptxas_dir).with_context(|| format!("creating {}", ptxas_dir.display()))?;
+            request.ptxas_dir = Some(ptxas_dir);
         }
         None => eprintln!(
             "recap capture: {AUDIT_LIB} is not beside {}: a program that opens the driver by its absolute path \
