@@ -248,6 +248,10 @@ impl Archive {
                     d.set_item("body_len", *body_len)?;
                     d.set_item("max_iterations", cond.max_iterations)?;
                 }
+                Op::Library(l) => {
+                    d.set_item("routine", l.name())?;
+                    d.set_item("count", l.count())?;
+                }
                 Op::Marker(_) | Op::Signal(_) | Op::Wait(_) => {}
             }
             if op.body_len() > 0 {

@@ -32,6 +32,7 @@ pub mod effects;
 pub mod fatbin;
 pub mod launch_attrs;
 mod le;
+pub mod library;
 pub mod npy;
 pub mod placement;
 pub mod plan;

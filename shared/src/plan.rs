@@ -304,6 +304,16 @@ fn op_access(archive: &Archive, reach: &Reach, id: OpId, done: &[Access]) -> Acc
                 a.writes.extend_from_slice(&c.writes);
             }
         }
+        Op::Library(l) => {
+            // Every operand is read (a written one keeps the bytes the routine does not write).
+            for o in l.operands().unwrap_or_default() {
+                let span = Span::new(o.at.region, o.at.offset, o.at.offset + o.len);
+                a.read(span);
+                if o.written {
+                    a.write(span);
+                }
+            }
+        }
         Op::Marker(_) | Op::Signal(_) | Op::Wait(_) => {}
     }
     a.normalise();

@@ -14,6 +14,9 @@ use shared::wrp::{self, CaptureDevice, OpKind, PointerTarget, WrpOp};
 use crate::debugging::{ok, one_line_error, recap, text};
 
 const CPU_FIXTURES: [&str; 5] = ["saxpy_1k", "multi_ops", "particles", "control_flow", "backward"];
+/// Captures of Warp's library routines (sorts, scans, reductions, run-length encoding), which
+/// become recap library ops.
+const LIBRARY_FIXTURES: [&str; 2] = ["library_ops", "library_more"];
 const CUDA_FIXTURES: [&str; 4] =
     ["saxpy_1k_cuda_sm90", "multi_ops_cuda_sm90", "particles_cuda_sm90", "control_flow_cuda_sm90"];
 
@@ -87,6 +90,190 @@ fn every_fixture_imports_and_passes_its_check_on_every_engine() {
     let control = dir.path().join("control_flow.recap").display().to_string();
     let said = ok(&["inspect", &control]);
     assert!(said.contains("wrp_else"), "{said}");
+}
+
+#[test]
+fn library_routines_import_as_library_ops_and_pass_their_check_on_every_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = recap::cuda::Device::open(0).is_ok();
+    for fixture in LIBRARY_FIXTURES {
+        // Float results too are Warp's to the last bit (its CPU order): judged with no tolerance.
+        let archive = dir.path().join(format!("{fixture}.recap"));
+        let a = archive.display().to_string();
+        let wrp = fixtures().join(format!("{fixture}.wrp")).display().to_string();
+        let ptx = fixtures().join("ptx").display().to_string();
+        let mut args: Vec<String> =
+            ["import-wrp", &wrp, "-o", &a, "--ptx-from", &ptx, "--rtol", "0", "--atol", "0"].map(String::from).into();
+        args.extend(expected_args(fixture));
+        ok(&args);
+        for engine in ["interp", "jit", "jit-scalar"] {
+            let said = ok(&["replay", &a, "--device", "cpu", "--engine", engine, "--check"]);
+            assert!(said.contains("regions pass"), "{fixture} on {engine}: {said}");
+        }
+        if gpu {
+            // The CUDA replay has no kernels for library ops: it says so, naming the op.
+            let err = one_line_error(&["replay", &a, "--device", "cuda", "--check"]);
+            assert!(err.contains("library op") && err.contains("--device cpu"), "{fixture}: {err}");
+        }
+    }
+    // What each op is, as `inspect` lists it: the routine over its regions.
+    let listed = ok(&["inspect", &dir.path().join("library_more.recap").display().to_string()]);
+    for routine in
+        ["radix_sort_pairs", "segmented_sort_pairs", "inclusive_scan", "array_inner", "array_sum", "runlength_encode"]
+    {
+        assert!(listed.contains(routine), "{routine}: {listed}");
+    }
+    let listed = ok(&["inspect", &dir.path().join("library_ops.recap").display().to_string()]);
+    assert!(listed.contains("exclusive_scan scan_in, scan_out"), "{listed}");
+}
+
+#[test]
+fn library_records_read_field_by_field_as_the_independent_reader_reads_them() {
+    let field = |g: &Value, k: &str| g[k].as_i64().unwrap_or_else(|| panic!("{k} in {g}"));
+    for fixture in LIBRARY_FIXTURES {
+        let bytes = std::fs::read(fixtures().join(format!("{fixture}.wrp"))).unwrap();
+        let c = wrp::parse(&bytes).unwrap();
+        let golden: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixtures().join(format!("{fixture}.expected.json"))).unwrap(),
+        )
+        .unwrap();
+        let mut seen = 0;
+        for (op, g) in c.ops.iter().zip(golden["operations"].as_array().unwrap()) {
+            let (got, want): (Vec<i64>, Vec<i64>) = match op.kind {
+                OpKind::Scan { src, dst, count, src_stride, dst_stride, width, dtype, inclusive } => (
+                    vec![
+                        src.region as i64,
+                        src.offset as i64,
+                        dst.region as i64,
+                        dst.offset as i64,
+                        count as i64,
+                        src_stride as i64,
+                        dst_stride as i64,
+                        width as i64,
+                        dtype as i64,
+                        inclusive as i64,
+                    ],
+                    [
+                        "src_region_id",
+                        "src_offset",
+                        "dst_region_id",
+                        "dst_offset",
+                        "length",
+                        "in_stride",
+                        "out_stride",
+                        "type_len",
+                        "dtype",
+                        "inclusive",
+                    ]
+                    .iter()
+                    .map(|k| field(g, k))
+                    .collect(),
+                ),
+                OpKind::RadixSort { keys, values, count, begin_bit, end_bit, value_size, dtype } => (
+                    vec![
+                        keys.region as i64,
+                        keys.offset as i64,
+                        values.region as i64,
+                        values.offset as i64,
+                        count as i64,
+                        begin_bit as i64,
+                        end_bit as i64,
+                        value_size as i64,
+                        dtype as i64,
+                    ],
+                    [
+                        "keys_region_id",
+                        "keys_offset",
+                        "values_region_id",
+                        "values_offset",
+                        "count",
+                        "begin_bit",
+                        "end_bit",
+                        "value_size",
+                        "dtype",
+                    ]
+                    .iter()
+                    .map(|k| field(g, k))
+                    .collect(),
+                ),
+                OpKind::SegmentedSort { keys, values, starts, ends, count, segments, dtype } => (
+                    vec![
+                        keys.region as i64,
+                        values.region as i64,
+                        starts.region as i64,
+                        ends.region as i64,
+                        ends.offset as i64,
+                        count as i64,
+                        segments as i64,
+                        dtype as i64,
+                    ],
+                    [
+                        "keys_region_id",
+                        "values_region_id",
+                        "segstart_region_id",
+                        "segend_region_id",
+                        "segend_offset",
+                        "count",
+                        "num_segments",
+                        "dtype",
+                    ]
+                    .iter()
+                    .map(|k| field(g, k))
+                    .collect(),
+                ),
+                OpKind::RunLengthEncode { values, run_values, run_lengths, run_count, count } => (
+                    vec![
+                        values.region as i64,
+                        run_values.region as i64,
+                        run_lengths.region as i64,
+                        run_count.region as i64,
+                        count as i64,
+                    ],
+                    [
+                        "values_region_id",
+                        "run_values_region_id",
+                        "run_lengths_region_id",
+                        "run_count_region_id",
+                        "value_count",
+                    ]
+                    .iter()
+                    .map(|k| field(g, k))
+                    .collect(),
+                ),
+                OpKind::Reduction { a, b, out, count, a_stride, b_stride, width, kind, dtype } => (
+                    vec![
+                        a.region as i64,
+                        b.region as i64,
+                        out.region as i64,
+                        count as i64,
+                        a_stride as i64,
+                        b_stride as i64,
+                        width as i64,
+                        kind as i64,
+                        dtype as i64,
+                    ],
+                    [
+                        "input_a_region_id",
+                        "input_b_region_id",
+                        "output_region_id",
+                        "count",
+                        "input_a_stride",
+                        "input_b_stride",
+                        "type_len",
+                        "kind",
+                        "dtype",
+                    ]
+                    .iter()
+                    .map(|k| field(g, k))
+                    .collect(),
+                ),
+                _ => continue,
+            };
+            assert_eq!(got, want, "{fixture}: {g}");
+            seen += 1;
+        }
+        assert!(seen >= 3, "{fixture}: {seen} library records");
+    }
 }
 
 /// The fixtures a release wrote (its manifest's), and what it could not write, with why.
@@ -203,6 +390,11 @@ fn names(ops: &[WrpOp], out: &mut Vec<(String, String)>) {
             OpKind::Alloc { .. } => ("ALLOC", String::new()),
             OpKind::If { .. } => ("IF", String::new()),
             OpKind::While { .. } => ("WHILE", String::new()),
+            OpKind::Scan { .. } => ("SCAN", String::new()),
+            OpKind::RadixSort { .. } => ("RADIX_SORT", String::new()),
+            OpKind::SegmentedSort { .. } => ("SEGMENTED_SORT", String::new()),
+            OpKind::RunLengthEncode { .. } => ("RUNLENGTH_ENCODE", String::new()),
+            OpKind::Reduction { .. } => ("REDUCTION", String::new()),
             OpKind::Library { opcode } => (wrp::opcode_name(*opcode), String::new()),
         };
         out.push((name.to_string(), key));
@@ -230,7 +422,7 @@ fn json_names(ops: &[Value], out: &mut Vec<(String, String)>) {
 
 #[test]
 fn the_reader_reads_what_an_independent_reader_reads() {
-    for fixture in CPU_FIXTURES.iter().chain(&CUDA_FIXTURES).chain(&["library_ops"]) {
+    for fixture in CPU_FIXTURES.iter().chain(&CUDA_FIXTURES).chain(&LIBRARY_FIXTURES) {
         let bytes = std::fs::read(fixtures().join(format!("{fixture}.wrp"))).unwrap();
         let c = wrp::parse(&bytes).unwrap_or_else(|e| panic!("{fixture}: {e}"));
         let golden: Value = serde_json::from_str(
@@ -339,9 +531,21 @@ fn what_cannot_be_imported_says_what_and_where_in_one_line() {
     let fx = |f: &str| fixtures().join(f).display().to_string();
     let ptx = fx("ptx");
 
-    // Warp's library routines have no recap op: named, with the op's place, and nothing written.
-    let err = one_line_error(&["import-wrp", &fx("library_ops.wrp"), "-o", &out, "--ptx-from", &ptx]);
-    assert!(err.contains("op 1") && err.contains("RADIX_SORT") && err.contains("library"), "{err}");
+    // A library routine recap has no op for (here a hash grid update in place of library_ops'
+    // reduction, a record of the same size): named, with the op's place, and nothing written.
+    let mut grid = std::fs::read(fixtures().join("library_ops.wrp")).unwrap();
+    let golden: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join("library_ops.expected.json")).unwrap()).unwrap();
+    let ops_at = golden["header"]["sections"][2]["offset"].as_u64().unwrap() + 4;
+    let reduction = &golden["operations"][3];
+    assert_eq!(reduction["op"], "REDUCTION");
+    let at = (ops_at + reduction["stream_offset"].as_u64().unwrap()) as usize;
+    grid[at..at + 4].copy_from_slice(&19u32.to_le_bytes());
+    let grid_wrp = d.join("grid.wrp");
+    std::fs::write(&grid_wrp, &grid).unwrap();
+    std::fs::create_dir(d.join("grid_modules")).unwrap();
+    let err = one_line_error(&["import-wrp", &grid_wrp.display().to_string(), "-o", &out, "--ptx-from", &ptx]);
+    assert!(err.contains("op 3") && err.contains("HASH_GRID_UPDATE") && err.contains("library"), "{err}");
     assert!(!Path::new(&out).exists(), "nothing written");
     // A CPU capture packages host object files: the message says how to get PTX.
     let err = one_line_error(&["import-wrp", &fx("saxpy_1k.wrp"), "-o", &out]);
@@ -488,15 +692,17 @@ async fn the_host_converts_warp_captures_sent_as_zip_or_tar() {
     assert_eq!(status, 201, "{info}");
     assert!(info["note"].as_str().unwrap().contains("packaged with the capture"), "{info}");
 
+    // A capture of Warp's library routines: they import as library ops.
+    let library = bundle("library_ops", d, "zip", true);
+    let (status, info) = post(&client, &server.url, "application/zip", std::fs::read(&library).unwrap()).await;
+    assert_eq!(status, 201, "Warp's library routines import as library ops: {info}");
+
     // Refusals: one JSON error naming the problem, and nothing stored.
     let before =
         crate::host::get_json(&client, &format!("{}/api/archives", server.url)).await.1.as_array().unwrap().len();
     let no_ptx = bundle("saxpy_1k", d, "zip", false);
     let (status, err) = post(&client, &server.url, "application/zip", std::fs::read(&no_ptx).unwrap()).await;
     assert!(status == 422 && err["error"]["message"].as_str().unwrap().contains("--ptx-from"), "{status} {err}");
-    let library = bundle("library_ops", d, "zip", true);
-    let (status, err) = post(&client, &server.url, "application/zip", std::fs::read(&library).unwrap()).await;
-    assert!(status == 422 && err["error"]["message"].as_str().unwrap().contains("RADIX_SORT"), "{status} {err}");
     let evil = d.join("evil.zip");
     let script = format!(
         "import zipfile; z = zipfile.ZipFile({:?}, 'w'); z.writestr('../escape.wrp', b'WRP1'); z.close()",

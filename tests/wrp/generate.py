@@ -4,6 +4,9 @@
 Requires ``pip install warp-lang==1.19.0`` (CPU capture + NVRTC PTX generation work without a GPU).
 Run from anywhere:  python3 tests/wrp/generate.py
 
+``generate.py --add NAME...`` writes only the named fixtures (and their modules' PTX) and adds them to
+manifest.json, leaving every other file as it is.
+
 ``generate.py --out DIR`` run with an older release's Python writes that release's captures into DIR
 (saxpy_1k, multi_ops, plain_ops, particles, control_flow; sm_90 PTX only; no golden JSON, as
 wrp_dump.py reads format 18 only). generate_versions.py does so for every release from 1.13.0, each in
@@ -30,6 +33,7 @@ reference agree, so the .out.npy files are trustworthy.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -181,6 +185,13 @@ def make_keys(keys: wp.array(dtype=wp.int32), vals: wp.array(dtype=wp.int32), n:
     vals[i] = i
 
 
+@wp.kernel(module="wrp_library_more")
+def negate_tail(x: wp.array(dtype=wp.int32), first: int):
+    i = wp.tid()
+    if i >= first:
+        x[i] = -x[i]
+
+
 @wp.kernel(module="wrp_grad")
 def sq_loss(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
     i = wp.tid()
@@ -189,7 +200,7 @@ def sq_loss(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
 
 FIXTURES = {}
 # What this script writes with Warp 1.19 into tests/wrp/ itself.
-LATEST_RELEASE = ["saxpy_1k", "multi_ops", "particles", "control_flow", "library_ops", "backward"]
+LATEST_RELEASE = ["saxpy_1k", "multi_ops", "particles", "control_flow", "library_ops", "library_more", "backward"]
 # What generate_versions.py writes with each release before 1.19 (Warp's library routines are not imported).
 OLDER_RELEASES = ["saxpy_1k", "multi_ops", "plain_ops", "particles", "control_flow"]
 
@@ -452,6 +463,81 @@ def library_ops():
 
 
 @fixture
+def library_more():
+    # Every library routine recap replays that library_ops leaves out, small: float keys with -0.0,
+    # NaNs of both signs, infinities and duplicates; a segmented sort with an empty segment and
+    # keys outside every segment; an inclusive scan of vec3s (three components, 12-byte rows); an
+    # inner product of vec3s; a float64 sum; a run-length encoding.
+    n = 16
+    neg_nan = np.array([0xFFC00000], np.uint32).view(np.float32)[0]
+    fk = np.array([1.5, -0.0, np.nan, 0.0, -np.inf, -2.5, neg_nan, np.inf, -0.0, 1.5, 3.0, -2.5, 0.0, 7.0, -1.0, 2.0],
+                  np.float32)
+    fkeys = wp.array(np.concatenate([fk, np.zeros(n, np.float32)]), dtype=float, device=DEV)
+    fvals = wp.array(np.concatenate([np.arange(n), np.full(n, -1)]).astype(np.int32), dtype=wp.int32, device=DEV)
+    sk = np.array([5, 3, 3, 1, 9, -4, 2, 2, 8, 8, -1, 0, 0, 6, 6, 6], np.int32)
+    skeys = wp.array(np.concatenate([sk, np.zeros(n, np.int32)]), dtype=wp.int32, device=DEV)
+    svals = wp.array(np.concatenate([np.arange(n), np.zeros(n)]).astype(np.int32), dtype=wp.int32, device=DEV)
+    starts = wp.array(np.array([0, 4, 6, 11], np.int32), dtype=wp.int32, device=DEV)
+    ends = wp.array(np.array([4, 4, 11, 16], np.int32), dtype=wp.int32, device=DEV)
+    rng = np.random.default_rng(11)
+    v_in = rng.standard_normal((n, 3)).astype(np.float32)
+    vscan_in = wp.array(v_in, dtype=wp.vec3, device=DEV)
+    vscan_out = wp.zeros(n, dtype=wp.vec3, device=DEV)
+    a0, b0 = rng.standard_normal((n, 3)).astype(np.float32), rng.standard_normal((n, 3)).astype(np.float32)
+    va = wp.array(a0, dtype=wp.vec3, device=DEV)
+    vb = wp.array(b0, dtype=wp.vec3, device=DEV)
+    dot = wp.zeros(1, dtype=float, device=DEV)
+    d0 = rng.standard_normal(n) * 1e3
+    d64 = wp.array(d0, dtype=wp.float64, device=DEV)
+    d64_sum = wp.zeros(1, dtype=wp.float64, device=DEV)
+    r0 = np.array([1, 1, 2, 2, 2, 3, 7, 7, 7, 7, 1, 1, 0, 0, 0, 5], np.int32)
+    rle_in = wp.array(r0, dtype=wp.int32, device=DEV)
+    run_values = wp.array(np.full(n, -9, np.int32), dtype=wp.int32, device=DEV)
+    run_lengths = wp.array(np.full(n, -9, np.int32), dtype=wp.int32, device=DEV)
+    run_count = wp.zeros(1, dtype=wp.int32, device=DEV)
+    wp.load_module(wp.get_module("wrp_library_more"), device=DEV)
+    with wp.ScopedCapture(device=DEV, apic=True) as cap:
+        wp.launch(negate_tail, dim=n, inputs=[rle_in, 14], device=DEV)  # the encoding sees the kernel's data
+        wp.utils.radix_sort_pairs(fkeys, fvals, n)
+        wp.utils.segmented_sort_pairs(skeys, svals, n, starts, ends)
+        wp.utils.array_scan(vscan_in, vscan_out, inclusive=True)
+        wp.utils.array_inner(va, vb, out=dot)
+        wp.utils.array_sum(d64, out=d64_sum)
+        wp.utils.runlength_encode(rle_in, run_values, run_lengths, run_count=run_count)
+    # Float keys in the order of their radix image (negative: all bits flipped; else the sign bit).
+    bits = fk.view(np.uint32)
+    image = np.where(bits >> 31 == 1, ~bits, bits | np.uint32(0x80000000))
+    order = np.argsort(image, kind="stable")
+    sorted_s, sorted_v = sk.copy(), np.arange(n, dtype=np.int32)
+    for s, e in [(0, 4), (6, 11), (11, 16)]:
+        o = np.argsort(sk[s:e], kind="stable")
+        sorted_s[s:e], sorted_v[s:e] = sk[s:e][o], np.arange(s, e, dtype=np.int32)[o]
+    rle = np.where(np.arange(n) >= 14, -r0, r0)
+    runs = [(v, sum(1 for _ in g)) for v, g in itertools.groupby(rle.tolist())]
+    rv, rl = np.full(n, -9, np.int32), np.full(n, -9, np.int32)
+    rv[: len(runs)] = [v for v, _ in runs]
+    rl[: len(runs)] = [c for _, c in runs]
+    return dict(
+        graph=cap.graph,
+        inputs={"fkeys": fkeys, "skeys": skeys, "vscan_in": vscan_in, "va": va, "vb": vb, "d64": d64,
+                "rle_in": rle_in},
+        outputs={"fvals": fvals, "svals": svals, "starts": starts, "ends": ends, "vscan_out": vscan_out, "dot": dot,
+                 "d64_sum": d64_sum, "run_values": run_values, "run_lengths": run_lengths, "run_count": run_count},
+        reference={"vscan_out": np.cumsum(v_in, axis=0, dtype=np.float32), "dot": np.array([np.sum(a0 * b0)], np.float32),
+                   "d64_sum": np.array([d0.sum()]), "run_values": rv, "run_lengths": rl,
+                   "run_count": np.array([len(runs)], np.int32)},
+        # Checked bit for bit: the first n keys and values (the rest is the sort's scratch).
+        heads={"fkeys": fk[order].view(np.uint32), "fvals": order.astype(np.int32), "skeys": sorted_s,
+               "svals": sorted_v},
+        modules=["wrp_library_more"],
+        notes="RADIX_SORT of float32 keys (-0.0, NaNs of both signs, infinities, duplicates), SEGMENTED_SORT (an "
+              "empty segment, keys outside every segment), SCAN (inclusive, vec3), REDUCTION (inner of vec3 and a "
+              "float64 sum), RUNLENGTH_ENCODE",
+        tolerance=1e-5,
+    )
+
+
+@fixture
 def backward():
     n = 16
     x = wp.array(np.linspace(-1.0, 1.0, n, dtype=np.float32), dtype=float, device=DEV, requires_grad=True)
@@ -512,7 +598,7 @@ def run_fixture(name, fn, manifest):
     checks = []
     differs = {}
     for k in named:
-        if not np.array_equal(live[k], loaded[k]):
+        if live[k].tobytes() != loaded[k].tobytes():  # bytes: NaN keys never compare equal
             raise AssertionError(f"{name}:{k}: live replay and loaded-file replay differ")
         ref = spec["reference"].get(k)
         if ref is not None:
@@ -523,6 +609,11 @@ def run_fixture(name, fn, manifest):
                 continue
             np.testing.assert_allclose(loaded[k].reshape(ref.shape), ref, rtol=tol, atol=tol, err_msg=f"{name}:{k}")
             checks.append(k)
+    for k, want in spec.get("heads", {}).items():  # bit for bit, floats as their bits
+        got = loaded[k][: len(want)]
+        np.testing.assert_array_equal(got.view(want.dtype) if got.dtype.itemsize == want.dtype.itemsize else got, want,
+                                      err_msg=f"{name}:{k}")
+        checks.append(f"{k}[:{len(want)}]")
     if name == "library_ops":  # sorted keys/values live in the first n slots of the 2n scratch buffers
         n = len(spec["reference"]["keys_head"])
         np.testing.assert_array_equal(loaded["keys"][:n], spec["reference"]["keys_head"])
@@ -679,6 +770,9 @@ def build_ptx(module_names, manifest):
 
 
 def main():
+    if sys.argv[1:2] == ["--add"]:
+        add(sys.argv[2:])
+        return
     if sys.argv[1:2] == ["--one"]:
         # One fixture for an older release (see below); the parent gathers the manifest.
         name = sys.argv[2]
@@ -752,24 +846,7 @@ def main():
             save_as_cuda_ptx(name, FIXTURES[name], manifest)
             print(f"ok {name} (synthetic CUDA sm{SYNTHETIC_ARCH})")
     for name in manifest["fixtures"] if OUT == HERE else []:
-        d = json.load(open(os.path.join(OUT, name + ".expected.json")))
-        manifest["fixtures"][name]["wrp_modules"] = [
-            {"module_name": m["module_name"], "cpu_module_hash": m["module_hash"], "binary_filename": m["binary_filename"],
-             "ptx": manifest["ptx"].get(m["module_name"], {}).get("files", [])}
-            for m in d["metadata"]["modules"]
-        ]
-        # kernel -> PTX entry: same mangled name (key + kernel hash), suffix _cpu_forward -> _cuda_kernel_forward
-        entries = {}
-        for k in d["metadata"]["kernels"]:
-            mod = next(m for m in d["metadata"]["modules"] if m["module_hash"] == k["module_hash"])
-            entry = k["forward_name"].replace("_cpu_forward", "_cuda_kernel_forward")
-            for p in manifest["ptx"][mod["module_name"]]["files"]:
-                with open(os.path.join(OUT, p), "rb") as f:
-                    if (".entry " + entry + "(").encode() not in f.read():
-                        raise AssertionError(f"{p} lacks {entry}")
-            entries[k["kernel_key"]] = {"forward_name": k["forward_name"], "ptx_forward_entry": entry,
-                                        "ptx_backward_entry": entry.replace("_forward", "_backward")}
-        manifest["fixtures"][name]["ptx_entries"] = entries
+        describe(name, manifest)
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     total = 0
@@ -777,6 +854,47 @@ def main():
         for f in files:
             total += os.path.getsize(os.path.join(root, f))
     print(f"total size of tests/wrp: {total} bytes")
+
+
+def add(names):
+    """``generate.py --add NAME...``: writes the named fixtures (and their modules' PTX) beside the others,
+    which it leaves as they are, and adds them to manifest.json."""
+    with open(os.path.join(OUT, "manifest.json")) as f:
+        manifest = json.load(f)
+    mods = []
+    for name in names:
+        mods += run_fixture(name, FIXTURES[name], manifest)
+        print(f"ok {name}")
+    ptx = manifest.get("ptx", {})
+    build_ptx(mods, manifest)
+    ptx.update(manifest["ptx"])
+    manifest["ptx"] = ptx
+    for name in names:
+        describe(name, manifest)
+    with open(os.path.join(OUT, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+
+
+def describe(name, manifest):
+    """The manifest's wrp_modules and ptx_entries of fixture ``name``: each module's PTX files, each kernel's entries."""
+    d = json.load(open(os.path.join(OUT, name + ".expected.json")))
+    manifest["fixtures"][name]["wrp_modules"] = [
+        {"module_name": m["module_name"], "cpu_module_hash": m["module_hash"], "binary_filename": m["binary_filename"],
+         "ptx": manifest["ptx"].get(m["module_name"], {}).get("files", [])}
+        for m in d["metadata"]["modules"]
+    ]
+    # kernel -> PTX entry: same mangled name (key + kernel hash), suffix _cpu_forward -> _cuda_kernel_forward
+    entries = {}
+    for k in d["metadata"]["kernels"]:
+        mod = next(m for m in d["metadata"]["modules"] if m["module_hash"] == k["module_hash"])
+        entry = k["forward_name"].replace("_cpu_forward", "_cuda_kernel_forward")
+        for p in manifest["ptx"][mod["module_name"]]["files"]:
+            with open(os.path.join(OUT, p), "rb") as f:
+                if (".entry " + entry + "(").encode() not in f.read():
+                    raise AssertionError(f"{p} lacks {entry}")
+        entries[k["kernel_key"]] = {"forward_name": k["forward_name"], "ptx_forward_entry": entry,
+                                    "ptx_backward_entry": entry.replace("_forward", "_backward")}
+    manifest["fixtures"][name]["ptx_entries"] = entries
 
 
 if __name__ == "__main__":

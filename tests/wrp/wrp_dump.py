@@ -209,6 +209,20 @@ def _fixed_fields(op_type: int, body: bytes) -> dict:
             "input_a_offset": ao, "input_b_offset": bo, "output_offset": oo, "input_a_stride": ast,
             "input_b_stride": bst, "type_len": tl, "kind": kind, "dtype": dt,
         }
+    if op_type == 11:  # SEGMENTED_SORT
+        kr, vr, sr, er, ko, vo, so, eo, cnt, ns, dt = struct.unpack_from("<iiiiQQQQIIB", body)
+        return {
+            "keys_region_id": kr, "values_region_id": vr, "segstart_region_id": sr, "segend_region_id": er,
+            "keys_offset": ko, "values_offset": vo, "segstart_offset": so, "segend_offset": eo, "count": cnt,
+            "num_segments": ns, "dtype": dt,
+        }
+    if op_type == 13:  # RUNLENGTH_ENCODE
+        vr, rvr, rlr, rcr, vo, rvo, rlo, rco, cnt = struct.unpack_from("<iiiiQQQQI", body)
+        return {
+            "values_region_id": vr, "run_values_region_id": rvr, "run_lengths_region_id": rlr,
+            "run_count_region_id": rcr, "values_offset": vo, "run_values_offset": rvo, "run_lengths_offset": rlo,
+            "run_count_offset": rco, "value_count": cnt,
+        }
     if op_type == 12:  # RADIX_SORT
         kr, vr, ko, vo, cnt, bb, eb, vs, dt = struct.unpack_from("<iiQQIiiiB", body)
         return {

@@ -212,6 +212,7 @@ pub fn op_row(a: &Archive, id: u32) -> OpRow {
         Op::Marker(name) => row.detail = name.to_string(),
         Op::Signal(e) => row.detail = format!("event {e}: later waits for it follow what this device did before"),
         Op::Wait(e) => row.detail = format!("for event {e}: this device goes on once it is signalled"),
+        Op::Library(l) => row.detail = format!("{} of {} elements", l.name(), l.count()),
     }
     if a.device_count() > 1 {
         row.detail = format!("device {} · {}", a.op_device(id), row.detail);

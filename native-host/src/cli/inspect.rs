@@ -177,6 +177,13 @@ pub fn records(a: &Archive) -> Vec<Value> {
             }
             Op::Marker(name) => json!({"name": name}),
             Op::Signal(e) | Op::Wait(e) => json!({"event": e}),
+            Op::Library(l) => json!({
+                "routine": l.name(), "count": l.count(), "dtype": l.dtype().name(),
+                "operands": l.operands().unwrap_or_default().iter().map(|o| json!({
+                    "role": o.role, "region": a.region(o.at.region).name, "offset": o.at.offset, "len": o.len,
+                    "written": o.written,
+                })).collect::<Vec<_>>(),
+            }),
         };
         if a.device_count() > 1 {
             rec["device"] = json!(a.op_device(id));
@@ -440,6 +447,9 @@ fn write_ops(s: &mut String, a: &Archive) {
             }
             Op::Wait(e) => {
                 let _ = write!(s, "wait for event {e}");
+            }
+            Op::Library(_) => {
+                let _ = write!(s, "library {}", a.op_label(id));
             }
         }
         s.push('\n');

@@ -291,6 +291,9 @@ pub fn run(args: Args) -> Result<()> {
             Op::Wait(e) => {
                 w.wait(e)?;
             }
+            Op::Library(l) => {
+                w.library(l.map_regions(region))?;
+            }
         }
     }
     for _ in ends {

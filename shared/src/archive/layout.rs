@@ -6,13 +6,15 @@
 pub const MAGIC: [u8; 8] = *b"RECAP\0\x1a\n";
 pub const MAJOR: u16 = 1;
 /// The newest minor version this build writes. The writer stamps the oldest minor whose features
-/// the file uses (`0` without a `devices` or `module-vars` section), so one-device archives without
-/// module variables stay 1.0 byte for byte.
-pub const MINOR: u16 = 2;
+/// the file uses (`0` without a `devices`, `module-vars` or `library` section), so one-device
+/// archives without module variables or library ops stay 1.0 byte for byte.
+pub const MINOR: u16 = 3;
 /// The minor version that added logical devices (the `devices` section, signal and wait ops).
 pub const MINOR_DEVICES: u16 = 1;
 /// The minor version that added module variables (the `module-vars` section).
 pub const MINOR_MODULE_VARS: u16 = 2;
+/// The minor version that added library ops (the `library` section and op kind 11).
+pub const MINOR_LIBRARY: u16 = 3;
 
 pub const HEADER_LEN: usize = 64;
 pub const SECTION_ENTRY_LEN: usize = 48;
@@ -64,6 +66,8 @@ pub enum SectionKind {
     Devices = 13,
     /// Regions that are module-scope variables of a module (1.2).
     ModuleVars = 14,
+    /// The library ops' records (1.3): what each op of kind `library` computes.
+    Library = 15,
     /// Recorded effects of launches the CPU cannot run (`recap capture --record-effects`).
     Effects = 20,
     /// Each region's typed layout: the element type of each stretch of its bytes
@@ -75,7 +79,7 @@ pub enum SectionKind {
 }
 
 impl SectionKind {
-    pub const ALL: [SectionKind; 17] = [
+    pub const ALL: [SectionKind; 18] = [
         SectionKind::Strings,
         SectionKind::Modules,
         SectionKind::Cubins,
@@ -90,6 +94,7 @@ impl SectionKind {
         SectionKind::Meta,
         SectionKind::Devices,
         SectionKind::ModuleVars,
+        SectionKind::Library,
         SectionKind::Effects,
         SectionKind::Types,
         SectionKind::Spread,
@@ -115,6 +120,7 @@ impl SectionKind {
             SectionKind::Meta => "meta",
             SectionKind::Devices => "devices",
             SectionKind::ModuleVars => "module-vars",
+            SectionKind::Library => "library",
             SectionKind::Effects => "effects",
             SectionKind::Types => "types",
             SectionKind::Spread => "spread",
@@ -136,6 +142,7 @@ impl SectionKind {
             SectionKind::Meta => Some(META_LEN),
             SectionKind::Devices => Some(DEVICE_LEN),
             SectionKind::ModuleVars => Some(MODULE_VAR_LEN),
+            SectionKind::Library => Some(super::library::LIBRARY_LEN),
             SectionKind::Effects => Some(EFFECT_LEN),
             SectionKind::Types => Some(TYPES_LEN),
             SectionKind::Spread => Some(SPREAD_LEN),
@@ -150,6 +157,7 @@ impl SectionKind {
                 | SectionKind::Meta
                 | SectionKind::Devices
                 | SectionKind::ModuleVars
+                | SectionKind::Library
                 | SectionKind::Effects
                 | SectionKind::Types
                 | SectionKind::Spread
@@ -159,9 +167,10 @@ impl SectionKind {
     /// Whether the writer marks the section `REQUIRED`: every mandatory section, `devices`,
     /// because a reader that ignored it would run a multi-device archive with wrong placement
     /// (and meet op kinds it does not know), and `module-vars`, because one that ignored it would
-    /// run kernels over their variables' PTX initialisers instead of the captured contents.
+    /// run kernels over their variables' PTX initialisers instead of the captured contents, and
+    /// `library`, which announces op kind 11 to readers that do not know it.
     pub fn required(self) -> bool {
-        self.mandatory() || matches!(self, SectionKind::Devices | SectionKind::ModuleVars)
+        self.mandatory() || matches!(self, SectionKind::Devices | SectionKind::ModuleVars | SectionKind::Library)
     }
 }
 
@@ -229,6 +238,8 @@ pub mod op {
     pub const SIGNAL: u32 = 9;
     /// Since 1.1, with a `devices` section: the op's device waits for the latest signal of `event @4`.
     pub const WAIT: u32 = 10;
+    /// Since 1.3, with a `library` section: a library routine, `record @4` its index there.
+    pub const LIBRARY: u32 = 11;
 }
 
 /// "No string" in optional string fields.

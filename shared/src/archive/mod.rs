@@ -20,6 +20,7 @@
 mod bounded;
 pub mod declared;
 pub mod layout;
+mod library;
 mod model;
 mod reader;
 mod reseal;
@@ -29,6 +30,7 @@ mod types;
 mod writer;
 
 pub use bounded::{scan, validate_reader, validate_scanned, ArchiveCounts, Scanned};
+pub use library::{At, LibraryOp, Operand};
 pub use model::*;
 pub use reader::ModuleVar;
 pub use reader::{

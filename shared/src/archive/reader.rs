@@ -50,6 +50,7 @@ pub struct Archive<'a> {
     meta: Table<'a>,
     devices: Table<'a>,
     module_vars: Table<'a>,
+    library: Table<'a>,
     effects: Table<'a>,
     types: Table<'a>,
     pub(super) spread: Table<'a>,
@@ -243,6 +244,10 @@ impl<'a> Archive<'a> {
             Op::Marker(name) => format!("marker {name}"),
             Op::Signal(e) => format!("signal event {e}"),
             Op::Wait(e) => format!("wait event {e}"),
+            Op::Library(l) => {
+                let names: Vec<&str> = l.operands().unwrap_or_default().iter().map(|o| region(o.at.region)).collect();
+                format!("{} {}", l.name(), names.join(", "))
+            }
         }
     }
 
@@ -283,6 +288,10 @@ impl<'a> Archive<'a> {
             layout::op::IF => Op::If { cond: cond(), body_len: u32_at(r, 8) },
             layout::op::SIGNAL => Op::Signal(u32_at(r, 4)),
             layout::op::WAIT => Op::Wait(u32_at(r, 4)),
+            layout::op::LIBRARY => {
+                let rec = self.library.rec(u32_at(r, 4) as usize);
+                Op::Library(crate::archive::LibraryOp::decode(rec).expect("checked at open"))
+            }
             _ => Op::Marker(self.string(u32_at(r, 4))),
         }
     }

@@ -95,6 +95,8 @@ pub struct ArchiveWriter<W: Write + Seek> {
     module_vars: Vec<(RegionId, ModuleId, StrId)>,
     /// The regions and the `(module, name, device)` variables in `module_vars`.
     module_var_seen: (std::collections::HashSet<RegionId>, std::collections::HashSet<(ModuleId, String, DeviceId)>),
+    /// Library ops in op order (the `library` section).
+    library: Vec<super::library::LibraryOp>,
     /// The device the next ops run on.
     current_device: DeviceId,
     /// A blob write failed part way: bytes of unknown length are in the output, so the archive
@@ -167,6 +169,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             devices: Vec::new(),
             module_vars: Vec::new(),
             module_var_seen: Default::default(),
+            library: Vec::new(),
             current_device: 0,
             broken_blob: false,
             blob_by_content: HashMap::new(),
@@ -300,7 +303,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
 
     /// The oldest minor version whose features the archive uses.
     fn minor(&self) -> u16 {
-        if !self.module_vars.is_empty() {
+        if !self.library.is_empty() {
+            MINOR_LIBRARY
+        } else if !self.module_vars.is_empty() {
             MINOR_MODULE_VARS
         } else if !self.devices.is_empty() {
             MINOR_DEVICES
@@ -587,6 +592,23 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         self.region_op(kind, event)
     }
 
+    /// A library routine (a sort, scan, reduction or run-length encoding) over regions of the
+    /// current device: an archive with one is a 1.3 archive. Refused like the reader refuses it:
+    /// an operand outside its region, a parameter the routine does not take, an output that
+    /// overlaps another operand.
+    pub fn library(&mut self, op: super::library::LibraryOp) -> Result<OpId, WriteError> {
+        let sizes = |r: RegionId| self.regions.get(r as usize).map(|r| r.decl.size);
+        refuse(&format!("library op {}", op.name()), super::library::rule(&op, sizes))?;
+        for o in op.operands().unwrap_or_default() {
+            self.check_placed(&format!("library op {}", op.name()), o.role, o.at.region)?;
+        }
+        let mut rec = Vec::with_capacity(OP_LEN);
+        put_u32(&mut rec, layout::op::LIBRARY);
+        put_u32(&mut rec, self.library.len() as u32);
+        self.library.push(op);
+        Ok(self.push_record(rec))
+    }
+
     /// A named timing marker.
     pub fn marker(&mut self, name: &str) -> Result<OpId, WriteError> {
         let name = self.string(name);
@@ -845,6 +867,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         }
         if !self.module_vars.is_empty() {
             out.push((SectionKind::ModuleVars, super::reader::module_vars::encode(&self.module_vars)));
+        }
+        if !self.library.is_empty() {
+            out.push((SectionKind::Library, super::library::encode(&self.library)));
         }
 
         let mut ops = table_header(self.ops.len(), OP_LEN);

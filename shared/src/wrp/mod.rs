@@ -14,6 +14,7 @@
 
 mod formats;
 mod launch;
+pub mod library;
 mod parse;
 
 pub use formats::{Format, UnknownFormat, FORMATS};
@@ -175,11 +176,71 @@ pub enum OpKind<'a> {
         offset: u64,
         body: Vec<WrpOp<'a>>,
     },
-    /// One of Warp's library routines (scans, sorts, reductions, sparse matrices, BVHs), which runs
-    /// no kernel the capture holds.
+    /// `wp.utils.array_scan` (`SCAN`): strides in bytes, `width` scalars a row, `dtype` an
+    /// `APICType` ([`library::dtype`]).
+    Scan {
+        src: View,
+        dst: View,
+        count: u32,
+        src_stride: i32,
+        dst_stride: i32,
+        width: i32,
+        dtype: u8,
+        inclusive: bool,
+    },
+    /// `wp.utils.radix_sort_pairs` (`RADIX_SORT`): keys and values hold `2 * count` elements.
+    RadixSort {
+        keys: View,
+        values: View,
+        count: u32,
+        begin_bit: i32,
+        end_bit: i32,
+        value_size: i32,
+        dtype: u8,
+    },
+    /// `wp.utils.segmented_sort_pairs` (`SEGMENTED_SORT`).
+    SegmentedSort {
+        keys: View,
+        values: View,
+        starts: View,
+        ends: View,
+        count: u32,
+        segments: u32,
+        dtype: u8,
+    },
+    /// `wp.utils.runlength_encode` (`RUNLENGTH_ENCODE`) of `count` `int32`s.
+    RunLengthEncode {
+        values: View,
+        run_values: View,
+        run_lengths: View,
+        run_count: View,
+        count: u32,
+    },
+    /// `wp.utils.array_sum` or `array_inner` (`REDUCTION`, `kind` a [`library::reduction`] code;
+    /// `b` is region -1 for a sum).
+    Reduction {
+        a: View,
+        b: View,
+        out: View,
+        count: u32,
+        a_stride: i32,
+        b_stride: i32,
+        width: i32,
+        kind: u8,
+        dtype: u8,
+    },
+    /// Another of Warp's library routines (sparse matrices, BVHs, hash grids), which runs no
+    /// kernel the capture holds and which recap does not replay.
     Library {
         opcode: u32,
     },
+}
+
+/// Where a library routine's operand starts: a Warp region and a byte offset in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    pub region: i32,
+    pub offset: u64,
 }
 
 /// A kernel launch.

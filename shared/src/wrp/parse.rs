@@ -441,8 +441,15 @@ fn op<'a>(r: &mut Reader<'a>, opcode: u32, depth: usize, format: Format) -> Resu
             exact(r)?;
             OpKind::Fill { region, offset, count, value }
         }
-        // Library routines: their record sizes are checked above; their fields are not needed.
-        _ => OpKind::Library { opcode },
+        // Library routines: those recap replays field by field, the others by their opcode (their
+        // record sizes are checked above).
+        _ => match super::library::library(r, opcode)? {
+            Some(kind) => {
+                exact(r)?;
+                kind
+            }
+            None => OpKind::Library { opcode },
+        },
     })
 }
 

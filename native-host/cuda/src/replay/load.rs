@@ -500,6 +500,13 @@ impl CudaReplay {
                     }
                 }
                 Op::Copy(_) | Op::Memset(_) | Op::Marker(_) => Step::Skip,
+                Op::Library(l) => {
+                    return Err(CudaError::Invalid(format!(
+                        "op {id}: library op {} has no CUDA implementation in this build; replay the archive on \
+                         the CPU (--device cpu)",
+                        l.name()
+                    )))
+                }
             };
             self.steps.push(step);
         }

@@ -493,6 +493,12 @@ fn read_ops(archive: &Archive<'_>, ids: Vec<u32>, kernels: &[Kernel]) -> Result<
             // One device runs the ops in archive order, which already holds what a signal and a
             // wait between devices ask for.
             Op::Marker(_) | Op::Signal(_) | Op::Wait(_) => continue,
+            Op::Library(l) => {
+                return usage(format!(
+                    "op {id} is a library op ({}), which a graph of the capture API cannot hold",
+                    l.name()
+                ))
+            }
         };
         out.push(op);
     }

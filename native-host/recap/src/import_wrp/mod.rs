@@ -14,9 +14,10 @@
 //!   another width and an upload become a copy from a region holding the bytes;
 //! - a WHILE is a while; an IF is an if, and its else branch an if on a flag set to 1 before and
 //!   cleared inside the then branch (Warp reads the condition once);
-//! - Warp's library routines (scans, sorts, reductions, sparse matrices) run no kernel of the
-//!   capture and have no recap op: the import stops there and names the op, never writing a smaller
-//!   graph than the capture.
+//! - Warp's sorts, scans, reductions and run-length encoding become library ops (`library.rs`),
+//!   which every replay computes again; its other library routines (sparse matrices, BVHs, hash
+//!   grids) run no kernel of the capture and have no recap op: the import stops there and names
+//!   the op, never writing a smaller graph than the capture.
 //!
 //! PTX: a CUDA capture may package it (`.ptx` in `_modules/`); a CPU capture packages host object
 //! files, so the PTX comes from `--ptx-from DIR`, where `wp.compile_aot_module(..., use_ptx=True)`
@@ -24,6 +25,7 @@
 //! entry the capture launches). The archive's metadata says where each module's PTX came from.
 
 mod bundle;
+mod library;
 
 pub use bundle::{import_bundle, unpack_bundle, BundleKind};
 
@@ -603,10 +605,16 @@ impl Importer<'_, '_> {
                     self.write(result)?;
                 }
             }
+            OpKind::Scan { .. }
+            | OpKind::RadixSort { .. }
+            | OpKind::SegmentedSort { .. }
+            | OpKind::RunLengthEncode { .. }
+            | OpKind::Reduction { .. } => self.library(&op.kind)?,
             OpKind::Library { opcode } => {
                 return self.unsupported(format!(
                     "{} (Warp op type {opcode}) runs Warp's library code, not a kernel of the capture, and a recap \
-                     archive has no op for it",
+                     archive has no op for it (recap replays Warp's sorts, scans, reductions and run-length \
+                     encoding)",
                     wrp::opcode_name(*opcode)
                 ));
             }

@@ -420,6 +420,7 @@ impl<'a> Archive<'a> {
         // Ends of the open while/if bodies with their devices, innermost last.
         let mut open: Vec<(usize, DeviceId)> = Vec::new();
         let mut next_reloc = 0u64;
+        let mut next_library = 0usize;
         for i in 0..t.count {
             while open.last().is_some_and(|o| o.0 == i) {
                 open.pop();
@@ -553,8 +554,40 @@ impl<'a> Archive<'a> {
                         );
                     }
                 }
+                layout::op::LIBRARY => {
+                    let record = u32_at(r, 4) as usize;
+                    if record != next_library || record >= self.library.count {
+                        return err(
+                            "ops",
+                            t.at(i, 4),
+                            format!(
+                                "op {i} names library record {record}; the next is {next_library} of {}",
+                                self.library.count
+                            ),
+                        );
+                    }
+                    next_library += 1;
+                    let l = &self.library;
+                    let op = crate::archive::LibraryOp::decode(l.rec(record)).or_else(|(field, reason)| {
+                        err("library", l.at(record, field), format!("record {record}: {reason}"))
+                    })?;
+                    let sizes = |r: RegionId| (r < self.regions.count as u32).then(|| self.region_size(r));
+                    crate::archive::library::rule(&op, sizes).or_else(|(field, reason)| {
+                        err("library", l.at(record, field), format!("record {record}: {reason}"))
+                    })?;
+                    for o in op.operands().unwrap_or_default() {
+                        placed(4, o.role, o.at.region)?;
+                    }
+                }
                 other => return err("ops", t.at(i, 0), format!("op {i} has unknown kind {other}")),
             }
+        }
+        if next_library != self.library.count {
+            return err(
+                "library",
+                self.library.file_offset,
+                format!("{} records but {next_library} library ops", self.library.count),
+            );
         }
         // Region-owned relocations follow the launch ones; the rest were checked above.
         let launch_relocs =

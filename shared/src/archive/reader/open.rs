@@ -180,6 +180,7 @@ impl<'a> Archive<'a> {
             meta: table_of(SectionKind::Meta)?,
             devices: table_of(SectionKind::Devices)?,
             module_vars: table_of(SectionKind::ModuleVars)?,
+            library: table_of(SectionKind::Library)?,
             effects: table_of(SectionKind::Effects)?,
             types: table_of(SectionKind::Types)?,
             spread: table_of(SectionKind::Spread)?,

@@ -9,6 +9,7 @@ use super::error::{err, FormatError};
 use super::Archive;
 use crate::archive::layout::CODEC_LZ4_FRAME;
 use crate::archive::model::*;
+use crate::archive::LibraryOp;
 
 /// Compressed or raw bytes in the blobs section.
 #[derive(Clone, Copy, Debug)]
@@ -200,6 +201,8 @@ pub enum Op<'a> {
     Signal(EventId),
     /// The op's device waits for the latest earlier signal of the event (1.1).
     Wait(EventId),
+    /// A library routine over regions (1.3): what it computes is `shared::library`.
+    Library(LibraryOp),
 }
 
 impl Op<'_> {
@@ -215,6 +218,7 @@ impl Op<'_> {
             Op::Marker(_) => "marker",
             Op::Signal(_) => "signal",
             Op::Wait(_) => "wait",
+            Op::Library(_) => "library",
         }
     }
 
