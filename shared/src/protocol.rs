@@ -121,8 +121,9 @@ pub struct CreateSession {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compare_against: Option<String>,
     /// How a CUDA session submits the ops: `graph` (the default: programmatic edges between
-    /// dependent kernels where the GPU has them), `graph-pdl` (the same, asked for), `graph-plain`
-    /// (ordinary edges only) or `stream`.
+    /// dependent kernels where the GPU has them, one-wave kernels triggering their dependents
+    /// early), `graph-pdl` (the same, asked for), `graph-pdl-wait` (the same without the early
+    /// trigger), `graph-plain` (ordinary edges only) or `stream`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_mode: Option<String>,
     /// Whole replays to make on the device before the session's iterations and judge together
@@ -137,7 +138,7 @@ pub struct CreateSession {
 pub const MAX_DETERMINISM: u32 = 16;
 
 /// The CUDA submission modes a session may ask for.
-pub const CUDA_MODES: [&str; 4] = ["graph", "graph-pdl", "graph-plain", "stream"];
+pub const CUDA_MODES: [&str; 5] = ["graph", "graph-pdl", "graph-pdl-wait", "graph-plain", "stream"];
 
 /// What a session does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

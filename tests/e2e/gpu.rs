@@ -166,6 +166,7 @@ fn the_cli_replays_every_corpus_case_with_check_in_both_modes() {
         for (mode, how) in [
             ("graph", "one graph of"),
             ("graph-pdl", "one graph of"),
+            ("graph-pdl-wait", "one graph of"),
             ("graph-plain", "one graph of"),
             ("stream", "op by op on a stream"),
         ] {
@@ -705,25 +706,82 @@ fn programmatic_edges_wait_for_a_late_write() {
     let Some(dev) = gpu("programmatic_edges_wait_for_a_late_write") else { return };
     let bytes = late_writes_archive(100);
     let archive = Archive::open(&bytes).unwrap();
-    let mut r = CudaReplay::load(&dev, &archive, pdl()).unwrap();
+    let r = CudaReplay::load(&dev, &archive, pdl()).unwrap();
     if dev.sm < 90 {
         assert!(r.warnings().iter().any(|w| w.contains("sm_90")), "{:?}", r.warnings());
         return;
     }
     assert_eq!(r.dependent_edges(), 19, "every kernel after the first follows through a programmatic edge");
-    // The default takes them too; plain edges when asked.
+    // Both kernels are one block: each triggers its dependent at entry, so the fast one is
+    // scheduled while the slow one spins, and must still read what it wrote.
+    assert_eq!((r.triggered_kernels(), r.reloaded_modules()), (2, 0));
+    // The default takes them too; plain edges when asked; the wait alone when asked.
     let default = CudaReplay::load(&dev, &archive, opts(Mode::Graph)).unwrap();
-    assert_eq!(default.dependent_edges(), 19);
+    assert_eq!((default.dependent_edges(), default.triggered_kernels()), (19, 2));
     let plain =
         CudaReplay::load(&dev, &archive, ReplayOptions { pdl: recap::cuda::Pdl::Off, ..opts(Mode::Graph) }).unwrap();
-    assert_eq!(plain.dependent_edges(), 0);
-    drop((default, plain));
-    for _ in 0..3 {
-        r.restore_initial(&archive).unwrap();
-        r.replay().unwrap();
-        let (counter, acc) = (u32s(&r.read_region(0).unwrap()), u32s(&r.read_region(1).unwrap()));
-        assert_eq!((counter[0], acc[0]), (80, 20), "every read saw the write before it");
+    assert_eq!((plain.dependent_edges(), plain.triggered_kernels()), (0, 0));
+    let wait = CudaReplay::load(&dev, &archive, ReplayOptions { pdl_wait_only: true, ..pdl() }).unwrap();
+    assert_eq!((wait.dependent_edges(), wait.triggered_kernels()), (19, 0));
+    drop(default);
+    for mut replay in [r, wait, plain] {
+        for _ in 0..3 {
+            replay.restore_initial(&archive).unwrap();
+            replay.replay().unwrap();
+            let (counter, acc) = (u32s(&replay.read_region(0).unwrap()), u32s(&replay.read_region(1).unwrap()));
+            assert_eq!((counter[0], acc[0]), (80, 20), "every read saw the write before it");
+        }
     }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn early_triggers_go_to_one_wave_kernels_and_change_no_result() {
+    let _g = serial();
+    let Some(dev) = gpu("early_triggers_go_to_one_wave_kernels_and_change_no_result") else { return };
+    // `inc` at one block per multiprocessor: one wave on any GPU, so it triggers. `add_u32` at
+    // eight 256-thread blocks per multiprocessor, which the thread limit alone would let fit, but
+    // with 100 KiB of dynamic shared memory each, so that the occupancy API puts at most two on a
+    // multiprocessor: past one wave, its module is loaded again without the trigger for it.
+    let sms = dev.residency.multiprocessors;
+    let (mut w, k) = writer();
+    let a = w.add_region(RegionDecl::new("a", sms as u64 * 1024, DType::F32)).unwrap();
+    let n = sms * 8 * 256;
+    let b = w.add_region(RegionDecl::new("b", n as u64 * 4, DType::U32)).unwrap();
+    for v in 1..=6u32 {
+        let mut p = vec![0u8; 12];
+        p[8..12].copy_from_slice(&(sms * 256).to_le_bytes());
+        w.launch(launch(k.inc, sms, 256, p, &[(0, a)])).unwrap();
+        let wide = launch(k.add_u32, sms * 8, 256, add_params(n, v), &[(0, b)]);
+        w.launch(LaunchDecl { shared_bytes: 100 * 1024, ..wide }).unwrap();
+    }
+    let bytes = w.finish().unwrap().into_inner();
+    let archive = Archive::open(&bytes).unwrap();
+    let mut results = Vec::new();
+    for (name, options) in [
+        ("graph-plain", ReplayOptions { pdl: recap::cuda::Pdl::Off, ..opts(Mode::Graph) }),
+        ("graph-pdl-wait", ReplayOptions { pdl_wait_only: true, ..pdl() }),
+        ("graph-pdl", pdl()),
+        ("stream", opts(Mode::Stream)),
+    ] {
+        let mut r = CudaReplay::load(&dev, &archive, options).unwrap();
+        let how = (r.dependent_edges(), r.triggered_kernels(), r.reloaded_modules());
+        println!("{name}: (programmatic edges, kernels that trigger early, modules loaded twice) {how:?}");
+        if name == "graph-pdl" && dev.sm >= 90 {
+            assert_eq!(how, (10, 1, 1), "inc triggers, add_u32 does not");
+        } else {
+            assert_eq!((how.1, how.2), (0, 0), "{name}");
+        }
+        for _ in 0..3 {
+            r.restore_initial(&archive).unwrap();
+            r.replay().unwrap();
+            let (x, y) = (r.read_region(a).unwrap(), u32s(&r.read_region(b).unwrap()));
+            assert!(x.chunks(4).all(|c| f32::from_le_bytes(c.try_into().unwrap()) == 6.0), "{name}: a");
+            assert!(y.iter().all(|&v| v == 21), "{name}: b saw every add");
+            results.push((x, y));
+        }
+    }
+    assert!(results.windows(2).all(|w| w[0] == w[1]), "every mode gives the same bytes");
 }
 
 #[test]
@@ -742,7 +800,8 @@ fn programmatic_edges_hold_with_more_blocks_than_the_gpu_holds_at_once() {
     let archive = Archive::open(&bytes).unwrap();
     let mut r = CudaReplay::load(&dev, &archive, pdl()).unwrap();
     if dev.sm >= 90 {
-        assert_eq!(r.dependent_edges(), 5);
+        // Past one wave: the wait alone, no early trigger, and no second load to find that out.
+        assert_eq!((r.dependent_edges(), r.triggered_kernels(), r.reloaded_modules()), (5, 0, 0));
     }
     for _ in 0..3 {
         r.restore_initial(&archive).unwrap();

@@ -795,7 +795,7 @@ async fn cuda_sessions_run_in_workers_and_survive_a_gpu_fault() {
     println!("{test}: the next session on cuda:0 passed its check");
 
     // The other submission modes, as a session setting.
-    for mode in ["graph-pdl", "graph-plain", "stream"] {
+    for mode in ["graph-pdl", "graph-pdl-wait", "graph-plain", "stream"] {
         let mut body = session(&good);
         body["cuda_mode"] = mode.into();
         let done = run_session(&client, &server, body, "finished").await;

@@ -168,17 +168,19 @@ impl std::str::FromStr for DeviceMap {
 
 /// The CUDA replay's options for a submission mode named as the command line's `--mode` and the
 /// host's `cuda_mode` name it (`shared::protocol::CUDA_MODES`): `graph` (programmatic edges where
-/// the GPU has them), `graph-pdl`, `graph-plain` or `stream`.
+/// the GPU has them), `graph-pdl`, `graph-pdl-wait` (without the early trigger), `graph-plain` or
+/// `stream`.
 pub fn cuda_mode(name: &str) -> Option<crate::cuda::ReplayOptions> {
     use crate::cuda::{Mode, Pdl, ReplayOptions};
-    let (mode, pdl) = match name {
-        "graph" => (Mode::Graph, Pdl::Auto),
-        "graph-pdl" => (Mode::Graph, Pdl::On),
-        "graph-plain" => (Mode::Graph, Pdl::Off),
-        "stream" => (Mode::Stream, Pdl::Auto),
+    let (mode, pdl, pdl_wait_only) = match name {
+        "graph" => (Mode::Graph, Pdl::Auto, false),
+        "graph-pdl" => (Mode::Graph, Pdl::On, false),
+        "graph-pdl-wait" => (Mode::Graph, Pdl::On, true),
+        "graph-plain" => (Mode::Graph, Pdl::Off, false),
+        "stream" => (Mode::Stream, Pdl::Auto, false),
         _ => return None,
     };
-    Some(ReplayOptions { mode, pdl, ..Default::default() })
+    Some(ReplayOptions { mode, pdl, pdl_wait_only, ..Default::default() })
 }
 
 /// How an archive is opened on a device: each engine's options, the one the device does not use
@@ -332,6 +334,9 @@ mod tests {
         assert_eq!((stream.mode, stream.pdl), (crate::cuda::Mode::Stream, crate::cuda::Pdl::Auto));
         let plain = cuda_mode("graph-plain").unwrap();
         assert_eq!((plain.mode, plain.pdl), (crate::cuda::Mode::Graph, crate::cuda::Pdl::Off));
+        let wait = cuda_mode("graph-pdl-wait").unwrap();
+        assert_eq!((wait.mode, wait.pdl, wait.pdl_wait_only), (crate::cuda::Mode::Graph, crate::cuda::Pdl::On, true));
+        assert!(!cuda_mode("graph-pdl").unwrap().pdl_wait_only && !cuda_mode("graph").unwrap().pdl_wait_only);
         assert!(cuda_mode("graphs").is_none());
     }
 

@@ -31,8 +31,11 @@ pub enum ModeArg {
     /// between dependent kernels where the GPU has them, as graph-pdl)
     Graph,
     /// The graph with programmatic edges between dependent kernels, each waiting for its
-    /// predecessors at entry (sm_90 and newer; ordinary edges and a warning elsewhere)
+    /// predecessors at entry, those whose every launch is one wave first triggering their
+    /// dependents (sm_90 and newer; ordinary edges and a warning elsewhere)
     GraphPdl,
+    /// graph-pdl without the early trigger: every kernel only waits at entry
+    GraphPdlWait,
     /// The graph with ordinary edges only
     GraphPlain,
     /// Every op submitted to a stream one by one.
@@ -283,7 +286,12 @@ impl Backend<'_> {
         let how = match (replay.mode(), replay.graph_size()) {
             (recap::cuda::Mode::Graph, Some((nodes, edges))) => match replay.dependent_edges() {
                 0 => format!("one graph of {nodes} nodes, {edges} edges"),
-                p => format!("one graph of {nodes} nodes, {edges} edges ({p} programmatic)"),
+                p => format!(
+                    "one graph of {nodes} nodes, {edges} edges ({p} programmatic; {} kernel{} trigger{} early)",
+                    replay.triggered_kernels(),
+                    if replay.triggered_kernels() == 1 { "" } else { "s" },
+                    if replay.triggered_kernels() == 1 { "s" } else { "" },
+                ),
             },
             _ => "op by op on a stream".to_string(),
         };
