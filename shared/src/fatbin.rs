@@ -104,6 +104,33 @@ pub fn container_len(header: &[u8]) -> Option<u64> {
     own.checked_add(u64_at(header, 8))
 }
 
+/// Which PTX entry of a fat binary stands for the code a GPU of architecture `sm` ran, or why none.
+///
+/// A GPU runs the fat binary's machine code for its own architecture where there is some, and
+/// otherwise has the driver compile the PTX of the highest virtual architecture it can run. Either
+/// way the code came from the source compiled for the highest `compute_XX` not above the GPU, so
+/// that PTX is the one to keep: a lower one may hold other code where the source asks
+/// `__CUDA_ARCH__` (CUB tunes its tiles per architecture, and the host sizes the launch for the
+/// GPU's), and one above the GPU never ran at all. `sm` 0 (not known) takes the lowest, the most
+/// portable.
+pub fn ptx_for_gpu(entries: &[FatbinEntry], sm: u32) -> Result<&FatbinEntry, NoPtxFor> {
+    let ptx = || entries.iter().filter(|e| e.kind == EntryKind::Ptx && e.ptx().is_some());
+    let chosen = if sm == 0 { ptx().min_by_key(|e| e.sm) } else { ptx().filter(|e| e.sm <= sm).max_by_key(|e| e.sm) };
+    chosen.ok_or_else(|| match ptx().map(|e| e.sm).min() {
+        Some(lowest) => NoPtxFor::Newer { lowest, sm },
+        None => NoPtxFor::MachineCodeOnly,
+    })
+}
+
+/// Why a fat binary has no PTX for a GPU ([`ptx_for_gpu`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoPtxFor {
+    #[error("the fat binary holds machine code only")]
+    MachineCodeOnly,
+    #[error("the fat binary's PTX is for compute_{lowest} and above, newer than the sm_{sm} GPU, which ran machine code compiled for it")]
+    Newer { lowest: u32, sm: u32 },
+}
+
 /// Every entry of every container in `bytes` (containers back to back; trailing zero padding, as
 /// sections have, is allowed).
 pub fn parse(bytes: &[u8]) -> Result<Vec<FatbinEntry>, FatbinError> {
@@ -358,6 +385,22 @@ pub fn elf_function_names(bytes: &[u8]) -> Result<Vec<String>, ElfError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ptx_kept_is_the_highest_the_gpu_can_run() {
+        let e = |kind, sm| FatbinEntry { kind, sm, payload: format!(".target sm_{sm}").into_bytes() };
+        let entries = [e(EntryKind::Ptx, 75), e(EntryKind::Cubin, 90), e(EntryKind::Ptx, 90), e(EntryKind::Ptx, 120)];
+        assert_eq!(ptx_for_gpu(&entries, 90).unwrap().sm, 90);
+        assert_eq!(ptx_for_gpu(&entries, 89).unwrap().sm, 75);
+        assert_eq!(ptx_for_gpu(&entries, 100).unwrap().sm, 90);
+        assert_eq!(ptx_for_gpu(&entries, 0).unwrap().sm, 75, "an unknown GPU takes the most portable");
+        // CUB as CuPy ships it: machine code for every architecture, PTX for the newest only.
+        let cub = [e(EntryKind::Cubin, 90), e(EntryKind::Ptx, 120)];
+        let err = ptx_for_gpu(&cub, 90).unwrap_err();
+        assert_eq!(err, NoPtxFor::Newer { lowest: 120, sm: 90 });
+        assert!(err.to_string().contains("compute_120") && err.to_string().contains("sm_90"), "{err}");
+        assert_eq!(ptx_for_gpu(&cub[..1], 90).unwrap_err(), NoPtxFor::MachineCodeOnly);
+    }
 
     fn entry(kind: u16, sm: u32, flags: u64, raw: u64, payload: &[u8], compressed: bool) -> Vec<u8> {
         let padded = payload.len().div_ceil(8) * 8;
