@@ -4,6 +4,7 @@ mod archive;
 mod browser;
 mod browser_form;
 mod browser_home;
+mod browser_layout;
 mod browser_timeline;
 mod capi;
 mod capture;

@@ -69,10 +69,10 @@ pub fn html(c: &CompareView, archive: Option<&Archive>, selected: Option<u32>, d
         };
         let _ = write!(
             h,
-            r#"<div class="row {class}{}" data-cmp-op="{op}" id="cmp-op-{op}"><span>{op}</span><span class="mono">{}</span><span>{passes}</span><span><span class="badge {}">{badge}</span></span></div>"#,
+            r#"<div class="row {class}{}" data-cmp-op="{op}" id="cmp-op-{op}"><span>{op}</span><span class="mono" title="{label}">{label}</span><span>{passes}</span><span><span class="badge {}">{badge}</span></span></div>"#,
             if shown == Some(op) { " sel" } else { "" },
-            esc(&label),
-            if differ == 0 { "pass" } else { "fail" }
+            if differ == 0 { "pass" } else { "fail" },
+            label = esc(&label),
         );
     }
     if c.order.len() > MAX_ROWS {

@@ -141,8 +141,12 @@ thread_local! {
     static STATUS_AFTER_LOAD: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
+/// The header's status line; its tooltip holds it whole where a narrow window shortens it.
 pub fn set_status(text: &str) {
     set_html("status", &esc(text));
+    if let Some(s) = by_id("status") {
+        let _ = s.set_attribute("title", text);
+    }
 }
 
 // ---- routing ----
@@ -287,14 +291,14 @@ pub(crate) async fn load_archive_list() {
                 };
                 let _ = write!(
                     h,
-                    r#"<div class="row" data-href="/archives/{id}" data-archive-id="{id}"><span class="mono"><a class="name" href="{href}" data-link>{}</a>{aliases}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span class="mono muted">{}</span><span class="actions"><a class="btn" download href="{raw}" title="download the archive" data-archive-download="{id}">Download</a><button data-archive-delete="{id}" title="delete the archive from this host (its sessions keep their results)">Delete</button></span></div>"#,
-                    esc(&a.name),
+                    r#"<div class="row" data-href="/archives/{id}" data-archive-id="{id}"><span class="mono"><a class="name" href="{href}" data-link title="{name}">{name}</a>{aliases}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span class="mono muted">{}</span><span class="actions"><a class="btn" download href="{raw}" title="download the archive" data-archive-download="{id}">Download</a><button data-archive-delete="{id}" title="delete the archive from this host (its sessions keep their results)">Delete</button></span></div>"#,
                     bytes_human(a.size),
                     a.ops,
                     a.kernels,
                     a.regions,
                     esc(&model::when(&a.uploaded_at)),
                     esc(&a.id[..a.id.len().min(12)]),
+                    name = esc(&a.name),
                     href = esc(&api::url(&format!("/archives/{}", a.id))),
                     id = esc(&a.id),
                     raw = esc(&api::url(&format!("/api/archives/{}/raw", a.id))),
@@ -606,15 +610,15 @@ pub fn render_archive() {
             ),
         };
         Some(format!(
-            r#"<a href="/" data-link class="up">archives</a><span class="sep">/</span><span class="name">{}</span>{tag}
+            r#"<a href="/" data-link class="up">archives</a><span class="sep">/</span><span class="name" title="{name}">{name}</span>{tag}
 <span class="stat">{}</span><span class="stat">{}</span><span class="stat">{}</span><span class="stat">{}</span><span class="stat">{}</span><span class="stat">format {}</span>"#,
-            esc(name),
             model::count(s.ops as u64, "op", "ops"),
             model::count(s.launches as u64, "launch", "launches"),
             kernels_stat(open.loaded.archive()),
             model::count(s.regions as u64, "region", "regions"),
             bytes_human(s.bytes),
-            s.version
+            s.version,
+            name = esc(name),
         ))
     });
     let Some(header) = header else { return };

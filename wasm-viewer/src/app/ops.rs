@@ -43,7 +43,7 @@ pub fn render() {
   </div>
   <div class="split">
     <div class="table ops">
-      <div class="row head"><span>#</span><span>kind</span><span>kernel</span><span>grid × block</span><span>shared</span><span>regions (↔ read or written) · detail</span></div>
+      <div class="row head"><span>#</span><span>kind</span><span>kernel</span><span>grid × block</span><span>shared</span><span title="regions (↔ read or written) · detail">regions (↔ read or written) · detail</span></div>
       <div class="tbody" id="ops-scroll" tabindex="0" role="grid" aria-label="ops">
         <div id="ops-spacer"><div id="ops-rows"></div></div>
       </div>
@@ -105,11 +105,11 @@ pub fn draw_rows() {
             let sel = if open.selected == Some(id) { " sel" } else { "" };
             let _ = write!(
                 html,
-                r#"<div class="row k-{kind}{sel}" data-op="{id}" role="row"><span>{id}</span><span style="padding-left:{pad}px">{kind}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span></div>"#,
-                esc(&r.kernel),
+                r#"<div class="row k-{kind}{sel}" data-op="{id}" role="row"><span>{id}</span><span style="padding-left:{pad}px">{kind}</span><span title="{kernel}">{kernel}</span><span>{}</span><span>{}</span><span title="{detail}">{detail}</span></div>"#,
                 esc(&r.dims),
                 esc(&r.shared),
-                esc(&r.detail),
+                kernel = esc(&r.kernel),
+                detail = esc(&r.detail),
                 kind = r.kind,
                 pad = depth as u32 * 12,
             );

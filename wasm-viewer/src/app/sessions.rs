@@ -79,15 +79,15 @@ pub fn rows_html(list: &[&SessionInfo], stored: &BTreeSet<String>) -> String {
         let title = s.error.as_deref().map(|e| format!(r#" title="{}""#, esc(e))).unwrap_or_default();
         let _ = write!(
             h,
-            r#"<a class="row" href="{href}" data-link data-session-id="{id}" data-session-state="{state}" data-archive="{archive}"{title}><span><span class="badge st-{state}">{state}</span></span><span>{verdict}</span><span class="mono">{}{deleted}</span><span>{}</span><span class="mono">{}</span><span>{}</span><span>{}</span><span>{took}</span><span class="mono muted">{}</span></a>"#,
-            esc(name),
+            r#"<a class="row" href="{href}" data-link data-session-id="{id}" data-session-state="{state}" data-archive="{archive}"{title}><span><span class="badge st-{state}">{state}</span></span><span>{verdict}</span><span class="mono" title="{name}">{name}{deleted}</span><span>{}</span><span class="mono" title="{device}">{device}</span><span>{}</span><span>{}</span><span>{took}</span><span class="mono muted">{}</span></a>"#,
             s.kind.name(),
-            esc(&device),
             s.iterations,
             esc(&crate::model::when(&s.created_at)),
             esc(&s.id[..s.id.len().min(12)]),
             href = esc(&api::url(&format!("/sessions/{}", s.id))),
             id = esc(&s.id),
+            name = esc(name),
+            device = esc(&device),
             state = s.state.name(),
             archive = esc(&s.archive),
         );

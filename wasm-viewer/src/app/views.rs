@@ -38,13 +38,13 @@ pub fn render_kernels() {
         for k in a.kernels() {
             let _ = write!(
                 list,
-                r#"<div class="row{}" data-kernel="{}" tabindex="-1"><span>{}</span><span class="mono">{}</span><span>{}</span><span>{}</span></div>"#,
+                r#"<div class="row{}" data-kernel="{}" tabindex="-1"><span>{}</span><span class="mono" title="{name}">{name}</span><span>{}</span><span>{}</span></div>"#,
                 if k.id == sel { " sel" } else { "" },
                 k.id,
                 k.id,
-                esc(k.name),
                 k.params.len(),
-                counts[k.id as usize]
+                counts[k.id as usize],
+                name = esc(k.name),
             );
         }
         let k = a.kernel(sel);
@@ -179,20 +179,20 @@ pub fn render_regions() {
         for r in a.regions() {
             let _ = write!(
                 rows,
-                r#"<div class="row{}" data-region="{}"><span>{}</span><span class="mono">{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span><span>{}</span></div>"#,
+                r#"<div class="row{}" data-region="{}"><span>{}</span><span class="mono" title="{name}">{name}</span><span>{}</span><span>{}</span><span title="{shape}">{shape}</span><span>{}</span><span>{}</span></div>"#,
                 if r.id == sel { " sel" } else { "" },
                 r.id,
                 r.id,
-                esc(r.name),
                 bytes_human(r.size),
                 r.dtype.name(),
-                shape_text(&r),
                 match (&r.initial, r.scratch) {
                     (_, true) => "scratch",
                     (Some(_), _) => "initial",
                     (None, _) => "zero",
                 },
-                if r.expected.is_some() { "✓" } else { "" }
+                if r.expected.is_some() { "✓" } else { "" },
+                name = esc(r.name),
+                shape = shape_text(&r),
             );
         }
         let r = a.region(sel);
@@ -521,22 +521,22 @@ pub fn render_bindings() {
                 (b.direction, false)
             };
             let title = if derived {
-                r#" title="declared inout; its expected contents are its initial ones, so the replay only reads it""#
+                r#" title="inout (unchanged): declared inout, but its expected contents are its initial ones, so the replay only reads it""#
             } else {
                 ""
             };
             let _ = write!(
                 rows,
-                r#"<div class="row" data-goto-region="{}"><span class="mono">{}</span><span class="dir-{}"{title}>{}{}</span><span class="mono">{}</span><span>{}</span><span>{}</span><span>{}</span></div>"#,
+                r#"<div class="row" data-goto-region="{}"><span class="mono" title="{name}">{name}</span><span class="dir-{}"{title}>{}{}</span><span class="mono" title="{region}">{region}</span><span>{}</span><span>{}</span><span title="{shape}">{shape}</span></div>"#,
                 r.id,
-                esc(b.name),
                 direction.name(),
                 direction.name(),
                 if derived { " (unchanged)" } else { "" },
-                esc(r.name),
                 bytes_human(r.size),
                 r.dtype.name(),
-                shape_text(&r)
+                name = esc(b.name),
+                region = esc(r.name),
+                shape = shape_text(&r),
             );
         }
         Some(format!(
