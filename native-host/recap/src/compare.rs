@@ -31,6 +31,9 @@ pub struct CompareOptions {
     pub all: bool,
     /// Set to stop the CPU side between blocks.
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The tensor-core arithmetic of a CPU side; `None` follows the archive's GPU
+    /// (`shared::replay::CpuReplay::mma_model`).
+    pub mma_model: Option<shared::ptx::MmaModel>,
 }
 
 /// Hears each op as it is judged.
@@ -79,6 +82,7 @@ pub fn compare(
         limits: options.limits,
         cancel: options.cancel.clone(),
         jit_dump: crate::jit_dump::from_env(),
+        mma_model: options.mma_model,
         ..Default::default()
     };
     fn load<'a>(

@@ -50,6 +50,10 @@ pub struct Args {
     /// Most PTX instructions the iteration may execute on a CPU side
     #[arg(long)]
     pub budget: Option<u64>,
+    /// Tensor-core arithmetic on a CPU side: ieee (IEEE fused multiply-adds in k order), sm80
+    /// (Ampere's unit) or sm90 (Hopper's); by default that of the GPU the archive was captured on
+    #[arg(long, value_enum)]
+    pub mma_model: Option<super::replay::MmaModelArg>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -72,7 +76,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let Sides(a, b) = args.devices;
     let file_b = args.against.as_ref().unwrap_or(&args.file);
-    let options = CompareOptions { budget: args.budget, limits: args.limits.limits(), all: args.all, cancel: None };
+    let options = CompareOptions {
+        budget: args.budget,
+        limits: args.limits.limits(),
+        all: args.all,
+        cancel: None,
+        mma_model: args.mma_model.map(Into::into),
+    };
     let outcome = compare(&archive, &other, (a, b), options, &mut Quiet).map_err(compare_failed)?;
     if args.json {
         println!(

@@ -90,6 +90,10 @@ pub struct Args {
     /// (jit-scalar), or always the interpreter (interp).
     #[arg(long, value_enum, default_value = "jit")]
     pub engine: CpuBackend,
+    /// Tensor-core arithmetic on the CPU: ieee (IEEE fused multiply-adds in k order), sm80 (Ampere's
+    /// unit) or sm90 (Hopper's); by default that of the GPU the archive was captured on
+    #[arg(long, value_enum)]
+    pub mma_model: Option<MmaModelArg>,
     /// Regions at the device addresses the capture recorded (captured) or at fresh ones (fresh);
     /// by default as the archive asks (docs/FORMAT.md, "Regions at their captured addresses").
     #[arg(long, value_enum)]
@@ -190,6 +194,24 @@ pub fn print_verdict(verdict: &Verdict) {
     );
 }
 
+/// `--mma-model`: the tensor-core arithmetic of a CPU replay (`shared::ptx::MmaModel`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum MmaModelArg {
+    Ieee,
+    Sm80,
+    Sm90,
+}
+
+impl From<MmaModelArg> for shared::ptx::MmaModel {
+    fn from(m: MmaModelArg) -> Self {
+        match m {
+            MmaModelArg::Ieee => shared::ptx::MmaModel::Ieee,
+            MmaModelArg::Sm80 => shared::ptx::MmaModel::Sm80,
+            MmaModelArg::Sm90 => shared::ptx::MmaModel::Sm90,
+        }
+    }
+}
+
 /// The CPU engine for kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CpuBackend {
@@ -257,6 +279,22 @@ impl Replayer for Backend<'_> {
 }
 
 impl Backend<'_> {
+    /// The tensor-core arithmetic a CPU replay of an archive with tensor-core instructions runs,
+    /// and why that one.
+    fn tensor_cores(&self) -> Option<(shared::ptx::MmaModel, String)> {
+        let DeviceReplay::Cpu(replay) = &self.replay else { return None };
+        if !replay.uses_tensor_cores() {
+            return None;
+        }
+        let model = replay.mma_model();
+        let why = match (replay.options_model(), replay.capture_sm()) {
+            (Some(_), _) => "--mma-model".to_string(),
+            (None, Some(sm)) => format!("the archive was captured on sm_{sm}"),
+            (None, None) => "the archive names no GPU".to_string(),
+        };
+        Some((model, why))
+    }
+
     /// One-line notes on how the replay has to be carried out (printed once, before it starts).
     fn warnings(&self) -> Vec<String> {
         match &self.replay {
@@ -330,6 +368,7 @@ fn open_options(args: &Args, gpus: Option<Vec<u32>>, cancel: &Arc<AtomicBool>) -
             limits: args.limits.limits(),
             jit_dump: recap::jit_dump::from_env(),
             placement,
+            mma_model: args.mma_model.map(Into::into),
             ..Default::default()
         },
         cuda: recap::cuda::ReplayOptions { placement, ..cuda },
@@ -454,6 +493,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {w}");
     }
     let emit = |value: serde_json::Value| println!("{value}");
+    if let Some((model, why)) = backend.tensor_cores() {
+        if args.json {
+            emit(serde_json::json!({"type": "mma_model", "model": model.name(), "why": why}));
+        } else {
+            println!("tensor cores: the {} model ({why})", model.name());
+        }
+    }
 
     let mut progress = Progress::new(args.iterations);
     let mut times = Vec::with_capacity(args.iterations as usize);

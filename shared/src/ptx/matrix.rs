@@ -32,7 +32,10 @@
 //! and an f16 D is the f32 sum rounded to nearest even once at the end. tf32 inputs ignore the
 //! low 13 mantissa bits of their register (a NaN stays NaN). f64 uses f64 fused multiply-adds in
 //! the same order. Integer products are exact and their sum with C wraps modulo 2^32, or with
-//! `.satfinite` is clamped to the s32 range (the exact sum is clamped once, at the end).
+//! `.satfinite` is clamped to the s32 range (the exact sum is clamped once, at the end). That is
+//! the `ieee` model; where a launch asks for a GPU generation's ([`MmaModel`]), f16, bf16 and tf32
+//! products take that generation's inner product instead (`numerics/tensor_core.rs`), the same
+//! in every engine.
 //!
 //! **ldmatrix, stmatrix, movmatrix.** An 8x8 matrix of 16-bit elements is held by a warp as a
 //! fragment of one 32-bit register per lane: lane `l` holds row `l >> 2`, columns `2(l&3)` and
@@ -44,6 +47,7 @@ use half::{bf16, f16};
 
 use super::ir::{Fp8, Mma, MmaTy};
 use super::math::{b32, b64, fp8_to_f32};
+use super::numerics::tensor_core::{self, MmaModel};
 
 /// How an element type's fragments are laid out (its size class).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -154,14 +158,15 @@ fn unpack(t: MmaTy, regs: &[u64], count: usize, cols: usize, pos: impl Fn(usize,
     out
 }
 
-/// One warp's `mma`: `a`, `b`, `c` hold every lane's operand registers (lane-major, as many per
-/// lane as [`Mma::reg_counts`] says); gives every lane's D registers, lane-major.
-pub(crate) fn mma(op: &Mma, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
+/// One warp's `mma` in `model`'s arithmetic: `a`, `b`, `c` hold every lane's operand registers
+/// (lane-major, as many per lane as [`Mma::reg_counts`] says); gives every lane's D registers,
+/// lane-major.
+pub(crate) fn mma(op: &Mma, model: MmaModel, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
     let [na, nb, nc, nd] = op.reg_counts();
     if is_float16x8(op) {
         let mut d = vec![0u64; 32 * nd];
         let regs = [(a, na), (b, nb), (c, nc)];
-        mma_float(op, |o, lane, i| regs[o].0[lane * regs[o].1 + i], |lane, i, v| d[lane * nd + i] = v);
+        mma_float(op, model, |o, lane, i| regs[o].0[lane * regs[o].1 + i], |lane, i, v| d[lane * nd + i] = v);
         return d;
     }
     let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
@@ -233,13 +238,24 @@ fn value32(t: MmaTy, bits: u64) -> f32 {
 /// copy of the code with the types known, so that its unpacking loops have no type dispatch left
 /// in them and vectorise.
 #[inline(always)]
-pub(crate) fn mma_float(op: &Mma, reg: impl Fn(usize, usize, usize) -> u64, put: impl FnMut(usize, usize, u64)) {
+pub(crate) fn mma_float(
+    op: &Mma,
+    model: MmaModel,
+    reg: impl Fn(usize, usize, usize) -> u64,
+    put: impl FnMut(usize, usize, u64),
+) {
     use MmaTy::{F16, F32};
     if is_f16_f32_k16(op) {
-        mma_float_typed(16, [F16, F16, F32, F32], reg, put)
+        mma_float_typed(16, [F16, F16, F32, F32], model, reg, put)
     } else {
-        mma_float_typed(op.k as usize, [op.aty, op.bty, op.cty, op.dty], reg, put)
+        mma_float_typed(op.k as usize, [op.aty, op.bty, op.cty, op.dty], model, reg, put)
     }
+}
+
+/// Whether `model` has arithmetic of its own for inputs of type `t` (f16, bf16 and tf32; the
+/// rest, and [`MmaModel::Ieee`], take the ISA's order in IEEE arithmetic).
+pub(crate) fn modelled(model: MmaModel, t: MmaTy) -> bool {
+    model != MmaModel::Ieee && matches!(t, MmaTy::F16 | MmaTy::BF16 | MmaTy::TF32)
 }
 
 /// [`mma_float`] for `k` and the types of A, B, C and D (in that order).
@@ -247,6 +263,7 @@ pub(crate) fn mma_float(op: &Mma, reg: impl Fn(usize, usize, usize) -> u64, put:
 fn mma_float_typed(
     k: usize,
     [aty, bty, cty, dty]: [MmaTy; 4],
+    model: MmaModel,
     reg: impl Fn(usize, usize, usize) -> u64,
     mut put: impl FnMut(usize, usize, u64),
 ) {
@@ -283,11 +300,20 @@ fn mma_float_typed(
             }
         }
     }
-    for (kk, bk) in bm.iter().enumerate().take(k) {
+    if modelled(model, aty) {
+        let split = model == MmaModel::Sm80 && tensor_core::sm80_splits(k as u32, aty == MmaTy::TF32);
+        let mins = [tensor_core::least_exponent(aty == MmaTy::F16), tensor_core::least_exponent(cty == MmaTy::F16)];
+        let b_exp = tensor_core::exponents(&bm, mins[0]);
         for (ar, am_row) in acc.iter_mut().zip(&am) {
-            let x = am_row[kk];
-            for (s, &y) in ar.iter_mut().zip(bk) {
-                *s = x.mul_add(y, *s);
+            *ar = tensor_core::row(model, split, mins, &am_row[..k], &bm[..k], &b_exp[..k], ar, dty == MmaTy::F16);
+        }
+    } else {
+        for (kk, bk) in bm.iter().enumerate().take(k) {
+            for (ar, am_row) in acc.iter_mut().zip(&am) {
+                let x = am_row[kk];
+                for (s, &y) in ar.iter_mut().zip(bk) {
+                    *s = x.mul_add(y, *s);
+                }
             }
         }
     }
@@ -462,7 +488,16 @@ pub(crate) fn untile_c_f32(tile: &TileC16, mut set: impl FnMut(usize, usize, u64
 /// registers end up with the bits one `mma` at a time gives.
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 #[inline(always)]
-pub(crate) fn mma_f16_f32_tile(a: &TileA16, bm: &TileB16, acc: &mut TileC16) {
+pub(crate) fn mma_f16_f32_tile(model: MmaModel, a: &TileA16, bm: &TileB16, acc: &mut TileC16) {
+    if modelled(model, MmaTy::F16) {
+        let split = model == MmaModel::Sm80 && tensor_core::sm80_splits(16, false);
+        let mins = [tensor_core::least_exponent(true), tensor_core::least_exponent(false)];
+        let b_exp = tensor_core::exponents(bm, mins[0]);
+        for (ar, am_row) in acc.iter_mut().zip(a) {
+            *ar = tensor_core::row(model, split, mins, am_row, bm, &b_exp, ar, false);
+        }
+        return;
+    }
     for (h, half) in acc.chunks_exact_mut(8).enumerate() {
         let mut rows: [[f32; 8]; 8] = half.try_into().expect("eight rows");
         for (k, bk) in bm.iter().enumerate() {
@@ -482,9 +517,16 @@ pub(crate) fn mma_f16_f32_tile(a: &TileA16, bm: &TileB16, acc: &mut TileC16) {
 /// written, so D may be C itself (as it is in every `mma` that accumulates).
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 #[inline(always)]
-pub(crate) fn mma_f16_f32(a: &TileA16, bm: &TileB16, regs: &mut [[u64; 32]], c: [usize; 4], d: [usize; 4]) {
+pub(crate) fn mma_f16_f32(
+    model: MmaModel,
+    a: &TileA16,
+    bm: &TileB16,
+    regs: &mut [[u64; 32]],
+    c: [usize; 4],
+    d: [usize; 4],
+) {
     let mut acc = tile_c_f32(|r, lane| regs[c[r]][lane]);
-    mma_f16_f32_tile(a, bm, &mut acc);
+    mma_f16_f32_tile(model, a, bm, &mut acc);
     untile_c_f32(&acc, |r, lane, v| regs[d[r]][lane] = v);
 }
 

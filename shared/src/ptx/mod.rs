@@ -30,6 +30,7 @@ mod matrix;
 mod mbarrier;
 mod memory;
 mod module;
+mod numerics;
 mod parse;
 pub mod signature;
 pub mod typemap;
@@ -45,3 +46,4 @@ pub use memory::{MemError, Memory, PlaceError};
 pub use module::{
     Entry, Module, NativeCodeRefusal, NoNativeCode, ParamInfo, Place, PlaceRefusal, PlacedVariable, VariableDecl,
 };
+pub use numerics::MmaModel;

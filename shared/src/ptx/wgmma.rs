@@ -35,10 +35,13 @@
 //! **Arithmetic.** Each element of D is `mma`'s: from D (or zero when `scale-d` is false), the
 //! products in increasing k, one f32 fused multiply-add each (exact products, subnormals kept,
 //! canonical NaN), f16 D rounded once at the end, integers exact and wrapped or, with
-//! `.satfinite`, clamped. `imm-scale-a`/`imm-scale-b` of -1 negate A or B first.
+//! `.satfinite`, clamped. `imm-scale-a`/`imm-scale-b` of -1 negate A or B first. In a GPU
+//! generation's model ([`MmaModel`]) f16, bf16 and tf32 elements take that generation's inner
+//! product (`numerics/tensor_core.rs`): Hopper's `wgmma` runs on the unit its `mma` does.
 
 use super::ir::{MmaTy, Wgmma};
 use super::matrix;
+use super::numerics::tensor_core::{self, MmaModel, Term};
 
 /// Rows (M) of every `wgmma`.
 pub(crate) const M: usize = 64;
@@ -102,11 +105,14 @@ pub(crate) fn a_pos(t: MmaTy, w: usize, lane: usize, i: usize) -> (usize, usize)
     (16 * w + row, col)
 }
 
-/// The product of one warpgroup: `a` (64xK, row-major) and `b` (NxK: B's columns, each with its
-/// K elements) hold raw element bits, `d` the accumulator's elements (64xN, row-major, bits of
-/// `dty`); gives D's elements, row-major.
-pub(crate) fn product(op: &Wgmma, a: &[u64], b: &[u64], d: &[u64], scale_d: bool) -> Vec<u64> {
+/// The product of one warpgroup in `model`'s arithmetic: `a` (64xK, row-major) and `b` (NxK: B's
+/// columns, each with its K elements) hold raw element bits, `d` the accumulator's elements (64xN,
+/// row-major, bits of `dty`); gives D's elements, row-major.
+pub(crate) fn product(op: &Wgmma, model: MmaModel, a: &[u64], b: &[u64], d: &[u64], scale_d: bool) -> Vec<u64> {
     let (n, k) = (op.n as usize, op.k as usize);
+    if matrix::modelled(model, op.aty) && matches!(op.dty, MmaTy::F32 | MmaTy::F16) {
+        return modelled_product(op, model, a, b, d, scale_d);
+    }
     let sign = |neg: bool| if neg { -1.0 } else { 1.0 };
     let av: Vec<f64> = a.iter().map(|x| sign(op.neg_a) * matrix::value(op.aty, *x)).collect();
     let bv: Vec<f64> = b.iter().map(|x| sign(op.neg_b) * matrix::value(op.bty, *x)).collect();
@@ -118,6 +124,32 @@ pub(crate) fn product(op: &Wgmma, a: &[u64], b: &[u64], d: &[u64], scale_d: bool
             let acc = if scale_d { matrix::value(op.dty, d[row * n + col]) } else { 0.0 };
             out[row * n + col] =
                 matrix::element(op.dty, op.satfinite, acc, arow.iter().copied().zip(bcol.iter().copied()));
+        }
+    }
+    out
+}
+
+/// [`product`] in a tensor-core model: every element one fused sum of its K products and D
+/// (`tensor_core::dot`), the unit `mma` uses on the same GPU.
+fn modelled_product(op: &Wgmma, model: MmaModel, a: &[u64], b: &[u64], d: &[u64], scale_d: bool) -> Vec<u64> {
+    let (n, k) = (op.n as usize, op.k as usize);
+    let term = |t: MmaTy, bits: u64, neg: bool| {
+        let Term { value, exp } = tensor_core::term(t, bits);
+        Term { value: if neg { -value } else { value }, exp }
+    };
+    let av: Vec<Term> = a.iter().map(|&x| term(op.aty, x, op.neg_a)).collect();
+    let bv: Vec<Term> = b.iter().map(|&x| term(op.bty, x, op.neg_b)).collect();
+    let f16_out = op.dty == MmaTy::F16;
+    let mut products = Vec::with_capacity(k);
+    let mut out = vec![0u64; M * n];
+    for row in 0..M {
+        let arow = &av[row * k..row * k + k];
+        for col in 0..n {
+            let bcol = &bv[col * k..col * k + k];
+            products.clear();
+            products.extend(arow.iter().zip(bcol).map(|(x, y)| Term { value: x.value * y.value, exp: x.exp + y.exp }));
+            let c = if scale_d { tensor_core::term(op.dty, d[row * n + col]) } else { tensor_core::ZERO };
+            out[row * n + col] = tensor_core::dot(model, false, c, &products, f16_out) as u64;
         }
     }
     out

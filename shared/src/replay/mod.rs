@@ -61,6 +61,9 @@ pub struct ReplayOptions {
     /// Memory keeps the element type of every store (`ptx::Memory::record_types`), read back by
     /// [`CpuReplay::written_types`]: for `shared::check::infer`.
     pub record_types: bool,
+    /// The arithmetic of tensor-core instructions; `None` follows the GPU the archive was captured
+    /// on ([`CpuReplay::mma_model`]).
+    pub mma_model: Option<ptx::MmaModel>,
     /// For `shared::check::infer`: a launch the CPU cannot run (no PTX, PTX it refuses, a
     /// GPU-only attribute) and an op that fails are passed over instead of ending the replay;
     /// [`CpuReplay::skipped`] says which and why. Only a budget or a cancel stops it.
@@ -419,6 +422,7 @@ impl<'a> CpuReplay<'a> {
         };
         replay.place_regions()?;
         replay.load_modules()?;
+        replay.exec.mma_model = replay.mma_model();
         for i in 0..replay.regions.len() {
             if !replay.regions[i].scratch && replay.regions[i].base.is_none() {
                 replay.map_region(i as RegionId)?;
@@ -742,6 +746,36 @@ impl<'a> CpuReplay<'a> {
     pub fn set_options(&mut self, options: ReplayOptions) {
         self.exec = exec_options(&options);
         self.options = options;
+        self.exec.mma_model = self.mma_model();
+    }
+
+    /// The tensor-core arithmetic this replay runs: the options' model, else that of the GPU the
+    /// archive was captured on ([`CpuReplay::capture_sm`]; IEEE arithmetic where it names none).
+    pub fn mma_model(&self) -> ptx::MmaModel {
+        self.options.mma_model.unwrap_or_else(|| ptx::MmaModel::for_sm(self.capture_sm()))
+    }
+
+    /// The model the options name (`None`: the archive's GPU's).
+    pub fn options_model(&self) -> Option<ptx::MmaModel> {
+        self.options.mma_model
+    }
+
+    /// Whether a module of the archive runs tensor-core instructions (where
+    /// [`CpuReplay::mma_model`] matters).
+    pub fn uses_tensor_cores(&self) -> bool {
+        self.modules.iter().flatten().any(|m| m.uses_tensor_cores())
+    }
+
+    /// The architecture the archive was captured on (90 for sm_90): its devices' where they say,
+    /// else the newest its modules carry machine code for, else the newest its PTX targets.
+    pub fn capture_sm(&self) -> Option<u32> {
+        let devices = self.archive.devices().map(|d| d.sm).filter(|&sm| sm > 0).max();
+        let cubins = || self.archive.modules().flat_map(|m| m.cubins.into_iter().map(|(sm, _)| sm)).max();
+        let targets = || {
+            let sm = |t: &String| t.strip_prefix("sm_")?.trim_end_matches(['a', 'f']).parse::<u32>().ok();
+            self.modules.iter().flatten().flat_map(|m| m.target().iter().filter_map(sm)).max()
+        };
+        devices.or_else(cubins).or_else(targets)
     }
 
     pub fn archive(&self) -> &Archive<'a> {
@@ -1087,6 +1121,8 @@ fn exec_options(options: &ReplayOptions) -> ptx::ExecOptions {
         engine: options.engine,
         jit_dump: options.jit_dump.clone(),
         block_order: options.block_order,
+        // Set once the archive's modules are loaded (`CpuReplay::mma_model`).
+        mma_model: ptx::MmaModel::Ieee,
     }
 }
 

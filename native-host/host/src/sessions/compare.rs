@@ -87,8 +87,13 @@ pub fn run(
             .map_err(|e| RunError::Failed(e.to_string()))
     };
     let (a, b) = (side(&sides.a)?, side(&sides.b)?);
-    let options =
-        CompareOptions { budget: job.budget, limits: job.limits, all: sides.all, cancel: Some(job.cancel.clone()) };
+    let options = CompareOptions {
+        budget: job.budget,
+        limits: job.limits,
+        all: sides.all,
+        cancel: Some(job.cancel.clone()),
+        mma_model: None,
+    };
     let mut streamer = Streamer {
         archive: job.archive,
         emit,

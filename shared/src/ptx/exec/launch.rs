@@ -9,6 +9,7 @@ use crate::ptx::ir::*;
 use crate::ptx::lower::MAX_SHARED_BYTES;
 use crate::ptx::memory::{Fault, Memory};
 use crate::ptx::module::{Entry, Module};
+use crate::ptx::numerics::MmaModel;
 
 use super::dump::JitDump;
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
@@ -120,6 +121,9 @@ pub struct ExecOptions {
     /// GPU promises no order, and a program whose result depends on it (float atomics, a
     /// lock-ordered sum) shows that on the CPU too (`recap replay --determinism`).
     pub block_order: Option<u64>,
+    /// The arithmetic of tensor-core instructions (`mma`, `wgmma`): IEEE by default, or the model
+    /// of a GPU generation (`recap replay --mma-model`).
+    pub mma_model: MmaModel,
 }
 
 /// What a launch did.
@@ -332,6 +336,7 @@ pub(super) fn run_grid(
         abort: AtomicBool::new(false),
         types: mem.records_types(),
         order: opts.block_order.map(|seed| shuffled(plan.nblocks, seed)),
+        mma: opts.mma_model,
     };
     #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
     if matches!(opts.engine, Engine::Jit | Engine::JitScalar) {

@@ -112,7 +112,7 @@ impl<const MW: usize> Worker<'_, MW> {
             let a = self.warp_regs(rb, w, &op.a);
             let b = self.warp_regs(rb, w, &op.b);
             let c = self.warp_regs(rb, w, &op.c);
-            let d = matrix::mma(op, &a, &b, &c);
+            let d = matrix::mma(op, self.ctx.mma, &a, &b, &c);
             self.warp_write(rb, w, act, &op.d, &d);
         }
     }

@@ -100,7 +100,7 @@ impl<const MW: usize> Worker<'_, MW> {
                     }
                 }
             }
-            let out = wgmma::product(op, &a, &b, &d, scale_d);
+            let out = wgmma::product(op, self.ctx.mma, &a, &b, &d, scale_d);
             for (w, act) in acts.iter().enumerate() {
                 for lane in (0..32).filter(|k| act >> k & 1 == 1) {
                     let l = 128 * g + 32 * w + lane;

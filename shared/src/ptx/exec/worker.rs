@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use crate::ptx::ir::*;
 use crate::ptx::memory::{Fault, Memory};
 use crate::ptx::module::Module;
+use crate::ptx::numerics::MmaModel;
 
 #[cfg(all(feature = "jit", not(target_arch = "wasm32")))]
 use super::jit;
@@ -143,6 +144,8 @@ pub(super) struct Ctx<'a> {
     pub(super) types: bool,
     /// The order blocks run in, by linear index (`ExecOptions::block_order`); `None`: in order.
     pub(super) order: Option<Vec<u64>>,
+    /// The arithmetic of `mma` and `wgmma` (`ExecOptions::mma_model`).
+    pub(super) mma: MmaModel,
 }
 
 /// Buffers a worker needs, kept per OS thread between launches so that a launch allocates nothing

@@ -5,7 +5,8 @@
 
 use half::{bf16, f16};
 
-use super::run_kernel;
+use super::{run_kernel, run_kernel_in};
+use crate::ptx::numerics::MmaModel;
 
 const HEAD: &str = ".version 8.0\n.target sm_90\n.address_size 64\n";
 
@@ -188,6 +189,11 @@ impl Case {
     /// Runs the `mma` on every engine with the given matrices (element bits, row-major); gives D
     /// as element bits, row-major, read back through the table.
     fn run(&self, am: &[u64], bm: &[u64], cm: &[u64]) -> Vec<u64> {
+        self.run_in(MmaModel::Ieee, am, bm, cm)
+    }
+
+    /// [`Case::run`] with `model`'s arithmetic.
+    fn run_in(&self, model: MmaModel, am: &[u64], bm: &[u64], cm: &[u64]) -> Vec<u64> {
         let (m, n, k) = self.shape;
         let (na, nb, nc, nd) =
             (self.regs(m * k, self.a), self.regs(k * n, self.b), self.regs(m * n, self.c), self.regs(m * n, self.d));
@@ -247,7 +253,7 @@ impl Case {
                 inp.extend_from_slice(&w.to_le_bytes()[..sz]);
             }
         }
-        let out = run_kernel(&ptx, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 32 * nd * sz], inp], &[]).unwrap();
+        let out = run_kernel_in(model, &ptx, "k", [1, 1, 1], [32, 1, 1], &[vec![0; 32 * nd * sz], inp], &[]).unwrap();
         let words: Vec<u64> = out[0]
             .chunks(sz)
             .map(|c| {
@@ -843,12 +849,24 @@ type Tile = [[f32; 8]; 16];
 /// a warp's tiles what the loop's own code does after each pass; it is handed the pass's product
 /// of A and the first tile's B, accumulated onto a C it names.
 fn check_k_loop(in_loop: &str, after_pass: impl Fn(&mut [Tile; 3], &dyn Fn(&Tile) -> Tile)) {
+    let quarters = |g: &mut Gen| f16::from_f64((g.next() % 33) as f64 / 4.0 - 4.0);
+    check_k_loop_in(MmaModel::Ieee, quarters, in_loop, after_pass)
+}
+
+/// [`check_k_loop`] in `model`'s arithmetic, on inputs `value` makes.
+fn check_k_loop_in(
+    model: MmaModel,
+    value: impl Fn(&mut Gen) -> f16,
+    in_loop: &str,
+    after_pass: impl Fn(&mut [Tile; 3], &dyn Fn(&Tile) -> Tile),
+) {
     let ptx = k_loop(in_loop);
     let mut g = Gen(23);
-    let halves: Vec<u16> = (0..2 * 1280).map(|_| f16::from_f64((g.next() % 33) as f64 / 4.0 - 4.0).to_bits()).collect();
+    let halves: Vec<u16> = (0..2 * 1280).map(|_| value(&mut g).to_bits()).collect();
     let inp: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
     let out =
-        run_kernel(&ptx, "k_loop", [2, 1, 1], [64, 1, 1], &[inp, vec![0; 128 * 48]], &512u32.to_le_bytes()).unwrap();
+        run_kernel_in(model, &ptx, "k_loop", [2, 1, 1], [64, 1, 1], &[inp, vec![0; 128 * 48]], &512u32.to_le_bytes())
+            .unwrap();
     let got: Vec<u32> = out[1].chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
     for block in 0..2 {
         let h = |i: usize| f16::from_bits(halves[block * 1280 + i]).to_f32();
@@ -859,7 +877,11 @@ fn check_k_loop(in_loop: &str, after_pass: impl Fn(&mut [Tile; 3], &dyn Fn(&Tile
             let mut d = *c;
             for (row, d_row) in d.iter_mut().enumerate() {
                 for (n, x) in d_row.iter_mut().enumerate() {
-                    *x = (0..16).fold(*x, |s, k| a(abase, row, k).mul_add(b(bbase, k, n), s));
+                    *x = if model == MmaModel::Ieee {
+                        (0..16).fold(*x, |s, k| a(abase, row, k).mul_add(b(bbase, k, n), s))
+                    } else {
+                        f32::from_bits(model_element(model, *x, |k| (a(abase, row, k), b(bbase, k, n))))
+                    };
                 }
             }
             d
@@ -987,4 +1009,70 @@ fn a_later_pass_that_faults_fails_as_the_interpreter_does() {
             )
         }
     }
+}
+
+/// The inputs an H200 was given and the D it computed (`tests/numerics/mma_sample.bin`), run as
+/// PTX on every engine in the Hopper model: every bit of D as the hardware's, for each `mma` form
+/// the probe recorded and every kind of input it tried (random, cancellation, subnormals, wide
+/// exponent spreads, a dominant accumulator, sparse powers of two, infinities and NaNs, near-ties,
+/// overflow, signed zeros).
+#[test]
+fn every_engine_gives_the_h200s_bits_in_the_sm90_model() {
+    use crate::ptx::numerics::probe;
+    let forms: [Case; 6] = [
+        case((16, 8, 16), [Ty::F32, Ty::F16, Ty::F16, Ty::F32], [a_f16_k16, b_f16_k16, c_m16n8]),
+        case((16, 8, 16), [Ty::F32, Ty::BF16, Ty::BF16, Ty::F32], [a_f16_k16, b_f16_k16, c_m16n8]),
+        case((16, 8, 8), [Ty::F32, Ty::TF32, Ty::TF32, Ty::F32], [a_tf32_k8, b_tf32_k8, c_m16n8]),
+        case((16, 8, 16), [Ty::F16, Ty::F16, Ty::F16, Ty::F16], [a_f16_k16, b_f16_k16, c_m16n8]),
+        case((16, 8, 8), [Ty::F32, Ty::F16, Ty::F16, Ty::F32], [a_f16_k8, b_f16_k8, c_m16n8]),
+        case((16, 8, 8), [Ty::F32, Ty::BF16, Ty::BF16, Ty::F32], [a_f16_k8, b_f16_k8, c_m16n8]),
+    ];
+    let mut ran = [0; 6];
+    for tile in probe::sample().into_iter().filter(|t| t.form < forms.len()) {
+        let wide = |v: &[u32]| v.iter().map(|&x| x as u64).collect::<Vec<_>>();
+        let d = forms[tile.form].run_in(MmaModel::Sm90, &wide(&tile.a), &wide(&tile.b), &wide(&tile.c));
+        assert_eq!(d, wide(&tile.d), "{} class {}", probe::form_name(tile.form), tile.class);
+        ran[tile.form] += 1;
+    }
+    assert!(ran.iter().all(|&n| n > 0), "the sample holds every mma form: {ran:?}");
+}
+
+/// One f32 element of an f16 `mma.m16n8k16` in `model` from C `c` and the pairs `pair(k)`, by the
+/// model's own per-element function (`tensor_core::dot`), not the tile code the engines run.
+fn model_element(model: MmaModel, c: f32, pair: impl Fn(usize) -> (f32, f32)) -> u32 {
+    use crate::ptx::numerics::tensor_core::{dot, exponent_of, Term};
+    let products: Vec<Term> = (0..16)
+        .map(|k| {
+            let (x, y) = pair(k);
+            Term { value: x as f64 * y as f64, exp: exponent_of(x, -14) + exponent_of(y, -14) }
+        })
+        .collect();
+    dot(model, model == MmaModel::Sm80, Term { value: c as f64, exp: exponent_of(c, -126) }, &products, false)
+}
+
+/// Triton's K loop (`ldmatrix`es and accumulating `mma`s whose tiles native code keeps across
+/// passes) in the Hopper and Ampere models, on f16 inputs with full mantissas and exponents that
+/// differ: every engine gives the model's bits, element by element as `tensor_core::dot` computes
+/// them, and they are not the IEEE chain's.
+#[test]
+fn a_k_loop_in_the_sm90_and_sm80_models_gives_the_models_bits_on_every_engine() {
+    let wide = |g: &mut Gen| {
+        let x = f16::from_bits((g.next() % 0x5C00) as u16 | 0x0400);
+        if g.next().is_multiple_of(2) {
+            -x
+        } else {
+            x
+        }
+    };
+    for model in [MmaModel::Sm90, MmaModel::Sm80] {
+        check_k_loop_in(model, wide, "", |_, _| {});
+    }
+    let ptx = k_loop("");
+    let mut g = Gen(23);
+    let inp: Vec<u8> = (0..2 * 1280).flat_map(|_| wide(&mut g).to_bits().to_le_bytes()).collect();
+    let run = |model| {
+        let bufs = [inp.clone(), vec![0; 128 * 48]];
+        run_kernel_in(model, &ptx, "k_loop", [2, 1, 1], [64, 1, 1], &bufs, &512u32.to_le_bytes()).unwrap()
+    };
+    assert_ne!(run(MmaModel::Sm90)[1], run(MmaModel::Ieee)[1]);
 }

@@ -38,9 +38,23 @@ pub(crate) fn run_kernel(
     bufs: &[Vec<u8>],
     extra: &[u8],
 ) -> Result<Vec<Vec<u8>>, String> {
-    let interp = run_kernel_on(ptx, entry, grid, block, bufs, extra, Engine::Interpreter);
+    run_kernel_in(MmaModel::Ieee, ptx, entry, grid, block, bufs, extra)
+}
+
+/// [`run_kernel`] with tensor-core instructions in `model`'s arithmetic.
+pub(crate) fn run_kernel_in(
+    model: MmaModel,
+    ptx: &str,
+    entry: &str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    bufs: &[Vec<u8>],
+    extra: &[u8],
+) -> Result<Vec<Vec<u8>>, String> {
+    let opts = |engine| ExecOptions { engine, mma_model: model, ..ExecOptions::default() };
+    let interp = run_kernel_with(ptx, entry, grid, block, bufs, extra, &opts(Engine::Interpreter));
     for engine in [Engine::Jit, Engine::JitScalar] {
-        let native = run_kernel_on(ptx, entry, grid, block, bufs, extra, engine);
+        let native = run_kernel_with(ptx, entry, grid, block, bufs, extra, &opts(engine));
         match (&interp, &native) {
             (Ok(a), Ok(b)) => assert!(a == b, "{engine:?} differs from the interpreter\n{ptx}"),
             (Err(a), Err(b)) => assert_eq!(a, b, "{engine:?} fails differently from the interpreter"),
@@ -50,15 +64,16 @@ pub(crate) fn run_kernel(
     interp
 }
 
+/// Runs `entry` as [`run_kernel`] does, on the one engine and with the options `opts` name.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn run_kernel_on(
+pub(crate) fn run_kernel_with(
     ptx: &str,
     entry: &str,
     grid: [u32; 3],
     block: [u32; 3],
     bufs: &[Vec<u8>],
     extra: &[u8],
-    engine: Engine,
+    opts: &ExecOptions,
 ) -> Result<Vec<Vec<u8>>, String> {
     let m = Module::parse(ptx).map_err(|e| e.to_string())?;
     let mut mem = Memory::new();
@@ -72,7 +87,6 @@ pub(crate) fn run_kernel_on(
     }
     params.extend_from_slice(extra);
     let dims = LaunchDims { grid, block, dynamic_shared: 0 };
-    let opts = ExecOptions { engine, ..ExecOptions::default() };
-    launch(&m, entry, &dims, &params, &mem, &opts).map_err(|e| e.to_string())?;
+    launch(&m, entry, &dims, &params, &mem, opts).map_err(|e| e.to_string())?;
     Ok(bases.iter().map(|&b| mem.read_region(b).unwrap()).collect())
 }

@@ -23,6 +23,7 @@ use crate::ptx::ir::*;
 use crate::ptx::math::*;
 use crate::ptx::matrix::{self, is_float16x8};
 use crate::ptx::memory::Memory;
+use crate::ptx::numerics::MmaModel;
 use crate::ptx::ops::{compare, shfl_source};
 
 /// State of a thread between segments: it exited.
@@ -127,13 +128,14 @@ pub(super) struct Boundary {
 /// interpreter runs too, compiled here with FMA instructions where the CPU has them
 /// ([`with_fma`]). Lanes past the end of the block read as zero; threads that exited are read,
 /// not written (`Worker::warp_in_spill`).
-fn mma_in_spill(op: &Mma, consts: &[(R, u64)], spill: &mut [u64], nregs: usize, state: &[u32]) {
-    with_fma(MmaInSpill { op, consts, spill, nregs, state })
+fn mma_in_spill(op: &Mma, model: MmaModel, consts: &[(R, u64)], spill: &mut [u64], nregs: usize, state: &[u32]) {
+    with_fma(MmaInSpill { op, model, consts, spill, nregs, state })
 }
 
 /// [`mma_in_spill`]'s operands, as [`with_fma`] runs it.
 struct MmaInSpill<'s> {
     op: &'s Mma,
+    model: MmaModel,
     consts: &'s [(R, u64)],
     spill: &'s mut [u64],
     nregs: usize,
@@ -145,12 +147,12 @@ impl FmaBody for MmaInSpill<'_> {
     /// `F16C` does not matter here: the body converts no f16 rows of its own.
     #[inline(always)]
     fn run<const F16C: bool>(self) {
-        mma_in_spill_body(self.op, self.consts, self.spill, self.nregs, self.state)
+        mma_in_spill_body(self.op, self.model, self.consts, self.spill, self.nregs, self.state)
     }
 }
 
 #[inline(always)]
-fn mma_in_spill_body(op: &Mma, consts: &[(R, u64)], spill: &mut [u64], nregs: usize, state: &[u32]) {
+fn mma_in_spill_body(op: &Mma, model: MmaModel, consts: &[(R, u64)], spill: &mut [u64], nregs: usize, state: &[u32]) {
     let n = state.len();
     let operands = [&op.a[..], &op.b[..], &op.c[..]];
     // Each operand register's constant value, if it has one (`u64::MAX` as "none" would be a
@@ -177,7 +179,7 @@ fn mma_in_spill_body(op: &Mma, consts: &[(R, u64)], spill: &mut [u64], nregs: us
                 None => 0,
             }
         };
-        matrix::mma_float(op, read, |lane, i, v| out[lane * nd + i] = v);
+        matrix::mma_float(op, model, read, |lane, i, v| out[lane * nd + i] = v);
         for l in lanes {
             if state[l] != EXITED {
                 for (i, &d) in op.d.iter().enumerate() {
@@ -595,7 +597,7 @@ impl JitKernel {
                     for ins in bound.warp.iter().filter(|_| !fast) {
                         match &ins.inst {
                             Inst::Mma(op) if is_float16x8(op) => {
-                                mma_in_spill(op, &bound.consts, &mut js.spill, self.nregs, &js.state)
+                                mma_in_spill(op, w.ctx.mma, &bound.consts, &mut js.spill, self.nregs, &js.state)
                             }
                             _ => {
                                 let state = &js.state;

@@ -51,6 +51,7 @@ use crate::ptx::exec::worker::Worker;
 use crate::ptx::flow::uses_defs;
 use crate::ptx::ir::{Base, Inst, Instr, Mma, Space, R};
 use crate::ptx::matrix::{self, is_f16_f32_k16, is_float16x8};
+use crate::ptx::numerics::MmaModel;
 
 /// A worker's buffers for runs, kept from one boundary to the next. None is cleared: a slot
 /// outside `gathered`, an A or B tile, a row offset and an accumulator tile are written before
@@ -621,7 +622,7 @@ impl WarpRun {
                         tiles_b[tiles[j / 2]][8 * (j & 1) + r] = matrix::widen_f16_row::<F16C>(bytes(row, i));
                     }
                 }
-                Step::Mma { ref op, slots } => mma(op, &slots, warp),
+                Step::Mma { ref op, slots } => mma(op, w.ctx.mma, &slots, warp),
                 Step::MmaF16 { a, b, acc, unpack_a, b_tile, unpack_b, a_tile } => {
                     let ops = F16Operands { a, b, acc };
                     let a = match a_tile {
@@ -629,7 +630,7 @@ impl WarpRun {
                         None => &mut tile_a,
                     };
                     let unpack = [unpack_a && a_tile.is_none(), unpack_b];
-                    mma_f16_body::<F16C>(warp, accs, a, &mut tiles_b[b_tile], ops, unpack)
+                    mma_f16_body::<F16C>(w.ctx.mma, warp, accs, a, &mut tiles_b[b_tile], ops, unpack)
                 }
             }
         }
@@ -703,6 +704,7 @@ struct F16Operands {
 /// `unpack` says); `F16C` as in [`WarpRun::run_warp_body`].
 #[inline(always)]
 fn mma_f16_body<const F16C: bool>(
+    model: MmaModel,
     warp: &mut [u64],
     accs: &mut [matrix::TileC16],
     a: &mut matrix::TileA16,
@@ -718,10 +720,10 @@ fn mma_f16_body<const F16C: bool>(
         matrix::unpack_b_f16::<F16C>(ops.b.map(lanes), b);
     }
     match ops.acc {
-        Acc::Tile(t) => matrix::mma_f16_f32_tile(a, b, &mut accs[t]),
+        Acc::Tile(t) => matrix::mma_f16_f32_tile(model, a, b, &mut accs[t]),
         Acc::Slots { c, d } => {
             let (regs, _) = warp.as_chunks_mut::<32>();
-            matrix::mma_f16_f32(a, b, regs, c, d);
+            matrix::mma_f16_f32(model, a, b, regs, c, d);
         }
     }
 }
@@ -729,9 +731,9 @@ fn mma_f16_body<const F16C: bool>(
 /// A float `mma` on a warp's slots, with the features of the code it is inlined into (see
 /// [`with_fma`]).
 #[inline(always)]
-fn mma(op: &Mma, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
+fn mma(op: &Mma, model: MmaModel, slots: &[[usize; 4]; 4], warp: &mut [u64]) {
     let mut out = [0u64; 32 * 4];
-    matrix::mma_float(op, |o, lane, i| warp[slots[o][i] * 32 + lane], |lane, i, v| out[i * 32 + lane] = v);
+    matrix::mma_float(op, model, |o, lane, i| warp[slots[o][i] * 32 + lane], |lane, i, v| out[i * 32 + lane] = v);
     for (i, &s) in slots[3].iter().enumerate().take(op.d.len()) {
         warp[s * 32..s * 32 + 32].copy_from_slice(&out[i * 32..i * 32 + 32]);
     }
