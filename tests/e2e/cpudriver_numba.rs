@@ -1,10 +1,11 @@
 //! numba-cuda's own test suites on the CPU driver: `recap run --cpu -- python -m numba.runtests
 //! <SUBSET>` in a virtual environment under `target/numba-venv` (made here when it is missing:
 //! `pip install numba-cuda nvidia-cuda-runtime nvidia-nvvm nvidia-cuda-nvrtc numpy pytest
-//! filecheck`: numba's test modules import pytest and filecheck). Where PyPI cannot be reached
+//! filecheck cffi ml_dtypes`: numba's test modules import pytest, filecheck, cffi and ml_dtypes). Where PyPI cannot be reached
 //! the test says so on stderr and passes without running anything, as the GPU tests do without a
-//! GPU. The subset (docs/CPU-DRIVER.md, "numba-cuda") is the test modules that pass in full on
-//! the CPU driver and run in a few minutes on two cores; a module failing again fails this test.
+//! GPU. The subset (docs/CPU-DRIVER.md, "numba-cuda") is the test modules of `cudadrv` and
+//! `cudapy` that pass in full on the CPU driver and run in about four minutes on two cores; a
+//! module failing again fails this test. tests/cpudriver/numba_suite.sh runs the whole suites.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,10 +32,31 @@ pub(crate) const SUBSET: &[&str] = &[
     "numba.cuda.tests.cudadrv.test_profiler",
     "numba.cuda.tests.cudadrv.test_reset_device",
     "numba.cuda.tests.cudadrv.test_select_device",
+    "numba.cuda.tests.cudapy.test_alignment",
+    "numba.cuda.tests.cudapy.test_analysis",
+    "numba.cuda.tests.cudapy.test_array_args",
+    "numba.cuda.tests.cudapy.test_atomics",
+    "numba.cuda.tests.cudapy.test_byteflow",
+    "numba.cuda.tests.cudapy.test_casting",
+    "numba.cuda.tests.cudapy.test_compiler",
+    "numba.cuda.tests.cudapy.test_const_string",
+    "numba.cuda.tests.cudapy.test_constmem",
+    "numba.cuda.tests.cudapy.test_copy_propagate",
+    "numba.cuda.tests.cudapy.test_cuda_jit_no_types",
+    "numba.cuda.tests.cudapy.test_enums",
+    "numba.cuda.tests.cudapy.test_exception",
+    "numba.cuda.tests.cudapy.test_flow_control",
+    "numba.cuda.tests.cudapy.test_frexp_ldexp",
+    "numba.cuda.tests.cudapy.test_gufunc",
+    "numba.cuda.tests.cudapy.test_gufunc_scheduling",
+    "numba.cuda.tests.cudapy.test_inline",
+    "numba.cuda.tests.cudapy.test_ir",
+    "numba.cuda.tests.cudapy.test_iterators",
 ];
 
-/// The tests the subset runs (96 pass, 4 are skipped by numba itself on this device).
-const SUBSET_TESTS: usize = 100;
+/// The tests the subset runs: 100 of `cudadrv` (96 pass, 4 are skipped by numba itself on this
+/// device) and 409 of `cudapy` (406 pass, 3 skipped).
+const SUBSET_TESTS: usize = 509;
 
 /// The virtual environment with numba-cuda, made when missing; `None` where it cannot be made.
 fn venv() -> Option<PathBuf> {
@@ -42,7 +64,7 @@ fn venv() -> Option<PathBuf> {
     let python = venv.join("bin/python");
     let ready = |python: &Path| {
         Command::new(python)
-            .args(["-c", "import numba.cuda, cuda.bindings, pytest, filecheck"])
+            .args(["-c", "import numba.cuda, cuda.bindings, pytest, filecheck, cffi, ml_dtypes"])
             .output()
             .is_ok_and(|o| o.status.success())
     };
@@ -62,7 +84,7 @@ fn venv() -> Option<PathBuf> {
                 "nvidia-nvvm",
                 "nvidia-cuda-nvrtc",
             ])
-            .args(["numpy", "pytest", "filecheck"])
+            .args(["numpy", "pytest", "filecheck", "cffi", "ml_dtypes"])
             .status()
             .is_ok_and(|s| s.success());
     if !installed || !ready(&python) {
