@@ -171,6 +171,11 @@ fn route() {
             let id = id.to_string();
             wasm_bindgen_futures::spawn_local(async move {
                 if ensure_host_archive(&id, generation).await {
+                    // The tab is the URL's fragment: a fragment typed or followed on the archive
+                    // already open (a popstate with no new page) opens its tab.
+                    if let Some(tab) = tab_of_fragment() {
+                        with_app(|app| app.open.as_mut().map(|o| o.tab = tab));
+                    }
                     render_archive();
                     if let Some(note) = STATUS_AFTER_LOAD.with(|n| n.borrow_mut().take()) {
                         set_status(&note);
@@ -193,6 +198,11 @@ fn route() {
             );
         }
     }
+}
+
+/// The tab the URL's fragment names, if any.
+fn tab_of_fragment() -> Option<Tab> {
+    window().location().hash().ok().and_then(|h| Tab::from_name(h.trim_start_matches('#')))
 }
 
 pub(crate) fn current_generation() -> u64 {
@@ -565,12 +575,7 @@ fn parse(bytes: Vec<u8>, source: Source) -> Result<(), shared::archive::FormatEr
         Ok(loaded) => {
             let depths = model::op_depths(loaded.archive());
             let visible = (0..loaded.archive().op_count() as u32).collect();
-            let tab = window()
-                .location()
-                .hash()
-                .ok()
-                .and_then(|h| Tab::from_name(h.trim_start_matches('#')))
-                .unwrap_or(Tab::Ops);
+            let tab = tab_of_fragment().unwrap_or(Tab::Ops);
             with_app(|app| {
                 app.open = Some(Open {
                     loaded: Rc::new(loaded),
