@@ -106,11 +106,11 @@ pub enum ReplayError {
     UnseenPointer { op: OpId, kernel: String, error: Box<ptx::ExecError>, region: String, captured: u64 },
     #[error("op {op} ({kind}): {error}")]
     Memory { op: OpId, kind: &'static str, error: ptx::MemError },
+    #[error("op {op} (library): {error}")]
+    Library { op: OpId, error: crate::library::LibraryError },
     #[error("op {op} ({kind}) uses scratch region {region} while it is not allocated")]
     NotAllocated { op: OpId, kind: &'static str, region: String },
     #[error("op {op} (alloc) allocates scratch region {region}, which is already allocated")]
-    #[error("op {op} (library): {error}")]
-    Library { op: OpId, error: crate::library::LibraryError },
     DoubleAlloc { op: OpId, region: String },
     #[error("op {op} (while): condition still true after its limit of {limit} iterations")]
     LoopLimit { op: OpId, limit: u32 },
@@ -223,11 +223,11 @@ enum Step {
         end: usize,
     },
     Marker(String),
+    /// A library routine (`shared::library`).
+    Library(crate::archive::LibraryOp),
     /// A signal or wait: one memory in archive order already holds every order it asks for.
     Sync(&'static str),
     /// A launch passed over under [`ReplayOptions::skip_unrunnable`].
-    /// A library routine (`shared::library`).
-    Library(crate::archive::LibraryOp),
     Skipped,
 }
 
@@ -236,10 +236,10 @@ impl Step {
         match self {
             Step::Launch(_) | Step::Effects(_) | Step::Skipped => "launch",
             Step::Copy { .. } => "copy",
+            Step::Library(_) => "library",
             Step::Memset { .. } => "memset",
             Step::Alloc(_) => "alloc",
             Step::Free(_) => "free",
-            Step::Library(_) => "library",
             Step::While { .. } => "while",
             Step::If { .. } => "if",
             Step::Marker(_) => "marker",
@@ -562,11 +562,11 @@ impl<'a> CpuReplay<'a> {
                 }
                 Op::Marker(name) => Step::Marker(name.to_string()),
                 op @ (Op::Signal(_) | Op::Wait(_)) => Step::Sync(op.kind_name()),
+                Op::Library(l) => Step::Library(l),
             };
             self.steps.push(step);
         }
         Ok(())
-                Op::Library(l) => Step::Library(l),
     }
 
     /// A launch of a kernel with PTX, its parameters patched and its plan made.
@@ -1036,6 +1036,24 @@ impl<'a> CpuReplay<'a> {
                 self.memory.fill(base, size, &[0]).map_err(mem_err)?;
                 self.patch_region_relocs(Some(region))?;
             }
+            Step::Library(op) => {
+                // Each operand's bytes out, the routine over them, the written ones back in order.
+                let operands = op.operands().unwrap_or_default();
+                let mut bufs = Vec::with_capacity(operands.len());
+                for o in &operands {
+                    let mut buf = vec![0u8; o.len as usize];
+                    self.memory.read(self.mapped(pc, o.at.region)? + o.at.offset, &mut buf).map_err(mem_err)?;
+                    bufs.push(buf);
+                }
+                let budget = self.options.instruction_budget.map(|b| b.saturating_sub(stats.instructions));
+                crate::library::run(&op, &mut bufs, budget)
+                    .map_err(|error| ReplayError::Library { op: pc as OpId, error })?;
+                for (o, buf) in operands.iter().zip(&bufs) {
+                    if o.written {
+                        self.memory.write(self.mapped(pc, o.at.region)? + o.at.offset, buf).map_err(mem_err)?;
+                    }
+                }
+            }
             Step::Free(region) => {
                 let base = self.mapped(pc, region)?;
                 self.memory.remove_region(base).map_err(mem_err)?;
@@ -1070,24 +1088,6 @@ impl<'a> CpuReplay<'a> {
                 return Err(ReplayError::Budget { op: pc as OpId, kind: "launch", budget: b });
             }
             Some(b) => Some(b - stats.instructions),
-            Step::Library(op) => {
-                // Each operand's bytes out, the routine over them, the written ones back in order.
-                let operands = op.operands().unwrap_or_default();
-                let mut bufs = Vec::with_capacity(operands.len());
-                for o in &operands {
-                    let mut buf = vec![0u8; o.len as usize];
-                    self.memory.read(self.mapped(pc, o.at.region)? + o.at.offset, &mut buf).map_err(mem_err)?;
-                    bufs.push(buf);
-                }
-                let budget = self.options.instruction_budget.map(|b| b.saturating_sub(stats.instructions));
-                crate::library::run(&op, &mut bufs, budget)
-                    .map_err(|error| ReplayError::Library { op: pc as OpId, error })?;
-                for (o, buf) in operands.iter().zip(&bufs) {
-                    if o.written {
-                        self.memory.write(self.mapped(pc, o.at.region)? + o.at.offset, buf).map_err(mem_err)?;
-                    }
-                }
-            }
             None => None,
         };
         // Rewritten only when it changes: a fresh write read back at once by the launch stalls
