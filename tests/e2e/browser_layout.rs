@@ -151,8 +151,10 @@ while (walker.nextNode()) {
     if (scrolls(s.overflowX) || scrolls(s.overflowY)) break;
     const hx = /hidden|clip/.test(s.overflowX), hy = /hidden|clip/.test(s.overflowY);
     if (!hx && !hy) continue;
-    const box = a.getBoundingClientRect();
-    const l = box.left + a.clientLeft, r = l + a.clientWidth, tp = box.top + a.clientTop, b = tp + a.clientHeight;
+    // Its content box: an ellipsis starts where the padding does.
+    const box = a.getBoundingClientRect(), px = (v) => parseFloat(v) || 0;
+    const l = box.left + a.clientLeft + px(s.paddingLeft), r = box.left + a.clientLeft + a.clientWidth - px(s.paddingRight);
+    const tp = box.top + a.clientTop + px(s.paddingTop), b = box.top + a.clientTop + a.clientHeight - px(s.paddingBottom);
     if ((hx && (left < l - 1 || right > r + 1)) || (hy && (top < tp - 1 || bottom > b + 1))) {
       const tip = el.closest('[title]');
       if (!tip || !tip.getAttribute('title').includes(text)) {
