@@ -127,7 +127,7 @@ pub fn ptx_for_gpu(entries: &[FatbinEntry], sm: u32) -> Result<&FatbinEntry, NoP
 pub enum NoPtxFor {
     #[error("the fat binary holds machine code only")]
     MachineCodeOnly,
-    #[error("the fat binary's PTX is for compute_{lowest} and above, newer than the sm_{sm} GPU, which ran machine code compiled for it")]
+    #[error("the fat binary's PTX is for compute_{lowest} and above, newer than sm_{sm}")]
     Newer { lowest: u32, sm: u32 },
 }
 

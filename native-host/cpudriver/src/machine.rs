@@ -38,6 +38,9 @@ pub enum MachineCodeError {
     /// A fat binary without PTX whose last cubin entry is not CPU machine code.
     #[error("a fat binary without PTX whose cubin is {0}")]
     CubinOnly(#[source] Box<MachineCodeError>),
+    /// PTX only for architectures above the driver's (`RECAP_CPU_ARCH`).
+    #[error("{0} (RECAP_CPU_ARCH sets the CPU driver's architecture)")]
+    PtxTooNew(fatbin::NoPtxFor),
 }
 
 impl MachineCodeError {
@@ -45,7 +48,7 @@ impl MachineCodeError {
     /// built for a GPU, which the driver reports as `CUDA_ERROR_NO_BINARY_FOR_GPU`.
     pub fn is_gpu_code(&self) -> bool {
         match self {
-            MachineCodeError::GpuCubin { .. } => true,
+            MachineCodeError::GpuCubin { .. } | MachineCodeError::PtxTooNew(_) => true,
             MachineCodeError::CubinOnly(cubin) => cubin.is_gpu_code(),
             _ => false,
         }
@@ -74,12 +77,15 @@ pub fn elf_ptx(elf: &[u8]) -> Result<&str, MachineCodeError> {
     std::str::from_utf8(&text[..end]).map_err(|_| MachineCodeError::PtxNotUtf8)
 }
 
-/// The PTX a fat binary's entries give the CPU driver.
+/// The PTX a fat binary's entries give the CPU driver: the one a GPU of the driver's architecture
+/// would have compiled (`fatbin::ptx_for_gpu`).
 pub fn fatbin_ptx(bytes: &[u8]) -> Result<String, MachineCodeError> {
     let entries = fatbin::parse(bytes).map_err(MachineCodeError::Fatbin)?;
-    if let Some(ptx) = entries.iter().filter(|e| e.kind == EntryKind::Ptx).min_by_key(|e| e.sm).and_then(|e| e.ptx()) {
-        return Ok(ptx.to_string());
-    }
+    let newer = match fatbin::ptx_for_gpu(&entries, crate::config::config().arch) {
+        Ok(entry) => return Ok(entry.ptx().expect("a PTX entry with text").to_string()),
+        Err(e @ fatbin::NoPtxFor::Newer { .. }) => Some(e),
+        Err(fatbin::NoPtxFor::MachineCodeOnly) => None,
+    };
     let mut why = MachineCodeError::NoEntries;
     for e in entries.iter().filter(|e| e.kind == EntryKind::Cubin) {
         match elf_ptx(&e.payload) {
@@ -87,7 +93,8 @@ pub fn fatbin_ptx(bytes: &[u8]) -> Result<String, MachineCodeError> {
             Err(e) => why = MachineCodeError::CubinOnly(Box::new(e)),
         }
     }
-    Err(why)
+    // PTX for newer GPUs only: what a real driver of this architecture says too.
+    Err(newer.map_or(why, MachineCodeError::PtxTooNew))
 }
 
 /// The kernels of a GPU cubin, for naming them where they cannot run: each kernel's code is a

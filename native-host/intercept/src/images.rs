@@ -95,6 +95,9 @@ pub struct ModuleImage {
     source: ImageSource,
     link_inputs: Vec<(u32, Vec<u8>)>,
     parsed: Option<Result<Parsed, ImageError>>,
+    /// The SM version of the GPU it was loaded for (0 where no context said): which of a fat
+    /// binary's PTX entries stands for the code that ran (`fatbin::ptx_for_gpu`).
+    pub gpu_sm: u32,
 }
 
 impl ModuleImage {
@@ -133,7 +136,7 @@ impl ModuleImage {
                 });
             }
         };
-        Ok(ModuleImage { via: via.to_string(), kind, source, link_inputs: Vec::new(), parsed: None })
+        Ok(ModuleImage { via: via.to_string(), kind, source, link_inputs: Vec::new(), parsed: None, gpu_sm: 0 })
     }
 
     /// A module from a file (`cuModuleLoad`, `cuLibraryLoadFromFile`).
@@ -147,6 +150,7 @@ impl ModuleImage {
             source: ImageSource::Owned(bytes),
             link_inputs: Vec::new(),
             parsed: None,
+            gpu_sm: 0,
         })
     }
 
@@ -158,6 +162,7 @@ impl ModuleImage {
             source: ImageSource::Owned(cubin),
             link_inputs: inputs,
             parsed: None,
+            gpu_sm: 0,
         }
     }
 
@@ -212,20 +217,17 @@ impl ModuleImage {
             }
             ImageKind::Fatbin | ImageKind::Wrapper => {
                 let entries = fatbin::parse(bytes).map_err(ImageError::Fatbin)?;
-                let ptx = entries
-                    .iter()
-                    .filter(|e| e.kind == EntryKind::Ptx)
-                    .min_by_key(|e| e.sm)
-                    .and_then(|e| e.ptx().map(|t| (t.to_string(), e.sm)));
                 let cubins =
                     entries.iter().filter(|e| e.kind == EntryKind::Cubin).map(|e| (e.sm, e.payload.clone())).collect();
-                Ok(match ptx {
-                    Some((text, sm)) => {
-                        Parsed { ptx: Some(text), ptx_from: format!("fat binary (compute_{sm})"), cubins }
-                    }
-                    None => {
-                        Parsed { ptx: None, ptx_from: "none: the fat binary holds machine code only".into(), cubins }
-                    }
+                // PTX only for GPUs newer than this one never ran here: CuPy's CUB, say, ships
+                // machine code for each architecture and PTX for the newest, tuned for it.
+                Ok(match fatbin::ptx_for_gpu(&entries, self.gpu_sm) {
+                    Ok(e) => Parsed {
+                        ptx: e.ptx().map(str::to_string),
+                        ptx_from: format!("fat binary (compute_{})", e.sm),
+                        cubins,
+                    },
+                    Err(why) => Parsed { ptx: None, ptx_from: format!("none: {why}"), cubins },
                 })
             }
         }
@@ -247,11 +249,7 @@ impl ModuleImage {
                 }
                 CU_JIT_INPUT_FATBINARY => {
                     let ptx = fatbin::parse(bytes).ok().and_then(|entries| {
-                        entries
-                            .iter()
-                            .filter(|e| e.kind == EntryKind::Ptx)
-                            .min_by_key(|e| e.sm)
-                            .and_then(|e| e.ptx().map(str::to_string))
+                        fatbin::ptx_for_gpu(&entries, self.gpu_sm).ok().and_then(|e| e.ptx().map(str::to_string))
                     });
                     match ptx {
                         Some(text) => texts.push(text),
@@ -372,6 +370,23 @@ mod tests {
     use super::*;
 
     const PTX: &[u8] = b".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n\0";
+
+    #[test]
+    fn a_fat_binarys_ptx_is_kept_only_for_a_gpu_it_could_have_run_on() {
+        // nvcc 13: sm_80 and sm_90 machine code, compute_90 PTX.
+        let path =
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fatbin/nvcc13-sm80-sm90-ptx90-size.fatbin"));
+        let parsed = |sm| {
+            let mut image = ModuleImage::from_file(path, "cuModuleLoad").unwrap();
+            image.gpu_sm = sm;
+            let p = image.prepare().unwrap();
+            (p.ptx.is_some(), p.ptx_from.clone())
+        };
+        assert_eq!(parsed(90), (true, "fat binary (compute_90)".to_string()));
+        assert_eq!(parsed(0), (true, "fat binary (compute_90)".to_string()), "no context: the most portable");
+        let (has_ptx, from) = parsed(80);
+        assert!(!has_ptx && from.contains("compute_90") && from.contains("sm_80"), "{from}");
+    }
 
     #[test]
     fn a_links_one_ptx_input_is_kept_and_what_else_it_joined_is_named() {

@@ -562,7 +562,9 @@ impl State {
         (addr < a.base + a.size).then_some((a, addr - a.base))
     }
 
-    pub fn add_module(&mut self, handle: usize, image: ModuleImage) {
+    pub fn add_module(&mut self, handle: usize, mut image: ModuleImage) {
+        // Loaded for the GPU of the current context (none for a context-free library load).
+        image.gpu_sm = current_device().1;
         let index = self.modules.len();
         self.modules.push(image);
         self.module_of.insert(handle, index);
