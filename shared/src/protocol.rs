@@ -121,7 +121,7 @@ pub struct CreateSession {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compare_against: Option<String>,
     /// How a CUDA session submits the ops: `graph` (the default: programmatic edges between
-    /// dependent kernels where the GPU has them, one-wave kernels triggering their dependents
+    /// dependent kernels where the GPU has them, half-wave kernels triggering their dependents
     /// early), `graph-pdl` (the same, asked for), `graph-pdl-wait` (the same without the early
     /// trigger), `graph-plain` (ordinary edges only) or `stream`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

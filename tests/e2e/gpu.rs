@@ -736,23 +736,24 @@ fn programmatic_edges_wait_for_a_late_write() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn early_triggers_go_to_one_wave_kernels_and_change_no_result() {
+fn early_triggers_go_to_half_wave_kernels_and_change_no_result() {
     let _g = serial();
-    let Some(dev) = gpu("early_triggers_go_to_one_wave_kernels_and_change_no_result") else { return };
-    // `inc` at one block per multiprocessor: one wave on any GPU, so it triggers. `add_u32` at
-    // eight 256-thread blocks per multiprocessor, which the thread limit alone would let fit, but
-    // with 100 KiB of dynamic shared memory each, so that the occupancy API puts at most two on a
-    // multiprocessor: past one wave, its module is loaded again without the trigger for it.
+    let Some(dev) = gpu("early_triggers_go_to_half_wave_kernels_and_change_no_result") else { return };
+    // `inc` at one block per multiprocessor: half a wave wherever a multiprocessor holds two of its
+    // blocks, which the occupancy API says, so it triggers. `add_u32` at four 256-thread blocks per
+    // multiprocessor, half of what the thread limit alone would let fit, but with 100 KiB of dynamic
+    // shared memory each, so that the occupancy API puts at most two on a multiprocessor: past half
+    // a wave, its module is loaded again without the trigger for it.
     let sms = dev.residency.multiprocessors;
     let (mut w, k) = writer();
     let a = w.add_region(RegionDecl::new("a", sms as u64 * 1024, DType::F32)).unwrap();
-    let n = sms * 8 * 256;
+    let n = sms * 4 * 256;
     let b = w.add_region(RegionDecl::new("b", n as u64 * 4, DType::U32)).unwrap();
     for v in 1..=6u32 {
         let mut p = vec![0u8; 12];
         p[8..12].copy_from_slice(&(sms * 256).to_le_bytes());
         w.launch(launch(k.inc, sms, 256, p, &[(0, a)])).unwrap();
-        let wide = launch(k.add_u32, sms * 8, 256, add_params(n, v), &[(0, b)]);
+        let wide = launch(k.add_u32, sms * 4, 256, add_params(n, v), &[(0, b)]);
         w.launch(LaunchDecl { shared_bytes: 100 * 1024, ..wide }).unwrap();
     }
     let bytes = w.finish().unwrap().into_inner();
@@ -800,7 +801,7 @@ fn programmatic_edges_hold_with_more_blocks_than_the_gpu_holds_at_once() {
     let archive = Archive::open(&bytes).unwrap();
     let mut r = CudaReplay::load(&dev, &archive, pdl()).unwrap();
     if dev.sm >= 90 {
-        // Past one wave: the wait alone, no early trigger, and no second load to find that out.
+        // Past half a wave: the wait alone, no early trigger, and no second load to find that out.
         assert_eq!((r.dependent_edges(), r.triggered_kernels(), r.reloaded_modules()), (5, 0, 0));
     }
     for _ in 0..3 {

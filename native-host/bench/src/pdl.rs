@@ -1,6 +1,6 @@
 //! `recap bench cuda --only pdl`: programmatic dependent launch against plain graph edges, per
 //! configuration in one run: plain edges, PDL with every kernel waiting at entry (wait only),
-//! PDL with the early trigger in one-wave kernels (recap's default), and PDL with its edges
+//! PDL with the early trigger in half-wave kernels (recap's default), and PDL with its edges
 //! leaving at the predecessor's launch. The configurations are those of the hand-written anchor
 //! `../shared/bench/pdl_chain.cu` (a chain of 1000 `x[i] += 1` kernels of 1, 132 and 1,056 blocks)
 //! and recap's own: a chain of two waves, chains of 1, 5 and 20 us kernels, eight independent

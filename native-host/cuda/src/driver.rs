@@ -230,7 +230,7 @@ pub struct Device {
     pub name: String,
     /// Compute capability as `major * 10 + minor` (90 for sm_90).
     pub sm: u32,
-    /// How much the GPU holds at once: what decides whether a grid is one wave.
+    /// How much the GPU holds at once: what decides whether a grid is half a wave.
     pub residency: Residency,
     pub driver: &'static DriverInfo,
     dev: sys::CUdevice,

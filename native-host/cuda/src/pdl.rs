@@ -13,8 +13,10 @@
 //! hand-written anchor `pdl_chain.cu` does (the trigger, then the wait): the dependent is then
 //! scheduled as soon as every block of the predecessor has started, and its blocks sit at their
 //! own wait until the predecessor's writes are visible, so results do not change. That pays where
-//! the predecessor's whole grid is resident at once (one wave, [`one_wave`]): past one wave the
-//! dependent's waiting blocks take room the predecessor's later blocks need, so those entries get
+//! a dependent like the predecessor fits beside its whole grid (half a wave, [`half_wave`]). A grid
+//! that fills the GPU leaves the dependent's blocks no room but what its own blocks free, and its
+//! trigger then costs more than it saves (an H200, a chain of 1,056-block kernels that are exactly
+//! one wave: 1.09x plain edges with the trigger, 1.00x with the wait alone), so those entries get
 //! the wait alone. Which entries trigger is the caller's choice (`replay/trigger.rs` decides it
 //! from the occupancy of each launch).
 //!
@@ -92,11 +94,12 @@ pub fn with_entry_waits(ptx: &str, trigger: &dyn Fn(&str) -> bool) -> Result<Rew
     Ok(Rewritten::Waits { text: raise_target(&raise_version(&out)?)?, triggers })
 }
 
-/// Whether a grid of `blocks` blocks is resident all at once on a GPU of `multiprocessors` that
-/// each hold `per_multiprocessor` of its blocks (what the occupancy API gives for the kernel, its
-/// block size and its dynamic shared memory): one wave, where an early trigger pays.
-pub fn one_wave(blocks: u64, multiprocessors: u32, per_multiprocessor: u32) -> bool {
-    blocks <= u64::from(multiprocessors) * u64::from(per_multiprocessor)
+/// Whether a grid of `blocks` blocks and a dependent grid like it are resident together on a GPU
+/// of `multiprocessors` that each hold `per_multiprocessor` of its blocks (what the occupancy API
+/// gives for the kernel, its block size and its dynamic shared memory): at most half a wave, where
+/// an early trigger pays.
+pub fn half_wave(blocks: u64, multiprocessors: u32, per_multiprocessor: u32) -> bool {
+    blocks.saturating_mul(2) <= u64::from(multiprocessors) * u64::from(per_multiprocessor)
 }
 
 /// The name of the entry whose declaration follows `.entry` at the start of `text`.
@@ -213,7 +216,7 @@ mod tests {
         .visible .entry inc(.param .u64 x)\n{\n\t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [x];\n\tret;\n}\n";
 
     #[test]
-    fn a_one_wave_entry_triggers_its_dependents_then_waits() {
+    fn a_triggering_entry_fires_its_dependents_then_waits() {
         let (text, triggers) = waits(ONE, ALL);
         assert_eq!(triggers, 1);
         assert_eq!(
@@ -301,19 +304,20 @@ mod tests {
     }
 
     #[test]
-    fn one_wave_is_every_block_resident_at_once() {
-        // An H100/H200: 132 multiprocessors.
-        assert!(one_wave(1, 132, 1));
-        assert!(one_wave(132, 132, 1));
-        assert!(!one_wave(133, 132, 1));
-        // 256-thread blocks, 8 to a multiprocessor: 1,056 blocks are exactly one wave, 1,057 are not.
-        assert!(one_wave(1056, 132, 8));
-        assert!(!one_wave(1057, 132, 8));
-        // A kernel the multiprocessor cannot hold a block of is never one wave.
-        assert!(!one_wave(1, 132, 0));
+    fn half_a_wave_leaves_room_for_a_dependent_like_it() {
+        // One block to a multiprocessor: 66 blocks of 132 leave room for 66 more, 67 do not.
+        assert!(half_wave(1, 132, 1));
+        assert!(half_wave(66, 132, 1));
+        assert!(!half_wave(67, 132, 1));
+        // 256-thread blocks, 8 to a multiprocessor: 528 blocks are half a wave; 1,056 fill the GPU.
+        assert!(half_wave(528, 132, 8));
+        assert!(!half_wave(529, 132, 8));
+        assert!(!half_wave(1056, 132, 8));
+        // A kernel the multiprocessor cannot hold a block of never triggers.
+        assert!(!half_wave(1, 132, 0));
         // No overflow at the extremes.
-        assert!(one_wave(u64::from(u32::MAX) * 2, u32::MAX, 2));
-        assert!(!one_wave(u64::MAX, u32::MAX, u32::MAX));
+        assert!(half_wave(u64::from(u32::MAX), u32::MAX, 2));
+        assert!(!half_wave(u64::MAX, u32::MAX, u32::MAX));
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub enum ModeArg {
     /// between dependent kernels where the GPU has them, as graph-pdl)
     Graph,
     /// The graph with programmatic edges between dependent kernels, each waiting for its
-    /// predecessors at entry, those whose every launch is one wave first triggering their
+    /// predecessors at entry, those whose every launch is at most half a wave first triggering their
     /// dependents (sm_90 and newer; ordinary edges and a warning elsewhere)
     GraphPdl,
     /// graph-pdl without the early trigger: every kernel only waits at entry

@@ -230,7 +230,7 @@ impl CudaReplay {
         let clock = std::time::Instant::now();
         // Modules: a cubin built for exactly this GPU if the archive has one, else its PTX (with
         // a wait at every entry for programmatic dependent launch, and the early trigger in the
-        // entries of one-wave kernels, trigger.rs).
+        // entries of half-wave kernels, trigger.rs).
         let mut module_waits = Vec::new();
         let library = !self.options.module_functions;
         let mut functions: HashMap<KernelId, Func> = HashMap::new();

@@ -109,8 +109,8 @@ pub struct CudaReplay {
     /// ([`ReplayOptions::pdl`]), and how many such edges the graph has.
     pdl: bool,
     dependent_edges: usize,
-    /// Kernels whose entry triggers their dependents early (one wave, trigger.rs), and the
-    /// modules loaded a second time to take the trigger out of a kernel past one wave.
+    /// Kernels whose entry triggers their dependents early (half a wave, trigger.rs), and the
+    /// modules loaded a second time to take the trigger out of a kernel past half a wave.
     triggered_kernels: usize,
     reloaded_modules: usize,
     /// Times a host-driven loop (stream mode) was stopped by its limit, by op.

@@ -74,7 +74,7 @@ pub struct ReplayOptions {
     /// programmatic stream serialization does; for comparison).
     pub pdl_from_launch: bool,
     /// With `pdl`: every kernel waits at entry, but none triggers its dependents early (for
-    /// comparison). By default the kernels whose every launch is one wave on its GPU also fire
+    /// comparison). By default the kernels whose every launch is at most half a wave on its GPU also fire
     /// `griddepcontrol.launch_dependents` first (see [`crate::pdl`]), so that a dependent is
     /// scheduled once all of their blocks have started rather than once all have exited.
     pub pdl_wait_only: bool,

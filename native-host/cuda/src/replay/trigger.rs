@@ -1,17 +1,17 @@
 //! The early trigger of programmatic dependent launch (`pdl.rs`): which of an archive's kernels
 //! fire `griddepcontrol.launch_dependents` at entry. A kernel does when every launch of it in the
-//! archive is one wave on the GPU it runs on (all of its blocks resident at once,
-//! [`pdl::one_wave`]); past one wave its dependents' waiting blocks would take room its own later
-//! blocks need, so it keeps the wait alone. Launches with a cluster shape never trigger: the
+//! archive is at most half a wave on the GPU it runs on (its blocks and a dependent's like them
+//! resident together, [`pdl::half_wave`]); a grid that fills more leaves its dependents' waiting
+//! blocks no room of their own, so it keeps the wait alone. Launches with a cluster shape never trigger: the
 //! per-block occupancy figure does not describe them.
 //!
-//! Whether a launch is one wave depends on the compiled kernel (registers, static shared memory),
+//! Whether a launch is half a wave depends on the compiled kernel (registers, static shared memory),
 //! which the occupancy API reads from a loaded function, and loading PTX costs its JIT. So the
 //! decision comes in two steps, to JIT each module once wherever the answer is clear without it.
-//! Before loading, from the GPU's limits alone ([`by_limits`]): no more blocks than the GPU has
-//! multiprocessors is one wave whatever the kernel (a kernel that can be launched at all holds a
-//! block per multiprocessor), and more blocks than the multiprocessors hold by their block and
-//! thread limits is not. A kernel with any launch in between is loaded with the trigger and asked
+//! Before loading, from the GPU's limits alone ([`by_limits`]): no more blocks than half the GPU's
+//! multiprocessors is half a wave whatever the kernel (a kernel that can be launched at all holds a
+//! block per multiprocessor), and more than half the blocks the multiprocessors hold by their block
+//! and thread limits is not. A kernel with any launch in between is loaded with the trigger and asked
 //! afterwards (`cuOccupancyMaxActiveBlocksPerMultiprocessor` with the launch's block size and
 //! dynamic shared memory); only a module with a kernel whose answer is no is loaded again, once,
 //! without the trigger for it.
@@ -27,9 +27,9 @@ use crate::pdl;
 /// What a GPU's limits alone say of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Waves {
-    /// One wave whatever the kernel.
+    /// Half a wave or less whatever the kernel.
     One,
-    /// More than one wave whatever the kernel.
+    /// More than half a wave whatever the kernel.
     Many,
     /// It depends on the compiled kernel: ask the occupancy API.
     Ask,
@@ -37,13 +37,13 @@ pub(super) enum Waves {
 
 /// What `residency`'s limits say of a launch of `blocks` blocks of `threads` threads.
 pub(super) fn by_limits(blocks: u64, threads: u32, residency: Residency) -> Waves {
-    if blocks <= u64::from(residency.multiprocessors) {
+    if blocks.saturating_mul(2) <= u64::from(residency.multiprocessors) {
         return Waves::One;
     }
     // A block takes whole warps of the multiprocessor's threads.
     let warps = threads.div_ceil(32).max(1) * 32;
     let most = residency.blocks.min(residency.threads / warps);
-    if pdl::one_wave(blocks, residency.multiprocessors, most) {
+    if pdl::half_wave(blocks, residency.multiprocessors, most) {
         Waves::Ask
     } else {
         Waves::Many
@@ -130,7 +130,7 @@ impl CudaReplay {
     }
 
     /// Asks the occupancy API about every launch of a kernel given the trigger before loading;
-    /// a module with a kernel that is past one wave after all is loaded again without the trigger
+    /// a module with a kernel that is past half a wave after all is loaded again without the trigger
     /// for it, and its kernels looked up again on every GPU. Gives the number of modules loaded
     /// again; `triggered[m]` is kept as the number of module `m`'s entries that trigger.
     pub(super) fn confirm_triggers(
@@ -170,7 +170,7 @@ impl CudaReplay {
                 s.shared as usize
             ));
             let per = if asked.is_ok() { per.max(0) as u32 } else { 0 };
-            if !pdl::one_wave(s.blocks, device.residency.multiprocessors, per) {
+            if !pdl::half_wave(s.blocks, device.residency.multiprocessors, per) {
                 t.on[k] = false;
                 again.insert(archive.kernel(s.kernel).module);
             }
@@ -241,22 +241,27 @@ mod tests {
 
     #[test]
     fn the_limits_alone_settle_the_clear_cases() {
-        // No more blocks than multiprocessors: one wave whatever the kernel.
+        // No more blocks than half the multiprocessors: half a wave whatever the kernel.
         assert_eq!(by_limits(1, 256, HOPPER), Waves::One);
-        assert_eq!(by_limits(132, 1024, HOPPER), Waves::One);
-        // 256-thread blocks: at most 8 to a multiprocessor, so 1,056 may be one wave and 1,057 never is.
-        assert_eq!(by_limits(133, 256, HOPPER), Waves::Ask);
-        assert_eq!(by_limits(1056, 256, HOPPER), Waves::Ask);
-        assert_eq!(by_limits(1057, 256, HOPPER), Waves::Many);
+        assert_eq!(by_limits(66, 1024, HOPPER), Waves::One);
+        // 1024-thread blocks: at most 2 to a multiprocessor, so 132 may be half a wave, 133 never is.
+        assert_eq!(by_limits(132, 1024, HOPPER), Waves::Ask);
+        assert_eq!(by_limits(133, 1024, HOPPER), Waves::Many);
+        // 256-thread blocks: at most 8 to a multiprocessor, so 528 may be half a wave and 529 never is;
+        // 1,056 fill the GPU.
+        assert_eq!(by_limits(67, 256, HOPPER), Waves::Ask);
+        assert_eq!(by_limits(528, 256, HOPPER), Waves::Ask);
+        assert_eq!(by_limits(529, 256, HOPPER), Waves::Many);
+        assert_eq!(by_limits(1056, 256, HOPPER), Waves::Many);
         // 32-thread blocks: the block limit (32) binds before the thread limit (64).
-        assert_eq!(by_limits(132 * 32, 32, HOPPER), Waves::Ask);
-        assert_eq!(by_limits(132 * 32 + 1, 32, HOPPER), Waves::Many);
+        assert_eq!(by_limits(132 * 16, 32, HOPPER), Waves::Ask);
+        assert_eq!(by_limits(132 * 16 + 1, 32, HOPPER), Waves::Many);
         // A block of 100 threads takes 4 warps: 16 to a multiprocessor.
-        assert_eq!(by_limits(132 * 16, 100, HOPPER), Waves::Ask);
-        assert_eq!(by_limits(132 * 16 + 1, 100, HOPPER), Waves::Many);
+        assert_eq!(by_limits(132 * 8, 100, HOPPER), Waves::Ask);
+        assert_eq!(by_limits(132 * 8 + 1, 100, HOPPER), Waves::Many);
         // 65,536 blocks of 256 threads: many waves on any GPU.
         assert_eq!(by_limits(65_536, 256, HOPPER), Waves::Many);
-        // A block larger than a multiprocessor holds is never one wave past the first row.
-        assert_eq!(by_limits(133, 4096, HOPPER), Waves::Many);
+        // A block larger than a multiprocessor holds never triggers past the first half row.
+        assert_eq!(by_limits(67, 4096, HOPPER), Waves::Many);
     }
 }
