@@ -113,6 +113,9 @@ impl FnLower<'_> {
         if o.mods.iter().any(|m| matches!(*m, "e4m3x2" | "e5m2x2")) {
             return self.cvt_fp8(o, ops);
         }
+        if o.mods.contains(&"tf32") || o.full.contains(".tf32.") {
+            return self.cvt_tf32(o, ops);
+        }
         if o.types.len() != 2 {
             return self.err(format!("`{}` needs a destination and a source type", o.full));
         }
@@ -170,6 +173,56 @@ impl FnLower<'_> {
         };
         let a = self.src(&ops[1], from)?;
         self.push(Inst::Un { op: UnOp::Cvt(cv), d, a });
+        Ok(())
+    }
+
+    /// `cvt.{rna,rn,rz}.tf32.f32 d, a` (XLA and Triton round f32 to tf32 before `mma`): the f32 bit
+    /// pattern rounded at bit 13 in integer arithmetic (away from zero on a tie, to even, or toward
+    /// zero), the low 13 bits cleared, so the register holds the tf32 value as an f32. A carry into
+    /// the exponent is the next binade, or infinity, as the hardware rounds; infinities and NaNs pass
+    /// through unchanged.
+    fn cvt_tf32(&mut self, o: &Opc, ops: &[Operand]) -> Res<()> {
+        let known = o.mods.iter().all(|m| matches!(*m, "rna" | "rn" | "rz" | "tf32"));
+        if !known || o.types.iter().any(|t| *t != Ty::F32) {
+            return self.unsupported(o.full);
+        }
+        self.want(ops, 2, o.full)?;
+        let d = self.dst(&ops[0])?;
+        let x = self.src(&ops[1], Ty::B32)?;
+        let w = W::W32;
+        let rounded = self.new_reg(32);
+        if o.has("rz") {
+            let zero = self.konst(0);
+            self.push(Inst::Bin { op: BinOp::Or, d: rounded, a: x, b: zero });
+        } else if o.has("rna") {
+            let half = self.konst(0x1000);
+            self.push(Inst::Bin { op: BinOp::Add(w), d: rounded, a: x, b: half });
+        } else if o.has("rn") {
+            // Half less one, plus the kept part's lowest bit: ties go to the even neighbour.
+            let (odd, thirteen, one, bias) = (self.new_reg(32), self.konst(13), self.konst(1), self.new_reg(32));
+            self.push(Inst::Bin { op: BinOp::ShrU(w), d: odd, a: x, b: thirteen });
+            self.push(Inst::Bin { op: BinOp::And, d: odd, a: odd, b: one });
+            let below = self.konst(0xfff);
+            self.push(Inst::Bin { op: BinOp::Add(w), d: bias, a: odd, b: below });
+            self.push(Inst::Bin { op: BinOp::Add(w), d: rounded, a: x, b: bias });
+        } else {
+            return self.unsupported(o.full);
+        }
+        let mask = self.konst(0xffff_e000);
+        self.push(Inst::Bin { op: BinOp::And, d: rounded, a: rounded, b: mask });
+        let (exponent, all_ones, special) = (self.new_reg(32), self.konst(0x7f80_0000), self.new_reg(1));
+        self.push(Inst::Bin { op: BinOp::And, d: exponent, a: x, b: all_ones });
+        self.push(Inst::Setp {
+            ty: CmpTy::B(w),
+            cmp: Cmp::Eq,
+            ftz: false,
+            d: special,
+            dn: None,
+            a: exponent,
+            b: all_ones,
+            comb: None,
+        });
+        self.push(Inst::Tern { op: TernOp::Selp, d, a: x, b: rounded, c: special });
         Ok(())
     }
 

@@ -546,3 +546,52 @@ fn rsqrt_approx_stays_within_the_ptx_bound() {
         assert!(err <= bound, "rsqrt({x}) = {} is off by {err:e}", row.f);
     }
 }
+
+/// `cvt.{rna,rn,rz}.tf32.f32` as XLA's and Triton's tf32 matmuls emit it: rounded at bit 13 of the
+/// f32 pattern, low 13 bits cleared, infinities and NaNs unchanged; on every engine.
+#[test]
+fn cvt_to_tf32_rounds_at_bit_13() {
+    let ptx = r#".version 8.0
+.target sm_90
+.address_size 64
+.visible .entry tf32(.param .u64 p) {
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<5>;
+    .reg .f32 %f<2>;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 16;
+    add.u64 %rd1, %rd1, %rd2;
+    ld.global.f32 %f1, [%rd1];
+    cvt.rna.tf32.f32 %r2, %f1;
+    cvt.rn.tf32.f32 %r3, %f1;
+    cvt.rz.tf32.f32 %r4, %f1;
+    st.global.u32 [%rd1+4], %r2;
+    st.global.u32 [%rd1+8], %r3;
+    st.global.u32 [%rd1+12], %r4;
+    ret;
+}
+"#;
+    // (input, rna, rn, rz) as bit patterns.
+    let cases: [(u32, u32, u32, u32); 8] = [
+        (0x3f80_0000, 0x3f80_0000, 0x3f80_0000, 0x3f80_0000), // 1.0 is a tf32 already
+        (0x3f80_1000, 0x3f80_2000, 0x3f80_0000, 0x3f80_0000), // a tie below an even kept part
+        (0x3f80_3000, 0x3f80_4000, 0x3f80_4000, 0x3f80_2000), // a tie below an odd kept part
+        (0x3f80_0fff, 0x3f80_0000, 0x3f80_0000, 0x3f80_0000), // just under half
+        (0xbf80_1001, 0xbf80_2000, 0xbf80_2000, 0xbf80_0000), // negative, just over half
+        (0x7f7f_f000, 0x7f80_0000, 0x7f80_0000, 0x7f7f_e000), // the largest f32 rounds up to infinity
+        (0x7f80_0000, 0x7f80_0000, 0x7f80_0000, 0x7f80_0000), // infinity
+        (0x7fc0_0001, 0x7fc0_0001, 0x7fc0_0001, 0x7fc0_0001), // a NaN keeps its payload
+    ];
+    let mut input = Vec::new();
+    for (x, ..) in cases {
+        input.extend_from_slice(&x.to_le_bytes());
+        input.extend_from_slice(&[0; 12]);
+    }
+    // Every engine, checked against the interpreter's bytes by the harness.
+    let out = super::run_kernel(ptx, "tf32", [1, 1, 1], [cases.len() as u32, 1, 1], &[input], &[]).unwrap();
+    for (i, (x, rna, rn, rz)) in cases.iter().enumerate() {
+        let w = |k: usize| u32::from_le_bytes(out[0][i * 16 + 4 * k..i * 16 + 4 * k + 4].try_into().unwrap());
+        assert_eq!((w(1), w(2), w(3)), (*rna, *rn, *rz), "input {x:#010x}");
+    }
+}
