@@ -97,4 +97,6 @@ mod ptx_text;
 mod queries;
 mod result;
 mod stream;
+#[cfg(test)]
+mod test_support;
 mod unsupported;
