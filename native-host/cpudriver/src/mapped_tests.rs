@@ -12,24 +12,10 @@ use crate::module::{cuModuleGetFunction, cuModuleLoadData};
 use crate::multi_device_tests::two_devices;
 use crate::queries::cuMemGetAddressRange_v2;
 
-const ADD_ONE: &std::ffi::CStr = c"
-.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry add_one(.param .u64 p)
-{
-    .reg .b32 %r<3>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [p];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd2, %r1, 4;
-    add.s64 %rd3, %rd1, %rd2;
-    ld.global.u32 %r2, [%rd3];
-    add.s32 %r2, %r2, 1;
-    st.global.u32 [%rd3], %r2;
-    ret;
-}
-";
+/// `x[tid] += 1` over 32-bit words: the kernel `shared::ptx`'s own test of host regions runs
+/// (`a_host_region_shares_its_bytes_with_the_host`), here through the driver API; NUL-terminated
+/// for `cuModuleLoadData`.
+const ADD_ONE: &str = concat!(include_str!("../../../shared/src/ptx/tests/ptx/add_one.ptx"), "\0");
 
 /// A context on device 0, current on this thread, and `add_one` loaded in it.
 fn add_one() -> Handle {

@@ -260,24 +260,8 @@ fn kernels_follow_pointers_between_placed_regions_on_every_engine() {
 /// leaves the buffer to its owner. A window already holding a region is refused.
 #[test]
 fn a_host_region_shares_its_bytes_with_the_host() {
-    let ptx = "
-.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry add_one(.param .u64 p)
-{
-    .reg .b32 %r<3>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [p];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd2, %r1, 4;
-    add.s64 %rd3, %rd1, %rd2;
-    ld.global.u32 %r2, [%rd3];
-    add.s32 %r2, %r2, 1;
-    st.global.u32 [%rd3], %r2;
-    ret;
-}
-";
+    // The CPU driver's tests of mapped host memory run the same kernel through the driver API.
+    let ptx = include_str!("ptx/add_one.ptx");
     let m = Module::parse(ptx).unwrap();
     for engine in [Engine::Interpreter, Engine::Jit, Engine::JitScalar] {
         let mut host: Vec<u32> = (0..8).map(|i| i * 10).collect();
