@@ -393,6 +393,9 @@ pub(crate) enum TernOp {
     Mad24Lo(bool),
     MadHiSatS32,
     Fma(F, Rnd, FFlags),
+    /// `(±a·b) ± c` rounded once to nearest: a multiply and an add that ptxas fused, with the
+    /// negations its `FFMA` applies to the product (first flag) and to the addend (second).
+    FmaNeg(F, FFlags, bool, bool),
     Selp,
     SlctS(W),
     SlctF(bool),
@@ -809,6 +812,9 @@ pub(crate) struct Instr {
     pub guard: Option<(R, bool)>,
     pub inst: Inst,
     pub line: u32,
+    /// A float `mul`, `add` or `sub` without a rounding modifier: one that ptxas may fuse with
+    /// another into a multiply-add (`lower/contract.rs`).
+    pub contractable: bool,
 }
 
 impl Instr {
@@ -856,6 +862,9 @@ pub(crate) struct Function {
     /// `((line, source register), typemap code)` of every element of every `st`, sorted, for
     /// [`Function::store_type`].
     pub store_types: Vec<((u32, R), u8)>,
+    /// What ptxas's contraction puts in place of instructions (`lower/contract.rs`): by index,
+    /// the other form of each, swapped in and out by `Module::set_contraction`.
+    pub contraction: Vec<(u32, Inst)>,
 }
 
 impl Function {

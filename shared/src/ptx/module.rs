@@ -134,6 +134,9 @@ pub struct Module {
     pub(super) placed_vars: Vec<PlacedVariable>,
     pub(super) version: Option<String>,
     pub(super) target: Vec<String>,
+    /// Whether the functions run ptxas's contraction of multiplies and additions
+    /// ([`Module::set_contraction`]).
+    pub(super) contracted: bool,
     /// Kernels compiled to native code, by function, made on first launch.
     #[cfg_attr(not(all(feature = "jit", not(target_arch = "wasm32"))), allow(dead_code))]
     pub(super) jit: exec::JitCache,
@@ -168,6 +171,35 @@ impl Module {
     /// writable by the caller's copies, as on a GPU, where `cuMemcpyHtoD` writes constant memory.
     pub fn parse_placing(text: &str, place: &mut Place<'_>) -> Result<Module, PtxError> {
         lower::lower_module(text, place)
+    }
+
+    /// Runs the module as ptxas compiled it (`on`) or as its PTX reads (`off`, what parsing
+    /// gives): ptxas fuses a float `mul` and the `add`s and `sub`s that use it, where none has a
+    /// rounding modifier, into fused multiply-adds (one rounding instead of two), by the rule
+    /// measured on an H200 that `lower/contract.rs` states. Every CUDA GPU runs ptxas's code;
+    /// a replay that must match one turns this on. Native code compiled so far is dropped.
+    pub fn set_contraction(&mut self, on: bool) {
+        if self.contracted == on {
+            return;
+        }
+        for f in &mut self.funcs {
+            for (pc, inst) in &mut f.contraction {
+                std::mem::swap(&mut f.insts[*pc as usize].inst, inst);
+            }
+        }
+        self.contracted = on;
+        self.jit = Default::default();
+    }
+
+    /// Whether [`Module::set_contraction`] turned ptxas's contraction on.
+    pub fn contraction(&self) -> bool {
+        self.contracted
+    }
+
+    /// Whether the module has a multiply and an addition that ptxas fuses (where
+    /// [`Module::set_contraction`] matters).
+    pub fn has_contractions(&self) -> bool {
+        self.funcs.iter().any(|f| !f.contraction.is_empty())
     }
 
     /// The variables [`Module::parse_placing`] placed in the caller's memory.

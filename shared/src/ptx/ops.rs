@@ -78,13 +78,15 @@ macro_rules! exec_un {
             }),
             UnOp::FAbs(F::F64, _) => $m!($d, $a, |x| x & !(1 << 63)),
             UnOp::FAbs(_, _) => $m!($d, $a, |x| x & 0x7FFF),
-            UnOp::FRcp(F::F32, mode, ftz) => $m!($d, $a, |x| {
+            // The special functions in the running launch's model (`numerics::sfu`), read once.
+            UnOp::FRcp(F::F32, FMode::Approx, ftz) => {
+                let model = $crate::ptx::numerics::sfu::active();
+                $m!($d, $a, |x| rcp_approx32(model, x as u32, ftz) as u64)
+            }
+            UnOp::FRcp(F::F32, FMode::Ieee(rnd), ftz) => $m!($d, $a, |x| {
                 let v = f32v(x);
                 let v = if ftz { ftz32(v) } else { v };
-                let r = match mode {
-                    FMode::Ieee(rnd) => div32(1.0, v, rnd),
-                    FMode::Approx => 1.0 / v,
-                };
+                let r = div32(1.0, v, rnd);
                 b32(if ftz { ftz32(r) } else { r })
             }),
             UnOp::FRcp(_, mode, _) => $m!($d, $a, |x| {
@@ -95,13 +97,14 @@ macro_rules! exec_un {
                     FMode::Approx => 1.0 / v,
                 })
             }),
-            UnOp::FSqrt(F::F32, mode, ftz) => $m!($d, $a, |x| {
+            UnOp::FSqrt(F::F32, FMode::Approx, ftz) => {
+                let model = $crate::ptx::numerics::sfu::active();
+                $m!($d, $a, |x| sqrt_approx32(model, x as u32, ftz) as u64)
+            }
+            UnOp::FSqrt(F::F32, FMode::Ieee(rnd), ftz) => $m!($d, $a, |x| {
                 let v = f32v(x);
                 let v = if ftz { ftz32(v) } else { v };
-                let r = match mode {
-                    FMode::Ieee(rnd) => sqrt32(v, rnd),
-                    FMode::Approx => v.sqrt(),
-                };
+                let r = sqrt32(v, rnd);
                 b32(if ftz { ftz32(r) } else { r })
             }),
             UnOp::FSqrt(_, mode, _) => $m!($d, $a, |x| {
@@ -111,15 +114,10 @@ macro_rules! exec_un {
                     FMode::Approx => v.sqrt(),
                 })
             }),
-            UnOp::FRsqrt(F::F32, ftz) => $m!($d, $a, |x| {
-                let v = f32v(x);
-                let v = if ftz { ftz32(v) } else { v };
-                // A correctly rounded square root, then a correctly rounded reciprocal: within
-                // PTX's bound for `rsqrt.approx.f32` (2^-22.9 relative), short in native code, and
-                // what CUDA C's `1.0f / sqrtf(x)` gives on a CPU.
-                let r = 1.0 / v.sqrt();
-                b32(if ftz { ftz32(r) } else { r })
-            }),
+            UnOp::FRsqrt(F::F32, ftz) => {
+                let model = $crate::ptx::numerics::sfu::active();
+                $m!($d, $a, |x| rsqrt_approx32(model, x as u32, ftz) as u64)
+            }
             UnOp::FRsqrt(_, _) => $m!($d, $a, |x| b64(1.0 / f64v(x).sqrt())),
             UnOp::FSin(ftz) => $m!($d, $a, |x| {
                 let v = f32v(x);
@@ -573,36 +571,13 @@ macro_rules! exec_tern {
             TernOp::Fma(F::F64, Rnd::Rn, FFlags { ftz: false, sat: false }) => {
                 $m!($d, $a, $b, $c, |x, y, z| b64(f64v(x).mul_add(f64v(y), f64v(z))))
             }
-            TernOp::Fma(F::F32, r, fl) => $m!($d, $a, $b, $c, |x, y, z| {
-                let (mut p, mut q, mut s) = (f32v(x), f32v(y), f32v(z));
-                if fl.ftz {
-                    p = ftz32(p);
-                    q = ftz32(q);
-                    s = ftz32(s);
-                }
-                let mut v = fma32(p, q, s, r);
-                if fl.sat {
-                    v = sat32(v);
-                }
-                if fl.ftz {
-                    v = ftz32(v);
-                }
-                b32(v)
-            }),
-            TernOp::Fma(F::F64, r, fl) => $m!($d, $a, $b, $c, |x, y, z| {
-                let mut v = fma64(f64v(x), f64v(y), f64v(z), r);
-                if fl.sat {
-                    v = sat64(v);
-                }
-                b64(v)
-            }),
-            TernOp::Fma(f, _, fl) => $m!($d, $a, $b, $c, |x, y, z| {
-                let mut v = to_f64(x, f, false).mul_add(to_f64(y, f, false), to_f64(z, f, false));
-                if fl.sat {
-                    v = sat64(v);
-                }
-                from_f64(v, f, false)
-            }),
+            TernOp::Fma(f, r, fl) => $m!($d, $a, $b, $c, |x, y, z| $crate::ptx::ops::fma_bits(f, r, fl, x, y, z)),
+            TernOp::FmaNeg(f, fl, neg_product, neg_addend) => {
+                // A negation flips the sign bit, exactly, of every value (NaNs included).
+                let sign = $crate::ptx::ops::sign_bit(f);
+                let (sa, sc) = (if neg_product { sign } else { 0 }, if neg_addend { sign } else { 0 });
+                $m!($d, $a, $b, $c, |x, y, z| $crate::ptx::ops::fma_bits(f, Rnd::Rn, fl, x ^ sa, y, z ^ sc))
+            }
             TernOp::FmaH2(f) => $m!($d, $a, $b, $c, |x, y, z| {
                 let mut out = 0u64;
                 for k in 0..2 {
@@ -834,6 +809,53 @@ pub(crate) fn as_bin<F: Fn(u64, u64) -> u64>(f: F) -> F {
 #[inline(always)]
 pub(crate) fn as_tern<F: Fn(u64, u64, u64) -> u64>(f: F) -> F {
     f
+}
+
+/// One lane of `fma` in format `f` with rounding `r` and flags `fl`, on and to register bits:
+/// the arithmetic of PTX's `fma` and of a multiply and an add that ptxas fused.
+#[inline]
+pub(crate) fn fma_bits(f: F, r: Rnd, fl: FFlags, x: u64, y: u64, z: u64) -> u64 {
+    match f {
+        F::F32 => {
+            let (mut p, mut q, mut s) = (f32v(x), f32v(y), f32v(z));
+            if fl.ftz {
+                p = ftz32(p);
+                q = ftz32(q);
+                s = ftz32(s);
+            }
+            let mut v = fma32(p, q, s, r);
+            if fl.sat {
+                v = sat32(v);
+            }
+            if fl.ftz {
+                v = ftz32(v);
+            }
+            b32(v)
+        }
+        F::F64 => {
+            let mut v = fma64(f64v(x), f64v(y), f64v(z), r);
+            if fl.sat {
+                v = sat64(v);
+            }
+            b64(v)
+        }
+        _ => {
+            let mut v = to_f64(x, f, false).mul_add(to_f64(y, f, false), to_f64(z, f, false));
+            if fl.sat {
+                v = sat64(v);
+            }
+            from_f64(v, f, false)
+        }
+    }
+}
+
+/// The sign bit of a value of format `f` in its register.
+pub(crate) fn sign_bit(f: F) -> u64 {
+    match f {
+        F::F16 | F::BF16 => 0x8000,
+        F::F32 => 1 << 31,
+        F::F64 => 1 << 63,
+    }
 }
 
 #[inline(always)]

@@ -204,6 +204,16 @@ impl FnLower<'_> {
         let a = self.src(&ops[1], sa)?;
         let b = self.src(&ops[2], sb)?;
         self.push(Inst::Bin { op, d, a, b });
+        // PTX lets ptxas fuse a multiply and an add that carry no rounding modifier.
+        let fused_kind = matches!(
+            op,
+            BinOp::FAdd(..) | BinOp::FSub(..) | BinOp::FMul(..) | BinOp::H2(H2Op::Add | H2Op::Sub | H2Op::Mul, _)
+        );
+        if fused_kind && o.rnd().is_none() {
+            if let Some(last) = self.insts.last_mut() {
+                last.contractable = true;
+            }
+        }
         if let Some(op) = relu {
             let zero = self.konst(0);
             self.push(Inst::Bin { op, d, a: d, b: zero });

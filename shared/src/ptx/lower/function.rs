@@ -125,6 +125,7 @@ impl FnLower<'_> {
                 stack_size: 0,
                 exit_bound: Vec::new(),
                 store_types: Vec::new(),
+                contraction: Vec::new(),
             });
         };
         // A TMA kernel takes the address of its `CUtensorMap` parameter first (`cvta.param`), which
@@ -200,9 +201,11 @@ impl FnLower<'_> {
                 t.dedup_by_key(|s| s.0);
                 t
             },
+            contraction: Vec::new(),
         };
         define_undefined(&mut func, &self.reg_bits, f.line);
         func.exit_bound = exit_bound(&func.insts);
+        func.contraction = contract::contractions(&mut func);
         Ok(func)
     }
 
@@ -253,6 +256,7 @@ fn define_undefined(func: &mut Function, reg_bits: &[u32], line: u32) {
             guard: None,
             inst: Inst::Un { op: UnOp::Mov(mask_bits(reg_bits[d as usize])), d, a: zero },
             line,
+            contractable: false,
         })
         .collect();
     insts.extend(std::mem::take(&mut func.insts));

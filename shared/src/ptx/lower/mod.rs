@@ -8,7 +8,8 @@
 //! resolved by [`names`]; [`dispatch`] sends each instruction to its family: [`arithmetic`],
 //! [`packed_int`], [`conversion`], [`memory`], [`control`], [`warp`], [`wgmma`] and
 //! [`asynchronous`]. A finished body has its warp matrix rows gathered ([`warp_runs`]) and its
-//! branches' reconvergence points computed ([`reconvergence`]).
+//! branches' reconvergence points computed ([`reconvergence`]), and the multiply-adds ptxas would
+//! fuse from its plain multiplies and additions found ([`contract`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -20,6 +21,7 @@ use super::parse::{self, InitElem, Lit, Operand, Stmt, VarDecl};
 
 mod arithmetic;
 mod asynchronous;
+mod contract;
 mod control;
 mod conversion;
 mod dispatch;

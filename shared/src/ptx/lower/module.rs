@@ -216,6 +216,7 @@ pub(crate) fn lower_module(text: &str, place: &mut crate::ptx::module::Place<'_>
         placed_vars,
         version: pm.version,
         target: pm.target,
+        contracted: false,
         jit: Default::default(),
     })
 }

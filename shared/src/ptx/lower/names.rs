@@ -222,7 +222,7 @@ impl FnLower<'_> {
     }
 
     pub(super) fn push(&mut self, inst: Inst) {
-        self.insts.push(Instr { guard: self.guard, inst, line: self.line });
+        self.insts.push(Instr { guard: self.guard, inst, line: self.line, contractable: false });
     }
 
     fn lit_bits(&self, l: &Lit, ty: Ty) -> u64 {

@@ -4,6 +4,7 @@ mod agreement;
 mod asynccopy;
 mod atomics;
 mod b128;
+mod contraction;
 mod control;
 mod corpus;
 mod fp8;
@@ -76,6 +77,20 @@ pub(crate) fn run_kernel_with(
     opts: &ExecOptions,
 ) -> Result<Vec<Vec<u8>>, String> {
     let m = Module::parse(ptx).map_err(|e| e.to_string())?;
+    run_module_with(&m, entry, grid, block, bufs, extra, opts)
+}
+
+/// [`run_kernel_with`] on a module already parsed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_module_with(
+    m: &Module,
+    entry: &str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    bufs: &[Vec<u8>],
+    extra: &[u8],
+    opts: &ExecOptions,
+) -> Result<Vec<Vec<u8>>, String> {
     let mut mem = Memory::new();
     let mut params = Vec::new();
     let mut bases = Vec::new();
@@ -87,6 +102,6 @@ pub(crate) fn run_kernel_with(
     }
     params.extend_from_slice(extra);
     let dims = LaunchDims { grid, block, dynamic_shared: 0 };
-    launch(&m, entry, &dims, &params, &mem, opts).map_err(|e| e.to_string())?;
+    launch(m, entry, &dims, &params, &mem, opts).map_err(|e| e.to_string())?;
     Ok(bases.iter().map(|&b| mem.read_region(b).unwrap()).collect())
 }

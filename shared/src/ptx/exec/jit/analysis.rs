@@ -611,6 +611,8 @@ pub(super) fn float_op(inst: &Inst) -> Option<F> {
         Inst::Tern { op, .. } => match op {
             TernOp::Fma(F::F32, Rnd::Rn, PLAIN_F) => F::F32,
             TernOp::Fma(F::F64, Rnd::Rn, PLAIN_F) => F::F64,
+            TernOp::FmaNeg(F::F32, PLAIN_F, _, _) => F::F32,
+            TernOp::FmaNeg(F::F64, PLAIN_F, _, _) => F::F64,
             _ => return None,
         },
         Inst::Un { op, .. } => match op {
@@ -710,7 +712,7 @@ pub(super) fn def_fits32(ins: &Inst, fits: &[bool], consts: &[Option<u64>]) -> b
 
 /// Registers an instruction reads and writes, leaving its guard aside.
 pub(super) fn operands(ins: &Instr) -> (Vec<R>, Vec<R>) {
-    uses_defs(&Instr { guard: None, inst: ins.inst.clone(), line: ins.line })
+    uses_defs(&Instr { guard: None, inst: ins.inst.clone(), line: ins.line, contractable: false })
 }
 
 /// Picks each register's class: a float class where the register meets float arithmetic and no

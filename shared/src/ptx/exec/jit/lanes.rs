@@ -760,6 +760,20 @@ impl Tx<'_, '_> {
                         self.anchor(v);
                         Ok(self.def_vec(d, v))
                     }
+                    TernOp::FmaNeg(F::F32, PLAIN_F, neg_product, neg_addend) => {
+                        let (Some(x), Some(y), Some(z)) = (self.vec_of(a, f4), self.vec_of(b, f4), self.vec_of(c, f4))
+                        else {
+                            return Ok(false);
+                        };
+                        let v = std::array::from_fn(|p| {
+                            let m = if neg_product { self.b.ins().fneg(x[p]) } else { x[p] };
+                            let s = if neg_addend { self.b.ins().fneg(z[p]) } else { z[p] };
+                            self.b.ins().fma(m, y[p], s)
+                        });
+                        let v = self.vcanon(d, v);
+                        self.anchor(v);
+                        Ok(self.def_vec(d, v))
+                    }
                     TernOp::MadLo(W::W32) => {
                         let (Some(x), Some(y), Some(z)) = (self.vec_of(a, i4), self.vec_of(b, i4), self.vec_of(c, i4))
                         else {

@@ -829,33 +829,23 @@ impl Tx<'_, '_> {
                 let v = self.get_f64(a);
                 return Out::F64(self.b.ins().fabs(v));
             }
-            UnOp::FRcp(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => {
+            UnOp::FRcp(F::F32, FMode::Ieee(Rnd::Rn), false) => {
                 let v = self.get_f32(a);
                 let one = self.b.ins().f32const(1.0);
                 let r = self.b.ins().fdiv(one, v);
                 return Out::F32(self.canon32(r));
             }
-            UnOp::FSqrt(F::F32, FMode::Ieee(Rnd::Rn) | FMode::Approx, false) => {
+            UnOp::FSqrt(F::F32, FMode::Ieee(Rnd::Rn), false) => {
                 let v = self.get_f32(a);
                 let r = self.b.ins().sqrt(v);
                 return Out::F32(self.canon32(r));
             }
-            UnOp::FRsqrt(F::F32, false) => {
-                // As the interpreter: an f32 square root, then an f32 reciprocal.
-                let v = self.get_f32(a);
-                let sq = self.b.ins().sqrt(v);
-                let one = self.b.ins().f32const(1.0);
-                let r = self.b.ins().fdiv(one, sq);
-                return Out::F32(self.canon32(r));
-            }
-            UnOp::FEx2(F::F32, false) => {
-                let v = self.get_f32(a);
-                let sig = self.sig_f32();
-                let callee = self.iconst(h_ex2 as *const () as u64);
-                let c = self.b.ins().call_indirect(sig, callee, &[v]);
-                let bits = self.b.inst_results(c)[0];
-                return Out::F32(self.b.ins().bitcast(types::F32, MemFlagsData::new(), bits));
-            }
+            // The special functions follow the launch's model, which the helpers read: one
+            // implementation with the interpreter's.
+            UnOp::FRcp(F::F32, FMode::Approx, false) => return self.f32_helper(a, h_rcp_approx as *const () as u64),
+            UnOp::FSqrt(F::F32, FMode::Approx, false) => return self.f32_helper(a, h_sqrt_approx as *const () as u64),
+            UnOp::FRsqrt(F::F32, false) => return self.f32_helper(a, h_rsqrt_approx as *const () as u64),
+            UnOp::FEx2(F::F32, false) => return self.f32_helper(a, h_ex2 as *const () as u64),
             UnOp::Cvt(c)
                 if matches!(
                     (c.from, c.to, c.rnd, c.sat),
@@ -947,6 +937,17 @@ impl Tx<'_, '_> {
     fn helper_un(&mut self, pc: usize, x: Value) -> Value {
         let ip = self.inst_ptr(pc);
         self.call(h_un as *const () as usize, &[ip, x])
+    }
+
+    /// An f32 function of one operand that a helper `extern "C" fn(f32) -> u32` computes (the
+    /// result's bits).
+    fn f32_helper(&mut self, a: R, callee: u64) -> Out {
+        let v = self.get_f32(a);
+        let sig = self.sig_f32();
+        let callee = self.iconst(callee);
+        let c = self.b.ins().call_indirect(sig, callee, &[v]);
+        let bits = self.b.inst_results(c)[0];
+        Out::F32(self.b.ins().bitcast(types::F32, MemFlagsData::new(), bits))
     }
 
     fn bin(&mut self, pc: usize, op: BinOp, a: R, b: R) -> Out {
@@ -1099,6 +1100,29 @@ impl Tx<'_, '_> {
             }
             TernOp::Fma(F::F64, Rnd::Rn, PLAIN_F) => {
                 let (p, q, r) = (self.get_f64(a), self.get_f64(b), self.get_f64(c));
+                let v = self.b.ins().fma(p, q, r);
+                return Out::F64(self.canon64(v));
+            }
+            // A negation flips the sign bit, as `ops::fma_bits`'s caller does.
+            TernOp::FmaNeg(F::F32, PLAIN_F, neg_product, neg_addend) => {
+                let (mut p, q, mut r) = (self.get_f32(a), self.get_f32(b), self.get_f32(c));
+                if neg_product {
+                    p = self.b.ins().fneg(p);
+                }
+                if neg_addend {
+                    r = self.b.ins().fneg(r);
+                }
+                let v = self.b.ins().fma(p, q, r);
+                return Out::F32(self.canon32(v));
+            }
+            TernOp::FmaNeg(F::F64, PLAIN_F, neg_product, neg_addend) => {
+                let (mut p, q, mut r) = (self.get_f64(a), self.get_f64(b), self.get_f64(c));
+                if neg_product {
+                    p = self.b.ins().fneg(p);
+                }
+                if neg_addend {
+                    r = self.b.ins().fneg(r);
+                }
                 let v = self.b.ins().fma(p, q, r);
                 return Out::F64(self.canon64(v));
             }
