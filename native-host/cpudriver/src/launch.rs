@@ -60,10 +60,13 @@ unsafe fn pack(entry: &Entry, kernel_params: *const *const c_void, extra: *const
     Ok(buf)
 }
 
-/// The status of a launch the engine stopped: a memory fault is the real driver's illegal address;
-/// a trap or a barrier only part of a block reached, an unspecified launch failure.
+/// The status of a launch the engine stopped: an access not aligned to its size is the real
+/// driver's misaligned address, any other memory fault its illegal address; a trap or a barrier
+/// only part of a block reached, an unspecified launch failure.
 fn fault(e: &ExecError) -> CUresult {
     match e {
+        // The engine's fault kinds reach here only as the words of `what`.
+        ExecError::Memory { what, .. } if what.starts_with("misaligned") => CUresult::MISALIGNED_ADDRESS,
         ExecError::Memory { .. } => CUresult::ILLEGAL_ADDRESS,
         ExecError::Budget { .. } | ExecError::Cancelled { .. } => CUresult::LAUNCH_TIMEOUT,
         _ => CUresult::LAUNCH_FAILED,
@@ -171,3 +174,7 @@ exports! {
         Err(status) => status,
     };
 }
+
+#[cfg(test)]
+#[path = "launch_tests.rs"]
+mod tests;

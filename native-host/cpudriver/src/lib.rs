@@ -43,7 +43,8 @@
 //!
 //! Safety: every handle is looked up in a table before use (a stale or made-up one is
 //! `CUDA_ERROR_INVALID_HANDLE`), every device address is checked by `shared::ptx::Memory` (a bad
-//! one is `CUDA_ERROR_INVALID_VALUE`, in a kernel `CUDA_ERROR_ILLEGAL_ADDRESS`), and host pointers
+//! one is `CUDA_ERROR_INVALID_VALUE`, in a kernel `CUDA_ERROR_ILLEGAL_ADDRESS`, or
+//! `CUDA_ERROR_MISALIGNED_ADDRESS` for an access not aligned to its size), and host pointers
 //! are read and written only in `ffi.rs`, on the terms the driver API sets. No panic crosses into C: every
 //! export's body runs in `result::guard`, and the per-thread state (the context stack) lives where
 //! a thread's end or the process's exit cannot take it away (`driver.rs`).

@@ -52,6 +52,7 @@ codes! {
     PEER_ACCESS_NOT_ENABLED = 705, c"CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", c"peer access has not been enabled";
     HOST_MEMORY_ALREADY_REGISTERED = 712, c"CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", c"part or all of the requested memory range is already mapped";
     HOST_MEMORY_NOT_REGISTERED = 713, c"CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", c"pointer does not correspond to a registered memory region";
+    MISALIGNED_ADDRESS = 716, c"CUDA_ERROR_MISALIGNED_ADDRESS", c"misaligned address";
     NOT_SUPPORTED = 801, c"CUDA_ERROR_NOT_SUPPORTED", c"operation not supported";
     UNKNOWN = 999, c"CUDA_ERROR_UNKNOWN", c"unknown error";
 }
