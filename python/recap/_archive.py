@@ -379,8 +379,62 @@ class Replayer:
 
     __call__ = run
 
+    def serve(
+        self,
+        inputs: Optional[Mapping[str, Any]] = None,
+        outputs: Optional[Mapping[str, Any]] = None,
+        *,
+        stream: Optional[int] = None,
+        zero_copy: bool = False,
+    ) -> Dict[str, Any]:
+        """One step of the serving path: ``inputs`` in, the archive's work, the outputs out.
+
+        On a CUDA device this is ONE graph launch, ordered on ``stream`` (a ``CUstream`` handle
+        as an integer; by default the current torch or CuPy stream of the first GPU array given,
+        else the replayer's own, which is waited for), with no wait unless an output comes back
+        to the host. Device inputs and outputs are copies inside that graph, updated per call;
+        with ``zero_copy=True`` the kernels read and write the given GPU arrays themselves, which
+        must then match their regions' dtype, shape and alignment and be C-contiguous (refused
+        by name otherwise, as are archives whose regions' addresses live anywhere but in kernel
+        parameters). Every call starts from the archive's initial state, as :meth:`run` does.
+
+        Returns every output binding: the GPU array given for it in ``outputs``, or a numpy
+        array. On the CPU this is :meth:`run`'s outputs.
+        """
+        if not self.device.startswith("cuda"):
+            if zero_copy:
+                raise ValueError("zero_copy binds GPU arrays in place: it needs a CUDA device")
+            return self.run(inputs=inputs, outputs=outputs).outputs
+        if stream is None:
+            stream = _current_stream(inputs, outputs)
+        if inputs is not None and not isinstance(inputs, dict):
+            inputs = dict(inputs)
+        if outputs is not None and not isinstance(outputs, dict):
+            outputs = dict(outputs)
+        return self._native.serve(inputs, outputs, stream, zero_copy)
+
     def __repr__(self) -> str:
         return f"Replayer({self._native.archive.source!r} on {self.device})"
+
+
+def _current_stream(*groups: Optional[Mapping[str, Any]]) -> Optional[int]:
+    """The current stream of the library that owns the first GPU array among ``groups``: torch's
+    (``torch.cuda.current_stream``) or CuPy's; None when no array is a torch tensor or CuPy array."""
+    for group in groups:
+        for v in (group or {}).values():
+            module = type(v).__module__
+            if module.startswith("torch") and getattr(v, "is_cuda", False):
+                import torch
+
+                raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+                if raw is not None:
+                    return raw(v.get_device())
+                return torch.cuda.current_stream(v.device).cuda_stream
+            if module.startswith("cupy"):
+                import cupy
+
+                return cupy.cuda.get_current_stream().ptr
+    return None
 
 
 class Archive:

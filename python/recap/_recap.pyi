@@ -42,6 +42,13 @@ class Replayer:
         check: bool = False,
         outputs: Optional[Mapping[str, Any]] = None,
     ) -> Dict[str, Any]: ...
+    def serve(
+        self,
+        inputs: Optional[Dict[str, Any]] = None,
+        outputs: Optional[Dict[str, Any]] = None,
+        stream: Optional[int] = None,
+        zero_copy: bool = False,
+    ) -> Dict[str, Any]: ...
 
 class Buffer:
     """A buffer of an archive being built: a region with its name, dtype and shape."""

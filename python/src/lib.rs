@@ -14,6 +14,7 @@ mod device_array;
 mod error;
 mod from_arrays;
 mod replay;
+mod serve;
 
 use pyo3::prelude::*;
 

@@ -34,7 +34,7 @@ use crate::error::recap_error;
 self_cell::self_cell!(
     /// The engine a replayer drives and the archive it borrows (a CPU replay reads its kernels
     /// and initial state from it).
-    struct Engine {
+    pub(crate) struct Engine {
         owner: Arc<Opened>,
         #[not_covariant]
         dependent: DeviceReplay,
@@ -52,11 +52,16 @@ pub const MAX_ITERATIONS: u32 = 100_000;
 /// An archive loaded on a device, ready to replay again and again.
 #[pyclass(frozen, module = "recap._recap")]
 pub struct Replayer {
-    archive: Py<Archive>,
-    opened: Arc<Opened>,
-    device: String,
-    engine: Mutex<Engine>,
+    pub(crate) archive: Py<Archive>,
+    pub(crate) opened: Arc<Opened>,
+    pub(crate) device: String,
+    pub(crate) engine: Mutex<Engine>,
     cancel: Arc<AtomicBool>,
+    /// Whether a call has run since loading: the regions no longer hold the initial state, and
+    /// `run` restores it first (a session restores it only from its second iteration on).
+    pub(crate) used: AtomicBool,
+    /// What serving calls resolved about binding names and the arrays given for them (serve.rs).
+    pub(crate) bindings: Mutex<crate::serve::Bindings>,
 }
 
 fn cpu_engine(name: &str) -> PyResult<CpuEngine> {
@@ -120,6 +125,8 @@ pub fn load(
         device: device.to_string(),
         engine: Mutex::new(loaded),
         cancel,
+        used: AtomicBool::new(false),
+        bindings: Default::default(),
     })
 }
 
@@ -272,6 +279,23 @@ impl Replayer {
         self.archive.clone_ref(py)
     }
 
+    /// One step of the serving path on a CUDA device: `inputs` copied in, the archive's graph,
+    /// the outputs copied out, as one graph launch on `stream` (a `CUstream` as an integer; the
+    /// replayer's own when None, waited for), or with `zero_copy` the kernels pointed at the
+    /// given GPU arrays. Returns the outputs: the GPU arrays given in `outputs`, numpy arrays for
+    /// the rest (waited for).
+    #[pyo3(signature = (inputs = None, outputs = None, stream = None, zero_copy = false))]
+    fn serve<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: Option<&Bound<'py, PyDict>>,
+        outputs: Option<&Bound<'py, PyDict>>,
+        stream: Option<u64>,
+        zero_copy: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        crate::serve::serve(self, py, inputs, outputs, stream, zero_copy)
+    }
+
     /// Runs `iterations` replays, each from the initial state with `inputs` written first, and
     /// returns a dict: `outputs` (binding name to array), `iterations` (time in ms, stats and
     /// per-op times of each) and `check` (the per-region verdicts, when asked).
@@ -338,12 +362,16 @@ impl Replayer {
         }
 
         let cancel = self.cancel.clone();
+        let used = self.used.swap(true, Ordering::Relaxed);
         let engine = &self.engine;
         let source = &a.source;
         let device_name = &self.device;
         let outcome = self.interruptible(py, move || -> Result<Outcome, String> {
             let mut guard = engine.lock().unwrap_or_else(|p| p.into_inner());
             guard.with(|verbs, reader| {
+                if used {
+                    verbs.restore(reader).map_err(|e| format!("restoring {source} on {device_name}: {e}"))?;
+                }
                 let mut engine = WithDeviceInputs { verbs, inputs: &device };
                 let clock = MonotonicClock::new();
                 let mut session = Session::new(reader, iterations, &host);

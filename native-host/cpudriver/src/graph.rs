@@ -12,7 +12,7 @@
 //! Conditional nodes (IF and WHILE with one body): a handle is the address of a 4-byte condition,
 //! which the kernel's `cudaGraphSetConditional` stores to (module.rs) and the node tests before its
 //! body runs. Not here: stream capture, host, memory allocation, SWITCH and other node kinds (they
-//! are `CUDA_ERROR_NOT_SUPPORTED`), graph updates other than a kernel node's parameters.
+//! are `CUDA_ERROR_NOT_SUPPORTED`), graph updates other than a kernel or memcpy node's parameters.
 
 use std::ffi::{c_uint, c_void};
 
@@ -529,6 +529,18 @@ pub unsafe extern "C" fn cuGraphExecKernelNodeSetParams(exec: Handle, node: Hand
     set_exec(exec, node, |d| kernel_work(d, &KernelNode::from_bytes(unsafe { bytes(params, KernelNode::V1_SIZE) }?)))
 }
 
+/// Points a memcpy node of an executable graph at new memory (the copy's shape may change, its
+/// kind may not: the real driver refuses that too).
+#[no_mangle]
+pub unsafe extern "C" fn cuGraphExecMemcpyNodeSetParams(
+    exec: Handle,
+    node: Handle,
+    params: *const c_void,
+    _ctx: Handle,
+) -> CUresult {
+    set_exec(exec, node, |_| copy_work(&Memcpy3D::from_bytes(unsafe { bytes(params, Memcpy3D::SIZE) }?)))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuGraphExecDestroy(exec: Handle) -> CUresult {
     guard(|| driver()?.execs.remove(exec).map(drop))
@@ -549,6 +561,15 @@ fn launch(exec: Handle, stream: Handle) -> CUresult {
     })
 }
 
+/// Nothing to upload ahead of a launch: a launch runs the executable graph's work where it is.
+fn upload(exec: Handle, stream: Handle) -> CUresult {
+    guard(|| {
+        let d = ready(Some(stream))?;
+        d.execs.get(exec).map(drop)
+    })
+}
+
 exports! {
     cuGraphLaunch(exec: Handle, stream: Handle) | cuGraphLaunch_ptsz => launch(exec, stream);
+    cuGraphUpload(exec: Handle, stream: Handle) | cuGraphUpload_ptsz => upload(exec, stream);
 }

@@ -132,8 +132,10 @@ static PROCS: LazyLock<Vec<Proc>> = LazyLock::new(|| {
         "cuGraphInstantiate": 11000 => cuGraphInstantiate_v2;
         "cuGraphInstantiateWithFlags": 11040 => cuGraphInstantiateWithFlags;
         "cuGraphExecKernelNodeSetParams": 10010 => cuGraphExecKernelNodeSetParams, 12000 => cuGraphExecKernelNodeSetParams_v2;
+        "cuGraphExecMemcpyNodeSetParams": 10020 => cuGraphExecMemcpyNodeSetParams;
         "cuGraphExecDestroy": 10000 => cuGraphExecDestroy;
         "cuGraphLaunch": 10000 => cuGraphLaunch; per thread 10000 => cuGraphLaunch_ptsz;
+        "cuGraphUpload": 11010 => cuGraphUpload; per thread 11010 => cuGraphUpload_ptsz;
         "cuMemHostAlloc": 2020 => cuMemHostAlloc;
         "cuMemHostRegister": 4000 => cuMemHostRegister_v2;
         "cuMemHostUnregister": 4000 => cuMemHostUnregister;

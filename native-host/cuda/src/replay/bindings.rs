@@ -164,6 +164,7 @@ impl CudaReplay {
         patch(&mut k.params, k.relocs.iter().copied(), regions);
         patch_maps(&mut k.params, &k.maps);
         self.pending_params.insert(op);
+        self.serving.invalidate();
         Ok(())
     }
 

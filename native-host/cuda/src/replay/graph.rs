@@ -9,7 +9,7 @@ use cudarc::driver::sys::{self, CUgraph, CUgraphNode};
 use shared::archive::OpId;
 use shared::plan::Dag;
 
-use super::step::{Args, Control, Fill, KernelStep, Step};
+use super::step::{linear_copy, Args, Control, Fill, KernelStep, Mem, Step};
 use super::{CudaError, CudaReplay};
 use crate::driver::call;
 
@@ -26,20 +26,39 @@ impl CudaReplay {
     pub(super) fn build_graph(&mut self) -> Result<(CUgraph, HashMap<OpId, CUgraphNode>, usize, usize), CudaError> {
         let mut graph = std::ptr::null_mut();
         call!(cuGraphCreate(&mut graph, 0))?;
-        let mut b =
-            GraphBuilder { me: self, kernel_nodes: HashMap::new(), kernel_slots: HashMap::new(), nodes: 0, edges: 0 };
-        let top = b.me.plan.dags[0].clone();
-        match b.add_scope(graph, &top) {
-            Ok(_) => {
-                let GraphBuilder { kernel_nodes, nodes, edges, .. } = b;
-                Ok((graph, kernel_nodes, nodes, edges))
-            }
+        match self.build_into(graph, &[]) {
+            Ok(b) => Ok((graph, b.kernel_nodes, b.nodes, b.edges)),
             Err(e) => {
                 call!(cuGraphDestroy(graph)).ok();
                 Err(e)
             }
         }
     }
+
+    /// Adds the archive's ops to `graph`, the top level's first ops after the nodes `entry`
+    /// (the serving path's copies in, serve.rs).
+    pub(super) fn build_into(&mut self, graph: CUgraph, entry: &[CUgraphNode]) -> Result<Built, CudaError> {
+        let mut b =
+            GraphBuilder { me: self, kernel_nodes: HashMap::new(), kernel_slots: HashMap::new(), nodes: 0, edges: 0 };
+        let top = b.me.plan.dags[0].clone();
+        let exits = b.add_scope(graph, &top, entry)?;
+        // The top level's last nodes: those no other placed op of it follows.
+        let followed: std::collections::HashSet<OpId> =
+            top.nodes.iter().filter(|o| exits.contains_key(o)).flat_map(|&o| top.preds(o)).collect();
+        let sinks = top.nodes.iter().filter(|o| !followed.contains(o)).filter_map(|o| exits.get(o).copied()).collect();
+        let GraphBuilder { kernel_nodes, nodes, edges, .. } = b;
+        Ok(Built { kernel_nodes, sinks, nodes, edges })
+    }
+}
+
+/// The archive's ops added to a graph.
+pub(super) struct Built {
+    /// The node of every launch.
+    pub(super) kernel_nodes: HashMap<OpId, CUgraphNode>,
+    /// The top level's last nodes, after which everything the archive does is done.
+    pub(super) sinks: Vec<CUgraphNode>,
+    pub(super) nodes: usize,
+    pub(super) edges: usize,
 }
 
 /// Adds one DAG (the top level or a body) to a CUDA graph.
@@ -53,16 +72,25 @@ struct GraphBuilder<'r> {
 }
 
 impl GraphBuilder<'_> {
-    /// Adds `dag`'s ops to `graph`; returns each placed op's exit node.
-    fn add_scope(&mut self, graph: CUgraph, dag: &Dag) -> Result<HashMap<OpId, CUgraphNode>, CudaError> {
+    /// Adds `dag`'s ops to `graph`, those that follow none of them after `entry`; returns each
+    /// placed op's exit node.
+    fn add_scope(
+        &mut self,
+        graph: CUgraph,
+        dag: &Dag,
+        entry: &[CUgraphNode],
+    ) -> Result<HashMap<OpId, CUgraphNode>, CudaError> {
         let mut exits: HashMap<OpId, CUgraphNode> = HashMap::new();
         let mut last: Option<CUgraphNode> = None;
         for &op in &dag.nodes {
-            let deps: Vec<CUgraphNode> = if self.me.options.serial {
+            let mut deps: Vec<CUgraphNode> = if self.me.options.serial {
                 last.into_iter().collect()
             } else {
                 dag.preds(op).filter_map(|p| exits.get(&p).copied()).collect()
             };
+            if deps.is_empty() {
+                deps = entry.to_vec();
+            }
             let Some(exit) = self.add_op(graph, op, &deps).map_err(|e| match e {
                 CudaError::Driver(error) => self.me.op_error(op, error),
                 other => other,
@@ -176,33 +204,7 @@ impl GraphBuilder<'_> {
                 node
             }
             Step::Copy { src, dst, len, .. } => {
-                let p = sys::CUDA_MEMCPY3D {
-                    srcXInBytes: 0,
-                    srcY: 0,
-                    srcZ: 0,
-                    srcLOD: 0,
-                    srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-                    srcHost: std::ptr::null(),
-                    srcDevice: src,
-                    srcArray: std::ptr::null_mut(),
-                    reserved0: std::ptr::null_mut(),
-                    srcPitch: 0,
-                    srcHeight: 0,
-                    dstXInBytes: 0,
-                    dstY: 0,
-                    dstZ: 0,
-                    dstLOD: 0,
-                    dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-                    dstHost: std::ptr::null_mut(),
-                    dstDevice: dst,
-                    dstArray: std::ptr::null_mut(),
-                    reserved1: std::ptr::null_mut(),
-                    dstPitch: 0,
-                    dstHeight: 0,
-                    WidthInBytes: len as usize,
-                    Height: 1,
-                    Depth: 1,
-                };
+                let p = linear_copy(Mem::Device(src), Mem::Device(dst), len);
                 let mut node = std::ptr::null_mut();
                 call!(cuGraphAddMemcpyNode(&mut node, graph, deps.as_ptr(), deps.len(), &p, ctx))?;
                 self.count(deps);
@@ -262,7 +264,7 @@ impl GraphBuilder<'_> {
                 // SAFETY: the driver filled `phGraph_out` with the node's one body graph.
                 let body_graph = unsafe { *params.__bindgen_anon_1.conditional.phGraph_out };
                 let body_dag = self.me.plan.body(op).cloned().expect("every while/if has a body DAG");
-                let body_exits = self.add_scope(body_graph, &body_dag)?;
+                let body_exits = self.add_scope(body_graph, &body_dag, &[])?;
                 if kind == Control::While {
                     // The next iteration's condition: after every body op that writes the word.
                     let writers: Vec<CUgraphNode> = if self.me.options.serial {

@@ -178,6 +178,52 @@ pub(super) enum Step {
     Skip,
 }
 
+/// One end of a linear copy: device memory, or page-locked host memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mem {
+    Device(CUdeviceptr),
+    Host(*mut c_void),
+}
+
+/// A copy of `len` bytes from `src` to `dst`, as memcpy nodes take it.
+pub(super) fn linear_copy(src: Mem, dst: Mem, len: u64) -> sys::CUDA_MEMCPY3D {
+    let (src_type, src_device, src_host) = match src {
+        Mem::Device(p) => (sys::CUmemorytype::CU_MEMORYTYPE_DEVICE, p, std::ptr::null()),
+        Mem::Host(p) => (sys::CUmemorytype::CU_MEMORYTYPE_HOST, 0, p as *const c_void),
+    };
+    let (dst_type, dst_device, dst_host) = match dst {
+        Mem::Device(p) => (sys::CUmemorytype::CU_MEMORYTYPE_DEVICE, p, std::ptr::null_mut()),
+        Mem::Host(p) => (sys::CUmemorytype::CU_MEMORYTYPE_HOST, 0, p),
+    };
+    sys::CUDA_MEMCPY3D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcZ: 0,
+        srcLOD: 0,
+        srcMemoryType: src_type,
+        srcHost: src_host,
+        srcDevice: src_device,
+        srcArray: std::ptr::null_mut(),
+        reserved0: std::ptr::null_mut(),
+        srcPitch: 0,
+        srcHeight: 0,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstZ: 0,
+        dstLOD: 0,
+        dstMemoryType: dst_type,
+        dstHost: dst_host,
+        dstDevice: dst_device,
+        dstArray: std::ptr::null_mut(),
+        reserved1: std::ptr::null_mut(),
+        dstPitch: 0,
+        dstHeight: 0,
+        WidthInBytes: len as usize,
+        Height: 1,
+        Depth: 1,
+    }
+}
+
 pub(super) fn patch(bytes: &mut [u8], relocs: impl Iterator<Item = Reloc>, regions: &[RegionAlloc]) {
     for r in relocs {
         let addr = regions[r.target as usize].addr + r.target_offset;
