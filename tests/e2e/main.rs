@@ -15,6 +15,7 @@ mod cpu;
 mod cpudriver;
 mod cpudriver_numba;
 mod cpudriver_run;
+mod cpudriver_tinygrad;
 mod debugging;
 mod devices;
 mod gpu;
