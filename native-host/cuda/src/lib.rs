@@ -15,8 +15,9 @@
 //! Layers, lowest first:
 //! - [`driver`]: the driver library loaded at run time (the binary starts without CUDA), checked
 //!   raw calls, the device and its primary context, and recovery after a kernel fault;
-//! - [`kernels`]: the PTX recap generates; [`pdl`]: the rewrite that lets an archive's kernels
-//!   follow each other through programmatic edges (`ReplayOptions::pdl`);
+//! - [`kernels`]: the PTX recap generates; [`library`]: library ops as launches of recap's
+//!   library kernels (CUDA C, `kernels/library.cu`); [`pdl`]: the rewrite that lets an archive's
+//!   kernels follow each other through programmatic edges (`ReplayOptions::pdl`);
 //! - `placed`: regions at their captured device addresses (virtual memory management);
 //! - [`replay`]: [`CudaReplay`], the safe API the CLI, the host's sessions and the capture API use.
 //!
@@ -38,6 +39,7 @@ pub mod driver;
 pub mod eager;
 mod error;
 pub mod kernels;
+pub mod library;
 mod launch_attrs;
 mod module_vars;
 pub mod nvrtc;
@@ -52,6 +54,5 @@ pub use cudarc::driver::sys;
 pub use driver::{driver, Device, DriverError, DriverInfo, OpenError};
 pub use eager::{EagerModule, LaunchError};
 pub use replay::{
-    locate_fault, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions, ServeCall,
-    Sink, Source, UnknownMode,
+    locate_fault, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions, UnknownMode,
 };

@@ -117,7 +117,7 @@ impl CudaReplay {
             reloaded_modules: 0,
             host_limit_hits: HashMap::new(),
             launches: archive.ops().filter(|op| matches!(op, Op::Launch(_))).count() as u64,
-            serving: Default::default(),
+            library: Default::default(),
         };
         let result = me.load_inner(archive);
         match result {
@@ -501,13 +501,7 @@ impl CudaReplay {
                     }
                 }
                 Op::Copy(_) | Op::Memset(_) | Op::Marker(_) => Step::Skip,
-                Op::Library(l) => {
-                    return Err(CudaError::Invalid(format!(
-                        "op {id}: library op {} has no CUDA implementation in this build; replay the archive on \
-                         the CPU (--device cpu)",
-                        l.name()
-                    )))
-                }
+                Op::Library(l) => self.library_step(id, &l, slot, library)?,
             };
             self.steps.push(step);
         }
@@ -601,7 +595,7 @@ impl CudaReplay {
 /// Stands in for recap's own kernels until they are loaded.
 const NO_FUNC: Func = Func { function: std::ptr::null_mut(), kernel: std::ptr::null_mut() };
 
-fn get_function(code: Code, name: &str) -> Result<Func, CudaError> {
+pub(super) fn get_function(code: Code, name: &str) -> Result<Func, CudaError> {
     let c = std::ffi::CString::new(name).expect("static names");
     code.get(&c).map_err(|error| CudaError::Kernel { module: "recap".into(), kernel: name.into(), error })
 }
@@ -625,7 +619,6 @@ impl Drop for CudaReplay {
             if self.slots[0].device.bind().is_err() {
                 return;
             }
-            self.serving.release();
             if let Some(g) = self.graph.take() {
                 sys::cuGraphExecDestroy(g.exec);
                 sys::cuGraphDestroy(g.graph);
@@ -647,6 +640,9 @@ impl Drop for CudaReplay {
                 }
                 if s.control != 0 {
                     sys::cuMemFree_v2(s.control);
+                }
+                if let Some(slot) = self.slots.iter().position(|t| std::ptr::eq(t, s)) {
+                    self.library.release(slot);
                 }
                 if !s.handoff.is_null() {
                     sys::cuEventDestroy_v2(s.handoff);
