@@ -54,5 +54,6 @@ pub use cudarc::driver::sys;
 pub use driver::{driver, Device, DriverError, DriverInfo, OpenError};
 pub use eager::{EagerModule, LaunchError};
 pub use replay::{
-    locate_fault, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions, UnknownMode,
+    locate_fault, CudaError, CudaReplay, LoadTimes, LoopLimit, Mode, OpHook, OpTime, Pdl, ReplayOptions, ServeCall,
+    Sink, Source, UnknownMode,
 };

@@ -118,6 +118,7 @@ impl CudaReplay {
             host_limit_hits: HashMap::new(),
             launches: archive.ops().filter(|op| matches!(op, Op::Launch(_))).count() as u64,
             library: Default::default(),
+            serving: Default::default(),
         };
         let result = me.load_inner(archive);
         match result {
@@ -619,6 +620,7 @@ impl Drop for CudaReplay {
             if self.slots[0].device.bind().is_err() {
                 return;
             }
+            self.serving.release();
             if let Some(g) = self.graph.take() {
                 sys::cuGraphExecDestroy(g.exec);
                 sys::cuGraphDestroy(g.graph);

@@ -14,7 +14,8 @@
 //! (modules, regions, steps, the instantiated graph, and dropping them), `step` (one op resolved
 //! for this replay), `graph` (graph mode's build), `stream` (running a replay, stream mode's
 //! submission), `bindings` (regions and launch parameters from outside), `fault` (faults and
-//! the op that caused one) and `trigger` (which kernels trigger their dependents early).
+//! the op that caused one), `trigger` (which kernels trigger their dependents early) and `serve`
+//! (the serving path: copies in and out around the archive in one graph, updated per call).
 
 mod bindings;
 mod fault;
@@ -22,6 +23,7 @@ mod graph;
 mod library;
 mod load;
 mod options;
+mod serve;
 mod step;
 mod stream;
 mod trigger;
@@ -39,9 +41,11 @@ use shared::replay::{IterationStats, Ran, ReplayObserver};
 pub use self::bindings::SET_PARAMS_LIMIT;
 pub use self::fault::{locate_fault, probe_ops};
 pub use self::options::{Mode, Pdl, ReplayOptions, UnknownMode};
+pub use self::serve::{ServeCall, Sink, Source};
 pub use crate::error::CudaError;
 
 use self::graph::GraphState;
+use self::serve::Serving;
 use self::step::{Control, RegionAlloc, Step};
 use crate::driver::{call, Code, Device, DriverError, Func};
 use crate::placed::Reservation;
@@ -120,6 +124,8 @@ pub struct CudaReplay {
     launches: u64,
     /// recap's library kernels and their scratch, where the archive has library ops (library.rs).
     library: library::LibraryKernels,
+    /// The serving path's graphs and buffers (serve.rs).
+    serving: Serving,
 }
 
 /// One GPU of a replay, with what the logical devices placed on it share.
