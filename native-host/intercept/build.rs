@@ -63,6 +63,54 @@ fn main() {
     }
     names.push_str("];\n");
     std::fs::write(Path::new(&out).join("names.rs"), names).unwrap();
+    std::fs::write(Path::new(&out).join("nvjitlink_exports.rs"), nvjitlink_exports()).unwrap();
+}
+
+/// nvJitLink's entry points, each exported under its plain name and every versioned name a
+/// header from 12.0 to 13.9 calls it by (`__nvJitLinkCreate_12_0`), each calling the one
+/// recording function of `src/nvjitlink.rs` with what it stands for and its version suffix.
+fn nvjitlink_exports() -> String {
+    const VERSIONED: [(&str, &str); 15] = [
+        ("Create", "Create"),
+        ("Destroy", "Destroy"),
+        ("AddData", "AddData"),
+        ("AddFile", "AddFile"),
+        ("Complete", "Other"),
+        ("GetLinkedCubinSize", "Other"),
+        ("GetLinkedCubin", "GetLinkedCubin"),
+        ("GetLinkedPtxSize", "Other"),
+        ("GetLinkedPtx", "GetLinkedPtx"),
+        ("GetLinkedLTOIRSize", "Other"),
+        ("GetLinkedLTOIR", "Other"),
+        ("GetErrorLogSize", "Other"),
+        ("GetErrorLog", "Other"),
+        ("GetInfoLogSize", "Other"),
+        ("GetInfoLog", "Other"),
+    ];
+    let mut names = Vec::new();
+    for (base, call) in VERSIONED {
+        names.push((format!("nvJitLink{base}"), call, String::new()));
+        for major in [12, 13] {
+            for minor in 0..10 {
+                let version = format!("_{major}_{minor}");
+                names.push((format!("__nvJitLink{base}{version}"), call, version));
+            }
+        }
+    }
+    names.push(("nvJitLinkVersion".into(), "Other", String::new()));
+    let mut code = String::new();
+    for (name, call, version) in names {
+        writeln!(
+            code,
+            "#[no_mangle]\n#[allow(non_snake_case, clippy::missing_safety_doc)]\n\
+             pub unsafe extern \"C\" fn {name}(a: usize, b: usize, c: usize, d: usize, e: usize, f: usize) -> usize {{\n    \
+             static ENTRY: Entry = Entry::new(&REAL, c{name:?});\n    \
+             // SAFETY: nvJitLink's contract for this entry point, which the caller keeps.\n    \
+             unsafe {{ call(Call::{call}, {version:?}, &ENTRY, [a, b, c, d, e, f]) }}\n}}"
+        )
+        .unwrap();
+    }
+    code
 }
 
 /// The names `hook!` defines in `src/hooks.rs`: every `cu...` between `[` and `]` of a `hook!`

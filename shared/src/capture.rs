@@ -36,6 +36,9 @@ pub mod env {
     /// Where the audit library links the NVRTC the program opens, for the interposer to forward
     /// to (the interposer's `nvrtc.rs`).
     pub const REAL_NVRTC: &str = "RECAP_REAL_LIBNVRTC";
+    /// Where the audit library links the nvJitLink the program opens, for the interposer to
+    /// forward to (the interposer's `nvjitlink.rs`).
+    pub const REAL_NVJITLINK: &str = "RECAP_REAL_LIBNVJITLINK";
     /// The folder where the audit library, loaded into every `ptxas` the program runs, keeps each
     /// compile's input PTX by the hash of the cubin it made (the interposer's `ptxas.rs`).
     pub const PTXAS_DIR: &str = "RECAP_PTXAS_DIR";
@@ -68,6 +71,8 @@ pub struct Request {
     pub interposer: Option<PathBuf>,
     /// The NVRTC the program opens, where the audit library linked it for the interposer.
     pub real_nvrtc: Option<PathBuf>,
+    /// The nvJitLink the program opens, where the audit library linked it for the interposer.
+    pub real_nvjitlink: Option<PathBuf>,
     /// Where the audit library keeps the PTX of every `ptxas` run the program starts.
     pub ptxas_dir: Option<PathBuf>,
 }
@@ -85,6 +90,7 @@ impl Request {
             driver: None,
             interposer: None,
             real_nvrtc: None,
+            real_nvjitlink: None,
             ptxas_dir: None,
         }
     }
@@ -98,6 +104,7 @@ impl Request {
             (env::REAL_DRIVER, &self.driver),
             (env::INTERPOSER, &self.interposer),
             (env::REAL_NVRTC, &self.real_nvrtc),
+            (env::REAL_NVJITLINK, &self.real_nvjitlink),
             (env::PTXAS_DIR, &self.ptxas_dir),
         ];
         for (name, path) in paths {
@@ -140,6 +147,7 @@ impl Request {
             driver: var(env::REAL_DRIVER).map(PathBuf::from),
             interposer: var(env::INTERPOSER).map(PathBuf::from),
             real_nvrtc: var(env::REAL_NVRTC).map(PathBuf::from),
+            real_nvjitlink: var(env::REAL_NVJITLINK).map(PathBuf::from),
             ptxas_dir: var(env::PTXAS_DIR).map(PathBuf::from),
         };
         (request, bad)
@@ -427,6 +435,7 @@ mod tests {
             driver: Some(PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1")),
             interposer: Some(PathBuf::from("/opt/recap/librecap_intercept.so")),
             real_nvrtc: Some(PathBuf::from("/tmp/shim/real-nvrtc.so")),
+            real_nvjitlink: Some(PathBuf::from("/tmp/shim/real-nvjitlink.so")),
             ptxas_dir: Some(PathBuf::from("/tmp/shim/ptxas")),
         };
         let bare = Request::new(Range::Launches { skip: 10, count: 5 }, PathBuf::from("capture.recap"));

@@ -15,9 +15,11 @@
 //! which would then be loaded a second time, there. This one has no start-up work and depends on
 //! libc (and a hash) alone.
 //!
-//! NVRTC (`libnvrtc*.so.*`, which CuPy opens by absolute path) is sent to the interposer the same
-//! way, once the linker's search has found the file: that file is linked at `RECAP_REAL_LIBNVRTC`
-//! for the interposer to forward to (its `nvrtc.rs`).
+//! NVRTC (`libnvrtc*.so.*`, which CuPy opens by absolute path) and nvJitLink (`libnvJitLink*.so*`,
+//! which numba-cuda opens through cuda-pathfinder, and cuSPARSE links) are sent to the interposer
+//! the same way, once the linker's search has found the file: that file is linked at
+//! `RECAP_REAL_LIBNVRTC` or `RECAP_REAL_LIBNVJITLINK` for the interposer to forward to (its
+//! `nvrtc.rs`, `nvjitlink.rs`).
 //!
 //! `LD_AUDIT` passes to the program's children, so this library is also loaded into every `ptxas`
 //! the program runs (XLA and Triton compile PTX that way): there it keeps the input PTX by the
@@ -25,8 +27,9 @@
 //! (`ptxas.rs`).
 //!
 //! Environment (set by `recap capture`): `RECAP_INTERPOSER`, the interposer's path (nothing is
-//! redirected without it); `RECAP_REAL_LIBCUDA`, the real driver's path; `RECAP_REAL_LIBNVRTC`,
-//! where to link the NVRTC the program opens; `RECAP_PTXAS_DIR`, where `ptxas` runs keep their PTX.
+//! redirected without it); `RECAP_REAL_LIBCUDA`, the real driver's path; `RECAP_REAL_LIBNVRTC` and
+//! `RECAP_REAL_LIBNVJITLINK`, where to link the NVRTC and nvJitLink the program opens;
+//! `RECAP_PTXAS_DIR`, where `ptxas` runs keep their PTX.
 
 use std::ffi::{c_char, c_uint, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -117,29 +120,45 @@ pub unsafe extern "C" fn la_objopen(map: *mut libc::c_void, _lmid: libc::c_long,
     0
 }
 
-/// Whether a name is NVRTC's: `libnvrtc.so.13`, or a copy a wheel renamed
-/// (`libnvrtc-1a2b3c4d.so.12`), but not the `libnvrtc-builtins` that NVRTC itself loads.
-fn is_nvrtc(name: &Path) -> bool {
+/// A library the interposer stands in for besides the driver: its file name's start, a start
+/// that is not it, and the variable that says where to link the file the program asked for.
+struct StandIn {
+    prefix: &'static [u8],
+    not: Option<&'static [u8]>,
+    var: &'static str,
+}
+
+/// NVRTC (`libnvrtc.so.13`, or a copy a wheel renamed, `libnvrtc-1a2b3c4d.so.12`, but not the
+/// `libnvrtc-builtins` that NVRTC itself loads) and nvJitLink (`libnvJitLink.so.13`).
+const STAND_INS: [StandIn; 2] = [
+    StandIn { prefix: b"libnvrtc", not: Some(b"libnvrtc-builtins"), var: "RECAP_REAL_LIBNVRTC" },
+    StandIn { prefix: b"libnvJitLink", not: None, var: "RECAP_REAL_LIBNVJITLINK" },
+];
+
+/// The library the interposer stands in for that `name` is, if any.
+fn stand_in(name: &Path) -> Option<&'static StandIn> {
     let file = name.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default();
     let shared_object = file.ends_with(b".so") || file.windows(4).any(|w| w == b".so.");
-    file.starts_with(b"libnvrtc") && shared_object && !file.starts_with(b"libnvrtc-builtins")
+    STAND_INS
+        .iter()
+        .find(|s| shared_object && file.starts_with(s.prefix) && !s.not.is_some_and(|not| file.starts_with(not)))
 }
 
-/// Links `file` (the NVRTC the program asked for) where the interposer looks for it
-/// (`RECAP_REAL_LIBNVRTC`), unless an earlier load already did: the first NVRTC is the one
-/// forwarded to.
-fn link_nvrtc(file: &Path) -> bool {
-    let Some(link) = env("RECAP_REAL_LIBNVRTC") else { return false };
+/// Links `file` (the library the program asked for) at `link`, where the interposer looks for
+/// it, unless an earlier load linked it already: the first file is the one forwarded to, and
+/// another file of the same library (a second version in one process) is left to load as itself,
+/// since its calls cannot be forwarded to the first.
+fn link_real(file: &Path, link: &Path, interposer: &Path) -> bool {
     let Ok(real) = std::fs::canonicalize(file) else { return false };
-    if real == paths().map(|p| p.interposer_file.clone()).unwrap_or_default() {
+    if real == interposer {
         return false;
     }
-    std::os::unix::fs::symlink(&real, &link).is_ok() || link.exists()
+    std::os::unix::fs::symlink(&real, link).is_ok() || std::fs::canonicalize(link).is_ok_and(|linked| linked == real)
 }
 
-/// A name about to be looked up: a driver's becomes the interposer's path, and so does NVRTC's
-/// once the file it names is found (the name as asked when it is a path, else the candidate
-/// paths the linker tries), that file linked for the interposer to forward to.
+/// A name about to be looked up: a driver's becomes the interposer's path, and so do NVRTC's and
+/// nvJitLink's once the file it names is found (the name as asked when it is a path, else the
+/// candidate paths the linker tries), that file linked for the interposer to forward to.
 ///
 /// # Safety
 /// The dynamic linker's arguments: `name` a NUL-terminated name, `cookie` the searching object's
@@ -154,8 +173,14 @@ pub unsafe extern "C" fn la_objsearch(name: *const c_char, cookie: *mut usize, f
     // SAFETY: checked non-NULL; the dynamic linker passes a NUL-terminated name.
     let name_text = unsafe { CStr::from_ptr(name) };
     let asked = PathBuf::from(String::from_utf8_lossy(name_text.to_bytes()).into_owned());
-    if is_nvrtc(&asked) && asked.components().count() > 1 && asked.is_file() && link_nvrtc(&asked) {
-        return paths.interposer.as_ptr();
+    if let Some(library) = stand_in(&asked) {
+        let link = env(library.var);
+        if asked.components().count() > 1
+            && asked.is_file()
+            && link.is_some_and(|link| link_real(&asked, &link, &paths.interposer_file))
+        {
+            return paths.interposer.as_ptr();
+        }
     }
     if flag != LA_SER_ORIG {
         return name;
@@ -164,5 +189,42 @@ pub unsafe extern "C" fn la_objsearch(name: *const c_char, cookie: *mut usize, f
         paths.interposer.as_ptr()
     } else {
         name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvrtc_and_nvjitlink_are_known_by_their_file_names_and_nothing_else() {
+        let var = |name: &str| stand_in(Path::new(name)).map(|s| s.var);
+        assert_eq!(var("/usr/local/cuda/lib64/libnvrtc.so.13"), Some("RECAP_REAL_LIBNVRTC"));
+        assert_eq!(var("libnvrtc-1a2b3c4d.so.12"), Some("RECAP_REAL_LIBNVRTC"));
+        assert_eq!(var("/site-packages/nvidia/cu13/lib/libnvJitLink.so.13"), Some("RECAP_REAL_LIBNVJITLINK"));
+        assert_eq!(var("libnvJitLink.so"), Some("RECAP_REAL_LIBNVJITLINK"));
+        for other in ["libnvrtc-builtins.so.13.0", "libnvJitLink.h", "libnvJitLink_static.a", "libcudart.so.13"] {
+            assert_eq!(var(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn the_first_file_of_a_library_is_linked_and_a_second_one_is_left_alone() {
+        let dir = std::env::temp_dir().join(format!("recap-audit-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (first, second, interposer) = (dir.join("a.so.13"), dir.join("b.so.12"), dir.join("librecap.so"));
+        for f in [&first, &second, &interposer] {
+            std::fs::write(f, b"\x7fELF").unwrap();
+        }
+        let link = dir.join("real-nvjitlink.so");
+        assert!(link_real(&first, &link, &interposer));
+        // Asked again (the same file by another path, as a later search finds it): still it.
+        assert!(link_real(&dir.join("./a.so.13"), &link, &interposer));
+        assert!(!link_real(&second, &link, &interposer));
+        assert_eq!(std::fs::canonicalize(&link).unwrap(), std::fs::canonicalize(&first).unwrap());
+        // The interposer itself is never the real library.
+        assert!(!link_real(&interposer, &dir.join("other-link.so"), &interposer));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

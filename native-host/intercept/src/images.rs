@@ -22,7 +22,7 @@ use shared::fatbin::{self, EntryKind, ImageKind};
 use shared::ptx::signature;
 
 use crate::record::Layout;
-use crate::sys::{CU_JIT_INPUT_FATBINARY, CU_JIT_INPUT_PTX};
+use crate::sys::{CU_JIT_INPUT_CUBIN, CU_JIT_INPUT_FATBINARY, CU_JIT_INPUT_PTX};
 
 /// What a bare cubin's kernels say when none of the places a cubin's PTX is looked for had it.
 pub const NO_PTX: &str = "none: a cubin, and no PTX found beside it, from NVRTC or from ptxas";
@@ -93,7 +93,7 @@ pub struct ModuleImage {
     pub via: String,
     pub kind: ImageKind,
     source: ImageSource,
-    link_inputs: Vec<(u32, Vec<u8>)>,
+    link_inputs: LinkInputs,
     parsed: Option<Result<Parsed, ImageError>>,
     /// The SM version of the GPU it was loaded for (0 where no context said): which of a fat
     /// binary's PTX entries stands for the code that ran (`fatbin::ptx_for_gpu`).
@@ -155,7 +155,7 @@ impl ModuleImage {
     }
 
     /// The cubin the driver's linker made from `inputs`.
-    pub fn linked(via: &str, cubin: Vec<u8>, inputs: Vec<(u32, Vec<u8>)>) -> ModuleImage {
+    pub fn linked(via: &str, cubin: Vec<u8>, inputs: LinkInputs) -> ModuleImage {
         ModuleImage {
             via: format!("{via} (linked)"),
             kind: ImageKind::Cubin,
@@ -194,7 +194,8 @@ impl ModuleImage {
                 Ok(Parsed { ptx: Some(text.to_string()), ptx_from: "loaded as PTX".into(), cubins: Vec::new() })
             }
             ImageKind::Cubin => {
-                let (ptx, ptx_from) = match self.linked_ptx() {
+                let linked = self.linked_ptx().or_else(|| crate::nvjitlink::ptx_for_cubin(bytes, self.gpu_sm));
+                let (ptx, ptx_from) = match linked {
                     Some(found) => found,
                     None => match crate::ptx_sources::producer_ptx(bytes) {
                         Some((text, path)) => (Some(text), format!("{}", path.display())),
@@ -233,39 +234,12 @@ impl ModuleImage {
         }
     }
 
-    /// The PTX a linked cubin was made from, when the link had exactly one PTX input (a PTX
-    /// entry of a fat binary input counts); what else the link joined is named beside it.
+    /// The PTX a cubin the driver's linker made was made from ([`link_ptx`]).
     fn linked_ptx(&self) -> Option<(Option<String>, String)> {
         if self.link_inputs.is_empty() {
             return None;
         }
-        let mut texts = Vec::new();
-        let mut others = Vec::new();
-        for (kind, bytes) in &self.link_inputs {
-            match *kind {
-                CU_JIT_INPUT_PTX => {
-                    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-                    texts.push(String::from_utf8_lossy(&bytes[..end]).into_owned());
-                }
-                CU_JIT_INPUT_FATBINARY => {
-                    let ptx = fatbin::parse(bytes).ok().and_then(|entries| {
-                        fatbin::ptx_for_gpu(&entries, self.gpu_sm).ok().and_then(|e| e.ptx().map(str::to_string))
-                    });
-                    match ptx {
-                        Some(text) => texts.push(text),
-                        None => others.push(input_kind(*kind)),
-                    }
-                }
-                other => others.push(input_kind(other)),
-            }
-        }
-        let beside =
-            if others.is_empty() { String::new() } else { format!(" (also linked, not kept: {})", others.join(", ")) };
-        Some(match texts.len() {
-            1 => (texts.pop(), format!("the link's PTX input{beside}")),
-            0 => (None, format!("none: the link had no PTX input{beside}")),
-            n => (None, format!("none: the link joined {n} PTX inputs, which one module cannot hold{beside}")),
-        })
+        Some(link_ptx(&self.link_inputs, self.gpu_sm, "the link's PTX input", "the link"))
     }
 
     /// The layout of kernel `name` from the module's PTX `.entry`, when there is PTX.
@@ -279,19 +253,86 @@ impl ModuleImage {
     }
 }
 
-/// A link's inputs: `(CUjitInputType, bytes)`.
-pub type LinkInputs = Vec<(u32, Vec<u8>)>;
+/// What a link input is, whichever linker took it (the driver's `CUjitInputType` or
+/// nvJitLink's `nvJitLinkInputType`, which number the same kinds differently).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    Cubin,
+    Ptx,
+    Fatbin,
+    Object,
+    Library,
+    /// Link-time-optimisation IR (the driver's `CU_JIT_INPUT_NVVM`, nvJitLink's `LTOIR`).
+    LtoIr,
+    /// An nvJitLink index file.
+    Index,
+    /// A number neither linker documents.
+    Other(u32),
+}
 
-/// A link input's kind (`CUjitInputType`), for the report.
-fn input_kind(kind: u32) -> String {
-    match kind {
-        0 => "a cubin".into(),
-        1 => "PTX".into(),
-        2 => "a fat binary without PTX".into(),
-        3 => "an object".into(),
-        4 => "a library".into(),
-        5 => "NVVM IR".into(),
-        other => format!("an input of type {other}"),
+impl InputKind {
+    /// The driver linker's `CUjitInputType`.
+    pub fn of_driver(kind: u32) -> InputKind {
+        match kind {
+            CU_JIT_INPUT_CUBIN => InputKind::Cubin,
+            CU_JIT_INPUT_PTX => InputKind::Ptx,
+            CU_JIT_INPUT_FATBINARY => InputKind::Fatbin,
+            3 => InputKind::Object,
+            4 => InputKind::Library,
+            5 => InputKind::LtoIr,
+            other => InputKind::Other(other),
+        }
+    }
+
+    /// For the report.
+    fn describe(self) -> String {
+        match self {
+            InputKind::Cubin => "a cubin".into(),
+            InputKind::Ptx => "PTX".into(),
+            InputKind::Fatbin => "a fat binary without PTX".into(),
+            InputKind::Object => "an object".into(),
+            InputKind::Library => "a library".into(),
+            InputKind::LtoIr => "LTO-IR".into(),
+            InputKind::Index => "an index file".into(),
+            InputKind::Other(n) => format!("an input of type {n}"),
+        }
+    }
+}
+
+/// A link's inputs, in the order added.
+pub type LinkInputs = Vec<(InputKind, Vec<u8>)>;
+
+/// The PTX a linked cubin was made from when the link had exactly one PTX input (a fat binary
+/// input's PTX entry for the GPU counts, `fatbin::ptx_for_gpu`), and where it came from: `found`
+/// when there is one, else why not, naming `link`; what else the link joined is named beside it.
+/// One module holds one PTX text, so a link of several PTX inputs has none.
+pub fn link_ptx(inputs: &[(InputKind, Vec<u8>)], gpu_sm: u32, found: &str, link: &str) -> (Option<String>, String) {
+    let mut texts = Vec::new();
+    let mut others = Vec::new();
+    for (kind, bytes) in inputs {
+        match *kind {
+            InputKind::Ptx => {
+                let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+                texts.push(String::from_utf8_lossy(&bytes[..end]).into_owned());
+            }
+            InputKind::Fatbin => {
+                let ptx = fatbin::parse(bytes).ok().and_then(|entries| {
+                    fatbin::ptx_for_gpu(&entries, gpu_sm).ok().and_then(|e| e.ptx().map(str::to_string))
+                });
+                match ptx {
+                    Some(text) => texts.push(text),
+                    None => others.push(kind.describe()),
+                }
+            }
+            other => others.push(other.describe()),
+        }
+    }
+    let beside =
+        if others.is_empty() { String::new() } else { format!(" (also linked, not kept: {})", others.join(", ")) };
+    match texts.len() {
+        1 => (texts.pop(), format!("{found}{beside}")),
+        0 => (None, format!("none: {link} had no PTX input{beside}")),
+        n => (None, format!("none: {link} joined {n} PTX inputs, which one module cannot hold{beside}")),
     }
 }
 
@@ -327,9 +368,9 @@ impl LinkOutputs {
 }
 
 /// The PTX this process made for the cubin at `cubin` (`len` bytes) with NVRTC (its program
-/// compiled again now) or a `ptxas` child, NUL-terminated and kept for the life of the process;
-/// NULL when neither made it. For recap's CPU driver, which cannot run a GPU cubin and loads its
-/// PTX in its place.
+/// compiled again now), a `ptxas` child or nvJitLink, NUL-terminated and kept for the life of the
+/// process; NULL when none of them made it. For recap's CPU driver, which cannot run a GPU cubin
+/// and loads its PTX in its place.
 ///
 /// # Safety
 /// `cubin` points to `len` readable bytes.
@@ -344,7 +385,28 @@ pub unsafe extern "C" fn recap_cubin_ptx(cubin: *const u8, len: usize) -> *const
     if !ptx.is_null() {
         return ptx;
     }
-    crate::ptxas::ptx_c(bytes)
+    let ptx = crate::ptxas::ptx_c(bytes);
+    if !ptx.is_null() {
+        return ptx;
+    }
+    crate::nvjitlink::ptx_c(bytes)
+}
+
+/// PTX handed to recap's CPU driver, NUL-terminated and kept for the life of the process.
+static HANDED: std::sync::Mutex<Vec<std::ffi::CString>> = std::sync::Mutex::new(Vec::new());
+
+/// `text` NUL-terminated and kept for the life of the process (one copy of each text), for
+/// [`recap_cubin_ptx`]; NULL when it holds a NUL.
+pub fn keep_c(text: String) -> *const c_char {
+    let Ok(text) = std::ffi::CString::new(text) else { return std::ptr::null() };
+    let mut handed = HANDED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(same) = handed.iter().find(|t| **t == text) {
+        return same.as_ptr();
+    }
+    // The CString's heap buffer does not move when the vector grows.
+    let p = text.as_ptr();
+    handed.push(text);
+    p
 }
 
 /// A fat binary at `image`, whose readable memory is `bytes`: referenced where it lies inside a
@@ -391,16 +453,16 @@ mod tests {
     #[test]
     fn a_links_one_ptx_input_is_kept_and_what_else_it_joined_is_named() {
         let cubin = b"\x7fELF a linked cubin".to_vec();
-        let mut one = ModuleImage::linked("cuModuleLoadData", cubin.clone(), vec![(CU_JIT_INPUT_PTX, PTX.to_vec())]);
+        let mut one = ModuleImage::linked("cuModuleLoadData", cubin.clone(), vec![(InputKind::Ptx, PTX.to_vec())]);
         let parsed = one.prepare().unwrap();
         assert_eq!(
             (parsed.ptx.as_deref().map(str::len), parsed.ptx_from.as_str()),
             (Some(PTX.len() - 1), "the link's PTX input")
         );
-        let with_library = vec![(CU_JIT_INPUT_PTX, PTX.to_vec()), (4, b"!<arch>\n".to_vec())];
+        let with_library = vec![(InputKind::Ptx, PTX.to_vec()), (InputKind::of_driver(4), b"!<arch>\n".to_vec())];
         let mut two = ModuleImage::linked("cuModuleLoadData", cubin.clone(), with_library);
         assert_eq!(two.prepare().unwrap().ptx_from, "the link's PTX input (also linked, not kept: a library)");
-        let both = vec![(CU_JIT_INPUT_PTX, PTX.to_vec()), (CU_JIT_INPUT_PTX, PTX.to_vec())];
+        let both = vec![(InputKind::Ptx, PTX.to_vec()), (InputKind::Ptx, PTX.to_vec())];
         let mut three = ModuleImage::linked("cuModuleLoadData", cubin, both);
         let parsed = three.prepare().unwrap();
         assert_eq!(parsed.ptx, None);
@@ -411,7 +473,7 @@ mod tests {
     fn a_loaded_image_is_a_links_output_only_when_it_holds_all_the_bytes_the_linker_handed_out() {
         let mut outputs = LinkOutputs::default();
         let made = b"\x7fELF the linker's output, then more of it".to_vec();
-        outputs.add(made.clone(), vec![(CU_JIT_INPUT_PTX, PTX.to_vec())]);
+        outputs.add(made.clone(), vec![(InputKind::Ptx, PTX.to_vec())]);
         // A copy elsewhere is the same image.
         let copy = made.clone();
         // SAFETY: `copy` is live and readable for its length.

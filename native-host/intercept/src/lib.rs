@@ -38,7 +38,8 @@
 //! - `RECAP_CAPTURE_PLACE`: `1` makes replays place regions at their captured addresses
 //!   (`placement.rs`);
 //! - `RECAP_INTERPOSER`: set when `LD_AUDIT` sends loads by path here too (`native-host/audit`);
-//! - `RECAP_REAL_LIBNVRTC`: the NVRTC the audit library linked for [`nvrtc`].
+//! - `RECAP_REAL_LIBNVRTC`: the NVRTC the audit library linked for [`nvrtc`];
+//! - `RECAP_REAL_LIBNVJITLINK`: the nvJitLink the audit library linked for [`nvjitlink`].
 //!
 //! A program that loads this library itself (the Python package's `recap.capture`, in process)
 //! drives the range through the exported control API instead ([`control`]).
@@ -56,6 +57,7 @@ mod archive;
 pub mod control;
 pub mod declared;
 mod ending;
+mod forward;
 pub mod graphs;
 #[macro_use]
 pub mod hooks;
@@ -63,6 +65,7 @@ mod globals;
 mod graph_hooks;
 mod images;
 pub mod launch_attrs;
+pub mod nvjitlink;
 pub mod nvrtc;
 pub mod nvtx;
 mod placement;

@@ -11,8 +11,7 @@
 //! cuda-pathfinder), like the driver. The audit library (`native-host/audit`) answers NVRTC's
 //! name (`libnvrtc*.so*`) with this library's path, after linking the file the program asked for
 //! at `RECAP_REAL_LIBNVRTC` (a path in `recap capture`'s folder); this library exports every NVRTC
-//! entry point, and forwards each to that file, loaded on first use with `RTLD_DEEPBIND` (its own
-//! calls to its exports must not come back here). Four entry points are also recorded:
+//! entry point, and forwards each to that file, loaded on first use (`forward.rs`). Four entry points are also recorded:
 //! `nvrtcCreateProgram` (source, name, headers), `nvrtcAddNameExpression`, `nvrtcCompileProgram`
 //! (options) and `nvrtcGetCUBIN` (the cubin handed out, which is what the program loads).
 //!
@@ -20,9 +19,10 @@
 //! the range's timing is the program's own; the report says what it cost.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
+
+use crate::forward::{Entry, Forward, Real};
 
 type NvrtcResult = c_int;
 const NVRTC_SUCCESS: NvrtcResult = 0;
@@ -70,64 +70,9 @@ fn book() -> std::sync::MutexGuard<'static, Book> {
     BOOK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The real NVRTC's handle, loaded on first use (0 when it cannot be).
-fn real_handle() -> usize {
-    static HANDLE: OnceLock<usize> = OnceLock::new();
-    *HANDLE.get_or_init(|| {
-        let Some(path) = &crate::request::get().real_nvrtc else {
-            let var = shared::capture::env::REAL_NVRTC;
-            eprintln!("recap capture: NVRTC was asked for, but {var} is not set");
-            return 0;
-        };
-        let Ok(c) = CString::new(path.as_os_str().as_encoded_bytes()) else { return 0 };
-        // SAFETY: a NUL-terminated path; the handle is kept for the life of the process.
-        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_DEEPBIND) };
-        if handle.is_null() {
-            eprintln!("recap capture: cannot load NVRTC from {}", path.display());
-        }
-        handle as usize
-    })
-}
-
-/// One NVRTC entry point of the real library, resolved on first use.
-struct Entry {
-    name: &'static CStr,
-    ptr: AtomicUsize,
-}
-
-impl Entry {
-    const fn new(name: &'static CStr) -> Entry {
-        Entry { name, ptr: AtomicUsize::new(0) }
-    }
-
-    /// The real entry point, or `missing` when the library or the symbol is not there.
-    fn get(&self, missing: usize) -> usize {
-        let p = self.ptr.load(Ordering::Relaxed);
-        if p != 0 {
-            return p;
-        }
-        let handle = real_handle();
-        // SAFETY: a handle from dlopen and a NUL-terminated name.
-        let p =
-            if handle == 0 { 0 } else { unsafe { libc::dlsym(handle as *mut c_void, self.name.as_ptr()) as usize } };
-        let p = if p == 0 { missing } else { p };
-        self.ptr.store(p, Ordering::Relaxed);
-        p
-    }
-
-    /// The real entry point as a [`Forward`], or `missing`.
-    fn forward(&self, missing: Forward) -> Forward {
-        let p = self.get(missing as *const () as usize);
-        // SAFETY: `p` is `missing` or an exported function of NVRTC, whose every entry point
-        // takes its arguments in the six integer registers a `Forward` passes on.
-        unsafe { std::mem::transmute::<usize, Forward>(p) }
-    }
-}
-
-/// Six integer registers in, one out: every NVRTC entry point takes at most six pointer or
-/// integer arguments and returns an integer or a pointer, so this one shape forwards all of them
-/// with their registers untouched.
-type Forward = unsafe extern "C" fn(usize, usize, usize, usize, usize, usize) -> usize;
+/// The real NVRTC, where the audit library linked the file the program opened.
+static REAL: Real =
+    Real::new("NVRTC", shared::capture::env::REAL_NVRTC, || crate::request::get().real_nvrtc.as_deref());
 
 unsafe extern "C" fn no_nvrtc(_: usize, _: usize, _: usize, _: usize, _: usize, _: usize) -> usize {
     NVRTC_ERROR_INTERNAL_ERROR as usize
@@ -144,6 +89,7 @@ macro_rules! forwarded {
         #[allow(non_snake_case, clippy::missing_safety_doc)]
         pub unsafe extern "C" fn $name(a: usize, b: usize, c: usize, d: usize, e: usize, f: usize) -> usize {
             static ENTRY: Entry = Entry::new(
+                &REAL,
                 // SAFETY: the literal ends in its NUL.
                 unsafe { CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) },
             );
@@ -188,7 +134,7 @@ forwarded!(
 /// The real entry point `name` as a [`Forward`].
 macro_rules! real {
     ($name:literal) => {{
-        static ENTRY: Entry = Entry::new($name);
+        static ENTRY: Entry = Entry::new(&REAL, $name);
         ENTRY.forward(no_nvrtc)
     }};
 }

@@ -7,9 +7,8 @@
 //! left no cubin): `native-host/audit/src/ptxas.rs`. A loaded cubin's bytes hashed the same way find
 //! its PTX, as the Triton caches are matched by the cubin's bytes (`ptx_sources.rs`).
 
-use std::ffi::{c_char, CString};
+use std::ffi::c_char;
 use std::path::Path;
-use std::sync::Mutex;
 
 /// What `ptxas` left for a cubin.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,22 +61,11 @@ fn notes_in(dir: &Path) -> Vec<String> {
     notes
 }
 
-/// PTX handed to recap's CPU driver, NUL-terminated and kept for the life of the process.
-static HANDED: Mutex<Vec<CString>> = Mutex::new(Vec::new());
-
 /// The PTX `ptxas` compiled `cubin` from, NUL-terminated and kept for the life of the process;
 /// NULL when no `ptxas` run of this capture made it.
 pub fn ptx_c(cubin: &[u8]) -> *const c_char {
     let Some(Kept::Ptx { text, .. }) = kept(cubin) else { return std::ptr::null() };
-    let Ok(text) = CString::new(text) else { return std::ptr::null() };
-    let mut handed = HANDED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(same) = handed.iter().find(|t| **t == text) {
-        return same.as_ptr();
-    }
-    // The CString's heap buffer does not move when the vector grows.
-    let p = text.as_ptr();
-    handed.push(text);
-    p
+    crate::images::keep_c(text)
 }
 
 #[cfg(test)]

@@ -611,7 +611,7 @@ impl State {
 
     pub fn link_add(&mut self, state: usize, kind: u32, bytes: Vec<u8>) {
         if let Some(inputs) = self.links.get_mut(&state) {
-            inputs.push((kind, bytes));
+            inputs.push((crate::images::InputKind::of_driver(kind), bytes));
         }
     }
 

@@ -133,6 +133,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             request.interposer = Some(interposer_file.clone());
             // NVRTC is sent to the interposer too, the file the program opened linked here.
             request.real_nvrtc = Some(shim.path().join("real-nvrtc.so"));
+            // And nvJitLink (numba links its kernels with it through cuda.bindings).
+            request.real_nvjitlink = Some(shim.path().join("real-nvjitlink.so"));
             // Every child inherits LD_AUDIT: a `ptxas` the program runs keeps its input PTX here.
             let ptxas_dir = shim.path().join("ptxas");
             std::fs::create_dir(&ptxas_dir).with_context(|| format!("creating {}", ptxas_dir.display()))?;
