@@ -59,6 +59,15 @@ class DeviceArray:
         return out
 
 
+class Shifted:
+    """`array`'s memory from `offset` bytes in, as N float32s."""
+
+    def __init__(self, array, offset):
+        self.__cuda_array_interface__ = dict(
+            array.__cuda_array_interface__, shape=(N,), data=(array.ptr.value + offset, False)
+        )
+
+
 def axpy(x, y, a=2.0):
     return (np.float32(a) * x + y).astype(np.float32)
 
@@ -121,6 +130,20 @@ elif mode == "zero_copy":
     dys[2].upload(ys[2])
     rep.serve({"x": dxs[2], "y": dys[2]}, {"y": dys[2]}, zero_copy=True)
     np.testing.assert_array_equal(dys[2].numpy(), axpy(xs[2], ys[2]))
+    # An array off the region's alignment is refused, and a call refused after a new x changes
+    # nothing: the next call with that x and the earlier y still reads that x.
+    align = next(r.align for r in archive.regions if r.name == "y")
+    assert align > 1, align
+    shifted = Shifted(DeviceArray(np.zeros(N + 1, np.float32)), 4 if align > 4 else 1)
+    try:
+        rep.serve({"x": dxs[0], "y": shifted}, {"y": shifted}, zero_copy=True)
+    except recap.RecapError as e:
+        assert f"not {align}-byte aligned" in str(e) and "for y" in str(e), str(e)
+    else:
+        raise SystemExit("a misaligned array was not refused")
+    dys[2].upload(ys[2])
+    rep.serve({"x": dxs[0], "y": dys[2]}, {"y": dys[2]}, zero_copy=True)
+    np.testing.assert_array_equal(dys[2].numpy(), axpy(xs[0], ys[2]))
 
 elif mode == "state":
     x = xs[0]

@@ -205,7 +205,8 @@ impl CudaReplay {
                     let (p, len) = self.pinned_buffer(*region)?;
                     if bytes.len() != len {
                         return Err(CudaError::Invalid(format!(
-                            "region {region} holds {len} bytes, not {}",
+                            "input {} holds {len} bytes, not {}",
+                            archive.region(*region).name,
                             bytes.len()
                         )));
                     }
@@ -227,18 +228,21 @@ impl CudaReplay {
         if call.zero_copy {
             let mut changed = false;
             for &(region, ptr) in &ends {
-                let b = served.bound.iter_mut().find(|b| b.0 == region).expect("bound when built");
+                let b = served.bound.iter().find(|b| b.0 == region).expect("bound when built");
                 if !ptr.is_multiple_of(b.1) {
                     return Err(CudaError::Invalid(format!(
-                        "zero_copy: the array for region {region} is at {ptr:#x}, which is not {}-byte aligned as \
-                         the archive's kernels expect it",
+                        "zero_copy: the array for {} is at {ptr:#x}, which is not {}-byte aligned as the archive's \
+                         kernels expect it",
+                        archive.region(region).name,
                         b.1
                     )));
                 }
                 changed |= b.2 != ptr;
-                b.2 = ptr;
             }
             if changed {
+                for &(region, ptr) in &ends {
+                    served.bound.iter_mut().find(|b| b.0 == region).expect("bound when built").2 = ptr;
+                }
                 for l in &served.launches {
                     let Some(Step::Kernel(k)) = self.steps.get(l.op as usize) else { continue };
                     let mut k = k.clone();
@@ -247,7 +251,11 @@ impl CudaReplay {
                     }
                     let mut args = k.arg_pointers();
                     let p = k.node_params(&mut args, ctx);
-                    call!(cuGraphExecKernelNodeSetParams_v2(exec, l.node, &p))?;
+                    if let Err(e) = call!(cuGraphExecKernelNodeSetParams_v2(exec, l.node, &p)) {
+                        // Some nodes may point at the new arrays and some not: the next call sets them all.
+                        served.bound.iter_mut().for_each(|b| b.2 = 0);
+                        return Err(e.into());
+                    }
                 }
             }
         } else {
