@@ -20,6 +20,7 @@ use std::sync::Arc;
 use crate::archive::{Archive, FormatError, Op, OpId, RegionId, Reloc};
 use crate::ptx;
 
+mod contraction;
 mod limits;
 mod module_vars;
 pub mod session;
@@ -423,6 +424,7 @@ impl<'a> CpuReplay<'a> {
         replay.place_regions()?;
         replay.load_modules()?;
         replay.exec.mma_model = replay.mma_model();
+        replay.apply_contraction();
         for i in 0..replay.regions.len() {
             if !replay.regions[i].scratch && replay.regions[i].base.is_none() {
                 replay.map_region(i as RegionId)?;
@@ -747,6 +749,7 @@ impl<'a> CpuReplay<'a> {
         self.exec = exec_options(&options);
         self.options = options;
         self.exec.mma_model = self.mma_model();
+        self.apply_contraction();
     }
 
     /// The tensor-core arithmetic this replay runs: the options' model, else that of the GPU the
