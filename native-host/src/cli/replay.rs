@@ -286,13 +286,25 @@ impl Backend<'_> {
         if !replay.uses_tensor_cores() {
             return None;
         }
-        let model = replay.mma_model();
-        let why = match (replay.options_model(), replay.capture_sm()) {
+        Some((replay.mma_model(), Self::why_model(replay)))
+    }
+
+    /// The special-function arithmetic (`.approx` functions) a CPU replay of an archive that
+    /// runs them uses, and why that one: it follows the tensor-core model's GPU generation.
+    fn special_functions(&self) -> Option<(shared::ptx::SfuModel, String)> {
+        let DeviceReplay::Cpu(replay) = &self.replay else { return None };
+        if !replay.uses_special_functions() {
+            return None;
+        }
+        Some((replay.sfu_model(), Self::why_model(replay)))
+    }
+
+    fn why_model(replay: &shared::replay::CpuReplay<'_>) -> String {
+        match (replay.options_model(), replay.capture_sm()) {
             (Some(_), _) => "--mma-model".to_string(),
             (None, Some(sm)) => format!("the archive was captured on sm_{sm}"),
             (None, None) => "the archive names no GPU".to_string(),
-        };
-        Some((model, why))
+        }
     }
 
     /// One-line notes on how the replay has to be carried out (printed once, before it starts).
@@ -498,6 +510,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             emit(serde_json::json!({"type": "mma_model", "model": model.name(), "why": why}));
         } else {
             println!("tensor cores: the {} model ({why})", model.name());
+        }
+    }
+    if let Some((model, why)) = backend.special_functions() {
+        if args.json {
+            emit(serde_json::json!({"type": "sfu_model", "model": model.name(), "why": why}));
+        } else {
+            println!("special functions: the {} model ({why})", model.name());
         }
     }
 

@@ -10,6 +10,7 @@
 use half::{bf16, f16};
 
 use super::ir::{Cmp, Cvt, Fp8, Fp8Cvt, Rnd, Testp, Ty, F};
+use super::numerics::sfu::{self, SfuModel};
 
 pub(crate) const NAN32: u32 = 0x7FFF_FFFF;
 pub(crate) const NAN64: u64 = 0x7FFF_FFFF_FFFF_FFFF;
@@ -626,9 +627,52 @@ fn round_half(r: f64, tf: F, mode: Rnd) -> u64 {
     }
 }
 
-/// `ex2.approx`: 2^x (computed exactly; PTX allows 2 ulp).
+/// `ex2.approx.f32`: 2^x as the running launch's model computes it (`numerics::sfu`): sm_90's
+/// unit, or the correctly rounded value (PTX allows 2 ulp). `.ftz` flushes around this: the
+/// unit's results agree with that (a subnormal 2^x needs x < -126, which `.ftz` flushes to zero).
 pub(crate) fn ex2(x: f32) -> f32 {
-    (x as f64).exp2() as f32
+    match sfu::active() {
+        SfuModel::Sm90 => f32::from_bits(sfu::ex2(x.to_bits(), false)),
+        SfuModel::Ieee => (x as f64).exp2() as f32,
+    }
+}
+
+/// `rcp.approx{.ftz}.f32` of register bits in `model`: sm_90's unit, or the correctly rounded
+/// reciprocal (`.ftz` flushing the argument and the result).
+#[inline]
+pub(crate) fn rcp_approx32(model: SfuModel, x: u32, ftz: bool) -> u32 {
+    match model {
+        SfuModel::Sm90 => sfu::rcp(x, ftz),
+        SfuModel::Ieee => ieee_approx32(x, ftz, |v| 1.0 / v),
+    }
+}
+
+/// `sqrt.approx{.ftz}.f32` of register bits in `model`: sm_90's unit, or the correctly rounded
+/// square root.
+#[inline]
+pub(crate) fn sqrt_approx32(model: SfuModel, x: u32, ftz: bool) -> u32 {
+    match model {
+        SfuModel::Sm90 => sfu::sqrt(x, ftz),
+        SfuModel::Ieee => ieee_approx32(x, ftz, f32::sqrt),
+    }
+}
+
+/// `rsqrt.approx{.ftz}.f32` of register bits in `model`: sm_90's unit, or a correctly rounded
+/// square root then a correctly rounded reciprocal (within PTX's bound for `rsqrt.approx.f32`,
+/// 2^-22.9 relative, and what CUDA C's `1.0f / sqrtf(x)` gives on a CPU).
+#[inline]
+pub(crate) fn rsqrt_approx32(model: SfuModel, x: u32, ftz: bool) -> u32 {
+    match model {
+        SfuModel::Sm90 => sfu::rsqrt(x, ftz),
+        SfuModel::Ieee => ieee_approx32(x, ftz, |v| 1.0 / v.sqrt()),
+    }
+}
+
+#[inline(always)]
+fn ieee_approx32(x: u32, ftz: bool, f: impl Fn(f32) -> f32) -> u32 {
+    let v = f32v(x as u64);
+    let r = f(if ftz { ftz32(v) } else { v });
+    b32(if ftz { ftz32(r) } else { r }) as u32
 }
 
 /// The value of an 8-bit float: `.e4m3` (no infinities, NaN `S.1111.111`, largest 448) or

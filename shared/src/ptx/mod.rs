@@ -46,4 +46,4 @@ pub use memory::{MemError, Memory, PlaceError};
 pub use module::{
     Entry, Module, NativeCodeRefusal, NoNativeCode, ParamInfo, Place, PlaceRefusal, PlacedVariable, VariableDecl,
 };
-pub use numerics::MmaModel;
+pub use numerics::{MmaModel, SfuModel};

@@ -769,6 +769,18 @@ impl<'a> CpuReplay<'a> {
         self.modules.iter().flatten().any(|m| m.uses_tensor_cores())
     }
 
+    /// The special-function arithmetic this replay runs (`.approx` functions): that of the GPU
+    /// generation [`CpuReplay::mma_model`] names.
+    pub fn sfu_model(&self) -> ptx::SfuModel {
+        ptx::SfuModel::for_mma(self.mma_model())
+    }
+
+    /// Whether a module of the archive runs a special function (where
+    /// [`CpuReplay::sfu_model`] matters).
+    pub fn uses_special_functions(&self) -> bool {
+        self.modules.iter().flatten().any(|m| m.uses_special_functions())
+    }
+
     /// The architecture the archive was captured on (90 for sm_90): its devices' where they say,
     /// else the newest its modules carry machine code for, else the newest its PTX targets.
     pub fn capture_sm(&self) -> Option<u32> {

@@ -9,6 +9,7 @@ use crate::ptx::ir::*;
 use crate::ptx::lower::MAX_SHARED_BYTES;
 use crate::ptx::memory::{Fault, Memory};
 use crate::ptx::module::{Entry, Module};
+use crate::ptx::numerics::sfu::{self, SfuModel};
 use crate::ptx::numerics::MmaModel;
 
 use super::dump::JitDump;
@@ -421,6 +422,8 @@ pub(super) fn run_range_on<const MW: usize>(
     prepare: impl FnOnce(&mut NativeScratch),
     mut block: impl FnMut(&mut Worker<'_, MW>, &mut NativeScratch, u64) -> Res<u64>,
 ) -> Result<(u64, u64), ExecError> {
+    // The special functions follow the launch's GPU generation on this thread while it runs blocks.
+    let _sfu = sfu::Active::set(SfuModel::for_mma(ctx.mma));
     // The error leaves through `failed` so that the scratch closure returns two words in
     // registers: a large result moved through memory right after being written stalls.
     let mut failed = None;

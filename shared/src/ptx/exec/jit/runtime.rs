@@ -23,6 +23,7 @@ use crate::ptx::ir::*;
 use crate::ptx::math::*;
 use crate::ptx::matrix::{self, is_float16x8};
 use crate::ptx::memory::Memory;
+use crate::ptx::numerics::sfu;
 use crate::ptx::numerics::MmaModel;
 use crate::ptx::ops::{compare, shfl_source};
 
@@ -269,6 +270,18 @@ pub(super) extern "C" fn h_cmp(ins: *const Instr, x: u64, y: u64) -> u64 {
 /// `ex2.approx.f32` without `.ftz`, exactly as the interpreter computes it.
 pub(super) extern "C" fn h_ex2(x: f32) -> u32 {
     b32(ex2(x)) as u32
+}
+
+/// `rcp.approx.f32`, `sqrt.approx.f32` and `rsqrt.approx.f32` without `.ftz`, exactly as the
+/// interpreter computes them in the running launch's model.
+pub(super) extern "C" fn h_rcp_approx(x: f32) -> u32 {
+    rcp_approx32(sfu::active(), x.to_bits(), false)
+}
+pub(super) extern "C" fn h_sqrt_approx(x: f32) -> u32 {
+    sqrt_approx32(sfu::active(), x.to_bits(), false)
+}
+pub(super) extern "C" fn h_rsqrt_approx(x: f32) -> u32 {
+    rsqrt_approx32(sfu::active(), x.to_bits(), false)
 }
 
 pub(super) extern "C" fn h_bfi(bits: u64, fv: u64, b: u64, pos: u64, len: u64) -> u64 {
