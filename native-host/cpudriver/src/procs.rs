@@ -16,7 +16,7 @@ use crate::memory::*;
 use crate::module::*;
 use crate::pools::*;
 use crate::queries::*;
-use crate::result::{cuGetErrorName, cuGetErrorString, guard, CUresult};
+use crate::result::{cuGetErrorName, cuGetErrorString, cuGetExportTable, guard, CUresult};
 use crate::stream::*;
 
 /// One exported variant of an entry point.
@@ -193,6 +193,7 @@ static PROCS: LazyLock<Vec<Proc>> = LazyLock::new(|| {
         "cuProfilerStop": 4000 => cuProfilerStop;
         "cuGetErrorString": 6000 => cuGetErrorString;
         "cuGetErrorName": 6000 => cuGetErrorName;
+        "cuGetExportTable": 3000 => cuGetExportTable;
         "cuGetProcAddress": 11030 => cuGetProcAddress, 12000 => cuGetProcAddress_v2;
     }
 });

@@ -1,13 +1,14 @@
 //! `CUresult`: the driver's status codes with their names and descriptions (one table, read by
 //! both `cuGetErrorName` and `cuGetErrorString`), and [`guard`], which runs every export's body.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::HashSet;
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{LazyLock, Mutex, Once};
 
-use crate::ffi::Out;
+use crate::ffi::{host, Out};
 
 /// A driver status, ABI-compatible with cuda.h's `CUresult` enum.
 #[repr(transparent)]
@@ -109,14 +110,41 @@ fn quiet_panics() {
 /// Calls this driver does not implement: each returns `CUDA_ERROR_NOT_SUPPORTED`, and with
 /// `RECAP_CPU_LOG=1` the first call of each name is printed on stderr.
 pub(crate) fn not_supported(name: &'static str) -> CUresult {
-    static LOG: LazyLock<Option<Mutex<HashSet<&'static str>>>> =
+    log_unsupported_once(name.into());
+    CUresult::NOT_SUPPORTED
+}
+
+/// With `RECAP_CPU_LOG=1`, names on stderr the first call of `what` (an entry point, or one with
+/// the argument that makes it unsupported), which returns `CUDA_ERROR_NOT_SUPPORTED`.
+fn log_unsupported_once(what: Cow<'static, str>) {
+    static LOG: LazyLock<Option<Mutex<HashSet<Cow<'static, str>>>>> =
         LazyLock::new(|| std::env::var_os("RECAP_CPU_LOG").is_some_and(|v| v == "1").then(Default::default));
     if let Some(seen) = LOG.as_ref() {
-        if seen.lock().unwrap_or_else(|p| p.into_inner()).insert(name) {
-            report(format_args!("{name} is not implemented: it returns CUDA_ERROR_NOT_SUPPORTED"));
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        if !seen.contains(&what) {
+            report(format_args!("{what} is not implemented: it returns CUDA_ERROR_NOT_SUPPORTED"));
+            seen.insert(what);
         }
     }
-    CUresult::NOT_SUPPORTED
+}
+
+/// The tables of entry points the CUDA runtime asks the driver for by a 16-byte id before its
+/// first call does anything; cuda.h does not describe them, and there are none here, so a
+/// program on the CUDA runtime (CuPy, nvcc's programs) stops at its first runtime call
+/// (docs/CPU-DRIVER.md, "CuPy"). The table is null, and `RECAP_CPU_LOG=1` names each id asked for.
+#[no_mangle]
+pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, id: *const c_void) -> CUresult {
+    // SAFETY: the caller's out-parameter and its 16-byte id, per the driver API.
+    let table = unsafe { Out::new(table) };
+    guard(|| {
+        // SAFETY: as above.
+        let id = unsafe { host(id, 16) }?;
+        table.set(std::ptr::null())?;
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let uuid = format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]);
+        log_unsupported_once(format!("cuGetExportTable({uuid})").into());
+        Err(CUresult::NOT_SUPPORTED)
+    })
 }
 
 /// Prints why a call failed where the status alone would not say (a kernel fault, PTX that does
@@ -152,3 +180,7 @@ pub unsafe extern "C" fn cuGetErrorName(error: CUresult, name: *mut *const c_cha
 pub unsafe extern "C" fn cuGetErrorString(error: CUresult, text: *mut *const c_char) -> CUresult {
     describe(error, |c| c.2, text)
 }
+
+#[cfg(test)]
+#[path = "result_tests.rs"]
+mod tests;
