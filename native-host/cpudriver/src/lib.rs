@@ -39,7 +39,9 @@
 //!   variables are regions of device memory (`globals.rs`): `cuModuleGetGlobal` gives their address.
 //! - JIT and launch options and attributes are accepted and ignored, except the JIT error log.
 //! - Every other entry point of NVIDIA's driver is exported and returns `CUDA_ERROR_NOT_SUPPORTED`
-//!   (`unsupported.rs`; `RECAP_CPU_LOG=1` names the first call of each).
+//!   (`unsupported.rs`; `RECAP_CPU_LOG=1` names the first call of each). The CUDA runtime's private
+//!   tables of entry points (`cuGetExportTable`, `result.rs`) are among them: programs on the
+//!   runtime rather than the driver API stop at their first runtime call.
 //!
 //! Safety: every handle is looked up in a table before use (a stale or made-up one is
 //! `CUDA_ERROR_INVALID_HANDLE`), every device address is checked by `shared::ptx::Memory` (a bad
