@@ -223,8 +223,10 @@ pub(crate) enum BoolOp {
 pub(crate) enum FMode {
     /// `.rn/.rz/.rm/.rp` IEEE operations.
     Ieee(Rnd),
-    /// `.approx` (and `.full` for division).
+    /// `.approx`.
     Approx,
+    /// `div.full`: the GPU's own division, not IEEE's (`numerics::sfu`).
+    Full,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

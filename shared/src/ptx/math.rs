@@ -668,6 +668,16 @@ pub(crate) fn rsqrt_approx32(model: SfuModel, x: u32, ftz: bool) -> u32 {
     }
 }
 
+/// `div.full.f32` of register bits in `model`: sm_90's (the dividend times `MUFU.RCP` of the
+/// divisor, both scaled where the divisor is huge or tiny), or the correctly rounded quotient.
+#[inline]
+pub(crate) fn div_full32(model: SfuModel, a: u32, b: u32) -> u32 {
+    match model {
+        SfuModel::Sm90 => sfu::div_full(a, b),
+        SfuModel::Ieee => b32(f32v(a as u64) / f32v(b as u64)) as u32,
+    }
+}
+
 #[inline(always)]
 fn ieee_approx32(x: u32, ftz: bool, f: impl Fn(f32) -> f32) -> u32 {
     let v = f32v(x as u64);

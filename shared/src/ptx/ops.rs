@@ -94,7 +94,7 @@ macro_rules! exec_un {
                 b64(match mode {
                     FMode::Ieee(rnd) => div64(1.0, v, rnd),
                     // rcp.approx.ftz.f64 keeps about 20 bits; the exact value is within that.
-                    FMode::Approx => 1.0 / v,
+                    FMode::Approx | FMode::Full => 1.0 / v,
                 })
             }),
             UnOp::FSqrt(F::F32, FMode::Approx, ftz) => {
@@ -111,7 +111,7 @@ macro_rules! exec_un {
                 let v = f64v(x);
                 b64(match mode {
                     FMode::Ieee(rnd) => sqrt64(v, rnd),
-                    FMode::Approx => v.sqrt(),
+                    FMode::Approx | FMode::Full => v.sqrt(),
                 })
             }),
             UnOp::FRsqrt(F::F32, ftz) => {
@@ -411,6 +411,11 @@ macro_rules! exec_bin {
                     from_f64(v, f, false)
                 })
             }
+            // `div.full.f32` in the running launch's model (`numerics::sfu`), read once.
+            BinOp::FDiv(F::F32, FMode::Full, false) => {
+                let model = $crate::ptx::numerics::sfu::active();
+                $m!($d, $a, $b, |x, y| div_full32(model, x as u32, y as u32) as u64)
+            }
             BinOp::FDiv(F::F32, mode, ftz) => $m!($d, $a, $b, |x, y| {
                 let (mut p, mut q) = (f32v(x), f32v(y));
                 if ftz {
@@ -419,7 +424,7 @@ macro_rules! exec_bin {
                 }
                 let v = match mode {
                     FMode::Ieee(r) => div32(p, q, r),
-                    FMode::Approx => p / q,
+                    FMode::Approx | FMode::Full => p / q,
                 };
                 b32(if ftz { ftz32(v) } else { v })
             }),
@@ -427,7 +432,7 @@ macro_rules! exec_bin {
                 let (p, q) = (f64v(x), f64v(y));
                 b64(match mode {
                     FMode::Ieee(r) => div64(p, q, r),
-                    FMode::Approx => p / q,
+                    FMode::Approx | FMode::Full => p / q,
                 })
             }),
             BinOp::FDiv(f, _, _) => {

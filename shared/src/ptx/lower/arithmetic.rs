@@ -86,7 +86,9 @@ impl FnLower<'_> {
                 "sub" => BinOp::FSub(f, rnd, fl),
                 "mul" => BinOp::FMul(f, rnd, fl),
                 "div" => {
-                    let mode = if o.has("approx") || o.has("full") {
+                    let mode = if o.has("full") {
+                        FMode::Full
+                    } else if o.has("approx") {
                         FMode::Approx
                     } else if let Some(r) = o.rnd() {
                         FMode::Ieee(r)

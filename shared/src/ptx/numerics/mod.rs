@@ -22,9 +22,10 @@ impl super::Module {
     }
 
     /// Whether a function of the module runs a special function the sm_90 model of [`SfuModel`]
-    /// computes differently from IEEE arithmetic (`ex2`, `rcp`, `sqrt`, `rsqrt` `.approx.f32`).
+    /// computes differently from IEEE arithmetic (`ex2`, `rcp`, `sqrt`, `rsqrt` `.approx.f32`,
+    /// `div.full.f32`).
     pub fn uses_special_functions(&self) -> bool {
-        use super::ir::{FMode, Inst, UnOp, F};
+        use super::ir::{BinOp, FMode, Inst, UnOp, F};
         self.funcs.iter().any(|f| {
             f.insts.iter().any(|i| {
                 matches!(
@@ -35,7 +36,7 @@ impl super::Module {
                             | UnOp::FSqrt(F::F32, FMode::Approx, _)
                             | UnOp::FRsqrt(F::F32, _),
                         ..
-                    }
+                    } | Inst::Bin { op: BinOp::FDiv(F::F32, FMode::Full, false), .. }
                 )
             })
         })

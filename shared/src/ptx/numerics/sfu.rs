@@ -316,10 +316,7 @@ pub(crate) fn rcp(x: u32, ftz: bool) -> u32 {
     bits(s * f(mufu_rcp(bits(v * s))))
 }
 
-/// `div.full.f32`. Checked against the hardware like the rest, but not dispatched yet: the IR
-/// lowers `div.full.f32` and `div.approx.f32` (which ptxas compiles without the scalings) to one
-/// operation, so replays keep IEEE division for both.
-#[cfg(test)]
+/// `div.full.f32` (not `div.full.ftz.f32`, which is not measured and keeps IEEE division).
 pub(crate) fn div_full(a: u32, b: u32) -> u32 {
     let (a, b) = (f(a), f(b));
     let s = rcp_scale(b.abs());

@@ -183,6 +183,17 @@ fn special_functions_on_every_engine() {
             o = k + 1
         );
     }
+    // `div.full.f32` with the dividend 1 and with the divisor pi, the probe's two sweeps.
+    const DIVS: [(&str, &str); 2] = [
+        ("div.full.f32 %f2, 0f3F800000, %f1;", "div.full.f32/a=3f800000"),
+        ("div.full.f32 %f2, %f1, 0f40490FDB;", "div.full.f32/b=40490fdb"),
+    ];
+    let params: Vec<String> = params.into_iter().chain((0..DIVS.len()).map(|k| format!(".param .u64 q{k}"))).collect();
+    for (k, (inst, _)) in DIVS.iter().enumerate() {
+        body += &format!(
+            "    ld.param.u64 %rd1, [q{k}];\n    add.s64 %rd2, %rd1, %rd0;\n    {inst}\n    st.global.f32 [%rd2], %f2;\n"
+        );
+    }
     let ptx = format!(
         r#"
 .version 8.0
@@ -214,7 +225,7 @@ fn special_functions_on_every_engine() {
     let s = sample();
     let n = s.inputs.len();
     let mut bufs = vec![s.inputs.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()];
-    bufs.extend((0..=OPS.len()).map(|_| vec![0u8; n * 4]));
+    bufs.extend((0..=OPS.len() + DIVS.len()).map(|_| vec![0u8; n * 4]));
     let words = |b: &[u8]| b.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap()) as u64).collect::<Vec<_>>();
     let hw = |name: &str| s.forms.iter().find(|(f, _)| f == name).unwrap().1.clone();
     let run = |model| run_kernel_in(model, &ptx, "special", [n as u32 / 256, 1, 1], [256, 1, 1], &bufs, &[]).unwrap();
@@ -223,5 +234,11 @@ fn special_functions_on_every_engine() {
         assert!(words(&sm90[k + 1]) == hw(op), "{op} under the sm90 model is not the H200's");
         let differ = words(&ieee[k + 1]).iter().zip(hw(op)).filter(|(a, b)| **a != *b).count();
         assert!(differ > 50, "IEEE's {op} differs from the unit on only {differ} inputs");
+    }
+    for (k, (_, form)) in DIVS.iter().enumerate() {
+        let buf = OPS.len() + 1 + k;
+        assert!(words(&sm90[buf]) == hw(form), "{form} under the sm90 model is not the H200's");
+        let differ = words(&ieee[buf]).iter().zip(hw(form)).filter(|(a, b)| **a != *b).count();
+        assert!(differ > 50, "IEEE's {form} differs from the unit on only {differ} inputs");
     }
 }
