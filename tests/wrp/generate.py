@@ -731,6 +731,77 @@ def save_as_cuda_ptx(name, fn, manifest):
     }
 
 
+def save_with_source(name, fn, manifest):
+    """Write ``<name>_cuda_source.wrp`` as ``wp.capture_save(..., source_fallback=True)`` writes a CUDA capture:
+    each module's binary a cubin (``wp.compile_aot_module(..., use_ptx=False)``, Warp's own NVRTC, no GPU
+    needed) and its generated CUDA source beside it, with the compile recipe and both SHA-256 digests in the
+    metadata, and no PTX anywhere: what an importer must compile from source. SYNTHETIC like the
+    ``_cuda_sm90`` fixtures (registered through Warp's native writer from a CPU capture of the same work,
+    kernels under their CUDA entry names); expected outputs are ``<name>.*.out.npy``.
+    """
+    import ctypes
+    import hashlib
+    import tempfile
+
+    from warp._src.apic.types import APIC_CUDA_BINARY_CUBIN, APIC_CUDA_FALLBACK_AVAILABLE, APICCudaCompileRecipe
+
+    core = wp._src.context.runtime.core
+    spec = fn()
+    g = spec["graph"]
+    cap, state = g._apic_capture, g.apic_state
+    out_name = f"{name}_cuda_source"
+    base = os.path.join(OUT, out_name)
+    mod_dir = base + "_modules"
+    shutil.rmtree(mod_dir, ignore_errors=True)
+    os.makedirs(mod_dir)
+    smem = {}
+    for module_hash, info in cap.collected_modules.items():
+        mod = wp.get_module(info["module_name"])
+        ident = mod.get_module_identifier(mod.options["block_dim"])
+        with tempfile.TemporaryDirectory() as tmp:
+            wp.compile_aot_module(mod, arch=[SYNTHETIC_ARCH], module_dir=tmp, use_ptx=False)
+            cubin = f"{ident}.sm{SYNTHETIC_ARCH}.cubin"
+            source = f"{ident}.cu"
+            for f in (cubin, source):
+                shutil.copy2(os.path.join(tmp, f), os.path.join(mod_dir, f))
+            with open(os.path.join(tmp, ident + ".meta")) as f:
+                smem.update(json.load(f))
+        digest = lambda f: hashlib.sha256(open(os.path.join(mod_dir, f), "rb").read()).hexdigest()  # noqa: E731
+        core.wp_apic_register_module(state, module_hash.encode(), info["module_name"].encode(), cubin.encode(),
+                                     SYNTHETIC_ARCH)
+        recipe = APICCudaCompileRecipe()
+        recipe.optimization_level = 3
+        recipe.fuse_fp = 1
+        core.wp_apic_register_cuda_module_artifacts(
+            state, module_hash.encode(), digest(cubin).encode(), source.encode(), digest(source).encode(),
+            APIC_CUDA_BINARY_CUBIN, APIC_CUDA_FALLBACK_AVAILABLE, ctypes.byref(recipe))
+    for info in cap.collected_kernels.values():
+        fwd = info["forward_name"].replace("_cpu_forward", "_cuda_kernel_forward")
+        bwd = info["backward_name"].replace("_cpu_backward", "_cuda_kernel_backward")
+        core.wp_apic_register_kernel(
+            state, info["kernel_key"].encode(), info["module_hash"].encode(), fwd.encode(), bwd.encode(),
+            smem.get(fwd + "_smem_bytes", 0), smem.get(bwd + "_smem_bytes", 0), 256,
+        )
+    for d in (spec["inputs"], spec["outputs"]):
+        for k, a in d.items():
+            core.wp_apic_register_binding(state, k.encode(), cap.get_region_id(a))
+    seen = {}
+    for region_id, base_ptr, capacity, _b in cap._regions.values():
+        if region_id not in seen or capacity > seen[region_id][1]:
+            seen[region_id] = (base_ptr, capacity)
+    for region_id, (base_ptr, capacity) in seen.items():
+        core.wp_apic_register_memory_region(state, region_id, capacity, 1, ctypes.c_void_p(base_ptr))
+    if not core.wp_apic_state_save(state, (base + ".wrp").encode(), SYNTHETIC_ARCH, None):
+        raise RuntimeError(wp._src.context.runtime.get_error_string())
+    manifest.setdefault("synthetic_cuda", {})[out_name] = {
+        "synthetic": True,
+        "same_workload_as": name,
+        "source_fallback": True,
+        "expected_outputs": f"{name}.<param>.out.npy (inputs: {name}.<param>.in.npy)",
+        "files": [out_name + ".wrp"] + [f"{out_name}_modules/{f}" for f in sorted(os.listdir(mod_dir))],
+    }
+
+
 def build_ptx(module_names, manifest):
     ptx_dir = os.path.join(OUT, "ptx")
     os.makedirs(ptx_dir, exist_ok=True)
@@ -773,6 +844,15 @@ def build_ptx(module_names, manifest):
 def main():
     if sys.argv[1:2] == ["--add"]:
         add(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["--source-fallback"]:
+        # ``generate.py --source-fallback NAME``: <NAME>_cuda_source.wrp beside the others (save_with_source).
+        with open(os.path.join(OUT, "manifest.json")) as f:
+            manifest = json.load(f)
+        save_with_source(sys.argv[2], FIXTURES[sys.argv[2]], manifest)
+        with open(os.path.join(OUT, "manifest.json"), "w") as f:
+            json.dump(manifest, f, indent=1)
+        print(f"ok {sys.argv[2]} (synthetic CUDA sm{SYNTHETIC_ARCH} with its source, no PTX)")
         return
     if sys.argv[1:2] == ["--one"]:
         # One fixture for an older release (see below); the parent gathers the manifest.

@@ -22,6 +22,11 @@ pub struct Args {
     /// wp.compile_aot_module(module, arch=90, module_dir=DIR, use_ptx=True) wrote
     #[arg(long, value_name = "DIR")]
     pub ptx_from: Option<PathBuf>,
+    /// Warp's headers (the warp/native folder of the release that made the capture), for compiling
+    /// the CUDA source a capture saved with source_fallback=True packaged where it has no PTX
+    /// (NVRTC, libnvrtc.so, must be installed)
+    #[arg(long, value_name = "DIR")]
+    pub warp_include: Option<PathBuf>,
     /// What binding NAME holds after one replay, as .npy (Warp's own replay's output): the archive
     /// checks itself against it, and the region takes the file's dtype and shape (repeatable)
     #[arg(long, value_name = "NAME=FILE")]
@@ -42,6 +47,7 @@ pub fn run(args: Args) -> Result<()> {
     let options = WrpOptions {
         modules: args.modules,
         ptx_from: args.ptx_from,
+        warp_include: args.warp_include,
         expected: args.expected.into_iter().map(|e| (e.name, e.file)).collect(),
         rtol: args.rtol,
         atol: args.atol,

@@ -92,6 +92,24 @@ pub struct WrpModule {
     pub target_arch: u32,
     /// The generated CUDA source beside it, when the capture was saved with `source_fallback`.
     pub source_filename: String,
+    /// How Warp compiled that source (format 18; Warp's defaults before).
+    pub recipe: CompileRecipe,
+}
+
+/// Warp's options for compiling a module's generated CUDA source (`APICCudaCompileRecipe`), which
+/// a loader needs to compile it again as Warp did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileRecipe {
+    pub debug: bool,
+    /// 0 to 3.
+    pub optimization_level: u8,
+    pub verify_fp: bool,
+    pub fast_math: bool,
+    /// Products and sums contracted into FMAs (`--fmad=true`).
+    pub fuse_fp: bool,
+    pub lineinfo: bool,
+    /// The architecture's suffix: 0 none, 1 `a`, 2 `f`.
+    pub arch_suffix: u8,
 }
 
 /// A kernel of a module.

@@ -4,7 +4,8 @@
 use super::formats::{Format, LaunchLayout};
 use super::launch::launch;
 use super::{
-    opcode_name, BoundsLayout, Capture, CaptureDevice, Kernel, OpKind, Region, WrpError, WrpModule, WrpOp, MAX_NESTING,
+    opcode_name, BoundsLayout, Capture, CaptureDevice, CompileRecipe, Kernel, OpKind, Region, WrpError, WrpModule,
+    WrpOp, MAX_NESTING,
 };
 
 const MAGIC: &[u8; 4] = b"WRP1";
@@ -207,15 +208,26 @@ pub fn parse(bytes: &[u8]) -> Result<Capture<'_>, WrpError> {
         let binary_filename = meta.string("a module's file name")?;
         let arch = meta.u32("a module's target architecture")?;
         let mut source_filename = String::new();
+        let mut recipe = CompileRecipe::default();
         if format.rich_metadata() {
             let _digest = meta.string("a module's digest")?;
             source_filename = meta.string("a module's source file name")?;
             let _source_digest = meta.string("a module's source digest")?;
             let _kind = meta.u8("a module's binary kind")?;
             let _fallback = meta.u8("a module's fallback reason")?;
-            meta.skip(16, "a module's compile recipe")?;
+            // debug, optimization level, verify_fp, fast_math, fuse_fp, lineinfo, arch suffix, 9 reserved.
+            let r = meta.take(16, "a module's compile recipe")?;
+            recipe = CompileRecipe {
+                debug: r[0] != 0,
+                optimization_level: r[1],
+                verify_fp: r[2] != 0,
+                fast_math: r[3] != 0,
+                fuse_fp: r[4] != 0,
+                lineinfo: r[5] != 0,
+                arch_suffix: r[6],
+            };
         }
-        modules.push(WrpModule { hash, name, binary_filename, target_arch: arch, source_filename });
+        modules.push(WrpModule { hash, name, binary_filename, target_arch: arch, source_filename, recipe });
     }
     let mut kernels = Vec::new();
     for _ in 0..kernel_count {

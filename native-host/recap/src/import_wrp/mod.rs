@@ -26,6 +26,7 @@
 
 mod bundle;
 mod library;
+mod source;
 
 pub use bundle::{import_bundle, unpack_bundle, BundleKind};
 
@@ -75,6 +76,9 @@ pub struct WrpOptions {
     pub modules: Option<PathBuf>,
     /// Where `wp.compile_aot_module` wrote the PTX of modules the capture did not package as PTX.
     pub ptx_from: Option<PathBuf>,
+    /// Warp's headers (`warp/native`), for compiling the CUDA source a capture packaged
+    /// (`source_fallback`) where it packaged no PTX (`source.rs`).
+    pub warp_include: Option<PathBuf>,
     /// `(binding, .npy file)`: what the binding holds after one replay (Warp's own replay's output).
     pub expected: Vec<(String, PathBuf)>,
     /// Tolerance of floating-point expected states (integers are judged exactly).
@@ -92,6 +96,7 @@ impl Default for WrpOptions {
         WrpOptions {
             modules: None,
             ptx_from: None,
+            warp_include: None,
             expected: Vec::new(),
             rtol: 1e-5,
             atol: 1e-6,
@@ -401,7 +406,17 @@ impl Importer<'_, '_> {
         Ok(())
     }
 
-    /// Finds a module's PTX: packaged with the capture, else in `--ptx-from`.
+    /// The dynamic shared memory the capture records for each entry of `module`'s kernels.
+    fn recorded_smem(&self, module: &wrp::WrpModule) -> HashMap<String, u32> {
+        let kernels = self.kernels_of_module.get(module.hash.as_str()).map_or(&[][..], Vec::as_slice);
+        kernels
+            .iter()
+            .flat_map(|k| [(ptx_entry(k, true), k.forward_smem_bytes), (ptx_entry(k, false), k.backward_smem_bytes)])
+            .collect()
+    }
+
+    /// Finds a module's PTX: packaged with the capture, else in `--ptx-from`, else compiled from
+    /// the CUDA source it packaged (`source.rs`).
     fn module_ptx(&self, module: &wrp::WrpModule, entries: &[String]) -> Result<(ModulePtx, String), WrpImportError> {
         let fail = |reason: String| WrpImportError::Ptx { module: module.name.clone(), reason };
         let file = &module.binary_filename;
@@ -412,13 +427,17 @@ impl Importer<'_, '_> {
             let path = self.modules_dir.join(file);
             let text = read_ptx(&path).map_err(|e| fail(e.to_string()))?;
             check_entries(&text, entries).map_err(|e| fail(format!("{}: {e}", path.display())))?;
-            let kernels = self.kernels_of_module.get(module.hash.as_str()).map_or(&[][..], Vec::as_slice);
-            let smem = kernels.iter().flat_map(|k| {
-                [(ptx_entry(k, true), k.forward_smem_bytes), (ptx_entry(k, false), k.backward_smem_bytes)]
-            });
-            return Ok((ModulePtx { text, smem: smem.collect() }, format!("packaged with the capture ({file})")));
+            let smem = self.recorded_smem(module);
+            return Ok((ModulePtx { text, smem }, format!("packaged with the capture ({file})")));
         }
         let Some(dir) = &self.options.ptx_from else {
+            if let (false, CaptureDevice::Cuda { arch }) = (module.source_filename.is_empty(), self.capture.device) {
+                let include = self.options.warp_include.as_deref();
+                let text = source::compile(module, arch, &self.modules_dir, include).map_err(fail)?;
+                check_entries(&text, entries).map_err(|e| fail(format!("{}: {e}", module.source_filename)))?;
+                let from = format!("compiled from its CUDA source {} with NVRTC", module.source_filename);
+                return Ok((ModulePtx { text, smem: self.recorded_smem(module) }, from));
+            }
             return Err(fail(format!(
                 "the capture packaged {file}, not PTX: give --ptx-from DIR with the PTX that \
                  `wp.compile_aot_module(\"{}\", arch=90, module_dir=DIR, use_ptx=True)` writes (or capture with \
