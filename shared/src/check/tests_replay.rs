@@ -361,3 +361,59 @@ fn a_float_staged_through_shared_memory_keeps_its_type() {
     let a = captured(&case);
     assert_eq!(Archive::open(&a).unwrap().typed_layout(0), Some(vec![Stretch { len: 8, ty: ElemType::I32 }]));
 }
+
+/// XLA's PTX as LLVM now writes it: every value in an untyped `.b32` register, floats computed
+/// into them, selected with `selp.b32` and shuffled with `shfl.sync.*.b32` before `st.global.b32`;
+/// and bits loaded and stored again unchanged.
+const UNTYPED_REGISTERS: &str = r#"
+.version 8.4
+.target sm_90
+.address_size 64
+.visible .entry select_fusion(.param .u64 pin, .param .u64 pout)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [pin];
+    ld.param.u64 %rd2, [pout];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    ld.global.nc.b32 %r1, [%rd1];
+    ld.global.nc.b32 %r2, [%rd1+4];
+    mul.rn.f32 %r3, %r1, %r2;
+    setp.gt.f32 %p1, %r1, 0f00000000;
+    selp.b32 %r4, %r3, %r2, %p1;
+    st.global.b32 [%rd2], %r4;
+    selp.b32 %r5, 0, %r3, %p1;
+    st.global.b32 [%rd2+4], %r5;
+    shfl.sync.bfly.b32 %r6|%p2, %r3, 1, 31, -1;
+    st.global.b32 [%rd2+8], %r6;
+    max.f32 %r7, %r3, %r2;
+    st.global.u32 [%rd2+12], %r7;
+    ld.global.nc.b32 %r8, [%rd1+8];
+    st.global.b32 [%rd2+16], %r8;
+    add.s32 %r9, %r8, 1;
+    selp.b32 %r10, %r9, %r3, %p1;
+    st.global.b32 [%rd2+20], %r10;
+    ret;
+}
+"#;
+
+#[test]
+fn floats_in_untyped_registers_keep_their_type_through_selects_and_shuffles() {
+    let input: Vec<u8> = [1.5f32, -2.25, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let case = Case {
+        ptx: UNTYPED_REGISTERS.to_string(),
+        kernel: "select_fusion",
+        regions: vec![("in", input), ("out", vec![0; 24])],
+        grid: 1,
+        block: 32,
+    };
+    let a = captured(&case);
+    assert_eq!(
+        Archive::open(&a).unwrap().typed_layout(1),
+        Some(vec![Stretch { len: 16, ty: ElemType::F32 }, Stretch { len: 8, ty: ElemType::I32 }]),
+        "the product selected, shuffled and maximised is a float; loaded bits and a select of an \
+         integer with a float are not"
+    );
+}

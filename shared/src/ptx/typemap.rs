@@ -98,6 +98,12 @@ fn scalar_float(t: Ty) -> Option<F> {
     }
 }
 
+/// Instructions whose register sources are floats of their last type.
+const FLOAT_OPS: [&str; 23] = [
+    "add", "sub", "mul", "div", "fma", "mad", "min", "max", "neg", "abs", "rcp", "sqrt", "rsqrt", "sin", "cos", "lg2",
+    "ex2", "tanh", "setp", "set", "cvt", "copysign", "testp",
+];
+
 fn float_bytes(f: F) -> usize {
     match f {
         F::F16 | F::BF16 => 2,
@@ -175,7 +181,27 @@ impl Provenance {
                 Operand::Vec(v) => {
                     v.iter().filter_map(|x| if let Operand::Name(n) = x { Some(n.clone()) } else { None }).collect()
                 }
+                // A shuffle's value and its predicate: the predicate holds no float.
+                Operand::Pair(n, _) => vec![n.clone()],
                 _ => Vec::new(),
+            }
+        };
+        // The float a register operand holds; a literal goes with any (`selp.b32 %r, %r, 0, %p`).
+        let held = |o: Option<&Operand>| -> Option<Option<F>> {
+            match o {
+                Some(Operand::Name(n)) => Some(self.floats.get(n).copied()),
+                Some(Operand::Lit(_)) => None,
+                _ => Some(None),
+            }
+        };
+        // What moves bits unchanged from its operands keeps their float type: the data operands
+        // of a select, a shuffle's value. LLVM's PTX keeps every value in untyped `.b32`/`.b64`
+        // registers (XLA's kernels), selecting and shuffling floats as `.b32`.
+        let moved = |ops: &[Option<&Operand>]| -> Option<F> {
+            let held: Vec<Option<F>> = ops.iter().filter_map(|&o| held(o)).collect();
+            match held.first() {
+                Some(&Some(f)) if held.iter().all(|h| *h == Some(f)) => Some(f),
+                _ => None,
             }
         };
         let Some(dst) = operands.first() else { return };
@@ -194,8 +220,26 @@ impl Provenance {
                 _ => types.last().copied().and_then(scalar_float),
             },
             "setp" | "set" | "testp" => None,
+            // `slct`'s first type is its data's, its last the selector's.
+            "selp" | "slct" => match types.first().copied() {
+                Some(Ty::B16 | Ty::B32 | Ty::B64 | Ty::U16 | Ty::U32 | Ty::U64) => {
+                    moved(&[operands.get(1), operands.get(2)])
+                }
+                t => t.and_then(scalar_float),
+            },
+            "shfl" => moved(&[operands.get(1)]),
             _ => types.last().copied().and_then(scalar_float),
         };
+        // Registers a float instruction reads hold floats of its source type, unless they are
+        // known to hold another: XLA loads floats as `.b32` bits and computes on them.
+        let reads_floats = FLOAT_OPS.contains(&base);
+        if let Some(f) = types.last().copied().and_then(scalar_float).filter(|_| reads_floats) {
+            for src in operands.iter().skip(1) {
+                if let Operand::Name(n) = src {
+                    self.floats.entry(n.clone()).or_insert(f);
+                }
+            }
+        }
         for d in names(dst) {
             match kind {
                 Some(f) => self.floats.insert(d, f),
