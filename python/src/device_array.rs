@@ -97,7 +97,8 @@ pub fn of<'py>(value: &Bound<'py, PyAny>, name: &str, region: &RegionView<'_>) -
     Ok(None)
 }
 
-fn fit(name: &str, region: &RegionView<'_>, descr: String, shape: Vec<u64>) -> PyResult<()> {
+/// Whether an array of `descr` and `shape` fits region `name` (`shared::npy`'s rules).
+pub fn fit(name: &str, region: &RegionView<'_>, descr: String, shape: Vec<u64>) -> PyResult<()> {
     let header = NpyHeader { descr, fortran_order: false, shape };
     npy::check_fit(&header, name, region.dtype, region.size, &region.shape)
         .map_err(|e| recap_error(format!("input {name}: {e}")))

@@ -5,11 +5,12 @@
 //! host, and the GIL is released only around that wait.
 //!
 //! What a call needs from Python is kept between calls: each binding name's region, and the last
-//! array given for it. A torch tensor is recognised again by itself and its pointer, shape and
-//! strides (`data_ptr()`, `shape`, `stride()`: no `__cuda_array_interface__` dict, no DLPack
-//! capsule), so its dtype and shape are checked once; the cache holds that tensor until another
-//! takes its place, so a tensor it names cannot be freed and its address reused by another one.
-//! Other arrays go through `device_array::of` every call.
+//! few arrays given for it. A torch tensor is read through its own methods (`data_ptr()`, `shape`,
+//! `stride()`, and once `dtype` and `is_contiguous()`: no `__cuda_array_interface__` dict, which
+//! torch builds in Python, and no DLPack capsule) and recognised again by itself and its pointer,
+//! shape and strides, so its dtype and shape are checked once; the cache holds the tensors it
+//! names, so none can be freed and its address reused by another one while it is there. Other
+//! arrays go through `device_array::of` every call.
 
 use std::collections::HashMap;
 use std::sync::{MutexGuard, TryLockError};
@@ -26,7 +27,11 @@ use crate::device_array;
 use crate::error::recap_error;
 use crate::replay::{Engine, Replayer};
 
-/// The last array a binding was given, as the fast check sees it.
+/// How many tensors each binding remembers per direction: a server that cycles through a few
+/// buffers finds each of them again.
+const REMEMBERED: usize = 4;
+
+/// An array a binding was given, as the fast check sees it.
 struct Seen {
     array: Py<PyAny>,
     data: u64,
@@ -40,8 +45,9 @@ struct Seen {
 struct Binding {
     region: RegionId,
     direction: Option<Direction>,
-    input: Option<Seen>,
-    output: Option<Seen>,
+    /// Most recently given first.
+    input: Vec<Seen>,
+    output: Vec<Seen>,
 }
 
 /// Per binding name, what earlier calls resolved.
@@ -53,7 +59,7 @@ impl Bindings {
         if !self.0.contains_key(name) {
             let region = reader.region_named(name).map_err(|e| recap_error(format!("{source}: {e}")))?;
             let direction = reader.binding(name).map(|b| b.direction);
-            self.0.insert(name.to_string(), Binding { region, direction, input: None, output: None });
+            self.0.insert(name.to_string(), Binding { region, direction, input: Vec::new(), output: Vec::new() });
         }
         Ok(self.0.get_mut(name).expect("inserted above"))
     }
@@ -66,23 +72,61 @@ fn device_ptr(
     name: &str,
     reader: &Reader<'_>,
     region: RegionId,
-    seen: &mut Option<Seen>,
+    seen: &mut Vec<Seen>,
 ) -> PyResult<Option<u64>> {
     let torch = value.hasattr("data_ptr")? && value.hasattr("stride")? && value.hasattr("is_cuda")?;
     if torch && value.getattr("is_cuda")?.extract::<bool>()? {
         let data: u64 = value.call_method0("data_ptr")?.extract()?;
         let shape: Vec<i64> = value.getattr("shape")?.extract()?;
         let strides: Vec<i64> = value.call_method0("stride")?.extract()?;
-        if let Some(s) = seen.as_ref() {
-            if s.array.bind(value.py()).is(value) && s.data == data && s.shape == shape && s.strides == strides {
-                return Ok(Some(s.ptr));
-            }
+        let py = value.py();
+        let again = seen
+            .iter()
+            .position(|s| s.array.bind(py).is(value) && s.data == data && s.shape == shape && s.strides == strides);
+        if let Some(i) = again {
+            seen[..=i].rotate_right(1);
+            return Ok(Some(seen[0].ptr));
         }
-        let Some(array) = device_array::of(value, name, &reader.region(region))? else { return Ok(None) };
-        *seen = Some(Seen { array: value.clone().unbind(), data, shape, strides, ptr: array.ptr });
-        return Ok(Some(array.ptr));
+        let region = reader.region(region);
+        let ptr = match torch_descr(value)? {
+            Some(descr) => {
+                if !value.call_method0("is_contiguous")?.extract::<bool>()? {
+                    return Err(recap_error(format!(
+                        "input {name}: the tensor is not C-contiguous (strides {strides:?}); pass .contiguous() or a copy"
+                    )));
+                }
+                device_array::fit(name, &region, descr.into(), shape.iter().map(|&d| d as u64).collect())?;
+                data
+            }
+            // A dtype the fast check does not know: the protocols decide.
+            None => match device_array::of(value, name, &region)? {
+                Some(array) => array.ptr,
+                None => return Ok(None),
+            },
+        };
+        seen.insert(0, Seen { array: value.clone().unbind(), data, shape, strides, ptr });
+        seen.truncate(REMEMBERED);
+        return Ok(Some(ptr));
     }
     Ok(device_array::of(value, name, &reader.region(region))?.map(|a| a.ptr))
+}
+
+/// numpy's type string for a torch tensor's dtype (bfloat16 as its raw bits, as DLPack's reader
+/// has it); `None` for the others.
+fn torch_descr(value: &Bound<'_, PyAny>) -> PyResult<Option<&'static str>> {
+    let dtype = value.getattr("dtype")?.str()?.to_string();
+    Ok(Some(match dtype.as_str() {
+        "torch.float32" => "<f4",
+        "torch.float64" => "<f8",
+        "torch.float16" => "<f2",
+        "torch.bfloat16" => "<u2",
+        "torch.int8" => "<i1",
+        "torch.int16" => "<i2",
+        "torch.int32" => "<i4",
+        "torch.int64" => "<i8",
+        "torch.uint8" => "<u1",
+        _ => return Ok(None),
+    }))
 }
 
 /// The replayer's engine, waiting for another thread's call with the GIL released.

@@ -12,6 +12,9 @@ Modes:
   state       a call that does not give y (read and written) runs over what the previous call
               left in it, as a CUDA graph replayed by its program does; run() starts over
   refusals    a GPU array of the wrong shape or dtype, named
+  torchlike   arrays read as torch tensors are (data_ptr(), shape, stride(), dtype): several cycled
+              through are each recognised again, and a changed shape, a dtype or strides that do
+              not fit are refused by name
 """
 
 import ctypes
@@ -66,6 +69,33 @@ class Shifted:
         self.__cuda_array_interface__ = dict(
             array.__cuda_array_interface__, shape=(N,), data=(array.ptr.value + offset, False)
         )
+
+
+class TorchLike:
+    """What the serving path reads of a torch tensor on a GPU, over a DeviceArray's memory."""
+
+    is_cuda = True
+
+    class Dtype:
+        def __init__(self, name):
+            self.name = name
+
+        def __str__(self):
+            return self.name
+
+    def __init__(self, array, strides=None):
+        self.array, self.shape = array, array.shape
+        self.dtype = TorchLike.Dtype(f"torch.{array.dtype.name}")
+        self.strides = strides or (1,)
+
+    def data_ptr(self):
+        return self.array.ptr.value
+
+    def stride(self):
+        return self.strides
+
+    def is_contiguous(self):
+        return self.strides == (1,)
 
 
 def axpy(x, y, a=2.0):
@@ -176,6 +206,35 @@ elif mode == "refusals":
     else:
         raise SystemExit("an unknown output name was not refused")
     np.testing.assert_array_equal(rep.serve({"x": xs[0], "y": ys[0]})["y"], axpy(xs[0], ys[0]))
+
+elif mode == "torchlike":
+    txs = [TorchLike(DeviceArray(x)) for x in xs] + [TorchLike(DeviceArray(xs[0] * 3))]
+    outs = [TorchLike(DeviceArray(np.zeros(N, np.float32))) for _ in txs]
+    wants = [axpy(x, ys[0]) for x in xs + [xs[0] * 3]]
+    # Five tensors cycled through, one more than a binding remembers.
+    for i in [0, 1, 2, 3, 0, 1, 2, 3, 3, 0]:
+        got = rep.serve({"x": txs[i], "y": ys[0]}, {"y": outs[i]})
+        assert got["y"] is outs[i]
+        np.testing.assert_array_equal(outs[i].array.numpy(), wants[i])
+    refusals = [
+        (TorchLike(DeviceArray(np.zeros(N, np.float64))), "input x"),
+        (TorchLike(DeviceArray(np.zeros(N, np.float32)), strides=(2,)), "input x: the tensor is not C-contiguous"),
+    ]
+    for value, words in refusals:
+        try:
+            rep.serve({"x": value})
+        except recap.RecapError as e:
+            assert words in str(e), str(e)
+        else:
+            raise SystemExit(f"not refused: {words}")
+    # The same tensor with another shape (as after an in-place resize) is checked again.
+    txs[1].shape = (N + 1,)
+    try:
+        rep.serve({"x": txs[1]})
+    except recap.RecapError as e:
+        assert "input x" in str(e), str(e)
+    else:
+        raise SystemExit("a tensor resized in place was not checked again")
 
 else:
     raise SystemExit(f"unknown mode {mode}")

@@ -73,6 +73,11 @@ def test_arrays_that_do_not_fit_are_refused_by_binding_name(served):
     served("refusals")
 
 
+@needs_driver
+def test_tensors_are_read_as_torch_exposes_them_and_checked_once_each(served):
+    served("torchlike")
+
+
 def test_serving_on_the_cpu_is_a_replays_outputs(tmp_path, basics_ptx):
     x = np.arange(N, dtype=np.float32)
     y = np.ones(N, np.float32)
