@@ -184,7 +184,7 @@ fn warm_up_mark(v: f64, left: f64, pt: f64, ih: f64, hi: f64, h: f64, sep: f64, 
     }
     let _ = write!(
         g,
-        r#"<text class="axis" x="{cx:.1}" y="{:.1}" text-anchor="middle">warm-up</text><title>iteration 1, the warm-up (code compiled, graph instantiated): {}{}; left out of the scale and of the summary</title></g><line class="grid sep" x1="{sep:.1}" x2="{sep:.1}" y1="{pt}" y2="{:.1}"/>"#,
+        r#"<text class="axis" x="{left:.1}" y="{:.1}">warm-up</text><title>iteration 1, the warm-up (code compiled, graph instantiated): {}{}; left out of the scale and of the summary</title></g><line class="grid sep" x1="{sep:.1}" x2="{sep:.1}" y1="{pt}" y2="{:.1}"/>"#,
         h - 6.0,
         duration(v),
         if v > hi { ", above this chart's scale" } else { "" },
