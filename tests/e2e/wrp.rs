@@ -110,10 +110,21 @@ fn library_routines_import_as_library_ops_and_pass_their_check_on_every_engine()
             let said = ok(&["replay", &a, "--device", "cpu", "--engine", engine, "--check"]);
             assert!(said.contains("regions pass"), "{fixture} on {engine}: {said}");
         }
-        if gpu {
-            // The CUDA replay has no kernels for library ops: it says so, naming the op.
-            let err = one_line_error(&["replay", &a, "--device", "cuda", "--check"]);
-            assert!(err.contains("library op") && err.contains("--device cpu"), "{fixture}: {err}");
+        // The CUDA replay runs them as recap's library kernels, on the CPU driver here and on a
+        // GPU where there is one, in both modes, to the same bytes.
+        for mode in ["graph", "stream"] {
+            let said = replay_on_cpu_driver(&archive, mode);
+            assert!(
+                said.contains("regions pass") && said.contains("(exact)"),
+                "{fixture} on the CPU driver ({mode}): {said}"
+            );
+            if gpu {
+                let said = ok(&["replay", &a, "--device", "cuda", "--mode", mode, "--check"]);
+                assert!(
+                    said.contains("regions pass") && said.contains("(exact)"),
+                    "{fixture} on CUDA ({mode}): {said}"
+                );
+            }
         }
     }
     // What each op is, as `inspect` lists it: the routine over its regions.
@@ -125,6 +136,27 @@ fn library_routines_import_as_library_ops_and_pass_their_check_on_every_engine()
     }
     let listed = ok(&["inspect", &dir.path().join("library_ops.recap").display().to_string()]);
     assert!(listed.contains("exclusive_scan scan_in, scan_out"), "{listed}");
+}
+
+/// `recap replay ARCHIVE --device cuda --mode MODE --check` with the CPU driver as the machine's
+/// CUDA driver (`recap run --cpu`): the CUDA replay's own code, graph or stream, over PTX the CPU
+/// runs. Its output.
+fn replay_on_cpu_driver(archive: &Path, mode: &str) -> String {
+    for (package, lib) in [("recap-cpudriver", "recap_cpudriver"), ("recap-audit", "recap_audit")] {
+        recap_tests::cdylib(package, lib);
+    }
+    let bin = recap_tests::recap_bin();
+    let out = std::process::Command::new(&bin)
+        .args(["run", "--cpu", "--"])
+        .arg(&bin)
+        .args(["replay", &archive.display().to_string(), "--device", "cuda", "--mode", mode, "--check"])
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("RECAP_CPU_DRIVER_LIB")
+        .output()
+        .expect("running recap run --cpu");
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{}: {said}", archive.display());
+    said
 }
 
 #[test]
@@ -726,4 +758,54 @@ async fn the_host_converts_warp_captures_sent_as_zip_or_tar() {
             .starts_with("work-")),
         "no scratch left"
     );
+}
+
+/// A CUDA capture saved with `source_fallback=True` (`saxpy_1k_cuda_source`: a cubin and Warp's
+/// generated CUDA source, no PTX) imports by compiling the source with NVRTC against Warp's
+/// headers, and passes its check on every engine; without the headers, or without NVRTC, the
+/// import names what is missing in one line.
+#[test]
+fn a_capture_with_only_its_cuda_source_compiles_it_with_nvrtc() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("source.recap");
+    let import = |env_path: Option<&Path>, include: Option<&Path>| {
+        let mut cmd = std::process::Command::new(recap_tests::recap_bin());
+        cmd.arg("import-wrp").arg(fixtures().join("saxpy_1k_cuda_source.wrp")).arg("-o").arg(&out);
+        cmd.args(expected_args("saxpy_1k")).args(["--rtol", "0", "--atol", "0"]);
+        if let Some(include) = include {
+            cmd.arg("--warp-include").arg(include);
+        }
+        match env_path {
+            Some(p) => cmd.env("LD_LIBRARY_PATH", p),
+            None => cmd.env_remove("LD_LIBRARY_PATH"),
+        };
+        let o = cmd.output().unwrap();
+        (o.status.success(), text(&o.stdout), text(&o.stderr))
+    };
+    let (done, _, err) = import(None, None);
+    assert!(!done && err.lines().count() == 1, "{err}");
+    assert!(err.contains("wp_wrp_saxpy_4ac8a34.cu") && err.contains("--warp-include"), "{err}");
+    // Warp 1.19's headers and NVRTC 12.0 from PyPI, where the build tree has them
+    // (generate_versions.py and the library kernels' PTX test install them).
+    let root = repo_root();
+    let headers = root.join("target/wrp-venvs/1.19.0/lib/python3.11/site-packages/warp/native");
+    let nvrtc = root.join("target/nvrtc12-venv/lib/python3.11/site-packages/nvidia/cuda_nvrtc/lib");
+    let system_nvrtc =
+        std::process::Command::new("ldconfig").arg("-p").output().is_ok_and(|o| text(&o.stdout).contains("libnvrtc"));
+    if headers.join("builtin.h").is_file() && !system_nvrtc {
+        let (done, _, err) = import(Some(dir.path()), Some(&headers));
+        assert!(!done && err.contains("needs NVRTC") && err.contains("not installed"), "{err}");
+    }
+    if !headers.join("builtin.h").is_file() || !nvrtc.is_dir() {
+        eprintln!("skipped the compile: Warp 1.19's headers or NVRTC 12.0 are not in target/");
+        return;
+    }
+    let (done, said, err) = import(Some(&nvrtc), Some(&headers));
+    assert!(done, "{err}");
+    assert!(said.contains("compiled from its CUDA source wp_wrp_saxpy_4ac8a34.cu with NVRTC"), "{said}");
+    let a = out.display().to_string();
+    for engine in ["interp", "jit", "jit-scalar"] {
+        let said = ok(&["replay", &a, "--device", "cpu", "--engine", engine, "--check"]);
+        assert!(said.contains("regions pass") && said.contains("(exact)"), "{engine}: {said}");
+    }
 }
