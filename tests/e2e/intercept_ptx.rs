@@ -5,8 +5,10 @@
 //! (`tests/capture/programs/nvrtc_cubin.c` compiles its kernel to a cubin with the real NVRTC,
 //! from PyPI's `nvidia-cuda-nvrtc`, which runs without a GPU), a `ptxas` child
 //! (`ptxas_cubin.c` runs the real `ptxas` from PyPI's `nvidia-cuda-nvcc` on a temporary file, as
-//! XLA does) and the driver's linker (`linked_copy.c` loads a copy of what `cuLinkComplete`
-//! handed out, as numba does).
+//! XLA does), the driver's linker (`linked_copy.c` loads a copy of what `cuLinkComplete`
+//! handed out, as numba did through cuda.core) and nvJitLink (`nvjitlink_cubin.c` links PTX, or
+//! LTO-IR from NVRTC, with the real nvJitLink from PyPI's `nvidia-nvjitlink` and loads a copy of
+//! the cubin, as numba-cuda does through cuda.bindings).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -95,6 +97,20 @@ fn nvrtc_library() -> Option<PathBuf> {
     cuda_wheel_file("nvidia-cuda-nvrtc", "*/lib/libnvrtc.so.*")
 }
 
+/// nvJitLink from PyPI (`nvidia-nvjitlink`), which links without a GPU.
+fn nvjitlink_library() -> Option<PathBuf> {
+    cuda_wheel_file("nvidia-nvjitlink", "*/lib/libnvJitLink.so.*")
+}
+
+/// NVRTC's builtins library, beside NVRTC in its wheel.
+fn nvrtc_builtins(nvrtc: &std::path::Path) -> PathBuf {
+    std::fs::read_dir(nvrtc.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc-builtins.so")))
+        .expect("libnvrtc-builtins beside libnvrtc")
+}
+
 /// The `ptxas` binary from PyPI (`nvidia-cuda-nvcc`), which runs without a GPU.
 fn ptxas_binary() -> Option<PathBuf> {
     cuda_wheel_file("nvidia-cuda-nvcc", "*/bin/ptxas")
@@ -107,12 +123,7 @@ fn a_cubin_nvrtc_made_gets_the_ptx_of_its_program_compiled_again_and_replays() {
     let program = Program::build("nvrtc_cubin", &["-lcuda", "-ldl"]);
     let dir = tempfile::tempdir().unwrap();
     let archive = tmp_archive(&dir, "nvrtc.recap");
-    // NVRTC's builtins library sits beside it in the wheel.
-    let builtins = std::fs::read_dir(nvrtc.parent().unwrap())
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc-builtins.so")))
-        .expect("libnvrtc-builtins beside libnvrtc");
+    let builtins = nvrtc_builtins(&nvrtc);
     let report =
         capture_ok_with(&program, &archive, "profiler", &[nvrtc.to_str().unwrap(), builtins.to_str().unwrap()]);
     let kernel = &report["kernels"][0];
@@ -190,5 +201,50 @@ fn a_copy_of_a_linked_cubin_gets_the_links_ptx_input_and_replays() {
             let out = replay_check(&archive, engine);
             assert!(out.contains("1 of 1 regions pass"), "{mode}, {engine}:\n{out}");
         }
+    }
+}
+
+#[test]
+fn a_cubin_nvjitlink_linked_from_ptx_gets_that_ptx_by_either_name_of_its_entry_points_and_replays() {
+    let Some(nvjitlink) = nvjitlink_library() else { return };
+    cdylib("recap-audit", "recap_audit");
+    let program = Program::build("nvjitlink_cubin", &["-lcuda", "-ldl"]);
+    // `__nvJitLinkCreate_13_0` and the rest, as a CUDA 13.0 header calls them; then the plain names.
+    for mode in ["ptx", "plain"] {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = tmp_archive(&dir, "nvjitlink.recap");
+        let report = capture_ok_with(&program, &archive, "profiler", &[nvjitlink.to_str().unwrap(), mode]);
+        let kernel = &report["kernels"][0];
+        assert_eq!(kernel["name"], "scale_index", "{mode}: {report:#}");
+        assert_eq!(kernel["ptx"], true, "{mode}: {report:#}");
+        assert_eq!(kernel["ptx_from"], "PTX from nvJitLink", "{mode}: {report:#}");
+        assert_eq!(kernel["layout_from"], "PTX .entry", "{mode}: {report:#}");
+        for engine in ["interp", "jit"] {
+            let out = replay_check(&archive, engine);
+            assert!(out.contains("1 of 1 regions pass"), "{mode}, {engine}:\n{out}");
+        }
+    }
+}
+
+#[test]
+fn a_cubin_nvjitlink_optimised_from_lto_ir_gets_the_ptx_of_the_link_made_again_and_replays() {
+    let (Some(nvjitlink), Some(nvrtc)) = (nvjitlink_library(), nvrtc_library()) else { return };
+    cdylib("recap-audit", "recap_audit");
+    let program = Program::build("nvjitlink_cubin", &["-lcuda", "-ldl"]);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = tmp_archive(&dir, "lto.recap");
+    let builtins = nvrtc_builtins(&nvrtc);
+    let args = [nvjitlink.to_str().unwrap(), "lto", nvrtc.to_str().unwrap(), builtins.to_str().unwrap()];
+    let report = capture_ok_with(&program, &archive, "profiler", &args);
+    let kernel = &report["kernels"][0];
+    assert_eq!(kernel["name"], "scale_index", "{report:#}");
+    assert_eq!(kernel["ptx"], true, "{report:#}");
+    assert_eq!(kernel["ptx_from"], "PTX from nvJitLink (its LTO-IR linked again with -ptx for sm_90)", "{report:#}");
+    let notes = report["notes"].to_string();
+    let relinked = "nvJitLink: 1 link(s) of LTO-IR made again with -ptx for their PTX as the program linked them, in ";
+    assert!(notes.contains(relinked), "{report:#}");
+    for engine in ["interp", "jit"] {
+        let out = replay_check(&archive, engine);
+        assert!(out.contains("1 of 1 regions pass"), "{engine}:\n{out}");
     }
 }

@@ -122,15 +122,14 @@ fn declare_types<W: std::io::Write + std::io::Seek>(
 
 /// Writes the archive of `rec` (through a temporary file, renamed into place when complete) where
 /// its request says, with `binds` as its bindings, and the report where the request asks (JSON).
-/// Cubins NVRTC made get their program's PTX in `modules` now, and those of nvJitLink's links of
-/// LTO-IR theirs; everything the writing finds out (and what `ptxas` runs could not keep) goes
-/// into `report`.
+/// Cubins NVRTC made get their program's PTX in `modules` now; everything the writing finds out
+/// (and what `ptxas` runs and nvJitLink's links of LTO-IR did) goes into `report`.
 pub fn write(rec: &Recording, binds: &[Bind], modules: &mut [ModuleImage], vars: &Vars, report: &mut Report) {
     let request = &rec.request;
     // After the range, so that NVRTC's compiles cost the program's range nothing (nvrtc.rs).
     crate::nvrtc::complete(modules, report);
-    // Links of LTO-IR made again with nvJitLink for their PTX, after the range too (nvjitlink.rs).
-    crate::nvjitlink::complete(modules, report);
+    // Links of LTO-IR made again with nvJitLink for their PTX (nvjitlink.rs).
+    crate::nvjitlink::notes(report);
     // `ptxas` runs that left no cubin to key their PTX by (ptxas.rs).
     crate::ptxas::notes(report);
     report.sm = rec.sm;

@@ -23,12 +23,14 @@
 //! own linked PTX when the program took it, else its one PTX input (`images::link_ptx`, as for the
 //! driver's linker: several PTX inputs are no one module's PTX, and other inputs are named). A
 //! link of LTO-IR with `-lto` has no such input: nvJitLink optimises the whole and hands out a
-//! cubin only, so the same link is made again with `-ptx` when the archive is written, as NVRTC's
-//! programs are compiled again (`nvrtc.rs`), and its PTX is the module's.
+//! cubin only, so the same link is made again with `-ptx` as soon as the program takes the cubin,
+//! and its PTX is the module's. Not later, as NVRTC's programs are compiled again (`nvrtc.rs`):
+//! nvJitLink calls the driver (`cuInit`), and recap's CPU driver asks for a cubin's PTX while it
+//! holds its lock; the report's notes say what the second link cost the program.
 
 use std::ffi::{c_char, CStr, CString};
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::forward::{Entry, Real};
@@ -83,8 +85,8 @@ impl Link {
 struct Output {
     hash: blake3::Hash,
     link: Link,
-    /// The PTX of an optimised link, linked again with `-ptx` once.
-    relinked: OnceLock<Result<String, RelinkError>>,
+    /// The PTX of an optimised link, linked again with `-ptx`, and what that took in ms.
+    relinked: Option<(Result<String, RelinkError>, f64)>,
 }
 
 /// Live links by handle, and every cubin handed out.
@@ -207,10 +209,16 @@ unsafe fn record(call: Call, version: &'static str, args: [usize; 6]) {
             // SAFETY: `nvJitLinkGetLinkedCubin(handle, void *cubin)` wrote the size it gives.
             let hash = blake3::hash(unsafe { std::slice::from_raw_parts(cubin, size) });
             let Some(link) = book().links.iter().find(|(h, _)| *h == handle).map(|(_, l)| l.clone()) else { return };
-            let mut b = book();
-            if !b.outputs.iter().any(|o| o.hash == hash) {
-                b.outputs.push(Arc::new(Output { hash, link, relinked: OnceLock::new() }));
+            if book().outputs.iter().any(|o| o.hash == hash) {
+                return;
             }
+            // Now, in the program's own call to nvJitLink: nvJitLink calls the driver (`cuInit`),
+            // which recap's CPU driver answers under the lock it holds while it loads a module.
+            let relinked = (link.optimised() && link.linked_ptx.is_none()).then(|| {
+                let start = Instant::now();
+                (relink(&link), start.elapsed().as_secs_f64() * 1e3)
+            });
+            book().outputs.push(Arc::new(Output { hash, link, relinked }));
         }
         Call::Destroy | Call::Other => {}
     }
@@ -278,16 +286,13 @@ fn size_of(handle: usize, base: &str, version: &str) -> Option<usize> {
     (unsafe { f(handle, &mut size) } == NVJITLINK_SUCCESS).then_some(size)
 }
 
-/// What a parsed cubin of an optimised link says until the archive is written.
-pub const PENDING: &str = "nvJitLink, its LTO-IR linked again for PTX when the archive is written";
-
 fn output_of(cubin: &[u8]) -> Option<Arc<Output>> {
     let hash = blake3::hash(cubin);
     book().outputs.iter().find(|o| o.hash == hash).cloned()
 }
 
 /// The PTX of the nvJitLink link that handed out `cubin`, and where it came from, for the
-/// report; `None` when nvJitLink did not make it. An optimised link's is [`PENDING`].
+/// report; `None` when nvJitLink did not make it.
 pub fn ptx_for_cubin(cubin: &[u8], gpu_sm: u32) -> Option<(Option<String>, String)> {
     let output = output_of(cubin)?;
     let link = &output.link;
@@ -295,51 +300,37 @@ pub fn ptx_for_cubin(cubin: &[u8], gpu_sm: u32) -> Option<(Option<String>, Strin
     if let Some(ptx) = &link.linked_ptx {
         return Some((Some(ptx.clone()), format!("PTX from nvJitLink (the link's own PTX{arch})")));
     }
-    if link.optimised() {
-        return Some((None, PENDING.into()));
-    }
-    Some(crate::images::link_ptx(&link.inputs, gpu_sm, "PTX from nvJitLink", &format!("the nvJitLink link{arch}")))
+    Some(match &output.relinked {
+        Some((Ok(ptx), _)) => {
+            (Some(ptx.clone()), format!("PTX from nvJitLink (its LTO-IR linked again with -ptx{arch})"))
+        }
+        Some((Err(e), _)) => (None, format!("none: its nvJitLink link of LTO-IR did not link again for PTX: {e}")),
+        None => {
+            crate::images::link_ptx(&link.inputs, gpu_sm, "PTX from nvJitLink", &format!("the nvJitLink link{arch}"))
+        }
+    })
 }
 
-/// The PTX of the nvJitLink link that handed out `cubin` (an optimised link's linked again now),
-/// NUL-terminated and kept for the life of the process; NULL when nvJitLink did not make it or it
-/// has none. For recap's CPU driver (`images::recap_cubin_ptx`).
+/// The PTX of the nvJitLink link that handed out `cubin`, NUL-terminated and kept for the life of
+/// the process; NULL when nvJitLink did not make it or it has none. For recap's CPU driver
+/// (`images::recap_cubin_ptx`).
 pub fn ptx_c(cubin: &[u8]) -> *const c_char {
     match ptx_for_cubin(cubin, 0) {
         Some((Some(text), _)) => crate::images::keep_c(text),
-        Some((None, from)) if from == PENDING => match output_of(cubin).map(|o| relinked(&o)) {
-            Some(Ok(text)) => crate::images::keep_c(text),
-            _ => std::ptr::null(),
-        },
         _ => std::ptr::null(),
     }
 }
 
-/// Gives every module an optimised nvJitLink link made, still waiting for its PTX, the PTX of its
-/// link made again with `-ptx`, and notes in the report what that cost. Runs when the archive is
-/// written, after the range, as NVRTC's compiles do (`nvrtc::complete`).
-pub fn complete(modules: &mut [crate::images::ModuleImage], report: &mut shared::capture::Report) {
-    let (mut count, start) = (0, Instant::now());
-    for image in modules.iter_mut() {
-        let pending = image.parsed().filter(|p| p.ptx_from == PENDING);
-        let Some(output) = pending.and_then(|p| p.cubins.first()).and_then(|(_, bytes)| output_of(bytes)) else {
-            continue;
-        };
-        let arch = arch_of(&output.link.options).map(|a| format!(" for {a}")).unwrap_or_default();
-        match relinked(&output) {
-            Ok(ptx) => {
-                count += 1;
-                image.set_ptx(Some(ptx), format!("PTX from nvJitLink (its LTO-IR linked again with -ptx{arch})"));
-            }
-            Err(e) => {
-                image.set_ptx(None, format!("none: its nvJitLink link of LTO-IR did not link again for PTX: {e}"))
-            }
-        }
-    }
-    if count > 0 {
-        let millis = start.elapsed().as_secs_f64() * 1e3;
+/// Notes in the report how many links of LTO-IR were made again for their PTX, and what that
+/// cost the program.
+pub fn notes(report: &mut shared::capture::Report) {
+    let b = book();
+    let relinked: Vec<f64> = b.outputs.iter().filter_map(|o| o.relinked.as_ref().map(|(_, ms)| *ms)).collect();
+    if !relinked.is_empty() {
+        let (count, millis) = (relinked.len(), relinked.iter().sum::<f64>());
         report.note(format!(
-            "nvJitLink: {count} link(s) of LTO-IR made again for their PTX after the range, in {millis:.1} ms"
+            "nvJitLink: {count} link(s) of LTO-IR made again with -ptx for their PTX as the program linked them, in \
+             {millis:.1} ms"
         ));
     }
 }
@@ -353,10 +344,6 @@ pub enum RelinkError {
     Nul,
     #[error("{call} failed with nvJitLink error {result}{log}")]
     Call { call: &'static str, result: NvJitLinkResult, log: String },
-}
-
-fn relinked(output: &Output) -> Result<String, RelinkError> {
-    output.relinked.get_or_init(|| relink(&output.link)).clone()
 }
 
 /// `link` made again with the real nvJitLink, with `-ptx` added: its PTX.

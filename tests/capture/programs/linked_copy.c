@@ -17,40 +17,7 @@ CUresult cuLinkAddData_v2(CUlinkState state, int kind, void *data, size_t size, 
 CUresult cuLinkComplete(CUlinkState state, void **image, size_t *size);
 CUresult cuLinkDestroy(CUlinkState state);
 
-static const char *PTX =
-    ".version 8.0\n"
-    ".target sm_80\n"
-    ".address_size 64\n"
-    "\n"
-    ".visible .entry scale_index(\n"
-    "\t.param .u64 scale_index_param_0,\n"
-    "\t.param .u32 scale_index_param_1,\n"
-    "\t.param .u32 scale_index_param_2\n"
-    ")\n"
-    "{\n"
-    "\t.reg .pred %p<2>;\n"
-    "\t.reg .b32 %r<10>;\n"
-    "\t.reg .b64 %rd<5>;\n"
-    "\tld.param.u64 %rd1, [scale_index_param_0];\n"
-    "\tld.param.u32 %r2, [scale_index_param_1];\n"
-    "\tld.param.u32 %r3, [scale_index_param_2];\n"
-    "\tmov.u32 %r4, %ctaid.x;\n"
-    "\tmov.u32 %r5, %ntid.x;\n"
-    "\tmov.u32 %r6, %tid.x;\n"
-    "\tmad.lo.s32 %r1, %r4, %r5, %r6;\n"
-    "\tsetp.ge.s32 %p1, %r1, %r3;\n"
-    "\t@%p1 bra $L__done;\n"
-    "\tcvta.to.global.u64 %rd2, %rd1;\n"
-    "\tmul.wide.s32 %rd3, %r1, 4;\n"
-    "\tadd.s64 %rd4, %rd2, %rd3;\n"
-    "\tld.global.u32 %r7, [%rd4];\n"
-    "\tmad.lo.s32 %r8, %r7, %r2, %r1;\n"
-    "\tst.global.u32 [%rd4], %r8;\n"
-    "$L__done:\n"
-    "\tret;\n"
-    "}\n";
-
-enum { N = 300, BLOCK = 128 };
+static const char *PTX = SCALE_INDEX_PTX("sm_80");
 
 int main(int argc, char **argv) {
     int in_place = argc == 2 && strcmp(argv[1], "in-place") == 0;
@@ -58,12 +25,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: " PROGRAM " [in-place]\n");
         return 2;
     }
-    CUdevice dev;
     CUcontext ctx;
     CUmodule module;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuCtxCreate(&ctx, 0, dev));
+    open_context(&ctx);
 
     CUlinkState link;
     CHECK(cuLinkCreate_v2(0, NULL, NULL, &link));
@@ -82,30 +46,7 @@ int main(int argc, char **argv) {
         CHECK(cuModuleLoadData(&module, copy));
         free(copy);
     }
-    CUfunction scale_index = get_kernel(module, "scale_index");
-
-    CUdeviceptr data;
-    CHECK(cuMemAlloc(&data, N * sizeof(unsigned)));
-    CHECK(cuMemsetD32(data, 5, N));
-    CHECK(cuProfilerStart());
-    unsigned a = 9, grid = (N + BLOCK - 1) / BLOCK;
-    int n = N;
-    void *params[] = {&data, &a, &n};
-    CHECK(cuLaunchKernel(scale_index, grid, 1, 1, BLOCK, 1, 1, 0, NULL, params, NULL));
-    CHECK(cuCtxSynchronize());
-    CHECK(cuProfilerStop());
-
-    static unsigned host[N];
-    CHECK(cuMemcpyDtoH(host, data, sizeof host));
-    unsigned long long sum = 0;
-    for (int i = 0; i < N; i++) {
-        unsigned want = 5u * a + (unsigned)i;
-        if (host[i] != want) {
-            fprintf(stderr, PROGRAM ": data[%d] is %u, want %u\n", i, host[i], want);
-            return 1;
-        }
-        sum += host[i];
-    }
+    unsigned long long sum = scale_index_checked(get_kernel(module, "scale_index"), 5, 9);
     CHECK(cuCtxDestroy(ctx));
     printf(PROGRAM ": ok %llu\n", sum);
     return 0;

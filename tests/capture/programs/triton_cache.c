@@ -10,43 +10,9 @@
  * data[i] = data[i] * a + i, checks data on the host and prints `triton_cache: ok <sum>`. */
 #define PROGRAM "triton_cache"
 #define _POSIX_C_SOURCE 200809L
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "common.h"
 
-static const char *PTX =
-    ".version 8.0\n"
-    ".target sm_90\n"
-    ".address_size 64\n"
-    "\n"
-    ".visible .entry scale_index(\n"
-    "\t.param .u64 scale_index_param_0,\n"
-    "\t.param .u32 scale_index_param_1,\n"
-    "\t.param .u32 scale_index_param_2\n"
-    ")\n"
-    "{\n"
-    "\t.reg .pred %p<2>;\n"
-    "\t.reg .b32 %r<10>;\n"
-    "\t.reg .b64 %rd<5>;\n"
-    "\tld.param.u64 %rd1, [scale_index_param_0];\n"
-    "\tld.param.u32 %r2, [scale_index_param_1];\n"
-    "\tld.param.u32 %r3, [scale_index_param_2];\n"
-    "\tmov.u32 %r4, %ctaid.x;\n"
-    "\tmov.u32 %r5, %ntid.x;\n"
-    "\tmov.u32 %r6, %tid.x;\n"
-    "\tmad.lo.s32 %r1, %r4, %r5, %r6;\n"
-    "\tsetp.ge.s32 %p1, %r1, %r3;\n"
-    "\t@%p1 bra $L__done;\n"
-    "\tcvta.to.global.u64 %rd2, %rd1;\n"
-    "\tmul.wide.s32 %rd3, %r1, 4;\n"
-    "\tadd.s64 %rd4, %rd2, %rd3;\n"
-    "\tld.global.u32 %r7, [%rd4];\n"
-    "\tmad.lo.s32 %r8, %r7, %r2, %r1;\n"
-    "\tst.global.u32 [%rd4], %r8;\n"
-    "$L__done:\n"
-    "\tret;\n"
-    "}\n";
+static const char *PTX = SCALE_INDEX_PTX("sm_90");
 
 static void put16(unsigned char *p, unsigned v) { p[0] = v & 0xff, p[1] = (v >> 8) & 0xff; }
 static void put32(unsigned char *p, unsigned long v) { for (int i = 0; i < 4; i++) p[i] = (v >> (8 * i)) & 0xff; }
@@ -78,25 +44,6 @@ static unsigned char *machine_code_elf(const char *ptx, size_t *len) {
     return elf;
 }
 
-static void write_file(const char *dir, const char *name, const void *data, size_t len) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
-        fprintf(stderr, PROGRAM ": cannot write %s\n", path);
-        exit(1);
-    }
-}
-
-static void make_dir(const char *path) {
-    if (mkdir(path, 0755) != 0 && access(path, F_OK) != 0) {
-        fprintf(stderr, PROGRAM ": cannot create %s\n", path);
-        exit(1);
-    }
-}
-
-enum { N = 300, BLOCK = 128 };
-
 int main(int argc, char **argv) {
     if (argc != 3 || (strcmp(argv[1], "triton") && strcmp(argv[1], "inductor"))) {
         fprintf(stderr, "usage: " PROGRAM " triton|inductor DIR\n");
@@ -122,37 +69,12 @@ int main(int argc, char **argv) {
     write_file(folder, "scale_index.json", "{\"name\": \"scale_index\"}\n", 24);
     if (setenv(!strcmp(argv[1], "triton") ? "TRITON_CACHE_DIR" : "TORCHINDUCTOR_CACHE_DIR", root, 1) != 0) return 1;
 
-    CUdevice dev;
     CUcontext ctx;
     CUmodule module;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuCtxCreate(&ctx, 0, dev));
+    open_context(&ctx);
     CHECK(cuModuleLoadData(&module, cubin));
     free(cubin);
-    CUfunction scale_index = get_kernel(module, "scale_index");
-
-    CUdeviceptr data;
-    CHECK(cuMemAlloc(&data, N * sizeof(unsigned)));
-    CHECK(cuMemsetD32(data, 7, N));
-    CHECK(cuProfilerStart());
-    unsigned grid = (N + BLOCK - 1) / BLOCK, a = 3;
-    int n = N;
-    void *args[] = {&data, &a, &n};
-    CHECK(cuLaunchKernel(scale_index, grid, 1, 1, BLOCK, 1, 1, 0, NULL, args, NULL));
-    CHECK(cuCtxSynchronize());
-    CHECK(cuProfilerStop());
-
-    static unsigned host[N];
-    CHECK(cuMemcpyDtoH(host, data, sizeof host));
-    unsigned long long sum = 0;
-    for (int i = 0; i < N; i++) {
-        if (host[i] != 21u + (unsigned)i) {
-            fprintf(stderr, PROGRAM ": data[%d] is %u, want %u\n", i, host[i], 21u + (unsigned)i);
-            return 1;
-        }
-        sum += host[i];
-    }
+    unsigned long long sum = scale_index_checked(get_kernel(module, "scale_index"), 7, 3);
     CHECK(cuCtxDestroy(ctx));
     printf(PROGRAM ": ok %llu\n", sum);
     return 0;
