@@ -507,3 +507,59 @@ fn calling_an_undefined_function_is_a_load_error() {
     assert!(err.contains("module undefined") && err.contains("missing"), "{err}");
     assert!(err.contains("line"), "{err}");
 }
+
+/// `p[3] = p[0] * p[1] + p[2]` with a plain `mul` and `add`, which ptxas fuses.
+const MUL_ADD: &str = r#"
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry mul_add(.param .u64 p)
+{
+    .reg .f32 %f<5>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [p];
+    ld.global.f32 %f1, [%rd1];
+    ld.global.f32 %f2, [%rd1+4];
+    ld.global.f32 %f3, [%rd1+8];
+    mul.f32 %f4, %f1, %f2;
+    add.f32 %f4, %f4, %f3;
+    st.global.f32 [%rd1+12], %f4;
+    ret;
+}
+"#;
+
+/// The replay says whether it fuses plain multiplies and additions as ptxas does (by default for
+/// PTX that targets sm_90) or keeps them apart (`--mma-model ieee`).
+#[test]
+fn the_replay_says_whether_plain_multiply_adds_run_fused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mul_add.recap");
+    let mut w = ArchiveWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let r = w.add_region(RegionDecl::new("p", 16, DType::F32)).unwrap();
+    let init: Vec<u8> = [1.5f32, 3.25, -4.0, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    w.set_initial_bytes(r, &init).unwrap();
+    let m = w.add_module("m", MUL_ADD).unwrap();
+    let p = ParamDecl { name: "p".into(), offset: 0, size: 8, align: 8, kind: ParamKind::Pointer };
+    let k = w.add_kernel(m, "mul_add", vec![p]).unwrap();
+    w.launch(LaunchDecl {
+        kernel: k,
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        shared_bytes: 0,
+        params: vec![0; 8],
+        relocs: vec![Reloc { offset: 0, target: r, target_offset: 0 }],
+    })
+    .unwrap();
+    w.finish().unwrap();
+    for (extra, line) in [
+        (&[][..], "multiply-adds: fused as ptxas fuses them (the archive was captured on sm_90)"),
+        (&["--mma-model", "ieee"][..], "multiply-adds: as the PTX reads, unfused (--mma-model)"),
+    ] {
+        let mut args = vec!["replay", path.to_str().unwrap(), "--device", "cpu"];
+        args.extend_from_slice(extra);
+        let o = recap(&args);
+        let (stdout, stderr) = text(&o);
+        assert!(o.status.success(), "{extra:?}:\n{stdout}{stderr}");
+        assert!(stdout.lines().any(|l| l == line), "{extra:?}: no `{line}` in\n{stdout}");
+    }
+}

@@ -51,7 +51,9 @@ pub struct Args {
     #[arg(long)]
     pub budget: Option<u64>,
     /// Tensor-core arithmetic on a CPU side: ieee (IEEE fused multiply-adds in k order), sm80
-    /// (Ampere's unit) or sm90 (Hopper's); by default that of the GPU the archive was captured on
+    /// (Ampere's unit) or sm90 (Hopper's); by default that of the GPU the archive was captured on.
+    /// The GPU models also fuse plain mul and add pairs as ptxas does; ieee keeps PTX's literal
+    /// meaning
     #[arg(long, value_enum)]
     pub mma_model: Option<super::replay::MmaModelArg>,
     #[command(flatten)]

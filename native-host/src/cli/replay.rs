@@ -91,7 +91,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "jit")]
     pub engine: CpuBackend,
     /// Tensor-core arithmetic on the CPU: ieee (IEEE fused multiply-adds in k order), sm80 (Ampere's
-    /// unit) or sm90 (Hopper's); by default that of the GPU the archive was captured on
+    /// unit) or sm90 (Hopper's); by default that of the GPU the archive was captured on. The GPU
+    /// models also fuse plain mul and add pairs as ptxas does; ieee keeps PTX's literal meaning
     #[arg(long, value_enum)]
     pub mma_model: Option<MmaModelArg>,
     /// Regions at the device addresses the capture recorded (captured) or at fresh ones (fresh);
@@ -297,6 +298,16 @@ impl Backend<'_> {
             return None;
         }
         Some((replay.sfu_model(), Self::why_model(replay)))
+    }
+
+    /// Whether a CPU replay of an archive with multiplies and additions that ptxas fuses runs them
+    /// fused, and why.
+    fn contraction(&self) -> Option<(bool, String)> {
+        let DeviceReplay::Cpu(replay) = &self.replay else { return None };
+        if !replay.has_contractions() {
+            return None;
+        }
+        Some((replay.contraction(), Self::why_model(replay)))
     }
 
     fn why_model(replay: &shared::replay::CpuReplay<'_>) -> String {
@@ -517,6 +528,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             emit(serde_json::json!({"type": "sfu_model", "model": model.name(), "why": why}));
         } else {
             println!("special functions: the {} model ({why})", model.name());
+        }
+    }
+    if let Some((fused, why)) = backend.contraction() {
+        if args.json {
+            emit(serde_json::json!({"type": "contraction", "fused": fused, "why": why}));
+        } else if fused {
+            println!("multiply-adds: fused as ptxas fuses them ({why})");
+        } else {
+            println!("multiply-adds: as the PTX reads, unfused ({why})");
         }
     }
 
