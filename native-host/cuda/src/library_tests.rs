@@ -24,8 +24,8 @@ impl Rng {
 
 /// `n` elements of `dtype`: few distinct keys (runs and ties, which stability decides), both
 /// signs, and for floats with `specials` zeros of both signs, infinities, NaNs of both signs and
-/// any bits. Sums of NaNs are left out of the sums: a GPU's float add gives the canonical NaN, the
-/// CPU's keeps an operand's payload, so only keys may be NaNs where bytes must match.
+/// any bits. Data that is summed has no NaNs: a GPU's float add gives the canonical NaN where the
+/// CPU's keeps an operand's payload, so only sort keys may be NaNs where bytes must match.
 fn elements(rng: &mut Rng, dtype: DType, n: usize, distinct: u64, specials: bool) -> Vec<u8> {
     let mut out = Vec::new();
     let odds = if specials { 40 } else { 1 << 20 };
