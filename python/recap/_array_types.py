@@ -88,7 +88,9 @@ def _arrays():
     strided = getattr(torch, "strided", None)
     for o in gc.get_objects():
         try:
-            if tensor is not None and isinstance(o, tensor):
+            # The object's type, not isinstance: isinstance reads `__class__`, which runs code on
+            # proxies (torch's deprecated `torch.distributed.reduce_op` warns when touched).
+            if tensor is not None and issubclass(type(o), tensor):
                 if not o.is_cuda or o.layout != strided or o.is_quantized:
                     continue
                 name = str(o.dtype).replace("torch.", "")

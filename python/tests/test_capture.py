@@ -89,3 +89,35 @@ def test_capture_binds_gpu_arrays_only():
 
     with pytest.raises(TypeError, match="binding x: a ndarray is not a GPU array"):
         _device_array("x", np.zeros(3))
+
+
+def test_the_array_scan_runs_no_code_of_the_objects_it_passes(monkeypatch):
+    """The scan of live arrays looks at every object in the process: it must not run their code.
+    A proxy whose `__class__` has code (torch's deprecated `torch.distributed.reduce_op` warns
+    there) is passed over without running it, and a tensor subclass still counts as a tensor."""
+    import types
+
+    from recap._array_types import _arrays
+
+    ran, seen = [], []
+
+    class Tensor:
+        is_cuda = False
+
+    class Proxy:
+        @property
+        def __class__(self):
+            ran.append(self)
+            return Tensor
+
+    class Seen(Tensor):
+        @property
+        def is_cuda(self):
+            seen.append(self)
+            return False
+
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=Tensor, strided=object()))
+    held = [Proxy(), Seen()]
+    assert list(_arrays()) == []
+    assert ran == [], "the proxy's __class__ ran"
+    assert seen == [held[1]], "a subclass of the tensor type is looked at as a tensor"
