@@ -61,6 +61,10 @@ fn a_stale_cubin_of_the_same_name_elsewhere_in_the_cache_is_not_taken() {
 /// `target/cuda-wheels-venv`: the first file matching `pattern`, a glob relative to `nvidia/`.
 /// `None` (after saying why) where it cannot be installed.
 fn cuda_wheel_file(package: &str, pattern: &str) -> Option<PathBuf> {
+    // One test at a time: pip writes a wheel's libraries in place, so a test that found a library
+    // another test's install was still writing ran a program over a half-written file (SIGBUS).
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let venv = repo_root().join("target/cuda-wheels-venv");
     let python = venv.join("bin/python");
     let find = || -> Option<PathBuf> {
